@@ -1,0 +1,37 @@
+// swift-tools-version:6.0
+// cogd — a Swift runtime for Cog-style state on Linux, made multi-process.
+// The package depends on nothing outside the toolchain; C libraries come from
+// Debian (`deploy/install-deps.sh`).
+import PackageDescription
+
+let package = Package(
+    name: "cogd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Cog", targets: ["Cog"]),
+        .library(name: "CogTesting", targets: ["CogTesting"]),
+        .executable(name: "cogd", targets: ["cogd"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .systemLibrary(
+            name: "CZMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(name: "Cog"),
+        .target(name: "CogTesting", dependencies: ["Cog"]),
+        .target(name: "CCogdSupport"),
+        .executableTarget(
+            name: "cogd",
+            dependencies: ["Cog", "CLMDB", "CZMQ", "CCogdSupport"]
+        ),
+        .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
+        .testTarget(name: "CogdTests", dependencies: ["cogd"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,87 @@
+/// One runtime: the graph of declared state, its turns and its history.
+///
+/// An app assembles exactly one (`Cogs.assemble(mechanisms:)`); each test
+/// makes its own isolated one with `Cogs.forTesting()` (module `CogTesting`).
+/// Reads are subscripts, writes are named ops on `CogOps`.
+///
+/// ```swift
+/// let cogs = Cogs.assemble(mechanisms: [TodoMechanism(store: .live)])
+/// cogs.addTodo()
+/// let count = cogs[activeTodoCountCog]
+/// ```
+///
+/// - Important: confined to the main actor. A read `cogs[x]` pins the state
+///   for the runtime's lifetime (the Linux stand-in for a UI read); only
+///   `discard` undoes the pin. Use `peek` for one-time reads.
+@MainActor
+public final class Cogs: CogOps {
+    let graph: Graph
+    var mechanisms: [any Mechanism] = []
+    var controllers: [MechanismController] = []
+
+    package init() {
+        graph = Graph()
+    }
+
+    // MARK: Pinning reads
+
+    /// Reads an automatic cog and keeps it alive (a pinning read).
+    public subscript<V>(_ cog: Cog<V>) -> V { graph.pinningRead(cog.ref, as: V.self) }
+    /// Reads a manual source and keeps it alive (a pinning read).
+    public subscript<V>(_ cog: Cog<V>.Manual) -> V { graph.pinningRead(cog.ref, as: V.self) }
+    /// Reads through a projection and keeps the source alive (a pinning read).
+    public subscript<V>(_ cog: Cog<V>.Projection) -> V { graph.pinningRead(cog.ref, as: V.self) }
+    /// Reads an async cog's last accepted value (or its default), starting its work on first demand.
+    public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> V {
+        let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)
+        graph.runDeferredWorkIfIdle()
+        return value
+    }
+
+    // MARK: CogOps
+
+    public func turn(named name: String, _ body: @escaping (Writer) -> Void) {
+        graph.turn(named: name, owner: nil, body)
+    }
+
+    public func peek<V>(_ cog: Cog<V>) -> V { graph.peek(cog.ref, as: V.self) }
+    public func peek<V>(_ cog: Cog<V>.Manual) -> V { graph.peek(cog.ref, as: V.self) }
+    public func peek<V>(_ cog: Cog<V>.Projection) -> V { graph.peek(cog.ref, as: V.self) }
+    public func peek<V: Sendable>(_ cog: Cog<V>.Async) -> V {
+        let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)
+        graph.runDeferredWorkIfIdle()
+        return value
+    }
+
+    @discardableResult
+    public func refresh<V: Sendable>(_ cog: Cog<V>.Async) -> CogRefresh<V> { graph.refresh(cog.ref, as: V.self) }
+
+    public func discard<V>(_ cog: Cog<V>.Manual) { graph.discard(cog.ref) }
+    public func discard<V>(_ cog: Cog<V>) { graph.discard(cog.ref) }
+
+    // MARK: Status
+
+    /// The async status lens: `cogs.status[weatherCogs[zip]].isLoading`.
+    public var status: Status { Status(graph: graph) }
+
+    /// Reads of an async cog's full status (`kind`, `value`, `hasSucceeded`, `error`, `isLoading`).
+    @MainActor
+    public struct Status {
+        let graph: Graph
+
+        /// The async cog's status; starts its work on first demand.
+        public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> CogStatus<V> { peek(cog) }
+
+        /// The async cog's status, without pinning.
+        public func peek<V: Sendable>(_ cog: Cog<V>.Async) -> CogStatus<V> {
+            let status = graph.readAsyncStatus(cog.ref, as: V.self, trackedBy: nil)
+            graph.runDeferredWorkIfIdle()
+            return status
+        }
+    }
+
+    // MARK: Diagnostics
+
+    /// The last 256 history events of this runtime: turns, writes, recomputes.
+    public var debugHistory: CogHistory { graph.history.snapshot }
+}

@@ -1,0 +1,191 @@
+final class AsyncDescriptor<Value: Sendable>: Descriptor, @unchecked Sendable {
+    let selector: @MainActor (Reader<CogStatus<Value>>, AnyHashable?) -> Work<Value>
+    let defaultValue: Value
+    let equals: (@MainActor (Value, Value) -> Bool)?
+
+    init(
+        selector: @escaping @MainActor (Reader<CogStatus<Value>>, AnyHashable?) -> Work<Value>,
+        defaultValue: Value, equals: (@MainActor (Value, Value) -> Bool)?,
+        name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
+    ) {
+        self.selector = selector
+        self.defaultValue = defaultValue
+        self.equals = equals
+        super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
+    }
+
+    @MainActor override func makeNode(key: AnyHashable?, graph: Graph) -> Node {
+        AsyncNode<Value>(descriptor: self, key: key)
+    }
+}
+
+/// Lets `Reader.curr` see an async node's status without its value type.
+@MainActor
+protocol AsyncStatusProviding: AnyObject {
+    var currentStatusAny: Any { get }
+}
+
+/// An async state. The node itself is the *driver*: a computation that runs
+/// the selector, starts a generation of work, and never reports a change. Its
+/// value and status live in two cells that only system turns write, so value
+/// readers stay quiet across reloads while status readers see every step.
+///
+/// Consumers track the driver as well as a cell: a dependency change flags
+/// them, and settling them settles the driver, which restarts the work.
+@MainActor
+final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
+    let selector: @MainActor (Reader<CogStatus<Value>>, AnyHashable?) -> Work<Value>
+    let valueCell: ManualNode<Value>
+    let statusCell: ManualNode<CogStatus<Value>>
+
+    /// The generation in flight or last finished; -1 before the first.
+    var generation = -1
+    var work: Work<Value>?
+    var task: Task<Void, Never>?
+    var refreshes: [(generation: Int, handle: CogRefresh<Value>)] = []
+
+    init(descriptor: AsyncDescriptor<Value>, key: AnyHashable?) {
+        self.selector = descriptor.selector
+        let label = descriptor.label(for: key)
+        let equals = descriptor.equals
+        self.valueCell = ManualNode(cellLabel: label, value: descriptor.defaultValue, equals: equals)
+        self.statusCell = ManualNode(
+            cellLabel: "\(label).status",
+            value: CogStatus(kind: .pending, value: descriptor.defaultValue, hasSucceeded: false, error: nil),
+            equals: { old, new in
+                guard old.kind == new.kind, old.hasSucceeded == new.hasSucceeded,
+                    old.error == nil, new.error == nil, let equals
+                else { return false }
+                return equals(old.value, new.value)
+            })
+        super.init(kind: .computed, descriptor: descriptor, key: key, label: label, state: .dirty)
+    }
+
+    var currentStatusAny: Any { statusCell.value }
+
+    override func recompute(graph: Graph) -> Bool {
+        let work = graph.tracking(self) { selector(Reader(graph: graph, node: self), key) }
+        graph.startGeneration(of: self, running: work)
+        return false
+    }
+}
+
+extension Graph {
+    func asyncNode<Value: Sendable>(_ ref: StateRef, as: Value.Type) -> AsyncNode<Value> {
+        unsafeDowncast(node(for: ref), to: AsyncNode<Value>.self)
+    }
+
+    /// The async value: settles the driver (starting work on first demand or
+    /// after a dependency change) and reads the value cell.
+    func readAsyncValue<Value: Sendable>(_ ref: StateRef, as: Value.Type, trackedBy observer: Node?) -> Value {
+        let node = asyncNode(ref, as: Value.self)
+        if node.state != .clean || node.busy { settle(node) }
+        if let observer {
+            track(node, into: observer)
+            track(node.valueCell, into: observer)
+        }
+        return node.valueCell.value
+    }
+
+    /// The async status: as `readAsyncValue`, through the status cell.
+    func readAsyncStatus<Value: Sendable>(_ ref: StateRef, as: Value.Type, trackedBy observer: Node?) -> CogStatus<Value> {
+        let node = asyncNode(ref, as: Value.self)
+        if node.state != .clean || node.busy { settle(node) }
+        if let observer {
+            track(node, into: observer)
+            track(node.statusCell, into: observer)
+        }
+        return node.statusCell.value
+    }
+
+    func currentStatus(of node: Node) -> Any? {
+        (node as? any AsyncStatusProviding)?.currentStatusAny
+    }
+
+    /// Starts a new generation of `node`'s work: cancels the one in flight
+    /// (its late result will be dropped, and it publishes no failure),
+    /// resolves older refresh handles as superseded, and publishes `pending`.
+    func startGeneration<Value: Sendable>(of node: AsyncNode<Value>, running work: Work<Value>) {
+        node.task?.cancel()
+        node.generation += 1
+        let generation = node.generation
+        resolveRefreshes(of: node, through: generation - 1, with: .superseded)
+        node.work = work
+        node.task = Task { [weak self, weak node] in
+            let result: Result<Value, any Error>
+            do {
+                result = .success(try await work.operation())
+            } catch {
+                result = .failure(error)
+            }
+            guard let self, let node else { return }
+            self.deliver(result, generation: generation, to: node)
+        }
+        let current = node.statusCell.value
+        let pending = CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil)
+        systemTurn(named: "\(node.label).pending") { [unowned self] _ in
+            self.stage(pending, into: node.statusCell)
+        }
+    }
+
+    /// Publishes a finished generation's result, unless a newer generation
+    /// replaced it or the state was released.
+    func deliver<Value: Sendable>(_ result: Result<Value, any Error>, generation: Int, to node: AsyncNode<Value>) {
+        defer {
+            if !asyncCompletionCheckAcknowledgements.isEmpty {
+                asyncCompletionCheckAcknowledgements.removeFirst().acknowledge()
+            }
+        }
+        guard !node.released, generation == node.generation else { return }
+        node.task = nil
+        switch result {
+        case .success(let value):
+            systemTurn(named: "\(node.label).success") { [unowned self] _ in
+                self.stage(value, into: node.valueCell)
+                self.stage(
+                    CogStatus(kind: .success, value: value, hasSucceeded: true, error: nil), into: node.statusCell)
+            }
+            resolveRefreshes(of: node, through: generation, with: .success(value))
+        case .failure(let error):
+            systemTurn(named: "\(node.label).failure") { [unowned self] _ in
+                let current = node.statusCell.staged ?? node.statusCell.value
+                self.stage(
+                    CogStatus(kind: .failure, value: current.value, hasSucceeded: current.hasSucceeded, error: error),
+                    into: node.statusCell)
+            }
+            resolveRefreshes(of: node, through: generation, with: .failure(error))
+        }
+    }
+
+    private func resolveRefreshes<Value: Sendable>(
+        of node: AsyncNode<Value>, through generation: Int, with outcome: CogRefresh<Value>.Outcome
+    ) {
+        guard !node.refreshes.isEmpty else { return }
+        node.refreshes.removeAll { entry in
+            guard entry.generation <= generation else { return false }
+            entry.handle.resolve(outcome)
+            return true
+        }
+    }
+
+    /// `refresh`: a new generation with no dependency change. Refreshing a
+    /// never-read (or out-of-date) cog is its one pending load, not a load
+    /// followed by a replacement.
+    func refresh<Value: Sendable>(_ ref: StateRef, as: Value.Type) -> CogRefresh<Value> {
+        if let node = computing.last {
+            fatalError(
+                "refresh(\(ref.label)) was attempted while the automatic cog `\(node.label)` was computing; "
+                    + "a computation must not start work — call refresh from an op")
+        }
+        let node = asyncNode(ref, as: Value.self)
+        if node.state != .clean || node.work == nil {
+            settle(node)
+        } else if let work = node.work {
+            startGeneration(of: node, running: work)
+        }
+        let handle = CogRefresh<Value>()
+        node.refreshes.append((node.generation, handle))
+        runDeferredWorkIfIdle()
+        return handle
+    }
+}

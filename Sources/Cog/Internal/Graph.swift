@@ -1,0 +1,487 @@
+/// The engine behind one `Cogs` runtime: node tables, settlement, tracking,
+/// turns and their FIFO. Everything runs on the main actor; nothing here
+/// allocates on a steady turn once the buffers have grown.
+@MainActor
+final class Graph {
+    // MARK: Node tables
+
+    /// Keyless states, indexed by descriptor id.
+    private var singles = ContiguousArray<Node?>()
+    /// Keyed states, one table per box, indexed by descriptor id.
+    private var keyed = ContiguousArray<KeyedTable?>()
+
+    final class KeyedTable {
+        var nodes: [AnyHashable: Node] = [:]
+    }
+
+    // MARK: Settlement state
+
+    /// Nodes being settled or computed, outermost first. Reading one of them
+    /// again closes a cycle; the slice from it to the top is the cycle's path.
+    private var settleStack = ContiguousArray<Node>()
+    /// Scratch stack for pushing `check` flags downstream.
+    private var pushStack = ContiguousArray<Node>()
+    /// Nodes whose selector is running, outermost first.
+    private(set) var computing = ContiguousArray<Node>()
+    /// The deepest nesting of computations a cold read may cause.
+    static let maximumNestedComputations = 128
+
+    // MARK: Turn state
+
+    enum Phase { case idle, body, flush }
+    private(set) var phase = Phase.idle
+    /// Identifies the turn a `Writer` belongs to; bumped for every turn run.
+    private(set) var turnSerial: UInt64 = 0
+    /// Sources staged by the running turn, in first-write order.
+    private var stagedNodes = ContiguousArray<Node>()
+    private var changedNodes = ContiguousArray<Node>()
+    /// Turns requested while a turn flushes, run one at a time in order.
+    private var queue = TurnQueue()
+    private var draining = false
+
+    let history = HistoryRing(capacity: 256)
+
+    /// Hooks the async layer and tests attach to (see `Graph+Async`).
+    var asyncCompletionCheckAcknowledgements: [MainActorCleanupAcknowledgement] = []
+
+    init() {}
+
+    // MARK: Lookup
+
+    /// The node for `ref`, created (running its initial closure) on first use.
+    @inline(__always)
+    func node(for ref: StateRef) -> Node {
+        let id = ref.descriptor.id
+        if let key = ref.key {
+            if id < keyed.count, let table = keyed[id], let node = table.nodes[key] { return node }
+        } else if id < singles.count, let node = singles[id] {
+            return node
+        }
+        return create(ref)
+    }
+
+    /// The node for `ref` if this runtime has made it.
+    func existingNode(for ref: StateRef) -> Node? {
+        let id = ref.descriptor.id
+        if let key = ref.key {
+            guard id < keyed.count, let table = keyed[id] else { return nil }
+            return table.nodes[key]
+        }
+        guard id < singles.count else { return nil }
+        return singles[id]
+    }
+
+    private func create(_ ref: StateRef) -> Node {
+        let node = ref.descriptor.makeNode(key: ref.key, graph: self)
+        let id = ref.descriptor.id
+        if let key = ref.key {
+            while keyed.count <= id { keyed.append(nil) }
+            let table = keyed[id] ?? KeyedTable()
+            keyed[id] = table
+            table.nodes[key] = node
+        } else {
+            while singles.count <= id { singles.append(nil) }
+            singles[id] = node
+        }
+        return node
+    }
+
+    private func removeFromTable(_ node: Node) {
+        guard let descriptor = node.descriptor else { return }
+        let id = descriptor.id
+        if let key = node.key {
+            keyed[id]?.nodes[key] = nil
+        } else {
+            singles[id] = nil
+        }
+    }
+
+    // MARK: Reads
+
+    /// Settles `ref` and returns its value, recording an edge when `observer`
+    /// is the node whose selector is running.
+    @inline(__always)
+    func read<Value>(_ ref: StateRef, as: Value.Type, trackedBy observer: Node?) -> Value {
+        let node = node(for: ref)
+        if node.state != .clean || node.busy { settle(node) }
+        if let observer { track(node, into: observer) }
+        return unsafeDowncast(node, to: TypedNode<Value>.self).value
+    }
+
+    /// A pinning read: like `peek`, and the state stays alive until `discard`.
+    func pinningRead<Value>(_ ref: StateRef, as: Value.Type) -> Value {
+        let node = node(for: ref)
+        node.pinned = true
+        settle(node)
+        let value = unsafeDowncast(node, to: TypedNode<Value>.self).value
+        runDeferredWorkIfIdle()
+        return value
+    }
+
+    /// An untracked read from outside any computation (`peek`).
+    func peek<Value>(_ ref: StateRef, as: Value.Type) -> Value {
+        let value = read(ref, as: Value.self, trackedBy: nil)
+        runDeferredWorkIfIdle()
+        return value
+    }
+
+    // MARK: Settle
+
+    /// Brings `root` up to date with every committed write. Walks old sources
+    /// with an explicit stack (a warm chain of any length uses no native
+    /// stack); only a computation's reads of cold states nest.
+    func settle(_ root: Node) {
+        if root.busy { failCycle(closingAt: root) }
+        guard root.state != .clean else { return }
+        let base = settleStack.count
+        root.busy = true
+        settleStack.append(root)
+        while settleStack.count > base {
+            let node = settleStack[settleStack.count - 1]
+            // Settle every old source first, so a recompute never nests into
+            // a warm one (and a check node learns whether anything changed).
+            var pushed = false
+            while node.cursor < node.sources.count {
+                let source = node.sources[node.cursor].node
+                if source.state != .clean {
+                    if source.busy { failCycle(closingAt: source) }
+                    source.busy = true
+                    settleStack.append(source)
+                    pushed = true
+                    break
+                }
+                node.cursor += 1
+            }
+            if pushed { continue }
+            if node.state == .dirty {
+                recompute(node)
+            } else {
+                node.state = .clean
+            }
+            node.cursor = 0
+            node.busy = false
+            settleStack.removeLast()
+        }
+    }
+
+    private func recompute(_ node: Node) {
+        if computing.count >= Graph.maximumNestedComputations {
+            let innermost = computing.suffix(4).map(\.label).joined(separator: " → ")
+            fatalError(
+                "a cold read nests more than \(Graph.maximumNestedComputations) automatic computations "
+                    + "(innermost: … → \(innermost) → \(node.label)); read the chain from its source end "
+                    + "first so each link is warm, or shorten the chain")
+        }
+        computing.append(node)
+        let changed = node.recompute(graph: self)
+        computing.removeLast()
+        node.state = .clean
+        history.record(.recompute, turn: history.turnNumber, name: node.label)
+        if changed { markObserversDirty(node) }
+    }
+
+    /// Runs `body` as `node`'s computation, re-tracking what it reads.
+    @inline(__always)
+    func tracking<T>(_ node: Node, _ body: () -> T) -> T {
+        node.trackIndex = 0
+        let result = body()
+        trimSources(of: node, to: node.trackIndex)
+        return result
+    }
+
+    // MARK: Edges
+
+    @inline(__always)
+    func track(_ source: Node, into observer: Node) {
+        guard computing.last === observer else {
+            fatalError(
+                "a reader of `\(observer.label)` was used outside its computation; read through the "
+                    + "`c` passed to the selector, and only while the selector runs")
+        }
+        let index = observer.trackIndex
+        if index < observer.sources.count {
+            if observer.sources[index].node === source {
+                observer.trackIndex = index + 1
+                return
+            }
+            if index > 0 && observer.sources[index - 1].node === source { return }
+            unlinkObserver(observer.sources[index])
+            source.observers.append(ObserverLink(node: observer, sourceSlot: index))
+            observer.sources[index] = SourceLink(node: source, observerSlot: source.observers.count - 1)
+        } else {
+            if index > 0 && observer.sources[index - 1].node === source { return }
+            source.observers.append(ObserverLink(node: observer, sourceSlot: index))
+            observer.sources.append(SourceLink(node: source, observerSlot: source.observers.count - 1))
+        }
+        observer.trackIndex = index + 1
+    }
+
+    /// Cuts `observer`'s edges from position `count` on.
+    func trimSources(of observer: Node, to count: Int) {
+        var index = observer.sources.count
+        guard index > count else { return }
+        while index > count {
+            index -= 1
+            unlinkObserver(observer.sources[index])
+        }
+        observer.sources.removeLast(observer.sources.count - count)
+    }
+
+    /// Removes the observer side of one edge, keeping slots consistent.
+    private func unlinkObserver(_ link: SourceLink) {
+        let source = link.node
+        let slot = link.observerSlot
+        let last = source.observers.count - 1
+        if slot != last {
+            let moved = source.observers[last]
+            source.observers[slot] = moved
+            moved.node.sources[moved.sourceSlot].observerSlot = slot
+        }
+        source.observers.removeLast()
+    }
+
+    // MARK: Push
+
+    func markObserversDirty(_ node: Node) {
+        var index = 0
+        while index < node.observers.count {
+            markDirty(node.observers[index].node)
+            index += 1
+        }
+    }
+
+    private func markDirty(_ node: Node) {
+        switch node.state {
+        case .dirty:
+            return
+        case .check:
+            node.state = .dirty
+        case .clean:
+            node.state = .dirty
+            pushCheck(below: node)
+        }
+    }
+
+    private func pushCheck(below start: Node) {
+        pushStack.append(start)
+        while let node = pushStack.popLast() {
+            var index = 0
+            while index < node.observers.count {
+                let observer = node.observers[index].node
+                if observer.state == .clean {
+                    observer.state = .check
+                    pushStack.append(observer)
+                }
+                index += 1
+            }
+        }
+    }
+
+    // MARK: Cycles
+
+    /// The path a read of `node` would close, if it is being settled now.
+    func cyclePath(closingAt node: Node) -> [String]? {
+        guard node.busy, let start = settleStack.lastIndex(where: { $0 === node }) else { return nil }
+        return settleStack[start...].map(\.label) + [node.label]
+    }
+
+    private func failCycle(closingAt node: Node) -> Never {
+        let path = cyclePath(closingAt: node) ?? [node.label, node.label]
+        fatalError("cycle in the graph: \(path.joined(separator: " → ")); an automatic cog may not read itself, directly or through others")
+    }
+
+    // MARK: Turns
+
+    /// Runs `body` as a turn now, joins the running turn, or queues it, as the
+    /// seeds' write model requires (see `CogOps.turn(named:_:)`).
+    func turn(named name: String, owner: TurnOwner?, _ body: @escaping (Writer) -> Void) {
+        if let node = computing.last {
+            fatalError(
+                "turn `\(name)` was attempted while the automatic cog `\(node.label)` was computing; "
+                    + "a computation must not write — call the op from a reaction or an op instead")
+        }
+        switch phase {
+        case .body:
+            body(Writer(graph: self, serial: turnSerial))
+        case .flush:
+            queue.append(QueuedTurn(name: name, owner: owner, body: body))
+        case .idle:
+            if let owner, !owner.admitsTurns { return }
+            runTurn(named: name, body)
+            drain()
+        }
+    }
+
+    /// A turn the graph itself asks for (async publication, discard): it
+    /// carries no owner and runs as soon as graph work is safe.
+    func systemTurn(named name: String, _ body: @escaping (Writer) -> Void) {
+        if phase == .idle && computing.isEmpty && settleStack.isEmpty && !draining {
+            runTurn(named: name, body)
+            drain()
+        } else {
+            queue.append(QueuedTurn(name: name, owner: nil, body: body))
+        }
+    }
+
+    private func runTurn(named name: String, _ body: (Writer) -> Void) {
+        turnSerial &+= 1
+        history.beginTurn(named: name)
+        phase = .body
+        body(Writer(graph: self, serial: turnSerial))
+        flush()
+    }
+
+    private func flush() {
+        phase = .flush
+        for node in stagedNodes where node.commitStaged() {
+            changedNodes.append(node)
+            history.record(.write, turn: history.turnNumber, name: node.label)
+        }
+        stagedNodes.removeAll(keepingCapacity: true)
+        for node in changedNodes { markObserversDirty(node) }
+        changedNodes.removeAll(keepingCapacity: true)
+        phase = .idle
+    }
+
+    /// Runs queued turns one at a time, dropping those whose owner retired.
+    private func drain() {
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while let entry = queue.popFirst() {
+            if entry.hasOwner {
+                guard let owner = entry.owner, owner.admitsTurns else { continue }
+            }
+            runTurn(named: entry.name, entry.body)
+        }
+    }
+
+    /// Runs what reads deferred (async publications) once nothing is running.
+    func runDeferredWorkIfIdle() {
+        guard !queue.isEmpty, phase == .idle, computing.isEmpty, settleStack.isEmpty else { return }
+        drain()
+    }
+
+    // MARK: Writer support
+
+    @inline(__always)
+    func checkWriter(_ serial: UInt64) {
+        guard phase == .body, serial == turnSerial else {
+            fatalError("a turn's writer was used after its turn ended; write only inside the turn body, never from a stored or captured `c`")
+        }
+    }
+
+    /// The value `ref` has in the running turn: staged if written, else committed.
+    @inline(__always)
+    func staged<Value>(_ ref: StateRef, as: Value.Type, serial: UInt64) -> Value {
+        checkWriter(serial)
+        let node = unsafeDowncast(node(for: ref), to: ManualNode<Value>.self)
+        if let staged = node.staged { return staged }
+        return node.value
+    }
+
+    @inline(__always)
+    func stage<Value>(_ value: Value, into ref: StateRef, serial: UInt64) {
+        checkWriter(serial)
+        stage(value, into: unsafeDowncast(node(for: ref), to: ManualNode<Value>.self))
+    }
+
+    /// Stages a write into a cell the graph owns (async value and status).
+    @inline(__always)
+    func stage<Value>(_ value: Value, into node: ManualNode<Value>) {
+        if node.staged == nil { stagedNodes.append(node) }
+        node.staged = value
+    }
+
+    // MARK: Seeding
+
+    /// Places a value with no turn, history or reaction; dependents are
+    /// flagged so they re-check on the next real turn.
+    func seed<Value>(_ ref: StateRef, to value: Value) {
+        guard phase == .idle, computing.isEmpty, settleStack.isEmpty else {
+            fatalError("seed(\(ref.label)) was called inside a turn, computation or reaction; seed only from test setup")
+        }
+        let node = unsafeDowncast(node(for: ref), to: ManualNode<Value>.self)
+        guard node.isChange(from: node.value, to: value) else { return }
+        node.storage = value
+        markObserversDirty(node)
+    }
+
+    // MARK: Discard
+
+    /// Releases one state as its own system turn, unless something still
+    /// observes it. A state never created needs nothing.
+    func discard(_ ref: StateRef) {
+        if let node = computing.last {
+            fatalError("discard(\(ref.label)) was attempted while the automatic cog `\(node.label)` was computing")
+        }
+        guard let node = existingNode(for: ref) else { return }
+        if let manual = ref.descriptor as? ManualDescriptorLifetime, !manual.lifetime.allowsRelease {
+            fatalError(
+                "discard(\(node.label)) releases state declared with the default .app lifetime; declare it with "
+                    + "lifetime: .whileObserved(resetToInitial: true) to allow release")
+        }
+        systemTurn(named: "discard(\(node.label))") { [unowned self] _ in
+            self.release(node)
+        }
+    }
+
+    private func release(_ node: Node) {
+        guard !node.released, node.observers.isEmpty else { return }
+        trimSources(of: node, to: 0)
+        removeFromTable(node)
+        node.pinned = false
+        node.released = true
+        node.resetValue()
+    }
+}
+
+/// Lets `discard` see a manual declaration's lifetime without its value type.
+protocol ManualDescriptorLifetime: AnyObject {
+    var lifetime: ManualCogLifetime { get }
+}
+
+extension ManualDescriptor: ManualDescriptorLifetime {}
+
+/// Who asked for a turn; the FIFO drops an entry whose owner has retired.
+/// Scopes (mechanisms) conform; runtime and system turns carry none.
+@MainActor
+protocol TurnOwner: AnyObject {
+    var admitsTurns: Bool { get }
+}
+
+struct QueuedTurn {
+    let name: String
+    /// Held weakly in spirit: an owner that is gone can no longer admit.
+    weak var owner: (any TurnOwner)?
+    let hasOwner: Bool
+    let body: (Writer) -> Void
+
+    init(name: String, owner: (any TurnOwner)?, body: @escaping (Writer) -> Void) {
+        self.name = name
+        self.owner = owner
+        self.hasOwner = owner != nil
+        self.body = body
+    }
+}
+
+/// A FIFO of queued turns that reuses its storage.
+struct TurnQueue {
+    private var entries = ContiguousArray<QueuedTurn>()
+    private var head = 0
+
+    var isEmpty: Bool { head == entries.count }
+
+    mutating func append(_ entry: QueuedTurn) { entries.append(entry) }
+
+    mutating func popFirst() -> QueuedTurn? {
+        guard head < entries.count else { return nil }
+        let entry = entries[head]
+        head += 1
+        if head == entries.count {
+            entries.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return entry
+    }
+}

@@ -1,0 +1,163 @@
+/// One state (or consumer) living in one runtime.
+///
+/// Propagation is push-flags / pull-values: a committed change marks its
+/// direct observers `dirty` and everything below them `check`; reading a node
+/// settles it by walking its sources in the order it last read them. Edges
+/// are kept twice (a `SourceLink` in the reader, an `ObserverLink` in the
+/// source), each remembering the other's slot, so relinking is O(1).
+///
+/// - Important: links hold `unowned(unsafe)` references. A node is kept alive
+///   by its runtime's tables (or by its owner, for consumers); it is removed
+///   only once nothing observes it and after its own source links are cut.
+@MainActor
+class Node {
+    enum State: UInt8 { case clean, check, dirty }
+    enum Kind: UInt8 { case manual, computed, consumer }
+
+    final let kind: Kind
+    final let descriptor: Descriptor?
+    final let key: AnyHashable?
+    /// `label` or `label[key]`, made once so history entries need no allocation.
+    final let label: String
+
+    final var state: State
+    /// On the settle stack or computing: reading it now means a cycle.
+    final var busy = false
+    /// Next source to check while settling (the settle stack is explicit).
+    final var cursor = 0
+    /// Next expected source while the node's selector runs (re-tracking).
+    final var trackIndex = 0
+    /// Kept alive by a pinning read (`cogs[x]`) until `discard`.
+    final var pinned = false
+    /// Removed from its runtime (by `discard`); any later use is a bug.
+    final var released = false
+
+    final var sources = ContiguousArray<SourceLink>()
+    final var observers = ContiguousArray<ObserverLink>()
+
+    init(kind: Kind, descriptor: Descriptor?, key: AnyHashable?, label: String, state: State) {
+        self.kind = kind
+        self.descriptor = descriptor
+        self.key = key
+        self.label = label
+        self.state = state
+    }
+
+    /// Runs the node's computation (computed nodes, consumers). Returns whether
+    /// its value changed, so the caller can wake its observers.
+    func recompute(graph: Graph) -> Bool {
+        fatalError("internal inconsistency: \(label) cannot recompute")
+    }
+
+    /// Commits the value staged by the current turn (manual nodes). Returns
+    /// whether it differs from the committed one.
+    func commitStaged() -> Bool {
+        fatalError("internal inconsistency: \(label) has nothing staged")
+    }
+
+    /// Forgets the cached value so a later read starts over (release).
+    func resetValue() {}
+}
+
+struct SourceLink {
+    unowned(unsafe) var node: Node
+    /// Where this edge sits in `node.observers`.
+    var observerSlot: Int
+}
+
+struct ObserverLink {
+    unowned(unsafe) var node: Node
+    /// Where this edge sits in `node.sources`.
+    var sourceSlot: Int
+}
+
+/// A node that holds a value of one type.
+@MainActor
+class TypedNode<Value>: Node {
+    final var storage: Value?
+    final let equals: (@MainActor (Value, Value) -> Bool)?
+
+    init(
+        kind: Kind, descriptor: Descriptor?, key: AnyHashable?, label: String,
+        state: State, equals: (@MainActor (Value, Value) -> Bool)?
+    ) {
+        self.equals = equals
+        super.init(kind: kind, descriptor: descriptor, key: key, label: label, state: state)
+    }
+
+    @inline(__always) final var value: Value {
+        storage.unsafelyUnwrapped
+    }
+
+    /// Whether `new` counts as a change from `old`: the declaration's `equals:`
+    /// (or `==`) when it has one, otherwise every write is a change.
+    @inline(__always) final func isChange(from old: Value, to new: Value) -> Bool {
+        guard let equals else { return true }
+        return !equals(old, new)
+    }
+}
+
+/// A writable source: a manual cog, a manual box's key, or one of the cells an
+/// async state publishes into (written only by system turns).
+@MainActor
+final class ManualNode<Value>: TypedNode<Value> {
+    var staged: Value?
+    /// Builds the value after a release; nil for cells that are never released.
+    let initial: (@MainActor (AnyHashable?) -> Value)?
+
+    init(descriptor: ManualDescriptor<Value>, key: AnyHashable?) {
+        self.initial = descriptor.initial
+        super.init(
+            kind: .manual, descriptor: descriptor, key: key, label: descriptor.label(for: key),
+            state: .clean, equals: descriptor.equals)
+    }
+
+    /// A cell owned by another node (async value and status).
+    init(cellLabel: String, value: Value, equals: (@MainActor (Value, Value) -> Bool)?) {
+        self.initial = nil
+        super.init(kind: .manual, descriptor: nil, key: nil, label: cellLabel, state: .clean, equals: equals)
+        self.storage = value
+    }
+
+    override func commitStaged() -> Bool {
+        guard let new = staged else { return false }
+        staged = nil
+        guard isChange(from: value, to: new) else { return false }
+        storage = new
+        return true
+    }
+
+    override func resetValue() {
+        staged = nil
+        if let initial { storage = initial(key) }
+    }
+}
+
+/// An automatic cog's state: a cached value recomputed from what it reads.
+@MainActor
+final class ComputedNode<Value>: TypedNode<Value> {
+    let selector: @MainActor (Reader<Value>, AnyHashable?) -> Value
+
+    init(descriptor: ComputedDescriptor<Value>, key: AnyHashable?) {
+        self.selector = descriptor.selector
+        super.init(
+            kind: .computed, descriptor: descriptor, key: key, label: descriptor.label(for: key),
+            state: .dirty, equals: descriptor.equals)
+    }
+
+    override func recompute(graph: Graph) -> Bool {
+        let new = graph.tracking(self) { selector(Reader(graph: graph, node: self), key) }
+        guard let old = storage else {
+            storage = new
+            return true
+        }
+        guard isChange(from: old, to: new) else { return false }
+        storage = new
+        return true
+    }
+
+    override func resetValue() {
+        storage = nil
+        state = .dirty
+    }
+}

@@ -1,0 +1,38 @@
+import Cog
+
+extension Cogs {
+    /// Makes one isolated runtime for a test or preview.
+    ///
+    /// `seeding` runs after the runtime exists and before any mechanism
+    /// operates, so an `initial: .run` watch sees seeded values; `mechanisms`
+    /// then operate in order, as at assembly. Runtimes made here are never
+    /// installed: make as many as tests need, one per test.
+    ///
+    /// ```swift
+    /// let cogs = Cogs.forTesting(seeding: { $0.seed(_countCog, to: 5) })
+    /// ```
+    public static func forTesting(
+        seeding: ((Cogs) -> Void)? = nil,
+        mechanisms: [any Mechanism] = []
+    ) -> Cogs {
+        let cogs = Cogs()
+        seeding?(cogs)
+        cogs.operate(mechanisms)
+        return cogs
+    }
+
+    /// Places `value` in a manual source quietly: no turn, no history entry,
+    /// no reaction. Dependents are still flagged, so they re-check on the next
+    /// real turn, and an equal value changes nothing.
+    ///
+    /// - Important: test setup only; it traps inside a turn, computation or reaction.
+    public func seed<V>(_ cog: Cog<V>.Manual, to value: V) {
+        seedQuietly(cog, to: value)
+    }
+
+    /// Registers `acknowledgement` to be acknowledged at the next async
+    /// completion check (a finished generation's result, published or dropped).
+    public func acknowledgeNextAsyncCompletionCheck(with acknowledgement: MainActorCleanupAcknowledgement) {
+        registerAsyncCompletionCheck(acknowledgement)
+    }
+}

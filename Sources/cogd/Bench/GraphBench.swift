@@ -1,0 +1,186 @@
+import CCogdSupport
+import Cog
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cogd bench graph`: ns per turn for each graph shape, median of repeated
+/// runs, each shape set up once and then driven turn after turn.
+@MainActor
+struct GraphBench {
+    let options: Command.BenchOptions
+
+    nonisolated static let shapeNames = [
+        "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold",
+    ]
+
+    struct Figure {
+        let name: String
+        let value: Double
+        let unit: String
+    }
+
+    func run() {
+        var figures: [Figure] = []
+        let shapes = options.only.isEmpty ? GraphBench.shapeNames : options.only
+        #if DEBUG
+            if !options.json {
+                print("warning: this is a debug build; measure with `swift build -c release`")
+            }
+        #endif
+        for shape in shapes {
+            let shapeFigures = measure(shape)
+            for figure in shapeFigures {
+                report(figure)
+            }
+            figures += shapeFigures
+        }
+        let peak = Figure(name: "graph.peak-rss", value: Double(cogd_peak_rss_bytes()) / 1_048_576, unit: "MiB")
+        report(peak)
+    }
+
+    private func report(_ figure: Figure) {
+        if options.json {
+            print("{\"name\": \"\(figure.name)\", \"value\": \(formatted(figure.value)), \"unit\": \"\(figure.unit)\"}")
+        } else {
+            let name = padded(figure.name, to: 34)
+            print("\(name) \(formatted(figure.value)) \(figure.unit)")
+        }
+        fflush(nil)
+    }
+
+    private func formatted(_ value: Double) -> String {
+        if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
+        return String((value * 100).rounded() / 100)
+    }
+
+    private func measure(_ shape: String) -> [Figure] {
+        switch shape {
+        case "steady":
+            let cogs = Cogs()
+            _ = cogs[BenchRig.steadyDoubleCog]
+            let turns = 100_000
+            var allocations: [Double] = []
+            let time = timed(turns: turns) {
+                let before = cogd_allocation_count()
+                for _ in 0..<turns {
+                    cogs.incrementSteadySource()
+                    _ = cogs[BenchRig.steadyDoubleCog]
+                }
+                allocations.append(Double(cogd_allocation_count() - before) / Double(turns))
+            }
+            return [
+                Figure(name: "graph.steady", value: time, unit: "ns/turn"),
+                Figure(name: "graph.steady.allocations", value: median(allocations), unit: "allocs/turn"),
+            ]
+        case "deep":
+            let cogs = Cogs()
+            let links = 1_000
+            for depth in 0..<links { _ = cogs[BenchRig.deepLinkCogs[depth]] }
+            let tail = BenchRig.deepLinkCogs[links - 1]
+            let turns = 300
+            let time = timed(turns: turns) {
+                for _ in 0..<turns {
+                    cogs.incrementDeepHead()
+                    _ = cogs[tail]
+                }
+            }
+            return [Figure(name: "graph.deep", value: time, unit: "ns/turn")]
+        case "broad":
+            let cogs = Cogs()
+            let width = 1_000
+            let leaves = (0..<width).map { BenchRig.broadLeafCogs[$0] }
+            for leaf in leaves { _ = cogs[leaf] }
+            let turns = 300
+            let time = timed(turns: turns) {
+                for _ in 0..<turns {
+                    cogs.incrementBroadSource()
+                    for leaf in leaves { _ = cogs[leaf] }
+                }
+            }
+            return [Figure(name: "graph.broad", value: time, unit: "ns/turn")]
+        case "diamond":
+            let cogs = Cogs()
+            _ = cogs[BenchRig.diamondJoinCog]
+            let turns = 100_000
+            let time = timed(turns: turns) {
+                for _ in 0..<turns {
+                    cogs.incrementDiamondSource()
+                    _ = cogs[BenchRig.diamondJoinCog]
+                }
+            }
+            return [Figure(name: "graph.diamond", value: time, unit: "ns/turn")]
+        case "keyed":
+            let cogs = Cogs()
+            let keys = 10_000
+            cogs.installKeyedValues(count: keys)
+            _ = cogs[BenchRig.keyedSumCog]
+            let turns = 200
+            var next = 0
+            let time = timed(turns: turns) {
+                for _ in 0..<turns {
+                    cogs.incrementKeyedValue(next)
+                    next = (next + 1) % keys
+                    _ = cogs[BenchRig.keyedSumCog]
+                }
+            }
+            return [Figure(name: "graph.keyed", value: time, unit: "ns/turn")]
+        case "keyed-single-10", "keyed-single-10000":
+            let others = shape == "keyed-single-10" ? 10 : 10_000
+            let cogs = Cogs()
+            cogs.installSingleValues(count: others + 1)
+            for key in 0...others { _ = cogs[BenchRig.singleReadCogs[key]] }
+            let reader = BenchRig.singleReadCogs[0]
+            let turns = 100_000
+            let time = timed(turns: turns) {
+                for _ in 0..<turns {
+                    cogs.incrementSingleValue(0)
+                    _ = cogs[reader]
+                }
+            }
+            return [Figure(name: "graph.\(shape)", value: time, unit: "ns/turn")]
+        case "cold":
+            let cogs = Cogs()
+            _ = cogs.peek(BenchRig.coldDoubleCog)
+            let turns = 10_000
+            var reads: [Double] = []
+            let time = timed(turns: turns) {
+                for _ in 0..<turns { cogs.incrementColdSource() }
+                let start = ContinuousClock.now
+                _ = cogs.peek(BenchRig.coldDoubleCog)
+                reads.append(nanoseconds(ContinuousClock.now - start))
+            }
+            return [
+                Figure(name: "graph.cold", value: time, unit: "ns/unread-turn"),
+                Figure(name: "graph.cold.read", value: median(reads), unit: "ns"),
+            ]
+        default:
+            fatalError("internal inconsistency: unknown shape \(shape)")
+        }
+    }
+
+    /// Runs `body` once to warm up, then `options.runs` times; the median of
+    /// the timed runs, in ns per turn.
+    private func timed(turns: Int, _ body: () -> Void) -> Double {
+        body()
+        var samples: [Double] = []
+        for _ in 0..<options.runs {
+            let start = ContinuousClock.now
+            body()
+            samples.append(nanoseconds(ContinuousClock.now - start) / Double(turns))
+        }
+        return median(samples)
+    }
+
+    private func nanoseconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1e9 + Double(duration.components.attoseconds) / 1e9
+    }
+
+    private func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+}

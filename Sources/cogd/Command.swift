@@ -1,0 +1,154 @@
+/// What one `cogd` invocation asks for; made by `Command.parse`, a pure
+/// function from the arguments, so parsing is tested with plain arrays.
+enum Command: Equatable {
+    case help(topic: String?)
+    case version
+    case bench(BenchOptions)
+    /// A subcommand that a later release provides (leader, worker, …).
+    case notYetAvailable(String)
+
+    struct BenchOptions: Equatable {
+        enum Suite: String, CaseIterable { case graph }
+        var suite: Suite
+        var json = false
+        /// Timed runs per shape; the median is reported.
+        var runs = 7
+        /// Shapes to run; empty means all.
+        var only: [String] = []
+    }
+
+    /// A usage error: printed as `Error: …`, the usage line and a help hint; exit 64.
+    struct UsageError: Error, Equatable {
+        let message: String
+        let subcommand: String?
+    }
+
+    static let subcommands: [(name: String, summary: String)] = [
+        ("leader", "run the leader: owns the graph, logs every settled turn (not yet available)"),
+        ("worker", "run a worker: replicates the graph, hosts mechanisms (not yet available)"),
+        ("tail", "print turns from the turn log (not yet available)"),
+        ("log", "verify or summarize a turn log (not yet available)"),
+        ("call", "submit one op from the shell (not yet available)"),
+        ("status", "show a running cluster (not yet available)"),
+        ("drill", "crash-and-restart recovery drills (not yet available)"),
+        ("bench", "measure the runtime (release build): cogd bench graph [--json] [--runs N] [--only SHAPE,…]"),
+        ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
+        ("help", "show help for cogd or one subcommand"),
+    ]
+
+    static func parse(_ arguments: [String]) throws(UsageError) -> Command {
+        guard let first = arguments.first else { return .help(topic: nil) }
+        let rest = Array(arguments.dropFirst())
+        switch first {
+        case "-h", "--help":
+            return .help(topic: nil)
+        case "help":
+            guard rest.count <= 1 else { throw UsageError(message: "help takes at most one subcommand", subcommand: nil) }
+            if let topic = rest.first, !subcommands.contains(where: { $0.name == topic }) {
+                throw UsageError(message: "unknown subcommand '\(topic)'", subcommand: nil)
+            }
+            return .help(topic: rest.first)
+        case "version", "--version":
+            if let extra = rest.first { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "version") }
+            return .version
+        case "bench":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: "bench") }
+            return .bench(try parseBench(rest))
+        case "leader", "worker", "tail", "log", "call", "status", "drill":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
+            return .notYetAvailable(first)
+        default:
+            throw UsageError(message: "unknown subcommand '\(first)'", subcommand: nil)
+        }
+    }
+
+    private static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
+        var options = OptionReader(arguments: arguments, subcommand: "bench")
+        guard let suiteName = try options.positional() else {
+            throw UsageError(message: "missing suite (one of: graph)", subcommand: "bench")
+        }
+        guard let suite = BenchOptions.Suite(rawValue: suiteName) else {
+            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph)", subcommand: "bench")
+        }
+        var result = BenchOptions(suite: suite)
+        while let option = try options.nextOption() {
+            switch option.name {
+            case "--json":
+                try options.noValue(option)
+                result.json = true
+            case "--runs":
+                let text = try options.value(for: option)
+                guard let runs = Int(text), runs >= 1, runs <= 1000 else {
+                    throw UsageError(message: "--runs takes a whole number from 1 to 1000, not '\(text)'", subcommand: "bench")
+                }
+                result.runs = runs
+            case "--only":
+                let text = try options.value(for: option)
+                let shapes = text.split(separator: ",").map(String.init)
+                let known = GraphBench.shapeNames
+                if let unknown = shapes.first(where: { !known.contains($0) }) {
+                    throw UsageError(
+                        message: "unknown shape '\(unknown)' (one of: \(known.joined(separator: ", ")))",
+                        subcommand: "bench")
+                }
+                result.only = shapes
+            default:
+                throw UsageError(message: "unknown option '\(option.name)'", subcommand: "bench")
+            }
+        }
+        if let extra = try options.positional() {
+            throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "bench")
+        }
+        return result
+    }
+}
+
+/// Walks `--opt value`, `--opt=value` and positional arguments in order.
+struct OptionReader {
+    struct Option {
+        let name: String
+        let inlineValue: String?
+    }
+
+    private var arguments: ArraySlice<String>
+    private let subcommand: String
+
+    init(arguments: [String], subcommand: String) {
+        self.arguments = arguments[...]
+        self.subcommand = subcommand
+    }
+
+    /// The next argument if it is not an option.
+    mutating func positional() throws(Command.UsageError) -> String? {
+        guard let next = arguments.first else { return nil }
+        if next == "--" {
+            arguments.removeFirst()
+            return arguments.popFirst()
+        }
+        guard !next.hasPrefix("-") else { return nil }
+        return arguments.popFirst()
+    }
+
+    mutating func nextOption() throws(Command.UsageError) -> Option? {
+        guard let next = arguments.first, next.hasPrefix("-"), next != "--" else { return nil }
+        arguments.removeFirst()
+        if let equals = next.firstIndex(of: "=") {
+            return Option(name: String(next[..<equals]), inlineValue: String(next[next.index(after: equals)...]))
+        }
+        return Option(name: next, inlineValue: nil)
+    }
+
+    mutating func value(for option: Option) throws(Command.UsageError) -> String {
+        if let inline = option.inlineValue { return inline }
+        guard let value = arguments.popFirst() else {
+            throw Command.UsageError(message: "\(option.name) needs a value", subcommand: subcommand)
+        }
+        return value
+    }
+
+    func noValue(_ option: Option) throws(Command.UsageError) {
+        if option.inlineValue != nil {
+            throw Command.UsageError(message: "\(option.name) takes no value", subcommand: subcommand)
+        }
+    }
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the C libraries cogd links against (Debian packages), only when missing.
+# Safe to run again: it does nothing once both pkg-config modules are present.
+set -euo pipefail
+
+missing=()
+pkg-config --exists libzmq 2>/dev/null || missing+=(libzmq3-dev)
+pkg-config --exists lmdb 2>/dev/null || missing+=(liblmdb-dev)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "cogd: installing ${missing[*]} (Debian packages)…"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "Error: need root (or sudo) to install ${missing[*]}" >&2; exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+pkg-config --exists libzmq && pkg-config --exists lmdb || {
+  echo "Error: libzmq or lmdb still not visible to pkg-config after install" >&2; exit 1; }
+echo "cogd: installed ${missing[*]}"
