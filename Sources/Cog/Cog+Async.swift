@@ -36,7 +36,7 @@ extension Cog where Value: Sendable {
             let descriptor = AsyncDescriptor<Value>(
                 selector: { reader, _ in selector(reader) }, defaultValue: defaultValue, equals: equalsRule,
                 name: name, fileID: fileID, line: line, isKeyed: false)
-            self.ref = StateRef(descriptor: descriptor, key: nil)
+            self.ref = StateRef(descriptor: descriptor, key: .none)
         }
 
         /// The label used in history and errors.
@@ -82,7 +82,7 @@ extension CogBox where Value: Sendable {
 
         /// The async state for one key.
         public subscript(key: Key) -> Cog<Value>.Async {
-            Cog<Value>.Async(ref: StateRef(descriptor: descriptor, key: AnyHashable(key)))
+            Cog<Value>.Async(ref: StateRef(descriptor: descriptor, key: StateKey(key)))
         }
     }
 }

@@ -13,7 +13,7 @@ extension Cog {
     /// - Important: write it only inside a turn (`c[_todoFilterCog] = …` or
     ///   `turn(_todoFilterCog, to: …)`), from an op in an `extension CogOps`.
     public struct Manual: Sendable, Hashable {
-        let ref: StateRef
+        @usableFromInline let ref: StateRef
 
         init(ref: StateRef) { self.ref = ref }
 
@@ -61,7 +61,7 @@ extension Cog {
             let descriptor = ManualDescriptor<Value>(
                 initial: { _ in initial() }, equals: equalsRule, lifetime: lifetime,
                 name: name, fileID: fileID, line: line, isKeyed: false)
-            self.ref = StateRef(descriptor: descriptor, key: nil)
+            self.ref = StateRef(descriptor: descriptor, key: .none)
         }
 
         /// A read-only view of this source, for the rest of the app to read and watch.
@@ -74,7 +74,7 @@ extension Cog {
     /// A read-only projection of a manual source: reads and watches see the
     /// source itself, and it cannot be written.
     public struct Projection: Sendable, Hashable {
-        let ref: StateRef
+        @usableFromInline let ref: StateRef
 
         /// The label used in history and errors.
         public var label: String { ref.label }

@@ -18,7 +18,7 @@
 /// - Important: selectors run on the main actor and must not write; a turn
 ///   attempted during a computation traps, naming the cog.
 public struct Cog<Value>: Sendable {
-    let ref: StateRef
+    @usableFromInline let ref: StateRef
 
     init(ref: StateRef) { self.ref = ref }
 
@@ -56,7 +56,7 @@ public struct Cog<Value>: Sendable {
         let descriptor = ComputedDescriptor<Value>(
             selector: { reader, _ in selector(reader) }, equals: equalsRule,
             name: name, fileID: fileID, line: line, isKeyed: false)
-        self.ref = StateRef(descriptor: descriptor, key: nil)
+        self.ref = StateRef(descriptor: descriptor, key: .none)
     }
 
     /// The label used in history and errors: `name:`, or `fileID:line`, with `[key]` for box members.

@@ -53,7 +53,7 @@ public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
 
     /// The state for one key.
     public subscript(key: Key) -> Cog<Value> {
-        Cog(ref: StateRef(descriptor: descriptor, key: AnyHashable(key)))
+        Cog(ref: StateRef(descriptor: descriptor, key: StateKey(key)))
     }
 
     /// The label used in history and errors.
@@ -137,7 +137,7 @@ extension CogBox {
 
         /// The writable source for one key.
         public subscript(key: Key) -> Cog<Value>.Manual {
-            Cog<Value>.Manual(ref: StateRef(descriptor: descriptor, key: AnyHashable(key)))
+            Cog<Value>.Manual(ref: StateRef(descriptor: descriptor, key: StateKey(key)))
         }
 
         /// A read-only view of the whole box.
@@ -153,7 +153,7 @@ extension CogBox {
 
         /// The read-only view of one key's source.
         public subscript(key: Key) -> Cog<Value>.Projection {
-            Cog<Value>.Projection(ref: StateRef(descriptor: descriptor, key: AnyHashable(key)))
+            Cog<Value>.Projection(ref: StateRef(descriptor: descriptor, key: StateKey(key)))
         }
     }
 }

@@ -15,7 +15,7 @@
 ///   `discard` undoes the pin. Use `peek` for one-time reads.
 @MainActor
 public final class Cogs: CogOps {
-    let graph: Graph
+    @usableFromInline let graph: Graph
     var mechanisms: [any Mechanism] = []
     var controllers: [MechanismController] = []
 
@@ -26,10 +26,13 @@ public final class Cogs: CogOps {
     // MARK: Pinning reads
 
     /// Reads an automatic cog and keeps it alive (a pinning read).
+    @inlinable
     public subscript<V>(_ cog: Cog<V>) -> V { graph.pinningRead(cog.ref, as: V.self) }
     /// Reads a manual source and keeps it alive (a pinning read).
+    @inlinable
     public subscript<V>(_ cog: Cog<V>.Manual) -> V { graph.pinningRead(cog.ref, as: V.self) }
     /// Reads through a projection and keeps the source alive (a pinning read).
+    @inlinable
     public subscript<V>(_ cog: Cog<V>.Projection) -> V { graph.pinningRead(cog.ref, as: V.self) }
     /// Reads an async cog's last accepted value (or its default), starting its work on first demand.
     public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> V {
@@ -44,8 +47,11 @@ public final class Cogs: CogOps {
         graph.turn(named: name, owner: nil, body)
     }
 
+    @inlinable
     public func peek<V>(_ cog: Cog<V>) -> V { graph.peek(cog.ref, as: V.self) }
+    @inlinable
     public func peek<V>(_ cog: Cog<V>.Manual) -> V { graph.peek(cog.ref, as: V.self) }
+    @inlinable
     public func peek<V>(_ cog: Cog<V>.Projection) -> V { graph.peek(cog.ref, as: V.self) }
     public func peek<V: Sendable>(_ cog: Cog<V>.Async) -> V {
         let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)

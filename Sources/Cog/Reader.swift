@@ -7,20 +7,29 @@
 /// - Important: use it only while the selector runs; a stored reader traps.
 @MainActor
 public struct Reader<Value> {
-    let graph: Graph
-    let node: Node
+    @usableFromInline let graph: Graph
+    @usableFromInline let node: Node
+
+    @usableFromInline
+    init(graph: Graph, node: Node) {
+        self.graph = graph
+        self.node = node
+    }
 
     /// Reads an automatic cog (or a box member) and depends on it.
+    @inlinable
     public subscript<V>(_ cog: Cog<V>) -> V {
         graph.read(cog.ref, as: V.self, trackedBy: node)
     }
 
     /// Reads a manual source and depends on it.
+    @inlinable
     public subscript<V>(_ cog: Cog<V>.Manual) -> V {
         graph.read(cog.ref, as: V.self, trackedBy: node)
     }
 
     /// Reads through a read-only projection and depends on its source.
+    @inlinable
     public subscript<V>(_ cog: Cog<V>.Projection) -> V {
         graph.read(cog.ref, as: V.self, trackedBy: node)
     }
@@ -31,10 +40,13 @@ public struct Reader<Value> {
     }
 
     /// Reads the settled value without depending on it.
+    @inlinable
     public func peek<V>(_ cog: Cog<V>) -> V { graph.read(cog.ref, as: V.self, trackedBy: nil) }
     /// Reads the settled value without depending on it.
+    @inlinable
     public func peek<V>(_ cog: Cog<V>.Manual) -> V { graph.read(cog.ref, as: V.self, trackedBy: nil) }
     /// Reads the settled value without depending on it.
+    @inlinable
     public func peek<V>(_ cog: Cog<V>.Projection) -> V { graph.read(cog.ref, as: V.self, trackedBy: nil) }
     /// Reads the async value without depending on it.
     public func peek<V: Sendable>(_ cog: Cog<V>.Async) -> V { graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil) }
@@ -96,10 +108,17 @@ public struct CogCycleDiagnostic: Sendable, Equatable {
 ///   captured writer later traps.
 @MainActor
 public struct Writer {
-    let graph: Graph
-    let serial: UInt64
+    @usableFromInline let graph: Graph
+    @usableFromInline let serial: UInt64
+
+    @usableFromInline
+    init(graph: Graph, serial: UInt64) {
+        self.graph = graph
+        self.serial = serial
+    }
 
     /// The staged value of `cog` in this turn, or its committed value.
+    @inlinable
     public subscript<V>(_ cog: Cog<V>.Manual) -> V {
         get { graph.staged(cog.ref, as: V.self, serial: serial) }
         nonmutating set { graph.stage(newValue, into: cog.ref, serial: serial) }

@@ -1,10 +1,10 @@
 final class AsyncDescriptor<Value: Sendable>: Descriptor, @unchecked Sendable {
-    let selector: @MainActor (Reader<CogStatus<Value>>, AnyHashable?) -> Work<Value>
+    let selector: @MainActor (Reader<CogStatus<Value>>, StateKey) -> Work<Value>
     let defaultValue: Value
     let equals: (@MainActor (Value, Value) -> Bool)?
 
     init(
-        selector: @escaping @MainActor (Reader<CogStatus<Value>>, AnyHashable?) -> Work<Value>,
+        selector: @escaping @MainActor (Reader<CogStatus<Value>>, StateKey) -> Work<Value>,
         defaultValue: Value, equals: (@MainActor (Value, Value) -> Bool)?,
         name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
     ) {
@@ -14,7 +14,7 @@ final class AsyncDescriptor<Value: Sendable>: Descriptor, @unchecked Sendable {
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
     }
 
-    @MainActor override func makeNode(key: AnyHashable?, graph: Graph) -> Node {
+    @MainActor override func makeNode(key: StateKey, graph: Graph) -> Node {
         AsyncNode<Value>(descriptor: self, key: key)
     }
 }
@@ -34,7 +34,7 @@ protocol AsyncStatusProviding: AnyObject {
 /// them, and settling them settles the driver, which restarts the work.
 @MainActor
 final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
-    let selector: @MainActor (Reader<CogStatus<Value>>, AnyHashable?) -> Work<Value>
+    let selector: @MainActor (Reader<CogStatus<Value>>, StateKey) -> Work<Value>
     let valueCell: ManualNode<Value>
     let statusCell: ManualNode<CogStatus<Value>>
 
@@ -44,7 +44,7 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
     var task: Task<Void, Never>?
     var refreshes: [(generation: Int, handle: CogRefresh<Value>)] = []
 
-    init(descriptor: AsyncDescriptor<Value>, key: AnyHashable?) {
+    init(descriptor: AsyncDescriptor<Value>, key: StateKey) {
         self.selector = descriptor.selector
         let label = descriptor.label(for: key)
         let equals = descriptor.equals

@@ -6,6 +6,7 @@ import Synchronization
 ///
 /// - Important: subclasses hold only `@MainActor` closures and immutable
 ///   values, which is what makes the `@unchecked Sendable` honest.
+@usableFromInline
 class Descriptor: @unchecked Sendable {
     private static let nextID = Atomic<Int>(0)
 
@@ -23,28 +24,78 @@ class Descriptor: @unchecked Sendable {
     }
 
     /// Makes the runtime node for one state of this declaration.
-    @MainActor func makeNode(key: AnyHashable?, graph: Graph) -> Node {
+    @MainActor func makeNode(key: StateKey, graph: Graph) -> Node {
         fatalError("internal inconsistency: \(type(of: self)) does not make nodes")
     }
 
     /// The label of one state: `label` or `label[key]`.
-    func label(for key: AnyHashable?) -> String {
-        guard let key else { return label }
-        return "\(label)[\(key.base)]"
+    func label(for key: StateKey) -> String {
+        switch key {
+        case .none: label
+        case .int(let value): "\(label)[\(value)]"
+        case .string(let value): "\(label)[\(value)]"
+        case .other(let value): "\(label)[\(value.base)]"
+        }
+    }
+}
+
+/// The key of one state of a box, stored without allocating for the common
+/// key types (`Int`, `String`) and type-erased otherwise.
+@usableFromInline
+enum StateKey: Hashable, @unchecked Sendable {
+    /// A keyless declaration's one state.
+    case none
+    case int(Int)
+    case string(String)
+    case other(AnyHashable)
+
+    @inlinable
+    init<Key: Hashable>(_ key: Key) {
+        if Key.self == Int.self {
+            self = .int(unsafeBitCast(key, to: Int.self))
+        } else if Key.self == String.self {
+            self = .string(unsafeBitCast(key, to: String.self))
+        } else {
+            self = .other(AnyHashable(key))
+        }
+    }
+
+    /// The typed key a box's closures receive.
+    @inline(__always)
+    func unwrap<Key>(as: Key.Type) -> Key {
+        switch self {
+        case .int(let value) where Key.self == Int.self:
+            return unsafeBitCast(value, to: Key.self)
+        case .string(let value) where Key.self == String.self:
+            return unsafeBitCast(value, to: Key.self)
+        case .other(let value):
+            if let key = value.base as? Key { return key }
+        default:
+            break
+        }
+        fatalError("internal inconsistency: a keyed state has no \(Key.self) key")
     }
 }
 
 /// Identifies one state in any runtime: a declaration plus, for boxes, a key.
-/// Building one allocates nothing for small keys (`AnyHashable` stores up to
-/// three words inline).
+/// Building one allocates nothing for `Int` and `String` keys.
+@usableFromInline
 struct StateRef: Hashable, @unchecked Sendable {
-    let descriptor: Descriptor
-    let key: AnyHashable?
+    @usableFromInline let descriptor: Descriptor
+    @usableFromInline let key: StateKey
 
+    @inlinable
+    init(descriptor: Descriptor, key: StateKey) {
+        self.descriptor = descriptor
+        self.key = key
+    }
+
+    @usableFromInline
     static func == (lhs: StateRef, rhs: StateRef) -> Bool {
         lhs.descriptor === rhs.descriptor && lhs.key == rhs.key
     }
 
+    @usableFromInline
     func hash(into hasher: inout Hasher) {
         hasher.combine(descriptor.id)
         hasher.combine(key)
@@ -79,12 +130,12 @@ public enum ManualCogLifetime: Sendable, Equatable {
 }
 
 final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
-    let initial: @MainActor (AnyHashable?) -> Value
+    let initial: @MainActor (StateKey) -> Value
     let equals: (@MainActor (Value, Value) -> Bool)?
     let lifetime: ManualCogLifetime
 
     init(
-        initial: @escaping @MainActor (AnyHashable?) -> Value,
+        initial: @escaping @MainActor (StateKey) -> Value,
         equals: (@MainActor (Value, Value) -> Bool)?,
         lifetime: ManualCogLifetime,
         name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
@@ -96,7 +147,7 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
         _ = lifetime.validated(label: label)
     }
 
-    @MainActor override func makeNode(key: AnyHashable?, graph: Graph) -> Node {
+    @MainActor override func makeNode(key: StateKey, graph: Graph) -> Node {
         let node = ManualNode<Value>(descriptor: self, key: key)
         node.storage = initial(key)
         return node
@@ -104,11 +155,11 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
 }
 
 final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
-    let selector: @MainActor (Reader<Value>, AnyHashable?) -> Value
+    let selector: @MainActor (Reader<Value>, StateKey) -> Value
     let equals: (@MainActor (Value, Value) -> Bool)?
 
     init(
-        selector: @escaping @MainActor (Reader<Value>, AnyHashable?) -> Value,
+        selector: @escaping @MainActor (Reader<Value>, StateKey) -> Value,
         equals: (@MainActor (Value, Value) -> Bool)?,
         name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
     ) {
@@ -117,16 +168,13 @@ final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
     }
 
-    @MainActor override func makeNode(key: AnyHashable?, graph: Graph) -> Node {
+    @MainActor override func makeNode(key: StateKey, graph: Graph) -> Node {
         ComputedNode<Value>(descriptor: self, key: key)
     }
 }
 
 /// Makes a `Key`-typed closure callable with the erased key a state carries.
 @inline(__always)
-func unwrapKey<Key>(_ key: AnyHashable?, as: Key.Type) -> Key {
-    guard let key, let typed = key.base as? Key else {
-        fatalError("internal inconsistency: a keyed state has no \(Key.self) key")
-    }
-    return typed
+func unwrapKey<Key>(_ key: StateKey, as: Key.Type) -> Key {
+    key.unwrap(as: Key.self)
 }

@@ -2,6 +2,7 @@
 /// turns and their FIFO. Everything runs on the main actor; nothing here
 /// allocates on a steady turn once the buffers have grown.
 @MainActor
+@usableFromInline
 final class Graph {
     // MARK: Node tables
 
@@ -11,33 +12,33 @@ final class Graph {
     private var keyed = ContiguousArray<KeyedTable?>()
 
     final class KeyedTable {
-        var nodes: [AnyHashable: Node] = [:]
+        var nodes: [StateKey: Node] = [:]
     }
 
     // MARK: Settlement state
 
     /// Nodes being settled or computed, outermost first. Reading one of them
     /// again closes a cycle; the slice from it to the top is the cycle's path.
-    private var settleStack = ContiguousArray<Node>()
+    @exclusivity(unchecked) private var settleStack = ContiguousArray<Node>()
     /// Scratch stack for pushing `check` flags downstream.
-    private var pushStack = ContiguousArray<Node>()
+    @exclusivity(unchecked) private var pushStack = ContiguousArray<Node>()
     /// Nodes whose selector is running, outermost first.
-    private(set) var computing = ContiguousArray<Node>()
+    @exclusivity(unchecked) private(set) var computing = ContiguousArray<Node>()
     /// The deepest nesting of computations a cold read may cause.
     static let maximumNestedComputations = 128
 
     // MARK: Turn state
 
     enum Phase { case idle, body, flush }
-    private(set) var phase = Phase.idle
+    @exclusivity(unchecked) private(set) var phase = Phase.idle
     /// Identifies the turn a `Writer` belongs to; bumped for every turn run.
-    private(set) var turnSerial: UInt64 = 0
+    @exclusivity(unchecked) private(set) var turnSerial: UInt64 = 0
     /// Sources staged by the running turn, in first-write order.
-    private var stagedNodes = ContiguousArray<Node>()
-    private var changedNodes = ContiguousArray<Node>()
+    @exclusivity(unchecked) private var stagedNodes = ContiguousArray<Node>()
+    @exclusivity(unchecked) private var changedNodes = ContiguousArray<Node>()
     /// Turns requested while a turn flushes, run one at a time in order.
-    private var queue = TurnQueue()
-    private var draining = false
+    @exclusivity(unchecked) private var queue = TurnQueue()
+    @exclusivity(unchecked) private var draining = false
 
     let history = HistoryRing(capacity: 256)
 
@@ -49,12 +50,12 @@ final class Graph {
     // MARK: Lookup
 
     /// The node for `ref`, created (running its initial closure) on first use.
-    @inline(__always)
+    @usableFromInline
     func node(for ref: StateRef) -> Node {
         let id = ref.descriptor.id
-        if let key = ref.key {
-            if id < keyed.count, let table = keyed[id], let node = table.nodes[key] { return node }
-        } else if id < singles.count, let node = singles[id] {
+        if case .none = ref.key {
+            if id < singles.count, let node = singles[id] { return node }
+        } else if id < keyed.count, let table = keyed[id], let node = table.nodes[ref.key] {
             return node
         }
         return create(ref)
@@ -63,25 +64,25 @@ final class Graph {
     /// The node for `ref` if this runtime has made it.
     func existingNode(for ref: StateRef) -> Node? {
         let id = ref.descriptor.id
-        if let key = ref.key {
-            guard id < keyed.count, let table = keyed[id] else { return nil }
-            return table.nodes[key]
+        if case .none = ref.key {
+            guard id < singles.count else { return nil }
+            return singles[id]
         }
-        guard id < singles.count else { return nil }
-        return singles[id]
+        guard id < keyed.count, let table = keyed[id] else { return nil }
+        return table.nodes[ref.key]
     }
 
     private func create(_ ref: StateRef) -> Node {
         let node = ref.descriptor.makeNode(key: ref.key, graph: self)
         let id = ref.descriptor.id
-        if let key = ref.key {
+        if case .none = ref.key {
+            while singles.count <= id { singles.append(nil) }
+            singles[id] = node
+        } else {
             while keyed.count <= id { keyed.append(nil) }
             let table = keyed[id] ?? KeyedTable()
             keyed[id] = table
-            table.nodes[key] = node
-        } else {
-            while singles.count <= id { singles.append(nil) }
-            singles[id] = node
+            table.nodes[ref.key] = node
         }
         return node
     }
@@ -89,40 +90,69 @@ final class Graph {
     private func removeFromTable(_ node: Node) {
         guard let descriptor = node.descriptor else { return }
         let id = descriptor.id
-        if let key = node.key {
-            keyed[id]?.nodes[key] = nil
-        } else {
+        if case .none = node.key {
             singles[id] = nil
+        } else {
+            keyed[id]?.nodes[node.key] = nil
         }
     }
 
     // MARK: Reads
 
-    /// Settles `ref` and returns its value, recording an edge when `observer`
-    /// is the node whose selector is running.
-    @inline(__always)
-    func read<Value>(_ ref: StateRef, as: Value.Type, trackedBy observer: Node?) -> Value {
+    /// Finds, settles and (when `observer` is computing) tracks the node for
+    /// `ref`. While a selector re-reads what it read last time, in the same
+    /// order, the node comes from its own edge list with no table lookup.
+    @usableFromInline
+    func resolve(_ ref: StateRef, trackedBy observer: Node?) -> Node {
+        if let observer {
+            let index = observer.trackIndex
+            if index < observer.sources.count {
+                let expected = observer.sources[index].node
+                if expected.descriptor === ref.descriptor && expected.key == ref.key {
+                    if expected.state != .clean || expected.busy { settle(expected) }
+                    guard computing.last === observer else { failStaleReader(observer) }
+                    observer.trackIndex = index + 1
+                    return expected
+                }
+            }
+            let node = node(for: ref)
+            if node.state != .clean || node.busy { settle(node) }
+            track(node, into: observer)
+            return node
+        }
         let node = node(for: ref)
         if node.state != .clean || node.busy { settle(node) }
-        if let observer { track(node, into: observer) }
-        return unsafeDowncast(node, to: TypedNode<Value>.self).value
+        return node
+    }
+
+    /// Settles `ref` and returns its value, recording an edge when `observer`
+    /// is the node whose selector is running.
+    @inlinable
+    func read<Value>(_ ref: StateRef, as: Value.Type, trackedBy observer: Node?) -> Value {
+        unsafeDowncast(resolve(ref, trackedBy: observer), to: TypedNode<Value>.self).value
     }
 
     /// A pinning read: like `peek`, and the state stays alive until `discard`.
+    @inlinable
     func pinningRead<Value>(_ ref: StateRef, as: Value.Type) -> Value {
-        let node = node(for: ref)
+        let node = resolvePinned(ref)
+        return unsafeDowncast(node, to: TypedNode<Value>.self).value
+    }
+
+    @usableFromInline
+    func resolvePinned(_ ref: StateRef) -> Node {
+        let node = resolve(ref, trackedBy: nil)
         node.pinned = true
-        settle(node)
-        let value = unsafeDowncast(node, to: TypedNode<Value>.self).value
         runDeferredWorkIfIdle()
-        return value
+        return node
     }
 
     /// An untracked read from outside any computation (`peek`).
+    @inlinable
     func peek<Value>(_ ref: StateRef, as: Value.Type) -> Value {
-        let value = read(ref, as: Value.self, trackedBy: nil)
+        let node = resolve(ref, trackedBy: nil)
         runDeferredWorkIfIdle()
-        return value
+        return unsafeDowncast(node, to: TypedNode<Value>.self).value
     }
 
     // MARK: Settle
@@ -191,13 +221,14 @@ final class Graph {
 
     // MARK: Edges
 
-    @inline(__always)
+    private func failStaleReader(_ observer: Node) -> Never {
+        fatalError(
+            "a reader of `\(observer.label)` was used outside its computation; read through the "
+                + "`c` passed to the selector, and only while the selector runs")
+    }
+
     func track(_ source: Node, into observer: Node) {
-        guard computing.last === observer else {
-            fatalError(
-                "a reader of `\(observer.label)` was used outside its computation; read through the "
-                    + "`c` passed to the selector, and only while the selector runs")
-        }
+        guard computing.last === observer else { failStaleReader(observer) }
         let index = observer.trackIndex
         if index < observer.sources.count {
             if observer.sources[index].node === source {
@@ -357,6 +388,7 @@ final class Graph {
     }
 
     /// Runs what reads deferred (async publications) once nothing is running.
+    @usableFromInline
     func runDeferredWorkIfIdle() {
         guard !queue.isEmpty, phase == .idle, computing.isEmpty, settleStack.isEmpty else { return }
         drain()
@@ -364,7 +396,7 @@ final class Graph {
 
     // MARK: Writer support
 
-    @inline(__always)
+    @usableFromInline
     func checkWriter(_ serial: UInt64) {
         guard phase == .body, serial == turnSerial else {
             fatalError("a turn's writer was used after its turn ended; write only inside the turn body, never from a stored or captured `c`")
@@ -372,7 +404,7 @@ final class Graph {
     }
 
     /// The value `ref` has in the running turn: staged if written, else committed.
-    @inline(__always)
+    @inlinable
     func staged<Value>(_ ref: StateRef, as: Value.Type, serial: UInt64) -> Value {
         checkWriter(serial)
         let node = unsafeDowncast(node(for: ref), to: ManualNode<Value>.self)
@@ -380,17 +412,22 @@ final class Graph {
         return node.value
     }
 
-    @inline(__always)
+    @inlinable
     func stage<Value>(_ value: Value, into ref: StateRef, serial: UInt64) {
         checkWriter(serial)
         stage(value, into: unsafeDowncast(node(for: ref), to: ManualNode<Value>.self))
     }
 
-    /// Stages a write into a cell the graph owns (async value and status).
-    @inline(__always)
+    /// Stages a write into a source or a cell the graph owns (async value and status).
+    @inlinable
     func stage<Value>(_ value: Value, into node: ManualNode<Value>) {
-        if node.staged == nil { stagedNodes.append(node) }
+        if node.staged == nil { noteStaged(node) }
         node.staged = value
+    }
+
+    @usableFromInline
+    func noteStaged(_ node: Node) {
+        stagedNodes.append(node)
     }
 
     // MARK: Seeding

@@ -10,32 +10,33 @@
 ///   by its runtime's tables (or by its owner, for consumers); it is removed
 ///   only once nothing observes it and after its own source links are cut.
 @MainActor
+@usableFromInline
 class Node {
-    enum State: UInt8 { case clean, check, dirty }
+    @usableFromInline enum State: UInt8 { case clean, check, dirty }
     enum Kind: UInt8 { case manual, computed, consumer }
 
     final let kind: Kind
-    final let descriptor: Descriptor?
-    final let key: AnyHashable?
+    @usableFromInline final let descriptor: Descriptor?
+    @usableFromInline final let key: StateKey
     /// `label` or `label[key]`, made once so history entries need no allocation.
     final let label: String
 
-    final var state: State
+    @exclusivity(unchecked) final var state: State
     /// On the settle stack or computing: reading it now means a cycle.
-    final var busy = false
+    @exclusivity(unchecked) final var busy = false
     /// Next source to check while settling (the settle stack is explicit).
-    final var cursor = 0
+    @exclusivity(unchecked) final var cursor = 0
     /// Next expected source while the node's selector runs (re-tracking).
-    final var trackIndex = 0
+    @exclusivity(unchecked) final var trackIndex = 0
     /// Kept alive by a pinning read (`cogs[x]`) until `discard`.
-    final var pinned = false
+    @exclusivity(unchecked) final var pinned = false
     /// Removed from its runtime (by `discard`); any later use is a bug.
-    final var released = false
+    @exclusivity(unchecked) final var released = false
 
-    final var sources = ContiguousArray<SourceLink>()
-    final var observers = ContiguousArray<ObserverLink>()
+    @exclusivity(unchecked) final var sources = ContiguousArray<SourceLink>()
+    @exclusivity(unchecked) final var observers = ContiguousArray<ObserverLink>()
 
-    init(kind: Kind, descriptor: Descriptor?, key: AnyHashable?, label: String, state: State) {
+    init(kind: Kind, descriptor: Descriptor?, key: StateKey, label: String, state: State) {
         self.kind = kind
         self.descriptor = descriptor
         self.key = key
@@ -59,8 +60,9 @@ class Node {
     func resetValue() {}
 }
 
+@usableFromInline
 struct SourceLink {
-    unowned(unsafe) var node: Node
+    @usableFromInline unowned(unsafe) var node: Node
     /// Where this edge sits in `node.observers`.
     var observerSlot: Int
 }
@@ -73,19 +75,20 @@ struct ObserverLink {
 
 /// A node that holds a value of one type.
 @MainActor
+@usableFromInline
 class TypedNode<Value>: Node {
-    final var storage: Value?
+    @exclusivity(unchecked) @usableFromInline final var storage: Value?
     final let equals: (@MainActor (Value, Value) -> Bool)?
 
     init(
-        kind: Kind, descriptor: Descriptor?, key: AnyHashable?, label: String,
+        kind: Kind, descriptor: Descriptor?, key: StateKey, label: String,
         state: State, equals: (@MainActor (Value, Value) -> Bool)?
     ) {
         self.equals = equals
         super.init(kind: kind, descriptor: descriptor, key: key, label: label, state: state)
     }
 
-    @inline(__always) final var value: Value {
+    @inlinable final var value: Value {
         storage.unsafelyUnwrapped
     }
 
@@ -100,12 +103,13 @@ class TypedNode<Value>: Node {
 /// A writable source: a manual cog, a manual box's key, or one of the cells an
 /// async state publishes into (written only by system turns).
 @MainActor
+@usableFromInline
 final class ManualNode<Value>: TypedNode<Value> {
-    var staged: Value?
+    @exclusivity(unchecked) @usableFromInline var staged: Value?
     /// Builds the value after a release; nil for cells that are never released.
-    let initial: (@MainActor (AnyHashable?) -> Value)?
+    let initial: (@MainActor (StateKey) -> Value)?
 
-    init(descriptor: ManualDescriptor<Value>, key: AnyHashable?) {
+    init(descriptor: ManualDescriptor<Value>, key: StateKey) {
         self.initial = descriptor.initial
         super.init(
             kind: .manual, descriptor: descriptor, key: key, label: descriptor.label(for: key),
@@ -115,7 +119,7 @@ final class ManualNode<Value>: TypedNode<Value> {
     /// A cell owned by another node (async value and status).
     init(cellLabel: String, value: Value, equals: (@MainActor (Value, Value) -> Bool)?) {
         self.initial = nil
-        super.init(kind: .manual, descriptor: nil, key: nil, label: cellLabel, state: .clean, equals: equals)
+        super.init(kind: .manual, descriptor: nil, key: .none, label: cellLabel, state: .clean, equals: equals)
         self.storage = value
     }
 
@@ -136,9 +140,9 @@ final class ManualNode<Value>: TypedNode<Value> {
 /// An automatic cog's state: a cached value recomputed from what it reads.
 @MainActor
 final class ComputedNode<Value>: TypedNode<Value> {
-    let selector: @MainActor (Reader<Value>, AnyHashable?) -> Value
+    let selector: @MainActor (Reader<Value>, StateKey) -> Value
 
-    init(descriptor: ComputedDescriptor<Value>, key: AnyHashable?) {
+    init(descriptor: ComputedDescriptor<Value>, key: StateKey) {
         self.selector = descriptor.selector
         super.init(
             kind: .computed, descriptor: descriptor, key: key, label: descriptor.label(for: key),
