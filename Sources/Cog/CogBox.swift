@@ -115,6 +115,15 @@ extension CogBox {
             self.init(keyed: { _ in initial() }, equalsRule: nil, lifetime: lifetime, name: name, fileID: fileID, line: line)
         }
 
+        /// Declares a named box whose initial value is computed from the key.
+        public init(
+            name: String, lifetime: ManualCogLifetime = .app,
+            fileID: StaticString = #fileID, line: UInt = #line,
+            _ initial: @escaping @MainActor (Key) -> Value
+        ) {
+            self.init(keyed: initial, equalsRule: nil, lifetime: lifetime, name: name, fileID: fileID, line: line)
+        }
+
         /// Declares a box whose changes are decided by `equals`.
         public init(
             _ initial: @escaping @MainActor (Key) -> Value,
@@ -182,5 +191,14 @@ extension CogBox.Manual where Value: Equatable {
         _ initial: @escaping @MainActor () -> Value
     ) {
         self.init(keyed: { _ in initial() }, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID, line: line)
+    }
+
+    /// Declares a named box whose initial value is computed from the key, with `==` changes.
+    public init(
+        name: String, lifetime: ManualCogLifetime = .app,
+        fileID: StaticString = #fileID, line: UInt = #line,
+        _ initial: @escaping @MainActor (Key) -> Value
+    ) {
+        self.init(keyed: initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID, line: line)
     }
 }

@@ -1,0 +1,23 @@
+import Cog
+import CogTesting
+import Testing
+
+/// Counts how often a selector or reaction ran.
+@MainActor
+final class Counter {
+    private(set) var count = 0
+    func bump() { count += 1 }
+}
+
+/// Collects values in order, for asserting what a selector or reaction saw.
+@MainActor
+final class Recorder<Value> {
+    private(set) var values: [Value] = []
+    func append(_ value: Value) { values.append(value) }
+}
+
+/// The text a trap printed, from an exit test's captured standard error.
+func stderrText(_ result: ExitTest.Result?) -> String {
+    guard let result else { return "" }
+    return String(decoding: result.standardErrorContent, as: UTF8.self)
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite: installs the C libraries when missing, builds, runs
+# every test (Swift Testing), and exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash deploy/install-deps.sh
+swift build --build-tests
+swift test --skip-build "$@"
