@@ -98,10 +98,16 @@ public final class TestClock: Clock, Sendable {
         for sleeper in due { sleeper.continuation.resume() }
     }
 
-    /// Waits (in real time, at most `within`) until some task sleeps on this clock.
-    public func waitForScheduledSleep(within limit: Duration = .seconds(5)) async throws {
-        let alreadySleeping = state.withLock { !$0.sleepers.isEmpty }
-        if alreadySleeping { return }
+    /// Waits (in real time, at most `within`) until `count` tasks (one by
+    /// default) sleep on this clock.
+    public func waitForScheduledSleep(count: Int = 1, within limit: Duration = .seconds(5)) async throws {
+        while activeSleeperCount < count {
+            if state.withLock({ $0.finished }) { throw WaitTimeout() }
+            try await waitForNewSleeper(reaching: count, within: limit)
+        }
+    }
+
+    private func waitForNewSleeper(reaching count: Int, within limit: Duration) async throws {
         let timedOut = Mutex(false)
         let timer = Task {
             try? await Task.sleep(for: limit)
@@ -115,14 +121,14 @@ public final class TestClock: Clock, Sendable {
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let ready = state.withLock { state in
-                if !state.sleepers.isEmpty { return true }
+                if state.finished || state.sleepers.count >= count { return true }
                 state.scheduleWaiters.append(continuation)
                 return false
             }
             if ready { continuation.resume() }
         }
         timer.cancel()
-        if timedOut.withLock({ $0 }) && activeSleeperCount == 0 { throw WaitTimeout() }
+        if timedOut.withLock({ $0 }) && activeSleeperCount < count { throw WaitTimeout() }
     }
 
     /// Cancels every sleeper now and any that start later.

@@ -4,7 +4,52 @@ import Testing
 
 @Suite("cogd command line")
 struct CommandTests {
-    @Test func `no arguments shows help`() throws {
+    @Test func `no arguments and --help show help`() throws {
         #expect(try Command.parse([]) == .help(topic: nil))
+        #expect(try Command.parse(["--help"]) == .help(topic: nil))
+        #expect(try Command.parse(["help", "bench"]) == .help(topic: "bench"))
+        #expect(try Command.parse(["bench", "-h"]) == .help(topic: "bench"))
+    }
+
+    @Test func `bench graph parses its options in both spellings`() throws {
+        let parsed = try Command.parse(["bench", "graph", "--json", "--runs", "3", "--only=steady,deep"])
+        var expected = Command.BenchOptions(suite: .graph)
+        expected.json = true
+        expected.runs = 3
+        expected.only = ["steady", "deep"]
+        #expect(parsed == .bench(expected))
+        #expect(try Command.parse(["bench", "graph", "--runs=5"]) == .bench(.init(suite: .graph, runs: 5)))
+    }
+
+    @Test func `unknown subcommands, options, suites and shapes are usage errors`() {
+        #expect(throws: Command.UsageError(message: "unknown subcommand 'lead'", subcommand: nil)) {
+            try Command.parse(["lead"])
+        }
+        #expect(throws: Command.UsageError(message: "unknown option '--fast'", subcommand: "bench")) {
+            try Command.parse(["bench", "graph", "--fast"])
+        }
+        #expect(throws: Command.UsageError(message: "unknown bench suite 'disk' (one of: graph)", subcommand: "bench")) {
+            try Command.parse(["bench", "disk"])
+        }
+        #expect(throws: Command.UsageError(message: "missing suite (one of: graph)", subcommand: "bench")) {
+            try Command.parse(["bench"])
+        }
+        #expect(throws: Command.UsageError(message: "--runs takes a whole number from 1 to 1000, not 'many'", subcommand: "bench")) {
+            try Command.parse(["bench", "graph", "--runs", "many"])
+        }
+        #expect(throws: Command.UsageError(message: "--runs needs a value", subcommand: "bench")) {
+            try Command.parse(["bench", "graph", "--runs"])
+        }
+        #expect(throws: Command.UsageError(message: "--json takes no value", subcommand: "bench")) {
+            try Command.parse(["bench", "graph", "--json=yes"])
+        }
+        #expect(throws: Command.UsageError.self) {
+            try Command.parse(["bench", "graph", "--only", "steady,spiral"])
+        }
+    }
+
+    @Test func `subcommands of later releases parse as not yet available`() throws {
+        #expect(try Command.parse(["leader"]) == .notYetAvailable("leader"))
+        #expect(try Command.parse(["leader", "--help"]) == .help(topic: "leader"))
     }
 }

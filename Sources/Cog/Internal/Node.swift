@@ -56,7 +56,7 @@ class Node {
         fatalError("internal inconsistency: \(label) has nothing staged")
     }
 
-    /// Forgets the cached value so a later read starts over (release).
+    /// Drops the cached value of a released node (a later read makes a new node).
     func resetValue() {}
 }
 
@@ -106,11 +106,7 @@ class TypedNode<Value>: Node {
 @usableFromInline
 final class ManualNode<Value>: TypedNode<Value> {
     @exclusivity(unchecked) @usableFromInline var staged: Value?
-    /// Builds the value after a release; nil for cells that are never released.
-    let initial: (@MainActor (StateKey) -> Value)?
-
     init(descriptor: ManualDescriptor<Value>, key: StateKey) {
-        self.initial = descriptor.initial
         super.init(
             kind: .manual, descriptor: descriptor, key: key, label: descriptor.label(for: key),
             state: .clean, equals: descriptor.equals)
@@ -118,7 +114,6 @@ final class ManualNode<Value>: TypedNode<Value> {
 
     /// A cell owned by another node (async value and status).
     init(cellLabel: String, value: Value, equals: (@MainActor (Value, Value) -> Bool)?) {
-        self.initial = nil
         super.init(kind: .manual, descriptor: nil, key: .none, label: cellLabel, state: .clean, equals: equals)
         self.storage = value
     }
@@ -133,7 +128,7 @@ final class ManualNode<Value>: TypedNode<Value> {
 
     override func resetValue() {
         staged = nil
-        if let initial { storage = initial(key) }
+        storage = nil
     }
 }
 
