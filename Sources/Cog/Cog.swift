@@ -24,6 +24,7 @@ public struct Cog<Value>: Sendable {
 
     /// Declares an automatic cog whose value is never considered equal to the
     /// previous one (use this for values without `Equatable`).
+    @inlinable
     public init(
         _ selector: @escaping @MainActor (Reader<Value>) -> Value,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -32,6 +33,7 @@ public struct Cog<Value>: Sendable {
     }
 
     /// Declares an automatic cog whose changes are decided by `equals`.
+    @inlinable
     public init(
         _ selector: @escaping @MainActor (Reader<Value>) -> Value,
         equals: @escaping @MainActor (Value, Value) -> Bool,
@@ -41,6 +43,7 @@ public struct Cog<Value>: Sendable {
     }
 
     /// Declares a named automatic cog (`Cog<Int>(name: "total") { c in … }`).
+    @inlinable
     public init(
         name: String, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<Value>) -> Value
@@ -48,6 +51,7 @@ public struct Cog<Value>: Sendable {
         self.init(selector, equalsRule: nil, name: name, fileID: fileID, line: line)
     }
 
+    @inlinable @usableFromInline
     init(
         _ selector: @escaping @MainActor (Reader<Value>) -> Value,
         equalsRule: (@MainActor (Value, Value) -> Bool)?,
@@ -65,6 +69,7 @@ public struct Cog<Value>: Sendable {
 
 extension Cog where Value: Equatable {
     /// Declares an automatic cog whose changes are decided by `==`.
+    @inlinable
     public init(
         _ selector: @escaping @MainActor (Reader<Value>) -> Value,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -73,6 +78,7 @@ extension Cog where Value: Equatable {
     }
 
     /// Declares a named automatic cog whose changes are decided by `==`.
+    @inlinable
     public init(
         name: String, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<Value>) -> Value

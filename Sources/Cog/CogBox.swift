@@ -14,9 +14,10 @@
 /// - Important: keys are stored type-erased (`AnyHashable`); use value-type
 ///   identities (they are shared with the graph's actor).
 public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
-    let descriptor: Descriptor
+    @usableFromInline let descriptor: Descriptor
 
     /// Declares a box whose values never compare equal (values without `Equatable`).
+    @inlinable
     public init(
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -25,6 +26,7 @@ public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
     }
 
     /// Declares a box whose changes are decided by `equals`.
+    @inlinable
     public init(
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value,
         equals: @escaping @MainActor (Value, Value) -> Bool,
@@ -34,6 +36,7 @@ public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
     }
 
     /// Declares a named box (`CogBox<Int, Int>(name: "double") { c, key in … }`).
+    @inlinable
     public init(
         name: String, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value
@@ -41,6 +44,7 @@ public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
         self.init(selector, equalsRule: nil, name: name, fileID: fileID, line: line)
     }
 
+    @inlinable @usableFromInline
     init(
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value,
         equalsRule: (@MainActor (Value, Value) -> Bool)?,
@@ -62,6 +66,7 @@ public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
 
 extension CogBox where Value: Equatable {
     /// Declares a box whose changes are decided by `==`.
+    @inlinable
     public init(
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -70,6 +75,7 @@ extension CogBox where Value: Equatable {
     }
 
     /// Declares a named box whose changes are decided by `==`.
+    @inlinable
     public init(
         name: String, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value
@@ -88,9 +94,10 @@ extension CogBox {
     /// private let _lengthCogs = CogBox<Int, String>.Manual { key in key.count }
     /// ```
     public struct Manual: @unchecked Sendable {
-        let descriptor: ManualDescriptor<Value>
+        @usableFromInline let descriptor: ManualDescriptor<Value>
 
         /// Declares a box whose initial value ignores the key.
+        @inlinable
         public init(
             _ initial: @escaping @MainActor () -> Value, lifetime: ManualCogLifetime = .app,
             name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -99,6 +106,7 @@ extension CogBox {
         }
 
         /// Declares a box whose initial value is computed from the key.
+        @inlinable
         public init(
             _ initial: @escaping @MainActor (Key) -> Value, lifetime: ManualCogLifetime = .app,
             name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -107,6 +115,7 @@ extension CogBox {
         }
 
         /// Declares a named box (`CogBox<Int, String>.Manual(name: "accounts") { 0 }`).
+        @inlinable
         public init(
             name: String, lifetime: ManualCogLifetime = .app,
             fileID: StaticString = #fileID, line: UInt = #line,
@@ -116,6 +125,7 @@ extension CogBox {
         }
 
         /// Declares a named box whose initial value is computed from the key.
+        @inlinable
         public init(
             name: String, lifetime: ManualCogLifetime = .app,
             fileID: StaticString = #fileID, line: UInt = #line,
@@ -125,6 +135,7 @@ extension CogBox {
         }
 
         /// Declares a box whose changes are decided by `equals`.
+        @inlinable
         public init(
             _ initial: @escaping @MainActor (Key) -> Value,
             equals: @escaping @MainActor (Value, Value) -> Bool,
@@ -134,6 +145,7 @@ extension CogBox {
             self.init(keyed: initial, equalsRule: equals, lifetime: lifetime, name: name, fileID: fileID, line: line)
         }
 
+        @inlinable @usableFromInline
         init(
             keyed initial: @escaping @MainActor (Key) -> Value,
             equalsRule: (@MainActor (Value, Value) -> Bool)?, lifetime: ManualCogLifetime,
@@ -158,7 +170,7 @@ extension CogBox {
 
     /// A read-only projection of a manual box.
     public struct Projection: @unchecked Sendable {
-        let descriptor: Descriptor
+        @usableFromInline let descriptor: Descriptor
 
         /// The read-only view of one key's source.
         public subscript(key: Key) -> Cog<Value>.Projection {
@@ -169,6 +181,7 @@ extension CogBox {
 
 extension CogBox.Manual where Value: Equatable {
     /// Declares a box whose initial value ignores the key, with `==` changes.
+    @inlinable
     public init(
         _ initial: @escaping @MainActor () -> Value, lifetime: ManualCogLifetime = .app,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -177,6 +190,7 @@ extension CogBox.Manual where Value: Equatable {
     }
 
     /// Declares a box whose initial value is computed from the key, with `==` changes.
+    @inlinable
     public init(
         _ initial: @escaping @MainActor (Key) -> Value, lifetime: ManualCogLifetime = .app,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -185,6 +199,7 @@ extension CogBox.Manual where Value: Equatable {
     }
 
     /// Declares a named box with `==` changes.
+    @inlinable
     public init(
         name: String, lifetime: ManualCogLifetime = .app,
         fileID: StaticString = #fileID, line: UInt = #line,
@@ -194,6 +209,7 @@ extension CogBox.Manual where Value: Equatable {
     }
 
     /// Declares a named box whose initial value is computed from the key, with `==` changes.
+    @inlinable
     public init(
         name: String, lifetime: ManualCogLifetime = .app,
         fileID: StaticString = #fileID, line: UInt = #line,

@@ -17,6 +17,7 @@ class Descriptor: @unchecked Sendable {
     /// Whether the declaration is a box (`CogBox…`), whose states carry a key.
     let isKeyed: Bool
 
+    @usableFromInline
     init(name: String?, fileID: StaticString, line: UInt, isKeyed: Bool) {
         self.id = Descriptor.nextID.add(1, ordering: .relaxed).oldValue
         self.label = name ?? "\(fileID):\(line)"
@@ -61,7 +62,7 @@ enum StateKey: Hashable, @unchecked Sendable {
     }
 
     /// The typed key a box's closures receive.
-    @inline(__always)
+    @inlinable
     func unwrap<Key>(as: Key.Type) -> Key {
         switch self {
         case .int(let value) where Key.self == Int.self:
@@ -129,11 +130,13 @@ public enum ManualCogLifetime: Sendable, Equatable {
     }
 }
 
+@usableFromInline
 final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
     let initial: @MainActor (StateKey) -> Value
     let equals: (@MainActor (Value, Value) -> Bool)?
     let lifetime: ManualCogLifetime
 
+    @usableFromInline
     init(
         initial: @escaping @MainActor (StateKey) -> Value,
         equals: (@MainActor (Value, Value) -> Bool)?,
@@ -154,17 +157,29 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
     }
 }
 
+@usableFromInline
 final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
-    let selector: @MainActor (Reader<Value>, StateKey) -> Value
-    let equals: (@MainActor (Value, Value) -> Bool)?
+    /// Runs the selector for one node and stores the result; returns whether
+    /// the value changed. Built where `Value` is concrete (the declaration's
+    /// inlinable initializer), so the hot path runs specialized code.
+    @usableFromInline let evaluate: @MainActor (Graph, ComputedNode<Value>) -> Bool
 
+    @inlinable
     init(
         selector: @escaping @MainActor (Reader<Value>, StateKey) -> Value,
         equals: (@MainActor (Value, Value) -> Bool)?,
         name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
     ) {
-        self.selector = selector
-        self.equals = equals
+        self.evaluate = { graph, node in
+            let new = graph.tracking(node) { selector(Reader(graph: graph, node: node), node.key) }
+            guard let old = node.storage else {
+                node.storage = new
+                return true
+            }
+            if let equals, equals(old, new) { return false }
+            node.storage = new
+            return true
+        }
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
     }
 
@@ -174,7 +189,7 @@ final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
 }
 
 /// Makes a `Key`-typed closure callable with the erased key a state carries.
-@inline(__always)
+@inlinable
 func unwrapKey<Key>(_ key: StateKey, as: Key.Type) -> Key {
     key.unwrap(as: Key.self)
 }

@@ -211,7 +211,7 @@ final class Graph {
     }
 
     /// Runs `body` as `node`'s computation, re-tracking what it reads.
-    @inline(__always)
+    @inlinable
     func tracking<T>(_ node: Node, _ body: () -> T) -> T {
         node.trackIndex = 0
         let result = body()
@@ -248,6 +248,7 @@ final class Graph {
     }
 
     /// Cuts `observer`'s edges from position `count` on.
+    @usableFromInline
     func trimSources(of observer: Node, to count: Int) {
         var index = observer.sources.count
         guard index > count else { return }

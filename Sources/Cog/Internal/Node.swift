@@ -27,7 +27,7 @@ class Node {
     /// Next source to check while settling (the settle stack is explicit).
     @exclusivity(unchecked) final var cursor = 0
     /// Next expected source while the node's selector runs (re-tracking).
-    @exclusivity(unchecked) final var trackIndex = 0
+    @exclusivity(unchecked) @usableFromInline final var trackIndex = 0
     /// Kept alive by a pinning read (`cogs[x]`) until `discard`.
     @exclusivity(unchecked) final var pinned = false
     /// Removed from its runtime (by `discard`); any later use is a bug.
@@ -134,25 +134,19 @@ final class ManualNode<Value>: TypedNode<Value> {
 
 /// An automatic cog's state: a cached value recomputed from what it reads.
 @MainActor
+@usableFromInline
 final class ComputedNode<Value>: TypedNode<Value> {
-    let selector: @MainActor (Reader<Value>, StateKey) -> Value
+    let evaluate: @MainActor (Graph, ComputedNode<Value>) -> Bool
 
     init(descriptor: ComputedDescriptor<Value>, key: StateKey) {
-        self.selector = descriptor.selector
+        self.evaluate = descriptor.evaluate
         super.init(
             kind: .computed, descriptor: descriptor, key: key, label: descriptor.label(for: key),
-            state: .dirty, equals: descriptor.equals)
+            state: .dirty, equals: nil)
     }
 
     override func recompute(graph: Graph) -> Bool {
-        let new = graph.tracking(self) { selector(Reader(graph: graph, node: self), key) }
-        guard let old = storage else {
-            storage = new
-            return true
-        }
-        guard isChange(from: old, to: new) else { return false }
-        storage = new
-        return true
+        evaluate(graph, self)
     }
 
     override func resetValue() {
