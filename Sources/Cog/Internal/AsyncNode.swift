@@ -172,7 +172,7 @@ extension Graph {
     /// never-read (or out-of-date) cog is its one pending load, not a load
     /// followed by a replacement.
     func refresh<Value: Sendable>(_ ref: StateRef, as: Value.Type) -> CogRefresh<Value> {
-        if let node = computing.last {
+        if let node = computingNode {
             fatalError(
                 "refresh(\(ref.label)) was attempted while the automatic cog `\(node.label)` was computing; "
                     + "a computation must not start work — call refresh from an op")

@@ -61,6 +61,31 @@ enum StateKey: Hashable, @unchecked Sendable {
         }
     }
 
+    @inlinable
+    static func == (lhs: StateKey, rhs: StateKey) -> Bool {
+        switch lhs {
+        case .none:
+            if case .none = rhs { return true }
+        case .int(let left):
+            if case .int(let right) = rhs { return left == right }
+        case .string(let left):
+            if case .string(let right) = rhs { return left == right }
+        case .other(let left):
+            if case .other(let right) = rhs { return left == right }
+        }
+        return false
+    }
+
+    @inlinable
+    func hash(into hasher: inout Hasher) {
+        switch self {
+        case .none: hasher.combine(0 as UInt8)
+        case .int(let value): hasher.combine(value)
+        case .string(let value): hasher.combine(value)
+        case .other(let value): hasher.combine(value)
+        }
+    }
+
     /// The typed key a box's closures receive.
     @inlinable
     func unwrap<Key>(as: Key.Type) -> Key {

@@ -19,11 +19,19 @@ final class Graph {
 
     /// Nodes being settled or computed, outermost first. Reading one of them
     /// again closes a cycle; the slice from it to the top is the cycle's path.
-    @exclusivity(unchecked) private var settleStack = ContiguousArray<Node>()
+    @exclusivity(unchecked) private var settleStack = ContiguousArray<Unmanaged<Node>>()
     /// Scratch stack for pushing `check` flags downstream.
-    @exclusivity(unchecked) private var pushStack = ContiguousArray<Node>()
+    @exclusivity(unchecked) private var pushStack = ContiguousArray<Unmanaged<Node>>()
     /// Nodes whose selector is running, outermost first.
-    @exclusivity(unchecked) private(set) var computing = ContiguousArray<Node>()
+    @exclusivity(unchecked) private var computingStack = ContiguousArray<Unmanaged<Node>>()
+
+    /// The node whose selector is running now, if any.
+    var computingNode: Node? { computingStack.last?.takeUnretainedValue() }
+
+    @inline(__always)
+    private func isComputing(_ node: Node) -> Bool {
+        computingStack.last?.toOpaque() == Unmanaged.passUnretained(node).toOpaque()
+    }
     /// The deepest nesting of computations a cold read may cause.
     static let maximumNestedComputations = 128
 
@@ -110,7 +118,7 @@ final class Graph {
                 let expected = observer.sources[index].node
                 if expected.descriptor === ref.descriptor && expected.key == ref.key {
                     if expected.state != .clean || expected.busy { settle(expected) }
-                    guard computing.last === observer else { failStaleReader(observer) }
+                    guard isComputing(observer) else { failStaleReader(observer) }
                     observer.trackIndex = index + 1
                     return expected
                 }
@@ -165,9 +173,10 @@ final class Graph {
         guard root.state != .clean else { return }
         let base = settleStack.count
         root.busy = true
-        settleStack.append(root)
+        settleStack.append(Unmanaged.passUnretained(root))
         while settleStack.count > base {
-            let node = settleStack[settleStack.count - 1]
+            // Nodes are owned by the tables; the stack borrows them (+0).
+            let node = settleStack[settleStack.count - 1].takeUnretainedValue()
             // Settle every old source first, so a recompute never nests into
             // a warm one (and a check node learns whether anything changed).
             var pushed = false
@@ -176,7 +185,7 @@ final class Graph {
                 if source.state != .clean {
                     if source.busy { failCycle(closingAt: source) }
                     source.busy = true
-                    settleStack.append(source)
+                    settleStack.append(Unmanaged.passUnretained(source))
                     pushed = true
                     break
                 }
@@ -195,16 +204,16 @@ final class Graph {
     }
 
     private func recompute(_ node: Node) {
-        if computing.count >= Graph.maximumNestedComputations {
-            let innermost = computing.suffix(4).map(\.label).joined(separator: " → ")
+        if computingStack.count >= Graph.maximumNestedComputations {
+            let innermost = computingStack.suffix(4).map { $0.takeUnretainedValue().label }.joined(separator: " → ")
             fatalError(
                 "a cold read nests more than \(Graph.maximumNestedComputations) automatic computations "
                     + "(innermost: … → \(innermost) → \(node.label)); read the chain from its source end "
                     + "first so each link is warm, or shorten the chain")
         }
-        computing.append(node)
+        computingStack.append(Unmanaged.passUnretained(node))
         let changed = node.recompute(graph: self)
-        computing.removeLast()
+        computingStack.removeLast()
         node.state = .clean
         history.record(.recompute, turn: history.turnNumber, name: node.label)
         if changed { markObserversDirty(node) }
@@ -228,7 +237,7 @@ final class Graph {
     }
 
     func track(_ source: Node, into observer: Node) {
-        guard computing.last === observer else { failStaleReader(observer) }
+        guard isComputing(observer) else { failStaleReader(observer) }
         let index = observer.trackIndex
         if index < observer.sources.count {
             if observer.sources[index].node === source {
@@ -295,14 +304,15 @@ final class Graph {
     }
 
     private func pushCheck(below start: Node) {
-        pushStack.append(start)
-        while let node = pushStack.popLast() {
+        pushStack.append(Unmanaged.passUnretained(start))
+        while let top = pushStack.popLast() {
+            let node = top.takeUnretainedValue()
             var index = 0
             while index < node.observers.count {
                 let observer = node.observers[index].node
                 if observer.state == .clean {
                     observer.state = .check
-                    pushStack.append(observer)
+                    pushStack.append(Unmanaged.passUnretained(observer))
                 }
                 index += 1
             }
@@ -313,8 +323,9 @@ final class Graph {
 
     /// The path a read of `node` would close, if it is being settled now.
     func cyclePath(closingAt node: Node) -> [String]? {
-        guard node.busy, let start = settleStack.lastIndex(where: { $0 === node }) else { return nil }
-        return settleStack[start...].map(\.label) + [node.label]
+        let handle = Unmanaged.passUnretained(node).toOpaque()
+        guard node.busy, let start = settleStack.lastIndex(where: { $0.toOpaque() == handle }) else { return nil }
+        return settleStack[start...].map { $0.takeUnretainedValue().label } + [node.label]
     }
 
     private func failCycle(closingAt node: Node) -> Never {
@@ -327,7 +338,7 @@ final class Graph {
     /// Runs `body` as a turn now, joins the running turn, or queues it, as the
     /// seeds' write model requires (see `CogOps.turn(named:_:)`).
     func turn(named name: String, owner: TurnOwner?, _ body: @escaping (Writer) -> Void) {
-        if let node = computing.last {
+        if let node = computingNode {
             fatalError(
                 "turn `\(name)` was attempted while the automatic cog `\(node.label)` was computing; "
                     + "a computation must not write — call the op from a reaction or an op instead")
@@ -347,7 +358,7 @@ final class Graph {
     /// A turn the graph itself asks for (async publication, discard): it
     /// carries no owner and runs as soon as graph work is safe.
     func systemTurn(named name: String, _ body: @escaping (Writer) -> Void) {
-        if phase == .idle && computing.isEmpty && settleStack.isEmpty && !draining {
+        if phase == .idle && computingStack.isEmpty && settleStack.isEmpty && !draining {
             runTurn(named: name, body)
             drain()
         } else {
@@ -391,7 +402,7 @@ final class Graph {
     /// Runs what reads deferred (async publications) once nothing is running.
     @usableFromInline
     func runDeferredWorkIfIdle() {
-        guard !queue.isEmpty, phase == .idle, computing.isEmpty, settleStack.isEmpty else { return }
+        guard !queue.isEmpty, phase == .idle, computingStack.isEmpty, settleStack.isEmpty else { return }
         drain()
     }
 
@@ -436,7 +447,7 @@ final class Graph {
     /// Places a value with no turn, history or reaction; dependents are
     /// flagged so they re-check on the next real turn.
     func seed<Value>(_ ref: StateRef, to value: Value) {
-        guard phase == .idle, computing.isEmpty, settleStack.isEmpty else {
+        guard phase == .idle, computingStack.isEmpty, settleStack.isEmpty else {
             fatalError("seed(\(ref.label)) was called inside a turn, computation or reaction; seed only from test setup")
         }
         let node = unsafeDowncast(node(for: ref), to: ManualNode<Value>.self)
@@ -450,7 +461,7 @@ final class Graph {
     /// Releases one state as its own system turn, unless something still
     /// observes it. A state never created needs nothing.
     func discard(_ ref: StateRef) {
-        if let node = computing.last {
+        if let node = computingNode {
             fatalError("discard(\(ref.label)) was attempted while the automatic cog `\(node.label)` was computing")
         }
         guard let node = existingNode(for: ref) else { return }

@@ -60,17 +60,32 @@ class Node {
     func resetValue() {}
 }
 
-@usableFromInline
 struct SourceLink {
-    @usableFromInline unowned(unsafe) var node: Node
-    /// Where this edge sits in `node.observers`.
+    /// The source, borrowed (+0): its runtime's tables own it.
+    let handle: Unmanaged<Node>
+    /// Where this edge sits in the source's `observers`.
     var observerSlot: Int
+
+    init(node: Node, observerSlot: Int) {
+        self.handle = Unmanaged.passUnretained(node)
+        self.observerSlot = observerSlot
+    }
+
+    var node: Node { handle.takeUnretainedValue() }
 }
 
 struct ObserverLink {
-    unowned(unsafe) var node: Node
-    /// Where this edge sits in `node.sources`.
+    /// The observer, borrowed (+0): its runtime's tables (or owner) own it.
+    let handle: Unmanaged<Node>
+    /// Where this edge sits in the observer's `sources`.
     var sourceSlot: Int
+
+    init(node: Node, sourceSlot: Int) {
+        self.handle = Unmanaged.passUnretained(node)
+        self.sourceSlot = sourceSlot
+    }
+
+    var node: Node { handle.takeUnretainedValue() }
 }
 
 /// A node that holds a value of one type.
