@@ -176,12 +176,12 @@ final class Graph {
         settleStack.append(Unmanaged.passUnretained(root))
         while settleStack.count > base {
             // Nodes are owned by the tables; the stack borrows them (+0).
-            let node = settleStack[settleStack.count - 1].takeUnretainedValue()
+            unowned(unsafe) let node = settleStack[settleStack.count - 1].takeUnretainedValue()
             // Settle every old source first, so a recompute never nests into
             // a warm one (and a check node learns whether anything changed).
             var pushed = false
             while node.cursor < node.sources.count {
-                let source = node.sources[node.cursor].node
+                unowned(unsafe) let source = node.sources[node.cursor].node
                 if source.state != .clean {
                     if source.busy { failCycle(closingAt: source) }
                     source.busy = true
@@ -306,10 +306,10 @@ final class Graph {
     private func pushCheck(below start: Node) {
         pushStack.append(Unmanaged.passUnretained(start))
         while let top = pushStack.popLast() {
-            let node = top.takeUnretainedValue()
+            unowned(unsafe) let node = top.takeUnretainedValue()
             var index = 0
             while index < node.observers.count {
-                let observer = node.observers[index].node
+                unowned(unsafe) let observer = node.observers[index].node
                 if observer.state == .clean {
                     observer.state = .check
                     pushStack.append(Unmanaged.passUnretained(observer))

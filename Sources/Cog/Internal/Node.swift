@@ -33,8 +33,8 @@ class Node {
     /// Removed from its runtime (by `discard`); any later use is a bug.
     @exclusivity(unchecked) final var released = false
 
-    @exclusivity(unchecked) final var sources = ContiguousArray<SourceLink>()
-    @exclusivity(unchecked) final var observers = ContiguousArray<ObserverLink>()
+    @exclusivity(unchecked) final var sources = LinkList<SourceLink>()
+    @exclusivity(unchecked) final var observers = LinkList<ObserverLink>()
 
     init(kind: Kind, descriptor: Descriptor?, key: StateKey, label: String, state: State) {
         self.kind = kind
@@ -42,6 +42,11 @@ class Node {
         self.key = key
         self.label = label
         self.state = state
+    }
+
+    isolated deinit {
+        sources.deallocate()
+        observers.deallocate()
     }
 
     /// Runs the node's computation (computed nodes, consumers). Returns whether
