@@ -18,9 +18,23 @@ public final class Cogs: CogOps {
     @usableFromInline let graph: Graph
     var mechanisms: [any Mechanism] = []
     var controllers: [MechanismController] = []
+    var exports: [Export] = []
 
     package init() {
         graph = Graph()
+    }
+
+    /// Teardown: every scope's reactions and tasks end first (two passes,
+    /// marks then teardown), exports finish, and only then are the retained
+    /// mechanisms released (seeds §6.2).
+    isolated deinit {
+        for controller in controllers.reversed() { controller.retire(.runtimeEnded) }
+        for export in exports {
+            graph.unregister(export.node)
+            export.finish()
+        }
+        exports = []
+        mechanisms = []
     }
 
     // MARK: Pinning reads
@@ -90,4 +104,12 @@ public final class Cogs: CogOps {
 
     /// The last 256 history events of this runtime: turns, writes, recomputes.
     public var debugHistory: CogHistory { graph.history.snapshot }
+
+    /// What the runaway turn-chain guard has seen (a chain of more than 64
+    /// turns without going idle raises one warning).
+    public var turnChainDiagnostic: CogTurnChainDiagnostic {
+        CogTurnChainDiagnostic(
+            warningCount: graph.turnChain.warningCount, lastWarning: graph.turnChain.lastWarning,
+            isIdle: graph.turnChain.isIdle)
+    }
 }

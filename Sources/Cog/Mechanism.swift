@@ -32,85 +32,6 @@ extension Mechanism {
     }
 }
 
-/// A mechanism's (or scope's) link to the graph. Ops called through it are
-/// named under its path (`Weather.checkWeather`) and owned by it.
-///
-/// - Important: it is a lifetime token. Long-lived work captures it weakly.
-@MainActor
-public final class MechanismController: CogOps, TurnOwner {
-    let graph: Graph
-    /// The composed path: `Weather`, `Weather.session`.
-    public let path: String
-    private(set) var isRetired = false
-
-    init(graph: Graph, path: String) {
-        self.graph = graph
-        self.path = path
-    }
-
-    var admitsTurns: Bool { !isRetired }
-
-    public func turn(named name: String, _ body: @escaping (Writer) -> Void) {
-        guard !isRetired else { return }
-        graph.turn(named: "\(path).\(name)", owner: self, body)
-    }
-
-    public func peek<V>(_ cog: Cog<V>) -> V {
-        checkLive("peek")
-        return graph.peek(cog.ref, as: V.self)
-    }
-
-    public func peek<V>(_ cog: Cog<V>.Manual) -> V {
-        checkLive("peek")
-        return graph.peek(cog.ref, as: V.self)
-    }
-
-    public func peek<V>(_ cog: Cog<V>.Projection) -> V {
-        checkLive("peek")
-        return graph.peek(cog.ref, as: V.self)
-    }
-
-    public func peek<V: Sendable>(_ cog: Cog<V>.Async) -> V {
-        checkLive("peek")
-        let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)
-        graph.runDeferredWorkIfIdle()
-        return value
-    }
-
-    @discardableResult
-    public func refresh<V: Sendable>(_ cog: Cog<V>.Async) -> CogRefresh<V> {
-        checkLive("refresh")
-        return graph.refresh(cog.ref, as: V.self)
-    }
-
-    public func discard<V>(_ cog: Cog<V>.Manual) {
-        guard !isRetired else { return }
-        graph.discard(cog.ref)
-    }
-
-    public func discard<V>(_ cog: Cog<V>) {
-        guard !isRetired else { return }
-        graph.discard(cog.ref)
-    }
-
-    /// Runs `body` with this controller while it is live; `nil` once retired.
-    /// It checks once, at the call, and reserves nothing.
-    @discardableResult
-    public func ifLive<Result>(_ body: (MechanismController) -> Result) -> Result? {
-        guard !isRetired else { return nil }
-        return body(self)
-    }
-
-    private func checkLive(_ operation: String) {
-        guard isRetired else { return }
-        fatalError(
-            "\(operation) through the retired scope `\(path)`; its scope has ended. Wrap late reads in "
-                + "`s.ifLive { $0.peek(…) }`, which returns nil once the scope is retired")
-    }
-
-    func retire() { isRetired = true }
-}
-
 extension Cogs {
     private static let assembled = Atomic<Bool>(false)
 
@@ -140,7 +61,7 @@ extension Cogs {
             guard seen.insert(name).inserted else {
                 fatalError("two mechanisms are named `\(name)`; give one of them an explicit `name`")
             }
-            let controller = MechanismController(graph: graph, path: name)
+            let controller = MechanismController(graph: graph, path: name, parent: nil)
             self.mechanisms.append(mechanism)
             controllers.append(controller)
             mechanism.operate(controller)

@@ -28,6 +28,13 @@ final class Graph {
     /// The node whose selector is running now, if any.
     var computingNode: Node? { computingStack.last?.takeUnretainedValue() }
 
+    /// The automatic cog computing now, if the innermost running code is one
+    /// (a reaction may write through ops; a computation may not).
+    var computingComputation: Node? {
+        guard let node = computingNode, node.kind != .consumer else { return nil }
+        return node
+    }
+
     @inline(__always)
     private func isComputing(_ node: Node) -> Bool {
         computingStack.last?.toOpaque() == Unmanaged.passUnretained(node).toOpaque()
@@ -47,6 +54,12 @@ final class Graph {
     /// Turns requested while a turn flushes, run one at a time in order.
     @exclusivity(unchecked) private var queue = TurnQueue()
     @exclusivity(unchecked) private var draining = false
+    /// Consumers flagged or registered, waiting for the flush to run them.
+    @exclusivity(unchecked) private var pendingReactions = ContiguousArray<ReactionNode>()
+    @exclusivity(unchecked) private var reactionSequence = 0
+    @exclusivity(unchecked) private var runningReactions = false
+    /// Watches turn → reaction → turn chains for runaways.
+    let turnChain = TurnChainGuard()
 
     let history = HistoryRing(capacity: 256)
 
@@ -215,8 +228,10 @@ final class Graph {
         let changed = node.recompute(graph: self)
         computingStack.removeLast()
         node.state = .clean
-        history.record(.recompute, turn: history.turnNumber, name: node.label)
-        if changed { markObserversDirty(node) }
+        if node.kind != .consumer {
+            history.record(.recompute, turn: history.turnNumber, name: node.label)
+            if changed { markObserversDirty(node) }
+        }
     }
 
     /// Runs `body` as `node`'s computation, re-tracking what it reads.
@@ -299,6 +314,7 @@ final class Graph {
             node.state = .dirty
         case .clean:
             node.state = .dirty
+            if node.kind == .consumer { enqueueReaction(node) }
             pushCheck(below: node)
         }
     }
@@ -312,6 +328,7 @@ final class Graph {
                 unowned(unsafe) let observer = node.observers[index].node
                 if observer.state == .clean {
                     observer.state = .check
+                    if observer.kind == .consumer { enqueueReaction(observer) }
                     pushStack.append(Unmanaged.passUnretained(observer))
                 }
                 index += 1
@@ -338,7 +355,7 @@ final class Graph {
     /// Runs `body` as a turn now, joins the running turn, or queues it, as the
     /// seeds' write model requires (see `CogOps.turn(named:_:)`).
     func turn(named name: String, owner: TurnOwner?, _ body: @escaping (Writer) -> Void) {
-        if let node = computingNode {
+        if let node = computingComputation {
             fatalError(
                 "turn `\(name)` was attempted while the automatic cog `\(node.label)` was computing; "
                     + "a computation must not write — call the op from a reaction or an op instead")
@@ -369,11 +386,14 @@ final class Graph {
     private func runTurn(named name: String, _ body: (Writer) -> Void) {
         turnSerial &+= 1
         history.beginTurn(named: name)
+        turnChain.turnStarted(named: name)
         phase = .body
         body(Writer(graph: self, serial: turnSerial))
         flush()
     }
 
+    /// Commits the staged writes, pushes flags from the real changes, then
+    /// runs exports and reactions whose inputs changed (seeds' flush order).
     private func flush() {
         phase = .flush
         for node in stagedNodes where node.commitStaged() {
@@ -383,20 +403,23 @@ final class Graph {
         stagedNodes.removeAll(keepingCapacity: true)
         for node in changedNodes { markObserversDirty(node) }
         changedNodes.removeAll(keepingCapacity: true)
+        runPendingReactions()
         phase = .idle
     }
 
-    /// Runs queued turns one at a time, dropping those whose owner retired.
+    /// Runs queued turns one at a time, dropping those whose owner retired,
+    /// then goes idle (which ends the turn chain).
     private func drain() {
         guard !draining else { return }
         draining = true
-        defer { draining = false }
         while let entry = queue.popFirst() {
             if entry.hasOwner {
                 guard let owner = entry.owner, owner.admitsTurns else { continue }
             }
             runTurn(named: entry.name, entry.body)
         }
+        draining = false
+        turnChain.wentIdle()
     }
 
     /// Runs what reads deferred (async publications) once nothing is running.
@@ -404,6 +427,79 @@ final class Graph {
     func runDeferredWorkIfIdle() {
         guard !queue.isEmpty, phase == .idle, computingStack.isEmpty, settleStack.isEmpty else { return }
         drain()
+    }
+
+    // MARK: Reactions
+
+    /// Registers a consumer. Idle (assembly, an op's caller): it runs now to
+    /// learn its dependencies, with anything it registers in turn. During a
+    /// flush it waits behind the consumers already scheduled (seeds X8).
+    func register(_ node: ReactionNode) {
+        reactionSequence += 1
+        node.sequence = reactionSequence
+        guard phase == .idle, computingStack.isEmpty, settleStack.isEmpty, !runningReactions else {
+            enqueueReaction(node)
+            return
+        }
+        phase = .flush
+        let mark = pendingReactions.count
+        enqueueReaction(node)
+        runReactions(from: mark)
+        phase = .idle
+        drain()
+    }
+
+    @inline(__always)
+    private func enqueueReaction(_ node: Node) {
+        let reaction = unsafeDowncast(node, to: ReactionNode.self)
+        guard !reaction.queued, !reaction.retired else { return }
+        reaction.queued = true
+        pendingReactions.append(reaction)
+    }
+
+    /// Runs every scheduled consumer in (exports first, then) registration
+    /// order; consumers registered meanwhile join the end.
+    private func runPendingReactions() {
+        guard !pendingReactions.isEmpty else { return }
+        if pendingReactions.count > 1 {
+            pendingReactions.sort { ($0.order, $0.sequence) < ($1.order, $1.sequence) }
+        }
+        runReactions(from: 0)
+    }
+
+    private func runReactions(from start: Int) {
+        let wasRunning = runningReactions
+        runningReactions = true
+        var index = start
+        while index < pendingReactions.count {
+            let reaction = pendingReactions[index]
+            index += 1
+            reaction.queued = false
+            guard !reaction.retired else { continue }
+            settle(reaction)
+        }
+        pendingReactions.removeLast(pendingReactions.count - start)
+        runningReactions = wasRunning
+    }
+
+    /// Called by a consumer just before its body runs.
+    func reactionWillRun(_ node: ReactionNode) {
+        if node.recordsEffect {
+            history.record(.effect, turn: history.turnNumber, name: node.label)
+            turnChain.reactionRan(named: node.label)
+        }
+    }
+
+    /// Stops a consumer: it never runs again and holds no edges.
+    func unregister(_ node: ReactionNode) {
+        guard !node.retired else { return }
+        node.retired = true
+        if node.busy {
+            node.unlinkAfterRun = true
+        } else {
+            trimSources(of: node, to: 0)
+            node.release()
+        }
     }
 
     // MARK: Writer support
@@ -461,7 +557,7 @@ final class Graph {
     /// Releases one state as its own system turn, unless something still
     /// observes it. A state never created needs nothing.
     func discard(_ ref: StateRef) {
-        if let node = computingNode {
+        if let node = computingComputation {
             fatalError("discard(\(ref.label)) was attempted while the automatic cog `\(node.label)` was computing")
         }
         guard let node = existingNode(for: ref) else { return }

@@ -1,0 +1,178 @@
+extension MechanismController {
+    // MARK: Bool scopes
+
+    /// Runs `body` with a fresh sub-controller each time `gate` settles to
+    /// true; when it settles to false, everything registered through that
+    /// sub-controller ends (reactions unregister, tasks cancel).
+    ///
+    /// ```swift
+    /// m.scope(isLoggingHikeCog, name: "hikeTimer") { s in
+    ///   s.task(name: "tick") { … }
+    /// }
+    /// ```
+    ///
+    /// - Important: only the settled value at the end of a turn counts. The
+    ///   body is not a reaction: read with `s.peek`, which never restarts it.
+    ///   Seeds §6.2 (Bool transition table).
+    public func scope(
+        _ gate: Cog<Bool>, name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ body: @escaping @MainActor (MechanismController) -> Void
+    ) {
+        boolScope(gate.ref, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    /// A Bool scope over a manual source.
+    public func scope(
+        _ gate: Cog<Bool>.Manual, name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ body: @escaping @MainActor (MechanismController) -> Void
+    ) {
+        boolScope(gate.ref, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    /// A Bool scope over a read-only projection.
+    public func scope(
+        _ gate: Cog<Bool>.Projection, name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ body: @escaping @MainActor (MechanismController) -> Void
+    ) {
+        boolScope(gate.ref, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    // MARK: Identity scopes
+
+    /// Opens one child per selected identity: nil opens nothing, A → B
+    /// retires A then opens B, A → A (even an equal copy) keeps A, and
+    /// A → nil → A across turns opens a second, different A.
+    ///
+    /// ```swift
+    /// m.scope(activeTrailScreenCog, name: "trailScreen") { screenID, s in
+    ///   s.watch(trailFilterCogs[screenID], initial: .skip, name: "filter") { _, filter in … }
+    /// }
+    /// ```
+    public func scope<Identity: Equatable>(
+        _ identity: Cog<Identity?>, name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        identityScope(identity.ref, as: Identity.self, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    /// An identity scope over a manual source.
+    public func scope<Identity: Equatable>(
+        _ identity: Cog<Identity?>.Manual, name: String? = nil, fileID: StaticString = #fileID,
+        line: UInt = #line, _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        identityScope(identity.ref, as: Identity.self, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    /// An identity scope over a read-only projection.
+    public func scope<Identity: Equatable>(
+        _ identity: Cog<Identity?>.Projection, name: String? = nil, fileID: StaticString = #fileID,
+        line: UInt = #line, _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        identityScope(identity.ref, as: Identity.self, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    // MARK: Collection scopes
+
+    /// One child per identity in a collection, reconciled by membership:
+    /// arrivals open (in collection order), departures retire (in opening
+    /// order, first), survivors keep their exact child, reordering does
+    /// nothing. One registration however many children come and go.
+    ///
+    /// - Important: identities must be distinct; a duplicate traps, naming
+    ///   the scope and the duplicate.
+    public func scope<Identity: Hashable>(
+        each identities: Cog<[Identity]>, name: String? = nil, fileID: StaticString = #fileID,
+        line: UInt = #line, _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        eachScope(identities.ref, as: Identity.self, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    /// A collection scope over a manual source.
+    public func scope<Identity: Hashable>(
+        each identities: Cog<[Identity]>.Manual, name: String? = nil, fileID: StaticString = #fileID,
+        line: UInt = #line, _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        eachScope(identities.ref, as: Identity.self, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    /// A collection scope over a read-only projection.
+    public func scope<Identity: Hashable>(
+        each identities: Cog<[Identity]>.Projection, name: String? = nil, fileID: StaticString = #fileID,
+        line: UInt = #line, _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        eachScope(identities.ref, as: Identity.self, path: compose(name, fileID: fileID, line: line), body)
+    }
+
+    // MARK: Reconciliation
+
+    private func boolScope(
+        _ ref: StateRef, path: String, _ body: @escaping @MainActor (MechanismController) -> Void
+    ) {
+        guard retirement == nil else { return }
+        var child: MechanismController?
+        addReaction(
+            ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
+                let isOpen = c.graph.read(ref, as: Bool.self, trackedBy: c.node)
+                if isOpen, child == nil {
+                    let opened = self.openChild(path: path)
+                    child = opened
+                    body(opened)
+                } else if !isOpen, let open = child {
+                    child = nil
+                    self.retireChild(open)
+                }
+            })
+    }
+
+    private func identityScope<Identity: Equatable>(
+        _ ref: StateRef, as: Identity.Type, path: String,
+        _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        guard retirement == nil else { return }
+        var current: (identity: Identity, child: MechanismController)?
+        addReaction(
+            ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
+                let selected = c.graph.read(ref, as: Identity?.self, trackedBy: c.node)
+                if let open = current, let selected, open.identity == selected { return }
+                if let open = current {
+                    current = nil
+                    self.retireChild(open.child)
+                }
+                if let selected {
+                    let opened = self.openChild(path: path)
+                    current = (selected, opened)
+                    body(selected, opened)
+                }
+            })
+    }
+
+    private func eachScope<Identity: Hashable>(
+        _ ref: StateRef, as: Identity.Type, path: String,
+        _ body: @escaping @MainActor (Identity, MechanismController) -> Void
+    ) {
+        guard retirement == nil else { return }
+        var open: [(identity: Identity, child: MechanismController)] = []
+        addReaction(
+            ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
+                let selected = c.graph.read(ref, as: [Identity].self, trackedBy: c.node)
+                var members = Set<Identity>(minimumCapacity: selected.count)
+                for identity in selected where !members.insert(identity).inserted {
+                    fatalError(
+                        "scope(each:) `\(path)` selected `\(identity)` twice; each identity names one lifetime, "
+                            + "so the collection must not repeat one")
+                }
+                let departed = open.filter { !members.contains($0.identity) }
+                if !departed.isEmpty {
+                    open.removeAll { !members.contains($0.identity) }
+                    for entry in departed { self.retireChild(entry.child) }
+                }
+                guard open.count < selected.count else { return }
+                let present = Set(open.map(\.identity))
+                for identity in selected where !present.contains(identity) {
+                    let opened = self.openChild(path: path)
+                    open.append((identity, opened))
+                    body(identity, opened)
+                }
+            })
+    }
+}

@@ -1,0 +1,163 @@
+/// A mechanism's (or a scope's) link to the graph: reactions, tasks and
+/// scopes registered through it end with it, and ops called through it are
+/// named under its path (`Weather.checkWeather()`) and owned by it.
+///
+/// ```swift
+/// func operate(_ m: MechanismController) {
+///   m.watch(isNiceOutsideCog, initial: .skip, name: "niceAlert") { was, nice in
+///     if nice && !was { notifier.alert("It is nice outside!") }
+///   }
+/// }
+/// ```
+///
+/// - Important: it is a lifetime token owned by its scope. Long-lived work
+///   captures it weakly. Once its scope ends it is *retired*: `turn` and
+///   every op, `run`, `watch`, `status.watch`, `scope` and `discard` are
+///   inert; `task` returns an already-cancelled task; `peek`, `status.peek`
+///   and `refresh` trap (use `ifLive`). Seeds §6.2.
+@MainActor
+public final class MechanismController: CogOps, TurnOwner {
+    enum Retirement {
+        case scopeEnded
+        case runtimeEnded
+    }
+
+    let graph: Graph
+    /// The composed path: `Weather`, `Weather.session`.
+    public let path: String
+    private(set) var retirement: Retirement?
+    var reactions: [ReactionNode] = []
+    var tasks: [Task<Void, any Error>] = []
+    var children: [MechanismController] = []
+    weak var parent: MechanismController?
+
+    init(graph: Graph, path: String, parent: MechanismController?) {
+        self.graph = graph
+        self.path = path
+        self.parent = parent
+    }
+
+    /// Whether this controller's scope has ended.
+    public var isRetired: Bool { retirement != nil }
+
+    var admitsTurns: Bool { retirement == nil }
+
+    // MARK: CogOps
+
+    public func turn(named name: String, _ body: @escaping (Writer) -> Void) {
+        guard retirement == nil else { return }
+        graph.turn(named: "\(path).\(name)", owner: self, body)
+    }
+
+    public func peek<V>(_ cog: Cog<V>) -> V {
+        checkLive("peek")
+        return graph.peek(cog.ref, as: V.self)
+    }
+
+    public func peek<V>(_ cog: Cog<V>.Manual) -> V {
+        checkLive("peek")
+        return graph.peek(cog.ref, as: V.self)
+    }
+
+    public func peek<V>(_ cog: Cog<V>.Projection) -> V {
+        checkLive("peek")
+        return graph.peek(cog.ref, as: V.self)
+    }
+
+    public func peek<V: Sendable>(_ cog: Cog<V>.Async) -> V {
+        checkLive("peek")
+        let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)
+        graph.runDeferredWorkIfIdle()
+        return value
+    }
+
+    @discardableResult
+    public func refresh<V: Sendable>(_ cog: Cog<V>.Async) -> CogRefresh<V> {
+        checkLive("refresh")
+        return graph.refresh(cog.ref, as: V.self)
+    }
+
+    public func discard<V>(_ cog: Cog<V>.Manual) {
+        guard retirement == nil else { return }
+        graph.discard(cog.ref)
+    }
+
+    public func discard<V>(_ cog: Cog<V>) {
+        guard retirement == nil else { return }
+        graph.discard(cog.ref)
+    }
+
+    /// Runs `body` with this controller while it is live; `nil` once retired.
+    ///
+    /// It checks once, at the call, and reserves nothing: a turn inside the
+    /// body can retire this very scope, after which its primitives obey
+    /// retirement. Re-check after every `await`.
+    @discardableResult
+    public func ifLive<Result>(_ body: (MechanismController) -> Result) -> Result? {
+        guard retirement == nil else { return nil }
+        return body(self)
+    }
+
+    func checkLive(_ operation: String) {
+        switch retirement {
+        case nil:
+            return
+        case .scopeEnded:
+            fatalError(
+                "\(operation) through the retired scope `\(path)`: its scope has ended. A late completion that "
+                    + "must read wraps the read in `s.ifLive { $0.\(operation)(…) }`, which returns nil once retired")
+        case .runtimeEnded:
+            fatalError(
+                "\(operation) through `\(path)` after its runtime was torn down; nothing can read a dead runtime "
+                    + "(`ifLive` returns nil here)")
+        }
+    }
+
+    // MARK: Names
+
+    /// `path.name`, or `path.fileID:line` for an unnamed registration.
+    func compose(_ name: String?, fileID: StaticString, line: UInt) -> String {
+        "\(path).\(name ?? "\(fileID):\(line)")"
+    }
+
+    // MARK: Retirement
+
+    /// Retires this controller and everything under it, in two passes: mark
+    /// the whole subtree, then tear it down (seeds §6.2, two-pass retirement).
+    func retire(_ reason: Retirement = .scopeEnded) {
+        guard retirement == nil else { return }
+        markRetired(reason)
+        tearDown()
+    }
+
+    private func markRetired(_ reason: Retirement) {
+        guard retirement == nil else { return }
+        retirement = reason
+        for child in children { child.markRetired(reason) }
+    }
+
+    private func tearDown() {
+        let children = self.children
+        self.children = []
+        for child in children { child.tearDown() }
+        let reactions = self.reactions
+        self.reactions = []
+        for reaction in reactions { graph.unregister(reaction) }
+        let tasks = self.tasks
+        self.tasks = []
+        for task in tasks { task.cancel() }
+    }
+
+    /// Opens a scope child under this controller.
+    func openChild(path: String) -> MechanismController {
+        let child = MechanismController(graph: graph, path: path, parent: self)
+        children.append(child)
+        return child
+    }
+
+    /// Retires one scope child and forgets it.
+    func retireChild(_ child: MechanismController) {
+        child.retire()
+        children.removeAll { $0 === child }
+    }
+}
