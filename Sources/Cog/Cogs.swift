@@ -105,6 +105,16 @@ public final class Cogs: CogOps {
     /// The last 256 history events of this runtime: turns, writes, recomputes.
     public var debugHistory: CogHistory { graph.history.snapshot }
 
+    /// How many registrations are live: reactions, watches and scope
+    /// selectors of every live controller, plus exports. A scope family is one
+    /// registration however many children come and go.
+    public var liveRegistrationCount: Int {
+        func count(_ controller: MechanismController) -> Int {
+            controller.reactions.count + controller.children.reduce(0) { $0 + count($1) }
+        }
+        return controllers.reduce(exports.count) { $0 + count($1) }
+    }
+
     /// What the runaway turn-chain guard has seen (a chain of more than 64
     /// turns without going idle raises one warning).
     public var turnChainDiagnostic: CogTurnChainDiagnostic {

@@ -36,3 +36,27 @@ extension Cogs {
         registerAsyncCompletionCheck(acknowledgement)
     }
 }
+
+/// The mechanism `forTestingWithController` adds last: it hands its
+/// controller to the test.
+private struct ProbeMechanism: Mechanism {
+    let name = "CogTesting.Probe"
+    let capture: @MainActor (MechanismController) -> Void
+
+    func operate(_ m: MechanismController) { capture(m) }
+}
+
+extension Cogs {
+    /// Like `forTesting`, and also returns a controller that acts as an
+    /// app-lifetime mechanism operating last (named `CogTesting.Probe`), so a
+    /// test can register reactions and scopes directly.
+    public static func forTestingWithController(
+        seeding: ((Cogs) -> Void)? = nil,
+        mechanisms: [any Mechanism] = []
+    ) -> (cogs: Cogs, controller: MechanismController) {
+        var probe: MechanismController?
+        let cogs = forTesting(seeding: seeding, mechanisms: mechanisms + [ProbeMechanism { probe = $0 }])
+        guard let probe else { fatalError("internal inconsistency: the probe mechanism did not operate") }
+        return (cogs, probe)
+    }
+}
