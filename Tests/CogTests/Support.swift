@@ -21,3 +21,8 @@ func stderrText(_ result: ExitTest.Result?) -> String {
     guard let result else { return "" }
     return String(decoding: result.standardErrorContent, as: UTF8.self)
 }
+
+/// The `Mechanism` protocol under a second name, for a file that declares a
+/// type named exactly `Mechanism` (the module is also named `Cog`, so
+/// `Cog.Mechanism` cannot qualify it).
+typealias MechanismProtocol = Mechanism
