@@ -79,3 +79,65 @@ extension CogOps {
         turn { c in c[BenchRig._singleValueCogs[key]] += 1 }
     }
 }
+
+extension BenchRig {
+    // scopes: a collection scope over many children.
+    fileprivate static let _childIDsCog = Cog<[Int]>.Manual(name: "bench.scope.ids") { [] }
+    // quiet reactions: many sources, one reaction each.
+    fileprivate static let _quietCogs = CogBox<Int, Int>.Manual(name: "bench.quiet") { 0 }
+}
+
+extension CogOps {
+    func setChildIDs(_ ids: [Int]) { turn(BenchRig._childIDsCog, to: ids) }
+}
+
+/// The reactions each shape is driven through (the shapes, as written).
+struct BenchMechanism: Mechanism {
+    enum Shape {
+        case steady, deep(links: Int), broad(width: Int), diamond, keyed, keyedSingle, scopes
+        case quiet(reactions: Int)
+    }
+
+    let shape: Shape
+    /// Counts reaction runs, so the loop cannot be optimized away.
+    let sink: BenchSink
+
+    var name: String { "Bench" }
+
+    func operate(_ m: MechanismController) {
+        switch shape {
+        case .steady:
+            m.watch(BenchRig.steadyDoubleCog, initial: .run, name: "double") { _, new in sink.value &+= new }
+        case .deep(let links):
+            m.watch(BenchRig.deepLinkCogs[links - 1], initial: .run, name: "tail") { _, new in sink.value &+= new }
+        case .broad(let width):
+            let leaves = (0..<width).map { BenchRig.broadLeafCogs[$0] }
+            m.run { c in
+                var total = 0
+                for leaf in leaves { total &+= c[leaf] }
+                sink.value &+= total
+            }
+        case .diamond:
+            m.watch(BenchRig.diamondJoinCog, initial: .run, name: "join") { _, new in sink.value &+= new }
+        case .keyed:
+            m.watch(BenchRig.keyedSumCog, initial: .run, name: "sum") { _, new in sink.value &+= new }
+        case .keyedSingle:
+            m.watch(BenchRig.singleReadCogs[0], initial: .run, name: "single") { _, new in sink.value &+= new }
+        case .scopes:
+            m.scope(each: BenchRig._childIDsCog, name: "child") { _, s in
+                s.watch(BenchRig.steadyDoubleCog, initial: .skip, name: "double") { _, new in sink.value &+= new }
+            }
+        case .quiet(let reactions):
+            m.watch(BenchRig.steadyDoubleCog, initial: .run, name: "woken") { _, new in sink.value &+= new }
+            for index in 0..<(reactions - 1) {
+                m.watch(BenchRig._quietCogs[index], initial: .skip, name: "quiet") { _, new in sink.value &+= new }
+            }
+        }
+    }
+}
+
+/// Where bench reactions leave their results.
+@MainActor
+final class BenchSink {
+    var value = 0
+}

@@ -13,7 +13,9 @@ struct GraphBench {
 
     nonisolated static let shapeNames = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold",
+        "scopes", "quiet-reactions",
     ]
+    let sink = BenchSink()
 
     struct Figure {
         let name: String
@@ -55,19 +57,23 @@ struct GraphBench {
         return String((value * 100).rounded() / 100)
     }
 
+    /// A runtime driven by the bench mechanism for `shape`.
+    private func runtime(_ shape: BenchMechanism.Shape, seeding: (Cogs) -> Void = { _ in }) -> Cogs {
+        let cogs = Cogs()
+        seeding(cogs)
+        cogs.operate([BenchMechanism(shape: shape, sink: sink)])
+        return cogs
+    }
+
     private func measure(_ shape: String) -> [Figure] {
         switch shape {
         case "steady":
-            let cogs = Cogs()
-            _ = cogs[BenchRig.steadyDoubleCog]
+            let cogs = runtime(.steady)
             let turns = 100_000
             var allocations: [Double] = []
             let time = timed(turns: turns) {
                 let before = cogd_allocation_count()
-                for _ in 0..<turns {
-                    cogs.incrementSteadySource()
-                    _ = cogs[BenchRig.steadyDoubleCog]
-                }
+                for _ in 0..<turns { cogs.incrementSteadySource() }
                 allocations.append(Double(cogd_allocation_count() - before) / Double(turns))
             }
             return [
@@ -75,69 +81,50 @@ struct GraphBench {
                 Figure(name: "graph.steady.allocations", value: median(allocations), unit: "allocs/turn"),
             ]
         case "deep":
-            let cogs = Cogs()
             let links = 1_000
-            for depth in 0..<links { _ = cogs[BenchRig.deepLinkCogs[depth]] }
-            let tail = BenchRig.deepLinkCogs[links - 1]
+            let cogs = runtime(.deep(links: links)) { cogs in
+                for depth in 0..<links { _ = cogs.peek(BenchRig.deepLinkCogs[depth]) }
+            }
             let turns = 300
             let time = timed(turns: turns) {
-                for _ in 0..<turns {
-                    cogs.incrementDeepHead()
-                    _ = cogs[tail]
-                }
+                for _ in 0..<turns { cogs.incrementDeepHead() }
             }
             return [Figure(name: "graph.deep", value: time, unit: "ns/turn")]
         case "broad":
-            let cogs = Cogs()
-            let width = 1_000
-            let leaves = (0..<width).map { BenchRig.broadLeafCogs[$0] }
-            for leaf in leaves { _ = cogs[leaf] }
+            let cogs = runtime(.broad(width: 1_000))
             let turns = 300
             let time = timed(turns: turns) {
-                for _ in 0..<turns {
-                    cogs.incrementBroadSource()
-                    for leaf in leaves { _ = cogs[leaf] }
-                }
+                for _ in 0..<turns { cogs.incrementBroadSource() }
             }
             return [Figure(name: "graph.broad", value: time, unit: "ns/turn")]
         case "diamond":
-            let cogs = Cogs()
-            _ = cogs[BenchRig.diamondJoinCog]
+            let cogs = runtime(.diamond)
             let turns = 100_000
             let time = timed(turns: turns) {
-                for _ in 0..<turns {
-                    cogs.incrementDiamondSource()
-                    _ = cogs[BenchRig.diamondJoinCog]
-                }
+                for _ in 0..<turns { cogs.incrementDiamondSource() }
             }
             return [Figure(name: "graph.diamond", value: time, unit: "ns/turn")]
         case "keyed":
-            let cogs = Cogs()
             let keys = 10_000
-            cogs.installKeyedValues(count: keys)
-            _ = cogs[BenchRig.keyedSumCog]
+            let cogs = runtime(.keyed) { $0.installKeyedValues(count: keys) }
             let turns = 200
             var next = 0
             let time = timed(turns: turns) {
                 for _ in 0..<turns {
                     cogs.incrementKeyedValue(next)
                     next = (next + 1) % keys
-                    _ = cogs[BenchRig.keyedSumCog]
                 }
             }
             return [Figure(name: "graph.keyed", value: time, unit: "ns/turn")]
         case "keyed-single-10", "keyed-single-10000":
             let others = shape == "keyed-single-10" ? 10 : 10_000
-            let cogs = Cogs()
-            cogs.installSingleValues(count: others + 1)
-            for key in 0...others { _ = cogs[BenchRig.singleReadCogs[key]] }
-            let reader = BenchRig.singleReadCogs[0]
+            let cogs = runtime(.keyedSingle) { cogs in
+                cogs.installSingleValues(count: others + 1)
+                for key in 1...others { _ = cogs[BenchRig.singleReadCogs[key]] }
+            }
             let turns = 100_000
             let time = timed(turns: turns) {
-                for _ in 0..<turns {
-                    cogs.incrementSingleValue(0)
-                    _ = cogs[reader]
-                }
+                for _ in 0..<turns { cogs.incrementSingleValue(0) }
             }
             return [Figure(name: "graph.\(shape)", value: time, unit: "ns/turn")]
         case "cold":
@@ -154,6 +141,26 @@ struct GraphBench {
             return [
                 Figure(name: "graph.cold", value: time, unit: "ns/unread-turn"),
                 Figure(name: "graph.cold.read", value: median(reads), unit: "ns"),
+            ]
+        case "scopes":
+            let cogs = runtime(.scopes)
+            let children = 1_000
+            let ids = Array(0..<children)
+            let time = timed(turns: children) {
+                cogs.setChildIDs(ids)
+                cogs.setChildIDs([])
+            }
+            return [Figure(name: "graph.scopes.open-and-retire", value: time / 1_000, unit: "us/child")]
+        case "quiet-reactions":
+            let one = runtime(.quiet(reactions: 1))
+            let hundred = runtime(.quiet(reactions: 100))
+            let turns = 100_000
+            let alone = timed(turns: turns) { for _ in 0..<turns { one.incrementSteadySource() } }
+            let crowded = timed(turns: turns) { for _ in 0..<turns { hundred.incrementSteadySource() } }
+            return [
+                Figure(name: "graph.reactions.1-woken-of-1", value: alone, unit: "ns/turn"),
+                Figure(name: "graph.reactions.1-woken-of-100", value: crowded, unit: "ns/turn"),
+                Figure(name: "graph.reactions.quiet-growth", value: (crowded / alone - 1) * 100, unit: "%"),
             ]
         default:
             fatalError("internal inconsistency: unknown shape \(shape)")
