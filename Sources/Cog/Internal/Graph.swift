@@ -229,7 +229,9 @@ final class Graph {
         computingStack.removeLast()
         node.state = .clean
         if node.kind != .consumer {
-            history.record(.recompute, turn: history.turnNumber, name: node.label)
+            #if DEBUG
+                history.record(.recompute, turn: history.turnNumber, name: node.label)
+            #endif
             if changed { markObserversDirty(node) }
         }
     }
