@@ -119,7 +119,7 @@ extension MechanismController {
                     body(opened)
                 } else if !isOpen, let open = child {
                     child = nil
-                    self.retireChild(open)
+                    self.retireChildren([open])
                 }
             })
     }
@@ -136,7 +136,7 @@ extension MechanismController {
                 if let open = current, let selected, open.identity == selected { return }
                 if let open = current {
                     current = nil
-                    self.retireChild(open.child)
+                    self.retireChildren([open.child])
                 }
                 if let selected {
                     let opened = self.openChild(path: path)
@@ -161,13 +161,25 @@ extension MechanismController {
                         "scope(each:) `\(path)` selected `\(identity)` twice; each identity names one lifetime, "
                             + "so the collection must not repeat one")
                 }
-                let departed = open.filter { !members.contains($0.identity) }
-                if !departed.isEmpty {
-                    open.removeAll { !members.contains($0.identity) }
-                    for entry in departed { self.retireChild(entry.child) }
+                if open.count > 0 {
+                    var kept: [(identity: Identity, child: MechanismController)] = []
+                    kept.reserveCapacity(open.count)
+                    var departed: [MechanismController] = []
+                    for entry in open {
+                        if members.contains(entry.identity) {
+                            kept.append(entry)
+                        } else {
+                            departed.append(entry.child)
+                        }
+                    }
+                    if !departed.isEmpty {
+                        open = kept
+                        self.retireChildren(departed)
+                    }
                 }
                 guard open.count < selected.count else { return }
-                let present = Set(open.map(\.identity))
+                var present = Set<Identity>(minimumCapacity: open.count)
+                for entry in open { present.insert(entry.identity) }
                 for identity in selected where !present.contains(identity) {
                     let opened = self.openChild(path: path)
                     open.append((identity, opened))

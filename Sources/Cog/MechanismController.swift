@@ -155,9 +155,12 @@ public final class MechanismController: CogOps, TurnOwner {
         return child
     }
 
-    /// Retires one scope child and forgets it.
-    func retireChild(_ child: MechanismController) {
-        child.retire()
-        children.removeAll { $0 === child }
+    /// Retires scope children, in the order given, and forgets them.
+    func retireChildren(_ departing: [MechanismController]) {
+        for child in departing { child.retire() }
+        var remaining: [MechanismController] = []
+        remaining.reserveCapacity(children.count)
+        for child in children where child.retirement == nil { remaining.append(child) }
+        children = remaining
     }
 }
