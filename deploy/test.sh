@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh
 swift build --build-tests
-swift test --skip-build "$@"
+# Every test bounds its own waits; this bounds the whole run so a hang fails CI instead of stalling it.
+timeout --signal=KILL 1200 swift test --skip-build "$@"

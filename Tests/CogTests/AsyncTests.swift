@@ -30,7 +30,7 @@ private func nextStart(_ work: ControlledWork<Int>) async -> Int? {
 }
 
 @MainActor
-@Suite("Async values")
+@Suite("Async values", .timeLimit(.minutes(1)))
 struct AsyncTests {
     @Test func `D11 an async cog reads as its default and pending before any result`() async {
         let work = ControlledWork<Int>()
@@ -216,5 +216,58 @@ struct AsyncTests {
             }
         }
         #expect(stderrText(result).contains("refresh(inner) was attempted while the automatic cog `outer` was computing"))
+    }
+}
+
+@MainActor
+@Suite("Async values with reactions", .timeLimit(.minutes(1)))
+struct AsyncReactionTests {
+    @Test func `D12 a status watch sees pending, success, reload pending and failure as separate turns`() async {
+        let work = ControlledWork<Int>()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in work.makeWork() }
+        let kinds = Recorder<String>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(forecastCog, initial: .run, name: "status") { _, status in
+            kinds.append("\(status.kind) \(status.value) \(status.hasSucceeded) \(status.error != nil)")
+        }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        let first = cogs.refresh(forecastCog)
+        #expect(await starts.next() == 1)
+        work.succeed(1, with: 7)
+        _ = await first.outcome
+        let second = cogs.refresh(forecastCog)
+        #expect(await starts.next() == 2)
+        work.fail(2, with: CancellationError())
+        _ = await second.outcome
+        #expect(
+            kinds.values == [
+                "pending 0 false false", "success 7 true false", "pending 7 true false", "failure 7 true true",
+            ])
+    }
+
+    @Test func `D15 a watched async cog restarts its work when a dependency changes`() async {
+        let work = ControlledWork<Int>()
+        let _zipCog = Cog<Int>.Manual { 1 }
+        let forecastCog = Cog<Int>.Async(default: 0) { c in
+            _ = c[_zipCog]
+            return work.makeWork()
+        }
+        let values = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.watch(forecastCog, initial: .skip, name: "forecast") { _, value in values.append(value) }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        // Two completion checks: the replaced generation's (dropped) and the new one's.
+        let check = MainActorCleanupAcknowledgement()
+        cogs.acknowledgeNextAsyncCompletionCheck(with: check)
+        let published = MainActorCleanupAcknowledgement()
+        cogs.acknowledgeNextAsyncCompletionCheck(with: published)
+        cogs.turn(named: "move") { c in c[_zipCog] = 2 }
+        #expect(await starts.next() == 1)
+        work.succeed(1, with: 42)
+        await check.wait()
+        await published.wait()
+        #expect(values.values == [42])
     }
 }

@@ -12,7 +12,7 @@ extension CogOps {
 }
 
 @MainActor
-@Suite("Exports")
+@Suite("Exports", .timeLimit(.minutes(1)))
 struct ExportTests {
     @Test func `E1 E2 values start with the settled value and offer each changed value`() async {
         let cogs = Cogs.forTesting()

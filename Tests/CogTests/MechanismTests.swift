@@ -53,7 +53,7 @@ private final class ResourceMechanism: MechanismProtocol {
 }
 
 @MainActor
-@Suite("Mechanisms")
+@Suite("Mechanisms", .timeLimit(.minutes(1)))
 struct MechanismTests {
     @Test func `M5 the default name drops a trailing Mechanism, and a type named Mechanism keeps it`() {
         #expect(WeatherMechanism(clock: TestClock(), taskNames: Recorder()).name == "Weather")

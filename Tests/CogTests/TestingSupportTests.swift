@@ -32,7 +32,7 @@ private struct SecondMechanism: Mechanism {
 }
 
 @MainActor
-@Suite("Testing support")
+@Suite("Testing support", .timeLimit(.minutes(1)))
 struct TestingSupportTests {
     @Test func `M10 test runtimes are isolated from each other`() {
         let first = Cogs.forTesting()

@@ -3,7 +3,7 @@ import CogTesting
 import Testing
 
 @MainActor
-@Suite("Worked examples")
+@Suite("Worked examples", .timeLimit(.minutes(1)))
 struct WorkedExampleTests {
     @Test func `the hike timer ticks on the clock only while the logger is open`() async throws {
         let clock = TestClock()
