@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "Cog", targets: ["Cog"]),
         .library(name: "CogTesting", targets: ["CogTesting"]),
+        .library(name: "CogLog", targets: ["CogLog"]),
         .executable(name: "cogd", targets: ["cogd"]),
     ],
     targets: [
@@ -25,12 +26,14 @@ let package = Package(
         ),
         .target(name: "Cog"),
         .target(name: "CogTesting", dependencies: ["Cog"]),
+        .target(name: "CogLog", dependencies: ["Cog", "CLMDB"]),
         .target(name: "CCogdSupport"),
         .executableTarget(
             name: "cogd",
-            dependencies: ["Cog", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogLog", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
+        .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
         .testTarget(name: "CogdTests", dependencies: ["cogd"]),
     ],
     swiftLanguageModes: [.v6]

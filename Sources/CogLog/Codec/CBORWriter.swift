@@ -1,0 +1,120 @@
+/// Serializes `CBORValue`s with RFC 8949 §4.2.1 core deterministic encoding:
+/// shortest integer and length heads, definite lengths only, map keys sorted
+/// by the bytewise order of their encodings, and floats in the shortest of
+/// half, single or double precision that keeps the value exactly.
+struct CBORWriter {
+    private(set) var bytes: [UInt8] = []
+
+    init(reservingCapacity capacity: Int = 64) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    static func encode(_ value: CBORValue) -> [UInt8] {
+        var writer = CBORWriter()
+        writer.write(value)
+        return writer.bytes
+    }
+
+    mutating func write(_ value: CBORValue) {
+        switch value {
+        case .unsigned(let n):
+            writeHead(major: 0, n)
+        case .negative(let n):
+            writeHead(major: 1, n)
+        case .bytes(let data):
+            writeHead(major: 2, UInt64(data.count))
+            bytes.append(contentsOf: data)
+        case .text(let string):
+            let utf8 = Array(string.utf8)
+            writeHead(major: 3, UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        case .array(let items):
+            writeHead(major: 4, UInt64(items.count))
+            for item in items { write(item) }
+        case .map(let entries):
+            writeHead(major: 5, UInt64(entries.count))
+            let encoded = entries.map { (key: CBORWriter.encode($0.key), value: $0.value) }
+            for entry in encoded.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+                bytes.append(contentsOf: entry.key)
+                write(entry.value)
+            }
+        case .tag(let tag, let item):
+            writeHead(major: 6, tag)
+            write(item)
+        case .bool(let flag):
+            bytes.append(flag ? 0xf5 : 0xf4)
+        case .null:
+            bytes.append(0xf6)
+        case .float(let double):
+            writeFloat(double)
+        }
+    }
+
+    private mutating func writeHead(major: UInt8, _ argument: UInt64) {
+        let type = major << 5
+        switch argument {
+        case 0..<24:
+            bytes.append(type | UInt8(argument))
+        case 24...0xff:
+            bytes.append(type | 24)
+            bytes.append(UInt8(argument))
+        case 0x100...0xffff:
+            bytes.append(type | 25)
+            appendBigEndian(UInt16(argument))
+        case 0x1_0000...0xffff_ffff:
+            bytes.append(type | 26)
+            appendBigEndian(UInt32(argument))
+        default:
+            bytes.append(type | 27)
+            appendBigEndian(argument)
+        }
+    }
+
+    private mutating func writeFloat(_ value: Double) {
+        if value.isNaN {
+            bytes += [0xf9, 0x7e, 0x00]
+            return
+        }
+        let single = Float(value)
+        if Double(single) == value {
+            if let half = exactHalf(single) {
+                bytes.append(0xf9)
+                appendBigEndian(half)
+            } else {
+                bytes.append(0xfa)
+                appendBigEndian(single.bitPattern)
+            }
+        } else {
+            bytes.append(0xfb)
+            appendBigEndian(value.bitPattern)
+        }
+    }
+
+    /// The IEEE 754 half-precision bits of `value`, if it converts exactly.
+    private func exactHalf(_ value: Float) -> UInt16? {
+        let bits = value.bitPattern
+        let sign = UInt16((bits >> 16) & 0x8000)
+        let exponent = Int((bits >> 23) & 0xff)
+        let mantissa = bits & 0x7f_ffff
+        if exponent == 0xff { return sign | 0x7c00 | UInt16(mantissa >> 13) }  // infinity (NaN handled earlier)
+        if exponent == 0 && mantissa == 0 { return sign }  // ±0
+        let unbiased = exponent - 127
+        if unbiased >= -14 && unbiased <= 15 {
+            guard mantissa & 0x1fff == 0 else { return nil }
+            return sign | UInt16(unbiased + 15) << 10 | UInt16(mantissa >> 13)
+        }
+        if unbiased >= -24 && unbiased < -14 {
+            // Subnormal half: value = m × 2^-24 with m < 1024.
+            let full = mantissa | 0x80_0000
+            let shift = -unbiased - 14 + 13
+            guard full & ((1 << shift) - 1) == 0 else { return nil }
+            return sign | UInt16(full >> shift)
+        }
+        return nil
+    }
+
+    private mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {
+        var big = value.bigEndian
+        withUnsafeBytes(of: &big) { bytes.append(contentsOf: $0) }
+    }
+}

@@ -1,0 +1,183 @@
+import CogLog
+import Foundation
+import Testing
+
+private struct Trail: Codable, Equatable {
+    var name: String
+    var lengthKm: Double
+    var tags: [String]
+    var rating: Int8?
+    var waypoints: [Waypoint]
+}
+
+private struct Waypoint: Codable, Equatable {
+    var label: String
+    var elevation: Int
+}
+
+private enum Weather: Codable, Equatable {
+    case clear
+    case rain(millimetres: Int)
+    case mixed(String, Double)
+}
+
+private struct Everything: Codable, Equatable {
+    var date: Date
+    var id: UUID
+    var blob: Data
+    var counts: [String: Int]
+    var byNumber: [Int: String]
+    var weather: [Weather]
+    var nothing: Int?
+    var nested: [[Int?]]
+    var text: String
+}
+
+private func roundTrip<T: Codable & Equatable>(_ value: T) throws -> T {
+    try CBORDecoder().decode(T.self, from: CBOREncoder().encode(value))
+}
+
+private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+@Suite("CBOR codec")
+struct CodecTests {
+    @Test func `nested structs, optionals and arrays round-trip`() throws {
+        let trail = Trail(
+            name: "Ridge", lengthKm: 12.5, tags: ["steep", "views"], rating: nil,
+            waypoints: [Waypoint(label: "start", elevation: -20), Waypoint(label: "top", elevation: 1_234)])
+        #expect(try roundTrip(trail) == trail)
+        var rated = trail
+        rated.rating = -3
+        #expect(try roundTrip(rated) == rated)
+    }
+
+    @Test func `enums with and without payloads, dates, UUIDs, data and dictionaries round-trip`() throws {
+        let value = Everything(
+            date: Date(timeIntervalSince1970: 1_700_000_000.25), id: UUID(uuidString: "2F1C7D4A-9B3E-4C61-8A0F-5D2E6B7C8D9E")!,
+            blob: Data([0, 1, 2, 255]), counts: ["b": 2, "a": 1, "ccc": 3], byNumber: [10: "ten", -1: "minus one"],
+            weather: [.clear, .rain(millimetres: 4), .mixed("sleet", 0.5)], nothing: nil, nested: [[1, nil], []],
+            text: "Grüße, 世界 🥾")
+        #expect(try roundTrip(value) == value)
+    }
+
+    @Test func `integers at their bounds round-trip`() throws {
+        #expect(try roundTrip([Int64.min, -1, 0, 23, 24, 255, 256, 65_535, 65_536, Int64.max]) == [Int64.min, -1, 0, 23, 24, 255, 256, 65_535, 65_536, Int64.max])
+        #expect(try roundTrip([UInt64.max, 0]) == [UInt64.max, 0])
+        #expect(try roundTrip([Int8.min, Int8.max]) == [Int8.min, Int8.max])
+        #expect(try roundTrip([UInt32.max]) == [UInt32.max])
+    }
+
+    @Test func `floats round-trip exactly, including infinities and signed zero`() throws {
+        let values: [Double] = [0, -0.0, 1.5, 0.1, 65_504, 1e300, -.infinity, .infinity, 5.960464477539063e-8]
+        let decoded = try roundTrip(values)
+        #expect(decoded.map(\.bitPattern) == values.map(\.bitPattern))
+        #expect(try roundTrip([Float(3.25), Float(0.1)]) == [Float(3.25), Float(0.1)])
+        #expect(try roundTrip(Double.nan).isNaN)
+    }
+
+    @Test func `encoding is deterministic: shortest heads, sorted map keys, shortest floats`() throws {
+        let encoder = CBOREncoder()
+        #expect(hex(try encoder.encode(["b": 2, "a": 1, "aa": 3])) == "a3616101616202626161" + "03")
+        #expect(hex(try encoder.encode(500)) == "1901f4")
+        #expect(hex(try encoder.encode(-500)) == "3901f3")
+        #expect(hex(try encoder.encode(1.5)) == "f93e00")
+        #expect(hex(try encoder.encode(0.1)) == "fb3fb999999999999a")
+        #expect(hex(try encoder.encode(Float(100_000))) == "fa47c35000")
+        #expect(try encoder.encode(["x": 1, "y": 2]) == (try encoder.encode(["y": 2, "x": 1])))
+    }
+
+    @Test func `garbage fails with a clear error, never a crash`() {
+        #expect(throws: CodecError.self) { try CBORDecoder().decode(Trail.self, from: [0xff, 0x00, 0x13]) }
+        do {
+            _ = try CBORDecoder().decode(Trail.self, from: [0x1c])
+            Issue.record("reserved additional information decoded")
+        } catch {
+            #expect(error.code == .malformed)
+            #expect(error.description.contains("reserved additional information 28"))
+        }
+    }
+
+    @Test func `truncated input fails naming where it ended`() throws {
+        let bytes = try CBOREncoder().encode(Waypoint(label: "summit", elevation: 3_000))
+        for cut in 1..<bytes.count {
+            do {
+                _ = try CBORDecoder().decode(Waypoint.self, from: bytes.prefix(cut))
+                Issue.record("a prefix of \(cut) bytes decoded")
+            } catch {
+                #expect(error.code == .malformed)
+            }
+        }
+        #expect(throws: CodecError.self) { try CBORDecoder().decode(Waypoint.self, from: bytes + [0x00]) }
+    }
+
+    @Test func `a wrong type fails naming the path`() throws {
+        let bytes = try CBOREncoder().encode(["name": "Ridge", "lengthKm": "far"])
+        do {
+            _ = try CBORDecoder().decode(Trail.self, from: bytes)
+            Issue.record("a text length decoded")
+        } catch {
+            #expect(error.code == .typeMismatch)
+            #expect(error.pathText == "lengthKm")
+            #expect(error.message == "expected float, found text string")
+        }
+        let nested = try CBOREncoder().encode(
+            ["name": CBORValue.text("R"), "lengthKm": .float(1), "tags": .array([]),
+             "waypoints": .array([.map([(.text("label"), .text("a")), (.text("elevation"), .text("high"))])])])
+        do {
+            _ = try CBORDecoder().decode(Trail.self, from: nested)
+            Issue.record("a text elevation decoded")
+        } catch {
+            #expect(error.pathText == "waypoints.0.elevation")
+        }
+    }
+
+    @Test func `a missing field and an out-of-range integer name their path`() throws {
+        do {
+            _ = try CBORDecoder().decode(Waypoint.self, from: try CBOREncoder().encode(["label": "a"]))
+            Issue.record("a missing field decoded")
+        } catch {
+            #expect(error.code == .missingField)
+            #expect(error.pathText == "elevation")
+        }
+        do {
+            _ = try CBORDecoder().decode([Int8].self, from: try CBOREncoder().encode([1, 300]))
+            Issue.record("300 decoded as Int8")
+        } catch {
+            #expect(error.code == .invalidValue)
+            #expect(error.pathText == "1")
+            #expect(error.message == "integer 300 does not fit Int8")
+        }
+    }
+}
+
+extension CBORValue: Encodable {
+    /// Lets tests hand-build CBOR documents through the encoder.
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .text(let text):
+            var container = encoder.singleValueContainer()
+            try container.encode(text)
+        case .float(let double):
+            var container = encoder.singleValueContainer()
+            try container.encode(double)
+        case .array(let items):
+            var container = encoder.unkeyedContainer()
+            for item in items { try container.encode(item) }
+        case .map(let entries):
+            var container = encoder.container(keyedBy: AnyKey.self)
+            for entry in entries {
+                guard case .text(let key) = entry.key else { continue }
+                try container.encode(entry.value, forKey: AnyKey(stringValue: key))
+            }
+        default:
+            throw EncodingError.invalidValue(self, .init(codingPath: encoder.codingPath, debugDescription: "unsupported in tests"))
+        }
+    }
+}
+
+private struct AnyKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
