@@ -149,35 +149,3 @@ struct CodecTests {
         }
     }
 }
-
-extension CBORValue: Encodable {
-    /// Lets tests hand-build CBOR documents through the encoder.
-    public func encode(to encoder: any Encoder) throws {
-        switch self {
-        case .text(let text):
-            var container = encoder.singleValueContainer()
-            try container.encode(text)
-        case .float(let double):
-            var container = encoder.singleValueContainer()
-            try container.encode(double)
-        case .array(let items):
-            var container = encoder.unkeyedContainer()
-            for item in items { try container.encode(item) }
-        case .map(let entries):
-            var container = encoder.container(keyedBy: AnyKey.self)
-            for entry in entries {
-                guard case .text(let key) = entry.key else { continue }
-                try container.encode(entry.value, forKey: AnyKey(stringValue: key))
-            }
-        default:
-            throw EncodingError.invalidValue(self, .init(codingPath: encoder.codingPath, debugDescription: "unsupported in tests"))
-        }
-    }
-}
-
-private struct AnyKey: CodingKey {
-    let stringValue: String
-    var intValue: Int? { nil }
-    init(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
-}

@@ -78,6 +78,9 @@ struct NodeDecoder: Decoder {
             let uuid = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
             return UUID(uuid: uuid) as! T
         }
+        if type == CBORValue.self {
+            return value as! T
+        }
         if type == Data.self {
             guard case .bytes(let bytes) = value else { throw mismatch("byte string") }
             return Data(bytes) as! T

@@ -65,6 +65,8 @@ final class EncodingNode {
             node.content = .value(.tag(CBORTag.uuid, .bytes(withUnsafeBytes(of: uuid.uuid) { Array($0) })))
         case let data as Data:
             node.content = .value(.bytes(Array(data)))
+        case let item as CBORValue:
+            node.content = .value(item)
         default:
             try value.encode(to: NodeEncoder(node: node, codingPath: codingPath))
         }

@@ -18,6 +18,8 @@ public indirect enum CBORValue: Equatable, Sendable {
     case bool(Bool)
     case null
     case float(Double)
+    /// Already-encoded deterministic CBOR, written verbatim (an embedded item).
+    case encoded([UInt8])
 
     public static func == (lhs: CBORValue, rhs: CBORValue) -> Bool {
         switch (lhs, rhs) {
@@ -31,6 +33,7 @@ public indirect enum CBORValue: Equatable, Sendable {
         case (.bool(let a), .bool(let b)): a == b
         case (.null, .null): true
         case (.float(let a), .float(let b)): a.bitPattern == b.bitPattern || (a.isNaN && b.isNaN)
+        case (.encoded(let a), .encoded(let b)): a == b
         default: false
         }
     }
@@ -47,6 +50,7 @@ public indirect enum CBORValue: Equatable, Sendable {
         case .bool: "boolean"
         case .null: "null"
         case .float: "float"
+        case .encoded: "embedded item"
         }
     }
 }
@@ -57,4 +61,89 @@ enum CBORTag {
     static let epochDate: UInt64 = 1
     /// A UUID as a 16-byte string (RFC 9562).
     static let uuid: UInt64 = 37
+}
+
+extension CBORValue: Codable {
+    /// With `CBOREncoder` the item is written as it is; other encoders (JSON,
+    /// for `cogd tail --json`) get the nearest plain shape: tags are dropped,
+    /// byte strings become arrays of bytes, maps need text keys.
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .unsigned(let n):
+            var container = encoder.singleValueContainer()
+            try container.encode(n)
+        case .negative(let n):
+            var container = encoder.singleValueContainer()
+            guard n <= UInt64(Int64.max) else {
+                throw EncodingError.invalidValue(self, .init(codingPath: encoder.codingPath, debugDescription: "integer below Int64.min"))
+            }
+            try container.encode(-1 - Int64(n))
+        case .bytes(let bytes):
+            var container = encoder.singleValueContainer()
+            try container.encode(bytes)
+        case .text(let text):
+            var container = encoder.singleValueContainer()
+            try container.encode(text)
+        case .array(let items):
+            var container = encoder.unkeyedContainer()
+            for item in items { try container.encode(item) }
+        case .map(let entries):
+            var container = encoder.container(keyedBy: TextKey.self)
+            for entry in entries {
+                guard case .text(let key) = entry.key else {
+                    throw EncodingError.invalidValue(self, .init(codingPath: encoder.codingPath, debugDescription: "map key is not text"))
+                }
+                try container.encode(entry.value, forKey: TextKey(key))
+            }
+        case .tag(_, let item):
+            try item.encode(to: encoder)
+        case .bool(let flag):
+            var container = encoder.singleValueContainer()
+            try container.encode(flag)
+        case .null:
+            var container = encoder.singleValueContainer()
+            try container.encodeNil()
+        case .float(let double):
+            var container = encoder.singleValueContainer()
+            try container.encode(double)
+        case .encoded(let bytes):
+            try CBORReader.decode(bytes).encode(to: encoder)
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if let container = try? decoder.container(keyedBy: TextKey.self) {
+            self = .map(try container.allKeys.map { (key: .text($0.stringValue), value: try container.decode(CBORValue.self, forKey: $0)) })
+            return
+        }
+        if var container = try? decoder.unkeyedContainer() {
+            var items: [CBORValue] = []
+            while !container.isAtEnd { items.append(try container.decode(CBORValue.self)) }
+            self = .array(items)
+            return
+        }
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let flag = try? container.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let integer = try? container.decode(Int64.self) {
+            self = integer < 0 ? .negative(UInt64(-1 - integer)) : .unsigned(UInt64(integer))
+        } else if let integer = try? container.decode(UInt64.self) {
+            self = .unsigned(integer)
+        } else if let double = try? container.decode(Double.self) {
+            self = .float(double)
+        } else {
+            self = .text(try container.decode(String.self))
+        }
+    }
+}
+
+/// A coding key that is any text.
+struct TextKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(_ text: String) { stringValue = text }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }

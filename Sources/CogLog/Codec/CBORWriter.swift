@@ -3,6 +3,21 @@
 /// by the bytewise order of their encodings, and floats in the shortest of
 /// half, single or double precision that keeps the value exactly.
 struct CBORWriter {
+    /// Appends a head (major type and argument) in its shortest form.
+    mutating func appendHead(major: UInt8, _ argument: UInt64) { writeHead(major: major, argument) }
+
+    /// Appends raw bytes.
+    mutating func appendRaw<Bytes: Sequence<UInt8>>(_ raw: Bytes) { bytes.append(contentsOf: raw) }
+
+    /// Appends a text string.
+    mutating func appendText(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            writeHead(major: 3, UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
     private(set) var bytes: [UInt8] = []
 
     init(reservingCapacity capacity: Int = 64) {
@@ -47,6 +62,8 @@ struct CBORWriter {
             bytes.append(0xf6)
         case .float(let double):
             writeFloat(double)
+        case .encoded(let item):
+            bytes.append(contentsOf: item)
         }
     }
 

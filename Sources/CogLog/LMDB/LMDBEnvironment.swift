@@ -1,0 +1,210 @@
+import Foundation
+internal import CLMDB
+
+/// Owns one `MDB_env` and its named databases.
+///
+/// - Important: transactions are synchronous closures (`read`, `write`), so a
+///   transaction never spans an `await`. A write transaction that hits a full
+///   map is aborted, the map is doubled and the closure runs again — so the
+///   closure must be safe to repeat. Not thread-safe: use one environment per
+///   thread (the leader and the durable runtime use the main actor).
+final class LMDBEnvironment {
+    private var env: OpaquePointer?
+    private(set) var mapSize: Int
+    let readOnly: Bool
+
+    /// Opens (creating, when writable) the environment in directory `path`.
+    init(path: String, readOnly: Bool, maxDatabases: Int32 = 8, initialMapSize: Int = 64 << 20) throws(LMDBError) {
+        self.readOnly = readOnly
+        self.mapSize = initialMapSize
+        var handle: OpaquePointer?
+        try lmdb("mdb_env_create") { mdb_env_create(&handle) }
+        env = handle
+        do {
+            try lmdb("mdb_env_set_maxdbs") { mdb_env_set_maxdbs(handle, MDB_dbi(maxDatabases)) }
+            if !readOnly {
+                try lmdb("mdb_env_set_mapsize") { mdb_env_set_mapsize(handle, initialMapSize) }
+            }
+            let flags: UInt32 = UInt32(MDB_NOTLS) | (readOnly ? UInt32(MDB_RDONLY) : 0)
+            try lmdb("mdb_env_open(\(path))") { mdb_env_open(handle, path, flags, 0o644) }
+            var info = MDB_envinfo()
+            try lmdb("mdb_env_info") { mdb_env_info(handle, &info) }
+            mapSize = info.me_mapsize
+        } catch {
+            mdb_env_close(handle)
+            env = nil
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Closes the environment; later calls do nothing.
+    func close() {
+        guard let env else { return }
+        mdb_env_close(env)
+        self.env = nil
+    }
+
+    /// Clears reader slots left by processes that died; returns how many.
+    @discardableResult
+    func clearStaleReaders() throws(LMDBError) -> Int {
+        var dead: Int32 = 0
+        try lmdb("mdb_reader_check") { mdb_reader_check(env, &dead) }
+        return Int(dead)
+    }
+
+    /// Opens named databases (creating them in a writable environment) in
+    /// one committed transaction, so their handles stay valid; nil for a
+    /// database that does not exist.
+    func openDatabases(_ names: [String]) throws(LMDBError) -> [MDB_dbi?] {
+        var txn: OpaquePointer?
+        try lmdb("mdb_txn_begin(open)") { mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn) }
+        var handles: [MDB_dbi?] = []
+        for name in names {
+            var dbi: MDB_dbi = 0
+            let code = mdb_dbi_open(txn, name, readOnly ? 0 : UInt32(MDB_CREATE), &dbi)
+            if code == MDB_NOTFOUND {
+                handles.append(nil)
+                continue
+            }
+            if code != 0 {
+                mdb_txn_abort(txn)
+                throw LMDBError(code: code, operation: "mdb_dbi_open(\(name))")
+            }
+            handles.append(dbi)
+        }
+        try lmdb("mdb_txn_commit(open)") { mdb_txn_commit(txn) }
+        return handles
+    }
+
+    /// Runs `body` in a read-only transaction.
+    func read<T>(_ body: (Transaction) throws -> T) throws -> T {
+        while true {
+            var txn: OpaquePointer?
+            let code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+            if code == MDB_MAP_RESIZED {
+                try lmdb("mdb_env_set_mapsize") { mdb_env_set_mapsize(env, 0) }
+                continue
+            }
+            try lmdb("mdb_txn_begin(read)") { code }
+            let transaction = Transaction(handle: txn)
+            defer { mdb_txn_abort(txn) }
+            return try body(transaction)
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it; a full map is
+    /// grown and the body run again.
+    func write<T>(_ body: (Transaction) throws -> T) throws -> T {
+        while true {
+            var txn: OpaquePointer?
+            try lmdb("mdb_txn_begin(write)") { mdb_txn_begin(env, nil, 0, &txn) }
+            let transaction = Transaction(handle: txn)
+            do {
+                let result = try body(transaction)
+                let code = mdb_txn_commit(txn)
+                if code == MDB_MAP_FULL {
+                    try grow()
+                    continue
+                }
+                try lmdb("mdb_txn_commit") { code }
+                return result
+            } catch let error as LMDBError where error.isMapFull {
+                mdb_txn_abort(txn)
+                try grow()
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
+        }
+    }
+
+    private func grow() throws(LMDBError) {
+        let doubled = mapSize * 2
+        try lmdb("mdb_env_set_mapsize(\(doubled))") { mdb_env_set_mapsize(env, doubled) }
+        mapSize = doubled
+    }
+
+    /// Page size and entry counts of one database.
+    func statistics(of dbi: MDB_dbi, in txn: Transaction) throws(LMDBError) -> (entries: Int, pages: Int, pageSize: Int) {
+        var stat = MDB_stat()
+        try lmdb("mdb_stat") { mdb_stat(txn.handle, dbi, &stat) }
+        let pages = stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages
+        return (stat.ms_entries, pages, Int(stat.ms_psize))
+    }
+}
+
+/// One open transaction; valid only inside the closure it was passed to.
+struct Transaction {
+    let handle: OpaquePointer?
+
+    func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> [UInt8]? {
+        var keyValue = MDB_val()
+        var data = MDB_val()
+        let found: Bool = try key.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> Bool in
+            keyValue.mv_size = raw.count
+            keyValue.mv_data = UnsafeMutableRawPointer(mutating: raw.baseAddress)
+            return try lmdb("mdb_get") { mdb_get(handle, dbi, &keyValue, &data) }
+        }
+        guard found else { return nil }
+        return Array(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+    }
+
+    func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8], append: Bool = false) throws {
+        try key.withUnsafeBytes { (rawKey: UnsafeRawBufferPointer) throws in
+            try value.withUnsafeBytes { (rawValue: UnsafeRawBufferPointer) throws in
+                var keyValue = MDB_val(mv_size: rawKey.count, mv_data: UnsafeMutableRawPointer(mutating: rawKey.baseAddress))
+                var data = MDB_val(mv_size: rawValue.count, mv_data: UnsafeMutableRawPointer(mutating: rawValue.baseAddress))
+                try lmdb("mdb_put") { mdb_put(handle, dbi, &keyValue, &data, append ? UInt32(MDB_APPEND) : 0) }
+            }
+        }
+    }
+
+    @discardableResult
+    func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> Bool in
+            var keyValue = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            return try lmdb("mdb_del") { mdb_del(handle, dbi, &keyValue, nil) }
+        }
+    }
+
+    /// Calls `body` with each entry from the first key ≥ `start` (or the
+    /// first entry) in key order, until it returns false.
+    func scan(_ dbi: MDB_dbi, from start: [UInt8]?, _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open") { mdb_cursor_open(handle, dbi, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var data = MDB_val()
+        var found: Bool
+        if let start {
+            found = try start.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> Bool in
+                key = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+                return try lmdb("mdb_cursor_get(SET_RANGE)") { mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE) }
+            }
+        } else {
+            found = try lmdb("mdb_cursor_get(FIRST)") { mdb_cursor_get(cursor, &key, &data, MDB_FIRST) }
+        }
+        while found {
+            let keyBytes = Array(UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size))
+            let valueBytes = Array(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+            guard try body(keyBytes, valueBytes) else { return }
+            found = try lmdb("mdb_cursor_get(NEXT)") { mdb_cursor_get(cursor, &key, &data, MDB_NEXT) }
+        }
+    }
+
+    /// The last entry in key order.
+    func last(_ dbi: MDB_dbi) throws -> (key: [UInt8], value: [UInt8])? {
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open") { mdb_cursor_open(handle, dbi, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var data = MDB_val()
+        guard try lmdb("mdb_cursor_get(LAST)", { mdb_cursor_get(cursor, &key, &data, MDB_LAST) }) else { return nil }
+        return (
+            Array(UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size)),
+            Array(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+        )
+    }
+}

@@ -1,0 +1,516 @@
+import Foundation
+internal import CLMDB
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The durable turn log and state table of one data folder, on LMDB.
+///
+/// Databases (see `protocol/turnlog.md`): `turns` (revision → record),
+/// `state` (durable name and key → latest value, updated in the same
+/// transaction as the turn, so opening needs no replay), `dedup` (request id
+/// → reply) and `meta` (schema version, epoch, last revision).
+///
+/// ```swift
+/// let store = try TurnStore(directory: "data", mode: .writer, createIfMissing: true)
+/// let records = try store.append([TurnDraft(name: "deposit()", writes: [...])])
+/// ```
+///
+/// - Important: one writer per folder (enforced by a lock file); any number
+///   of readers, in any process, while it writes. Not thread-safe: use it
+///   from one thread (the main actor).
+public final class TurnStore {
+    public enum Mode: Sendable {
+        /// Appends turns; bumps the epoch at open; holds the folder's lock.
+        case writer
+        /// Reads only, beside a running writer.
+        case reader
+    }
+
+    /// The layout version this build writes.
+    public static let schemaVersion: UInt64 = 1
+
+    public let directory: String
+    public let mode: Mode
+    private let environment: LMDBEnvironment
+    private let turnsDB: MDB_dbi
+    private let stateDB: MDB_dbi
+    private let dedupDB: MDB_dbi
+    private let metaDB: MDB_dbi
+    private var lockDescriptor: Int32 = -1
+
+    /// The epoch this open runs under (writer), or the last one written (reader).
+    public private(set) var epoch: UInt64 = 0
+    /// The newest committed revision (0 for an empty log). A reader refreshes it on each read.
+    public private(set) var lastRevision: UInt64 = 0
+    /// Reader slots of dead processes cleared at open.
+    public private(set) var clearedStaleReaders = 0
+
+    /// Opens the store in `directory`.
+    ///
+    /// Fails clearly when the folder is missing (unless `createIfMissing` and
+    /// writable), not writable, locked by another writer, or written by a
+    /// newer schema.
+    public init(directory: String, mode: Mode, createIfMissing: Bool = false) throws(TurnStoreError) {
+        self.directory = directory
+        self.mode = mode
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory)
+        if exists && !isDirectory.boolValue {
+            throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) is a file, not a folder")
+        }
+        if !exists {
+            guard mode == .writer, createIfMissing else {
+                throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) does not exist")
+            }
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw TurnStoreError(code: .notWritable, message: "cannot create data folder \(directory): \(error.localizedDescription)")
+            }
+        }
+        if mode == .reader && !FileManager.default.fileExists(atPath: directory + "/data.mdb") {
+            throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) holds no turn log (no data.mdb)")
+        }
+        if mode == .writer {
+            guard access(directory, W_OK) == 0 else {
+                throw TurnStoreError(code: .notWritable, message: "data folder \(directory) is not writable")
+            }
+            lockDescriptor = try TurnStore.lockFolder(directory)
+        }
+        do {
+            let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
+            clearedStaleReaders = try environment.clearStaleReaders()
+            let names = ["turns", "state", "dedup", "meta"]
+            let handles = try environment.openDatabases(names)
+            if let missing = handles.firstIndex(where: { $0 == nil }) {
+                throw TurnStoreError(code: .corrupt, message: "data folder \(directory) has no `\(names[missing])` database")
+            }
+            self.environment = environment
+            (turnsDB, stateDB, dedupDB, metaDB) = (handles[0]!, handles[1]!, handles[2]!, handles[3]!)
+        } catch let error as TurnStoreError {
+            TurnStore.unlock(lockDescriptor)
+            throw error
+        } catch let error as LMDBError {
+            TurnStore.unlock(lockDescriptor)
+            throw TurnStoreError(error)
+        } catch {
+            TurnStore.unlock(lockDescriptor)
+            throw TurnStoreError(code: .lmdb, message: "\(error)")
+        }
+        try openMeta()
+    }
+
+    deinit {
+        environment.close()
+        TurnStore.unlock(lockDescriptor)
+    }
+
+    /// Releases the folder (the lock and LMDB). Later calls do nothing.
+    public func close() {
+        environment.close()
+        TurnStore.unlock(lockDescriptor)
+        lockDescriptor = -1
+    }
+
+    // MARK: Meta
+
+    private enum MetaKey {
+        static let schema = Array("schema".utf8)
+        static let epoch = Array("epoch".utf8)
+        static let lastRevision = Array("last-revision".utf8)
+    }
+
+    private func openMeta() throws(TurnStoreError) {
+        try run { () throws in
+            if mode == .writer {
+                try environment.write { (txn: Transaction) in
+                    let schema = try txn.get(metaDB, MetaKey.schema).map(TurnStore.number) ?? TurnStore.schemaVersion
+                    guard schema <= TurnStore.schemaVersion else {
+                        throw TurnStoreError(
+                            code: .newerSchema,
+                            message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
+                    }
+                    epoch = (try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0) + 1
+                    lastRevision = try txn.get(metaDB, MetaKey.lastRevision).map(TurnStore.number) ?? 0
+                    try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
+                    try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
+                }
+            } else {
+                try environment.read { (txn: Transaction) in
+                    let schema = try txn.get(metaDB, MetaKey.schema).map(TurnStore.number) ?? 0
+                    guard schema <= TurnStore.schemaVersion else {
+                        throw TurnStoreError(
+                            code: .newerSchema,
+                            message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
+                    }
+                    try refreshMeta(txn)
+                }
+            }
+        }
+    }
+
+    private func refreshMeta(_ txn: Transaction) throws {
+        epoch = try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0
+        lastRevision = try txn.get(metaDB, MetaKey.lastRevision).map(TurnStore.number) ?? 0
+    }
+
+    // MARK: Appending
+
+    /// Commits `drafts` as consecutive turns in one transaction (group
+    /// commit), updating the state table in the same transaction. Returns the
+    /// records as stored. Nothing is visible to readers before this returns.
+    @discardableResult
+    public func append(_ drafts: [TurnDraft], at time: Date = Date()) throws(TurnStoreError) -> [TurnRecord] {
+        guard mode == .writer else {
+            throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
+        }
+        guard !drafts.isEmpty else { return [] }
+        var records: [TurnRecord] = []
+        records.reserveCapacity(drafts.count)
+        var revision = lastRevision
+        for draft in drafts {
+            revision += 1
+            records.append(
+                TurnRecord(
+                    revision: revision, epoch: epoch, time: time, name: draft.name, origin: draft.origin,
+                    writes: draft.writes, scopeEvents: draft.scopeEvents))
+        }
+        try append(records: records)
+        return records
+    }
+
+    /// Commits already-numbered records (the next revisions) in one transaction.
+    public func append(records: [TurnRecord]) throws(TurnStoreError) {
+        guard let first = records.first else { return }
+        guard first.revision == lastRevision + 1 else {
+            throw TurnStoreError(
+                code: .outOfOrder, message: "turn \(first.revision) does not follow the last revision \(lastRevision)")
+        }
+        let encoded = records.map { (key: TurnStore.bytes($0.revision), value: $0.encoded()) }
+        try run { () throws in
+            try environment.write { (txn: Transaction) in
+                for (index, record) in records.enumerated() {
+                    try txn.put(turnsDB, encoded[index].key, encoded[index].value, append: true)
+                    for write in record.writes {
+                        let key = TurnStore.stateKey(name: write.name, key: write.key)
+                        if let value = write.value {
+                            try txn.put(stateDB, key, value)
+                        } else {
+                            try txn.delete(stateDB, key)
+                        }
+                    }
+                }
+                try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(records[records.count - 1].revision))
+            }
+        }
+        lastRevision = records[records.count - 1].revision
+    }
+
+    // MARK: Reading
+
+    /// The latest value of one durable source (and key), if it has one.
+    public func value(name: String, key: [UInt8]?) throws(TurnStoreError) -> [UInt8]? {
+        try run { () throws in
+            try environment.read { (txn: Transaction) in try txn.get(stateDB, TurnStore.stateKey(name: name, key: key)) }
+        }
+    }
+
+    /// Every entry of the state table, in key order.
+    public func stateEntries() throws(TurnStoreError) -> [StateEntry] {
+        try run { () throws in
+            try environment.read { (txn: Transaction) in
+                var entries: [StateEntry] = []
+                try txn.scan(stateDB, from: nil) { key, value in
+                    entries.append(TurnStore.stateEntry(key: key, value: value))
+                    return true
+                }
+                return entries
+            }
+        }
+    }
+
+    /// Records from `revision` on, at most `limit`, in revision order.
+    public func records(from revision: UInt64, limit: Int = .max) throws(TurnStoreError) -> [TurnRecord] {
+        try run { () throws in
+            try environment.read { (txn: Transaction) in
+                try refreshMeta(txn)
+                var records: [TurnRecord] = []
+                try txn.scan(turnsDB, from: TurnStore.bytes(revision)) { key, value in
+                    do {
+                        records.append(try TurnRecord.decode(value))
+                    } catch {
+                        throw TurnStoreError(
+                            code: .corrupt, message: "turn \(TurnStore.number(key)) does not decode: \(error)")
+                    }
+                    return records.count < limit
+                }
+                return records
+            }
+        }
+    }
+
+    /// The newest `count` records, in revision order.
+    public func lastRecords(_ count: Int) throws(TurnStoreError) -> [TurnRecord] {
+        try refresh()
+        let start = lastRevision >= UInt64(count) ? lastRevision - UInt64(count) + 1 : 1
+        return try records(from: start, limit: count)
+    }
+
+    /// Re-reads the epoch and last revision (readers beside a writer).
+    public func refresh() throws(TurnStoreError) {
+        try run { () throws in try environment.read { (txn: Transaction) in try refreshMeta(txn) } }
+    }
+
+    // MARK: Dedup
+
+    /// The stored reply to a request, if it was applied before.
+    public func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]? {
+        try run { () throws in
+            try environment.read { (txn: Transaction) in try txn.get(dedupDB, TurnStore.dedupKey(request)) }
+        }
+    }
+
+    /// Commits records together with the replies to the requests they answer.
+    public func append(records: [TurnRecord], replies: [(RequestID, [UInt8])]) throws(TurnStoreError) {
+        try append(records: records)
+        guard !replies.isEmpty else { return }
+        try run { () throws in
+            try environment.write { (txn: Transaction) in
+                for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
+            }
+        }
+    }
+
+    // MARK: Statistics
+
+    /// Counts, sizes and the revision range.
+    public func statistics() throws(TurnStoreError) -> StoreStatistics {
+        try run { () throws in
+            try environment.read { (txn: Transaction) in
+                try refreshMeta(txn)
+                let turns = try environment.statistics(of: turnsDB, in: txn)
+                let state = try environment.statistics(of: stateDB, in: txn)
+                let dedup = try environment.statistics(of: dedupDB, in: txn)
+                let first = try txn.get(turnsDB, TurnStore.bytes(1)) == nil ? (lastRevision == 0 ? 0 : nil) : 1
+                var firstRevision: UInt64 = 0
+                if first == nil {
+                    try txn.scan(turnsDB, from: nil) { key, _ in
+                        firstRevision = TurnStore.number(key)
+                        return false
+                    }
+                } else {
+                    firstRevision = UInt64(first!)
+                }
+                let fileSize = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
+                return StoreStatistics(
+                    epoch: epoch, firstRevision: firstRevision, lastRevision: lastRevision, turns: turns.entries,
+                    stateEntries: state.entries, dedupEntries: dedup.entries,
+                    turnsBytes: turns.pages * turns.pageSize, stateBytes: state.pages * state.pageSize,
+                    fileBytes: fileSize ?? 0, mapBytes: environment.mapSize)
+            }
+        }
+    }
+
+    // MARK: Keys
+
+    static func bytes(_ number: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: number.bigEndian) { Array($0) }
+    }
+
+    static func number(_ bytes: [UInt8]) -> UInt64 {
+        bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// `name` UTF-8, a zero byte, then the key's CBOR (nothing for keyless).
+    static func stateKey(name: String, key: [UInt8]?) -> [UInt8] {
+        Array(name.utf8) + [0] + (key ?? [])
+    }
+
+    static func stateEntry(key: [UInt8], value: [UInt8]) -> StateEntry {
+        let split = key.firstIndex(of: 0) ?? key.count
+        let name = String(decoding: key[..<split], as: UTF8.self)
+        let rest = split < key.count ? Array(key[(split + 1)...]) : []
+        return StateEntry(name: name, key: rest.isEmpty ? nil : rest, value: value)
+    }
+
+    static func dedupKey(_ request: RequestID) -> [UInt8] {
+        Array(request.worker.utf8) + [0] + bytes(request.sequence)
+    }
+
+    // MARK: Plumbing
+
+    var turnsHandle: MDB_dbi { turnsDB }
+
+    /// Writes or deletes one raw entry, bypassing every rule (tests of verify).
+    func rawWrite(database: String, key: [UInt8], value: [UInt8]?) throws(TurnStoreError) {
+        let dbi = ["turns": turnsDB, "state": stateDB, "dedup": dedupDB, "meta": metaDB][database]!
+        try run { () throws in
+            try environment.write { (txn: Transaction) in
+                if let value { try txn.put(dbi, key, value) } else { try txn.delete(dbi, key) }
+            }
+        }
+    }
+
+    func runRead<T>(_ body: (Transaction) throws -> T) throws(TurnStoreError) -> T {
+        try run { () throws in try environment.read(body) }
+    }
+
+    private func run<T>(_ body: () throws -> T) throws(TurnStoreError) -> T {
+        do {
+            return try body()
+        } catch let error as TurnStoreError {
+            throw error
+        } catch let error as LMDBError {
+            throw TurnStoreError(error)
+        } catch {
+            throw TurnStoreError(code: .corrupt, message: "\(error)")
+        }
+    }
+
+    private static func lockFolder(_ directory: String) throws(TurnStoreError) -> Int32 {
+        let path = directory + "/cogd.lock"
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw TurnStoreError(code: .notWritable, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = pread(descriptor, &buffer, 31, 0)
+            let holder = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
+            Glibc.close(descriptor)
+            throw TurnStoreError(
+                code: .locked, message: "data folder \(directory) is locked by another writer (pid \(holder))")
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(descriptor, 0)
+        _ = pwrite(descriptor, pid, pid.count, 0)
+        return descriptor
+    }
+
+    private static func unlock(_ descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        flock(descriptor, LOCK_UN)
+        Glibc.close(descriptor)
+    }
+}
+
+/// A turn to append: the store gives it its revision, epoch and time.
+public struct TurnDraft: Sendable, Equatable {
+    public var name: String
+    public var origin: TurnOrigin
+    public var writes: [TurnWrite]
+    public var scopeEvents: [ScopeEvent]
+
+    public init(name: String, origin: TurnOrigin = .system, writes: [TurnWrite], scopeEvents: [ScopeEvent] = []) {
+        self.name = name
+        self.origin = origin
+        self.writes = writes
+        self.scopeEvents = scopeEvents
+    }
+}
+
+/// One entry of the state table.
+public struct StateEntry: Equatable, Sendable {
+    public let name: String
+    public let key: [UInt8]?
+    public let value: [UInt8]
+}
+
+/// What `cogd log stats` prints.
+public struct StoreStatistics: Equatable, Sendable {
+    public let epoch: UInt64
+    public let firstRevision: UInt64
+    public let lastRevision: UInt64
+    public let turns: Int
+    public let stateEntries: Int
+    public let dedupEntries: Int
+    public let turnsBytes: Int
+    public let stateBytes: Int
+    public let fileBytes: Int
+    public let mapBytes: Int
+}
+
+// MARK: - Verification
+
+/// What `verify()` found: nothing, or the first problem.
+public struct VerifyReport: Equatable, Sendable {
+    public let turns: Int
+    public let lastRevision: UInt64
+    public let stateEntries: Int
+    /// The first problem, in words; nil when the log is sound.
+    public let problem: String?
+
+    public var isSound: Bool { problem == nil }
+}
+
+extension TurnStore {
+    /// Checks that revisions are contiguous from 1, every record decodes, and
+    /// the state table equals the replay of the log.
+    public func verify() throws(TurnStoreError) -> VerifyReport {
+        try refresh()
+        var replay: [[UInt8]: [UInt8]] = [:]
+        var expected: UInt64 = 1
+        var problem: String?
+        var count = 0
+        var from: UInt64 = 1
+        scanning: while true {
+            let batch: [(UInt64, Result<TurnRecord, CodecError>)] = try rawRecords(from: from, limit: 4_096)
+            if batch.isEmpty { break }
+            for (revision, decoded) in batch {
+                count += 1
+                guard revision == expected else {
+                    problem = "revision \(expected) is missing (the next stored one is \(revision))"
+                    break scanning
+                }
+                switch decoded {
+                case .failure(let error):
+                    problem = "turn \(revision) does not decode: \(error)"
+                    break scanning
+                case .success(let record):
+                    guard record.revision == revision else {
+                        problem = "turn stored under \(revision) says it is revision \(record.revision)"
+                        break scanning
+                    }
+                    for write in record.writes {
+                        replay[TurnStore.stateKey(name: write.name, key: write.key)] = write.value
+                    }
+                }
+                expected += 1
+            }
+            from = expected
+        }
+        if problem == nil && expected - 1 != lastRevision {
+            problem = "meta says the last revision is \(lastRevision) but the log ends at \(expected - 1)"
+        }
+        let entries = try stateEntries()
+        if problem == nil {
+            var stored: [[UInt8]: [UInt8]] = [:]
+            for entry in entries { stored[TurnStore.stateKey(name: entry.name, key: entry.key)] = entry.value }
+            for (key, value) in replay.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) where stored[key] != value {
+                let entry = TurnStore.stateEntry(key: key, value: value)
+                problem = "state of \(entry.name)\(entry.key.map { "[\($0.count) key bytes]" } ?? "") differs from the replay of the log"
+                break
+            }
+            if problem == nil, let extra = stored.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }).first(where: { replay[$0] == nil }) {
+                let entry = TurnStore.stateEntry(key: extra, value: [])
+                problem = "state holds \(entry.name), which no turn in the log wrote"
+            }
+        }
+        return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: entries.count, problem: problem)
+    }
+
+    /// Records with their stored revision keys, decoding lazily so a corrupt
+    /// record is reported rather than thrown.
+    func rawRecords(from revision: UInt64, limit: Int) throws(TurnStoreError) -> [(UInt64, Result<TurnRecord, CodecError>)] {
+        try runRead { txn in
+            var records: [(UInt64, Result<TurnRecord, CodecError>)] = []
+            try txn.scan(self.turnsHandle, from: TurnStore.bytes(revision)) { key, value in
+                records.append((TurnStore.number(key), Result { () throws(CodecError) in try TurnRecord.decode(value) }))
+                return records.count < limit
+            }
+            return records
+        }
+    }
+}

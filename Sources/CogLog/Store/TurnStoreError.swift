@@ -1,0 +1,35 @@
+/// Why the turn store could not do what was asked.
+public struct TurnStoreError: Error, Equatable, CustomStringConvertible, Sendable {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        /// The data folder does not exist.
+        public static let missingFolder = Code(name: "missing-folder")
+        /// The data folder cannot be written.
+        public static let notWritable = Code(name: "not-writable")
+        /// Another writer holds the data folder.
+        public static let locked = Code(name: "locked")
+        /// The folder was written by a newer cogd.
+        public static let newerSchema = Code(name: "newer-schema")
+        /// An appended turn does not continue the log.
+        public static let outOfOrder = Code(name: "out-of-order")
+        /// A stored record does not decode.
+        public static let corrupt = Code(name: "corrupt")
+        /// LMDB itself failed.
+        public static let lmdb = Code(name: "lmdb")
+        public var description: String { name }
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(code: Code, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    init(_ error: LMDBError) {
+        self.init(code: .lmdb, message: error.description)
+    }
+
+    public var description: String { message }
+}

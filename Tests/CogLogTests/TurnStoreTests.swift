@@ -1,0 +1,132 @@
+import CogLog
+import Foundation
+import Testing
+
+/// A fresh folder under the system temp directory, removed by `cleanUp()`.
+struct TemporaryFolder {
+    let path: String
+
+    init() {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-test-\(UUID().uuidString)").path
+    }
+
+    func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+private func cbor<T: Encodable>(_ value: T) throws -> [UInt8] { try CBOREncoder().encode(value) }
+
+private func deposit(_ account: String, _ balance: Int) throws -> TurnDraft {
+    TurnDraft(name: "deposit()", writes: [TurnWrite(name: "ledger.balance", key: try cbor(account), value: try cbor(balance))])
+}
+
+@Suite("Turn store")
+struct TurnStoreTests {
+    @Test func `appended turns get contiguous revisions and survive reopening with a new epoch`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        do {
+            let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+            #expect(store.epoch == 1)
+            let records = try store.append([try deposit("alice", 10), try deposit("bob", 5)])
+            #expect(records.map(\.revision) == [1, 2])
+            try store.append([try deposit("alice", 12)])
+            #expect(store.lastRevision == 3)
+        }
+        let reopened = try TurnStore(directory: folder.path, mode: .writer)
+        #expect(reopened.epoch == 2)
+        #expect(reopened.lastRevision == 3)
+        #expect(try reopened.value(name: "ledger.balance", key: try cbor("alice")) == (try cbor(12)))
+        let stored = try reopened.records(from: 1)
+        #expect(stored.map(\.revision) == [1, 2, 3])
+        #expect(stored.map(\.epoch) == [1, 1, 1])
+        #expect(stored[0].writes == [TurnWrite(name: "ledger.balance", key: try cbor("alice"), value: try cbor(10))])
+        #expect(try reopened.verify().isSound)
+    }
+
+    @Test func `a released write removes the state entry`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        try store.append([try deposit("carol", 1)])
+        try store.append([TurnDraft(name: "discard", writes: [TurnWrite(name: "ledger.balance", key: try cbor("carol"), value: nil)])])
+        #expect(try store.value(name: "ledger.balance", key: try cbor("carol")) == nil)
+        #expect(try store.records(from: 2)[0].writes[0].isRelease)
+        #expect(try store.verify().isSound)
+    }
+
+    @Test func `the fast record encoding equals the generic deterministic encoding`() throws {
+        let record = TurnRecord(
+            revision: 77, epoch: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), name: "Trails.trailScreen.load()",
+            origin: TurnOrigin(worker: "w1", instance: 9, request: RequestID(worker: "w1", sequence: 41)),
+            writes: [
+                TurnWrite(name: "trails.loaded", key: try cbor(7), value: try cbor(["name": "Ridge"])),
+                TurnWrite(name: "trails.open", key: nil, value: nil),
+            ],
+            scopeEvents: [ScopeEvent(kind: .retire, instance: 4, scope: "Trails.trailScreen", identity: try cbor(7))])
+        #expect(record.encoded() == (try CBOREncoder().encode(record)))
+        #expect(try TurnRecord.decode(record.encoded()) == record)
+        let system = TurnRecord(revision: 1, epoch: 1, time: Date(timeIntervalSince1970: 0), name: "x", writes: [])
+        #expect(system.encoded() == (try CBOREncoder().encode(system)))
+    }
+
+    @Test func `a missing folder, a second writer and a reader of nothing get clear errors`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        #expect(throws: TurnStoreError(code: .missingFolder, message: "data folder \(folder.path) does not exist")) {
+            try TurnStore(directory: folder.path, mode: .writer)
+        }
+        let writer = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        do {
+            _ = try TurnStore(directory: folder.path, mode: .writer)
+            Issue.record("a second writer opened")
+        } catch {
+            #expect(error.code == .locked)
+            #expect(error.message.contains("is locked by another writer (pid \(getpid()))"))
+        }
+        writer.close()
+        let empty = TemporaryFolder()
+        defer { empty.cleanUp() }
+        try FileManager.default.createDirectory(atPath: empty.path, withIntermediateDirectories: true)
+        #expect(throws: TurnStoreError.self) { try TurnStore(directory: empty.path, mode: .reader) }
+    }
+
+    @Test func `an unwritable folder is refused`() throws {
+        guard getuid() != 0 else { return }  // root writes anywhere
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
+        chmod(folder.path, 0o555)
+        defer { chmod(folder.path, 0o755) }
+        do {
+            _ = try TurnStore(directory: folder.path, mode: .writer)
+            Issue.record("opened an unwritable folder")
+        } catch {
+            #expect(error.code == .notWritable)
+        }
+    }
+
+    @Test func `a reader sees what a writer commits, beside it`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let writer = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        try writer.append([try deposit("dan", 1)])
+        let reader = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(try reader.lastRecords(10).map(\.revision) == [1])
+        try writer.append([try deposit("dan", 2), try deposit("dan", 3)])
+        #expect(try reader.lastRecords(10).map(\.revision) == [1, 2, 3])
+        #expect(try reader.lastRecords(2).map(\.revision) == [2, 3])
+    }
+
+    @Test func `a full map grows and the append is retried, never a crash`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        let big = [UInt8](repeating: 7, count: 1 << 20)
+        for index in 0..<100 {
+            try store.append([TurnDraft(name: "blob", writes: [TurnWrite(name: "blob", key: try cbor(index), value: try cbor(Data(big)))])])
+        }
+        #expect(store.lastRevision == 100)
+        #expect(try store.statistics().mapBytes > 64 << 20)
+        #expect(try store.verify().isSound)
+    }
+}
