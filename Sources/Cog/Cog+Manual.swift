@@ -56,11 +56,11 @@ extension Cog {
         init(
             _ initial: @escaping @MainActor () -> Value,
             equalsRule: (@MainActor (Value, Value) -> Bool)?, lifetime: ManualCogLifetime,
-            name: String?, fileID: StaticString, line: UInt
+            name: String?, fileID: StaticString, line: UInt, durable: DurableCoding<Value>? = nil
         ) {
             let descriptor = ManualDescriptor<Value>(
                 initial: { _ in initial() }, equals: equalsRule, lifetime: lifetime,
-                name: name, fileID: fileID, line: line, isKeyed: false)
+                name: name, fileID: fileID, line: line, isKeyed: false, durable: durable)
             self.ref = StateRef(descriptor: descriptor, key: .none)
         }
 
@@ -105,5 +105,52 @@ extension Cog.Manual where Value: Equatable {
         _ initial: @escaping @MainActor () -> Value
     ) {
         self.init(initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: nil, fileID: fileID, line: line)
+    }
+}
+
+extension Cog.Manual where Value: Codable & Equatable & Sendable {
+    /// Declares a source a durable runtime can persist (with a `name:`), whose changes are decided by `==`.
+    public init(
+        _ initial: @escaping @MainActor () -> Value, lifetime: ManualCogLifetime = .app,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
+    ) {
+        self.init(
+            initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID, line: line,
+            durable: .keyless())
+    }
+
+    /// Declares a named durable source (`Cog<Int>.Manual(name: "count") { 0 }`).
+    public init(
+        name: String, lifetime: ManualCogLifetime = .app,
+        fileID: StaticString = #fileID, line: UInt = #line,
+        _ initial: @escaping @MainActor () -> Value
+    ) {
+        self.init(
+            initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID, line: line,
+            durable: .keyless())
+    }
+
+    /// Declares a durable source with a lifetime.
+    public init(
+        lifetime: ManualCogLifetime, fileID: StaticString = #fileID, line: UInt = #line,
+        _ initial: @escaping @MainActor () -> Value
+    ) {
+        self.init(
+            initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: nil, fileID: fileID, line: line,
+            durable: .keyless())
+    }
+}
+
+extension Cog.Manual where Value: Codable & Sendable {
+    /// Declares a durable source whose changes are decided by `equals`.
+    public init(
+        _ initial: @escaping @MainActor () -> Value,
+        equals: @escaping @MainActor (Value, Value) -> Bool,
+        lifetime: ManualCogLifetime = .app,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
+    ) {
+        self.init(
+            initial, equalsRule: equals, lifetime: lifetime, name: name, fileID: fileID, line: line,
+            durable: .keyless())
     }
 }

@@ -149,11 +149,11 @@ extension CogBox {
         init(
             keyed initial: @escaping @MainActor (Key) -> Value,
             equalsRule: (@MainActor (Value, Value) -> Bool)?, lifetime: ManualCogLifetime,
-            name: String?, fileID: StaticString, line: UInt
+            name: String?, fileID: StaticString, line: UInt, durable: DurableCoding<Value>? = nil
         ) {
             self.descriptor = ManualDescriptor<Value>(
                 initial: { key in initial(unwrapKey(key, as: Key.self)) }, equals: equalsRule,
-                lifetime: lifetime, name: name, fileID: fileID, line: line, isKeyed: true)
+                lifetime: lifetime, name: name, fileID: fileID, line: line, isKeyed: true, durable: durable)
         }
 
         /// The writable source for one key.
@@ -216,5 +216,63 @@ extension CogBox.Manual where Value: Equatable {
         _ initial: @escaping @MainActor (Key) -> Value
     ) {
         self.init(keyed: initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID, line: line)
+    }
+}
+
+extension CogBox.Manual where Value: Codable & Equatable & Sendable, Key: Codable {
+    /// Declares a box a durable runtime can persist (with a `name:`); the initial value ignores the key.
+    public init(
+        _ initial: @escaping @MainActor () -> Value, lifetime: ManualCogLifetime = .app,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
+    ) {
+        self.init(
+            keyed: { _ in initial() }, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID,
+            line: line, durable: .keyed(by: Key.self))
+    }
+
+    /// Declares a durable box whose initial value is computed from the key.
+    public init(
+        _ initial: @escaping @MainActor (Key) -> Value, lifetime: ManualCogLifetime = .app,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
+    ) {
+        self.init(
+            keyed: initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID, line: line,
+            durable: .keyed(by: Key.self))
+    }
+
+    /// Declares a named durable box (`CogBox<Int, String>.Manual(name: "accounts") { 0 }`).
+    public init(
+        name: String, lifetime: ManualCogLifetime = .app,
+        fileID: StaticString = #fileID, line: UInt = #line,
+        _ initial: @escaping @MainActor () -> Value
+    ) {
+        self.init(
+            keyed: { _ in initial() }, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID,
+            line: line, durable: .keyed(by: Key.self))
+    }
+
+    /// Declares a named durable box whose initial value is computed from the key.
+    public init(
+        name: String, lifetime: ManualCogLifetime = .app,
+        fileID: StaticString = #fileID, line: UInt = #line,
+        _ initial: @escaping @MainActor (Key) -> Value
+    ) {
+        self.init(
+            keyed: initial, equalsRule: { $0 == $1 }, lifetime: lifetime, name: name, fileID: fileID, line: line,
+            durable: .keyed(by: Key.self))
+    }
+}
+
+extension CogBox.Manual where Value: Codable & Sendable, Key: Codable {
+    /// Declares a durable box whose changes are decided by `equals`.
+    public init(
+        _ initial: @escaping @MainActor (Key) -> Value,
+        equals: @escaping @MainActor (Value, Value) -> Bool,
+        lifetime: ManualCogLifetime = .app,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
+    ) {
+        self.init(
+            keyed: initial, equalsRule: equals, lifetime: lifetime, name: name, fileID: fileID, line: line,
+            durable: .keyed(by: Key.self))
     }
 }

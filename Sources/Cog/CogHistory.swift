@@ -46,6 +46,8 @@ final class HistoryRing {
     private var next = 0
     private var filled = 0
     private(set) var turnNumber: UInt64 = 0
+    /// The name of the turn running (or last run).
+    private(set) var currentTurnName = ""
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -55,6 +57,7 @@ final class HistoryRing {
 
     func beginTurn(named name: String) {
         turnNumber &+= 1
+        currentTurnName = name
         record(.turn, turn: turnNumber, name: name)
     }
 

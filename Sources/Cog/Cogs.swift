@@ -20,8 +20,8 @@ public final class Cogs: CogOps {
     var controllers: [MechanismController] = []
     var exports: [Export] = []
 
-    package init() {
-        graph = Graph()
+    package init(durableStore: (any CogDurableStore)? = nil) {
+        graph = Graph(durableStore: durableStore)
     }
 
     /// Teardown: every scope's reactions and tasks end first (two passes,

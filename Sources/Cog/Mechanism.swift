@@ -45,10 +45,31 @@ extension Cogs {
     ///   `Cogs.forTesting()` instead.
     @discardableResult
     public static func assemble(mechanisms: [any Mechanism] = []) -> Cogs {
+        assemble(durableStore: nil, mechanisms: mechanisms)
+    }
+
+    /// Builds the app's one runtime over a durable store: every settled turn
+    /// is committed to `store` before its reactions run or its op returns,
+    /// and durable sources start from their stored values (no replay).
+    ///
+    /// ```swift
+    /// let store = try DurableTurnStore(directory: "data")   // module CogLog
+    /// let cogs = Cogs.assemble(store: store, mechanisms: [TodoMechanism()])
+    /// ```
+    ///
+    /// - Important: every manual source the runtime writes needs a stable
+    ///   `name:` and a `Codable & Equatable & Sendable` value (box keys
+    ///   `Codable & Hashable`); writing one without traps, naming it.
+    @discardableResult
+    public static func assemble(store: any CogDurableStore, mechanisms: [any Mechanism] = []) -> Cogs {
+        assemble(durableStore: store, mechanisms: mechanisms)
+    }
+
+    private static func assemble(durableStore: (any CogDurableStore)?, mechanisms: [any Mechanism]) -> Cogs {
         guard !assembled.exchange(true, ordering: .relaxed) else {
             fatalError("Cogs.assemble was called a second time; assemble once at the entry point and keep the runtime (tests use Cogs.forTesting())")
         }
-        let cogs = Cogs()
+        let cogs = Cogs(durableStore: durableStore)
         cogs.operate(mechanisms)
         return cogs
     }

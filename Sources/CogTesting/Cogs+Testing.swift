@@ -60,3 +60,18 @@ extension Cogs {
         return (cogs, probe)
     }
 }
+
+extension Cogs {
+    /// Like `forTesting`, over a durable store (for example a `CogLog`
+    /// `DurableTurnStore` in a temporary folder).
+    public static func forTesting(
+        store: any CogDurableStore,
+        seeding: ((Cogs) -> Void)? = nil,
+        mechanisms: [any Mechanism] = []
+    ) -> Cogs {
+        let cogs = Cogs(durableStore: store)
+        seeding?(cogs)
+        cogs.operate(mechanisms)
+        return cogs
+    }
+}

@@ -16,11 +16,17 @@ class Descriptor: @unchecked Sendable {
     let label: String
     /// Whether the declaration is a box (`CogBox…`), whose states carry a key.
     let isKeyed: Bool
+    /// The explicit `name:`, which durable runtimes use as the stable name.
+    let stableName: String?
+    /// Where it was declared: `fileID:line`.
+    let site: String
 
     @usableFromInline
     init(name: String?, fileID: StaticString, line: UInt, isKeyed: Bool) {
         self.id = Descriptor.nextID.add(1, ordering: .relaxed).oldValue
-        self.label = name ?? "\(fileID):\(line)"
+        self.site = "\(fileID):\(line)"
+        self.label = name ?? site
+        self.stableName = name
         self.isKeyed = isKeyed
     }
 
@@ -160,25 +166,50 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
     let initial: @MainActor (StateKey) -> Value
     let equals: (@MainActor (Value, Value) -> Bool)?
     let lifetime: ManualCogLifetime
+    /// Present when the value (and key) types are `Codable`.
+    let durable: DurableCoding<Value>?
 
     @usableFromInline
     init(
         initial: @escaping @MainActor (StateKey) -> Value,
         equals: (@MainActor (Value, Value) -> Bool)?,
         lifetime: ManualCogLifetime,
-        name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
+        name: String?, fileID: StaticString, line: UInt, isKeyed: Bool,
+        durable: DurableCoding<Value>? = nil
     ) {
         self.initial = initial
         self.equals = equals
         self.lifetime = lifetime
+        self.durable = durable
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
         _ = lifetime.validated(label: label)
     }
 
     @MainActor override func makeNode(key: StateKey, graph: Graph) -> Node {
         let node = ManualNode<Value>(descriptor: self, key: key)
-        node.storage = initial(key)
+        if let store = graph.durableStore, let value = graph.loadDurable(self, key: key, from: store) {
+            node.storage = value
+        } else {
+            node.storage = initial(key)
+        }
         return node
+    }
+
+    /// The stored value of one state, decoded; nil when the store has none.
+    @MainActor func load(key: StateKey, from store: any CogDurableStore) throws -> Value? {
+        guard let durable, let name = stableName else { return nil }
+        let encodedKey = try durable.encodeKey?(key, store)
+        guard let bytes = try store.storedValue(name: name, key: encodedKey) else { return nil }
+        return try durable.decodeValue(bytes, store)
+    }
+
+    /// The durable write for a new value (nil: released).
+    @MainActor func durableWrite(key: StateKey, value: Value?, store: any CogDurableStore) throws -> CogDurableWrite {
+        guard let durable, let name = stableName else {
+            throw NotDurable(label: label(for: key), site: site, hasName: stableName != nil)
+        }
+        let encodedKey = try durable.encodeKey?(key, store)
+        return CogDurableWrite(name: name, key: encodedKey, value: try value.map { try durable.encodeValue($0, store) })
     }
 }
 
@@ -210,6 +241,19 @@ final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
 
     @MainActor override func makeNode(key: StateKey, graph: Graph) -> Node {
         ComputedNode<Value>(descriptor: self, key: key)
+    }
+}
+
+/// A durable runtime was asked to write a source it cannot persist.
+struct NotDurable: Error, CustomStringConvertible {
+    let label: String
+    let site: String
+    let hasName: Bool
+
+    var description: String {
+        hasName
+            ? "`\(label)` (declared at \(site)) is written in a durable runtime, but its value or key type is not Codable & Equatable & Sendable (keys Codable & Hashable)"
+            : "`\(label)` (declared at \(site)) is written in a durable runtime but has no stable name; give the declaration a `name:`"
     }
 }
 

@@ -66,7 +66,33 @@ final class Graph {
     /// Hooks the async layer and tests attach to (see `Graph+Async`).
     var asyncCompletionCheckAcknowledgements: [MainActorCleanupAcknowledgement] = []
 
-    init() {}
+    /// The store of a durable runtime; nil for an in-memory one.
+    let durableStore: (any CogDurableStore)?
+    /// Stable names seen by this durable runtime, to catch two declarations sharing one.
+    private var durableNames: [String: Descriptor] = [:]
+    /// Releases of durable states made by the running turn.
+    private var durableReleases: [CogDurableWrite] = []
+
+    init(durableStore: (any CogDurableStore)? = nil) {
+        self.durableStore = durableStore
+    }
+
+    /// Loads a durable source's stored value, checking its name is its own.
+    func loadDurable<Value>(_ descriptor: ManualDescriptor<Value>, key: StateKey, from store: any CogDurableStore) -> Value? {
+        if let name = descriptor.stableName {
+            if let other = durableNames[name], other !== descriptor {
+                fatalError(
+                    "two declarations are named `\(name)`: one at \(other.site), one at \(descriptor.site); "
+                        + "durable names must be unique — rename one of them")
+            }
+            durableNames[name] = descriptor
+        }
+        do {
+            return try descriptor.load(key: key, from: store)
+        } catch {
+            fatalError("the stored value of `\(descriptor.label(for: key))` (declared at \(descriptor.site)) does not decode: \(error)")
+        }
+    }
 
     // MARK: Lookup
 
@@ -403,10 +429,35 @@ final class Graph {
             history.record(.write, turn: history.turnNumber, name: node.label)
         }
         stagedNodes.removeAll(keepingCapacity: true)
+        if let durableStore { commitDurably(to: durableStore) }
         for node in changedNodes { markObserversDirty(node) }
         changedNodes.removeAll(keepingCapacity: true)
         runPendingReactions()
         phase = .idle
+    }
+
+    /// Makes the settled writes durable before anyone sees them.
+    private func commitDurably(to store: any CogDurableStore) {
+        guard !changedNodes.isEmpty || !durableReleases.isEmpty else { return }
+        var writes: [CogDurableWrite] = []
+        writes.reserveCapacity(changedNodes.count + durableReleases.count)
+        do {
+            for node in changedNodes {
+                if let write = try node.durableWrite(released: false, store: store) { writes.append(write) }
+            }
+        } catch let error as NotDurable {
+            fatalError(error.description)
+        } catch {
+            fatalError("a settled write could not be encoded for the durable store: \(error)")
+        }
+        writes += durableReleases
+        durableReleases.removeAll()
+        guard !writes.isEmpty else { return }
+        do {
+            try store.commit(CogDurableTurn(name: history.currentTurnName, writes: writes))
+        } catch {
+            fatalError("turn `\(history.currentTurnName)` could not be made durable, so it must not be seen: \(error)")
+        }
     }
 
     /// Runs queued turns one at a time, dropping those whose owner retired,
@@ -575,6 +626,13 @@ final class Graph {
 
     private func release(_ node: Node) {
         guard !node.released, node.observers.isEmpty else { return }
+        if let durableStore, node.kind == .manual {
+            do {
+                if let write = try node.durableWrite(released: true, store: durableStore) { durableReleases.append(write) }
+            } catch {
+                fatalError("\(error)")
+            }
+        }
         trimSources(of: node, to: 0)
         removeFromTable(node)
         node.pinned = false

@@ -63,6 +63,9 @@ class Node {
 
     /// Drops the cached value of a released node (a later read makes a new node).
     func resetValue() {}
+
+    /// The durable write for this node's committed value (or its release).
+    func durableWrite(released: Bool, store: any CogDurableStore) throws -> CogDurableWrite? { nil }
 }
 
 struct SourceLink {
@@ -149,6 +152,11 @@ final class ManualNode<Value>: TypedNode<Value> {
     override func resetValue() {
         staged = nil
         storage = nil
+    }
+
+    override func durableWrite(released: Bool, store: any CogDurableStore) throws -> CogDurableWrite? {
+        guard let descriptor = descriptor as? ManualDescriptor<Value> else { return nil }
+        return try descriptor.durableWrite(key: key, value: released ? nil : value, store: store)
     }
 }
 

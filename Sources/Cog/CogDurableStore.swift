@@ -1,0 +1,78 @@
+/// Where a durable runtime keeps its state: the `CogLog` module's store
+/// conforms; tests may bring a fake. The graph hands it encoded writes and
+/// asks it for encoded values; it never sees Swift values of user types
+/// except to encode or decode them.
+///
+/// - Important: `commit` runs on the main actor inside the flush of a turn,
+///   before that turn's reactions run and before its op returns (durable
+///   before visible). If it throws, the runtime traps with the store's error:
+///   a turn that cannot be made durable must not be seen.
+@MainActor
+public protocol CogDurableStore: AnyObject {
+    /// Encodes a value or key (the log's deterministic codec).
+    func encode<T: Encodable>(_ value: T) throws -> [UInt8]
+    /// Decodes a value or key encoded by `encode`.
+    func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T
+    /// The latest stored value of a durable source (and key).
+    func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]?
+    /// Makes one settled turn durable.
+    func commit(_ turn: CogDurableTurn) throws
+}
+
+/// One settled turn, as a durable store receives it.
+public struct CogDurableTurn: Sendable, Equatable {
+    /// The turn's composed name.
+    public let name: String
+    /// The durable writes it settled, in commit order.
+    public let writes: [CogDurableWrite]
+}
+
+/// One settled write of a durable source.
+public struct CogDurableWrite: Sendable, Equatable {
+    /// The source's stable `name:`.
+    public let name: String
+    /// The encoded key, nil for a keyless source.
+    public let key: [UInt8]?
+    /// The encoded value, nil when the state was released (`discard`).
+    public let value: [UInt8]?
+}
+
+/// How one declaration's values (and keys) are encoded for a durable store.
+/// Built by the `Codable` initializers, where the types are concrete.
+@usableFromInline
+struct DurableCoding<Value>: @unchecked Sendable {
+    let encodeValue: @MainActor (Value, any CogDurableStore) throws -> [UInt8]
+    let decodeValue: @MainActor ([UInt8], any CogDurableStore) throws -> Value
+    let encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?
+
+    @usableFromInline
+    init(
+        encodeValue: @escaping @MainActor (Value, any CogDurableStore) throws -> [UInt8],
+        decodeValue: @escaping @MainActor ([UInt8], any CogDurableStore) throws -> Value,
+        encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?
+    ) {
+        self.encodeValue = encodeValue
+        self.decodeValue = decodeValue
+        self.encodeKey = encodeKey
+    }
+}
+
+extension DurableCoding where Value: Codable {
+    /// Coding for a keyless source.
+    @inlinable
+    static func keyless() -> DurableCoding {
+        DurableCoding(
+            encodeValue: { value, store in try store.encode(value) },
+            decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
+            encodeKey: nil)
+    }
+
+    /// Coding for a box whose keys are `Key`.
+    @inlinable
+    static func keyed<Key: Codable & Hashable>(by: Key.Type) -> DurableCoding {
+        DurableCoding(
+            encodeValue: { value, store in try store.encode(value) },
+            decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
+            encodeKey: { key, store in try store.encode(key.unwrap(as: Key.self)) })
+    }
+}
