@@ -25,7 +25,25 @@ struct CogdMain {
         case .version:
             print(versionText())
         case .bench(let options):
-            await MainActor.run { GraphBench(options: options).run() }
+            switch options.suite {
+            case .graph:
+                await MainActor.run { GraphBench(options: options).run() }
+            case .log:
+                do {
+                    try LogBench(options: options).run()
+                } catch {
+                    printError("Error: \(error)")
+                    exit(1)
+                }
+            }
+        case .tail(let options):
+            exit(TailCommand(options: options).run())
+        case .logVerify(let dataFolder):
+            exit(LogCommands.verify(dataFolder: dataFolder))
+        case .logStats(let dataFolder, let json):
+            exit(LogCommands.stats(dataFolder: dataFolder, json: json))
+        case .logSoak(let dataFolder, let batch, let count):
+            exit(LogCommands.soak(dataFolder: dataFolder, batch: batch, count: count))
         case .notYetAvailable(let name):
             printError("Error: 'cogd \(name)' is not yet available in this build; see README.md for what works today")
             exit(1)
@@ -34,7 +52,9 @@ struct CogdMain {
 
     static func usageLine(for subcommand: String?) -> String {
         switch subcommand {
-        case "bench": "Usage: cogd bench graph [--json] [--runs N] [--only SHAPE[,SHAPE…]]"
+        case "bench": "Usage: cogd bench graph|log [--json] [--runs N] [--only SHAPE[,SHAPE…]]"
+        case "tail": "Usage: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]"
+        case "log": "Usage: cogd log verify|stats [--data DIR] [--json]"
         case let name?: "Usage: cogd \(name) [options]"
         case nil: "Usage: cogd <subcommand> [options] [--] [args]"
         }
@@ -46,13 +66,35 @@ struct CogdMain {
             if topic == "bench" {
                 text += """
 
-                    Shapes: \(GraphBench.shapeNames.joined(separator: ", "))
+                    Graph shapes: \(GraphBench.shapeNames.joined(separator: ", "))
+                    Log shapes:   \(LogBench.shapeNames.joined(separator: ", "))
                     Options:
                       --json          one JSON object per figure: {"name", "value", "unit"}
+                                      (log figures add "baseline" and "ratio": the raw LMDB figure)
                       --runs N        timed runs per shape (median reported; default 7)
                       --only S1,S2    run only these shapes
 
                     Build in release mode first: swift build -c release
+                    """
+            }
+            if topic == "tail" {
+                text += """
+
+                    Prints the last 10 turns (or --last N, or every turn from --from REV),
+                    oldest first: revision, time, turn name, origin, then one line per write,
+                    `name[key] = value` (`released` for a discard). Safe beside a running
+                    writer. --follow keeps printing turns as they commit; --json prints one
+                    object per line (fields in protocol/turnlog.md); --name keeps turns whose
+                    name matches a shell pattern (`deposit*`). Default folder: ./\(Command.defaultDataFolder)
+                    """
+            }
+            if topic == "log" {
+                text += """
+
+                    verify  checks that revisions are contiguous from 1, every record decodes,
+                            and the state table equals the replay of the log; exits 1 naming
+                            the first problem
+                    stats   counts, sizes and the revision range (--json for one object)
                     """
             }
             return text

@@ -4,11 +4,29 @@ enum Command: Equatable {
     case help(topic: String?)
     case version
     case bench(BenchOptions)
+    case tail(TailOptions)
+    case logVerify(dataFolder: String)
+    case logStats(dataFolder: String, json: Bool)
+    /// Commits synthetic turns in a loop, printing each committed revision
+    /// (the crash test's child, and a way to fill a log by hand).
+    case logSoak(dataFolder: String, batch: Int, count: Int?)
     /// A subcommand that a later release provides (leader, worker, …).
     case notYetAvailable(String)
 
+    /// Where `cogd` keeps its data unless told otherwise: under the working directory.
+    static let defaultDataFolder = "cogd-data"
+
+    struct TailOptions: Equatable {
+        var dataFolder = Command.defaultDataFolder
+        var from: UInt64?
+        var last: Int?
+        var follow = false
+        var json = false
+        var namePattern: String?
+    }
+
     struct BenchOptions: Equatable {
-        enum Suite: String, CaseIterable { case graph }
+        enum Suite: String, CaseIterable { case graph, log }
         var suite: Suite
         var json = false
         /// Timed runs per shape; the median is reported.
@@ -26,12 +44,12 @@ enum Command: Equatable {
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: owns the graph, logs every settled turn (not yet available)"),
         ("worker", "run a worker: replicates the graph, hosts mechanisms (not yet available)"),
-        ("tail", "print turns from the turn log (not yet available)"),
-        ("log", "verify or summarize a turn log (not yet available)"),
+        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]"),
+        ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
         ("call", "submit one op from the shell (not yet available)"),
         ("status", "show a running cluster (not yet available)"),
         ("drill", "crash-and-restart recovery drills (not yet available)"),
-        ("bench", "measure the runtime (release build): cogd bench graph [--json] [--runs N] [--only SHAPE,…]"),
+        ("bench", "measure the runtime (release build): cogd bench graph|log [--json] [--runs N] [--only SHAPE,…]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
     ]
@@ -54,7 +72,13 @@ enum Command: Equatable {
         case "bench":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: "bench") }
             return .bench(try parseBench(rest))
-        case "leader", "worker", "tail", "log", "call", "status", "drill":
+        case "tail":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: "tail") }
+            return .tail(try parseTail(rest))
+        case "log":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: "log") }
+            return try parseLog(rest)
+        case "leader", "worker", "call", "status", "drill":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .notYetAvailable(first)
         default:
@@ -62,13 +86,91 @@ enum Command: Equatable {
         }
     }
 
+    private static func parseTail(_ arguments: [String]) throws(UsageError) -> TailOptions {
+        var reader = OptionReader(arguments: arguments, subcommand: "tail")
+        var options = TailOptions()
+        while let option = try reader.nextOption() {
+            switch option.name {
+            case "--data": options.dataFolder = try reader.value(for: option)
+            case "--from":
+                let text = try reader.value(for: option)
+                guard let revision = UInt64(text), revision >= 1 else {
+                    throw UsageError(message: "--from takes a revision (1 or more), not '\(text)'", subcommand: "tail")
+                }
+                options.from = revision
+            case "--last":
+                let text = try reader.value(for: option)
+                guard let count = Int(text), count >= 1 else {
+                    throw UsageError(message: "--last takes a count (1 or more), not '\(text)'", subcommand: "tail")
+                }
+                options.last = count
+            case "--follow":
+                try reader.noValue(option)
+                options.follow = true
+            case "--json":
+                try reader.noValue(option)
+                options.json = true
+            case "--name": options.namePattern = try reader.value(for: option)
+            default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "tail")
+            }
+        }
+        if let extra = try reader.positional() {
+            throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "tail")
+        }
+        if options.from != nil && options.last != nil {
+            throw UsageError(message: "--from and --last cannot be used together", subcommand: "tail")
+        }
+        return options
+    }
+
+    private static func parseLog(_ arguments: [String]) throws(UsageError) -> Command {
+        var reader = OptionReader(arguments: arguments, subcommand: "log")
+        guard let action = try reader.positional() else {
+            throw UsageError(message: "missing action (verify or stats)", subcommand: "log")
+        }
+        var dataFolder = Command.defaultDataFolder
+        var json = false
+        var batch = 1
+        var count: Int?
+        while let option = try reader.nextOption() {
+            switch option.name {
+            case "--data": dataFolder = try reader.value(for: option)
+            case "--json" where action == "stats":
+                try reader.noValue(option)
+                json = true
+            case "--batch" where action == "soak":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), value >= 1, value <= 100_000 else {
+                    throw UsageError(message: "--batch takes a whole number from 1 to 100000, not '\(text)'", subcommand: "log")
+                }
+                batch = value
+            case "--count" where action == "soak":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), value >= 1 else {
+                    throw UsageError(message: "--count takes a whole number (1 or more), not '\(text)'", subcommand: "log")
+                }
+                count = value
+            default: throw UsageError(message: "unknown option '\(option.name)' for log \(action)", subcommand: "log")
+            }
+        }
+        if let extra = try reader.positional() {
+            throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "log")
+        }
+        switch action {
+        case "verify": return .logVerify(dataFolder: dataFolder)
+        case "stats": return .logStats(dataFolder: dataFolder, json: json)
+        case "soak": return .logSoak(dataFolder: dataFolder, batch: batch, count: count)
+        default: throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats)", subcommand: "log")
+        }
+    }
+
     private static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
         var options = OptionReader(arguments: arguments, subcommand: "bench")
         guard let suiteName = try options.positional() else {
-            throw UsageError(message: "missing suite (one of: graph)", subcommand: "bench")
+            throw UsageError(message: "missing suite (one of: graph, log)", subcommand: "bench")
         }
         guard let suite = BenchOptions.Suite(rawValue: suiteName) else {
-            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph)", subcommand: "bench")
+            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph, log)", subcommand: "bench")
         }
         var result = BenchOptions(suite: suite)
         while let option = try options.nextOption() {
@@ -85,7 +187,7 @@ enum Command: Equatable {
             case "--only":
                 let text = try options.value(for: option)
                 let shapes = text.split(separator: ",").map(String.init)
-                let known = GraphBench.shapeNames
+                let known = suite == .graph ? GraphBench.shapeNames : LogBench.shapeNames
                 if let unknown = shapes.first(where: { !known.contains($0) }) {
                     throw UsageError(
                         message: "unknown shape '\(unknown)' (one of: \(known.joined(separator: ", ")))",

@@ -28,10 +28,10 @@ struct CommandTests {
         #expect(throws: Command.UsageError(message: "unknown option '--fast'", subcommand: "bench")) {
             try Command.parse(["bench", "graph", "--fast"])
         }
-        #expect(throws: Command.UsageError(message: "unknown bench suite 'disk' (one of: graph)", subcommand: "bench")) {
+        #expect(throws: Command.UsageError(message: "unknown bench suite 'disk' (one of: graph, log)", subcommand: "bench")) {
             try Command.parse(["bench", "disk"])
         }
-        #expect(throws: Command.UsageError(message: "missing suite (one of: graph)", subcommand: "bench")) {
+        #expect(throws: Command.UsageError(message: "missing suite (one of: graph, log)", subcommand: "bench")) {
             try Command.parse(["bench"])
         }
         #expect(throws: Command.UsageError(message: "--runs takes a whole number from 1 to 1000, not 'many'", subcommand: "bench")) {
@@ -45,6 +45,31 @@ struct CommandTests {
         }
         #expect(throws: Command.UsageError.self) {
             try Command.parse(["bench", "graph", "--only", "steady,spiral"])
+        }
+    }
+
+    @Test func `tail and log parse their options`() throws {
+        var tail = Command.TailOptions()
+        tail.dataFolder = "d"
+        tail.last = 5
+        tail.follow = true
+        tail.json = true
+        tail.namePattern = "deposit*"
+        #expect(try Command.parse(["tail", "--data", "d", "--last=5", "--follow", "--json", "--name", "deposit*"]) == .tail(tail))
+        #expect(try Command.parse(["tail"]) == .tail(Command.TailOptions()))
+        #expect(try Command.parse(["log", "verify", "--data", "x"]) == .logVerify(dataFolder: "x"))
+        #expect(try Command.parse(["log", "stats", "--json"]) == .logStats(dataFolder: "cogd-data", json: true))
+        #expect(throws: Command.UsageError(message: "--from and --last cannot be used together", subcommand: "tail")) {
+            try Command.parse(["tail", "--from", "3", "--last", "2"])
+        }
+        #expect(throws: Command.UsageError(message: "--from takes a revision (1 or more), not '0'", subcommand: "tail")) {
+            try Command.parse(["tail", "--from", "0"])
+        }
+        #expect(throws: Command.UsageError(message: "unknown log action 'repair' (one of: verify, stats)", subcommand: "log")) {
+            try Command.parse(["log", "repair"])
+        }
+        #expect(throws: Command.UsageError(message: "unknown option '--json' for log verify", subcommand: "log")) {
+            try Command.parse(["log", "verify", "--json"])
         }
     }
 

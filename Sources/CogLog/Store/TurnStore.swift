@@ -342,6 +342,8 @@ public final class TurnStore {
     // MARK: Plumbing
 
     var turnsHandle: MDB_dbi { turnsDB }
+    var stateHandle: MDB_dbi { stateDB }
+    var metaHandle: MDB_dbi { metaDB }
 
     /// Writes or deletes one raw entry, bypassing every rule (tests of verify).
     func rawWrite(database: String, key: [UInt8], value: [UInt8]?) throws(TurnStoreError) {
@@ -449,56 +451,60 @@ extension TurnStore {
     /// Checks that revisions are contiguous from 1, every record decodes, and
     /// the state table equals the replay of the log.
     public func verify() throws(TurnStoreError) -> VerifyReport {
-        try refresh()
-        var replay: [[UInt8]: [UInt8]] = [:]
-        var expected: UInt64 = 1
-        var problem: String?
-        var count = 0
-        var from: UInt64 = 1
-        scanning: while true {
-            let batch: [(UInt64, Result<TurnRecord, CodecError>)] = try rawRecords(from: from, limit: 4_096)
-            if batch.isEmpty { break }
-            for (revision, decoded) in batch {
+        // One read transaction: a consistent snapshot, even beside a writer.
+        try runRead { txn in
+            let lastRevision = try txn.get(self.metaHandle, Array("last-revision".utf8)).map(TurnStore.number) ?? 0
+            var replay: [[UInt8]: [UInt8]] = [:]
+            var expected: UInt64 = 1
+            var problem: String?
+            var count = 0
+            try txn.scan(self.turnsHandle, from: nil) { key, value in
                 count += 1
+                let revision = TurnStore.number(key)
                 guard revision == expected else {
                     problem = "revision \(expected) is missing (the next stored one is \(revision))"
-                    break scanning
+                    return false
                 }
-                switch decoded {
-                case .failure(let error):
+                let record: TurnRecord
+                do {
+                    record = try TurnRecord.decode(value)
+                } catch {
                     problem = "turn \(revision) does not decode: \(error)"
-                    break scanning
-                case .success(let record):
-                    guard record.revision == revision else {
-                        problem = "turn stored under \(revision) says it is revision \(record.revision)"
-                        break scanning
-                    }
-                    for write in record.writes {
-                        replay[TurnStore.stateKey(name: write.name, key: write.key)] = write.value
-                    }
+                    return false
+                }
+                guard record.revision == revision else {
+                    problem = "turn stored under \(revision) says it is revision \(record.revision)"
+                    return false
+                }
+                for write in record.writes {
+                    replay[TurnStore.stateKey(name: write.name, key: write.key)] = write.value
                 }
                 expected += 1
+                return true
             }
-            from = expected
-        }
-        if problem == nil && expected - 1 != lastRevision {
-            problem = "meta says the last revision is \(lastRevision) but the log ends at \(expected - 1)"
-        }
-        let entries = try stateEntries()
-        if problem == nil {
+            if problem == nil && expected - 1 != lastRevision {
+                problem = "meta says the last revision is \(lastRevision) but the log ends at \(expected - 1)"
+            }
             var stored: [[UInt8]: [UInt8]] = [:]
-            for entry in entries { stored[TurnStore.stateKey(name: entry.name, key: entry.key)] = entry.value }
-            for (key, value) in replay.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) where stored[key] != value {
-                let entry = TurnStore.stateEntry(key: key, value: value)
-                problem = "state of \(entry.name)\(entry.key.map { "[\($0.count) key bytes]" } ?? "") differs from the replay of the log"
-                break
+            try txn.scan(self.stateHandle, from: nil) { key, value in
+                stored[key] = value
+                return true
             }
-            if problem == nil, let extra = stored.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }).first(where: { replay[$0] == nil }) {
-                let entry = TurnStore.stateEntry(key: extra, value: [])
-                problem = "state holds \(entry.name), which no turn in the log wrote"
+            if problem == nil {
+                let replayed = replay.compactMapValues { $0 }
+                for key in replayed.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where stored[key] != replayed[key] {
+                    let entry = TurnStore.stateEntry(key: key, value: [])
+                    problem = "state of \(entry.name)\(entry.key.map { "[\($0.count) key bytes]" } ?? "") differs from the replay of the log"
+                    break
+                }
+                if problem == nil,
+                    let extra = stored.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }).first(where: { replayed[$0] == nil })
+                {
+                    problem = "state holds \(TurnStore.stateEntry(key: extra, value: []).name), which no turn in the log wrote"
+                }
             }
+            return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: stored.count, problem: problem)
         }
-        return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: entries.count, problem: problem)
     }
 
     /// Records with their stored revision keys, decoding lazily so a corrupt

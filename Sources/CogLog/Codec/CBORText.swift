@@ -1,0 +1,161 @@
+import Foundation
+
+/// Renders CBOR items as text for people (`cogd tail`) and as JSON for tools
+/// (`cogd tail --json`). Both are deterministic; neither is parsed back.
+public enum CBORText {
+    /// JSON-like text: maps as `{"k": v}`, dates as ISO 8601, UUIDs as
+    /// strings, byte strings as `h'…'` hex.
+    public static func display(_ value: CBORValue) -> String {
+        var output = ""
+        write(value, into: &output, json: false)
+        return output
+    }
+
+    /// Strict JSON: byte strings become base64 text, dates ISO 8601 text,
+    /// non-text map keys their display text, NaN and infinities `null`.
+    public static func json(_ value: CBORValue) -> String {
+        var output = ""
+        write(value, into: &output, json: true)
+        return output
+    }
+
+    /// Decodes `bytes` and renders them; malformed bytes render as `h'…'`.
+    public static func display(bytes: [UInt8]) -> String {
+        guard let value = try? CBORReader.decode(bytes) else { return "h'\(hex(bytes))'" }
+        return display(value)
+    }
+
+    /// Decodes `bytes` and renders them as JSON (malformed: a hex string).
+    public static func json(bytes: [UInt8]) -> String {
+        guard let value = try? CBORReader.decode(bytes) else { return quoted(hex(bytes)) }
+        return json(value)
+    }
+
+    private static func write(_ value: CBORValue, into output: inout String, json: Bool) {
+        switch value {
+        case .unsigned(let n):
+            output += String(n)
+        case .negative(let n):
+            output += n == UInt64.max ? "-18446744073709551616" : String(-1 - Int128(n))
+        case .bytes(let bytes):
+            output += json ? quoted(Data(bytes).base64EncodedString()) : "h'\(hex(bytes))'"
+        case .text(let text):
+            output += quoted(text)
+        case .array(let items):
+            output += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { output += ", " }
+                write(item, into: &output, json: json)
+            }
+            output += "]"
+        case .map(let entries):
+            output += "{"
+            for (index, entry) in entries.enumerated() {
+                if index > 0 { output += ", " }
+                if case .text(let key) = entry.key {
+                    output += quoted(key)
+                } else {
+                    output += json ? quoted(display(entry.key)) : display(entry.key)
+                }
+                output += ": "
+                write(entry.value, into: &output, json: json)
+            }
+            output += "}"
+        case .tag(CBORTag.epochDate, .float(let seconds)):
+            output += quoted(iso8601(seconds))
+        case .tag(CBORTag.uuid, .bytes(let bytes)) where bytes.count == 16:
+            let uuid = bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+            output += quoted(uuid.uuidString)
+        case .tag(let tag, let item):
+            if json {
+                write(item, into: &output, json: json)
+            } else {
+                output += "\(tag)("
+                write(item, into: &output, json: json)
+                output += ")"
+            }
+        case .bool(let flag):
+            output += flag ? "true" : "false"
+        case .null:
+            output += "null"
+        case .float(let double):
+            if double.isFinite {
+                output += double == double.rounded() && abs(double) < 1e15 ? String(format: "%.1f", double) : "\(double)"
+            } else {
+                output += json ? "null" : (double.isNaN ? "NaN" : (double > 0 ? "Infinity" : "-Infinity"))
+            }
+        case .encoded(let bytes):
+            output += json ? self.json(bytes: bytes) : display(bytes: bytes)
+        }
+    }
+
+    /// A JSON string literal.
+    public static func quoted(_ text: String) -> String {
+        var output = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case _ where scalar.value < 0x20: output += String(format: "\\u%04x", scalar.value)
+            default: output.unicodeScalars.append(scalar)
+            }
+        }
+        return output + "\""
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// `2026-11-30T08:40:01.123Z`.
+    public static func iso8601(_ seconds: Double) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: seconds))
+    }
+}
+
+extension TurnRecord {
+    /// The record as one line of JSON (`cogd tail --json`; fields documented
+    /// in `protocol/turnlog.md`).
+    public var jsonLine: String {
+        var origin: [String] = []
+        if let worker = self.origin.worker { origin.append("\"worker\": \(CBORText.quoted(worker))") }
+        if let instance = self.origin.instance { origin.append("\"instance\": \(instance)") }
+        if let request = self.origin.request {
+            origin.append("\"request\": {\"worker\": \(CBORText.quoted(request.worker)), \"seq\": \(request.sequence)}")
+        }
+        let writes = writes.map { write in
+            "{\"name\": \(CBORText.quoted(write.name)), \"key\": \(write.key.map { CBORText.json(bytes: $0) } ?? "null"), "
+                + "\"value\": \(write.value.map { CBORText.json(bytes: $0) } ?? "null"), \"released\": \(write.isRelease)}"
+        }
+        return "{\"revision\": \(revision), \"epoch\": \(epoch), \"time\": \(CBORText.quoted(CBORText.iso8601(time.timeIntervalSince1970))), "
+            + "\"name\": \(CBORText.quoted(name)), \"origin\": {\(origin.joined(separator: ", "))}, "
+            + "\"writes\": [\(writes.joined(separator: ", "))], \"scopeEvents\": \(scopeEvents.count)}"
+    }
+
+    /// The record as people read it (`cogd tail`): a header line, then one
+    /// line per write, `name[key] = value`.
+    public var displayLines: [String] {
+        let originText: String
+        if self.origin.isSystem {
+            originText = "system"
+        } else {
+            var parts: [String] = []
+            if let worker = self.origin.worker { parts.append("worker \(worker)") }
+            if let instance = self.origin.instance { parts.append("scope #\(instance)") }
+            if let request = self.origin.request { parts.append("request \(request)") }
+            originText = parts.joined(separator: ", ")
+        }
+        var lines = ["#\(revision)  \(CBORText.iso8601(time.timeIntervalSince1970))  \(name)  (\(originText), epoch \(epoch))"]
+        for write in writes {
+            let key = write.key.map { "[\(CBORText.display(bytes: $0))]" } ?? ""
+            let value = write.value.map { CBORText.display(bytes: $0) } ?? "released"
+            lines.append("    \(write.name)\(key) = \(value)")
+        }
+        return lines
+    }
+}

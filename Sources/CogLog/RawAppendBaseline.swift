@@ -1,0 +1,38 @@
+import Foundation
+internal import CLMDB
+
+/// The raw LMDB figure `cogd bench log` prints beside the store's: the same
+/// number of records of the same size, appended with the same batch size to
+/// one database in a fresh environment, with no encoding and no state table.
+public struct RawAppendBaseline {
+    public let directory: String
+
+    public init(directory: String) {
+        self.directory = directory
+    }
+
+    /// Appends `count` records of `recordSize` bytes, `batch` per durable
+    /// commit; returns the elapsed seconds.
+    public func run(count: Int, recordSize: Int, batch: Int) throws -> Double {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let environment = try LMDBEnvironment(path: directory, readOnly: false)
+        defer { environment.close() }
+        guard let dbi = try environment.openDatabases(["raw"])[0] else { return 0 }
+        let record = [UInt8](repeating: 0x5a, count: recordSize)
+        var next: UInt64 = 1
+        let start = ContinuousClock.now
+        var written = 0
+        while written < count {
+            let inBatch = min(batch, count - written)
+            try environment.write { (txn: Transaction) in
+                for _ in 0..<inBatch {
+                    try txn.put(dbi, TurnStore.bytes(next), record, append: true)
+                    next += 1
+                }
+            }
+            written += inBatch
+        }
+        let elapsed = ContinuousClock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+}

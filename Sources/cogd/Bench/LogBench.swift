@@ -1,0 +1,150 @@
+import CCogdSupport
+import CogLog
+import Foundation
+
+/// `cogd bench log`: durable turns per second at 1, 10, 100 and 1,000 turns
+/// per transaction, each beside a raw LMDB append loop with the same record
+/// and batch sizes measured in the same run; and the time to open a store of
+/// 1,000,000 turns and 100,000 keys.
+struct LogBench {
+    let options: Command.BenchOptions
+
+    static let shapeNames = ["batch-1", "batch-10", "batch-100", "batch-1000", "open"]
+
+    struct Figure {
+        let name: String
+        let value: Double
+        let unit: String
+        let baseline: Double?
+    }
+
+    func run() throws {
+        let shapes = options.only.isEmpty ? LogBench.shapeNames : options.only
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        #if DEBUG
+            if !options.json { print("warning: this is a debug build; measure with `swift build -c release`") }
+        #endif
+        for shape in shapes {
+            if shape == "open" {
+                report(try measureOpen(root: root + "/open"))
+            } else {
+                let batch = Int(shape.dropFirst("batch-".count))!
+                report(try measureThroughput(batch: batch, root: root))
+            }
+        }
+    }
+
+    private func turns(for batch: Int) -> Int {
+        switch batch {
+        case 1: 300
+        case 10: 3_000
+        case 100: 30_000
+        default: 100_000
+        }
+    }
+
+    /// Drafts like a small app's turns: one keyed write of a small struct.
+    private func drafts(_ count: Int, offset: Int) throws -> [TurnDraft] {
+        let encoder = CBOREncoder()
+        return try (0..<count).map { index in
+            let id = offset + index
+            return TurnDraft(
+                name: "transfer(from:to:amount:)",
+                writes: [
+                    TurnWrite(
+                        name: "ledger.accounts", key: try encoder.encode("account-\(id % 1_000)"),
+                        value: try encoder.encode(["balance": id, "version": id / 1_000]))
+                ])
+        }
+    }
+
+    private func measureThroughput(batch: Int, root: String) throws -> Figure {
+        let total = turns(for: batch)
+        var durable: [Double] = []
+        var raw: [Double] = []
+        var recordSize = 0
+        for run in 0..<max(1, min(options.runs, 5)) {
+            let folder = "\(root)/durable-\(batch)-\(run)"
+            let store = try TurnStore(directory: folder, mode: .writer, createIfMissing: true)
+            let all = try drafts(total, offset: 0)
+            let start = ContinuousClock.now
+            var index = 0
+            while index < total {
+                let end = min(index + batch, total)
+                try store.append(Array(all[index..<end]))
+                index = end
+            }
+            durable.append(Double(total) / seconds(ContinuousClock.now - start))
+            if recordSize == 0 { recordSize = try store.records(from: 1, limit: 1)[0].encoded().count }
+            store.close()
+            try? FileManager.default.removeItem(atPath: folder)
+
+            let rawFolder = "\(root)/raw-\(batch)-\(run)"
+            let elapsed = try RawAppendBaseline(directory: rawFolder).run(count: total, recordSize: recordSize, batch: batch)
+            raw.append(Double(total) / elapsed)
+            try? FileManager.default.removeItem(atPath: rawFolder)
+        }
+        return Figure(name: "log.turns-per-second.batch-\(batch)", value: median(durable), unit: "turns/s", baseline: median(raw))
+    }
+
+    private func measureOpen(root: String) throws -> Figure {
+        let turnCount = 1_000_000
+        let keys = 100_000
+        let encoder = CBOREncoder()
+        if !options.json { print("building a store of \(turnCount) turns and \(keys) keys…") }
+        do {
+            let store = try TurnStore(directory: root, mode: .writer, createIfMissing: true)
+            var written = 0
+            while written < turnCount {
+                let batch = try (0..<10_000).map { index in
+                    let id = written + index
+                    return TurnDraft(
+                        name: "set(_:)",
+                        writes: [TurnWrite(name: "bench.value", key: try encoder.encode(id % keys), value: try encoder.encode(id))])
+                }
+                try store.append(batch)
+                written += batch.count
+            }
+            store.close()
+        }
+        var samples: [Double] = []
+        for _ in 0..<3 {
+            let start = ContinuousClock.now
+            let store = try TurnStore(directory: root, mode: .writer)
+            try store.append([TurnDraft(name: "ready()", writes: [])])
+            samples.append(seconds(ContinuousClock.now - start) * 1_000)
+            store.close()
+        }
+        return Figure(name: "log.open-1m-turns-100k-keys", value: median(samples), unit: "ms", baseline: nil)
+    }
+
+    private func report(_ figure: Figure) {
+        if options.json {
+            let baseline = figure.baseline.map { formatted($0) } ?? "null"
+            let ratio = figure.baseline.map { formatted(figure.value / $0) } ?? "null"
+            print("{\"name\": \"\(figure.name)\", \"value\": \(formatted(figure.value)), \"unit\": \"\(figure.unit)\", \"baseline\": \(baseline), \"ratio\": \(ratio)}")
+        } else if let baseline = figure.baseline {
+            print("\(padded(figure.name, to: 34)) \(formatted(figure.value)) \(figure.unit)   raw LMDB \(formatted(baseline)) \(figure.unit)   ratio \(formatted(figure.value / baseline))")
+        } else {
+            print("\(padded(figure.name, to: 34)) \(formatted(figure.value)) \(figure.unit)")
+        }
+        fflush(nil)
+    }
+
+    private func formatted(_ value: Double) -> String {
+        if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
+        return String((value * 100).rounded() / 100)
+    }
+
+    private func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+}

@@ -1,0 +1,165 @@
+import CogLog
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cogd tail`: prints turns from the log, safe beside a running writer.
+struct TailCommand {
+    let options: Command.TailOptions
+
+    func run() -> Int32 {
+        let store: TurnStore
+        do {
+            store = try TurnStore(directory: options.dataFolder, mode: .reader)
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+        do {
+            var next: UInt64
+            if let from = options.from {
+                next = from
+                next = try printRecords(store.records(from: from), after: next)
+            } else {
+                let wanted = options.last ?? 10
+                let records = options.namePattern == nil ? try store.lastRecords(wanted) : try lastMatching(store, wanted)
+                next = (records.last?.revision ?? store.lastRevision) + 1
+                next = try printRecords(records, after: next)
+                next = max(next, store.lastRevision + 1)
+            }
+            guard options.follow else { return 0 }
+            while true {
+                let records = try store.records(from: next, limit: 1_000)
+                if records.isEmpty {
+                    usleep(50_000)
+                    continue
+                }
+                next = try printRecords(records, after: next)
+            }
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+
+    /// Prints the records that match `--name`; returns the revision after the last one seen.
+    private func printRecords(_ records: [TurnRecord], after next: UInt64) throws -> UInt64 {
+        var next = next
+        for record in records {
+            next = record.revision + 1
+            guard matches(record.name) else { continue }
+            if options.json {
+                print(record.jsonLine)
+            } else {
+                for line in record.displayLines { print(line) }
+            }
+        }
+        fflush(nil)
+        return next
+    }
+
+    private func matches(_ name: String) -> Bool {
+        guard let pattern = options.namePattern else { return true }
+        return fnmatch(pattern, name, 0) == 0
+    }
+
+    /// The newest `count` records whose name matches, in revision order.
+    private func lastMatching(_ store: TurnStore, _ count: Int) throws -> [TurnRecord] {
+        var found: [TurnRecord] = []
+        var from: UInt64 = 1
+        while true {
+            let batch = try store.records(from: from, limit: 10_000)
+            guard let last = batch.last else { break }
+            found += batch.filter { matches($0.name) }
+            if found.count > count { found.removeFirst(found.count - count) }
+            from = last.revision + 1
+        }
+        return found
+    }
+}
+
+/// `cogd log verify` and `cogd log stats`.
+enum LogCommands {
+    static func verify(dataFolder: String) -> Int32 {
+        do {
+            let store = try TurnStore(directory: dataFolder, mode: .reader)
+            let report = try store.verify()
+            if let problem = report.problem {
+                printError("Error: log verify: \(problem)")
+                return 1
+            }
+            let range = report.turns == 0 ? "no turns" : "revisions 1…\(report.lastRevision) contiguous"
+            print("ok: \(report.turns) turns, \(range), every record decodes, state table (\(report.stateEntries) entries) equals the replay of the log")
+            return 0
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+
+    static func stats(dataFolder: String, json: Bool) -> Int32 {
+        do {
+            let store = try TurnStore(directory: dataFolder, mode: .reader)
+            let stats = try store.statistics()
+            if json {
+                print(
+                    "{\"epoch\": \(stats.epoch), \"firstRevision\": \(stats.firstRevision), \"lastRevision\": \(stats.lastRevision), "
+                        + "\"turns\": \(stats.turns), \"stateEntries\": \(stats.stateEntries), \"dedupEntries\": \(stats.dedupEntries), "
+                        + "\"turnsBytes\": \(stats.turnsBytes), \"stateBytes\": \(stats.stateBytes), \"fileBytes\": \(stats.fileBytes), "
+                        + "\"mapBytes\": \(stats.mapBytes)}")
+            } else {
+                let range = stats.turns == 0 ? "none" : "\(stats.firstRevision)…\(stats.lastRevision)"
+                print("data folder  \(dataFolder)")
+                print("epoch        \(stats.epoch)")
+                print("revisions    \(range) (\(stats.turns) turns)")
+                print("state        \(stats.stateEntries) entries")
+                print("dedup        \(stats.dedupEntries) entries")
+                print("sizes        turns \(bytes(stats.turnsBytes)), state \(bytes(stats.stateBytes)), file \(bytes(stats.fileBytes)) (map \(bytes(stats.mapBytes)))")
+            }
+            return 0
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+
+    /// Commits synthetic turns, `batch` per transaction, printing `committed R`
+    /// after each commit returns (so a watcher knows what is durable).
+    static func soak(dataFolder: String, batch: Int, count: Int?) -> Int32 {
+        do {
+            let store = try TurnStore(directory: dataFolder, mode: .writer, createIfMissing: true)
+            let encoder = CBOREncoder()
+            var committed = 0
+            while count.map({ committed < $0 }) ?? true {
+                let revision = store.lastRevision
+                let drafts = try (1...batch).map { offset in
+                    let value = Int(revision) + offset
+                    return TurnDraft(
+                        name: "soak.set(_:)",
+                        writes: [
+                            TurnWrite(name: "soak.value", key: try encoder.encode(value % 97), value: try encoder.encode(value)),
+                            TurnWrite(name: "soak.last", key: nil, value: try encoder.encode(value)),
+                        ])
+                }
+                try store.append(drafts)
+                committed += batch
+                print("committed \(store.lastRevision)")
+                fflush(nil)
+            }
+            return 0
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+
+    private static func bytes(_ count: Int) -> String {
+        switch count {
+        case ..<1_024: "\(count) B"
+        case ..<(1 << 20): "\(count / 1_024) KiB"
+        default: String(format: "%.1f MiB", Double(count) / Double(1 << 20))
+        }
+    }
+}
