@@ -11,11 +11,9 @@ struct CBORWriter {
 
     /// Appends a text string.
     mutating func appendText(_ text: String) {
-        var text = text
-        text.withUTF8 { utf8 in
-            writeHead(major: 3, UInt64(utf8.count))
-            bytes.append(contentsOf: utf8)
-        }
+        let utf8 = text.utf8
+        writeHead(major: 3, UInt64(utf8.count))
+        bytes.append(contentsOf: utf8)
     }
 
     private(set) var bytes: [UInt8] = []
@@ -86,6 +84,9 @@ struct CBORWriter {
             appendBigEndian(argument)
         }
     }
+
+    /// Appends a float in its shortest exact form.
+    mutating func appendFloat(_ value: Double) { writeFloat(value) }
 
     private mutating func writeFloat(_ value: Double) {
         if value.isNaN {

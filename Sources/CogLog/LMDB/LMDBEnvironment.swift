@@ -161,6 +161,20 @@ struct Transaction {
         }
     }
 
+    /// Puts raw bytes under raw bytes (no intermediate arrays).
+    func put(_ dbi: MDB_dbi, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, append: Bool = false) throws {
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try lmdb("mdb_put") { mdb_put(handle, dbi, &keyValue, &data, append ? UInt32(MDB_APPEND) : 0) }
+    }
+
+    /// Deletes the entry under raw key bytes.
+    @discardableResult
+    func delete(_ dbi: MDB_dbi, key: UnsafeRawBufferPointer) throws -> Bool {
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        return try lmdb("mdb_del") { mdb_del(handle, dbi, &keyValue, nil) }
+    }
+
     @discardableResult
     func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
         try key.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> Bool in

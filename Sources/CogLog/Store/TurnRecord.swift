@@ -139,7 +139,8 @@ extension TurnRecord {
         writer.appendText("name")
         writer.appendText(name)
         writer.appendText("time")
-        writer.write(.tag(CBORTag.epochDate, .float(time.timeIntervalSince1970)))
+        writer.appendHead(major: 6, CBORTag.epochDate)
+        writer.appendFloat(time.timeIntervalSince1970)
         writer.appendText("epoch")
         writer.appendHead(major: 0, epoch)
         writer.appendText("origin")
@@ -162,7 +163,7 @@ extension TurnRecord {
             writer.appendText("name")
             writer.appendText(write.name)
             writer.appendText("value")
-            if let value = write.value { writer.appendRaw(value) } else { writer.write(.null) }
+            if let value = write.value { writer.appendRaw(value) } else { writer.appendRaw(CollectionOfOne(0xf6)) }
         }
         return writer.bytes
     }

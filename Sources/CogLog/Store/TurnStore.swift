@@ -188,17 +188,28 @@ public final class TurnStore {
             throw TurnStoreError(
                 code: .outOfOrder, message: "turn \(first.revision) does not follow the last revision \(lastRevision)")
         }
-        let encoded = records.map { (key: TurnStore.bytes($0.revision), value: $0.encoded()) }
         try run { () throws in
             try environment.write { (txn: Transaction) in
-                for (index, record) in records.enumerated() {
-                    try txn.put(turnsDB, encoded[index].key, encoded[index].value, append: true)
+                var stateKey: [UInt8] = []
+                stateKey.reserveCapacity(128)
+                for record in records {
+                    let encoded = record.encoded()
+                    try withUnsafeBytes(of: record.revision.bigEndian) { key in
+                        try encoded.withUnsafeBytes { value in
+                            try txn.put(turnsDB, key: key, value: value, append: true)
+                        }
+                    }
                     for write in record.writes {
-                        let key = TurnStore.stateKey(name: write.name, key: write.key)
-                        if let value = write.value {
-                            try txn.put(stateDB, key, value)
-                        } else {
-                            try txn.delete(stateDB, key)
+                        stateKey.removeAll(keepingCapacity: true)
+                        stateKey.append(contentsOf: write.name.utf8)
+                        stateKey.append(0)
+                        if let key = write.key { stateKey.append(contentsOf: key) }
+                        try stateKey.withUnsafeBytes { key in
+                            if let value = write.value {
+                                try value.withUnsafeBytes { value in try txn.put(stateDB, key: key, value: value) }
+                            } else {
+                                try txn.delete(stateDB, key: key)
+                            }
                         }
                     }
                 }
