@@ -9,6 +9,7 @@ internal import CZMQ
 @main
 struct CogdMain {
     static func main() async {
+        prepareSignals()
         let arguments = Array(CommandLine.arguments.dropFirst())
         let command: Command
         do {
@@ -48,6 +49,18 @@ struct CogdMain {
             printError("Error: 'cogd \(name)' is not yet available in this build; see README.md for what works today")
             exit(1)
         }
+    }
+
+    /// Ignores SIGPIPE (a closed pipe is an error to handle, not a death) and
+    /// unblocks SIGINT and SIGTERM, which a parent may have left blocked in
+    /// the mask every child inherits.
+    static func prepareSignals() {
+        signal(SIGPIPE, SIG_IGN)
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        sigaddset(&unblocked, SIGINT)
+        sigaddset(&unblocked, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
     }
 
     static func usageLine(for subcommand: String?) -> String {

@@ -57,7 +57,7 @@ struct CrashTests {
                 lines += 1
             }
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            waitForExit(process)
             #expect(process.terminationReason == .uncaughtSignal)
 
             let store = try TurnStore(directory: folder.path, mode: .reader)

@@ -48,3 +48,35 @@ struct LogCommandTests {
         #expect(usage.stderr.hasSuffix("See 'cogd tail --help'\n"))
     }
 }
+
+@Suite("cogd tail --follow", .timeLimit(.minutes(1)))
+struct TailFollowTests {
+    @Test func `follow prints turns as they commit, beside the running writer`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        _ = try runCogd(["log", "soak", "--data", folder.path, "--count", "3"])
+        let tail = Process()
+        tail.executableURL = cogdExecutable()
+        tail.arguments = ["tail", "--data", folder.path, "--follow", "--json"]
+        let out = Pipe()
+        tail.standardOutput = out
+        try tail.run()
+        defer { stop(tail) }
+        let writer = Process()
+        writer.executableURL = cogdExecutable()
+        writer.arguments = ["log", "soak", "--data", folder.path, "--count", "20", "--batch", "5"]
+        writer.standardOutput = FileHandle.nullDevice
+        try writer.run()
+        waitForExit(writer)
+        var seen = Data()
+        var revisions: [Int] = []
+        let deadline = ContinuousClock.now + .seconds(20)
+        while revisions.last != 23 && ContinuousClock.now < deadline {
+            seen.append(out.fileHandleForReading.availableData)
+            revisions = String(decoding: seen, as: UTF8.self).split(separator: "\n").compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["revision"] as? Int
+            }
+        }
+        #expect(revisions == Array(1...23))
+    }
+}

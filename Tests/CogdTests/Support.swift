@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The `cogd` executable built beside the test bundle.
 func cogdExecutable() -> URL {
     let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
@@ -34,13 +38,26 @@ func runCogd(_ arguments: [String], timeout: Duration = .seconds(60)) throws -> 
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    let deadline = ContinuousClock.now + timeout
     let outData = out.fileHandleForReading.readDataToEndOfFile()
     let errData = err.fileHandleForReading.readDataToEndOfFile()
-    while process.isRunning && ContinuousClock.now < deadline { usleep(1_000) }
-    if process.isRunning {
-        process.terminate()
-        process.waitUntilExit()
-    }
+    waitForExit(process, timeout: timeout)
     return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+/// Waits (polling, bounded) for a child to exit; kills it with SIGKILL when
+/// the deadline passes, so no test leaves a process behind.
+func waitForExit(_ process: Process, timeout: Duration = .seconds(30)) {
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning && ContinuousClock.now < deadline { usleep(2_000) }
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        while process.isRunning { usleep(2_000) }
+    }
+}
+
+/// Stops a child: SIGTERM, then SIGKILL if it is still running after a while.
+func stop(_ process: Process) {
+    guard process.isRunning else { return }
+    process.terminate()
+    waitForExit(process, timeout: .seconds(5))
 }

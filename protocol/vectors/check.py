@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Checks protocol/vectors/turnlog/*.cbor with an off-the-shelf CBOR library.
+
+For every vector: the bytes decode with cbor2, the decoded value equals the
+expectation in expected.json (where one is listed), and re-encoding the
+decoded value with cbor2's canonical (deterministic) encoder gives the same
+bytes back. Run: pip install cbor2 && python3 protocol/vectors/check.py
+"""
+import base64
+import datetime
+import json
+import pathlib
+import sys
+import uuid
+
+import cbor2
+
+HERE = pathlib.Path(__file__).parent
+FOLDER = HERE / "turnlog"
+
+
+def plain(value):
+    """The decoded value in JSON's terms, for comparison with expected.json."""
+    if isinstance(value, cbor2.CBORTag):
+        return {"tag": value.tag, "value": plain(value.value)}
+    if isinstance(value, datetime.datetime):
+        return {"tag": 1, "value": value.timestamp()}
+    if isinstance(value, uuid.UUID):
+        return {"tag": 37, "value": str(value).upper()}
+    if isinstance(value, bytes):
+        return {"bytes": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
+
+
+def main():
+    expected = json.loads((HERE / "expected.json").read_text())
+    failures = 0
+    files = sorted(FOLDER.glob("*.cbor"))
+    for path in files:
+        data = path.read_bytes()
+        name = path.stem
+        try:
+            decoded = cbor2.loads(data)
+        except Exception as error:  # noqa: BLE001 - report any decoder failure
+            print(f"FAIL {name}: cbor2 cannot decode: {error}")
+            failures += 1
+            continue
+        if name in expected and plain(decoded) != expected[name]:
+            print(f"FAIL {name}: decoded {plain(decoded)!r}, expected {expected[name]!r}")
+            failures += 1
+            continue
+        reencoded = cbor2.dumps(decoded, canonical=True, datetime_as_timestamp=True, timezone=datetime.timezone.utc)
+        if reencoded != data:
+            print(f"FAIL {name}: canonical re-encoding differs: {reencoded.hex()} != {data.hex()}")
+            failures += 1
+            continue
+        print(f"ok   {name}")
+    print(f"{len(files) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
