@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "Cog", targets: ["Cog"]),
         .library(name: "CogTesting", targets: ["CogTesting"]),
         .library(name: "CogLog", targets: ["CogLog"]),
+        .library(name: "CogWire", targets: ["CogWire"]),
+        .library(name: "CogCluster", targets: ["CogCluster"]),
         .executable(name: "cogd", targets: ["cogd"]),
     ],
     targets: [
@@ -27,10 +29,13 @@ let package = Package(
         .target(name: "Cog"),
         .target(name: "CogTesting", dependencies: ["Cog"]),
         .target(name: "CogLog", dependencies: ["Cog", "CLMDB"]),
+        .target(name: "CogWire", dependencies: ["CogLog", "CZMQ"]),
+        .target(name: "CogCluster", dependencies: ["Cog", "CogLog", "CogWire"]),
+        .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "CCogdSupport"),
         .executableTarget(
             name: "cogd",
-            dependencies: ["Cog", "CogLog", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),

@@ -35,6 +35,12 @@ public struct CogDurableWrite: Sendable, Equatable {
     public let key: [UInt8]?
     /// The encoded value, nil when the state was released (`discard`).
     public let value: [UInt8]?
+
+    public init(name: String, key: [UInt8]?, value: [UInt8]?) {
+        self.name = name
+        self.key = key
+        self.value = value
+    }
 }
 
 /// How one declaration's values (and keys) are encoded for a durable store.
@@ -44,16 +50,19 @@ struct DurableCoding<Value>: @unchecked Sendable {
     let encodeValue: @MainActor (Value, any CogDurableStore) throws -> [UInt8]
     let decodeValue: @MainActor ([UInt8], any CogDurableStore) throws -> Value
     let encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?
+    let decodeKey: (@MainActor ([UInt8], any CogDurableStore) throws -> StateKey)?
 
     @usableFromInline
     init(
         encodeValue: @escaping @MainActor (Value, any CogDurableStore) throws -> [UInt8],
         decodeValue: @escaping @MainActor ([UInt8], any CogDurableStore) throws -> Value,
-        encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?
+        encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?,
+        decodeKey: (@MainActor ([UInt8], any CogDurableStore) throws -> StateKey)?
     ) {
         self.encodeValue = encodeValue
         self.decodeValue = decodeValue
         self.encodeKey = encodeKey
+        self.decodeKey = decodeKey
     }
 }
 
@@ -64,7 +73,7 @@ extension DurableCoding where Value: Codable {
         DurableCoding(
             encodeValue: { value, store in try store.encode(value) },
             decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
-            encodeKey: nil)
+            encodeKey: nil, decodeKey: nil)
     }
 
     /// Coding for a box whose keys are `Key`.
@@ -73,6 +82,7 @@ extension DurableCoding where Value: Codable {
         DurableCoding(
             encodeValue: { value, store in try store.encode(value) },
             decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
-            encodeKey: { key, store in try store.encode(key.unwrap(as: Key.self)) })
+            encodeKey: { key, store in try store.encode(key.unwrap(as: Key.self)) },
+            decodeKey: { bytes, store in StateKey(try store.decode(Key.self, from: bytes)) })
     }
 }

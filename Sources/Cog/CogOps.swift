@@ -35,6 +35,10 @@ public protocol CogOps {
     func discard<V>(_ cog: Cog<V>.Manual)
     /// Releases an automatic state; it recomputes on its next read.
     func discard<V>(_ cog: Cog<V>)
+
+    /// Runs a remote op as a turn here, or (on a worker's replica) sends it
+    /// to the leader. Verbs call it like `turn`.
+    func perform<A>(_ op: RemoteOp<A>, _ argument: A)
 }
 
 extension CogOps {

@@ -100,6 +100,14 @@ public final class Cogs: CogOps {
         }
     }
 
+    // MARK: Replication
+
+    /// The worker link of a replica (remote ops are sent through it), or nil.
+    public var remoteLink: (any CogRemoteLink)? {
+        get { graph.remoteLink }
+        set { graph.remoteLink = newValue }
+    }
+
     // MARK: Diagnostics
 
     /// The last 256 history events of this runtime: turns, writes, recomputes.

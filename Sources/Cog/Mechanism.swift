@@ -89,3 +89,22 @@ extension Cogs {
         }
     }
 }
+
+extension Cogs {
+    /// A runtime over a durable store that is not the app's assembled one
+    /// (the cluster leader's graph, which hosts no mechanisms).
+    public static func durable(store: any CogDurableStore) -> Cogs {
+        Cogs(durableStore: store)
+    }
+
+    /// A replica's runtime: in memory, changed only by applied turns, with
+    /// its mechanisms operated by the worker after the first sync.
+    public static func replica() -> Cogs {
+        Cogs()
+    }
+
+    /// Operates mechanisms on a replica after its first sync (workers only).
+    public func operateReplicaMechanisms(_ mechanisms: [any Mechanism]) {
+        operate(mechanisms)
+    }
+}

@@ -45,6 +45,14 @@ struct CogdMain {
             exit(LogCommands.stats(dataFolder: dataFolder, json: json))
         case .logSoak(let dataFolder, let batch, let count):
             exit(LogCommands.soak(dataFolder: dataFolder, batch: batch, count: count))
+        case .leader(let options):
+            exit(await MainActor.run { ClusterCommands.leader(options) })
+        case .worker(let options):
+            exit(await ClusterCommands.worker(options))
+        case .call(let options):
+            exit(ClusterCommands.call(options))
+        case .status(let endpoint, let json):
+            exit(ClusterCommands.status(leader: endpoint, json: json))
         case .notYetAvailable(let name):
             printError("Error: 'cogd \(name)' is not yet available in this build; see README.md for what works today")
             exit(1)

@@ -1,3 +1,6 @@
+import CogLog
+import Foundation
+
 /// What one `cogd` invocation asks for; made by `Command.parse`, a pure
 /// function from the arguments, so parsing is tested with plain arrays.
 enum Command: Equatable {
@@ -10,8 +13,37 @@ enum Command: Equatable {
     /// Commits synthetic turns in a loop, printing each committed revision
     /// (the crash test's child, and a way to fill a log by hand).
     case logSoak(dataFolder: String, batch: Int, count: Int?)
-    /// A subcommand that a later release provides (leader, worker, …).
+    case leader(LeaderOptions)
+    case worker(WorkerOptions)
+    case call(CallOptions)
+    case status(leaderEndpoint: String, json: Bool)
+    /// A subcommand that a later release provides.
     case notYetAvailable(String)
+
+    static let defaultRequestsEndpoint = "tcp://127.0.0.1:5701"
+    static let defaultTurnsEndpoint = "tcp://127.0.0.1:5702"
+
+    struct LeaderOptions: Equatable {
+        var dataFolder = Command.defaultDataFolder
+        var requestsEndpoint = Command.defaultRequestsEndpoint
+        var turnsEndpoint = Command.defaultTurnsEndpoint
+        var rig = "ledger"
+    }
+
+    struct WorkerOptions: Equatable {
+        var leaderEndpoint = Command.defaultRequestsEndpoint
+        var name = "worker-\(getpid())"
+        var rig = "ledger"
+    }
+
+    struct CallOptions: Equatable {
+        var op: String
+        var json: String
+        var leaderEndpoint = Command.defaultRequestsEndpoint
+        var timeout: Duration = .seconds(5)
+        /// A fixed request id (`worker#sequence`), to retry a request.
+        var requestID: RequestID?
+    }
 
     /// Where `cogd` keeps its data unless told otherwise: under the working directory.
     static let defaultDataFolder = "cogd-data"
@@ -42,12 +74,12 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: owns the graph, logs every settled turn (not yet available)"),
-        ("worker", "run a worker: replicates the graph, hosts mechanisms (not yet available)"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME]"),
+        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]"),
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
-        ("call", "submit one op from the shell (not yet available)"),
-        ("status", "show a running cluster (not yet available)"),
+        ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
+        ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
         ("drill", "crash-and-restart recovery drills (not yet available)"),
         ("bench", "measure the runtime (release build): cogd bench graph|log [--json] [--runs N] [--only SHAPE,…]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
@@ -78,11 +110,76 @@ enum Command: Equatable {
         case "log":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: "log") }
             return try parseLog(rest)
-        case "leader", "worker", "call", "status", "drill":
+        case "leader", "worker", "call", "status":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
+            return try parseCluster(first, rest)
+        case "drill":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .notYetAvailable(first)
         default:
             throw UsageError(message: "unknown subcommand '\(first)'", subcommand: nil)
+        }
+    }
+
+    private static func parseCluster(_ subcommand: String, _ arguments: [String]) throws(UsageError) -> Command {
+        var reader = OptionReader(arguments: arguments, subcommand: subcommand)
+        var leader = LeaderOptions()
+        var worker = WorkerOptions()
+        var positionals: [String] = []
+        var leaderEndpoint = Command.defaultRequestsEndpoint
+        var json = false
+        var requestID: RequestID?
+        func rig(_ text: String) throws(UsageError) -> String {
+            guard Rigs.names.contains(text) else {
+                throw UsageError(message: "unknown rig '\(text)' (one of: \(Rigs.names.joined(separator: ", ")))", subcommand: subcommand)
+            }
+            return text
+        }
+        while true {
+            if let positional = try reader.positional() {
+                positionals.append(positional)
+                continue
+            }
+            guard let option = try reader.nextOption() else { break }
+            switch (subcommand, option.name) {
+            case ("leader", "--data"): leader.dataFolder = try reader.value(for: option)
+            case ("leader", "--requests"): leader.requestsEndpoint = try reader.value(for: option)
+            case ("leader", "--turns"): leader.turnsEndpoint = try reader.value(for: option)
+            case ("leader", "--rig"): leader.rig = try rig(try reader.value(for: option))
+            case ("worker", "--name"): worker.name = try reader.value(for: option)
+            case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
+            case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):
+                leaderEndpoint = try reader.value(for: option)
+            case ("status", "--json"):
+                try reader.noValue(option)
+                json = true
+            case ("call", "--request-id"):
+                let text = try reader.value(for: option)
+                let parts = text.split(separator: "#")
+                guard parts.count == 2, let sequence = UInt64(parts[1]) else {
+                    throw UsageError(message: "--request-id takes WORKER#SEQUENCE, not '\(text)'", subcommand: subcommand)
+                }
+                requestID = RequestID(worker: String(parts[0]), sequence: sequence)
+            default:
+                throw UsageError(message: "unknown option '\(option.name)'", subcommand: subcommand)
+            }
+        }
+        switch subcommand {
+        case "leader":
+            guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
+            return .leader(leader)
+        case "worker":
+            guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
+            worker.leaderEndpoint = leaderEndpoint
+            return .worker(worker)
+        case "call":
+            guard positionals.count == 2 else {
+                throw UsageError(message: "call takes an op name and a JSON argument", subcommand: subcommand)
+            }
+            return .call(CallOptions(op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpoint, requestID: requestID))
+        default:
+            guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
+            return .status(leaderEndpoint: leaderEndpoint, json: json)
         }
     }
 

@@ -93,7 +93,7 @@ struct MechanismTests {
     @Test func `M8 a weak controller from a background callback calls ops until teardown`() async {
         var captured: MechanismController?
         var cogs: Cogs? = Cogs.forTesting(mechanisms: [Probe("Engine") { captured = $0 }])
-        weak var weakController = captured
+        weak let weakController = captured
         captured = nil
         await Task.detached { [weakController] in await weakController?.tick() }.value
         #expect(cogs?.peek(_tickCog) == 1)

@@ -183,6 +183,7 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
         self.durable = durable
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
         _ = lifetime.validated(label: label)
+        if durable != nil { DurableRegistry.register(self) }
     }
 
     @MainActor override func makeNode(key: StateKey, graph: Graph) -> Node {

@@ -66,6 +66,9 @@ final class Graph {
     /// Hooks the async layer and tests attach to (see `Graph+Async`).
     var asyncCompletionCheckAcknowledgements: [MainActorCleanupAcknowledgement] = []
 
+    /// Set on a worker's replica: remote ops go to the leader.
+    weak var remoteLink: (any CogRemoteLink)?
+
     /// The store of a durable runtime; nil for an in-memory one.
     let durableStore: (any CogDurableStore)?
     /// Stable names seen by this durable runtime, to catch two declarations sharing one.
@@ -622,6 +625,12 @@ final class Graph {
         systemTurn(named: "discard(\(node.label))") { [unowned self] _ in
             self.release(node)
         }
+    }
+
+    /// Releases a replicated state (a release the leader logged).
+    func releaseReplicated(_ ref: StateRef) {
+        guard let node = existingNode(for: ref) else { return }
+        release(node)
     }
 
     private func release(_ node: Node) {

@@ -39,6 +39,8 @@ public final class TurnStore {
     private let dedupDB: MDB_dbi
     private let metaDB: MDB_dbi
     private var lockDescriptor: Int32 = -1
+    /// Dedup replies to write in the next append's transaction.
+    private var pendingReplies: [(RequestID, [UInt8])] = []
 
     /// The epoch this open runs under (writer), or the last one written (reader).
     public private(set) var epoch: UInt64 = 0
@@ -214,6 +216,7 @@ public final class TurnStore {
                     }
                 }
                 try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(records[records.count - 1].revision))
+                for (request, reply) in pendingReplies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
             }
         }
         lastRevision = records[records.count - 1].revision
@@ -283,15 +286,23 @@ public final class TurnStore {
         }
     }
 
-    /// Commits records together with the replies to the requests they answer.
-    public func append(records: [TurnRecord], replies: [(RequestID, [UInt8])]) throws(TurnStoreError) {
-        try append(records: records)
-        guard !replies.isEmpty else { return }
-        try run { () throws in
-            try environment.write { (txn: Transaction) in
-                for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
+    /// Commits drafts as the next turns together with the replies to the
+    /// requests a batch answered, in one transaction (the leader's group
+    /// commit: a retried request finds its reply even after a restart).
+    @discardableResult
+    public func append(_ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], at time: Date = Date()) throws(TurnStoreError) -> [TurnRecord] {
+        pendingReplies = replies
+        defer { pendingReplies = [] }
+        if drafts.isEmpty {
+            guard !replies.isEmpty else { return [] }
+            try run { () throws in
+                try environment.write { (txn: Transaction) in
+                    for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
+                }
             }
+            return []
         }
+        return try append(drafts, at: time)
     }
 
     // MARK: Statistics

@@ -1,0 +1,96 @@
+import Synchronization
+
+/// An op that can cross processes: a stable name, a `Codable` argument and a
+/// writer body. In an embedded runtime (and on the leader) `perform` runs the
+/// body as a turn; on a worker's replica it sends a request to the leader,
+/// which runs the same body (both link the same rig).
+///
+/// ```swift
+/// let depositOp = RemoteOp<Deposit>(name: "ledger.deposit") { c, deposit in
+///   c[_balanceCogs[deposit.account]] += deposit.amount
+/// }
+///
+/// extension CogOps {
+///   func deposit(_ deposit: Deposit) { perform(depositOp, deposit) }
+/// }
+/// ```
+///
+/// - Important: the body must only read and write through `c` (it runs on
+///   the leader, where nothing else of the caller exists) and must decide
+///   receipts inside itself.
+public struct RemoteOp<Argument: Codable & Sendable>: Sendable {
+    /// The stable name requests carry.
+    public let name: String
+    let body: @MainActor (Writer, Argument) -> Void
+
+    public init(name: String, _ body: @escaping @MainActor (Writer, Argument) -> Void) {
+        self.name = name
+        self.body = body
+        RemoteOpRegistry.register(name: name, argument: Argument.self, body: body)
+    }
+}
+
+/// Where a replica sends remote ops: the worker's link to its leader.
+@MainActor
+public protocol CogRemoteLink: AnyObject {
+    /// Sends one op request; `owner` is the controller that asked (nil for
+    /// the runtime itself).
+    func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?)
+}
+
+/// The type-erased runners of every remote op declared in this process.
+public enum RemoteOpRegistry {
+    /// Runs one op body for a decoded argument inside a turn.
+    public typealias Runner = @MainActor (Cogs, [UInt8], any CogDurableStore, String) throws -> Void
+
+    private static let runners = MutexBox<[String: Runner]>([:])
+
+    static func register<Argument: Codable & Sendable>(
+        name: String, argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) -> Void
+    ) {
+        runners.withLock { table in
+            table[name] = table[name] ?? { cogs, bytes, codec, turnName in
+                let argument = try codec.decode(Argument.self, from: bytes)
+                cogs.turn(named: turnName) { c in body(c, argument) }
+            }
+        }
+    }
+
+    /// The runner for `name`, if a `RemoteOp` of that name was declared in this process.
+    public static func runner(named name: String) -> Runner? {
+        runners.withLock { $0[name] }
+    }
+}
+
+extension Cogs {
+    /// Runs a remote op here, or sends it to the leader when this runtime is a replica.
+    public func perform<A>(_ op: RemoteOp<A>, _ argument: A) {
+        if let link = remoteLink {
+            link.submit(op: op.name, argument: argument, owner: nil)
+        } else {
+            turn(named: op.name) { c in op.body(c, argument) }
+        }
+    }
+}
+
+extension MechanismController {
+    /// Runs a remote op here (named under this controller and owned by it),
+    /// or sends it to the leader stamped with this controller as its owner.
+    /// Inert once retired.
+    public func perform<A>(_ op: RemoteOp<A>, _ argument: A) {
+        guard !isRetired else { return }
+        if let link = graph.remoteLink {
+            link.submit(op: op.name, argument: argument, owner: self)
+        } else {
+            turn(named: op.name) { c in op.body(c, argument) }
+        }
+    }
+}
+
+
+/// A `Mutex` in a class, so a static can hold one.
+final class MutexBox<Value>: Sendable where Value: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T { try mutex.withLock { try body(&$0) } }
+}

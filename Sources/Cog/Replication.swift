@@ -1,0 +1,79 @@
+import Synchronization
+
+/// Process-wide table of durable declarations by stable name, filled as each
+/// one is declared, so a replica can apply writes it receives by name.
+enum DurableRegistry {
+    private static let table = Mutex<[String: Descriptor]>([:])
+
+    static func register(_ descriptor: Descriptor) {
+        guard let name = descriptor.stableName else { return }
+        table.withLock { $0[name] = $0[name] ?? descriptor }
+    }
+
+    static func descriptor(named name: String) -> Descriptor? {
+        table.withLock { $0[name] }
+    }
+}
+
+/// Decodes and stages one replicated write, without the value's Swift type.
+protocol ReplicableDescriptor: AnyObject {
+    @MainActor func stageReplicated(key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore) throws
+}
+
+extension ManualDescriptor: ReplicableDescriptor {
+    @MainActor func stageReplicated(key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore) throws {
+        guard let durable else { throw NotDurable(label: label, site: site, hasName: stableName != nil) }
+        let stateKey: StateKey
+        if let key {
+            guard let decodeKey = durable.decodeKey else {
+                throw ReplicationError(message: "`\(label)` is keyless but a write carries a key")
+            }
+            stateKey = try decodeKey(key, codec)
+        } else {
+            stateKey = .none
+        }
+        let ref = StateRef(descriptor: self, key: stateKey)
+        if let value {
+            let decoded = try durable.decodeValue(value, codec)
+            graph.stage(decoded, into: unsafeDowncast(graph.node(for: ref), to: ManualNode<Value>.self))
+        } else {
+            graph.releaseReplicated(ref)
+        }
+    }
+}
+
+/// A replicated write that cannot be applied.
+public struct ReplicationError: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public var description: String { message }
+}
+
+extension Cogs {
+    /// Applies a turn settled elsewhere (a replica applying the leader's turn
+    /// record): its writes, by durable name, as one system turn named `name`;
+    /// reactions run after it as after any turn.
+    ///
+    /// - Important: the writes must come from declarations linked into this
+    ///   process (the same rig). An unknown name, an undecodable key or value
+    ///   throws before anything is applied.
+    public func applyReplicatedTurn(named name: String, writes: [CogDurableWrite], codec: any CogDurableStore) throws {
+        var resolved: [(ReplicableDescriptor, CogDurableWrite)] = []
+        for write in writes {
+            guard let descriptor = DurableRegistry.descriptor(named: write.name) as? ReplicableDescriptor else {
+                throw ReplicationError(message: "no durable source named `\(write.name)` is declared in this process")
+            }
+            resolved.append((descriptor, write))
+        }
+        var failure: (any Error)?
+        graph.turn(named: name, owner: nil) { [graph] _ in
+            for (descriptor, write) in resolved {
+                do {
+                    try descriptor.stageReplicated(key: write.key, value: write.value, graph: graph, codec: codec)
+                } catch {
+                    failure = error
+                }
+            }
+        }
+        if let failure { throw failure }
+    }
+}

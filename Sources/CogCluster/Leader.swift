@@ -1,0 +1,218 @@
+import Cog
+import CogLog
+import CogWire
+import Foundation
+import Synchronization
+
+/// The leader: owns the authoritative graph and the turn log, admits op
+/// requests into one FIFO, runs each as a turn, commits every settled turn to
+/// LMDB (many per transaction), then publishes them and replies (DESIGN §5).
+///
+/// - Important: `run` blocks the calling thread (the main thread) polling
+///   its sockets and running turns there: no thread hop per request. It
+///   returns when `stop` is set, after finishing the batch in flight.
+@MainActor
+public final class Leader {
+    public struct Configuration: Sendable {
+        public var dataFolder: String
+        public var requestsEndpoint: String
+        public var turnsEndpoint: String
+        /// A worker silent longer than this is gone.
+        public var heartbeatTimeout: Duration
+
+        public init(
+            dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
+            turnsEndpoint: String = "tcp://127.0.0.1:5702", heartbeatTimeout: Duration = .seconds(5)
+        ) {
+            self.dataFolder = dataFolder
+            self.requestsEndpoint = requestsEndpoint
+            self.turnsEndpoint = turnsEndpoint
+            self.heartbeatTimeout = heartbeatTimeout
+        }
+    }
+
+    struct WorkerState {
+        var appliedRevision: UInt64
+        var lastHeard: ContinuousClock.Instant
+    }
+
+    public let configuration: Configuration
+    let durable: LeaderStore
+    let cogs: Cogs
+    private let context: ZMQContext
+    private let router: ZMQSocket
+    private let publisher: ZMQSocket
+    private var workers: [String: WorkerState] = [:]
+    /// Requests answered in the batch being built, for retries inside one batch.
+    private var batchReplies: [RequestID: OpReply] = [:]
+    private var outgoing: [(identity: [UInt8], message: WireMessage)] = []
+    private var dedupRows: [(RequestID, [UInt8])] = []
+    /// Error replies sent, by code (`cogd status`).
+    public private(set) var errorCounts: [String: UInt64] = [:]
+    /// The bound endpoints (wildcard ports resolved).
+    public let boundRequestsEndpoint: String
+    public let boundTurnsEndpoint: String
+
+    public var epoch: UInt64 { durable.store.epoch }
+    public var lastRevision: UInt64 { durable.store.lastRevision }
+
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        let store = try TurnStore(directory: configuration.dataFolder, mode: .writer, createIfMissing: true)
+        durable = LeaderStore(store: store)
+        cogs = Cogs.durable(store: durable)
+        context = try ZMQContext()
+        router = try ZMQSocket(context, .router)
+        try router.setRouterMandatory(false)
+        try router.setMaximumMessageSize(Int64(WireMessage.maximumSize * 4))
+        try router.bind(configuration.requestsEndpoint)
+        publisher = try ZMQSocket(context, .publisher)
+        try publisher.setHighWaterMarks(send: 100_000, receive: 1_000)
+        try publisher.bind(configuration.turnsEndpoint)
+        boundRequestsEndpoint = try router.lastEndpoint()
+        boundTurnsEndpoint = try publisher.lastEndpoint()
+    }
+
+    /// Closes sockets, the context and the store.
+    public func close() {
+        router.close()
+        publisher.close()
+        context.close()
+        durable.store.close()
+    }
+
+    /// Serves until `stop` becomes true.
+    public func run(until stop: StopFlag) throws {
+        while !stop.isStopped {
+            let ready = try ZMQSocket.poll([router], timeout: .milliseconds(100))
+            if ready[0] { try serveBatch() }
+            expireSilentWorkers()
+        }
+        try serveBatch()
+    }
+
+    /// Takes everything waiting as one batch: runs it, commits it once, then
+    /// publishes and replies.
+    func serveBatch() throws {
+        var taken = 0
+        while taken < 4_096, let frames = try router.receive() {
+            taken += 1
+            guard frames.count == 2 else {
+                if let identity = frames.first {
+                    refuse(identity, WireError(code: "malformed", message: "expected one frame after the identity, got \(frames.count - 1)"))
+                }
+                continue
+            }
+            handle(identity: frames[0], frame: frames[1])
+        }
+        guard taken > 0 || !outgoing.isEmpty else { return }
+        let records = try durable.flush(replies: dedupRows)
+        dedupRows = []
+        batchReplies = [:]
+        if !records.isEmpty {
+            try publisher.send([WireMessage.turns(epoch: epoch, records: records).encoded()])
+        }
+        for (identity, message) in outgoing {
+            _ = try? router.send([identity, message.encoded()], wait: false)
+        }
+        outgoing = []
+    }
+
+    private func refuse(_ identity: [UInt8], _ error: WireError) {
+        errorCounts[error.code, default: 0] += 1
+        outgoing.append((identity, .error(error)))
+    }
+
+    private func handle(identity: [UInt8], frame: [UInt8]) {
+        let message: WireMessage
+        do {
+            message = try WireMessage.decode(frame)
+        } catch {
+            refuse(identity, WireError(code: error.code, message: error.message))
+            return
+        }
+        switch message {
+        case .hello(let worker, let revision):
+            workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
+            outgoing.append((identity, welcome))
+        case .heartbeat(let worker, let revision):
+            workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
+            outgoing.append((identity, welcome))
+        case .snapshotRequest:
+            outgoing.append((identity, snapshot()))
+        case .catchUpRequest(let from):
+            let records = (try? durable.store.records(from: from, limit: 10_000)) ?? []
+            outgoing.append((identity, .turns(epoch: epoch, records: records)))
+        case .op(let request):
+            outgoing.append((identity, .reply(run(request))))
+        case .statusRequest:
+            outgoing.append((identity, .status(status)))
+        default:
+            refuse(identity, WireError(code: "not-allowed", message: "`\(message.typeName)` is not a request the leader serves"))
+        }
+    }
+
+    private var welcome: WireMessage {
+        .welcome(epoch: epoch, lastRevision: durable.nextRevision - 1, turnsEndpoint: boundTurnsEndpoint)
+    }
+
+    /// Every state entry as of the last committed revision (run between batches).
+    private func snapshot() -> WireMessage {
+        let entries = ((try? durable.store.stateEntries()) ?? []).map {
+            SnapshotEntry(name: $0.name, key: $0.key, value: $0.value)
+        }
+        return .snapshot(epoch: epoch, revision: durable.store.lastRevision, entries: entries)
+    }
+
+    /// Admission, then the op's body as a turn: applied, unchanged or rejected.
+    private func run(_ request: OpRequest) -> OpReply {
+        if let answered = batchReplies[request.request] { return answered }
+        if let stored = try? durable.store.dedupReply(for: request.request),
+            let reply = try? CBORDecoder().decode(OpReply.self, from: stored)
+        {
+            return reply
+        }
+        let reply: OpReply
+        if let runner = RemoteOpRegistry.runner(named: request.op) {
+            let before = durable.pending.count
+            let revision = durable.nextRevision
+            durable.currentOrigin = TurnOrigin(worker: request.request.worker, instance: request.instance, request: request.request)
+            defer { durable.currentOrigin = .system }
+            do {
+                try runner(cogs, request.argument, durable, request.name ?? request.op)
+                reply = OpReply(
+                    request: request.request,
+                    outcome: durable.pending.count > before ? .applied(revision: revision) : .unchanged)
+            } catch {
+                errorCounts["bad-argument", default: 0] += 1
+                reply = OpReply(request: request.request, outcome: .rejected(reason: "bad-argument: \(error)"))
+            }
+        } else {
+            errorCounts["unknown-op", default: 0] += 1
+            reply = OpReply(request: request.request, outcome: .rejected(reason: "unknown-op: no op named `\(request.op)` is registered"))
+        }
+        batchReplies[request.request] = reply
+        if let encoded = try? CBOREncoder().encode(reply) { dedupRows.append((request.request, encoded)) }
+        return reply
+    }
+
+    private func expireSilentWorkers() {
+        let now = ContinuousClock.now
+        workers = workers.filter { now - $0.value.lastHeard < configuration.heartbeatTimeout }
+    }
+
+    public var status: LeaderStatus {
+        let now = ContinuousClock.now
+        let last = durable.store.lastRevision
+        return LeaderStatus(
+            epoch: epoch, revision: last,
+            workers: workers.sorted { $0.key < $1.key }.map { name, state in
+                let since = now - state.lastHeard
+                return LeaderStatus.Worker(
+                    name: name, appliedRevision: state.appliedRevision,
+                    lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
+                    secondsSinceHeard: Double(since.components.seconds) + Double(since.components.attoseconds) / 1e18)
+            },
+            errorCounts: errorCounts, openScopeInstances: [])
+    }
+}

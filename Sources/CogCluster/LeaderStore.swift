@@ -1,0 +1,41 @@
+import Cog
+import CogLog
+
+/// The leader's durable store: turns settled by its graph are buffered with
+/// the origin of the request that caused them and committed together (group
+/// commit) when the leader flushes its batch. The leader hosts no reactions,
+/// so nothing observes a turn before that commit.
+@MainActor
+final class LeaderStore: CogDurableStore {
+    let store: TurnStore
+    private let encoder = CBOREncoder()
+    private let decoder = CBORDecoder()
+    /// The origin stamped on turns the graph settles now.
+    var currentOrigin = TurnOrigin.system
+    private(set) var pending: [TurnDraft] = []
+
+    init(store: TurnStore) {
+        self.store = store
+    }
+
+    func encode<T: Encodable>(_ value: T) throws -> [UInt8] { try encoder.encode(value) }
+    func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try decoder.decode(type, from: bytes) }
+    func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { try store.value(name: name, key: key) }
+
+    func commit(_ turn: CogDurableTurn) throws {
+        pending.append(
+            TurnDraft(
+                name: turn.name, origin: currentOrigin,
+                writes: turn.writes.map { TurnWrite(name: $0.name, key: $0.key, value: $0.value) }))
+    }
+
+    /// The revision the next buffered turn will get.
+    var nextRevision: UInt64 { store.lastRevision + UInt64(pending.count) + 1 }
+
+    /// Commits every buffered turn and the batch's replies in one transaction.
+    func flush(replies: [(RequestID, [UInt8])]) throws -> [TurnRecord] {
+        let drafts = pending
+        pending = []
+        return try store.append(drafts, replies: replies)
+    }
+}

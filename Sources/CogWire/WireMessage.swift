@@ -1,0 +1,261 @@
+import CogLog
+import Foundation
+
+/// Every message of the cogd wire protocol (normative: `protocol/cogwire.md`).
+/// One message is one ZeroMQ frame of deterministic CBOR: a map
+/// `{"v": 1, "type": …, "body": …}`.
+public enum WireMessage: Equatable, Sendable {
+    /// Worker → leader: who it is and the last revision it holds.
+    case hello(worker: String, lastRevision: UInt64)
+    /// Leader → worker: the epoch, the newest revision, and where turns are published.
+    case welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String)
+    /// Worker → leader: asks for the whole state.
+    case snapshotRequest
+    /// Leader → worker: every durable entry as of `revision`.
+    case snapshot(epoch: UInt64, revision: UInt64, entries: [SnapshotEntry])
+    /// Worker → leader: asks for the records from `from` on.
+    case catchUpRequest(from: UInt64)
+    /// Leader → worker (reply) or the turn stream (publication): committed records, in order.
+    case turns(epoch: UInt64, records: [TurnRecord])
+    /// Worker (or `cogd call`) → leader: run a registered op.
+    case op(OpRequest)
+    /// Leader → requester: what happened to the op.
+    case reply(OpReply)
+    /// Worker → leader: alive, holding `revision` (the leader answers `welcome`).
+    case heartbeat(worker: String, revision: UInt64)
+    /// Leader → peer: a message was refused; serving goes on.
+    case error(WireError)
+    /// Any peer → leader: report epoch, revision, workers.
+    case statusRequest
+    /// Leader → peer: the status report (`cogd status`).
+    case status(LeaderStatus)
+
+    public static let version: UInt64 = 1
+    /// The largest message the leader accepts; larger ones get `oversize`.
+    public static let maximumSize = 1 << 20
+
+    public var typeName: String {
+        switch self {
+        case .hello: "hello"
+        case .welcome: "welcome"
+        case .snapshotRequest: "snapshot-request"
+        case .snapshot: "snapshot"
+        case .catchUpRequest: "catch-up-request"
+        case .turns: "turns"
+        case .op: "op"
+        case .reply: "reply"
+        case .heartbeat: "heartbeat"
+        case .error: "error"
+        case .statusRequest: "status-request"
+        case .status: "status"
+        }
+    }
+}
+
+public struct SnapshotEntry: Codable, Equatable, Sendable {
+    public var name: String
+    public var key: [UInt8]?
+    public var value: [UInt8]
+
+    public init(name: String, key: [UInt8]?, value: [UInt8]) {
+        self.name = name
+        self.key = key
+        self.value = value
+    }
+}
+
+public struct OpRequest: Codable, Equatable, Sendable {
+    public var request: RequestID
+    /// The registered op name.
+    public var op: String
+    /// The argument as deterministic CBOR.
+    public var argument: [UInt8]
+    /// The scope instance that asked (nil: the worker itself).
+    public var instance: UInt64?
+    /// The turn name (composed on the worker, e.g. `Trails.trailScreen.accept`).
+    public var name: String?
+
+    public init(request: RequestID, op: String, argument: [UInt8], instance: UInt64? = nil, name: String? = nil) {
+        self.request = request
+        self.op = op
+        self.argument = argument
+        self.instance = instance
+        self.name = name
+    }
+}
+
+public struct OpReply: Codable, Equatable, Sendable {
+    public enum Outcome: Codable, Equatable, Sendable {
+        case applied(revision: UInt64)
+        case unchanged
+        case rejected(reason: String)
+    }
+
+    public var request: RequestID
+    public var outcome: Outcome
+
+    public init(request: RequestID, outcome: Outcome) {
+        self.request = request
+        self.outcome = outcome
+    }
+}
+
+public struct WireError: Codable, Equatable, Sendable, CustomStringConvertible {
+    /// `malformed`, `version`, `oversize`, `unknown-type`, `unknown-op`, `bad-argument`, `not-allowed`.
+    public var code: String
+    public var message: String
+    /// The request the error answers, when it could be read.
+    public var request: RequestID?
+
+    public init(code: String, message: String, request: RequestID? = nil) {
+        self.code = code
+        self.message = message
+        self.request = request
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+public struct LeaderStatus: Codable, Equatable, Sendable {
+    public struct Worker: Codable, Equatable, Sendable {
+        public var name: String
+        public var appliedRevision: UInt64
+        public var lag: UInt64
+        public var secondsSinceHeard: Double
+
+        public init(name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double) {
+            self.name = name
+            self.appliedRevision = appliedRevision
+            self.lag = lag
+            self.secondsSinceHeard = secondsSinceHeard
+        }
+    }
+
+    public var epoch: UInt64
+    public var revision: UInt64
+    public var workers: [Worker]
+    public var errorCounts: [String: UInt64]
+    public var openScopeInstances: [UInt64]
+
+    public init(epoch: UInt64, revision: UInt64, workers: [Worker], errorCounts: [String: UInt64], openScopeInstances: [UInt64]) {
+        self.epoch = epoch
+        self.revision = revision
+        self.workers = workers
+        self.errorCounts = errorCounts
+        self.openScopeInstances = openScopeInstances
+    }
+}
+
+/// Why bytes are not a message this side accepts.
+public struct WireDecodeError: Error, Equatable, Sendable {
+    public let code: String
+    public let message: String
+}
+
+extension WireMessage {
+    private struct Envelope: Codable {
+        var v: UInt64
+        var type: String
+        var body: CBORValue?
+    }
+
+    private struct Empty: Codable {}
+
+    /// The message's one frame.
+    public func encoded() -> [UInt8] {
+        let encoder = CBOREncoder()
+        func tree<T: Encodable>(_ value: T) -> CBORValue {
+            (try? encoder.encodeTree(value)) ?? .null
+        }
+        let body: CBORValue?
+        switch self {
+        case .hello(let worker, let lastRevision):
+            body = tree(["worker": CBORValue.text(worker), "lastRevision": .unsigned(lastRevision)])
+        case .welcome(let epoch, let lastRevision, let turnsEndpoint):
+            body = tree(["epoch": CBORValue.unsigned(epoch), "lastRevision": .unsigned(lastRevision), "turns": .text(turnsEndpoint)])
+        case .snapshotRequest, .statusRequest:
+            body = nil
+        case .snapshot(let epoch, let revision, let entries):
+            body = .map([
+                (.text("epoch"), .unsigned(epoch)), (.text("revision"), .unsigned(revision)),
+                (.text("entries"), tree(entries)),
+            ])
+        case .catchUpRequest(let from):
+            body = tree(["from": from])
+        case .turns(let epoch, let records):
+            body = .map([
+                (.text("epoch"), .unsigned(epoch)),
+                (.text("records"), .array(records.map { .encoded($0.encoded()) })),
+            ])
+        case .op(let request):
+            body = tree(request)
+        case .reply(let reply):
+            body = tree(reply)
+        case .heartbeat(let worker, let revision):
+            body = tree(["worker": CBORValue.text(worker), "revision": .unsigned(revision)])
+        case .error(let error):
+            body = tree(error)
+        case .status(let status):
+            body = tree(status)
+        }
+        return (try? encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body))) ?? []
+    }
+
+    /// Decodes one frame; a frame this side cannot accept throws a
+    /// `WireDecodeError` whose code is the error reply to send.
+    public static func decode(_ frame: [UInt8]) throws(WireDecodeError) -> WireMessage {
+        guard frame.count <= maximumSize else {
+            throw WireDecodeError(code: "oversize", message: "message of \(frame.count) bytes exceeds the \(maximumSize)-byte limit")
+        }
+        let decoder = CBORDecoder()
+        let envelope: Envelope
+        do {
+            envelope = try decoder.decode(Envelope.self, from: frame)
+        } catch {
+            throw WireDecodeError(code: "malformed", message: "not a cogwire message: \(error)")
+        }
+        guard envelope.v == version else {
+            throw WireDecodeError(code: "version", message: "protocol version \(envelope.v) is not supported (this side speaks \(version))")
+        }
+        func body<T: Decodable>(_ type: T.Type) throws(WireDecodeError) -> T {
+            do {
+                return try decoder.decode(T.self, fromTree: envelope.body ?? .null)
+            } catch {
+                throw WireDecodeError(code: "malformed", message: "\(envelope.type) body: \(error)")
+            }
+        }
+        switch envelope.type {
+        case "hello":
+            struct Hello: Decodable { var worker: String; var lastRevision: UInt64 }
+            let hello = try body(Hello.self)
+            return .hello(worker: hello.worker, lastRevision: hello.lastRevision)
+        case "welcome":
+            struct Welcome: Decodable { var epoch: UInt64; var lastRevision: UInt64; var turns: String }
+            let welcome = try body(Welcome.self)
+            return .welcome(epoch: welcome.epoch, lastRevision: welcome.lastRevision, turnsEndpoint: welcome.turns)
+        case "snapshot-request": return .snapshotRequest
+        case "status-request": return .statusRequest
+        case "snapshot":
+            struct Snapshot: Decodable { var epoch: UInt64; var revision: UInt64; var entries: [SnapshotEntry] }
+            let snapshot = try body(Snapshot.self)
+            return .snapshot(epoch: snapshot.epoch, revision: snapshot.revision, entries: snapshot.entries)
+        case "catch-up-request":
+            struct CatchUp: Decodable { var from: UInt64 }
+            return .catchUpRequest(from: try body(CatchUp.self).from)
+        case "turns":
+            struct Turns: Decodable { var epoch: UInt64; var records: [TurnRecord] }
+            let turns = try body(Turns.self)
+            return .turns(epoch: turns.epoch, records: turns.records)
+        case "op": return .op(try body(OpRequest.self))
+        case "reply": return .reply(try body(OpReply.self))
+        case "heartbeat":
+            struct Heartbeat: Decodable { var worker: String; var revision: UInt64 }
+            let heartbeat = try body(Heartbeat.self)
+            return .heartbeat(worker: heartbeat.worker, revision: heartbeat.revision)
+        case "error": return .error(try body(WireError.self))
+        case "status": return .status(try body(LeaderStatus.self))
+        default:
+            throw WireDecodeError(code: "unknown-type", message: "unknown message type `\(envelope.type)`")
+        }
+    }
+}

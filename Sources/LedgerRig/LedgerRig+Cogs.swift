@@ -1,0 +1,44 @@
+import Cog
+
+/// Each account's balance, keyed by account name.
+let _balanceCogs = CogBox<Int, String>.Manual(name: "ledger.balance") { 0 }
+public let balanceCogs = _balanceCogs.readOnly
+
+/// The open accounts, in opening order.
+let _accountsCog = Cog<[String]>.Manual(name: "ledger.accounts") { [] }
+public let accountsCog = _accountsCog.readOnly
+
+/// All the money in the bank.
+public let totalMoneyCog = Cog<Int>(name: "ledger.total") { c in
+    let accounts = c[accountsCog]
+    return accounts.reduce(0) { $0 + c[balanceCogs[$1]] }
+}
+
+/// Opens an account once; opening it again changes nothing.
+let openAccountOp = RemoteOp<Opening>(name: "ledger.open") { c, opening in
+    guard !c[_accountsCog].contains(opening.account), opening.balance >= 0 else { return }
+    c[_accountsCog].append(opening.account)
+    c[_balanceCogs[opening.account]] = opening.balance
+}
+
+/// Moves money between open accounts; refuses overdrafts, unknown accounts
+/// and non-positive amounts (the turn then changes nothing).
+let transferOp = RemoteOp<Transfer>(name: "ledger.transfer") { c, transfer in
+    let accounts = c[_accountsCog]
+    guard transfer.amount > 0, transfer.from != transfer.to,
+        accounts.contains(transfer.from), accounts.contains(transfer.to),
+        c[_balanceCogs[transfer.from]] >= transfer.amount
+    else { return }
+    c[_balanceCogs[transfer.from]] -= transfer.amount
+    c[_balanceCogs[transfer.to]] += transfer.amount
+}
+
+extension CogOps {
+    /// Opens an account with a starting balance.
+    public func open(account: String, with balance: Int) { perform(openAccountOp, Opening(account: account, balance: balance)) }
+
+    /// Moves `amount` from one account to another, unless it would overdraw.
+    public func transfer(from: String, to: String, amount: Int) {
+        perform(transferOp, Transfer(from: from, to: to, amount: amount))
+    }
+}

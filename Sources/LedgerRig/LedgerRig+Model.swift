@@ -1,0 +1,44 @@
+/// A bank of accounts: the rig the drills (and the cluster tests) run.
+/// Money moves only by transfers that refuse overdrafts, so the total is
+/// conserved by construction once the accounts are open.
+public enum LedgerRig {
+    /// Touches every declaration of the rig so its durable sources and remote
+    /// ops are registered in this process (leaders and workers call it at start).
+    public static func register() {
+        _ = _balanceCogs
+        _ = _accountsCog
+        _ = openAccountOp
+        _ = transferOp
+    }
+
+    /// The mechanisms a worker runs for this rig.
+    public static func mechanisms(onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }) -> [any Mechanism] {
+        [LedgerAuditMechanism(onTotalChange: onTotalChange)]
+    }
+}
+
+import Cog
+
+/// Opening an account with a starting balance.
+public struct Opening: Codable, Equatable, Sendable {
+    public var account: String
+    public var balance: Int
+
+    public init(account: String, balance: Int) {
+        self.account = account
+        self.balance = balance
+    }
+}
+
+/// Moving money between two accounts.
+public struct Transfer: Codable, Equatable, Sendable {
+    public var from: String
+    public var to: String
+    public var amount: Int
+
+    public init(from: String, to: String, amount: Int) {
+        self.from = from
+        self.to = to
+        self.amount = amount
+    }
+}

@@ -1,0 +1,275 @@
+import Cog
+import CogCluster
+import CogLog
+import CogWire
+import Dispatch
+import Foundation
+import LedgerRig
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The rigs `cogd` can run (`--rig`).
+enum Rigs {
+    static let names = ["ledger"]
+
+    /// Registers a rig's declarations in this process; returns its worker mechanisms.
+    @MainActor
+    static func prepare(_ name: String) -> [any Mechanism] {
+        switch name {
+        case "ledger":
+            LedgerRig.register()
+            return LedgerRig.mechanisms { total in print("ledger total \(total)") }
+        default:
+            fatalError("internal inconsistency: rig \(name) passed parsing")
+        }
+    }
+}
+
+/// Turns SIGINT/SIGTERM into a stop request: the first drains gracefully,
+/// a second exits at once with status 1.
+final class SignalStopper {
+    let flag = StopFlag()
+    private let sources: [any DispatchSourceSignal]
+
+    init() {
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            sources.append(source)
+        }
+        self.sources = sources
+        for source in sources {
+            source.setEventHandler { [flag] in
+                if flag.isStopped { exit(1) }
+                flag.stop()
+            }
+            source.resume()
+        }
+    }
+}
+
+enum ClusterCommands {
+    @MainActor
+    static func leader(_ options: Command.LeaderOptions) -> Int32 {
+        let stopper = SignalStopper()
+        _ = Rigs.prepare(options.rig)
+        let leader: Leader
+        do {
+            leader = try Leader(
+                configuration: .init(
+                    dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
+                    turnsEndpoint: options.turnsEndpoint))
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+        print(
+            "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
+                + "rig \(options.rig), epoch \(leader.epoch), revision \(leader.lastRevision)")
+        fflush(nil)
+        do {
+            try leader.run(until: stopper.flag)
+        } catch {
+            printError("Error: \(error)")
+            leader.close()
+            return 1
+        }
+        print("cogd leader: stopped at revision \(leader.lastRevision)")
+        leader.close()
+        return 0
+    }
+
+    @MainActor
+    static func worker(_ options: Command.WorkerOptions) async -> Int32 {
+        let stopper = SignalStopper()
+        let mechanisms = Rigs.prepare(options.rig)
+        let worker: Worker
+        do {
+            worker = try Worker(
+                configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint), mechanisms: mechanisms)
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+        print("cogd worker \(options.name): leader \(options.leaderEndpoint), rig \(options.rig)")
+        fflush(nil)
+        var reportedSync = false
+        var reportedRevision: UInt64 = 0
+        while !stopper.flag.isStopped {
+            do {
+                let worked = try worker.pump()
+                if worker.isSynced && !reportedSync {
+                    reportedSync = true
+                    print("cogd worker \(options.name): synced at revision \(worker.appliedRevision), epoch \(worker.epoch ?? 0)")
+                }
+                if worker.appliedRevision != reportedRevision && reportedSync {
+                    reportedRevision = worker.appliedRevision
+                    print("cogd worker \(options.name): applied \(reportedRevision)")
+                }
+                fflush(nil)
+                if !worked { try await Task.sleep(for: .milliseconds(1)) }
+            } catch {
+                printError("Error: \(error)")
+                worker.close()
+                return 1
+            }
+        }
+        print("cogd worker \(options.name): stopped at revision \(worker.appliedRevision)")
+        worker.close()
+        return 0
+    }
+
+    /// Sends one request to the leader and waits (bounded) for the answer.
+    static func request(_ message: WireMessage, leader endpoint: String, timeout: Duration) throws -> WireMessage? {
+        let context = try ZMQContext()
+        defer { context.close() }
+        let socket = try ZMQSocket(context, .dealer, linger: .zero)
+        defer { socket.close() }
+        try socket.setIdentity("cogd-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try socket.connect(endpoint)
+        try socket.send([message.encoded()])
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let remaining = deadline - ContinuousClock.now
+            if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(100)))[0],
+                let frames = try socket.receive(), let frame = frames.last
+            {
+                return try? WireMessage.decode(frame)
+            }
+        }
+        return nil
+    }
+
+    static func call(_ options: Command.CallOptions) -> Int32 {
+        let argument: [UInt8]
+        do {
+            argument = try JSONValue.cbor(fromJSON: options.json)
+        } catch {
+            printError("Error: the argument is not JSON: \(error)")
+            return 1
+        }
+        let requestID = options.requestID ?? RequestID(worker: "call-\(getpid())", sequence: 1)
+        do {
+            guard
+                let answer = try request(
+                    .op(OpRequest(request: requestID, op: options.op, argument: argument)), leader: options.leaderEndpoint,
+                    timeout: options.timeout)
+            else {
+                printError("Error: no reply from \(options.leaderEndpoint) within \(options.timeout)")
+                return 1
+            }
+            switch answer {
+            case .reply(let reply):
+                switch reply.outcome {
+                case .applied(let revision):
+                    print("applied revision \(revision) (request \(reply.request))")
+                    return 0
+                case .unchanged:
+                    print("unchanged (request \(reply.request))")
+                    return 0
+                case .rejected(let reason):
+                    print("rejected: \(reason) (request \(reply.request))")
+                    return 1
+                }
+            case .error(let error):
+                printError("Error: the leader refused the request: \(error)")
+                return 1
+            default:
+                printError("Error: unexpected answer `\(answer.typeName)`")
+                return 1
+            }
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+
+    static func status(leader endpoint: String, json: Bool) -> Int32 {
+        do {
+            guard case .status(let status)? = try request(.statusRequest, leader: endpoint, timeout: .seconds(5)) else {
+                printError("Error: no status from \(endpoint) within 5s")
+                return 1
+            }
+            if json {
+                let workers = status.workers.map {
+                    "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag)}"
+                }
+                print(
+                    "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
+                        + "\"errors\": {\(status.errorCounts.sorted { $0.key < $1.key }.map { "\(CBORText.quoted($0.key)): \($0.value)" }.joined(separator: ", "))}, "
+                        + "\"openScopeInstances\": \(status.openScopeInstances)}")
+            } else {
+                print("epoch     \(status.epoch)")
+                print("revision  \(status.revision)")
+                print("workers   \(status.workers.count)")
+                for worker in status.workers {
+                    print("  \(worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago")
+                }
+                let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
+                print("scopes    \(status.openScopeInstances.count) open instances")
+            }
+            return 0
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+}
+
+/// A JSON document, read for `cogd call` and re-encoded as CBOR.
+enum JSONValue: Decodable {
+    case null, bool(Bool), integer(Int64), number(Double), text(String), array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        if let container = try? decoder.container(keyedBy: TextKey.self) {
+            var object: [String: JSONValue] = [:]
+            for key in container.allKeys { object[key.stringValue] = try container.decode(JSONValue.self, forKey: key) }
+            self = .object(object)
+        } else if var container = try? decoder.unkeyedContainer() {
+            var items: [JSONValue] = []
+            while !container.isAtEnd { items.append(try container.decode(JSONValue.self)) }
+            self = .array(items)
+        } else {
+            let container = try decoder.singleValueContainer()
+            if container.decodeNil() {
+                self = .null
+            } else if let flag = try? container.decode(Bool.self) {
+                self = .bool(flag)
+            } else if let integer = try? container.decode(Int64.self) {
+                self = .integer(integer)
+            } else if let number = try? container.decode(Double.self) {
+                self = .number(number)
+            } else {
+                self = .text(try container.decode(String.self))
+            }
+        }
+    }
+
+    var cbor: CBORValue {
+        switch self {
+        case .null: .null
+        case .bool(let flag): .bool(flag)
+        case .integer(let n): n < 0 ? .negative(UInt64(-1 - n)) : .unsigned(UInt64(n))
+        case .number(let double): .float(double)
+        case .text(let text): .text(text)
+        case .array(let items): .array(items.map(\.cbor))
+        case .object(let object): .map(object.map { (key: CBORValue.text($0.key), value: $0.value.cbor) })
+        }
+    }
+
+    static func cbor(fromJSON text: String) throws -> [UInt8] {
+        let value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        return try CBOREncoder().encode(value.cbor)
+    }
+
+    struct TextKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+}
