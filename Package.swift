@@ -39,7 +39,7 @@ let package = Package(
         ),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
-        .testTarget(name: "CogdTests", dependencies: ["cogd"]),
+        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogWire", "CogLog"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -41,6 +41,8 @@ public final class Worker: CogRemoteLink {
     public private(set) var epoch: UInt64?
     /// Whether the first snapshot has been applied (mechanisms operate then).
     public private(set) var isSynced = false
+    /// The epoch of the last snapshot applied.
+    public private(set) var syncedEpoch: UInt64?
     /// Replies received, by request (newest last in `replyOrder`).
     public private(set) var replies: [RequestID: OpReply] = [:]
     /// Error messages the leader sent this worker.
@@ -129,6 +131,7 @@ public final class Worker: CogRemoteLink {
                 named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
                 codec: codec)
             appliedRevision = revision
+            syncedEpoch = epoch
             let held = buffered.values.sorted { $0.revision < $1.revision }
             buffered = [:]
             try receive(held)

@@ -96,16 +96,17 @@ enum ClusterCommands {
         }
         print("cogd worker \(options.name): leader \(options.leaderEndpoint), rig \(options.rig)")
         fflush(nil)
-        var reportedSync = false
+        var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0
         while !stopper.flag.isStopped {
             do {
                 let worked = try worker.pump()
-                if worker.isSynced && !reportedSync {
-                    reportedSync = true
-                    print("cogd worker \(options.name): synced at revision \(worker.appliedRevision), epoch \(worker.epoch ?? 0)")
+                if worker.isSynced && worker.syncedEpoch != reportedEpoch {
+                    reportedEpoch = worker.syncedEpoch
+                    reportedRevision = worker.appliedRevision
+                    print("cogd worker \(options.name): synced at revision \(worker.appliedRevision), epoch \(worker.syncedEpoch ?? 0)")
                 }
-                if worker.appliedRevision != reportedRevision && reportedSync {
+                if worker.appliedRevision != reportedRevision && reportedEpoch != nil {
                     reportedRevision = worker.appliedRevision
                     print("cogd worker \(options.name): applied \(reportedRevision)")
                 }

@@ -73,8 +73,34 @@ struct CommandTests {
         }
     }
 
+    @Test func `leader, worker, call and status parse their options`() throws {
+        var leader = Command.LeaderOptions()
+        leader.dataFolder = "d"
+        leader.requestsEndpoint = "tcp://127.0.0.1:1"
+        #expect(try Command.parse(["leader", "--data", "d", "--requests=tcp://127.0.0.1:1"]) == .leader(leader))
+        guard case .worker(let worker) = try Command.parse(["worker", "--name", "w1", "--leader", "tcp://127.0.0.1:9"]) else {
+            Issue.record("worker did not parse")
+            return
+        }
+        #expect(worker.name == "w1")
+        #expect(worker.leaderEndpoint == "tcp://127.0.0.1:9")
+        guard case .call(let call) = try Command.parse(["call", "ledger.open", "{}", "--request-id", "w#3"]) else {
+            Issue.record("call did not parse")
+            return
+        }
+        #expect(call.op == "ledger.open")
+        #expect(call.requestID?.description == "w#3")
+        #expect(try Command.parse(["status", "--json"]) == .status(leaderEndpoint: "tcp://127.0.0.1:5701", json: true))
+        #expect(throws: Command.UsageError(message: "unknown rig 'bank' (one of: ledger)", subcommand: "leader")) {
+            try Command.parse(["leader", "--rig", "bank"])
+        }
+        #expect(throws: Command.UsageError(message: "call takes an op name and a JSON argument", subcommand: "call")) {
+            try Command.parse(["call", "ledger.open"])
+        }
+    }
+
     @Test func `subcommands of later releases parse as not yet available`() throws {
-        #expect(try Command.parse(["leader"]) == .notYetAvailable("leader"))
+        #expect(try Command.parse(["drill"]) == .notYetAvailable("drill"))
         #expect(try Command.parse(["leader", "--help"]) == .help(topic: "leader"))
     }
 }

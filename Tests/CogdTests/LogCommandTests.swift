@@ -61,7 +61,7 @@ struct TailFollowTests {
         let out = Pipe()
         tail.standardOutput = out
         try tail.run()
-        defer { stop(tail) }
+        defer { stopProcess(tail) }
         let writer = Process()
         writer.executableURL = cogdExecutable()
         writer.arguments = ["log", "soak", "--data", folder.path, "--count", "20", "--batch", "5"]

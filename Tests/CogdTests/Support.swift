@@ -56,7 +56,7 @@ func waitForExit(_ process: Process, timeout: Duration = .seconds(30)) {
 }
 
 /// Stops a child: SIGTERM, then SIGKILL if it is still running after a while.
-func stop(_ process: Process) {
+func stopProcess(_ process: Process) {
     guard process.isRunning else { return }
     process.terminate()
     waitForExit(process, timeout: .seconds(5))

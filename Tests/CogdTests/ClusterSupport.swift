@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A free TCP port on 127.0.0.1 (bound and released; the kernel will not
+/// hand it out again at once).
+func freePort() -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// One `cogd` child whose output lines the test reads (bounded waits), and
+/// which is always stopped at the end.
+final class CogdProcess {
+    let process = Process()
+    private let output = Pipe()
+    private var buffer = Data()
+    private(set) var lines: [String] = []
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = cogdExecutable()
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+    }
+
+    /// Waits until a line satisfying `predicate` appears; returns it.
+    @discardableResult
+    func waitForLine(timeout: Duration = .seconds(20), _ predicate: (String) -> Bool) -> String? {
+        if let line = lines.first(where: predicate) { return line }
+        let deadline = ContinuousClock.now + timeout
+        let handle = output.fileHandleForReading
+        let descriptor = handle.fileDescriptor
+        while ContinuousClock.now < deadline {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 50) > 0 else { continue }
+            let chunk = handle.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+            while let newline = buffer.firstIndex(of: 0x0a) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                lines.append(line)
+                if predicate(line) { return line }
+            }
+        }
+        return nil
+    }
+
+    func interrupt() { kill(process.processIdentifier, SIGINT) }
+    func killHard() { kill(process.processIdentifier, SIGKILL) }
+
+    /// Stops the child (SIGTERM, then SIGKILL) and waits for it.
+    func stop() { Tests.stop(process) }
+
+    deinit { stop() }
+}
+
+/// A leader on fixed free ports over `data`.
+struct ClusterPorts {
+    let requests = "tcp://127.0.0.1:\(freePort())"
+    let turns = "tcp://127.0.0.1:\(freePort())"
+
+    func startLeader(data: String) throws -> CogdProcess {
+        let leader = try CogdProcess(["leader", "--data", data, "--requests", requests, "--turns", turns])
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil, "the leader started")
+        return leader
+    }
+
+    func startWorker(_ name: String) throws -> CogdProcess {
+        let worker = try CogdProcess(["worker", "--leader", requests, "--name", name])
+        #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "worker \(name) synced")
+        return worker
+    }
+
+    func call(_ op: String, _ json: String, requestID: String? = nil) throws -> String {
+        var arguments = ["call", op, json, "--leader", requests]
+        if let requestID { arguments += ["--request-id", requestID] }
+        let result = try runCogd(arguments)
+        return (result.stdout + result.stderr).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// Names the helper file so `Tests.stop` resolves to the shared helper.
+enum Tests {
+    static func stop(_ process: Process) { stopProcess(process) }
+}

@@ -1,0 +1,129 @@
+import CogLog
+import CogWire
+import Foundation
+import Testing
+
+@Suite("cogd leader and workers (real processes, loopback)", .serialized, .timeLimit(.minutes(2)))
+struct ClusterTests {
+    @Test func `replicas converge to the leader's state and a late worker catches up`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let first = try ports.startWorker("w1")
+        defer { first.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 100}"#).hasPrefix("applied revision 1"))
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 50}"#).hasPrefix("applied revision 2"))
+        #expect(try ports.call("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 30}"#).hasPrefix("applied revision 3"))
+        #expect(first.waitForLine { $0 == "cogd worker w1: applied 3" } != nil)
+        #expect(first.lines.contains("ledger total 150"))
+        let late = try ports.startWorker("late")
+        defer { late.stop() }
+        #expect(late.lines.contains { $0.hasPrefix("cogd worker late: synced at revision 3") })
+        #expect(late.waitForLine { $0 == "ledger total 150" } != nil)
+        #expect(try ports.call("ledger.transfer", #"{"from": "bob", "to": "alice", "amount": 5}"#).hasPrefix("applied revision 4"))
+        #expect(first.waitForLine { $0 == "cogd worker w1: applied 4" } != nil)
+        #expect(late.waitForLine { $0 == "cogd worker late: applied 4" } != nil)
+        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        #expect(object?["revision"] as? Int == 4)
+        let workers = object?["workers"] as? [[String: Any]] ?? []
+        #expect(workers.count == 2)
+    }
+
+    @Test func `a retried request is applied once, also after a leader restart`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        do {
+            let leader = try ports.startLeader(data: folder.path)
+            defer { leader.stop() }
+            _ = try ports.call("ledger.open", #"{"account": "a", "balance": 10}"#)
+            _ = try ports.call("ledger.open", #"{"account": "b", "balance": 0}"#)
+            let first = try ports.call("ledger.transfer", #"{"from": "a", "to": "b", "amount": 4}"#, requestID: "client#7")
+            #expect(first == "applied revision 3 (request client#7)")
+            let retry = try ports.call("ledger.transfer", #"{"from": "a", "to": "b", "amount": 4}"#, requestID: "client#7")
+            #expect(retry == "applied revision 3 (request client#7)")
+            leader.killHard()
+        }
+        let restarted = try ports.startLeader(data: folder.path)
+        defer { restarted.stop() }
+        #expect(restarted.lines.first?.contains("epoch 2, revision 3") == true)
+        let afterRestart = try ports.call("ledger.transfer", #"{"from": "a", "to": "b", "amount": 4}"#, requestID: "client#7")
+        #expect(afterRestart == "applied revision 3 (request client#7)")
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(store.lastRevision == 3)
+        #expect(try store.value(name: "ledger.balance", key: try CBOREncoder().encode("b")) == (try CBOREncoder().encode(4)))
+        #expect(try store.verify().isSound)
+    }
+
+    @Test func `restarting the leader re-syncs the workers and loses no acknowledged turn`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var leader = try ports.startLeader(data: folder.path)
+        let worker = try ports.startWorker("w1")
+        defer { worker.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "a", "balance": 7}"#).hasPrefix("applied revision 1"))
+        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 1" } != nil)
+        leader.killHard()
+        leader.stop()
+        leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("cogd worker w1: synced at revision 1, epoch 2") } != nil)
+        #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 3}"#).hasPrefix("applied revision 2"))
+        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
+        #expect(worker.waitForLine { $0 == "ledger total 10" } != nil)
+    }
+
+    @Test func `malformed frames, wrong versions and unknown ops get error replies while serving continues`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let context = try ZMQContext()
+        defer { context.close() }
+        let socket = try ZMQSocket(context, .dealer, linger: .zero)
+        defer { socket.close() }
+        try socket.connect(ports.requests)
+        func exchange(_ frames: [[UInt8]]) throws -> WireMessage? {
+            try socket.send(frames)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let reply = try socket.receive() {
+                    return try? WireMessage.decode(reply[reply.count - 1])
+                }
+            }
+            return nil
+        }
+        guard case .error(let garbage)? = try exchange([[0xff, 0x13, 0x37]]) else {
+            Issue.record("no error reply to garbage")
+            return
+        }
+        #expect(garbage.code == "malformed")
+        let future = try CBOREncoder().encode(["v": CBORValue.unsigned(9), "type": .text("hello")])
+        guard case .error(let version)? = try exchange([future]) else {
+            Issue.record("no error reply to a future version")
+            return
+        }
+        #expect(version.code == "version")
+        #expect(version.message == "protocol version 9 is not supported (this side speaks 1)")
+        let oversize = [UInt8](repeating: 0, count: WireMessage.maximumSize + 1)
+        guard case .error(let big)? = try exchange([oversize]) else {
+            Issue.record("no error reply to an oversize message")
+            return
+        }
+        #expect(big.code == "oversize")
+        let unknown = OpRequest(request: RequestID(worker: "t", sequence: 1), op: "bank.rob", argument: [0xa0])
+        guard case .reply(let reply)? = try exchange([WireMessage.op(unknown).encoded()]) else {
+            Issue.record("no reply to an unknown op")
+            return
+        }
+        #expect(reply.outcome == .rejected(reason: "unknown-op: no op named `bank.rob` is registered"))
+        #expect(try ports.call("ledger.open", #"{"account": "still", "balance": 1}"#).hasPrefix("applied revision 1"))
+        let status = try runCogd(["status", "--leader", ports.requests])
+        #expect(status.stdout.contains("errors    malformed 1, oversize 1, unknown-op 1, version 1"))
+    }
+}
