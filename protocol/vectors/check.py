@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks protocol/vectors/turnlog/*.cbor with an off-the-shelf CBOR library.
+"""Checks protocol/vectors/{turnlog,cogwire}/*.cbor with an off-the-shelf CBOR library.
 
 For every vector: the bytes decode with cbor2, the decoded value equals the
 expectation in expected.json (where one is listed), and re-encoding the
@@ -16,7 +16,7 @@ import uuid
 import cbor2
 
 HERE = pathlib.Path(__file__).parent
-FOLDER = HERE / "turnlog"
+FOLDERS = [HERE / "turnlog", HERE / "cogwire"]
 
 
 def plain(value):
@@ -39,10 +39,10 @@ def plain(value):
 def main():
     expected = json.loads((HERE / "expected.json").read_text())
     failures = 0
-    files = sorted(FOLDER.glob("*.cbor"))
+    files = [path for folder in FOLDERS for path in sorted(folder.glob("*.cbor"))]
     for path in files:
         data = path.read_bytes()
-        name = path.stem
+        name = path.stem if path.parent.name == "turnlog" else f"{path.parent.name}/{path.stem}"
         try:
             decoded = cbor2.loads(data)
         except Exception as error:  # noqa: BLE001 - report any decoder failure

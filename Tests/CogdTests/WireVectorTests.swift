@@ -1,0 +1,54 @@
+import CogLog
+import CogWire
+import Foundation
+import Testing
+
+/// Byte-exact wire messages under `protocol/vectors/cogwire/`; set
+/// COGD_WRITE_VECTORS=1 to regenerate them.
+@Suite("Wire vectors")
+struct WireVectorTests {
+    private var folder: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("protocol/vectors/cogwire")
+    }
+
+    private func vectors() throws -> [(String, WireMessage)] {
+        let encoder = CBOREncoder()
+        let request = RequestID(worker: "w1", sequence: 19)
+        return [
+            ("hello", .hello(worker: "w1", lastRevision: 0)),
+            ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702")),
+            ("heartbeat", .heartbeat(worker: "w1", revision: 42)),
+            ("snapshot-request", .snapshotRequest),
+            ("catch-up-request", .catchUpRequest(from: 43)),
+            ("op", .op(OpRequest(
+                request: request, op: "ledger.transfer",
+                argument: try encoder.encode(["from": CBORValue.text("a"), "to": .text("b"), "amount": .unsigned(4)]),
+                instance: 7, name: "Bank.teller.transfer"))),
+            ("reply-applied", .reply(OpReply(request: request, outcome: .applied(revision: 43)))),
+            ("reply-unchanged", .reply(OpReply(request: request, outcome: .unchanged))),
+            ("reply-rejected", .reply(OpReply(request: request, outcome: .rejected(reason: "unknown-op: no op named `x` is registered")))),
+            ("error-version", .error(WireError(code: "version", message: "protocol version 9 is not supported (this side speaks 1)"))),
+            ("turns", .turns(epoch: 3, records: [
+                TurnRecord(
+                    revision: 43, epoch: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), name: "ledger.transfer",
+                    origin: TurnOrigin(worker: "w1", instance: 7, request: request),
+                    writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))])
+            ])),
+        ]
+    }
+
+    @Test func `every wire vector is produced byte for byte and decodes back`() throws {
+        let all = try vectors()
+        if ProcessInfo.processInfo.environment["COGD_WRITE_VECTORS"] == "1" {
+            for (name, message) in all {
+                try Data(message.encoded()).write(to: folder.appendingPathComponent("\(name).cbor"))
+            }
+        }
+        for (name, message) in all {
+            let stored = Array(try Data(contentsOf: folder.appendingPathComponent("\(name).cbor")))
+            #expect(stored == message.encoded(), "vector \(name)")
+            #expect(try WireMessage.decode(stored) == message, "vector \(name) decodes")
+        }
+    }
+}
