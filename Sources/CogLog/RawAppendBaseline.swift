@@ -19,7 +19,9 @@ public struct RawAppendBaseline {
         defer { environment.close() }
         guard let dbi = try environment.openDatabases(["raw"])[0] else { return 0 }
         let record = [UInt8](repeating: 0x5a, count: recordSize)
-        var next: UInt64 = 1
+        var next: UInt64 = try environment.read { (txn: Transaction) in
+            (try txn.last(dbi)).map { TurnStore.number($0.key) + 1 } ?? 1
+        }
         let start = ContinuousClock.now
         var written = 0
         while written < count {

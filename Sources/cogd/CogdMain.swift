@@ -29,9 +29,13 @@ struct CogdMain {
             switch options.suite {
             case .graph:
                 await MainActor.run { GraphBench(options: options).run() }
-            case .log:
+            case .log, .cluster:
                 do {
-                    try LogBench(options: options).run()
+                    if options.suite == .log {
+                        try LogBench(options: options).run()
+                    } else {
+                        try ClusterBench(options: options).run()
+                    }
                 } catch {
                     printError("Error: \(error)")
                     exit(1)
@@ -73,7 +77,7 @@ struct CogdMain {
 
     static func usageLine(for subcommand: String?) -> String {
         switch subcommand {
-        case "bench": "Usage: cogd bench graph|log [--json] [--runs N] [--only SHAPE[,SHAPE…]]"
+        case "bench": "Usage: cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]]"
         case "tail": "Usage: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]"
         case "log": "Usage: cogd log verify|stats [--data DIR] [--json]"
         case let name?: "Usage: cogd \(name) [options]"
@@ -89,6 +93,7 @@ struct CogdMain {
 
                     Graph shapes: \(GraphBench.shapeNames.joined(separator: ", "))
                     Log shapes:   \(LogBench.shapeNames.joined(separator: ", "))
+                    Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
                     Options:
                       --json          one JSON object per figure: {"name", "value", "unit"}
                                       (log figures add "baseline" and "ratio": the raw LMDB figure)

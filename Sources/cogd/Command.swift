@@ -58,7 +58,7 @@ enum Command: Equatable {
     }
 
     struct BenchOptions: Equatable {
-        enum Suite: String, CaseIterable { case graph, log }
+        enum Suite: String, CaseIterable { case graph, log, cluster }
         var suite: Suite
         var json = false
         /// Timed runs per shape; the median is reported.
@@ -81,7 +81,7 @@ enum Command: Equatable {
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
         ("drill", "crash-and-restart recovery drills (not yet available)"),
-        ("bench", "measure the runtime (release build): cogd bench graph|log [--json] [--runs N] [--only SHAPE,…]"),
+        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
     ]
@@ -264,10 +264,10 @@ enum Command: Equatable {
     private static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
         var options = OptionReader(arguments: arguments, subcommand: "bench")
         guard let suiteName = try options.positional() else {
-            throw UsageError(message: "missing suite (one of: graph, log)", subcommand: "bench")
+            throw UsageError(message: "missing suite (one of: graph, log, cluster)", subcommand: "bench")
         }
         guard let suite = BenchOptions.Suite(rawValue: suiteName) else {
-            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph, log)", subcommand: "bench")
+            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph, log, cluster)", subcommand: "bench")
         }
         var result = BenchOptions(suite: suite)
         while let option = try options.nextOption() {
@@ -284,7 +284,11 @@ enum Command: Equatable {
             case "--only":
                 let text = try options.value(for: option)
                 let shapes = text.split(separator: ",").map(String.init)
-                let known = suite == .graph ? GraphBench.shapeNames : LogBench.shapeNames
+                let known = switch suite {
+                case .graph: GraphBench.shapeNames
+                case .log: LogBench.shapeNames
+                case .cluster: ClusterBench.shapeNames
+                }
                 if let unknown = shapes.first(where: { !known.contains($0) }) {
                     throw UsageError(
                         message: "unknown shape '\(unknown)' (one of: \(known.joined(separator: ", ")))",

@@ -1,0 +1,292 @@
+import CogLog
+import CogWire
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cogd bench cluster`: a real `cogd leader` child on loopback, driven by
+/// DEALER clients in this process; each figure beside the raw ZeroMQ and raw
+/// LMDB figures measured in the same run.
+struct ClusterBench {
+    let options: Command.BenchOptions
+
+    static let shapeNames = ["round-trip", "throughput-1", "throughput-4", "throughput-16", "lag"]
+
+    struct Figure {
+        let name: String
+        let value: Double
+        let unit: String
+        let baseline: Double?
+    }
+
+    func run() throws {
+        let shapes = options.only.isEmpty ? ClusterBench.shapeNames : options.only
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-cluster-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let requests = "tcp://127.0.0.1:\(Self.freePort())"
+        let turns = "tcp://127.0.0.1:\(Self.freePort())"
+        let leader = Process()
+        leader.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        leader.arguments = ["leader", "--data", root + "/leader", "--requests", requests, "--turns", turns]
+        leader.standardOutput = FileHandle.nullDevice
+        leader.standardError = FileHandle.nullDevice
+        try leader.run()
+        defer {
+            kill(leader.processIdentifier, SIGTERM)
+            for _ in 0..<500 where leader.isRunning { usleep(10_000) }
+            if leader.isRunning { kill(leader.processIdentifier, SIGKILL) }
+        }
+        let context = try ZMQContext()
+        defer { context.close() }
+        try setUpAccounts(context: context, requests: requests)
+        for shape in shapes {
+            switch shape {
+            case "round-trip":
+                for figure in try roundTrip(context: context, requests: requests, root: root) { report(figure) }
+            case "lag":
+                report(try lag(context: context, requests: requests, turns: turns))
+            default:
+                let clients = Int(shape.dropFirst("throughput-".count))!
+                report(try throughput(clients: clients, context: context, requests: requests, root: root))
+            }
+        }
+    }
+
+    // MARK: Shapes
+
+    private func setUpAccounts(context: ZMQContext, requests: String) throws {
+        let client = try Client(context: context, endpoint: requests, name: "setup")
+        for account in 0..<100 {
+            _ = try client.call(op: "ledger.open", argument: ["account": CBORValue.text("a\(account)"), "balance": .unsigned(1_000_000)])
+        }
+    }
+
+    private func transfer(_ index: Int) -> [String: CBORValue] {
+        ["from": .text("a\(index % 100)"), "to": .text("a\((index + 1) % 100)"), "amount": .unsigned(1)]
+    }
+
+    private func roundTrip(context: ZMQContext, requests: String, root: String) throws -> [Figure] {
+        let client = try Client(context: context, endpoint: requests, name: "rtt")
+        var samples: [Double] = []
+        for index in 0..<600 {
+            let start = ContinuousClock.now
+            _ = try client.call(op: "ledger.transfer", argument: transfer(index))
+            if index >= 100 { samples.append(Self.microseconds(ContinuousClock.now - start)) }
+        }
+        let echo = try Self.rawEcho(context: context, count: 2_000)
+        let commit = try Self.rawCommitLatency(root: root + "/raw-commit", count: 300)
+        let baseline = echo + commit
+        return [
+            Figure(name: "cluster.round-trip.p50", value: Self.percentile(samples, 0.5), unit: "us", baseline: baseline),
+            Figure(name: "cluster.round-trip.p99", value: Self.percentile(samples, 0.99), unit: "us", baseline: nil),
+            Figure(name: "cluster.raw-zmq-echo.p50", value: echo, unit: "us", baseline: nil),
+            Figure(name: "cluster.raw-lmdb-commit.p50", value: commit, unit: "us", baseline: nil),
+        ]
+    }
+
+    private func throughput(clients count: Int, context: ZMQContext, requests: String, root: String) throws -> Figure {
+        let window = 64
+        let clients = try (0..<count).map { try Client(context: context, endpoint: requests, name: "load-\(count)-\($0)") }
+        var outstanding = [Int](repeating: 0, count: count)
+        var sent = 0
+        var applied = 0
+        let duration: Duration = .seconds(3)
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < duration {
+            for (index, client) in clients.enumerated() {
+                while outstanding[index] < window {
+                    try client.send(op: "ledger.transfer", argument: transfer(sent))
+                    sent += 1
+                    outstanding[index] += 1
+                }
+            }
+            let ready = try ZMQSocket.poll(clients.map(\.socket), timeout: .milliseconds(50))
+            for (index, client) in clients.enumerated() where ready[index] {
+                while let reply = try client.receiveReply() {
+                    outstanding[index] -= 1
+                    if case .applied = reply.outcome { applied += 1 }
+                }
+            }
+        }
+        let elapsed = Self.seconds(ContinuousClock.now - start)
+        // Drain what is still in flight so the next shape starts clean.
+        let drainUntil = ContinuousClock.now + .seconds(5)
+        while outstanding.reduce(0, +) > 0 && ContinuousClock.now < drainUntil {
+            let ready = try ZMQSocket.poll(clients.map(\.socket), timeout: .milliseconds(50))
+            for (index, client) in clients.enumerated() where ready[index] {
+                while try client.receiveReply() != nil { outstanding[index] -= 1 }
+            }
+        }
+        let batch = min(count * window, 4_096)
+        let rawFolder = root + "/raw-\(count)"
+        let rawSeconds = try RawAppendBaseline(directory: rawFolder).run(count: batch * 50, recordSize: 160, batch: batch)
+        try? FileManager.default.removeItem(atPath: rawFolder)
+        return Figure(
+            name: "cluster.turns-per-second.clients-\(count)", value: Double(applied) / elapsed, unit: "turns/s",
+            baseline: Double(batch * 50) / rawSeconds)
+    }
+
+    private func lag(context: ZMQContext, requests: String, turns: String) throws -> Figure {
+        let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
+        try subscriber.subscribeToAll()
+        try subscriber.connect(turns)
+        let client = try Client(context: context, endpoint: requests, name: "lag")
+        usleep(200_000)
+        var sentAt: [UInt64: ContinuousClock.Instant] = [:]
+        var lags: [Double] = []
+        let rate = 5_000.0
+        let total = 10_000
+        let start = ContinuousClock.now
+        var sent = 0
+        while lags.count < total && ContinuousClock.now - start < .seconds(15) {
+            let due = Int(Self.seconds(ContinuousClock.now - start) * rate)
+            while sent < min(due, total) {
+                sentAt[client.nextSequence] = .now
+                try client.send(op: "ledger.transfer", argument: transfer(sent))
+                sent += 1
+            }
+            let ready = try ZMQSocket.poll([subscriber, client.socket], timeout: .milliseconds(1))
+            if ready[0] {
+                while let frames = try subscriber.receive(), case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1]) {
+                    let now = ContinuousClock.now
+                    for record in records where record.origin.request?.worker == client.name {
+                        if let sequence = record.origin.request?.sequence, let at = sentAt.removeValue(forKey: sequence) {
+                            lags.append(Self.microseconds(now - at) / 1_000)
+                        }
+                    }
+                }
+            }
+            if ready[1] { while try client.receiveReply() != nil {} }
+        }
+        return Figure(name: "cluster.replication-lag.p99-at-5000-per-s", value: Self.percentile(lags, 0.99), unit: "ms", baseline: nil)
+    }
+
+    // MARK: Raw baselines
+
+    /// p50 of a raw DEALER → ROUTER → DEALER echo on loopback, in µs.
+    static func rawEcho(context: ZMQContext, count: Int) throws -> Double {
+        let endpoint = "tcp://127.0.0.1:\(freePort())"
+        let ready = DispatchSemaphore(value: 0)
+        let serverThread = Thread {
+            guard let router = try? ZMQSocket(context, .router, linger: .zero), (try? router.bind(endpoint)) != nil else {
+                ready.signal()
+                return
+            }
+            ready.signal()
+            var echoed = 0
+            while echoed < count, let frames = try? router.receive(wait: true) {
+                _ = try? router.send(frames)
+                echoed += 1
+            }
+            router.close()
+        }
+        serverThread.start()
+        ready.wait()
+        let client = try ZMQSocket(context, .dealer, linger: .zero)
+        defer { client.close() }
+        try client.connect(endpoint)
+        var samples: [Double] = []
+        let payload = [UInt8](repeating: 7, count: 96)
+        for index in 0..<count {
+            let start = ContinuousClock.now
+            try client.send([payload])
+            _ = try client.receive(wait: true)
+            if index >= 100 { samples.append(microseconds(ContinuousClock.now - start)) }
+        }
+        return percentile(samples, 0.5)
+    }
+
+    /// p50 of one durable LMDB commit of a small record, in µs.
+    static func rawCommitLatency(root: String, count: Int) throws -> Double {
+        var samples: [Double] = []
+        let baseline = RawAppendBaseline(directory: root)
+        for _ in 0..<count {
+            samples.append(try baseline.run(count: 1, recordSize: 160, batch: 1) * 1_000_000)
+        }
+        try? FileManager.default.removeItem(atPath: root)
+        return percentile(samples, 0.5)
+    }
+
+    // MARK: Plumbing
+
+    /// A DEALER client speaking `op` requests.
+    final class Client {
+        let socket: ZMQSocket
+        let name: String
+        private(set) var nextSequence: UInt64 = 1
+
+        init(context: ZMQContext, endpoint: String, name: String) throws {
+            self.name = "\(name)-\(getpid())"
+            socket = try ZMQSocket(context, .dealer, linger: .zero)
+            try socket.setIdentity(self.name)
+            try socket.connect(endpoint)
+        }
+
+        func send(op: String, argument: [String: CBORValue]) throws {
+            let request = RequestID(worker: name, sequence: nextSequence)
+            nextSequence += 1
+            try socket.send([WireMessage.op(OpRequest(request: request, op: op, argument: try CBOREncoder().encode(argument))).encoded()])
+        }
+
+        func receiveReply() throws -> OpReply? {
+            guard let frames = try socket.receive() else { return nil }
+            if case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1]) { return reply }
+            return OpReply(request: RequestID(worker: name, sequence: 0), outcome: .rejected(reason: "not a reply"))
+        }
+
+        func call(op: String, argument: [String: CBORValue]) throws -> OpReply? {
+            try send(op: op, argument: argument)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let reply = try receiveReply() { return reply }
+            }
+            return nil
+        }
+    }
+
+    private func report(_ figure: Figure) {
+        if options.json {
+            let baseline = figure.baseline.map { format($0) } ?? "null"
+            let ratio = figure.baseline.map { format(figure.value / $0) } ?? "null"
+            print("{\"name\": \"\(figure.name)\", \"value\": \(format(figure.value)), \"unit\": \"\(figure.unit)\", \"baseline\": \(baseline), \"ratio\": \(ratio)}")
+        } else if let baseline = figure.baseline {
+            print("\(padded(figure.name, to: 44)) \(format(figure.value)) \(figure.unit)   raw \(format(baseline)) \(figure.unit)   ratio \(format(figure.value / baseline))")
+        } else {
+            print("\(padded(figure.name, to: 44)) \(format(figure.value)) \(figure.unit)")
+        }
+        fflush(nil)
+    }
+
+    private func format(_ value: Double) -> String {
+        if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
+        return String((value * 100).rounded() / 100)
+    }
+
+    static func freePort() -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    static func microseconds(_ duration: Duration) -> Double { seconds(duration) * 1_000_000 }
+}
