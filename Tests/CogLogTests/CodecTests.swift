@@ -86,6 +86,13 @@ struct CodecTests {
         #expect(try encoder.encode(["x": 1, "y": 2]) == (try encoder.encode(["y": 2, "x": 1])))
     }
 
+    @Test func `byte arrays are byte strings and an empty array of another type stays an array`() throws {
+        #expect(hex(try CBOREncoder().encode([UInt8]([1, 2]))) == "420102")
+        #expect(hex(try CBOREncoder().encode([Int?]())) == "80")
+        #expect(hex(try CBOREncoder().encode([UInt8]())) == "40")
+        #expect(try roundTrip([[UInt8]([9]), []]) == [[9], []])
+    }
+
     @Test func `garbage fails with a clear error, never a crash`() {
         #expect(throws: CodecError.self) { try CBORDecoder().decode(Trail.self, from: [0xff, 0x00, 0x13]) }
         do {

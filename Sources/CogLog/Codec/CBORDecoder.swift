@@ -81,6 +81,10 @@ struct NodeDecoder: Decoder {
         if type == CBORValue.self {
             return value as! T
         }
+        if type == [UInt8].self {
+            guard case .bytes(let bytes) = value else { throw mismatch("byte string") }
+            return bytes as! T
+        }
         if type == Data.self {
             guard case .bytes(let bytes) = value else { throw mismatch("byte string") }
             return Data(bytes) as! T

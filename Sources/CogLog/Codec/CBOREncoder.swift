@@ -8,7 +8,7 @@ import Foundation
 /// containers are maps with text keys (`CodingKey.stringValue`); arrays and
 /// unkeyed containers are arrays; `nil` is null and an absent optional field
 /// is left out; `Date` is tag 1 over seconds since 1970 as a float; `UUID` is
-/// tag 37 over its 16 bytes; `Data` is a byte string.
+/// tag 37 over its 16 bytes; `Data` and `[UInt8]` are byte strings.
 ///
 /// ```swift
 /// let bytes = try CBOREncoder().encode(account)
@@ -58,6 +58,11 @@ final class EncodingNode {
 
     /// Encodes one value, giving the codec's own form to `Date`, `UUID` and `Data`.
     static func encode<T: Encodable>(_ value: T, into node: EncodingNode, codingPath: [any CodingKey]) throws {
+        // An exact type check: `as [UInt8]` would also match an empty array of any element type.
+        if T.self == [UInt8].self {
+            node.content = .value(.bytes(value as! [UInt8]))
+            return
+        }
         switch value {
         case let date as Date:
             node.content = .value(.tag(CBORTag.epochDate, .float(date.timeIntervalSince1970)))
