@@ -44,8 +44,8 @@ public final class Leader {
     private let publisher: ZMQSocket
     private var workers: [String: WorkerState] = [:]
     /// Requests answered in the batch being built, for retries inside one batch.
-    private var batchReplies: [RequestID: OpReply] = [:]
-    private var outgoing: [(identity: [UInt8], message: WireMessage)] = []
+    private var batchReplies: [RequestID: [UInt8]] = [:]
+    private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
     /// Error replies sent, by code (`cogd status`).
     public private(set) var errorCounts: [String: UInt64] = [:]
@@ -112,15 +112,15 @@ public final class Leader {
         if !records.isEmpty {
             try publisher.send([WireMessage.turns(epoch: epoch, records: records).encoded()])
         }
-        for (identity, message) in outgoing {
-            _ = try? router.send([identity, message.encoded()], wait: false)
+        for (identity, frame) in outgoing {
+            _ = try? router.send([identity, frame], wait: false)
         }
         outgoing = []
     }
 
     private func refuse(_ identity: [UInt8], _ error: WireError) {
         errorCounts[error.code, default: 0] += 1
-        outgoing.append((identity, .error(error)))
+        outgoing.append((identity, WireMessage.error(error).encoded()))
     }
 
     private func handle(identity: [UInt8], frame: [UInt8]) {
@@ -134,19 +134,19 @@ public final class Leader {
         switch message {
         case .hello(let worker, let revision):
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
-            outgoing.append((identity, welcome))
+            outgoing.append((identity, welcome.encoded()))
         case .heartbeat(let worker, let revision):
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
-            outgoing.append((identity, welcome))
+            outgoing.append((identity, welcome.encoded()))
         case .snapshotRequest:
-            outgoing.append((identity, snapshot()))
+            outgoing.append((identity, snapshot().encoded()))
         case .catchUpRequest(let from):
             let records = (try? durable.store.records(from: from, limit: 10_000)) ?? []
-            outgoing.append((identity, .turns(epoch: epoch, records: records)))
+            outgoing.append((identity, WireMessage.turns(epoch: epoch, records: records).encoded()))
         case .op(let request):
-            outgoing.append((identity, .reply(run(request))))
+            outgoing.append((identity, run(request)))
         case .statusRequest:
-            outgoing.append((identity, .status(status)))
+            outgoing.append((identity, WireMessage.status(status).encoded()))
         default:
             refuse(identity, WireError(code: "not-allowed", message: "`\(message.typeName)` is not a request the leader serves"))
         }
@@ -164,14 +164,11 @@ public final class Leader {
         return .snapshot(epoch: epoch, revision: durable.store.lastRevision, entries: entries)
     }
 
-    /// Admission, then the op's body as a turn: applied, unchanged or rejected.
-    private func run(_ request: OpRequest) -> OpReply {
+    /// Admission, then the op's body as a turn: applied, unchanged or
+    /// rejected. Returns the reply frame (also kept for dedup).
+    private func run(_ request: OpRequest) -> [UInt8] {
         if let answered = batchReplies[request.request] { return answered }
-        if let stored = try? durable.store.dedupReply(for: request.request),
-            let reply = try? CBORDecoder().decode(OpReply.self, from: stored)
-        {
-            return reply
-        }
+        if let stored = try? durable.store.dedupReply(for: request.request) { return stored }
         let reply: OpReply
         if let runner = RemoteOpRegistry.runner(named: request.op) {
             let before = durable.pending.count
@@ -191,9 +188,10 @@ public final class Leader {
             errorCounts["unknown-op", default: 0] += 1
             reply = OpReply(request: request.request, outcome: .rejected(reason: "unknown-op: no op named `\(request.op)` is registered"))
         }
-        batchReplies[request.request] = reply
-        if let encoded = try? CBOREncoder().encode(reply) { dedupRows.append((request.request, encoded)) }
-        return reply
+        let frame = reply.frame()
+        batchReplies[request.request] = frame
+        dedupRows.append((request.request, frame))
+        return frame
     }
 
     private func expireSilentWorkers() {

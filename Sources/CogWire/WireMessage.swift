@@ -163,6 +163,11 @@ extension WireMessage {
 
     /// The message's one frame.
     public func encoded() -> [UInt8] {
+        if case .reply(let reply) = self { return reply.frame() }
+        return encodedGenerically()
+    }
+
+    private func encodedGenerically() -> [UInt8] {
         let encoder = CBOREncoder()
         func tree<T: Encodable>(_ value: T) -> CBORValue {
             (try? encoder.encodeTree(value)) ?? .null
@@ -208,14 +213,24 @@ extension WireMessage {
             throw WireDecodeError(code: "oversize", message: "message of \(frame.count) bytes exceeds the \(maximumSize)-byte limit")
         }
         let decoder = CBORDecoder()
-        let envelope: Envelope
+        let tree: CBORValue
         do {
-            envelope = try decoder.decode(Envelope.self, from: frame)
+            tree = try CBORValue.parse(frame)
         } catch {
             throw WireDecodeError(code: "malformed", message: "not a cogwire message: \(error)")
         }
+        guard let versionItem = tree["v"], let typeItem = tree["type"] else {
+            throw WireDecodeError(code: "malformed", message: "not a cogwire message: no `v` and `type`")
+        }
+        guard let versionNumber = versionItem.unsignedValue, let type = typeItem.textValue else {
+            throw WireDecodeError(code: "malformed", message: "not a cogwire message: `v` must be an integer and `type` text")
+        }
+        let envelope = Envelope(v: versionNumber, type: type, body: tree["body"])
         guard envelope.v == version else {
             throw WireDecodeError(code: "version", message: "protocol version \(envelope.v) is not supported (this side speaks \(version))")
+        }
+        if envelope.type == "op", let body = envelope.body, let request = OpRequest(tree: body) {
+            return .op(request)
         }
         func body<T: Decodable>(_ type: T.Type) throws(WireDecodeError) -> T {
             do {
@@ -257,5 +272,48 @@ extension WireMessage {
         default:
             throw WireDecodeError(code: "unknown-type", message: "unknown message type `\(envelope.type)`")
         }
+    }
+}
+
+extension OpRequest {
+    /// Reads an `op` body straight from the CBOR tree (the leader's hot path);
+    /// nil when it has another shape (the generic decoder then names the problem).
+    init?(tree: CBORValue) {
+        guard let request = tree["request"], let worker = request["worker"]?.textValue,
+            let sequence = request["seq"]?.unsignedValue, let op = tree["op"]?.textValue,
+            let argument = tree["argument"]?.bytesValue
+        else { return nil }
+        var instance: UInt64?
+        if let item = tree["instance"] {
+            guard let value = item.unsignedValue else { return nil }
+            instance = value
+        }
+        var name: String?
+        if let item = tree["name"] {
+            guard let value = item.textValue else { return nil }
+            name = value
+        }
+        self.init(request: RequestID(worker: worker, sequence: sequence), op: op, argument: argument, instance: instance, name: name)
+    }
+}
+
+extension OpReply {
+    /// The reply's message frame, built directly (byte-equal to the generic encoding).
+    public func frame() -> [UInt8] {
+        let outcomeItem: CBORValue
+        switch outcome {
+        case .applied(let revision):
+            outcomeItem = .map([(.text("applied"), .map([(.text("revision"), .unsigned(revision))]))])
+        case .unchanged:
+            outcomeItem = .map([(.text("unchanged"), .map([]))])
+        case .rejected(let reason):
+            outcomeItem = .map([(.text("rejected"), .map([(.text("reason"), .text(reason))]))])
+        }
+        let body = CBORValue.map([
+            (.text("outcome"), outcomeItem),
+            (.text("request"), .map([(.text("seq"), .unsigned(request.sequence)), (.text("worker"), .text(request.worker))])),
+        ])
+        return CBORValue.map([(.text("v"), .unsigned(WireMessage.version)), (.text("type"), .text("reply")), (.text("body"), body)])
+            .encodedBytes
     }
 }

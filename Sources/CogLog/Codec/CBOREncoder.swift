@@ -17,7 +17,12 @@ public struct CBOREncoder: Sendable {
     public init() {}
 
     public func encode<T: Encodable>(_ value: T) throws(CodecError) -> [UInt8] {
-        CBORWriter.encode(try encodeTree(value))
+        // Scalars skip the container machinery (keys and values are often one).
+        if T.self == Int.self { return CBORWriter.encode(Primitive.integer(value as! Int)) }
+        if T.self == String.self { return CBORWriter.encode(.text(value as! String)) }
+        if T.self == Bool.self { return CBORWriter.encode(.bool(value as! Bool)) }
+        if T.self == UInt64.self { return CBORWriter.encode(.unsigned(value as! UInt64)) }
+        return CBORWriter.encode(try encodeTree(value))
     }
 
     /// The value as a CBOR item, before serialization.

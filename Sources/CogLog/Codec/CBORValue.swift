@@ -147,3 +147,44 @@ struct TextKey: CodingKey {
     init?(stringValue: String) { self.stringValue = stringValue }
     init?(intValue: Int) { nil }
 }
+
+extension CBORValue {
+    /// Parses one CBOR item (the same checks as `CBORDecoder`).
+    public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(CodecError) -> CBORValue {
+        do {
+            return try CBORReader.decode(bytes)
+        } catch {
+            throw CodecError(code: .malformed, path: [], message: error.description)
+        }
+    }
+
+    /// The item's deterministic encoding.
+    public var encodedBytes: [UInt8] { CBORWriter.encode(self) }
+
+    /// The value under a text key of a map, if this is a map that has it.
+    public subscript(key: String) -> CBORValue? {
+        guard case .map(let entries) = self else { return nil }
+        for entry in entries {
+            if case .text(let text) = entry.key, text == key { return entry.value }
+        }
+        return nil
+    }
+
+    /// The unsigned integer this is, if it is one.
+    public var unsignedValue: UInt64? {
+        if case .unsigned(let value) = self { return value }
+        return nil
+    }
+
+    /// The text this is, if it is a text string.
+    public var textValue: String? {
+        if case .text(let value) = self { return value }
+        return nil
+    }
+
+    /// The bytes this is, if it is a byte string.
+    public var bytesValue: [UInt8]? {
+        if case .bytes(let value) = self { return value }
+        return nil
+    }
+}
