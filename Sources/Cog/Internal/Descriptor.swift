@@ -109,6 +109,23 @@ enum StateKey: Hashable, @unchecked Sendable {
     }
 }
 
+/// A trivially copyable summary of a key: enough to decide equality for
+/// keyless states and `Int` keys without touching reference-counted payloads.
+struct KeySummary: Equatable {
+    /// 0 keyless, 1 `Int`, 2 anything else (compare the keys themselves).
+    let kind: UInt8
+    let bits: Int
+
+    @inline(__always)
+    init(_ key: StateKey) {
+        switch key {
+        case .none: (kind, bits) = (0, 0)
+        case .int(let value): (kind, bits) = (1, value)
+        default: (kind, bits) = (2, 0)
+        }
+    }
+}
+
 /// Identifies one state in any runtime: a declaration plus, for boxes, a key.
 /// Building one allocates nothing for `Int` and `String` keys.
 @usableFromInline

@@ -158,7 +158,10 @@ final class Graph {
             let index = observer.trackIndex
             if index < observer.sources.count {
                 let expected = observer.sources[index].node
-                if expected.descriptor === ref.descriptor && expected.key == ref.key {
+                let summary = KeySummary(ref.key)
+                if expected.descriptor === ref.descriptor && expected.keySummary == summary
+                    && (summary.kind != 2 || expected.key == ref.key)
+                {
                     if expected.state != .clean || expected.busy { settle(expected) }
                     guard isComputing(observer) else { failStaleReader(observer) }
                     observer.trackIndex = index + 1

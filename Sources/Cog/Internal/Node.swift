@@ -18,6 +18,8 @@ class Node {
     final let kind: Kind
     @usableFromInline final let descriptor: Descriptor?
     @usableFromInline final let key: StateKey
+    /// `key`, summarized for the re-tracking fast path.
+    final let keySummary: KeySummary
     /// `label` or `label[key]`, made once so history entries need no allocation.
     final let label: String
 
@@ -40,6 +42,7 @@ class Node {
         self.kind = kind
         self.descriptor = descriptor
         self.key = key
+        self.keySummary = KeySummary(key)
         self.label = label
         self.state = state
     }
