@@ -57,6 +57,14 @@ struct CogdMain {
             exit(ClusterCommands.call(options))
         case .status(let endpoint, let json):
             exit(ClusterCommands.status(leader: endpoint, json: json))
+        case .drill(let options):
+            var drill = Drill(options: options)
+            do {
+                exit(try drill.run())
+            } catch {
+                printError("Error: \(error)")
+                exit(1)
+            }
         case .notYetAvailable(let name):
             printError("Error: 'cogd \(name)' is not yet available in this build; see README.md for what works today")
             exit(1)

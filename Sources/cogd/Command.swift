@@ -17,6 +17,7 @@ enum Command: Equatable {
     case worker(WorkerOptions)
     case call(CallOptions)
     case status(leaderEndpoint: String, json: Bool)
+    case drill(Drill.Options)
     /// A subcommand that a later release provides.
     case notYetAvailable(String)
 
@@ -80,7 +81,7 @@ enum Command: Equatable {
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
-        ("drill", "crash-and-restart recovery drills (not yet available)"),
+        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--seed N] [--json]"),
         ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
@@ -115,10 +116,46 @@ enum Command: Equatable {
             return try parseCluster(first, rest)
         case "drill":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
-            return .notYetAvailable(first)
+            return .drill(try parseDrill(rest))
         default:
             throw UsageError(message: "unknown subcommand '\(first)'", subcommand: nil)
         }
+    }
+
+    private static func parseDrill(_ arguments: [String]) throws(UsageError) -> Drill.Options {
+        var reader = OptionReader(arguments: arguments, subcommand: "drill")
+        var options = Drill.Options()
+        func number(_ option: OptionReader.Option, _ text: String) throws(UsageError) -> Double {
+            guard let value = Double(text), value > 0 else {
+                throw UsageError(message: "\(option.name) takes a positive number, not '\(text)'", subcommand: "drill")
+            }
+            return value
+        }
+        while let option = try reader.nextOption() {
+            switch option.name {
+            case "--workers":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), value >= 0, value <= 16 else {
+                    throw UsageError(message: "--workers takes a whole number from 0 to 16, not '\(text)'", subcommand: "drill")
+                }
+                options.workers = value
+            case "--seconds": options.seconds = Int(try number(option, try reader.value(for: option)))
+            case "--kill-leader-every": options.killLeaderEvery = try number(option, try reader.value(for: option))
+            case "--kill-worker-every": options.killWorkerEvery = try number(option, try reader.value(for: option))
+            case "--seed":
+                let text = try reader.value(for: option)
+                guard let value = UInt64(text) else {
+                    throw UsageError(message: "--seed takes a whole number, not '\(text)'", subcommand: "drill")
+                }
+                options.seed = value
+            case "--json":
+                try reader.noValue(option)
+                options.json = true
+            default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
+            }
+        }
+        if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
+        return options
     }
 
     private static func parseCluster(_ subcommand: String, _ arguments: [String]) throws(UsageError) -> Command {

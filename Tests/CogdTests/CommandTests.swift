@@ -99,8 +99,16 @@ struct CommandTests {
         }
     }
 
-    @Test func `subcommands of later releases parse as not yet available`() throws {
-        #expect(try Command.parse(["drill"]) == .notYetAvailable("drill"))
+    @Test func `drill parses its options`() throws {
+        var options = Drill.Options()
+        options.workers = 3
+        options.seconds = 10
+        options.seed = 42
+        options.killLeaderEvery = 2.5
+        #expect(try Command.parse(["drill", "--workers", "3", "--seconds=10", "--seed", "42", "--kill-leader-every", "2.5"]) == .drill(options))
         #expect(try Command.parse(["leader", "--help"]) == .help(topic: "leader"))
+        #expect(throws: Command.UsageError(message: "--seed takes a whole number, not 'x'", subcommand: "drill")) {
+            try Command.parse(["drill", "--seed", "x"])
+        }
     }
 }

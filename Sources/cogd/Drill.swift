@@ -1,0 +1,317 @@
+import CogLog
+import CogWire
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cogd drill`: a crash-and-restart recovery drill on the real binaries. A
+/// leader and workers run on loopback over a fresh data folder; pipelined
+/// transfers flow through clients that retry with the same request id; the
+/// leader and workers are killed with SIGKILL on a seeded schedule and
+/// restarted. The verdict checks what an operator must be able to trust.
+struct Drill {
+    struct Options: Equatable {
+        var workers = 2
+        var seconds = 20
+        var killLeaderEvery: Double = 5
+        var killWorkerEvery: Double = 7
+        var seed: UInt64 = 1
+        var json = false
+    }
+
+    struct Verdict {
+        var leaderKills = 0
+        var workerKills = 0
+        var sent = 0
+        var applied = 0
+        var unchanged = 0
+        var rejected = 0
+        var retried = 0
+        var lost: [String] = []
+        var duplicated: [String] = []
+        var problem: String?
+        var moneyConserved = true
+        var total = 0
+        var expectedTotal = 0
+        var unconverged: [String] = []
+        var recoveries: [Double] = []
+        var unanswered = 0
+
+        var violations: [String] {
+            var list: [String] = []
+            if !lost.isEmpty { list.append("\(lost.count) acknowledged turns lost (first: \(lost[0]))") }
+            if !duplicated.isEmpty { list.append("\(duplicated.count) requests applied twice (first: \(duplicated[0]))") }
+            if let problem { list.append("log: \(problem)") }
+            if !moneyConserved { list.append("money not conserved: total \(total), expected \(expectedTotal)") }
+            if !unconverged.isEmpty { list.append("replicas not converged: \(unconverged.joined(separator: ", "))") }
+            return list
+        }
+    }
+
+    let options: Options
+    private var random: SplitMix64
+
+    init(options: Options) {
+        self.options = options
+        random = SplitMix64(seed: options.seed)
+    }
+
+    mutating func run() throws -> Int32 {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"
+        let turns = "tcp://127.0.0.1:\(ClusterBench.freePort())"
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var verdict = Verdict()
+        var leader = try Child(executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns])
+        var workers = try (0..<options.workers).map {
+            try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\($0)"])
+        }
+        defer {
+            leader.stop()
+            for worker in workers { worker.stop() }
+        }
+        let context = try ZMQContext()
+        defer { context.close() }
+        let accounts = 10
+        let opening = 1_000
+        verdict.expectedTotal = accounts * opening
+        let clients = try (0..<4).map { try DrillClient(context: context, endpoint: requests, name: "drill-c\($0)-\(getpid())") }
+        for account in 0..<accounts {
+            clients[0].enqueue(op: "ledger.open", argument: ["account": .text("acct\(account)"), "balance": .unsigned(UInt64(opening))])
+        }
+        let start = ContinuousClock.now
+        let end = start + .seconds(options.seconds)
+        var nextLeaderKill = start + jitter(options.killLeaderEvery)
+        var nextWorkerKill = start + jitter(options.killWorkerEvery)
+        /// When the leader was last restarted, until its first applied turn.
+        var leaderDownSince: ContinuousClock.Instant?
+        var restartLeaderAt: ContinuousClock.Instant?
+        var lastProgress = start
+        var transferIndex = 0
+        while ContinuousClock.now < end || clients.contains(where: { $0.outstanding > 0 }) {
+            let now = ContinuousClock.now
+            if now > end + .seconds(30) { break }
+            if now < end {
+                for client in clients where client.outstanding < 32 {
+                    let from = Int(random.next() % UInt64(accounts))
+                    let to = (from + 1 + Int(random.next() % UInt64(accounts - 1))) % accounts
+                    client.enqueue(op: "ledger.transfer", argument: [
+                        "from": .text("acct\(from)"), "to": .text("acct\(to)"), "amount": .unsigned(1 + random.next() % 50),
+                    ])
+                    transferIndex += 1
+                }
+                if now >= nextLeaderKill, restartLeaderAt == nil {
+                    leader.killHard()
+                    verdict.leaderKills += 1
+                    restartLeaderAt = now + .milliseconds(Int64(50 + random.next() % 250))
+                    nextLeaderKill = now + jitter(options.killLeaderEvery)
+                }
+                if now >= nextWorkerKill, !workers.isEmpty {
+                    let index = Int(random.next() % UInt64(workers.count))
+                    workers[index].killHard()
+                    verdict.workerKills += 1
+                    workers[index] = try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\(index)"])
+                    nextWorkerKill = now + jitter(options.killWorkerEvery)
+                }
+            }
+            if let at = restartLeaderAt, now >= at {
+                leader = try Child(executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns])
+                leaderDownSince = ContinuousClock.now
+                restartLeaderAt = nil
+            }
+            for client in clients { try client.pump(now: now) }
+            let ready = try ZMQSocket.poll(clients.map(\.socket), timeout: .milliseconds(5))
+            for (index, client) in clients.enumerated() where ready[index] {
+                let firstApplied = try client.receiveReplies()
+                if firstApplied, let down = leaderDownSince {
+                    verdict.recoveries.append(ClusterBench.seconds(ContinuousClock.now - down) * 1_000)
+                    leaderDownSince = nil
+                }
+            }
+            if !options.json && now - lastProgress >= .seconds(1) {
+                lastProgress = now
+                let answered = clients.reduce(0) { $0 + $1.answers.count }
+                let elapsed = Int(ClusterBench.seconds(now - start))
+                print("drill t=\(elapsed)s sent \(clients.reduce(0) { $0 + $1.sent }) answered \(answered) kills leader \(verdict.leaderKills) worker \(verdict.workerKills)")
+                fflush(nil)
+            }
+        }
+        // Quiesce: let workers catch up, then read the verdict.
+        var status: LeaderStatus?
+        let settleDeadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < settleDeadline {
+            if case .status(let current)? = try ClusterCommands.request(.statusRequest, leader: requests, timeout: .seconds(2)) {
+                status = current
+                if current.workers.count == options.workers && current.workers.allSatisfy({ $0.lag == 0 && $0.appliedRevision == current.revision }) { break }
+            }
+            usleep(200_000)
+        }
+        if let status {
+            let behind = status.workers.filter { $0.appliedRevision != status.revision }.map { "\($0.name) at \($0.appliedRevision) of \(status.revision)" }
+            verdict.unconverged = behind
+            if status.workers.count < options.workers { verdict.unconverged.append("\(options.workers - status.workers.count) workers not reporting") }
+        } else {
+            verdict.unconverged = ["the leader did not answer status"]
+        }
+        leader.stop()
+        for worker in workers { worker.stop() }
+
+        let store = try TurnStore(directory: folder, mode: .reader)
+        let report = try store.verify()
+        verdict.problem = report.problem
+        var appliedBy: [RequestID: [UInt64]] = [:]
+        for record in try store.records(from: 1) {
+            if let request = record.origin.request { appliedBy[request, default: []].append(record.revision) }
+        }
+        for client in clients {
+            verdict.sent += client.sent
+            verdict.retried += client.retried
+            verdict.unanswered += client.outstanding
+            for (request, outcome) in client.answers {
+                switch outcome {
+                case .applied(let revision):
+                    verdict.applied += 1
+                    if appliedBy[request]?.contains(revision) != true { verdict.lost.append("\(request) at revision \(revision)") }
+                case .unchanged: verdict.unchanged += 1
+                case .rejected: verdict.rejected += 1
+                }
+            }
+        }
+        verdict.duplicated = appliedBy.filter { $0.value.count > 1 }.map { "\($0.key) at revisions \($0.value)" }.sorted()
+        verdict.total = 0
+        for entry in try store.stateEntries() where entry.name == "ledger.balance" {
+            verdict.total += (try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0
+        }
+        verdict.moneyConserved = verdict.total == verdict.expectedTotal
+        print(render(verdict, turns: report.turns))
+        return verdict.violations.isEmpty ? 0 : 1
+    }
+
+    private mutating func jitter(_ every: Double) -> Duration {
+        let fraction = 0.5 + Double(random.next() % 1_000) / 1_000
+        return .milliseconds(Int64(every * fraction * 1_000))
+    }
+
+    private func render(_ verdict: Verdict, turns: Int) -> String {
+        let recoveries = verdict.recoveries
+        let p50 = ClusterBench.percentile(recoveries, 0.5)
+        let p99 = ClusterBench.percentile(recoveries, 0.99)
+        let command = "cogd drill --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --seed \(options.seed)"
+        if options.json {
+            return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
+                + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "
+                + "\"unchanged\": \(verdict.unchanged), \"rejected\": \(verdict.rejected), \"retried\": \(verdict.retried), "
+                + "\"unanswered\": \(verdict.unanswered), \"turns\": \(turns), \"lost\": \(verdict.lost.count), "
+                + "\"duplicated\": \(verdict.duplicated.count), \"logSound\": \(verdict.problem == nil), "
+                + "\"moneyConserved\": \(verdict.moneyConserved), \"replicasConverged\": \(verdict.unconverged.isEmpty), "
+                + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
+        }
+        var lines = [
+            "drill verdict (seed \(options.seed))",
+            "  kills            leader \(verdict.leaderKills), workers \(verdict.workerKills)",
+            "  requests         sent \(verdict.sent), applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
+            "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \($0)" } ?? "contiguous, decodes, state equals replay")",
+            "  lost             \(verdict.lost.count)",
+            "  duplicated       \(verdict.duplicated.count)",
+            "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
+            "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(verdict.unconverged.joined(separator: "; "))")",
+            "  recovery         leader restart → first applied turn p50 \(String(format: "%.0f", p50)) ms, p99 \(String(format: "%.0f", p99)) ms",
+            "  reproduce        \(command)",
+        ]
+        lines.append(verdict.violations.isEmpty ? "PASS" : "FAIL: " + verdict.violations.joined(separator: "; "))
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// A child `cogd` process of the drill.
+final class Child {
+    private let process = Process()
+
+    init(_ executable: URL, _ arguments: [String]) throws {
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    func killHard() {
+        kill(process.processIdentifier, SIGKILL)
+        for _ in 0..<500 where process.isRunning { usleep(2_000) }
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        for _ in 0..<1_000 where process.isRunning { usleep(5_000) }
+        if process.isRunning { killHard() }
+    }
+}
+
+/// A pipelining client that retries a request with the same id until answered.
+final class DrillClient {
+    let socket: ZMQSocket
+    let name: String
+    private var nextSequence: UInt64 = 1
+    private var inFlight: [RequestID: (frame: [UInt8], sentAt: ContinuousClock.Instant)] = [:]
+    private(set) var answers: [RequestID: OpReply.Outcome] = [:]
+    private(set) var sent = 0
+    private(set) var retried = 0
+    var outstanding: Int { inFlight.count }
+
+    init(context: ZMQContext, endpoint: String, name: String) throws {
+        self.name = name
+        socket = try ZMQSocket(context, .dealer, linger: .zero)
+        try socket.setIdentity(name)
+        try socket.setReconnect(initial: 20, maximum: 200)
+        try socket.connect(endpoint)
+    }
+
+    func enqueue(op: String, argument: [String: CBORValue]) {
+        let request = RequestID(worker: name, sequence: nextSequence)
+        nextSequence += 1
+        guard let bytes = try? CBOREncoder().encode(argument) else { return }
+        let frame = WireMessage.op(OpRequest(request: request, op: op, argument: bytes)).encoded()
+        inFlight[request] = (frame, .now - .seconds(3600))
+        sent += 1
+    }
+
+    /// Sends requests never sent, and re-sends (same id) those unanswered for 1 s.
+    func pump(now: ContinuousClock.Instant) throws {
+        for (request, entry) in inFlight where now - entry.sentAt > .seconds(1) {
+            if entry.sentAt > now - .seconds(3000) { retried += 1 }
+            _ = try socket.send([entry.frame], wait: false)
+            inFlight[request] = (entry.frame, now)
+        }
+    }
+
+    /// Takes the replies waiting; returns whether one was an applied turn.
+    func receiveReplies() throws -> Bool {
+        var sawApplied = false
+        while let frames = try socket.receive() {
+            guard case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1]) else { continue }
+            guard inFlight.removeValue(forKey: reply.request) != nil else { continue }
+            answers[reply.request] = reply.outcome
+            if case .applied = reply.outcome { sawApplied = true }
+        }
+        return sawApplied
+    }
+}
+
+/// A small seeded generator: the same seed gives the same kill schedule.
+struct SplitMix64 {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
