@@ -14,13 +14,6 @@ struct ClusterBench {
 
     static let shapeNames = ["round-trip", "throughput-1", "throughput-4", "throughput-16", "lag"]
 
-    struct Figure {
-        let name: String
-        let value: Double
-        let unit: String
-        let baseline: Double?
-    }
-
     func run() throws {
         let shapes = options.only.isEmpty ? ClusterBench.shapeNames : options.only
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-cluster-\(getpid())").path
@@ -67,7 +60,7 @@ struct ClusterBench {
         ["from": .text("a\(index % 100)"), "to": .text("a\((index + 1) % 100)"), "amount": .unsigned(1)]
     }
 
-    private func roundTrip(context: ZMQContext, requests: String, root: String) throws -> [Figure] {
+    private func roundTrip(context: ZMQContext, requests: String, root: String) throws -> [BenchFigure] {
         let client = try Client(context: context, endpoint: requests, name: "rtt")
         var samples: [Double] = []
         for index in 0..<600 {
@@ -79,14 +72,14 @@ struct ClusterBench {
         let commit = try Self.rawCommitLatency(root: root + "/raw-commit", count: 300)
         let baseline = echo + commit
         return [
-            Figure(name: "cluster.round-trip.p50", value: Self.percentile(samples, 0.5), unit: "us", baseline: baseline),
-            Figure(name: "cluster.round-trip.p99", value: Self.percentile(samples, 0.99), unit: "us", baseline: nil),
-            Figure(name: "cluster.raw-zmq-echo.p50", value: echo, unit: "us", baseline: nil),
-            Figure(name: "cluster.raw-lmdb-commit.p50", value: commit, unit: "us", baseline: nil),
+            BenchFigure(name: "cluster.round-trip.p50", value: Self.percentile(samples, 0.5), unit: "us", baseline: baseline),
+            BenchFigure(name: "cluster.round-trip.p99", value: Self.percentile(samples, 0.99), unit: "us", baseline: nil),
+            BenchFigure(name: "cluster.raw-zmq-echo.p50", value: echo, unit: "us", baseline: nil),
+            BenchFigure(name: "cluster.raw-lmdb-commit.p50", value: commit, unit: "us", baseline: nil),
         ]
     }
 
-    private func throughput(clients count: Int, context: ZMQContext, requests: String, root: String) throws -> Figure {
+    private func throughput(clients count: Int, context: ZMQContext, requests: String, root: String) throws -> BenchFigure {
         let window = 64
         let clients = try (0..<count).map { try Client(context: context, endpoint: requests, name: "load-\(count)-\($0)") }
         var outstanding = [Int](repeating: 0, count: count)
@@ -123,12 +116,12 @@ struct ClusterBench {
         let rawFolder = root + "/raw-\(count)"
         let rawSeconds = try RawAppendBaseline(directory: rawFolder).run(count: batch * 50, recordSize: 160, batch: batch)
         try? FileManager.default.removeItem(atPath: rawFolder)
-        return Figure(
+        return BenchFigure(
             name: "cluster.turns-per-second.clients-\(count)", value: Double(applied) / elapsed, unit: "turns/s",
             baseline: Double(batch * 50) / rawSeconds)
     }
 
-    private func lag(context: ZMQContext, requests: String, turns: String) throws -> Figure {
+    private func lag(context: ZMQContext, requests: String, turns: String) throws -> BenchFigure {
         let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
         try subscriber.subscribeToAll()
         try subscriber.connect(turns)
@@ -160,7 +153,7 @@ struct ClusterBench {
             }
             if ready[1] { while try client.receiveReply() != nil {} }
         }
-        return Figure(name: "cluster.replication-lag.p99-at-5000-per-s", value: Self.percentile(lags, 0.99), unit: "ms", baseline: nil)
+        return BenchFigure(name: "cluster.replication-lag.p99-at-5000-per-s", value: Self.percentile(lags, 0.99), unit: "ms", baseline: nil)
     }
 
     // MARK: Raw baselines
@@ -246,23 +239,7 @@ struct ClusterBench {
         }
     }
 
-    private func report(_ figure: Figure) {
-        if options.json {
-            let baseline = figure.baseline.map { format($0) } ?? "null"
-            let ratio = figure.baseline.map { format(figure.value / $0) } ?? "null"
-            print("{\"name\": \"\(figure.name)\", \"value\": \(format(figure.value)), \"unit\": \"\(figure.unit)\", \"baseline\": \(baseline), \"ratio\": \(ratio)}")
-        } else if let baseline = figure.baseline {
-            print("\(padded(figure.name, to: 44)) \(format(figure.value)) \(figure.unit)   raw \(format(baseline)) \(figure.unit)   ratio \(format(figure.value / baseline))")
-        } else {
-            print("\(padded(figure.name, to: 44)) \(format(figure.value)) \(figure.unit)")
-        }
-        fflush(nil)
-    }
-
-    private func format(_ value: Double) -> String {
-        if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
-        return String((value * 100).rounded() / 100)
-    }
+    private func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 44) }
 
     static func freePort() -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -284,9 +261,7 @@ struct ClusterBench {
         return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
+    static func seconds(_ duration: Duration) -> Double { BenchFigure.seconds(duration) }
 
     static func microseconds(_ duration: Duration) -> Double { seconds(duration) * 1_000_000 }
 }

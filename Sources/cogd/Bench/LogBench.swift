@@ -11,13 +11,6 @@ struct LogBench {
 
     static let shapeNames = ["batch-1", "batch-10", "batch-100", "batch-1000", "open"]
 
-    struct Figure {
-        let name: String
-        let value: Double
-        let unit: String
-        let baseline: Double?
-    }
-
     func run() throws {
         let shapes = options.only.isEmpty ? LogBench.shapeNames : options.only
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-\(getpid())").path
@@ -59,7 +52,7 @@ struct LogBench {
         }
     }
 
-    private func measureThroughput(batch: Int, root: String) throws -> Figure {
+    private func measureThroughput(batch: Int, root: String) throws -> BenchFigure {
         let total = turns(for: batch)
         var durable: [Double] = []
         var raw: [Double] = []
@@ -85,10 +78,10 @@ struct LogBench {
             raw.append(Double(total) / elapsed)
             try? FileManager.default.removeItem(atPath: rawFolder)
         }
-        return Figure(name: "log.turns-per-second.batch-\(batch)", value: median(durable), unit: "turns/s", baseline: median(raw))
+        return BenchFigure(name: "log.turns-per-second.batch-\(batch)", value: median(durable), unit: "turns/s", baseline: median(raw))
     }
 
-    private func measureOpen(root: String) throws -> Figure {
+    private func measureOpen(root: String) throws -> BenchFigure {
         let turnCount = 1_000_000
         let keys = 100_000
         let encoder = CBOREncoder()
@@ -116,35 +109,12 @@ struct LogBench {
             samples.append(seconds(ContinuousClock.now - start) * 1_000)
             store.close()
         }
-        return Figure(name: "log.open-1m-turns-100k-keys", value: median(samples), unit: "ms", baseline: nil)
+        return BenchFigure(name: "log.open-1m-turns-100k-keys", value: median(samples), unit: "ms", baseline: nil)
     }
 
-    private func report(_ figure: Figure) {
-        if options.json {
-            let baseline = figure.baseline.map { formatted($0) } ?? "null"
-            let ratio = figure.baseline.map { formatted(figure.value / $0) } ?? "null"
-            print("{\"name\": \"\(figure.name)\", \"value\": \(formatted(figure.value)), \"unit\": \"\(figure.unit)\", \"baseline\": \(baseline), \"ratio\": \(ratio)}")
-        } else if let baseline = figure.baseline {
-            print("\(padded(figure.name, to: 34)) \(formatted(figure.value)) \(figure.unit)   raw LMDB \(formatted(baseline)) \(figure.unit)   ratio \(formatted(figure.value / baseline))")
-        } else {
-            print("\(padded(figure.name, to: 34)) \(formatted(figure.value)) \(figure.unit)")
-        }
-        fflush(nil)
-    }
+    private func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 34) }
 
-    private func formatted(_ value: Double) -> String {
-        if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
-        return String((value * 100).rounded() / 100)
-    }
+    private func seconds(_ duration: Duration) -> Double { BenchFigure.seconds(duration) }
 
-    private func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return 0 }
-        let middle = sorted.count / 2
-        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-    }
+    private func median(_ values: [Double]) -> Double { BenchFigure.median(values) }
 }
