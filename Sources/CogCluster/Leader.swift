@@ -110,7 +110,7 @@ public final class Leader {
         dedupRows = []
         batchReplies = [:]
         if !records.isEmpty {
-            try publisher.send([WireMessage.turns(epoch: epoch, records: records).encoded()])
+            try publisher.send([WireMessage.turnsFrame(epoch: epoch, encodedRecords: durable.store.lastAppendedEncodings)])
         }
         for (identity, frame) in outgoing {
             _ = try? router.send([identity, frame], wait: false)

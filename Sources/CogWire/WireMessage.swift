@@ -317,3 +317,15 @@ extension OpReply {
             .encodedBytes
     }
 }
+
+extension WireMessage {
+    /// A `turns` frame built from records already encoded by the store:
+    /// byte-equal to `.turns(epoch:records:).encoded()` without re-encoding.
+    public static func turnsFrame(epoch: UInt64, encodedRecords: [[UInt8]]) -> [UInt8] {
+        let body = CBORValue.map([
+            (.text("epoch"), .unsigned(epoch)), (.text("records"), .array(encodedRecords.map { .encoded($0) })),
+        ])
+        return CBORValue.map([(.text("v"), .unsigned(version)), (.text("type"), .text("turns")), (.text("body"), body)])
+            .encodedBytes
+    }
+}

@@ -86,7 +86,7 @@ struct CogdMain {
     static func usageLine(for subcommand: String?) -> String {
         switch subcommand {
         case "bench": "Usage: cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]]"
-        case "tail": "Usage: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]"
+        case "tail": "Usage: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n       cogd tail --connect TURNS-ENDPOINT [--json] [--name PATTERN]"
         case "log": "Usage: cogd log verify|stats [--data DIR] [--json]"
         case let name?: "Usage: cogd \(name) [options]"
         case nil: "Usage: cogd <subcommand> [options] [--] [args]"
@@ -120,6 +120,8 @@ struct CogdMain {
                     writer. --follow keeps printing turns as they commit; --json prints one
                     object per line (fields in protocol/turnlog.md); --name keeps turns whose
                     name matches a shell pattern (`deposit*`). Default folder: ./\(Command.defaultDataFolder)
+                    --connect follows a running leader's live turn stream instead (its
+                    turns endpoint, default tcp://127.0.0.1:5702) until Ctrl-C.
                     """
             }
             if topic == "log" {

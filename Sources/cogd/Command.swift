@@ -56,6 +56,8 @@ enum Command: Equatable {
         var follow = false
         var json = false
         var namePattern: String?
+        /// Follow the leader's live turn stream (its turns endpoint) instead of the file.
+        var connect: String?
     }
 
     struct BenchOptions: Equatable {
@@ -77,7 +79,7 @@ enum Command: Equatable {
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
-        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]"),
+        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
@@ -245,6 +247,7 @@ enum Command: Equatable {
                 try reader.noValue(option)
                 options.json = true
             case "--name": options.namePattern = try reader.value(for: option)
+            case "--connect": options.connect = try reader.value(for: option)
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "tail")
             }
         }

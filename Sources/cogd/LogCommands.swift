@@ -1,4 +1,5 @@
 import CogLog
+import CogWire
 import Foundation
 
 #if canImport(Glibc)
@@ -10,6 +11,7 @@ struct TailCommand {
     let options: Command.TailOptions
 
     func run() -> Int32 {
+        if let endpoint = options.connect { return followStream(endpoint) }
         let store: TurnStore
         do {
             store = try TurnStore(directory: options.dataFolder, mode: .reader)
@@ -37,6 +39,26 @@ struct TailCommand {
                     continue
                 }
                 next = try printRecords(records, after: next)
+            }
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+
+    /// Follows the leader's PUB socket (`--connect`): prints each turn as it is published.
+    private func followStream(_ endpoint: String) -> Int32 {
+        do {
+            let context = try ZMQContext()
+            let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
+            try subscriber.subscribeToAll()
+            try subscriber.connect(endpoint)
+            while true {
+                guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(500))[0] else { continue }
+                while let frames = try subscriber.receive() {
+                    guard case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1]) else { continue }
+                    _ = try printRecords(records, after: 0)
+                }
             }
         } catch {
             printError("Error: \(error)")

@@ -32,6 +32,27 @@ struct ClusterTests {
         #expect(workers.count == 2)
     }
 
+    @Test func `tail --connect follows the live turn stream`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let tail = try CogdProcess(["tail", "--connect", ports.turns, "--json"])
+        defer { tail.stop() }
+        // A subscriber joins asynchronously (ZeroMQ gives no signal), so turns
+        // keep coming until one reaches it; bounded in count and time.
+        var seen: String?
+        for account in 0..<40 where seen == nil {
+            _ = try ports.call("ledger.open", #"{"account": "a\#(account)", "balance": 1}"#)
+            seen = tail.waitForLine(timeout: .milliseconds(250)) { $0.contains("\"name\": \"ledger.open\"") }
+        }
+        let line = try #require(seen)
+        let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        #expect((object?["revision"] as? Int ?? 0) >= 1)
+        #expect(object?["origin"] != nil)
+    }
+
     @Test func `a retried request is applied once, also after a leader restart`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

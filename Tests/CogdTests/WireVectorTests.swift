@@ -49,6 +49,9 @@ struct WireVectorTests {
             let stored = Array(try Data(contentsOf: folder.appendingPathComponent("\(name).cbor")))
             #expect(stored == message.encoded(), "vector \(name)")
             #expect(try WireMessage.decode(stored) == message, "vector \(name) decodes")
+            if case .turns(let epoch, let records) = message {
+                #expect(WireMessage.turnsFrame(epoch: epoch, encodedRecords: records.map { $0.encoded() }) == stored)
+            }
         }
     }
 }

@@ -46,6 +46,9 @@ public final class TurnStore {
     public private(set) var epoch: UInt64 = 0
     /// The newest committed revision (0 for an empty log). A reader refreshes it on each read.
     public private(set) var lastRevision: UInt64 = 0
+    /// The encoded records of the last append, in order (the leader publishes
+    /// these bytes instead of encoding each record again).
+    public private(set) var lastAppendedEncodings: [[UInt8]] = []
     /// Reader slots of dead processes cleared at open.
     public private(set) var clearedStaleReaders = 0
 
@@ -190,12 +193,16 @@ public final class TurnStore {
             throw TurnStoreError(
                 code: .outOfOrder, message: "turn \(first.revision) does not follow the last revision \(lastRevision)")
         }
+        var encodings: [[UInt8]] = []
+        encodings.reserveCapacity(records.count)
         try run { () throws in
             try environment.write { (txn: Transaction) in
+                encodings.removeAll(keepingCapacity: true)
                 var stateKey: [UInt8] = []
                 stateKey.reserveCapacity(128)
                 for record in records {
                     let encoded = record.encoded()
+                    encodings.append(encoded)
                     try withUnsafeBytes(of: record.revision.bigEndian) { key in
                         try encoded.withUnsafeBytes { value in
                             try txn.put(turnsDB, key: key, value: value, append: true)
@@ -220,6 +227,7 @@ public final class TurnStore {
             }
         }
         lastRevision = records[records.count - 1].revision
+        lastAppendedEncodings = encodings
     }
 
     // MARK: Reading
