@@ -43,6 +43,8 @@ public final class Leader {
     private let router: ZMQSocket
     private let publisher: ZMQSocket
     private var workers: [String: WorkerState] = [:]
+    /// Scope instances minted from the selectors workers registered.
+    private var scopes = ScopeTable()
     /// Requests answered in the batch being built, for retries inside one batch.
     private var batchReplies: [RequestID: [UInt8]] = [:]
     private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
@@ -147,6 +149,15 @@ public final class Leader {
             outgoing.append((identity, run(request)))
         case .statusRequest:
             outgoing.append((identity, WireMessage.status(status).encoded()))
+        case .scopeRegister(let spec):
+            let instances = scopes.register(spec, currentValue: durable.currentValue(name: spec.source, key: spec.key))
+            outgoing.append((
+                identity,
+                WireMessage.scopeRegistered(
+                    worker: spec.worker, registration: spec.registration, revision: durable.nextRevision - 1,
+                    instances: instances
+                ).encoded()
+            ))
         default:
             refuse(identity, WireError(code: "not-allowed", message: "`\(message.typeName)` is not a request the leader serves"))
         }
@@ -170,13 +181,21 @@ public final class Leader {
         if let answered = batchReplies[request.request] { return answered }
         if let stored = try? durable.store.dedupReply(for: request.request) { return stored }
         let reply: OpReply
-        if let runner = RemoteOpRegistry.runner(named: request.op) {
+        if let instance = request.instance, !scopes.isLive(instance, for: request.request.worker) {
+            errorCounts["retired-scope", default: 0] += 1
+            reply = OpReply(
+                request: request.request,
+                outcome: .rejected(reason: "retired-scope: scope instance \(instance) is retired or not owned by \(request.request.worker)"))
+        } else if let runner = RemoteOpRegistry.runner(named: request.op) {
             let before = durable.pending.count
             let revision = durable.nextRevision
             durable.currentOrigin = TurnOrigin(worker: request.request.worker, instance: request.instance, request: request.request)
             defer { durable.currentOrigin = .system }
             do {
                 try runner(cogs, request.argument, durable, request.name ?? request.op)
+                if durable.pending.count > before {
+                    durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites))
+                }
                 reply = OpReply(
                     request: request.request,
                     outcome: durable.pending.count > before ? .applied(revision: revision) : .unchanged)
@@ -194,9 +213,14 @@ public final class Leader {
         return frame
     }
 
+    /// A worker silent past the heartbeat timeout is gone: its scope
+    /// instances retire, so its queued or late requests are rejected.
     private func expireSilentWorkers() {
         let now = ContinuousClock.now
-        workers = workers.filter { now - $0.value.lastHeard < configuration.heartbeatTimeout }
+        for (name, state) in workers where now - state.lastHeard >= configuration.heartbeatTimeout {
+            workers[name] = nil
+            scopes.dropWorker(name)
+        }
     }
 
     public var status: LeaderStatus {
@@ -211,6 +235,6 @@ public final class Leader {
                     lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                     secondsSinceHeard: Double(since.components.seconds) + Double(since.components.attoseconds) / 1e18)
             },
-            errorCounts: errorCounts, openScopeInstances: [])
+            errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
     }
 }

@@ -29,6 +29,23 @@ final class LeaderStore: CogDurableStore {
                 writes: turn.writes.map { TurnWrite(name: $0.name, key: $0.key, value: $0.value) }))
     }
 
+    /// The value a source (and key) has now: the newest buffered write, else the store's.
+    func currentValue(name: String, key: [UInt8]?) -> [UInt8]? {
+        for draft in pending.reversed() {
+            if let write = draft.writes.last(where: { $0.name == name && $0.key == key }) { return write.value }
+        }
+        return try? store.value(name: name, key: key)
+    }
+
+    /// The writes of the newest buffered turn.
+    var lastPendingWrites: [TurnWrite] { pending.last?.writes ?? [] }
+
+    /// Puts scope events into the newest buffered turn's record.
+    func attachScopeEvents(_ events: [ScopeEvent]) {
+        guard !events.isEmpty, !pending.isEmpty else { return }
+        pending[pending.count - 1].scopeEvents += events
+    }
+
     /// The revision the next buffered turn will get.
     var nextRevision: UInt64 { store.lastRevision + UInt64(pending.count) + 1 }
 

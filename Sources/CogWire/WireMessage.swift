@@ -25,6 +25,10 @@ public enum WireMessage: Equatable, Sendable {
     case heartbeat(worker: String, revision: UInt64)
     /// Leader → peer: a message was refused; serving goes on.
     case error(WireError)
+    /// Worker → leader: a scope selector to track (DESIGN §6).
+    case scopeRegister(ScopeRegistration)
+    /// Leader → worker: the instances the registration opened now, in collection order.
+    case scopeRegistered(worker: String, registration: UInt64, revision: UInt64, instances: [UInt64])
     /// Any peer → leader: report epoch, revision, workers.
     case statusRequest
     /// Leader → peer: the status report (`cogd status`).
@@ -48,6 +52,8 @@ public enum WireMessage: Equatable, Sendable {
         case .error: "error"
         case .statusRequest: "status-request"
         case .status: "status"
+        case .scopeRegister: "scope-register"
+        case .scopeRegistered: "scope-registered"
         }
     }
 }
@@ -81,6 +87,38 @@ public struct OpRequest: Codable, Equatable, Sendable {
         self.argument = argument
         self.instance = instance
         self.name = name
+    }
+}
+
+/// A scope selector a worker registers: the durable source (and key) it
+/// selects over, and the form that turns the source's value into members.
+public struct ScopeRegistration: Codable, Equatable, Sendable {
+    public enum Form: String, Codable, Sendable {
+        /// `true` is one member (identity empty), `false` none.
+        case bool
+        /// `null` is none, anything else one member (its encoding).
+        case optional
+        /// An array: each element is a member.
+        case each
+    }
+
+    public var worker: String
+    /// The worker's own number for this registration.
+    public var registration: UInt64
+    /// The composed scope path (`Bank.desk`).
+    public var path: String
+    /// The selected durable source's stable name, and its encoded key for a box member.
+    public var source: String
+    public var key: [UInt8]?
+    public var form: Form
+
+    public init(worker: String, registration: UInt64, path: String, source: String, key: [UInt8]?, form: Form) {
+        self.worker = worker
+        self.registration = registration
+        self.path = path
+        self.source = source
+        self.key = key
+        self.form = form
     }
 }
 
@@ -202,6 +240,13 @@ extension WireMessage {
             body = tree(error)
         case .status(let status):
             body = tree(status)
+        case .scopeRegister(let registration):
+            body = tree(registration)
+        case .scopeRegistered(let worker, let registration, let revision, let instances):
+            body = .map([
+                (.text("worker"), .text(worker)), (.text("registration"), .unsigned(registration)),
+                (.text("revision"), .unsigned(revision)), (.text("instances"), .array(instances.map { .unsigned($0) })),
+            ])
         }
         return (try? encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body))) ?? []
     }
@@ -269,6 +314,13 @@ extension WireMessage {
             return .heartbeat(worker: heartbeat.worker, revision: heartbeat.revision)
         case "error": return .error(try body(WireError.self))
         case "status": return .status(try body(LeaderStatus.self))
+        case "scope-register": return .scopeRegister(try body(ScopeRegistration.self))
+        case "scope-registered":
+            struct Registered: Decodable { var worker: String; var registration: UInt64; var revision: UInt64; var instances: [UInt64] }
+            let registered = try body(Registered.self)
+            return .scopeRegistered(
+                worker: registered.worker, registration: registered.registration, revision: registered.revision,
+                instances: registered.instances)
         default:
             throw WireDecodeError(code: "unknown-type", message: "unknown message type `\(envelope.type)`")
         }

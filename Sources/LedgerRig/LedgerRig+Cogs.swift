@@ -21,6 +21,12 @@ let openAccountOp = RemoteOp<Opening>(name: "ledger.open") { c, opening in
     c[_balanceCogs[opening.account]] = opening.balance
 }
 
+/// Closes an open account whose balance is zero (money stays conserved).
+let closeAccountOp = RemoteOp<String>(name: "ledger.close") { c, account in
+    guard c[_accountsCog].contains(account), c[_balanceCogs[account]] == 0 else { return }
+    c[_accountsCog].removeAll { $0 == account }
+}
+
 /// Moves money between open accounts; refuses overdrafts, unknown accounts
 /// and non-positive amounts (the turn then changes nothing).
 let transferOp = RemoteOp<Transfer>(name: "ledger.transfer") { c, transfer in
@@ -41,4 +47,7 @@ extension CogOps {
     public func transfer(from: String, to: String, amount: Int) {
         perform(transferOp, Transfer(from: from, to: to, amount: amount))
     }
+
+    /// Closes an empty account.
+    public func close(account: String) { perform(closeAccountOp, account) }
 }

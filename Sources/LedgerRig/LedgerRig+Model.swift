@@ -9,6 +9,7 @@ public enum LedgerRig {
         _ = _accountsCog
         _ = openAccountOp
         _ = transferOp
+        _ = closeAccountOp
     }
 
     /// The mechanisms a worker runs for this rig.

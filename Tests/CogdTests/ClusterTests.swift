@@ -148,3 +148,105 @@ struct ClusterTests {
         #expect(status.stdout.contains("errors    malformed 1, oversize 1, unknown-op 1, version 1"))
     }
 }
+
+@Suite("Scope instances across processes (leader authority)", .serialized, .timeLimit(.minutes(2)))
+struct ScopeAuthorityTests {
+    /// A raw DEALER speaking as worker `tester`.
+    final class RawWorker {
+        let context: ZMQContext
+        let socket: ZMQSocket
+        private var sequence: UInt64 = 0
+
+        init(endpoint: String) throws {
+            context = try ZMQContext()
+            socket = try ZMQSocket(context, .dealer, linger: .zero)
+            try socket.setIdentity("tester")
+            try socket.connect(endpoint)
+        }
+
+        deinit {
+            socket.close()
+            context.close()
+        }
+
+        func exchange(_ message: WireMessage) throws -> WireMessage? {
+            try socket.send([message.encoded()])
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let frames = try socket.receive() {
+                    return try? WireMessage.decode(frames[frames.count - 1])
+                }
+            }
+            return nil
+        }
+
+        func op(_ name: String, _ argument: some Encodable, instance: UInt64? = nil, as worker: String = "tester") throws -> OpReply.Outcome? {
+            sequence += 1
+            let request = OpRequest(
+                request: RequestID(worker: worker, sequence: sequence), op: name,
+                argument: try CBOREncoder().encode(argument), instance: instance)
+            guard case .reply(let reply)? = try exchange(.op(request)) else { return nil }
+            return reply.outcome
+        }
+    }
+
+    private struct Opening: Encodable {
+        var account: String
+        var balance: Int
+    }
+
+    @Test func `the leader mints instances, records them in the turn, and rejects work from a retired instance`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try RawWorker(endpoint: ports.requests)
+        _ = try worker.exchange(.hello(worker: "tester", lastRevision: 0))
+        let spec = ScopeRegistration(worker: "tester", registration: 1, path: "Bank.account", source: "ledger.accounts", key: nil, form: .each)
+        guard case .scopeRegistered(_, _, let revision, let initial)? = try worker.exchange(.scopeRegister(spec)) else {
+            Issue.record("no registration reply")
+            return
+        }
+        #expect(revision == 0)
+        #expect(initial.isEmpty)
+
+        #expect(try worker.op("ledger.open", Opening(account: "alice", balance: 0)) == .applied(revision: 1))
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        let opened = try store.records(from: 1)[0].scopeEvents
+        #expect(opened.map(\.kind) == [.open])
+        #expect(opened.first?.identity == (try CBOREncoder().encode("alice")))
+        let first = try #require(opened.first?.instance)
+
+        // Work owned by the live instance is applied.
+        #expect(try worker.op("ledger.open", Opening(account: "bob", balance: 5), instance: first) == .applied(revision: 2))
+        // Closing alice retires her instance in the record of the closing turn.
+        #expect(try worker.op("ledger.close", "alice") == .applied(revision: 3))
+        #expect(try store.records(from: 3)[0].scopeEvents.map(\.kind) == [.retire])
+        // A late request from the retired instance: rejected, no revision, body never run.
+        guard case .rejected(let reason)? = try worker.op("ledger.open", Opening(account: "carol", balance: 1), instance: first) else {
+            Issue.record("a retired instance's op was not rejected")
+            return
+        }
+        #expect(reason.hasPrefix("retired-scope: scope instance \(first) is retired"))
+        #expect(try store.records(from: 1).count == 3)
+        // alice → gone → alice again across turns: a new, different instance.
+        #expect(try worker.op("ledger.open", Opening(account: "alice", balance: 0)) == .applied(revision: 4))
+        let reopened = try #require(try store.records(from: 4)[0].scopeEvents.first)
+        #expect(reopened.kind == .open)
+        #expect(reopened.instance != first)
+        #expect(try worker.op("ledger.open", Opening(account: "dave", balance: 1), instance: reopened.instance) == .applied(revision: 5))
+        #expect(try worker.op("ledger.open", Opening(account: "erin", balance: 1), instance: first).map { if case .rejected = $0 { true } else { false } } == true)
+        // Another worker cannot use tester's live instance.
+        guard case .rejected(let foreign)? = try worker.op("ledger.open", Opening(account: "frank", balance: 1), instance: reopened.instance, as: "intruder") else {
+            Issue.record("another worker's use of the instance was not rejected")
+            return
+        }
+        #expect(foreign.contains("not owned by intruder"))
+        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        let open = object?["openScopeInstances"] as? [Int] ?? []
+        #expect(open.contains(Int(reopened.instance)))
+        #expect(!open.contains(Int(first)))
+    }
+}

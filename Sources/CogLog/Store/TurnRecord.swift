@@ -116,12 +116,20 @@ public struct ScopeEvent: Codable, Equatable, Sendable {
     public var scope: String
     /// The identity as deterministic CBOR (nil for a Bool scope).
     public var identity: [UInt8]?
+    /// The worker whose registration the instance belongs to.
+    public var worker: String?
+    /// That worker's number for the registration.
+    public var registration: UInt64?
 
-    public init(kind: Kind, instance: UInt64, scope: String, identity: [UInt8]?) {
+    public init(
+        kind: Kind, instance: UInt64, scope: String, identity: [UInt8]?, worker: String? = nil, registration: UInt64? = nil
+    ) {
         self.kind = kind
         self.instance = instance
         self.scope = scope
         self.identity = identity
+        self.worker = worker
+        self.registration = registration
     }
 }
 

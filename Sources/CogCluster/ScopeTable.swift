@@ -1,0 +1,119 @@
+import CogLog
+import CogWire
+
+/// The leader's scope instances (DESIGN §6): for every selector a worker
+/// registered, the members its durable source selects now, each with the
+/// instance the leader minted when it arrived. After each turn the table
+/// reconciles the registrations whose source the turn wrote, with the seeds'
+/// transition rules: only settled values count, departures retire first (in
+/// opening order), arrivals open (in collection order), and a member that
+/// leaves and comes back later gets a new instance.
+///
+/// Members are compared by their deterministic encoding, so the leader needs
+/// no Swift types: a Bool source is one member when `true`; an optional is
+/// one member unless `null`; an `each:` source's members are its elements.
+struct ScopeTable {
+    struct Registration {
+        let spec: ScopeRegistration
+        /// Open members in opening order.
+        var open: [(identity: [UInt8], instance: UInt64)]
+    }
+
+    private(set) var registrations: [String: Registration] = [:]
+    /// Live instances and the worker that owns each.
+    private(set) var live: [UInt64: String] = [:]
+    private var nextInstance: UInt64 = 1
+
+    private static func key(_ worker: String, _ registration: UInt64) -> String { "\(worker)#\(registration)" }
+
+    /// Registers (or re-registers) a selector over its source's current
+    /// value; returns the instances it opened, in collection order.
+    mutating func register(_ spec: ScopeRegistration, currentValue: [UInt8]?) -> [UInt64] {
+        drop(Self.key(spec.worker, spec.registration))
+        let members = ScopeTable.members(of: currentValue, form: spec.form)
+        var open: [(identity: [UInt8], instance: UInt64)] = []
+        for identity in members {
+            open.append((identity, mint(for: spec.worker)))
+        }
+        registrations[Self.key(spec.worker, spec.registration)] = Registration(spec: spec, open: open)
+        return open.map(\.instance)
+    }
+
+    /// Reconciles every registration over a source `writes` changed; returns
+    /// the scope events, for the record of the turn that caused them.
+    mutating func apply(_ writes: [TurnWrite]) -> [ScopeEvent] {
+        guard !registrations.isEmpty else { return [] }
+        var events: [ScopeEvent] = []
+        for write in writes {
+            for key in registrations.keys.sorted() {
+                guard var registration = registrations[key], registration.spec.source == write.name,
+                    registration.spec.key == write.key
+                else { continue }
+                let members = ScopeTable.members(of: write.value, form: registration.spec.form)
+                let present = Set(members)
+                var kept: [(identity: [UInt8], instance: UInt64)] = []
+                for entry in registration.open {
+                    if present.contains(entry.identity) {
+                        kept.append(entry)
+                    } else {
+                        live[entry.instance] = nil
+                        events.append(event(.retire, entry.instance, entry.identity, registration.spec))
+                    }
+                }
+                let keptIdentities = Set(kept.map(\.identity))
+                for identity in members where !keptIdentities.contains(identity) {
+                    let instance = mint(for: registration.spec.worker)
+                    kept.append((identity, instance))
+                    events.append(event(.open, instance, identity, registration.spec))
+                }
+                registration.open = kept
+                registrations[key] = registration
+            }
+        }
+        return events
+    }
+
+    /// Whether `instance` is live and belongs to `worker`.
+    func isLive(_ instance: UInt64, for worker: String) -> Bool {
+        live[instance] == worker
+    }
+
+    /// Forgets every registration of a worker (gone, or re-registering).
+    mutating func dropWorker(_ worker: String) {
+        for key in registrations.keys where registrations[key]?.spec.worker == worker { drop(key) }
+    }
+
+    var openInstances: [UInt64] { live.keys.sorted() }
+
+    private mutating func drop(_ key: String) {
+        guard let registration = registrations.removeValue(forKey: key) else { return }
+        for entry in registration.open { live[entry.instance] = nil }
+    }
+
+    private mutating func mint(for worker: String) -> UInt64 {
+        let instance = nextInstance
+        nextInstance += 1
+        live[instance] = worker
+        return instance
+    }
+
+    private func event(_ kind: ScopeEvent.Kind, _ instance: UInt64, _ identity: [UInt8], _ spec: ScopeRegistration) -> ScopeEvent {
+        ScopeEvent(
+            kind: kind, instance: instance, scope: spec.path, identity: identity.isEmpty ? nil : identity,
+            worker: spec.worker, registration: spec.registration)
+    }
+
+    /// The members a source's encoded value selects, in collection order.
+    static func members(of value: [UInt8]?, form: ScopeRegistration.Form) -> [[UInt8]] {
+        guard let value else { return [] }
+        switch form {
+        case .bool:
+            return value == [0xf5] ? [[]] : []
+        case .optional:
+            return value == [0xf6] ? [] : [value]
+        case .each:
+            guard case .array(let items)? = try? CBORValue.parse(value) else { return [] }
+            return items.map(\.encodedBytes)
+        }
+    }
+}
