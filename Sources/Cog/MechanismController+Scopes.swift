@@ -105,16 +105,32 @@ extension MechanismController {
 
     // MARK: Reconciliation
 
+    /// On a replica, registers the selector with the leader (durable sources only).
+    private func remoteScope(_ ref: StateRef, path: String, form: CogScopeForm) -> (any CogRemoteScope)? {
+        guard let link = graph.remoteLink, let descriptor = ref.descriptor as? DurableKeyEncoding,
+            let source = ref.descriptor.stableName
+        else { return nil }
+        let key: [UInt8]?
+        do {
+            key = try descriptor.encodedKey(ref.key, codec: link.codec)
+        } catch {
+            return nil
+        }
+        return link.registerScope(path: path, source: source, key: key, form: form)
+    }
+
     private func boolScope(
         _ ref: StateRef, path: String, _ body: @escaping @MainActor (MechanismController) -> Void
     ) {
         guard retirement == nil else { return }
         var child: MechanismController?
+        let remote = remoteScope(ref, path: path, form: .bool)
         addReaction(
             ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
                 let isOpen = c.graph.read(ref, as: Bool.self, trackedBy: c.node)
                 if isOpen, child == nil {
                     let opened = self.openChild(path: path)
+                    opened.instanceSlot = remote?.childSlot(identity: [])
                     child = opened
                     body(opened)
                 } else if !isOpen, let open = child {
@@ -130,6 +146,7 @@ extension MechanismController {
     ) {
         guard retirement == nil else { return }
         var current: (identity: Identity, child: MechanismController)?
+        let remote = remoteScope(ref, path: path, form: .optional)
         addReaction(
             ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
                 let selected = c.graph.read(ref, as: Identity?.self, trackedBy: c.node)
@@ -140,6 +157,9 @@ extension MechanismController {
                 }
                 if let selected {
                     let opened = self.openChild(path: path)
+                    if let remote, let identity = remote.memberIdentities().first {
+                        opened.instanceSlot = remote.childSlot(identity: identity)
+                    }
                     current = (selected, opened)
                     body(selected, opened)
                 }
@@ -152,6 +172,7 @@ extension MechanismController {
     ) {
         guard retirement == nil else { return }
         var open: [(identity: Identity, child: MechanismController)] = []
+        let remote = remoteScope(ref, path: path, form: .each)
         addReaction(
             ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
                 let selected = c.graph.read(ref, as: [Identity].self, trackedBy: c.node)
@@ -180,8 +201,10 @@ extension MechanismController {
                 guard open.count < selected.count else { return }
                 var present = Set<Identity>(minimumCapacity: open.count)
                 for entry in open { present.insert(entry.identity) }
-                for identity in selected where !present.contains(identity) {
+                let encoded = remote?.memberIdentities() ?? []
+                for (index, identity) in selected.enumerated() where !present.contains(identity) {
                     let opened = self.openChild(path: path)
+                    if let remote, index < encoded.count { opened.instanceSlot = remote.childSlot(identity: encoded[index]) }
                     open.append((identity, opened))
                     body(identity, opened)
                 }

@@ -30,6 +30,8 @@ public final class MechanismController: CogOps, TurnOwner {
     var tasks: [Task<Void, any Error>] = []
     var children: [MechanismController] = []
     weak var parent: MechanismController?
+    /// On a worker's replica: the leader-minted instance of this scope child.
+    public internal(set) var instanceSlot: CogInstanceSlot?
 
     init(graph: Graph, path: String, parent: MechanismController?) {
         self.graph = graph
@@ -133,6 +135,7 @@ public final class MechanismController: CogOps, TurnOwner {
     private func markRetired(_ reason: Retirement) {
         guard retirement == nil else { return }
         retirement = reason
+        instanceSlot?.isRetired = true
         for child in children { child.markRetired(reason) }
     }
 

@@ -34,8 +34,55 @@ public struct RemoteOp<Argument: Codable & Sendable>: Sendable {
 @MainActor
 public protocol CogRemoteLink: AnyObject {
     /// Sends one op request; `owner` is the controller that asked (nil for
-    /// the runtime itself).
+    /// the runtime itself). A scope child's request carries its instance.
     func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?)
+
+    /// Registers a scope selector over a durable source with the leader,
+    /// which mints the instances (DESIGN §6). Nil when it cannot be tracked
+    /// remotely (the scope then only has local authority).
+    func registerScope(path: String, source: String, key: [UInt8]?, form: CogScopeForm) -> (any CogRemoteScope)?
+
+    /// The codec the replica uses (to encode a selector's key).
+    var codec: any CogDurableStore { get }
+}
+
+/// How a scope turns its selected value into members.
+public enum CogScopeForm: String, Sendable {
+    case bool, optional, each
+}
+
+/// One scope registration as the worker tracks it.
+@MainActor
+public protocol CogRemoteScope: AnyObject {
+    /// The encoded identities the selector's current (replicated) value
+    /// selects, in collection order.
+    func memberIdentities() -> [[UInt8]]
+    /// The instance slot of a child opened for the member `identity`.
+    func childSlot(identity: [UInt8]) -> CogInstanceSlot
+}
+
+/// The leader-minted instance of one scope child, filled in when the
+/// leader's answer arrives; ops from the child carry it.
+@MainActor
+public final class CogInstanceSlot {
+    /// The instance, once known.
+    public var instance: UInt64?
+    /// The child has retired: its requests are dropped.
+    public var isRetired = false
+    /// Requests waiting for `instance`.
+    public var waiting: [@MainActor (UInt64) -> Void] = []
+
+    public init(instance: UInt64? = nil) {
+        self.instance = instance
+    }
+
+    /// Sets the instance and runs what waited for it.
+    public func resolve(_ instance: UInt64) {
+        self.instance = instance
+        let waiting = self.waiting
+        self.waiting = []
+        if !isRetired { for send in waiting { send(instance) } }
+    }
 }
 
 /// The type-erased runners of every remote op declared in this process.

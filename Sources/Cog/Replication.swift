@@ -77,3 +77,15 @@ extension Cogs {
         if let failure { throw failure }
     }
 }
+
+/// Encodes a durable declaration's key without its Swift types.
+protocol DurableKeyEncoding: AnyObject {
+    @MainActor func encodedKey(_ key: StateKey, codec: any CogDurableStore) throws -> [UInt8]?
+}
+
+extension ManualDescriptor: DurableKeyEncoding {
+    @MainActor func encodedKey(_ key: StateKey, codec: any CogDurableStore) throws -> [UInt8]? {
+        guard let durable else { throw NotDurable(label: label, site: site, hasName: stableName != nil) }
+        return try durable.encodeKey?(key, codec)
+    }
+}

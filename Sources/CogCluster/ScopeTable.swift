@@ -28,7 +28,7 @@ struct ScopeTable {
 
     /// Registers (or re-registers) a selector over its source's current
     /// value; returns the instances it opened, in collection order.
-    mutating func register(_ spec: ScopeRegistration, currentValue: [UInt8]?) -> [UInt64] {
+    mutating func register(_ spec: ScopeRegistration, currentValue: [UInt8]?) -> [ScopeMember] {
         drop(Self.key(spec.worker, spec.registration))
         let members = ScopeTable.members(of: currentValue, form: spec.form)
         var open: [(identity: [UInt8], instance: UInt64)] = []
@@ -36,7 +36,7 @@ struct ScopeTable {
             open.append((identity, mint(for: spec.worker)))
         }
         registrations[Self.key(spec.worker, spec.registration)] = Registration(spec: spec, open: open)
-        return open.map(\.instance)
+        return open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }
     }
 
     /// Reconciles every registration over a source `writes` changed; returns

@@ -33,7 +33,7 @@ public final class Worker: CogRemoteLink {
     private let dealer: ZMQSocket
     private var subscriber: ZMQSocket?
     private let mechanisms: [any Mechanism]
-    private let codec = ReplicaCodec()
+    private let replicaCodec = ReplicaCodec()
 
     /// The newest revision applied to the replica.
     public private(set) var appliedRevision: UInt64 = 0
@@ -48,6 +48,11 @@ public final class Worker: CogRemoteLink {
     /// Error messages the leader sent this worker.
     public private(set) var errors: [WireError] = []
     private var buffered: [UInt64: TurnRecord] = [:]
+    /// The encoded value of every durable state applied, by `name` + key (scope members come from it).
+    private var encodedState: [[UInt8]: [UInt8]] = [:]
+    /// Scope registrations with the leader, by this worker's number.
+    private var scopes: [UInt64: WorkerScope] = [:]
+    private var nextRegistration: UInt64 = 0
     private var awaitingSnapshot = false
     private var catchUpFrom: UInt64?
     private var sequence: UInt64 = 0
@@ -127,9 +132,12 @@ public final class Worker: CogRemoteLink {
         case .snapshot(let epoch, let revision, let entries):
             guard epoch == self.epoch else { return }
             awaitingSnapshot = false
+            encodedState = [:]
+            for entry in entries { encodedState[Worker.stateKey(entry.name, entry.key)] = entry.value }
+            let resync = isSynced
             try cogs.applyReplicatedTurn(
                 named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
-                codec: codec)
+                codec: replicaCodec)
             appliedRevision = revision
             syncedEpoch = epoch
             let held = buffered.values.sorted { $0.revision < $1.revision }
@@ -138,6 +146,11 @@ public final class Worker: CogRemoteLink {
             if !isSynced {
                 isSynced = true
                 cogs.operateReplicaMechanisms(mechanisms)
+            } else if resync {
+                // A new leader epoch: every instance of the old one is dead; register again.
+                for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
+                    try send(.scopeRegister(scope.spec))
+                }
             }
         case .turns(let epoch, let records):
             guard epoch == self.epoch else { return }
@@ -145,6 +158,9 @@ public final class Worker: CogRemoteLink {
             try receive(records)
         case .reply(let reply):
             replies[reply.request] = reply
+        case .scopeRegistered(_, let registration, _, let members):
+            guard let scope = scopes[registration] else { return }
+            for member in members { scope.learned(member.identity, instance: member.instance, replacing: true) }
         case .error(let error):
             errors.append(error)
         default:
@@ -160,9 +176,17 @@ public final class Worker: CogRemoteLink {
         }
         guard !awaitingSnapshot else { return }
         while let next = buffered.removeValue(forKey: appliedRevision + 1) {
+            for write in next.writes { encodedState[Worker.stateKey(write.name, write.key)] = write.value }
+            for event in next.scopeEvents where event.worker == configuration.name {
+                guard let registration = event.registration, let scope = scopes[registration] else { continue }
+                switch event.kind {
+                case .open: scope.learned(event.identity ?? [], instance: event.instance, replacing: false)
+                case .retire: scope.forget(event.identity ?? [])
+                }
+            }
             try cogs.applyReplicatedTurn(
                 named: next.name, writes: next.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
-                codec: codec)
+                codec: replicaCodec)
             appliedRevision = next.revision
         }
         if !buffered.isEmpty, catchUpFrom == nil {
@@ -173,6 +197,8 @@ public final class Worker: CogRemoteLink {
 
     // MARK: CogRemoteLink
 
+    public var codec: any CogDurableStore { replicaCodec }
+
     public func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
         sequence += 1
         let request = RequestID(worker: configuration.name, sequence: sequence)
@@ -181,7 +207,38 @@ public final class Worker: CogRemoteLink {
             return
         }
         let turnName = owner.map { "\($0.path).\(name)" } ?? name
-        try? send(.op(OpRequest(request: request, op: name, argument: bytes, instance: nil, name: turnName)))
+        guard let slot = owner?.instanceSlot else {
+            try? send(.op(OpRequest(request: request, op: name, argument: bytes, instance: nil, name: turnName)))
+            return
+        }
+        if let instance = slot.instance {
+            try? send(.op(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName)))
+        } else {
+            // The leader has not told us this child's instance yet: send once it has.
+            slot.waiting.append { [weak self] instance in
+                try? self?.send(.op(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName)))
+            }
+        }
+    }
+
+    public func registerScope(path: String, source: String, key: [UInt8]?, form: CogScopeForm) -> (any CogRemoteScope)? {
+        nextRegistration += 1
+        let spec = ScopeRegistration(
+            worker: configuration.name, registration: nextRegistration, path: path, source: source, key: key,
+            form: ScopeRegistration.Form(rawValue: form.rawValue) ?? .each)
+        let scope = WorkerScope(spec: spec, worker: self)
+        scopes[nextRegistration] = scope
+        try? send(.scopeRegister(spec))
+        return scope
+    }
+
+    /// The encoded value of a durable state on the replica.
+    func encodedValue(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
+        encodedState[Worker.stateKey(name, key)]
+    }
+
+    static func stateKey(_ name: String, _ key: [UInt8]?) -> [UInt8] {
+        Array(name.utf8) + [0] + (key ?? [])
     }
 
     /// The id the next request will carry.
@@ -202,4 +259,43 @@ final class ReplicaCodec: CogDurableStore {
     func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try decoder.decode(type, from: bytes) }
     func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { nil }
     func commit(_ turn: CogDurableTurn) throws {}
+}
+
+/// One scope registration on the worker: maps members to the instances the
+/// leader minted for them and fills the slots of the children opened locally.
+@MainActor
+final class WorkerScope: CogRemoteScope {
+    let spec: ScopeRegistration
+    unowned let worker: Worker
+    private var instances: [[UInt8]: UInt64] = [:]
+    private var slots: [[UInt8]: CogInstanceSlot] = [:]
+
+    init(spec: ScopeRegistration, worker: Worker) {
+        self.spec = spec
+        self.worker = worker
+    }
+
+    func memberIdentities() -> [[UInt8]] {
+        ScopeTable.members(of: worker.encodedValue(spec.source, spec.key), form: spec.form)
+    }
+
+    func childSlot(identity: [UInt8]) -> CogInstanceSlot {
+        let slot = CogInstanceSlot(instance: instances[identity])
+        slots[identity] = slot
+        return slot
+    }
+
+    /// The leader minted `instance` for `identity` (an open event, or a
+    /// registration reply that may replace an older epoch's instance).
+    func learned(_ identity: [UInt8], instance: UInt64, replacing: Bool) {
+        instances[identity] = instance
+        guard let slot = slots[identity], !slot.isRetired else { return }
+        if slot.instance == nil || replacing { slot.resolve(instance) }
+    }
+
+    /// The leader retired the member's instance.
+    func forget(_ identity: [UInt8]) {
+        instances[identity] = nil
+        if let slot = slots[identity], slot.isRetired || slot.instance != nil { slots[identity] = nil }
+    }
 }

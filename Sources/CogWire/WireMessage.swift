@@ -28,7 +28,7 @@ public enum WireMessage: Equatable, Sendable {
     /// Worker → leader: a scope selector to track (DESIGN §6).
     case scopeRegister(ScopeRegistration)
     /// Leader → worker: the instances the registration opened now, in collection order.
-    case scopeRegistered(worker: String, registration: UInt64, revision: UInt64, instances: [UInt64])
+    case scopeRegistered(worker: String, registration: UInt64, revision: UInt64, instances: [ScopeMember])
     /// Any peer → leader: report epoch, revision, workers.
     case statusRequest
     /// Leader → peer: the status report (`cogd status`).
@@ -119,6 +119,18 @@ public struct ScopeRegistration: Codable, Equatable, Sendable {
         self.source = source
         self.key = key
         self.form = form
+    }
+}
+
+/// One member a registration selects and the instance the leader minted for it.
+public struct ScopeMember: Codable, Equatable, Sendable {
+    /// The member's deterministic encoding (empty for a Bool scope).
+    public var identity: [UInt8]
+    public var instance: UInt64
+
+    public init(identity: [UInt8], instance: UInt64) {
+        self.identity = identity
+        self.instance = instance
     }
 }
 
@@ -245,7 +257,7 @@ extension WireMessage {
         case .scopeRegistered(let worker, let registration, let revision, let instances):
             body = .map([
                 (.text("worker"), .text(worker)), (.text("registration"), .unsigned(registration)),
-                (.text("revision"), .unsigned(revision)), (.text("instances"), .array(instances.map { .unsigned($0) })),
+                (.text("revision"), .unsigned(revision)), (.text("instances"), tree(instances)),
             ])
         }
         return (try? encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body))) ?? []
@@ -316,7 +328,7 @@ extension WireMessage {
         case "status": return .status(try body(LeaderStatus.self))
         case "scope-register": return .scopeRegister(try body(ScopeRegistration.self))
         case "scope-registered":
-            struct Registered: Decodable { var worker: String; var registration: UInt64; var revision: UInt64; var instances: [UInt64] }
+            struct Registered: Decodable { var worker: String; var registration: UInt64; var revision: UInt64; var instances: [ScopeMember] }
             let registered = try body(Registered.self)
             return .scopeRegistered(
                 worker: registered.worker, registration: registered.registration, revision: registered.revision,

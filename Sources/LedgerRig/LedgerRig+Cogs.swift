@@ -14,6 +14,16 @@ public let totalMoneyCog = Cog<Int>(name: "ledger.total") { c in
     return accounts.reduce(0) { $0 + c[balanceCogs[$1]] }
 }
 
+/// Whether a worker's greeter has welcomed the account (set from a scope child).
+let _greetedCogs = CogBox<Bool, String>.Manual(name: "ledger.greeted") { false }
+public let greetedCogs = _greetedCogs.readOnly
+
+/// Marks an open account as greeted.
+let greetOp = RemoteOp<String>(name: "ledger.greet") { c, account in
+    guard c[_accountsCog].contains(account) else { return }
+    c[_greetedCogs[account]] = true
+}
+
 /// Opens an account once; opening it again changes nothing.
 let openAccountOp = RemoteOp<Opening>(name: "ledger.open") { c, opening in
     guard !c[_accountsCog].contains(opening.account), opening.balance >= 0 else { return }
@@ -50,4 +60,7 @@ extension CogOps {
 
     /// Closes an empty account.
     public func close(account: String) { perform(closeAccountOp, account) }
+
+    /// Welcomes an open account.
+    public func greet(account: String) { perform(greetOp, account) }
 }

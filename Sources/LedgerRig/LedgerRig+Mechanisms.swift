@@ -11,3 +11,13 @@ struct LedgerAuditMechanism: Mechanism {
         }
     }
 }
+
+/// One scope child per open account, which greets it: on a worker its
+/// request carries the child's scope instance, minted by the leader.
+struct LedgerGreeterMechanism: Mechanism {
+    func operate(_ m: MechanismController) {
+        m.scope(each: accountsCog, name: "greeter") { account, s in
+            s.greet(account: account)
+        }
+    }
+}

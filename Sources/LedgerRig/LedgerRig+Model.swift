@@ -10,11 +10,17 @@ public enum LedgerRig {
         _ = openAccountOp
         _ = transferOp
         _ = closeAccountOp
+        _ = _greetedCogs
+        _ = greetOp
     }
 
-    /// The mechanisms a worker runs for this rig.
-    public static func mechanisms(onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }) -> [any Mechanism] {
-        [LedgerAuditMechanism(onTotalChange: onTotalChange)]
+    /// The mechanisms a worker runs for this rig; `greeter` adds a scope
+    /// child per open account that greets it (its requests carry the child's
+    /// scope instance).
+    public static func mechanisms(greeter: Bool = false, onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }) -> [any Mechanism] {
+        var mechanisms: [any Mechanism] = [LedgerAuditMechanism(onTotalChange: onTotalChange)]
+        if greeter { mechanisms.append(LedgerGreeterMechanism()) }
+        return mechanisms
     }
 }
 

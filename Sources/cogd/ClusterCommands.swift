@@ -12,15 +12,15 @@ import LedgerRig
 
 /// The rigs `cogd` can run (`--rig`).
 enum Rigs {
-    static let names = ["ledger"]
+    static let names = ["ledger", "ledger-greeter"]
 
     /// Registers a rig's declarations in this process; returns its worker mechanisms.
     @MainActor
     static func prepare(_ name: String) -> [any Mechanism] {
         switch name {
-        case "ledger":
+        case "ledger", "ledger-greeter":
             LedgerRig.register()
-            return LedgerRig.mechanisms { total in print("ledger total \(total)") }
+            return LedgerRig.mechanisms(greeter: name == "ledger-greeter") { total in print("ledger total \(total)") }
         default:
             fatalError("internal inconsistency: rig \(name) passed parsing")
         }

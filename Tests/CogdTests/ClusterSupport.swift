@@ -81,8 +81,8 @@ struct ClusterPorts {
         return leader
     }
 
-    func startWorker(_ name: String) throws -> CogdProcess {
-        let worker = try CogdProcess(["worker", "--leader", requests, "--name", name])
+    func startWorker(_ name: String, rig: String = "ledger") throws -> CogdProcess {
+        let worker = try CogdProcess(["worker", "--leader", requests, "--name", name, "--rig", rig])
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "worker \(name) synced")
         return worker
     }

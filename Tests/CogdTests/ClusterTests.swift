@@ -250,3 +250,35 @@ struct ScopeAuthorityTests {
         #expect(!open.contains(Int(first)))
     }
 }
+
+@Suite("Scope instances across processes (worker stamping)", .serialized, .timeLimit(.minutes(2)))
+struct ScopeStampingTests {
+    @Test func `a worker's scope child sends its op stamped with the instance the leader minted`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1", rig: "ledger-greeter")
+        defer { worker.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 3}"#).hasPrefix("applied revision 1"))
+        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "the greeter's turn was applied")
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        let records = try store.records(from: 1)
+        let greeting = try #require(records.first { $0.name == "LedgerGreeter.greeter.ledger.greet" })
+        let instance = try #require(greeting.origin.instance)
+        #expect(greeting.origin.worker == "w1")
+        // The instance was minted either by the registration (if it reached the
+        // leader after alice opened) or by the open event in alice's turn.
+        if let opening = records.first?.scopeEvents.first {
+            #expect(opening.kind == .open)
+            #expect(opening.worker == "w1")
+            #expect(opening.scope == "LedgerGreeter.greeter")
+            #expect(opening.instance == instance)
+        }
+        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        #expect((object?["openScopeInstances"] as? [Int] ?? []).contains(Int(instance)))
+        #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(true)))
+    }
+}

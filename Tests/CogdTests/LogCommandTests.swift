@@ -55,27 +55,19 @@ struct TailFollowTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         _ = try runCogd(["log", "soak", "--data", folder.path, "--count", "3"])
-        let tail = Process()
-        tail.executableURL = cogdExecutable()
-        tail.arguments = ["tail", "--data", folder.path, "--follow", "--json"]
-        let out = Pipe()
-        tail.standardOutput = out
-        try tail.run()
-        defer { stopProcess(tail) }
+        let tail = try CogdProcess(["tail", "--data", folder.path, "--follow", "--json"])
+        defer { tail.stop() }
+        // Only once tail has printed what is already there does the writer add more.
+        #expect(tail.waitForLine { $0.hasPrefix("{\"revision\": 3,") } != nil)
         let writer = Process()
         writer.executableURL = cogdExecutable()
         writer.arguments = ["log", "soak", "--data", folder.path, "--count", "20", "--batch", "5"]
         writer.standardOutput = FileHandle.nullDevice
         try writer.run()
         waitForExit(writer)
-        var seen = Data()
-        var revisions: [Int] = []
-        let deadline = ContinuousClock.now + .seconds(20)
-        while revisions.last != 23 && ContinuousClock.now < deadline {
-            seen.append(out.fileHandleForReading.availableData)
-            revisions = String(decoding: seen, as: UTF8.self).split(separator: "\n").compactMap { line in
-                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["revision"] as? Int
-            }
+        #expect(tail.waitForLine { $0.hasPrefix("{\"revision\": 23,") } != nil)
+        let revisions = tail.lines.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["revision"] as? Int
         }
         #expect(revisions == Array(1...23))
     }
