@@ -44,7 +44,7 @@ public final class Leader {
     private let publisher: ZMQSocket
     private var workers: [String: WorkerState] = [:]
     /// Scope instances minted from the selectors workers registered.
-    private var scopes = ScopeTable()
+    private var scopes: ScopeTable
     /// Requests answered in the batch being built, for retries inside one batch.
     private var batchReplies: [RequestID: [UInt8]] = [:]
     private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
@@ -62,6 +62,7 @@ public final class Leader {
         self.configuration = configuration
         let store = try TurnStore(directory: configuration.dataFolder, mode: .writer, createIfMissing: true)
         durable = LeaderStore(store: store)
+        scopes = ScopeTable(epoch: store.epoch)
         cogs = Cogs.durable(store: durable)
         context = try ZMQContext()
         router = try ZMQSocket(context, .router)

@@ -23,6 +23,16 @@ struct ScopeTable {
     /// Live instances and the worker that owns each.
     private(set) var live: [UInt64: String] = [:]
     private var nextInstance: UInt64 = 1
+    /// Instance numbers carry the epoch in their high 32 bits, so an
+    /// instance of an older epoch can never match a live one.
+    private let epochBits: UInt64
+
+    init(epoch: UInt64) {
+        epochBits = epoch << 32
+    }
+
+    /// The epoch an instance number was minted in.
+    static func epoch(of instance: UInt64) -> UInt64 { instance >> 32 }
 
     private static func key(_ worker: String, _ registration: UInt64) -> String { "\(worker)#\(registration)" }
 
@@ -91,7 +101,7 @@ struct ScopeTable {
     }
 
     private mutating func mint(for worker: String) -> UInt64 {
-        let instance = nextInstance
+        let instance = epochBits | nextInstance
         nextInstance += 1
         live[instance] = worker
         return instance

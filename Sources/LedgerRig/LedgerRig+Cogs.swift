@@ -14,14 +14,14 @@ public let totalMoneyCog = Cog<Int>(name: "ledger.total") { c in
     return accounts.reduce(0) { $0 + c[balanceCogs[$1]] }
 }
 
-/// Whether a worker's greeter has welcomed the account (set from a scope child).
-let _greetedCogs = CogBox<Bool, String>.Manual(name: "ledger.greeted") { false }
+/// How many greetings an account received from workers' greeter scopes.
+let _greetedCogs = CogBox<Int, String>.Manual(name: "ledger.greeted") { 0 }
 public let greetedCogs = _greetedCogs.readOnly
 
-/// Marks an open account as greeted.
+/// Counts one greeting for an open account.
 let greetOp = RemoteOp<String>(name: "ledger.greet") { c, account in
     guard c[_accountsCog].contains(account) else { return }
-    c[_greetedCogs[account]] = true
+    c[_greetedCogs[account]] += 1
 }
 
 /// Opens an account once; opening it again changes nothing.

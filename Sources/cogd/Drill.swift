@@ -38,6 +38,11 @@ struct Drill {
         var unconverged: [String] = []
         var recoveries: [Double] = []
         var unanswered = 0
+        /// Turns applied for a scope instance the log had already retired, or from another epoch.
+        var retiredApplied: [String] = []
+        /// Turns owned by a scope instance (the greeter's), and requests the leader refused as retired.
+        var scopeOwned = 0
+        var retiredRejected = 0
 
         var violations: [String] {
             var list: [String] = []
@@ -46,6 +51,7 @@ struct Drill {
             if let problem { list.append("log: \(problem)") }
             if !moneyConserved { list.append("money not conserved: total \(total), expected \(expectedTotal)") }
             if !unconverged.isEmpty { list.append("replicas not converged: \(unconverged.joined(separator: ", "))") }
+            if !retiredApplied.isEmpty { list.append("\(retiredApplied.count) turns applied from retired or dead-epoch instances (first: \(retiredApplied[0]))") }
             return list
         }
     }
@@ -67,7 +73,7 @@ struct Drill {
         var verdict = Verdict()
         var leader = try Child(executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns])
         var workers = try (0..<options.workers).map {
-            try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\($0)"])
+            try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\($0)", "--rig", "ledger-greeter"])
         }
         defer {
             leader.stop()
@@ -103,6 +109,16 @@ struct Drill {
                     ])
                     transferIndex += 1
                 }
+                if transferIndex % 40 < 2, clients[3].outstanding < 40 {
+                    // Churn an empty account: each opening opens a greeter scope on every
+                    // worker, each closing retires it — with greetings still in flight.
+                    let name = "churn\(transferIndex % 3)"
+                    if transferIndex % 2 == 0 {
+                        clients[3].enqueue(op: "ledger.open", argument: ["account": .text(name), "balance": .unsigned(0)])
+                    } else {
+                        clients[3].enqueue(op: "ledger.close", argument: [:], raw: try CBOREncoder().encode(name))
+                    }
+                }
                 if now >= nextLeaderKill, restartLeaderAt == nil {
                     leader.killHard()
                     verdict.leaderKills += 1
@@ -113,7 +129,7 @@ struct Drill {
                     let index = Int(random.next() % UInt64(workers.count))
                     workers[index].killHard()
                     verdict.workerKills += 1
-                    workers[index] = try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\(index)"])
+                    workers[index] = try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", "ledger-greeter"])
                     nextWorkerKill = now + jitter(options.killWorkerEvery)
                 }
             }
@@ -150,6 +166,7 @@ struct Drill {
             usleep(200_000)
         }
         if let status {
+            verdict.retiredRejected = Int(status.errorCounts["retired-scope"] ?? 0)
             let behind = status.workers.filter { $0.appliedRevision != status.revision }.map { "\($0.name) at \($0.appliedRevision) of \(status.revision)" }
             verdict.unconverged = behind
             if status.workers.count < options.workers { verdict.unconverged.append("\(options.workers - status.workers.count) workers not reporting") }
@@ -163,8 +180,18 @@ struct Drill {
         let report = try store.verify()
         verdict.problem = report.problem
         var appliedBy: [RequestID: [UInt64]] = [:]
+        var retiredInstances = Set<UInt64>()
         for record in try store.records(from: 1) {
             if let request = record.origin.request { appliedBy[request, default: []].append(record.revision) }
+            if let instance = record.origin.instance {
+                verdict.scopeOwned += 1
+                if retiredInstances.contains(instance) {
+                    verdict.retiredApplied.append("revision \(record.revision) from retired instance \(instance)")
+                } else if instance >> 32 != record.epoch {
+                    verdict.retiredApplied.append("revision \(record.revision) (epoch \(record.epoch)) from instance \(instance) of epoch \(instance >> 32)")
+                }
+            }
+            for event in record.scopeEvents where event.kind == .retire { retiredInstances.insert(event.instance) }
         }
         for client in clients {
             verdict.sent += client.sent
@@ -207,6 +234,8 @@ struct Drill {
                 + "\"unanswered\": \(verdict.unanswered), \"turns\": \(turns), \"lost\": \(verdict.lost.count), "
                 + "\"duplicated\": \(verdict.duplicated.count), \"logSound\": \(verdict.problem == nil), "
                 + "\"moneyConserved\": \(verdict.moneyConserved), \"replicasConverged\": \(verdict.unconverged.isEmpty), "
+                + "\"scopeOwnedTurns\": \(verdict.scopeOwned), \"retiredScopeRejections\": \(verdict.retiredRejected), "
+                + "\"retiredInstanceApplications\": \(verdict.retiredApplied.count), "
                 + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
         var lines = [
@@ -218,6 +247,7 @@ struct Drill {
             "  duplicated       \(verdict.duplicated.count)",
             "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
             "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(verdict.unconverged.joined(separator: "; "))")",
+            "  scopes           \(verdict.scopeOwned) turns owned by scope instances, \(verdict.retiredRejected) late requests rejected as retired, \(verdict.retiredApplied.count) applied from retired or dead-epoch instances",
             "  recovery         leader restart → first applied turn p50 \(String(format: "%.0f", p50)) ms, p99 \(String(format: "%.0f", p99)) ms",
             "  reproduce        \(command)",
         ]
@@ -270,10 +300,10 @@ final class DrillClient {
         try socket.connect(endpoint)
     }
 
-    func enqueue(op: String, argument: [String: CBORValue]) {
+    func enqueue(op: String, argument: [String: CBORValue], raw: [UInt8]? = nil) {
         let request = RequestID(worker: name, sequence: nextSequence)
         nextSequence += 1
-        guard let bytes = try? CBOREncoder().encode(argument) else { return }
+        guard let bytes = raw ?? (try? CBOREncoder().encode(argument)) else { return }
         let frame = WireMessage.op(OpRequest(request: request, op: op, argument: bytes)).encoded()
         inFlight[request] = (frame, .now - .seconds(3600))
         sent += 1

@@ -279,6 +279,6 @@ struct ScopeStampingTests {
         let status = try runCogd(["status", "--leader", ports.requests, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
         #expect((object?["openScopeInstances"] as? [Int] ?? []).contains(Int(instance)))
-        #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(true)))
+        #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(1)))
     }
 }

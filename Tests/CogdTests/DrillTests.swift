@@ -16,6 +16,8 @@ struct DrillTests {
         #expect(verdict?["logSound"] as? Bool == true)
         #expect(verdict?["moneyConserved"] as? Bool == true)
         #expect(verdict?["replicasConverged"] as? Bool == true)
+        #expect((verdict?["scopeOwnedTurns"] as? Int ?? 0) > 0)
+        #expect(verdict?["retiredInstanceApplications"] as? Int == 0)
         #expect(verdict?["command"] as? String == "cogd drill --workers 2 --seconds 8 --kill-leader-every 2.0 --kill-worker-every 3.0 --seed 11")
     }
 }
