@@ -61,7 +61,7 @@ enum ClusterCommands {
             leader = try Leader(
                 configuration: .init(
                     dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
-                    turnsEndpoint: options.turnsEndpoint))
+                    turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000))))
         } catch {
             printError("Error: \(error)")
             return 1

@@ -29,6 +29,8 @@ enum Command: Equatable {
         var requestsEndpoint = Command.defaultRequestsEndpoint
         var turnsEndpoint = Command.defaultTurnsEndpoint
         var rig = "ledger"
+        /// A worker silent this long is gone (its scope instances retire).
+        var heartbeatTimeout: Double = 5
     }
 
     struct WorkerOptions: Equatable {
@@ -77,7 +79,7 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
@@ -185,6 +187,12 @@ enum Command: Equatable {
             case ("leader", "--requests"): leader.requestsEndpoint = try reader.value(for: option)
             case ("leader", "--turns"): leader.turnsEndpoint = try reader.value(for: option)
             case ("leader", "--rig"): leader.rig = try rig(try reader.value(for: option))
+            case ("leader", "--heartbeat-timeout"):
+                let text = try reader.value(for: option)
+                guard let seconds = Double(text), seconds > 0 else {
+                    throw UsageError(message: "--heartbeat-timeout takes seconds (more than 0), not '\(text)'", subcommand: subcommand)
+                }
+                leader.heartbeatTimeout = seconds
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):

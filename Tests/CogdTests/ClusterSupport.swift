@@ -75,8 +75,10 @@ struct ClusterPorts {
     let requests = "tcp://127.0.0.1:\(freePort())"
     let turns = "tcp://127.0.0.1:\(freePort())"
 
-    func startLeader(data: String) throws -> CogdProcess {
-        let leader = try CogdProcess(["leader", "--data", data, "--requests", requests, "--turns", turns])
+    func startLeader(data: String, heartbeatTimeout: Double = 5) throws -> CogdProcess {
+        let leader = try CogdProcess([
+            "leader", "--data", data, "--requests", requests, "--turns", turns, "--heartbeat-timeout", String(heartbeatTimeout),
+        ])
         #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil, "the leader started")
         return leader
     }

@@ -282,3 +282,33 @@ struct ScopeStampingTests {
         #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(1)))
     }
 }
+
+@Suite("Scope instances and silent workers", .serialized, .timeLimit(.minutes(2)))
+struct SilentWorkerTests {
+    @Test func `killing a worker retires its instances once its heartbeat times out`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 1.5)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1", rig: "ledger-greeter")
+        defer { worker.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
+        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
+        func openInstances() throws -> [Int] {
+            let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+            let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+            return object?["openScopeInstances"] as? [Int] ?? []
+        }
+        #expect(try openInstances().count == 1)
+        worker.killHard()
+        // Wait for the leader to notice the silence: bounded by the timeout plus slack.
+        let deadline = ContinuousClock.now + .seconds(10)
+        var open = try openInstances()
+        while !open.isEmpty && ContinuousClock.now < deadline {
+            usleep(250_000)
+            open = try openInstances()
+        }
+        #expect(open.isEmpty)
+    }
+}
