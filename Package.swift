@@ -32,10 +32,11 @@ let package = Package(
         .target(name: "CogWire", dependencies: ["CogLog", "CZMQ"]),
         .target(name: "CogCluster", dependencies: ["Cog", "CogLog", "CogWire"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
+        .target(name: "TrailsRig", dependencies: ["Cog"]),
         .target(name: "CCogdSupport"),
         .executableTarget(
             name: "cogd",
-            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),

@@ -193,6 +193,11 @@ public final class Worker: CogRemoteLink {
             catchUpFrom = appliedRevision + 1
             try send(.catchUpRequest(from: appliedRevision + 1))
         }
+        // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
+        if ContinuousClock.now - lastHeartbeat >= .milliseconds(100) {
+            lastHeartbeat = .now
+            try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
+        }
     }
 
     // MARK: CogRemoteLink

@@ -5,6 +5,7 @@ import CogWire
 import Dispatch
 import Foundation
 import LedgerRig
+import TrailsRig
 
 #if canImport(Glibc)
     import Glibc
@@ -12,14 +13,27 @@ import LedgerRig
 
 /// The rigs `cogd` can run (`--rig`).
 enum Rigs {
-    static let names = ["ledger", "ledger-greeter"]
+    static let names = ["trails", "ledger", "ledger-greeter", "replica"]
 
-    /// Registers a rig's declarations in this process; returns its worker mechanisms.
+    /// Registers every rig's declarations (a leader serves them all: it
+    /// hosts no mechanisms, and their durable names do not overlap).
+    @MainActor
+    static func registerAll() {
+        TrailsRig.register()
+        LedgerRig.register()
+    }
+
+    /// Registers every rig's declarations (a replica applies every turn the
+    /// leader logs) and returns the worker mechanisms of the chosen one.
     @MainActor
     static func prepare(_ name: String) -> [any Mechanism] {
+        registerAll()
         switch name {
+        case "trails":
+            return TrailsRig.mechanisms()
+        case "replica":
+            return []
         case "ledger", "ledger-greeter":
-            LedgerRig.register()
             return LedgerRig.mechanisms(greeter: name == "ledger-greeter") { total in print("ledger total \(total)") }
         default:
             fatalError("internal inconsistency: rig \(name) passed parsing")
@@ -55,7 +69,7 @@ enum ClusterCommands {
     @MainActor
     static func leader(_ options: Command.LeaderOptions) -> Int32 {
         let stopper = SignalStopper()
-        _ = Rigs.prepare(options.rig)
+        Rigs.registerAll()
         let leader: Leader
         do {
             leader = try Leader(

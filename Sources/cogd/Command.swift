@@ -28,7 +28,7 @@ enum Command: Equatable {
         var dataFolder = Command.defaultDataFolder
         var requestsEndpoint = Command.defaultRequestsEndpoint
         var turnsEndpoint = Command.defaultTurnsEndpoint
-        var rig = "ledger"
+        var rig = "trails"
         /// A worker silent this long is gone (its scope instances retire).
         var heartbeatTimeout: Double = 5
     }
@@ -36,7 +36,7 @@ enum Command: Equatable {
     struct WorkerOptions: Equatable {
         var leaderEndpoint = Command.defaultRequestsEndpoint
         var name = "worker-\(getpid())"
-        var rig = "ledger"
+        var rig = "trails"
     }
 
     struct CallOptions: Equatable {

@@ -312,3 +312,37 @@ struct SilentWorkerTests {
         #expect(open.isEmpty)
     }
 }
+
+@Suite("TrailsRig across processes", .serialized, .timeLimit(.minutes(2)))
+struct TrailsClusterTests {
+    @Test func `closing a screen while its load is in flight keeps that load out, and a reopened screen's load is accepted`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1", rig: "trails")
+        defer { worker.stop() }
+        // Open screen 7, close it while its one-second load is out, open it again.
+        #expect(try ports.call("trails.openScreen", #"{"screen": 7, "trail": "ridge"}"#).hasPrefix("applied"))
+        #expect(try ports.call("trails.closeScreen", "7").hasPrefix("applied"))
+        #expect(try ports.call("trails.openScreen", #"{"screen": 7, "trail": "ridge"}"#).hasPrefix("applied"))
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        let deadline = ContinuousClock.now + .seconds(15)
+        var accepted: [TurnRecord] = []
+        while accepted.isEmpty && ContinuousClock.now < deadline {
+            usleep(100_000)
+            accepted = try store.records(from: 1).filter { $0.name == "TrailScreens.trailScreen.trails.accept" }
+        }
+        let records = try store.records(from: 1)
+        let openings = records.flatMap(\.scopeEvents).filter { $0.kind == .open && $0.scope == "TrailScreens.trailScreen" }
+        let retirements = records.flatMap(\.scopeEvents).filter { $0.kind == .retire && $0.scope == "TrailScreens.trailScreen" }
+        #expect(accepted.count == 1)
+        #expect(retirements.count == 1)
+        let newest = try #require(openings.last)
+        #expect(accepted.first?.origin.instance == newest.instance)
+        #expect(accepted.first?.origin.instance != retirements.first?.instance)
+        let loaded = try store.value(name: "trails.loaded", key: try CBOREncoder().encode(7))
+        #expect(loaded.map { CBORText.display(bytes: $0) }?.contains("Ridge Loop") == true)
+    }
+}

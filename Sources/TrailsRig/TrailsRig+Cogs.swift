@@ -1,0 +1,93 @@
+import Cog
+
+/// The open trail screens, in opening order.
+let _openScreensCog = Cog<[TrailScreenID]>.Manual(name: "trails.openScreens") { [] }
+public let openScreensCog = _openScreensCog.readOnly
+
+/// Which trail each screen shows.
+let _screenTrailCogs = CogBox<String, TrailScreenID>.Manual(name: "trails.screenTrail") { "" }
+public let screenTrailCogs = _screenTrailCogs.readOnly
+
+/// The trail each screen loaded, once accepted.
+let _loadedTrailCogs = CogBox<Trail?, TrailScreenID>.Manual(
+    { nil }, lifetime: .whileObserved(resetToInitial: true), name: "trails.loaded")
+public let loadedTrailCogs = _loadedTrailCogs.readOnly
+
+/// Whether the hike logger is open.
+let _isLoggingHikeCog = Cog<Bool>.Manual(name: "trails.isLoggingHike") { false }
+public let isLoggingHikeCog = _isLoggingHikeCog.readOnly
+
+/// Seconds on the hike timer.
+let _hikeSecondsCog = Cog<Int>.Manual(name: "trails.hikeSeconds") { 0 }
+public let hikeSecondsCog = _hikeSecondsCog.readOnly
+
+/// What the journal recorded, newest last.
+let _journalCog = Cog<[String]>.Manual(name: "trails.journal") { [] }
+public let journalCog = _journalCog.readOnly
+
+/// The screen on top, if any.
+public let currentScreenCog = Cog<TrailScreenID?>(name: "trails.currentScreen") { c in
+    let openScreens = c[openScreensCog]
+    return openScreens.last
+}
+
+let openScreenOp = RemoteOp<ScreenOpening>(name: "trails.openScreen") { c, opening in
+    guard !c[_openScreensCog].contains(opening.screen) else { return }
+    c[_screenTrailCogs[opening.screen]] = opening.trail
+    c[_openScreensCog].append(opening.screen)
+}
+
+let closeScreenOp = RemoteOp<TrailScreenID>(name: "trails.closeScreen") { c, screen in
+    c[_openScreensCog].removeAll { $0 == screen }
+    c[_loadedTrailCogs[screen]] = nil
+}
+
+/// Publishes a loaded trail only for a screen that is still open (the receipt check).
+let acceptTrailOp = RemoteOp<TrailAcceptance>(name: "trails.accept") { c, acceptance in
+    guard c[_openScreensCog].contains(acceptance.receipt) else { return }
+    c[_loadedTrailCogs[acceptance.receipt]] = acceptance.trail
+}
+
+let startHikeOp = RemoteOp<Bool>(name: "trails.startHike") { c, _ in
+    c[_isLoggingHikeCog] = true
+}
+
+let stopHikeOp = RemoteOp<Bool>(name: "trails.stopHike") { c, _ in
+    c[_isLoggingHikeCog] = false
+}
+
+let tickHikeOp = RemoteOp<Int>(name: "trails.tickHike") { c, seconds in
+    guard c[_isLoggingHikeCog] else { return }
+    c[_hikeSecondsCog] += seconds
+}
+
+let writeJournalOp = RemoteOp<String>(name: "trails.journal") { c, line in
+    c[_journalCog].append(line)
+}
+
+extension CogOps {
+    /// Opens a screen showing a trail.
+    public func openScreen(_ screen: TrailScreenID, trail: String) {
+        perform(openScreenOp, ScreenOpening(screen: screen, trail: trail))
+    }
+
+    /// Closes a screen (its load, if still out, will be refused by its receipt or its retired scope).
+    public func closeScreen(_ screen: TrailScreenID) { perform(closeScreenOp, screen) }
+
+    /// Publishes a loaded trail for the screen that asked for it.
+    public func acceptTrail(_ trail: Trail, receipt: TrailScreenID) {
+        perform(acceptTrailOp, TrailAcceptance(trail: trail, receipt: receipt))
+    }
+
+    /// Opens the hike logger.
+    public func startHike() { perform(startHikeOp, true) }
+
+    /// Closes the hike logger.
+    public func stopHike() { perform(stopHikeOp, false) }
+
+    /// Adds seconds to the hike timer while the logger is open.
+    public func tickHike(seconds: Int) { perform(tickHikeOp, seconds) }
+
+    /// Appends a journal line.
+    public func writeJournal(_ line: String) { perform(writeJournalOp, line) }
+}

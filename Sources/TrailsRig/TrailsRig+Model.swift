@@ -1,0 +1,88 @@
+import Cog
+
+/// The default rig: trail screens that load their trail and accept it with a
+/// receipt, a hike logger whose timer ticks while it is open, and a journal
+/// of what was shown — written the way the seeds teach, run across processes.
+public enum TrailsRig {
+    /// Touches every declaration so its durable sources and remote ops are
+    /// registered in this process (leaders and workers call it at start).
+    public static func register() {
+        _ = _openScreensCog
+        _ = _screenTrailCogs
+        _ = _loadedTrailCogs
+        _ = _isLoggingHikeCog
+        _ = _hikeSecondsCog
+        _ = _journalCog
+        _ = openScreenOp
+        _ = closeScreenOp
+        _ = acceptTrailOp
+        _ = startHikeOp
+        _ = stopHikeOp
+        _ = tickHikeOp
+        _ = writeJournalOp
+    }
+
+    /// The mechanisms a worker runs for this rig.
+    public static func mechanisms(
+        loader: TrailLoader = .live(delay: .seconds(1)), clock: any Clock<Duration> = ContinuousClock()
+    ) -> [any Mechanism] {
+        [TrailScreensMechanism(loader: loader), HikeTimerMechanism(clock: clock), JournalMechanism()]
+    }
+}
+
+/// One opening of a trail screen; two openings of one trail get two IDs.
+public typealias TrailScreenID = Int
+
+/// A trail as the catalogue describes it.
+public struct Trail: Codable, Equatable, Sendable {
+    public var id: String
+    public var name: String
+    public var lengthKm: Double
+
+    public init(id: String, name: String, lengthKm: Double) {
+        self.id = id
+        self.name = name
+        self.lengthKm = lengthKm
+    }
+}
+
+/// Opening a screen for a trail.
+public struct ScreenOpening: Codable, Equatable, Sendable {
+    public var screen: TrailScreenID
+    public var trail: String
+
+    public init(screen: TrailScreenID, trail: String) {
+        self.screen = screen
+        self.trail = trail
+    }
+}
+
+/// A loaded trail, with the receipt of the screen that asked for it.
+public struct TrailAcceptance: Codable, Equatable, Sendable {
+    public var trail: Trail
+    public var receipt: TrailScreenID
+
+    public init(trail: Trail, receipt: TrailScreenID) {
+        self.trail = trail
+        self.receipt = receipt
+    }
+}
+
+/// Loads trails (a capability: tests and the live rig pass their own).
+public struct TrailLoader: Sendable {
+    public var load: @Sendable (String) async throws -> Trail
+
+    public init(load: @escaping @Sendable (String) async throws -> Trail) {
+        self.load = load
+    }
+
+    /// A built-in catalogue, answering after `delay` like a slow service.
+    public static func live(delay: Duration) -> TrailLoader {
+        TrailLoader { id in
+            try await Task.sleep(for: delay)
+            let catalogue = ["ridge": ("Ridge Loop", 12.5), "lake": ("Lake Shore", 6.0), "summit": ("Summit Trail", 18.2)]
+            let entry = catalogue[id] ?? ("Trail \(id)", 5.0)
+            return Trail(id: id, name: entry.0, lengthKm: entry.1)
+        }
+    }
+}
