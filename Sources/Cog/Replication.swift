@@ -53,15 +53,15 @@ extension Cogs {
     /// record): its writes, by durable name, as one system turn named `name`;
     /// reactions run after it as after any turn.
     ///
-    /// - Important: the writes must come from declarations linked into this
-    ///   process (the same rig). An unknown name, an undecodable key or value
-    ///   throws before anything is applied.
+    /// - Important: writes to names no declaration in this process has are
+    ///   skipped (nothing here can read them); an undecodable key or value of
+    ///   a known one throws.
     public func applyReplicatedTurn(named name: String, writes: [CogDurableWrite], codec: any CogDurableStore) throws {
         var resolved: [(ReplicableDescriptor, CogDurableWrite)] = []
         for write in writes {
-            guard let descriptor = DurableRegistry.descriptor(named: write.name) as? ReplicableDescriptor else {
-                throw ReplicationError(message: "no durable source named `\(write.name)` is declared in this process")
-            }
+            // A name no declaration in this process has (another rig's, a tool's)
+            // is not materialized here: nothing in this process can read it.
+            guard let descriptor = DurableRegistry.descriptor(named: write.name) as? ReplicableDescriptor else { continue }
             resolved.append((descriptor, write))
         }
         var failure: (any Error)?

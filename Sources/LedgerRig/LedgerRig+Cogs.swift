@@ -24,6 +24,20 @@ let greetOp = RemoteOp<String>(name: "ledger.greet") { c, account in
     c[_greetedCogs[account]] += 1
 }
 
+/// A transfer a scope child makes on behalf of an account: refused (no
+/// change) unless the receipt's account is still open — the receipt check
+/// inside the writer body.
+let tellerTransferOp = RemoteOp<TellerTransfer>(name: "ledger.tellerTransfer") { c, request in
+    let accounts = c[_accountsCog]
+    let transfer = request.transfer
+    guard accounts.contains(request.receipt), transfer.amount > 0, transfer.from != transfer.to,
+        accounts.contains(transfer.from), accounts.contains(transfer.to),
+        c[_balanceCogs[transfer.from]] >= transfer.amount
+    else { return }
+    c[_balanceCogs[transfer.from]] -= transfer.amount
+    c[_balanceCogs[transfer.to]] += transfer.amount
+}
+
 /// Opens an account once; opening it again changes nothing.
 let openAccountOp = RemoteOp<Opening>(name: "ledger.open") { c, opening in
     guard !c[_accountsCog].contains(opening.account), opening.balance >= 0 else { return }
@@ -63,4 +77,9 @@ extension CogOps {
 
     /// Welcomes an open account.
     public func greet(account: String) { perform(greetOp, account) }
+
+    /// Moves money on behalf of `receipt`'s account, only while it is open.
+    public func tellerTransfer(from: String, to: String, amount: Int, receipt: String) {
+        perform(tellerTransferOp, TellerTransfer(transfer: Transfer(from: from, to: to, amount: amount), receipt: receipt))
+    }
 }

@@ -12,12 +12,16 @@ struct LedgerAuditMechanism: Mechanism {
     }
 }
 
-/// One scope child per open account, which greets it: on a worker its
-/// request carries the child's scope instance, minted by the leader.
+/// One scope child per open account, which greets it and then moves one
+/// unit between the bank's first two accounts on its behalf (the account is
+/// the receipt): on a worker these requests carry the child's scope
+/// instance, minted by the leader, so a child retired before its request
+/// executes is refused.
 struct LedgerGreeterMechanism: Mechanism {
     func operate(_ m: MechanismController) {
         m.scope(each: accountsCog, name: "greeter") { account, s in
             s.greet(account: account)
+            s.tellerTransfer(from: "acct0", to: "acct1", amount: 1, receipt: account)
         }
     }
 }

@@ -12,6 +12,7 @@ public enum LedgerRig {
         _ = closeAccountOp
         _ = _greetedCogs
         _ = greetOp
+        _ = tellerTransferOp
     }
 
     /// The mechanisms a worker runs for this rig; `greeter` adds a scope
@@ -47,5 +48,16 @@ public struct Transfer: Codable, Equatable, Sendable {
         self.from = from
         self.to = to
         self.amount = amount
+    }
+}
+
+/// A transfer made for an account's scope, with that account as its receipt.
+public struct TellerTransfer: Codable, Equatable, Sendable {
+    public var transfer: Transfer
+    public var receipt: String
+
+    public init(transfer: Transfer, receipt: String) {
+        self.transfer = transfer
+        self.receipt = receipt
     }
 }

@@ -155,6 +155,7 @@ enum Command: Equatable {
             case "--json":
                 try reader.noValue(option)
                 options.json = true
+            case "--data": options.dataFolder = try reader.value(for: option)
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
             }
         }

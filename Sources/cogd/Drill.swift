@@ -19,6 +19,9 @@ struct Drill {
         var killWorkerEvery: Double = 7
         var seed: UInt64 = 1
         var json = false
+        /// Run over this data folder (for example one prefilled with a large
+        /// log) instead of a fresh one; it is kept afterwards.
+        var dataFolder: String?
     }
 
     struct Verdict {
@@ -65,8 +68,8 @@ struct Drill {
     }
 
     mutating func run() throws -> Int32 {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let folder = options.dataFolder ?? FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
+        defer { if options.dataFolder == nil { try? FileManager.default.removeItem(atPath: folder) } }
         let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"
         let turns = "tcp://127.0.0.1:\(ClusterBench.freePort())"
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
@@ -226,7 +229,8 @@ struct Drill {
         let recoveries = verdict.recoveries
         let p50 = ClusterBench.percentile(recoveries, 0.5)
         let p99 = ClusterBench.percentile(recoveries, 0.99)
-        let command = "cogd drill --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --seed \(options.seed)"
+        let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
+        let command = "cogd drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --seed \(options.seed)"
         if options.json {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
                 + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "
