@@ -47,6 +47,9 @@ public final class Leader {
     private var scopes: ScopeTable
     /// Requests answered in the batch being built, for retries inside one batch.
     private var batchReplies: [RequestID: [UInt8]] = [:]
+    /// Per requester, the highest sequence already answered (in any epoch): a
+    /// higher one is new and needs no dedup lookup.
+    private var highestAnswered: [String: UInt64] = [:]
     private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
     /// Error replies sent, by code (`cogd status`).
@@ -180,7 +183,16 @@ public final class Leader {
     /// rejected. Returns the reply frame (also kept for dedup).
     private func run(_ request: OpRequest) -> [UInt8] {
         if let answered = batchReplies[request.request] { return answered }
-        if let stored = try? durable.store.dedupReply(for: request.request) { return stored }
+        let worker = request.request.worker
+        if highestAnswered[worker] == nil {
+            highestAnswered[worker] = (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        }
+        if request.request.sequence <= highestAnswered[worker, default: 0],
+            let stored = try? durable.store.dedupReply(for: request.request)
+        {
+            return stored
+        }
+        highestAnswered[worker] = max(highestAnswered[worker, default: 0], request.request.sequence)
         let reply: OpReply
         if let instance = request.instance, !scopes.isLive(instance, for: request.request.worker) {
             errorCounts["retired-scope", default: 0] += 1

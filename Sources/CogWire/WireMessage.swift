@@ -362,23 +362,41 @@ extension OpRequest {
 }
 
 extension OpReply {
-    /// The reply's message frame, built directly (byte-equal to the generic encoding).
+    /// The reply's message frame, written directly in deterministic key
+    /// order (byte-equal to the generic encoding; the reply vectors check it).
     public func frame() -> [UInt8] {
-        let outcomeItem: CBORValue
+        var writer = CBORWriter(reservingCapacity: 64 + request.worker.utf8.count)
+        writer.appendHead(major: 5, 3)  // v, body, type
+        writer.appendText("v")
+        writer.appendHead(major: 0, WireMessage.version)
+        writer.appendText("body")
+        writer.appendHead(major: 5, 2)  // outcome, request
+        writer.appendText("outcome")
+        writer.appendHead(major: 5, 1)
         switch outcome {
         case .applied(let revision):
-            outcomeItem = .map([(.text("applied"), .map([(.text("revision"), .unsigned(revision))]))])
+            writer.appendText("applied")
+            writer.appendHead(major: 5, 1)
+            writer.appendText("revision")
+            writer.appendHead(major: 0, revision)
         case .unchanged:
-            outcomeItem = .map([(.text("unchanged"), .map([]))])
+            writer.appendText("unchanged")
+            writer.appendHead(major: 5, 0)
         case .rejected(let reason):
-            outcomeItem = .map([(.text("rejected"), .map([(.text("reason"), .text(reason))]))])
+            writer.appendText("rejected")
+            writer.appendHead(major: 5, 1)
+            writer.appendText("reason")
+            writer.appendText(reason)
         }
-        let body = CBORValue.map([
-            (.text("outcome"), outcomeItem),
-            (.text("request"), .map([(.text("seq"), .unsigned(request.sequence)), (.text("worker"), .text(request.worker))])),
-        ])
-        return CBORValue.map([(.text("v"), .unsigned(WireMessage.version)), (.text("type"), .text("reply")), (.text("body"), body)])
-            .encodedBytes
+        writer.appendText("request")
+        writer.appendHead(major: 5, 2)  // seq, worker
+        writer.appendText("seq")
+        writer.appendHead(major: 0, request.sequence)
+        writer.appendText("worker")
+        writer.appendText(request.worker)
+        writer.appendText("type")
+        writer.appendText("reply")
+        return writer.bytes
     }
 }
 

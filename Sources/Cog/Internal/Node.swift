@@ -132,7 +132,10 @@ class TypedNode<Value>: Node {
 @usableFromInline
 final class ManualNode<Value>: TypedNode<Value> {
     @exclusivity(unchecked) @usableFromInline var staged: Value?
+    /// The declaration, typed (nil for cells the graph owns).
+    let manualDescriptor: ManualDescriptor<Value>?
     init(descriptor: ManualDescriptor<Value>, key: StateKey) {
+        manualDescriptor = descriptor
         super.init(
             kind: .manual, descriptor: descriptor, key: key, label: descriptor.label(for: key),
             state: .clean, equals: descriptor.equals)
@@ -140,6 +143,7 @@ final class ManualNode<Value>: TypedNode<Value> {
 
     /// A cell owned by another node (async value and status).
     init(cellLabel: String, value: Value, equals: (@MainActor (Value, Value) -> Bool)?) {
+        manualDescriptor = nil
         super.init(kind: .manual, descriptor: nil, key: .none, label: cellLabel, state: .clean, equals: equals)
         self.storage = value
     }
@@ -158,7 +162,7 @@ final class ManualNode<Value>: TypedNode<Value> {
     }
 
     override func durableWrite(released: Bool, store: any CogDurableStore) throws -> CogDurableWrite? {
-        guard let descriptor = descriptor as? ManualDescriptor<Value> else { return nil }
+        guard let descriptor = manualDescriptor else { return nil }
         return try descriptor.durableWrite(key: key, value: released ? nil : value, store: store)
     }
 }

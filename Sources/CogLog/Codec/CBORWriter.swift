@@ -1,24 +1,26 @@
-/// Serializes `CBORValue`s with RFC 8949 §4.2.1 core deterministic encoding:
+/// Writes deterministic CBOR: `CBORValue`s with RFC 8949 §4.2.1 core deterministic encoding:
 /// shortest integer and length heads, definite lengths only, map keys sorted
 /// by the bytewise order of their encodings, and floats in the shortest of
 /// half, single or double precision that keeps the value exactly.
-struct CBORWriter {
-    /// Appends a head (major type and argument) in its shortest form.
-    mutating func appendHead(major: UInt8, _ argument: UInt64) { writeHead(major: major, argument) }
+public struct CBORWriter {
+    /// Appends a head (major type and argument) in its shortest form; the
+    /// caller keeps map keys in deterministic order.
+    public mutating func appendHead(major: UInt8, _ argument: UInt64) { writeHead(major: major, argument) }
 
-    /// Appends raw bytes.
-    mutating func appendRaw<Bytes: Sequence<UInt8>>(_ raw: Bytes) { bytes.append(contentsOf: raw) }
+    /// Appends raw bytes (an already-encoded item).
+    public mutating func appendRaw<Bytes: Sequence<UInt8>>(_ raw: Bytes) { bytes.append(contentsOf: raw) }
 
     /// Appends a text string.
-    mutating func appendText(_ text: String) {
+    public mutating func appendText(_ text: String) {
         let utf8 = text.utf8
         writeHead(major: 3, UInt64(utf8.count))
         bytes.append(contentsOf: utf8)
     }
 
-    private(set) var bytes: [UInt8] = []
+    /// What was written so far.
+    public private(set) var bytes: [UInt8] = []
 
-    init(reservingCapacity capacity: Int = 64) {
+    public init(reservingCapacity capacity: Int = 64) {
         bytes.reserveCapacity(capacity)
     }
 

@@ -208,6 +208,24 @@ struct Transaction {
         }
     }
 
+    /// The last key in `dbi` that is less than `bound`, if any.
+    func lastKey(_ dbi: MDB_dbi, before bound: [UInt8]) throws -> [UInt8]? {
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open") { mdb_cursor_open(handle, dbi, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var data = MDB_val()
+        let foundAtOrAfter = try bound.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> Bool in
+            key = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            return try lmdb("mdb_cursor_get(SET_RANGE)") { mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE) }
+        }
+        let found = foundAtOrAfter
+            ? try lmdb("mdb_cursor_get(PREV)") { mdb_cursor_get(cursor, &key, &data, MDB_PREV) }
+            : try lmdb("mdb_cursor_get(LAST)") { mdb_cursor_get(cursor, &key, &data, MDB_LAST) }
+        guard found else { return nil }
+        return Array(UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size))
+    }
+
     /// The last entry in key order.
     func last(_ dbi: MDB_dbi) throws -> (key: [UInt8], value: [UInt8])? {
         var cursor: OpaquePointer?

@@ -287,6 +287,19 @@ public final class TurnStore {
 
     // MARK: Dedup
 
+    /// The highest request sequence of `worker` the dedup table holds.
+    public func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64? {
+        let prefix = Array(worker.utf8) + [0]
+        return try run { () throws in
+            try environment.read { (txn: Transaction) in
+                guard let key = try txn.lastKey(dedupDB, before: prefix + [UInt8](repeating: 0xff, count: 9)),
+                    key.count == prefix.count + 8, Array(key.prefix(prefix.count)) == prefix
+                else { return nil }
+                return TurnStore.number(Array(key.suffix(8)))
+            }
+        }
+    }
+
     /// The stored reply to a request, if it was applied before.
     public func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]? {
         try run { () throws in
