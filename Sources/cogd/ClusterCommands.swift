@@ -280,11 +280,4 @@ enum JSONValue: Decodable {
         let value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
         return try CBOREncoder().encode(value.cbor)
     }
-
-    struct TextKey: CodingKey {
-        let stringValue: String
-        var intValue: Int? { nil }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
 }

@@ -139,13 +139,13 @@ extension CBORValue: Codable {
     }
 }
 
-/// A coding key that is any text.
-struct TextKey: CodingKey {
-    let stringValue: String
-    var intValue: Int? { nil }
-    init(_ text: String) { stringValue = text }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
+/// A coding key that is any text (maps whose keys are data, not fields).
+public struct TextKey: CodingKey {
+    public let stringValue: String
+    public var intValue: Int? { nil }
+    public init(_ text: String) { stringValue = text }
+    public init?(stringValue: String) { self.stringValue = stringValue }
+    public init?(intValue: Int) { nil }
 }
 
 extension CBORValue {
