@@ -246,9 +246,6 @@ public final class Worker: CogRemoteLink {
         Array(name.utf8) + [0] + (key ?? [])
     }
 
-    /// The id the next request will carry.
-    public var nextRequestID: RequestID { RequestID(worker: configuration.name, sequence: sequence + 1) }
-
     private func send(_ message: WireMessage) throws {
         try dealer.send([message.encoded()], wait: false)
     }

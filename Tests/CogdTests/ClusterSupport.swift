@@ -1,26 +1,14 @@
 import Foundation
 import Testing
 
+@testable import cogd
+
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// A free TCP port on 127.0.0.1 (bound and released; the kernel will not
-/// hand it out again at once).
-func freePort() -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
+/// A free TCP port on 127.0.0.1 (the bench's helper).
+func freePort() -> Int { ClusterBench.freePort() }
 
 /// One `cogd` child whose output lines the test reads (bounded waits), and
 /// which is always stopped at the end.

@@ -39,8 +39,6 @@ public final class TurnStore {
     private let dedupDB: MDB_dbi
     private let metaDB: MDB_dbi
     private var lockDescriptor: Int32 = -1
-    /// Dedup replies to write in the next append's transaction.
-    private var pendingReplies: [(RequestID, [UInt8])] = []
 
     /// The epoch this open runs under (writer), or the last one written (reader).
     public private(set) var epoch: UInt64 = 0
@@ -168,10 +166,18 @@ public final class TurnStore {
     /// records as stored. Nothing is visible to readers before this returns.
     @discardableResult
     public func append(_ drafts: [TurnDraft], at time: Date = Date()) throws(TurnStoreError) -> [TurnRecord] {
+        try append(drafts, replies: [], at: time)
+    }
+
+    /// Commits drafts as the next turns together with the replies to the
+    /// requests a batch answered, in one transaction (the leader's group
+    /// commit: a retried request finds its reply even after a restart).
+    @discardableResult
+    public func append(_ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], at time: Date = Date()) throws(TurnStoreError) -> [TurnRecord] {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
-        guard !drafts.isEmpty else { return [] }
+        guard !drafts.isEmpty || !replies.isEmpty else { return [] }
         var records: [TurnRecord] = []
         records.reserveCapacity(drafts.count)
         var revision = lastRevision
@@ -182,14 +188,15 @@ public final class TurnStore {
                     revision: revision, epoch: epoch, time: time, name: draft.name, origin: draft.origin,
                     writes: draft.writes, scopeEvents: draft.scopeEvents))
         }
-        try append(records: records)
+        try append(records: records, replies: replies)
         return records
     }
 
-    /// Commits already-numbered records (the next revisions) in one transaction.
-    public func append(records: [TurnRecord]) throws(TurnStoreError) {
-        guard let first = records.first else { return }
-        guard first.revision == lastRevision + 1 else {
+    /// Commits already-numbered records (the next revisions), and any dedup
+    /// replies, in one transaction.
+    public func append(records: [TurnRecord], replies: [(RequestID, [UInt8])] = []) throws(TurnStoreError) {
+        guard !records.isEmpty || !replies.isEmpty else { return }
+        if let first = records.first, first.revision != lastRevision + 1 {
             throw TurnStoreError(
                 code: .outOfOrder, message: "turn \(first.revision) does not follow the last revision \(lastRevision)")
         }
@@ -222,11 +229,11 @@ public final class TurnStore {
                         }
                     }
                 }
-                try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(records[records.count - 1].revision))
-                for (request, reply) in pendingReplies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
+                if let last = records.last { try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(last.revision)) }
+                for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
             }
         }
-        lastRevision = records[records.count - 1].revision
+        if let last = records.last { lastRevision = last.revision }
         lastAppendedEncodings = encodings
     }
 
@@ -305,25 +312,6 @@ public final class TurnStore {
         try run { () throws in
             try environment.read { (txn: Transaction) in try txn.get(dedupDB, TurnStore.dedupKey(request)) }
         }
-    }
-
-    /// Commits drafts as the next turns together with the replies to the
-    /// requests a batch answered, in one transaction (the leader's group
-    /// commit: a retried request finds its reply even after a restart).
-    @discardableResult
-    public func append(_ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], at time: Date = Date()) throws(TurnStoreError) -> [TurnRecord] {
-        pendingReplies = replies
-        defer { pendingReplies = [] }
-        if drafts.isEmpty {
-            guard !replies.isEmpty else { return [] }
-            try run { () throws in
-                try environment.write { (txn: Transaction) in
-                    for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
-                }
-            }
-            return []
-        }
-        return try append(drafts, at: time)
     }
 
     // MARK: Statistics
@@ -547,19 +535,6 @@ extension TurnStore {
                 }
             }
             return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: stored.count, problem: problem)
-        }
-    }
-
-    /// Records with their stored revision keys, decoding lazily so a corrupt
-    /// record is reported rather than thrown.
-    func rawRecords(from revision: UInt64, limit: Int) throws(TurnStoreError) -> [(UInt64, Result<TurnRecord, CodecError>)] {
-        try runRead { txn in
-            var records: [(UInt64, Result<TurnRecord, CodecError>)] = []
-            try txn.scan(self.turnsHandle, from: TurnStore.bytes(revision)) { key, value in
-                records.append((TurnStore.number(key), Result { () throws(CodecError) in try TurnRecord.decode(value) }))
-                return records.count < limit
-            }
-            return records
         }
     }
 }
