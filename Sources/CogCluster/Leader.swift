@@ -112,11 +112,11 @@ public final class Leader {
             handle(identity: frames[0], frame: frames[1])
         }
         guard taken > 0 || !outgoing.isEmpty else { return }
-        let records = try durable.flush(replies: dedupRows)
+        let revisions = try durable.flush(replies: dedupRows)
         dedupRows = []
         batchReplies = [:]
-        if !records.isEmpty {
-            try publisher.send([WireMessage.turnsFrame(epoch: epoch, encodedRecords: durable.store.lastAppendedEncodings)])
+        if !revisions.isEmpty {
+            try publisher.send([WireMessage.turnsFrame(epoch: epoch, batch: durable.store.lastAppended)])
         }
         for (identity, frame) in outgoing {
             _ = try? router.send([identity, frame], wait: false)

@@ -50,7 +50,7 @@ final class LeaderStore: CogDurableStore {
     var nextRevision: UInt64 { store.lastRevision + UInt64(pending.count) + 1 }
 
     /// Commits every buffered turn and the batch's replies in one transaction.
-    func flush(replies: [(RequestID, [UInt8])]) throws -> [TurnRecord] {
+    func flush(replies: [(RequestID, [UInt8])]) throws -> Range<UInt64> {
         let drafts = pending
         pending = []
         return try store.append(drafts, replies: replies)

@@ -403,10 +403,11 @@ extension OpReply {
 extension WireMessage {
     /// A `turns` frame built from records already encoded by the store:
     /// byte-equal to `.turns(epoch:records:).encoded()` without re-encoding.
-    public static func turnsFrame(epoch: UInt64, encodedRecords: [[UInt8]]) -> [UInt8] {
-        let body = CBORValue.map([
-            (.text("epoch"), .unsigned(epoch)), (.text("records"), .array(encodedRecords.map { .encoded($0) })),
-        ])
+    public static func turnsFrame(epoch: UInt64, batch: EncodedTurnBatch) -> [UInt8] {
+        var records = CBORWriter(reservingCapacity: batch.bytes.count + 9)
+        records.appendHead(major: 4, UInt64(batch.count))
+        records.appendRaw(batch.bytes)
+        let body = CBORValue.map([(.text("epoch"), .unsigned(epoch)), (.text("records"), .encoded(records.bytes))])
         return CBORValue.map([(.text("v"), .unsigned(version)), (.text("type"), .text("turns")), (.text("body"), body)])
             .encodedBytes
     }

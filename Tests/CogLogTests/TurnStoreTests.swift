@@ -27,8 +27,8 @@ struct TurnStoreTests {
         do {
             let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
             #expect(store.epoch == 1)
-            let records = try store.append([try deposit("alice", 10), try deposit("bob", 5)])
-            #expect(records.map(\.revision) == [1, 2])
+            let revisions = try store.append([try deposit("alice", 10), try deposit("bob", 5)])
+            #expect(Array(revisions) == [1, 2])
             try store.append([try deposit("alice", 12)])
             #expect(store.lastRevision == 3)
         }
@@ -67,6 +67,16 @@ struct TurnStoreTests {
         #expect(try TurnRecord.decode(record.encoded()) == record)
         let system = TurnRecord(revision: 1, epoch: 1, time: Date(timeIntervalSince1970: 0), name: "x", writes: [])
         #expect(system.encoded() == (try CBOREncoder().encode(system)))
+        // Every head width, a single-precision time, and long unicode text.
+        let wide = TurnRecord(
+            revision: UInt64.max, epoch: 70_000, time: Date(timeIntervalSince1970: 1.5), name: String(repeating: "é", count: 300),
+            origin: TurnOrigin(worker: "wörker-\(String(repeating: "x", count: 40))", instance: 0x1_0000_0000),
+            writes: (0..<30).map { TurnWrite(name: "n\($0)", key: $0 % 2 == 0 ? nil : try! cbor($0), value: try! cbor([$0])) })
+        #expect(wide.encoded() == (try CBOREncoder().encode(wide)))
+        let batch = EncodedTurnBatch([record, system, wide])
+        #expect(batch.bytes == record.encoded() + system.encoded() + wide.encoded())
+        #expect(batch.record(1) == ArraySlice(system.encoded()))
+        #expect(batch.count == 3)
     }
 
     @Test func `a missing folder, a second writer and a reader of nothing get clear errors`() throws {

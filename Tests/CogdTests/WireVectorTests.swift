@@ -50,7 +50,7 @@ struct WireVectorTests {
             #expect(stored == message.encoded(), "vector \(name)")
             #expect(try WireMessage.decode(stored) == message, "vector \(name) decodes")
             if case .turns(let epoch, let records) = message {
-                #expect(WireMessage.turnsFrame(epoch: epoch, encodedRecords: records.map { $0.encoded() }) == stored)
+                #expect(WireMessage.turnsFrame(epoch: epoch, batch: EncodedTurnBatch(records)) == stored)
             }
         }
     }

@@ -91,46 +91,13 @@ public struct CBORWriter {
     mutating func appendFloat(_ value: Double) { writeFloat(value) }
 
     private mutating func writeFloat(_ value: Double) {
-        if value.isNaN {
-            bytes += [0xf9, 0x7e, 0x00]
-            return
+        let encoded = CBORFloat(value)
+        bytes.append(encoded.initial)
+        switch encoded.size {
+        case 3: appendBigEndian(UInt16(truncatingIfNeeded: encoded.bits))
+        case 5: appendBigEndian(UInt32(truncatingIfNeeded: encoded.bits))
+        default: appendBigEndian(encoded.bits)
         }
-        let single = Float(value)
-        if Double(single) == value {
-            if let half = exactHalf(single) {
-                bytes.append(0xf9)
-                appendBigEndian(half)
-            } else {
-                bytes.append(0xfa)
-                appendBigEndian(single.bitPattern)
-            }
-        } else {
-            bytes.append(0xfb)
-            appendBigEndian(value.bitPattern)
-        }
-    }
-
-    /// The IEEE 754 half-precision bits of `value`, if it converts exactly.
-    private func exactHalf(_ value: Float) -> UInt16? {
-        let bits = value.bitPattern
-        let sign = UInt16((bits >> 16) & 0x8000)
-        let exponent = Int((bits >> 23) & 0xff)
-        let mantissa = bits & 0x7f_ffff
-        if exponent == 0xff { return sign | 0x7c00 | UInt16(mantissa >> 13) }  // infinity (NaN handled earlier)
-        if exponent == 0 && mantissa == 0 { return sign }  // ±0
-        let unbiased = exponent - 127
-        if unbiased >= -14 && unbiased <= 15 {
-            guard mantissa & 0x1fff == 0 else { return nil }
-            return sign | UInt16(unbiased + 15) << 10 | UInt16(mantissa >> 13)
-        }
-        if unbiased >= -24 && unbiased < -14 {
-            // Subnormal half: value = m × 2^-24 with m < 1024.
-            let full = mantissa | 0x80_0000
-            let shift = -unbiased - 14 + 13
-            guard full & ((1 << shift) - 1) == 0 else { return nil }
-            return sign | UInt16(full >> shift)
-        }
-        return nil
     }
 
     private mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {

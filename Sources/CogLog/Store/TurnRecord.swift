@@ -133,47 +133,38 @@ public struct ScopeEvent: Codable, Equatable, Sendable {
     }
 }
 
-extension TurnRecord {
+/// What a record holds besides its stamp (revision, epoch, time): shared by
+/// records and by the drafts a group commit turns into records, so both are
+/// encoded by one writer.
+protocol TurnRecordContent {
+    var name: String { get }
+    var origin: TurnOrigin { get }
+    var writes: [TurnWrite] { get }
+    var scopeEvents: [ScopeEvent] { get }
+}
+
+/// The part of a record the store assigns at commit.
+struct TurnStamp {
+    var revision: UInt64
+    var epoch: UInt64
+    var time: Date
+}
+
+extension TurnRecord: TurnRecordContent {
+    var stamp: TurnStamp { TurnStamp(revision: revision, epoch: epoch, time: time) }
+
     /// The record's deterministic CBOR. A hand-written fast path, byte-equal
-    /// to `CBOREncoder().encode(record)` (a test keeps it so); scope events go
-    /// through the generic encoder.
+    /// to `CBOREncoder().encode(record)` (a test keeps it so): the exact size
+    /// is added up first and the bytes written into one allocation; scope
+    /// events go through the generic encoder.
     public func encoded() -> [UInt8] {
-        var writer = CBORWriter(reservingCapacity: 96 + writes.count * 48)
-        let hasScopes = !scopeEvents.isEmpty
-        // Keys in deterministic order: rev, name, time, epoch, origin, scopes, writes.
-        writer.appendHead(major: 5, 7)
-        writer.appendText("rev")
-        writer.appendHead(major: 0, revision)
-        writer.appendText("name")
-        writer.appendText(name)
-        writer.appendText("time")
-        writer.appendHead(major: 6, CBORTag.epochDate)
-        writer.appendFloat(time.timeIntervalSince1970)
-        writer.appendText("epoch")
-        writer.appendHead(major: 0, epoch)
-        writer.appendText("origin")
-        origin.write(into: &writer)
-        writer.appendText("scopes")
-        if hasScopes {
-            writer.appendRaw((try? CBOREncoder().encode(scopeEvents)) ?? [0x80])
-        } else {
-            writer.appendHead(major: 4, 0)
+        let scopes = encodedScopeEvents()
+        let size = encodedSize(stamp, scopes: scopes)
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var writer = CBORSpanWriter(buffer.baseAddress!)
+            write(stamp, scopes: scopes, into: &writer)
+            count = size
         }
-        writer.appendText("writes")
-        writer.appendHead(major: 4, UInt64(writes.count))
-        for write in writes {
-            // Keys: key, name, value (3 < 4 < 5 characters).
-            writer.appendHead(major: 5, write.key == nil ? 2 : 3)
-            if let key = write.key {
-                writer.appendText("key")
-                writer.appendRaw(key)
-            }
-            writer.appendText("name")
-            writer.appendText(write.name)
-            writer.appendText("value")
-            if let value = write.value { writer.appendRaw(value) } else { writer.appendRaw(CollectionOfOne(0xf6)) }
-        }
-        return writer.bytes
     }
 
     /// Decodes a record from its CBOR.
@@ -182,26 +173,144 @@ extension TurnRecord {
     }
 }
 
+extension TurnDraft: TurnRecordContent {}
+
+extension TurnRecordContent {
+    /// The scope events' CBOR, or nil when there are none (the common case).
+    func encodedScopeEvents() -> [UInt8]? {
+        scopeEvents.isEmpty ? nil : ((try? CBOREncoder().encode(scopeEvents)) ?? [0x80])
+    }
+
+    /// The exact byte count `write(_:scopes:into:)` writes.
+    func encodedSize(_ stamp: TurnStamp, scopes: [UInt8]?) -> Int {
+        typealias Span = CBORSpanWriter
+        var size = 1 + Span.textSize("rev") + Span.headSize(stamp.revision)
+        size += Span.textSize("name") + Span.textSize(name)
+        size += Span.textSize("time") + Span.headSize(CBORTag.epochDate) + Span.floatSize(stamp.time.timeIntervalSince1970)
+        size += Span.textSize("epoch") + Span.headSize(stamp.epoch)
+        size += Span.textSize("origin") + origin.encodedSize
+        size += Span.textSize("scopes") + (scopes?.count ?? 1)
+        size += Span.textSize("writes") + Span.headSize(UInt64(writes.count))
+        for index in writes.indices {
+            size += 1 + Span.textSize("name") + Span.textSize(writes[index].name) + Span.textSize("value")
+            size += writes[index].value?.count ?? 1
+            if let key = writes[index].key { size += Span.textSize("key") + key.count }
+        }
+        return size
+    }
+
+    /// Writes the record; the span holds `encodedSize(_:scopes:)` bytes.
+    func write(_ stamp: TurnStamp, scopes: [UInt8]?, into writer: inout CBORSpanWriter) {
+        // Keys in deterministic order: rev, name, time, epoch, origin, scopes, writes.
+        writer.head(major: 5, 7)
+        writer.text("rev")
+        writer.head(major: 0, stamp.revision)
+        writer.text("name")
+        writer.text(name)
+        writer.text("time")
+        writer.head(major: 6, CBORTag.epochDate)
+        writer.float(stamp.time.timeIntervalSince1970)
+        writer.text("epoch")
+        writer.head(major: 0, stamp.epoch)
+        writer.text("origin")
+        origin.write(into: &writer)
+        writer.text("scopes")
+        if let scopes { writer.raw(scopes) } else { writer.head(major: 4, 0) }
+        writer.text("writes")
+        writer.head(major: 4, UInt64(writes.count))
+        for index in writes.indices {
+            // Keys: key, name, value (3 < 4 < 5 characters).
+            writer.head(major: 5, writes[index].key == nil ? 2 : 3)
+            if let key = writes[index].key {
+                writer.text("key")
+                writer.raw(key)
+            }
+            writer.text("name")
+            writer.text(writes[index].name)
+            writer.text("value")
+            if let value = writes[index].value { writer.raw(value) } else { writer.byte(0xf6) }
+        }
+    }
+}
+
 extension TurnOrigin {
-    func write(into writer: inout CBORWriter) {
+    var encodedSize: Int {
+        typealias Span = CBORSpanWriter
+        var size = 1
+        if let worker { size += Span.textSize("worker") + Span.textSize(worker) }
+        if let request {
+            size += Span.textSize("request") + 1 + Span.textSize("seq") + Span.headSize(request.sequence)
+            size += Span.textSize("worker") + Span.textSize(request.worker)
+        }
+        if let instance { size += Span.textSize("instance") + Span.headSize(instance) }
+        return size
+    }
+
+    func write(into writer: inout CBORSpanWriter) {
         let count = (instance == nil ? 0 : 1) + (request == nil ? 0 : 1) + (worker == nil ? 0 : 1)
-        writer.appendHead(major: 5, UInt64(count))
+        writer.head(major: 5, UInt64(count))
         // Keys: worker (6), request (7), instance (8).
         if let worker {
-            writer.appendText("worker")
-            writer.appendText(worker)
+            writer.text("worker")
+            writer.text(worker)
         }
         if let request {
-            writer.appendText("request")
-            writer.appendHead(major: 5, 2)
-            writer.appendText("seq")
-            writer.appendHead(major: 0, request.sequence)
-            writer.appendText("worker")
-            writer.appendText(request.worker)
+            writer.text("request")
+            writer.head(major: 5, 2)
+            writer.text("seq")
+            writer.head(major: 0, request.sequence)
+            writer.text("worker")
+            writer.text(request.worker)
         }
         if let instance {
-            writer.appendText("instance")
-            writer.appendHead(major: 0, instance)
+            writer.text("instance")
+            writer.head(major: 0, instance)
         }
+    }
+}
+
+/// Records encoded back to back in one buffer, as one group commit writes
+/// them: each record's bytes go into the log, and the whole run becomes the
+/// `records` array of the `turns` frame the leader publishes.
+public struct EncodedTurnBatch: Sendable {
+    /// The records' CBOR, back to back.
+    public let bytes: [UInt8]
+    /// Where each record ends in `bytes`.
+    public let ends: [Int]
+
+    /// Encodes records as they are.
+    public init(_ records: [TurnRecord]) {
+        self.init(records) { records[$0].stamp }
+    }
+
+    /// Encodes drafts (or records) with the stamp the store gives entry `index`.
+    init<Content: TurnRecordContent>(_ contents: [Content], stamp: (Int) -> TurnStamp) {
+        var scopes: [[UInt8]?] = []
+        if contents.contains(where: { !$0.scopeEvents.isEmpty }) { scopes = contents.map { $0.encodedScopeEvents() } }
+        var ends: [Int] = []
+        ends.reserveCapacity(contents.count)
+        var total = 0
+        for index in contents.indices {
+            total += contents[index].encodedSize(stamp(index), scopes: scopes.isEmpty ? nil : scopes[index])
+            ends.append(total)
+        }
+        self.ends = ends
+        bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
+            guard let base = buffer.baseAddress else { return }
+            var writer = CBORSpanWriter(base)
+            for index in contents.indices {
+                contents[index].write(stamp(index), scopes: scopes.isEmpty ? nil : scopes[index], into: &writer)
+            }
+            count = total
+        }
+    }
+
+    public static let empty = EncodedTurnBatch([])
+
+    public var count: Int { ends.count }
+
+    /// The bytes of record `index`.
+    public func record(_ index: Int) -> ArraySlice<UInt8> {
+        bytes[(index == 0 ? 0 : ends[index - 1])..<ends[index]]
     }
 }

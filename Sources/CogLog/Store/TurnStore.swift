@@ -46,7 +46,7 @@ public final class TurnStore {
     public private(set) var lastRevision: UInt64 = 0
     /// The encoded records of the last append, in order (the leader publishes
     /// these bytes instead of encoding each record again).
-    public private(set) var lastAppendedEncodings: [[UInt8]] = []
+    public private(set) var lastAppended = EncodedTurnBatch.empty
     /// Reader slots of dead processes cleared at open.
     public private(set) var clearedStaleReaders = 0
 
@@ -163,78 +163,86 @@ public final class TurnStore {
 
     /// Commits `drafts` as consecutive turns in one transaction (group
     /// commit), updating the state table in the same transaction. Returns the
-    /// records as stored. Nothing is visible to readers before this returns.
+    /// revisions they got. Nothing is visible to readers before this returns.
     @discardableResult
-    public func append(_ drafts: [TurnDraft], at time: Date = Date()) throws(TurnStoreError) -> [TurnRecord] {
+    public func append(_ drafts: [TurnDraft], at time: Date = Date()) throws(TurnStoreError) -> Range<UInt64> {
         try append(drafts, replies: [], at: time)
     }
 
-    /// Commits drafts as the next turns together with the replies to the
-    /// requests a batch answered, in one transaction (the leader's group
-    /// commit: a retried request finds its reply even after a restart).
+    /// Commits `drafts` as the next revisions, stamped with this epoch and
+    /// `time`, and `replies` as dedup entries, in one durable transaction;
+    /// returns the revisions the drafts got.
     @discardableResult
-    public func append(_ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], at time: Date = Date()) throws(TurnStoreError) -> [TurnRecord] {
+    public func append(_ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], at time: Date = Date()) throws(TurnStoreError)
+        -> Range<UInt64>
+    {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
-        guard !drafts.isEmpty || !replies.isEmpty else { return [] }
-        var records: [TurnRecord] = []
-        records.reserveCapacity(drafts.count)
-        var revision = lastRevision
-        for draft in drafts {
-            revision += 1
-            records.append(
-                TurnRecord(
-                    revision: revision, epoch: epoch, time: time, name: draft.name, origin: draft.origin,
-                    writes: draft.writes, scopeEvents: draft.scopeEvents))
-        }
-        try append(records: records, replies: replies)
-        return records
+        let first = lastRevision + 1
+        let batch = EncodedTurnBatch(drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
+        try commit(drafts, batch, firstRevision: first, replies: replies)
+        return first..<(first + UInt64(drafts.count))
     }
 
-    /// Commits already-numbered records (the next revisions), and any dedup
-    /// replies, in one transaction.
+    /// Appends records that already carry their revisions (which must follow
+    /// the last one), with `replies` as dedup entries, in one transaction.
     public func append(records: [TurnRecord], replies: [(RequestID, [UInt8])] = []) throws(TurnStoreError) {
-        guard !records.isEmpty || !replies.isEmpty else { return }
-        if let first = records.first, first.revision != lastRevision + 1 {
-            throw TurnStoreError(
-                code: .outOfOrder, message: "turn \(first.revision) does not follow the last revision \(lastRevision)")
+        guard mode == .writer else {
+            throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
-        var encodings: [[UInt8]] = []
-        encodings.reserveCapacity(records.count)
+        for (offset, record) in records.enumerated() where record.revision != lastRevision + 1 + UInt64(offset) {
+            throw TurnStoreError(
+                code: .outOfOrder,
+                message: "turn \(record.revision) does not follow the last revision \(lastRevision + UInt64(offset))")
+        }
+        try commit(records, EncodedTurnBatch(records), firstRevision: lastRevision + 1, replies: replies)
+    }
+
+    /// The one write path: each record under its revision, each write's latest
+    /// value in the state table, the last revision and the dedup replies, all
+    /// in one durable transaction.
+    private func commit<Content: TurnRecordContent>(
+        _ contents: [Content], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])]
+    ) throws(TurnStoreError) {
+        guard !contents.isEmpty || !replies.isEmpty else { return }
+        let last = firstRevision + UInt64(contents.count) - 1
         try run { () throws in
             try environment.write { (txn: Transaction) in
-                encodings.removeAll(keepingCapacity: true)
-                var stateKey: [UInt8] = []
-                stateKey.reserveCapacity(128)
-                for record in records {
-                    let encoded = record.encoded()
-                    encodings.append(encoded)
-                    try withUnsafeBytes(of: record.revision.bigEndian) { key in
-                        try encoded.withUnsafeBytes { value in
-                            try txn.put(turnsDB, key: key, value: value, append: true)
+                try batch.bytes.withUnsafeBytes { all in
+                    var start = 0
+                    var stateKey: [UInt8] = []
+                    for index in contents.indices {
+                        let end = batch.ends[index]
+                        try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
+                            try txn.put(turnsDB, key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
                         }
-                    }
-                    for write in record.writes {
-                        stateKey.removeAll(keepingCapacity: true)
-                        stateKey.append(contentsOf: write.name.utf8)
-                        stateKey.append(0)
-                        if let key = write.key { stateKey.append(contentsOf: key) }
-                        try stateKey.withUnsafeBytes { key in
-                            if let value = write.value {
-                                try value.withUnsafeBytes { value in try txn.put(stateDB, key: key, value: value) }
-                            } else {
-                                try txn.delete(stateDB, key: key)
-                            }
-                        }
+                        start = end
+                        for write in contents[index].writes { try putState(write, in: txn, keyBuffer: &stateKey) }
                     }
                 }
-                if let last = records.last { try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(last.revision)) }
+                if !contents.isEmpty { try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(last)) }
                 for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
             }
         }
-        if let last = records.last { lastRevision = last.revision }
-        lastAppendedEncodings = encodings
+        if !contents.isEmpty { lastRevision = last }
+        lastAppended = batch
+    }
+
+    /// Puts (or, for a release, deletes) one write's latest value under
+    /// `name`, 0, key; `keyBuffer` is reused across a transaction's writes.
+    private func putState(_ write: TurnWrite, in txn: Transaction, keyBuffer: inout [UInt8]) throws {
+        keyBuffer.removeAll(keepingCapacity: true)
+        keyBuffer.append(contentsOf: write.name.utf8)
+        keyBuffer.append(0)
+        if let key = write.key { keyBuffer.append(contentsOf: key) }
+        try keyBuffer.withUnsafeBytes { key in
+            if let value = write.value {
+                try value.withUnsafeBytes { value in try txn.put(stateDB, key: key, value: value) }
+            } else {
+                try txn.delete(stateDB, key: key)
+            }
+        }
     }
 
     // MARK: Reading
