@@ -213,8 +213,11 @@ extension WireMessage {
 
     /// The message's one frame.
     public func encoded() -> [UInt8] {
-        if case .reply(let reply) = self { return reply.frame() }
-        return encodedGenerically()
+        switch self {
+        case .reply(let reply): reply.frame()
+        case .op(let request): request.frame()
+        default: encodedGenerically()
+        }
     }
 
     private func encodedGenerically() -> [UInt8] {
@@ -289,6 +292,9 @@ extension WireMessage {
         if envelope.type == "op", let body = envelope.body, let request = OpRequest(tree: body) {
             return .op(request)
         }
+        if envelope.type == "reply", let body = envelope.body, let reply = OpReply(tree: body) {
+            return .reply(reply)
+        }
         func body<T: Decodable>(_ type: T.Type) throws(WireDecodeError) -> T {
             do {
                 return try decoder.decode(T.self, fromTree: envelope.body ?? .null)
@@ -358,6 +364,64 @@ extension OpRequest {
             name = value
         }
         self.init(request: RequestID(worker: worker, sequence: sequence), op: op, argument: argument, instance: instance, name: name)
+    }
+
+    /// The request's message frame, written directly in deterministic key
+    /// order (byte-equal to the generic encoding; the op vector checks it).
+    public func frame() -> [UInt8] {
+        var writer = CBORWriter(reservingCapacity: 80 + op.utf8.count + argument.count + (name?.utf8.count ?? 0))
+        writer.appendHead(major: 5, 3)  // v, body, type
+        writer.appendText("v")
+        writer.appendHead(major: 0, WireMessage.version)
+        writer.appendText("body")
+        // op, name, request, argument, instance (shorter keys first, then bytewise).
+        writer.appendHead(major: 5, 3 + (name == nil ? 0 : 1) + (instance == nil ? 0 : 1))
+        writer.appendText("op")
+        writer.appendText(op)
+        if let name {
+            writer.appendText("name")
+            writer.appendText(name)
+        }
+        writer.appendText("request")
+        writer.appendHead(major: 5, 2)  // seq, worker
+        writer.appendText("seq")
+        writer.appendHead(major: 0, request.sequence)
+        writer.appendText("worker")
+        writer.appendText(request.worker)
+        writer.appendText("argument")
+        writer.appendHead(major: 2, UInt64(argument.count))
+        writer.appendRaw(argument)
+        if let instance {
+            writer.appendText("instance")
+            writer.appendHead(major: 0, instance)
+        }
+        writer.appendText("type")
+        writer.appendText("op")
+        return writer.bytes
+    }
+}
+
+extension OpReply {
+    /// Reads a `reply` body straight from the CBOR tree (the worker's hot
+    /// path); nil when it has another shape (the generic decoder then names
+    /// the problem).
+    init?(tree: CBORValue) {
+        guard let request = tree["request"], let worker = request["worker"]?.textValue,
+            let sequence = request["seq"]?.unsignedValue, let outcome = tree["outcome"]
+        else { return nil }
+        let decoded: Outcome
+        if let applied = outcome["applied"] {
+            guard let revision = applied["revision"]?.unsignedValue else { return nil }
+            decoded = .applied(revision: revision)
+        } else if outcome["unchanged"] != nil {
+            decoded = .unchanged
+        } else if let rejected = outcome["rejected"] {
+            guard let reason = rejected["reason"]?.textValue else { return nil }
+            decoded = .rejected(reason: reason)
+        } else {
+            return nil
+        }
+        self.init(request: RequestID(worker: worker, sequence: sequence), outcome: decoded)
     }
 }
 

@@ -38,6 +38,26 @@ struct WireVectorTests {
         ]
     }
 
+    @Test func `op and reply frames written by hand are deterministic and decode back`() throws {
+        let request = RequestID(worker: "wörker-2", sequence: 70_000)
+        let ops = [
+            OpRequest(request: request, op: "ledger.open", argument: [0xa0]),
+            OpRequest(request: request, op: "ledger.open", argument: [UInt8](repeating: 0x41, count: 300), instance: 1 << 40),
+            OpRequest(request: request, op: "x", argument: [0xf6], name: "Bank.desk.open"),
+        ]
+        for op in ops {
+            let frame = WireMessage.op(op).encoded()
+            #expect(try CBORValue.parse(frame).encodedBytes == frame)
+            #expect(try WireMessage.decode(frame) == .op(op))
+        }
+        for outcome in [OpReply.Outcome.applied(revision: 1 << 33), .unchanged, .rejected(reason: "retired-scope")] {
+            let reply = OpReply(request: request, outcome: outcome)
+            let frame = WireMessage.reply(reply).encoded()
+            #expect(try CBORValue.parse(frame).encodedBytes == frame)
+            #expect(try WireMessage.decode(frame) == .reply(reply))
+        }
+    }
+
     @Test func `every wire vector is produced byte for byte and decodes back`() throws {
         let all = try vectors()
         if ProcessInfo.processInfo.environment["COGD_WRITE_VECTORS"] == "1" {

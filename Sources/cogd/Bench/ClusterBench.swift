@@ -220,7 +220,8 @@ struct ClusterBench {
         func send(op: String, argument: [String: CBORValue]) throws {
             let request = RequestID(worker: name, sequence: nextSequence)
             nextSequence += 1
-            try socket.send([WireMessage.op(OpRequest(request: request, op: op, argument: try CBOREncoder().encode(argument))).encoded()])
+            let encoded = CBORValue.map(argument.map { (CBORValue.text($0.key), $0.value) }).encodedBytes
+            try socket.send([WireMessage.op(OpRequest(request: request, op: op, argument: encoded)).encoded()])
         }
 
         func receiveReply() throws -> OpReply? {
