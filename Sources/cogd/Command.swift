@@ -18,6 +18,10 @@ enum Command: Equatable {
     case call(CallOptions)
     case status(leaderEndpoint: String, json: Bool)
     case drill(Drill.Options)
+    /// The raw ZeroMQ echo server `cogd bench cluster` runs in a child
+    /// process, so its baseline crosses processes as an op does (not listed
+    /// in help).
+    case echoServer(endpoint: String, count: Int)
     /// A subcommand that a later release provides.
     case notYetAvailable(String)
 
@@ -121,6 +125,11 @@ enum Command: Equatable {
         case "drill":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .drill(try parseDrill(rest))
+        case ClusterBench.echoServerCommand:
+            guard rest.count == 2, let count = Int(rest[1]), count > 0 else {
+                throw UsageError(message: "expected ENDPOINT COUNT", subcommand: nil)
+            }
+            return .echoServer(endpoint: rest[0], count: count)
         default:
             throw UsageError(message: "unknown subcommand '\(first)'", subcommand: nil)
         }

@@ -68,7 +68,7 @@ struct ClusterBench {
             _ = try client.call(op: "ledger.transfer", argument: transfer(index))
             if index >= 100 { samples.append(Self.microseconds(ContinuousClock.now - start)) }
         }
-        let echo = try Self.rawEcho(context: context, count: 2_000)
+        let echo = try Self.rawEcho(count: 2_000)
         let commit = try Self.rawCommitLatency(root: root + "/raw-commit", count: 300)
         let baseline = echo + commit
         return [
@@ -158,25 +158,28 @@ struct ClusterBench {
 
     // MARK: Raw baselines
 
-    /// p50 of a raw DEALER → ROUTER → DEALER echo on loopback, in µs.
-    static func rawEcho(context: ZMQContext, count: Int) throws -> Double {
+    /// The hidden subcommand that runs `serveEcho` in a child process.
+    static let echoServerCommand = "__echo-server"
+
+    /// p50 of a raw DEALER → ROUTER → DEALER echo on loopback, in µs, with
+    /// the ROUTER in another process (its own ZeroMQ I/O thread), as the
+    /// leader is: the same hops an op's request and reply make.
+    static func rawEcho(count: Int) throws -> Double {
         let endpoint = "tcp://127.0.0.1:\(freePort())"
-        let ready = DispatchSemaphore(value: 0)
-        let serverThread = Thread {
-            guard let router = try? ZMQSocket(context, .router, linger: .zero), (try? router.bind(endpoint)) != nil else {
-                ready.signal()
-                return
-            }
-            ready.signal()
-            var echoed = 0
-            while echoed < count, let frames = try? router.receive(wait: true) {
-                _ = try? router.send(frames)
-                echoed += 1
-            }
-            router.close()
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        server.arguments = [echoServerCommand, endpoint, String(count + 1)]
+        let ready = Pipe()
+        server.standardOutput = ready
+        try server.run()
+        defer {
+            if server.isRunning { kill(server.processIdentifier, SIGKILL) }
+            server.waitUntilExit()
         }
-        serverThread.start()
-        ready.wait()
+        // The server prints one line once it is bound.
+        _ = ready.fileHandleForReading.availableData
+        let context = try ZMQContext()
+        defer { context.close() }
         let client = try ZMQSocket(context, .dealer, linger: .zero)
         defer { client.close() }
         try client.connect(endpoint)
@@ -185,10 +188,43 @@ struct ClusterBench {
         for index in 0..<count {
             let start = ContinuousClock.now
             try client.send([payload])
-            _ = try client.receive(wait: true)
+            guard try ZMQSocket.poll([client], timeout: .seconds(5))[0], try client.receive() != nil else {
+                throw BenchError(message: "the echo server did not answer")
+            }
             if index >= 100 { samples.append(microseconds(ContinuousClock.now - start)) }
         }
+        try client.send([[]])  // the last message lets the server exit
         return percentile(samples, 0.5)
+    }
+
+    /// Echoes `count` messages on a ROUTER bound to `endpoint`, then exits.
+    static func serveEcho(endpoint: String, count: Int) -> Int32 {
+        do {
+            let context = try ZMQContext()
+            defer { context.close() }
+            let router = try ZMQSocket(context, .router, linger: .zero)
+            defer { router.close() }
+            try router.bind(endpoint)
+            print("echoing on \(endpoint)")
+            fflush(nil)
+            var echoed = 0
+            while echoed < count {
+                guard try ZMQSocket.poll([router], timeout: .seconds(10))[0] else { return 1 }
+                while echoed < count, let frames = try router.receive() {
+                    _ = try router.send(frames)
+                    echoed += 1
+                }
+            }
+            return 0
+        } catch {
+            FileHandle.standardError.write("echo server: \(error)\n".data(using: .utf8)!)
+            return 1
+        }
+    }
+
+    struct BenchError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
     }
 
     /// p50 of one durable LMDB commit of a small record, in µs.
