@@ -37,4 +37,34 @@ public struct RawAppendBaseline {
         let elapsed = ContinuousClock.now - start
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
+
+    /// An open raw database that appends one record per durable commit (the
+    /// composed echo-and-commit baseline of `cogd bench cluster`).
+    public final class Appender {
+        private let environment: LMDBEnvironment
+        private let dbi: MDB_dbi
+        private var next: UInt64
+
+        public init(directory: String) throws {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            environment = try LMDBEnvironment(path: directory, readOnly: false)
+            guard let dbi = try environment.openDatabases(["raw"])[0] else {
+                throw LMDBError(code: MDB_NOTFOUND, operation: "mdb_dbi_open raw")
+            }
+            self.dbi = dbi
+            next = try environment.read { (txn: Transaction) in
+                (try txn.last(dbi)).map { TurnStore.number($0.key) + 1 } ?? 1
+            }
+        }
+
+        deinit { environment.close() }
+
+        /// Appends `record` in its own durable transaction.
+        public func commit(_ record: [UInt8]) throws {
+            try environment.write { (txn: Transaction) in
+                try txn.put(dbi, TurnStore.bytes(next), record, append: true)
+            }
+            next += 1
+        }
+    }
 }

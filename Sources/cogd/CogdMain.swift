@@ -57,8 +57,8 @@ struct CogdMain {
             exit(ClusterCommands.call(options))
         case .status(let endpoint, let json):
             exit(ClusterCommands.status(leader: endpoint, json: json))
-        case .echoServer(let endpoint, let count):
-            exit(ClusterBench.serveEcho(endpoint: endpoint, count: count))
+        case .echoServer(let endpoint, let commitFolder):
+            exit(ClusterBench.serveEcho(endpoint: endpoint, commitFolder: commitFolder))
         case .drill(let options):
             var drill = Drill(options: options)
             do {

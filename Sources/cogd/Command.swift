@@ -21,7 +21,7 @@ enum Command: Equatable {
     /// The raw ZeroMQ echo server `cogd bench cluster` runs in a child
     /// process, so its baseline crosses processes as an op does (not listed
     /// in help).
-    case echoServer(endpoint: String, count: Int)
+    case echoServer(endpoint: String, commitFolder: String?)
     /// A subcommand that a later release provides.
     case notYetAvailable(String)
 
@@ -126,10 +126,10 @@ enum Command: Equatable {
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .drill(try parseDrill(rest))
         case ClusterBench.echoServerCommand:
-            guard rest.count == 2, let count = Int(rest[1]), count > 0 else {
-                throw UsageError(message: "expected ENDPOINT COUNT", subcommand: nil)
+            guard rest.count == 1 || rest.count == 2 else {
+                throw UsageError(message: "expected ENDPOINT [COMMIT-FOLDER]", subcommand: nil)
             }
-            return .echoServer(endpoint: rest[0], count: count)
+            return .echoServer(endpoint: rest[0], commitFolder: rest.count == 2 ? rest[1] : nil)
         default:
             throw UsageError(message: "unknown subcommand '\(first)'", subcommand: nil)
         }
