@@ -155,4 +155,20 @@ struct CodecTests {
             #expect(error.message == "integer 300 does not fit Int8")
         }
     }
+
+    @Test func `large string-keyed dictionaries round-trip and a repeated key reads as its last entry`() throws {
+        let large = Dictionary(uniqueKeysWithValues: (0..<40).map { ("key-\($0)", $0) })
+        #expect(try roundTrip(large) == large)
+        // {"label": "a", "elevation": 1, "elevation": 2}, written by hand: not
+        // deterministic CBOR, but it must still decode, and always the same way.
+        var writer = CBORWriter()
+        writer.appendHead(major: 5, 3)
+        writer.appendText("label")
+        writer.appendText("a")
+        for elevation: UInt64 in [1, 2] {
+            writer.appendText("elevation")
+            writer.appendHead(major: 0, elevation)
+        }
+        #expect(try CBORDecoder().decode(Waypoint.self, from: writer.bytes).elevation == 2)
+    }
 }

@@ -32,8 +32,29 @@ public struct CBORDecoder: Sendable {
 
 struct NodeDecoder: Decoder {
     let value: CBORValue
-    let codingPath: [any CodingKey]
+    /// The path to the container holding this value, and this value's key in
+    /// it: the full path is only put together when asked for (an error, a
+    /// nested container), not for every field decoded.
+    private let parentPath: [any CodingKey]
+    private let key: (any CodingKey)?
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(value: CBORValue, codingPath: [any CodingKey]) {
+        self.value = value
+        parentPath = codingPath
+        key = nil
+    }
+
+    init(value: CBORValue, parentPath: [any CodingKey], key: any CodingKey) {
+        self.value = value
+        self.parentPath = parentPath
+        self.key = key
+    }
+
+    var codingPath: [any CodingKey] {
+        guard let key else { return parentPath }
+        return parentPath + [key]
+    }
 
     func mismatch(_ expected: String) -> DecodingError {
         .typeMismatch(
@@ -42,15 +63,13 @@ struct NodeDecoder: Decoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .map(let entries) = value else { throw mismatch("map") }
-        var fields: [String: CBORValue] = [:]
         for entry in entries {
-            guard case .text(let key) = entry.key else {
+            guard case .text = entry.key else {
                 throw DecodingError.dataCorrupted(
                     .init(codingPath: codingPath, debugDescription: "map key is a \(entry.key.kindName), not text"))
             }
-            fields[key] = entry.value
         }
-        return KeyedDecodingContainer(KeyedNodeDecoder<Key>(fields: fields, codingPath: codingPath))
+        return KeyedDecodingContainer(KeyedNodeDecoder<Key>(entries: entries, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -153,19 +172,51 @@ extension NodeDecoder: SingleValueDecodingContainer {
 }
 
 struct KeyedNodeDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let fields: [String: CBORValue]
+    /// The map's entries (every key text), searched in place when there are
+    /// few (a struct's fields); a dictionary indexes many (a `[String: T]`).
+    private let entries: [(key: CBORValue, value: CBORValue)]
+    private let index: [String: Int]?
     let codingPath: [any CodingKey]
 
-    var allKeys: [Key] { fields.keys.compactMap { Key(stringValue: $0) } }
+    init(entries: [(key: CBORValue, value: CBORValue)], codingPath: [any CodingKey]) {
+        self.entries = entries
+        self.codingPath = codingPath
+        if entries.count > 16 {
+            var index: [String: Int] = [:]
+            index.reserveCapacity(entries.count)
+            for (position, entry) in entries.enumerated() {
+                if case .text(let text) = entry.key { index[text] = position }
+            }
+            self.index = index
+        } else {
+            index = nil
+        }
+    }
 
-    func contains(_ key: Key) -> Bool { fields[key.stringValue] != nil }
+    var allKeys: [Key] {
+        entries.compactMap { entry in
+            if case .text(let text) = entry.key { Key(stringValue: text) } else { nil }
+        }
+    }
+
+    private func value(for key: Key) -> CBORValue? {
+        let name = key.stringValue
+        if let index { return index[name].map { entries[$0].value } }
+        // From the end, so a repeated key reads as its last entry (as the index does).
+        for entry in entries.reversed() {
+            if case .text(let text) = entry.key, text == name { return entry.value }
+        }
+        return nil
+    }
+
+    func contains(_ key: Key) -> Bool { value(for: key) != nil }
 
     private func child(_ key: Key) throws -> NodeDecoder {
-        guard let value = fields[key.stringValue] else {
+        guard let value = value(for: key) else {
             throw DecodingError.keyNotFound(
                 key, .init(codingPath: codingPath, debugDescription: "required field `\(key.stringValue)` is missing"))
         }
-        return NodeDecoder(value: value, codingPath: codingPath + [key])
+        return NodeDecoder(value: value, parentPath: codingPath, key: key)
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
@@ -221,7 +272,7 @@ struct UnkeyedNodeDecoder: UnkeyedDecodingContainer {
                     debugDescription: "array has only \(items.count) elements"))
         }
         defer { currentIndex += 1 }
-        return NodeDecoder(value: items[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)])
+        return NodeDecoder(value: items[currentIndex], parentPath: codingPath, key: IndexKey(currentIndex))
     }
 
     mutating func decodeNil() throws -> Bool {
