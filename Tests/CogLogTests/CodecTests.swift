@@ -171,4 +171,40 @@ struct CodecTests {
         }
         #expect(try CBORDecoder().decode(Waypoint.self, from: writer.bytes).elevation == 2)
     }
+
+    @Test func `an encoding failure names its path, and a key encoded twice keeps its last value`() throws {
+        struct Refuses: Encodable {
+            func encode(to encoder: any Encoder) throws {
+                throw EncodingError.invalidValue(
+                    self, .init(codingPath: encoder.codingPath, debugDescription: "refused"))
+            }
+        }
+        struct Holder: Encodable {
+            enum CodingKeys: String, CodingKey { case items, twice }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(1, forKey: .twice)
+                try container.encode(2, forKey: .twice)
+                var items = container.nestedUnkeyedContainer(forKey: .items)
+                try items.encode(0)
+                try items.encode(Refuses())
+            }
+        }
+        do {
+            _ = try CBOREncoder().encode(Holder())
+            Issue.record("a refusing value encoded")
+        } catch {
+            #expect(error.code == .encodingFailed)
+            #expect(error.pathText == "items.1")
+        }
+        struct Twice: Encodable {
+            enum CodingKeys: String, CodingKey { case twice }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(1, forKey: .twice)
+                try container.encode(2, forKey: .twice)
+            }
+        }
+        #expect(try CBORValue.parse(try CBOREncoder().encode(Twice())) == .map([(.text("twice"), .unsigned(2))]))
+    }
 }

@@ -29,7 +29,7 @@ public struct CBOREncoder: Sendable {
     public func encodeTree<T: Encodable>(_ value: T) throws(CodecError) -> CBORValue {
         let node = EncodingNode()
         do {
-            try EncodingNode.encode(value, into: node, codingPath: [])
+            try EncodingNode.encode(value, into: node, path: .root)
         } catch let error as CodecError {
             throw error
         } catch let error as EncodingError {
@@ -41,65 +41,126 @@ public struct CBOREncoder: Sendable {
     }
 }
 
-/// A value being built by the encoder; containers fill it in place.
+/// A value being built by the encoder; containers fill it in place (a map's
+/// keys and children, or an array's items, grow where they are).
 final class EncodingNode {
-    enum Content {
-        case unset
-        case value(CBORValue)
-        case map([(key: String, node: EncodingNode)])
-        case array([EncodingNode])
+    enum Kind { case unset, value, map, array }
+
+    private(set) var kind = Kind.unset
+    private var value = CBORValue.null
+    /// A map's keys, parallel to `children`.
+    private var keys: [String] = []
+    /// A map's values or an array's items.
+    private var children: [EncodingNode] = []
+    /// A large map whose keys were appended without a search (duplicates, if
+    /// any, are dropped at `finish`, keeping the last).
+    private var unchecked = false
+
+    func set(_ value: CBORValue) {
+        kind = .value
+        self.value = value
     }
 
-    var content = Content.unset
+    func becomeMap() { if kind == .unset { kind = .map } }
+
+    func becomeArray() { if kind == .unset { kind = .array } }
+
+    var count: Int { children.count }
+
+    /// The child for `key`, replacing an earlier value of the same key.
+    func child(forKey key: String) -> EncodingNode {
+        precondition(kind == .map, "internal inconsistency: keyed container over a non-map value")
+        let child = EncodingNode()
+        if keys.count <= 16, let existing = keys.firstIndex(of: key) {
+            children[existing] = child
+        } else {
+            if keys.count > 16 { unchecked = true }
+            keys.append(key)
+            children.append(child)
+        }
+        return child
+    }
+
+    /// A new last item.
+    func nextItem() -> EncodingNode {
+        precondition(kind == .array, "internal inconsistency: unkeyed container over a non-array value")
+        let child = EncodingNode()
+        children.append(child)
+        return child
+    }
 
     func finish() -> CBORValue {
-        switch content {
-        case .unset: .null
-        case .value(let value): value
-        case .map(let entries): .map(entries.map { (key: CBORValue.text($0.key), value: $0.node.finish()) })
-        case .array(let items): .array(items.map { $0.finish() })
+        switch kind {
+        case .unset:
+            return .null
+        case .value:
+            return value
+        case .array:
+            return .array(children.map { $0.finish() })
+        case .map:
+            guard unchecked else {
+                return .map(zip(keys, children).map { (key: CBORValue.text($0), value: $1.finish()) })
+            }
+            var last: [String: Int] = [:]
+            for (position, key) in keys.enumerated() { last[key] = position }
+            return .map(keys.indices.compactMap { position in
+                last[keys[position]] == position ? (key: CBORValue.text(keys[position]), value: children[position].finish()) : nil
+            })
         }
     }
 
-    /// Encodes one value, giving the codec's own form to `Date`, `UUID` and `Data`.
-    static func encode<T: Encodable>(_ value: T, into node: EncodingNode, codingPath: [any CodingKey]) throws {
-        // An exact type check: `as [UInt8]` would also match an empty array of any element type.
+    /// Encodes one value, giving the codec's own form to `Date`, `UUID` and
+    /// `Data` (exact type checks: `as [UInt8]` would also match an empty array
+    /// of any element type).
+    static func encode<T: Encodable>(_ value: T, into node: EncodingNode, path: CodingPath) throws {
         if T.self == [UInt8].self {
-            node.content = .value(.bytes(value as! [UInt8]))
-            return
+            node.set(.bytes(value as! [UInt8]))
+        } else if T.self == Date.self {
+            node.set(.tag(CBORTag.epochDate, .float((value as! Date).timeIntervalSince1970)))
+        } else if T.self == UUID.self {
+            node.set(.tag(CBORTag.uuid, .bytes(withUnsafeBytes(of: (value as! UUID).uuid) { Array($0) })))
+        } else if T.self == Data.self {
+            node.set(.bytes(Array(value as! Data)))
+        } else if T.self == CBORValue.self {
+            node.set(value as! CBORValue)
+        } else {
+            try value.encode(to: NodeEncoder(node: node, path: path))
         }
-        switch value {
-        case let date as Date:
-            node.content = .value(.tag(CBORTag.epochDate, .float(date.timeIntervalSince1970)))
-        case let uuid as UUID:
-            node.content = .value(.tag(CBORTag.uuid, .bytes(withUnsafeBytes(of: uuid.uuid) { Array($0) })))
-        case let data as Data:
-            node.content = .value(.bytes(Array(data)))
-        case let item as CBORValue:
-            node.content = .value(item)
-        default:
-            try value.encode(to: NodeEncoder(node: node, codingPath: codingPath))
-        }
+    }
+}
+
+/// A coding path kept as the parent's path and the last key, put together
+/// only when asked for (an error, or user code reading `codingPath`).
+struct CodingPath {
+    let parent: [any CodingKey]
+    let last: (any CodingKey)?
+
+    static let root = CodingPath(parent: [], last: nil)
+
+    var keys: [any CodingKey] {
+        guard let last else { return parent }
+        return parent + [last]
     }
 }
 
 struct NodeEncoder: Encoder {
     let node: EncodingNode
-    let codingPath: [any CodingKey]
+    let path: CodingPath
+    var codingPath: [any CodingKey] { path.keys }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if case .unset = node.content { node.content = .map([]) }
+        node.becomeMap()
         return KeyedEncodingContainer(KeyedNodeEncoder(node: node, codingPath: codingPath))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        if case .unset = node.content { node.content = .array([]) }
+        node.becomeArray()
         return UnkeyedNodeEncoder(node: node, codingPath: codingPath)
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        SingleNodeEncoder(node: node, codingPath: codingPath)
+        SingleNodeEncoder(node: node, path: path)
     }
 }
 
@@ -114,18 +175,11 @@ struct KeyedNodeEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let node: EncodingNode
     let codingPath: [any CodingKey]
 
-    private func child(for key: Key) -> EncodingNode {
-        let child = EncodingNode()
-        guard case .map(var entries) = node.content else {
-            fatalError("internal inconsistency: keyed container over a non-map value")
-        }
-        entries.removeAll { $0.key == key.stringValue }
-        entries.append((key.stringValue, child))
-        node.content = .map(entries)
-        return child
-    }
+    private func child(for key: Key) -> EncodingNode { node.child(forKey: key.stringValue) }
 
-    private func set(_ value: CBORValue, for key: Key) { child(for: key).content = .value(value) }
+    private func path(_ key: Key) -> CodingPath { CodingPath(parent: codingPath, last: key) }
+
+    private func set(_ value: CBORValue, for key: Key) { child(for: key).set(value) }
 
     mutating func encodeNil(forKey key: Key) throws { set(.null, for: key) }
     mutating func encode(_ value: Bool, forKey key: Key) throws { set(.bool(value), for: key) }
@@ -144,25 +198,25 @@ struct KeyedNodeEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt64, forKey key: Key) throws { set(Primitive.integer(value), for: key) }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        try EncodingNode.encode(value, into: child(for: key), codingPath: codingPath + [key])
+        try EncodingNode.encode(value, into: child(for: key), path: path(key))
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(
         keyedBy keyType: NestedKey.Type, forKey key: Key
     ) -> KeyedEncodingContainer<NestedKey> {
-        NodeEncoder(node: child(for: key), codingPath: codingPath + [key]).container(keyedBy: keyType)
+        NodeEncoder(node: child(for: key), path: path(key)).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        NodeEncoder(node: child(for: key), codingPath: codingPath + [key]).unkeyedContainer()
+        NodeEncoder(node: child(for: key), path: path(key)).unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
-        NodeEncoder(node: child(for: Key(stringValue: "super")!), codingPath: codingPath)
+        NodeEncoder(node: child(for: Key(stringValue: "super")!), path: CodingPath(parent: codingPath, last: nil))
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        NodeEncoder(node: child(for: key), codingPath: codingPath + [key])
+        NodeEncoder(node: child(for: key), path: path(key))
     }
 }
 
@@ -170,22 +224,13 @@ struct UnkeyedNodeEncoder: UnkeyedEncodingContainer {
     let node: EncodingNode
     let codingPath: [any CodingKey]
 
-    var count: Int {
-        guard case .array(let items) = node.content else { return 0 }
-        return items.count
-    }
+    var count: Int { node.count }
 
-    private func next() -> EncodingNode {
-        let child = EncodingNode()
-        guard case .array(var items) = node.content else {
-            fatalError("internal inconsistency: unkeyed container over a non-array value")
-        }
-        items.append(child)
-        node.content = .array(items)
-        return child
-    }
+    private func next() -> EncodingNode { node.nextItem() }
 
-    private func append(_ value: CBORValue) { next().content = .value(value) }
+    private func nextPath() -> CodingPath { CodingPath(parent: codingPath, last: IndexKey(count)) }
+
+    private func append(_ value: CBORValue) { next().set(value) }
 
     mutating func encodeNil() throws { append(.null) }
     mutating func encode(_ value: Bool) throws { append(.bool(value)) }
@@ -204,31 +249,32 @@ struct UnkeyedNodeEncoder: UnkeyedEncodingContainer {
     mutating func encode(_ value: UInt64) throws { append(Primitive.integer(value)) }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
-        let index = count
-        try EncodingNode.encode(value, into: next(), codingPath: codingPath + [IndexKey(index)])
+        let path = nextPath()
+        try EncodingNode.encode(value, into: next(), path: path)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        let index = count
-        return NodeEncoder(node: next(), codingPath: codingPath + [IndexKey(index)]).container(keyedBy: keyType)
+        let path = nextPath()
+        return NodeEncoder(node: next(), path: path).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        let index = count
-        return NodeEncoder(node: next(), codingPath: codingPath + [IndexKey(index)]).unkeyedContainer()
+        let path = nextPath()
+        return NodeEncoder(node: next(), path: path).unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
-        let index = count
-        return NodeEncoder(node: next(), codingPath: codingPath + [IndexKey(index)])
+        let path = nextPath()
+        return NodeEncoder(node: next(), path: path)
     }
 }
 
 struct SingleNodeEncoder: SingleValueEncodingContainer {
     let node: EncodingNode
-    let codingPath: [any CodingKey]
+    let path: CodingPath
+    var codingPath: [any CodingKey] { path.keys }
 
-    private func set(_ value: CBORValue) { node.content = .value(value) }
+    private func set(_ value: CBORValue) { node.set(value) }
 
     mutating func encodeNil() throws { set(.null) }
     mutating func encode(_ value: Bool) throws { set(.bool(value)) }
@@ -247,7 +293,7 @@ struct SingleNodeEncoder: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt64) throws { set(Primitive.integer(value)) }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
-        try EncodingNode.encode(value, into: node, codingPath: codingPath)
+        try EncodingNode.encode(value, into: node, path: path)
     }
 }
 
