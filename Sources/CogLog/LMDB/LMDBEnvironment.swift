@@ -183,6 +183,15 @@ struct Transaction {
         }
     }
 
+    /// Runs `body` with a cursor on `dbi`, closed when it returns: many puts
+    /// through one cursor skip a cursor setup each.
+    func withCursor<T>(_ dbi: MDB_dbi, _ body: (Cursor) throws -> T) throws -> T {
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open") { mdb_cursor_open(handle, dbi, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        return try body(Cursor(handle: cursor))
+    }
+
     /// Calls `body` with each entry from the first key ≥ `start` (or the
     /// first entry) in key order, until it returns false.
     func scan(_ dbi: MDB_dbi, from start: [UInt8]?, _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
@@ -238,5 +247,17 @@ struct Transaction {
             Array(UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size)),
             Array(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
         )
+    }
+}
+
+/// A write cursor inside a `Transaction.withCursor` body.
+struct Cursor {
+    let handle: OpaquePointer?
+
+    /// Puts raw bytes under raw bytes (`append`: the key sorts after every key present).
+    func put(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, append: Bool = false) throws {
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try lmdb("mdb_cursor_put") { mdb_cursor_put(handle, &keyValue, &data, append ? UInt32(MDB_APPEND) : 0) }
     }
 }

@@ -210,15 +210,21 @@ public final class TurnStore {
         try run { () throws in
             try environment.write { (txn: Transaction) in
                 try batch.bytes.withUnsafeBytes { all in
-                    var start = 0
-                    var stateKey: [UInt8] = []
-                    for index in contents.indices {
-                        let end = batch.ends[index]
-                        try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
-                            try txn.put(turnsDB, key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
+                    try txn.withCursor(turnsDB) { turns in
+                        try txn.withCursor(stateDB) { state in
+                            var start = 0
+                            var stateKey: [UInt8] = []
+                            for index in contents.indices {
+                                let end = batch.ends[index]
+                                try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
+                                    try turns.put(key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
+                                }
+                                start = end
+                                for write in contents[index].writes {
+                                    try putState(write, in: txn, cursor: state, keyBuffer: &stateKey)
+                                }
+                            }
                         }
-                        start = end
-                        for write in contents[index].writes { try putState(write, in: txn, keyBuffer: &stateKey) }
                     }
                 }
                 if !contents.isEmpty { try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(last)) }
@@ -231,14 +237,14 @@ public final class TurnStore {
 
     /// Puts (or, for a release, deletes) one write's latest value under
     /// `name`, 0, key; `keyBuffer` is reused across a transaction's writes.
-    private func putState(_ write: TurnWrite, in txn: Transaction, keyBuffer: inout [UInt8]) throws {
+    private func putState(_ write: TurnWrite, in txn: Transaction, cursor: Cursor, keyBuffer: inout [UInt8]) throws {
         keyBuffer.removeAll(keepingCapacity: true)
         keyBuffer.append(contentsOf: write.name.utf8)
         keyBuffer.append(0)
         if let key = write.key { keyBuffer.append(contentsOf: key) }
         try keyBuffer.withUnsafeBytes { key in
             if let value = write.value {
-                try value.withUnsafeBytes { value in try txn.put(stateDB, key: key, value: value) }
+                try value.withUnsafeBytes { value in try cursor.put(key: key, value: value) }
             } else {
                 try txn.delete(stateDB, key: key)
             }
