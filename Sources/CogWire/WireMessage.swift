@@ -468,11 +468,19 @@ extension WireMessage {
     /// A `turns` frame built from records already encoded by the store:
     /// byte-equal to `.turns(epoch:records:).encoded()` without re-encoding.
     public static func turnsFrame(epoch: UInt64, batch: EncodedTurnBatch) -> [UInt8] {
-        var records = CBORWriter(reservingCapacity: batch.bytes.count + 9)
-        records.appendHead(major: 4, UInt64(batch.count))
-        records.appendRaw(batch.bytes)
-        let body = CBORValue.map([(.text("epoch"), .unsigned(epoch)), (.text("records"), .encoded(records.bytes))])
-        return CBORValue.map([(.text("v"), .unsigned(version)), (.text("type"), .text("turns")), (.text("body"), body)])
-            .encodedBytes
+        var writer = CBORWriter(reservingCapacity: batch.bytes.count + 48)
+        writer.appendHead(major: 5, 3)  // v, body, type
+        writer.appendText("v")
+        writer.appendHead(major: 0, version)
+        writer.appendText("body")
+        writer.appendHead(major: 5, 2)  // epoch, records
+        writer.appendText("epoch")
+        writer.appendHead(major: 0, epoch)
+        writer.appendText("records")
+        writer.appendHead(major: 4, UInt64(batch.count))
+        writer.appendRaw(batch.bytes)
+        writer.appendText("type")
+        writer.appendText("turns")
+        return writer.bytes
     }
 }

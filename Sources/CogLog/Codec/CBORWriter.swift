@@ -10,6 +10,10 @@ public struct CBORWriter {
     /// Appends raw bytes (an already-encoded item).
     public mutating func appendRaw<Bytes: Sequence<UInt8>>(_ raw: Bytes) { bytes.append(contentsOf: raw) }
 
+    /// Appends raw bytes from an array (one copy; callers in other modules
+    /// get this rather than the unspecialized generic).
+    public mutating func appendRaw(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+
     /// Appends a text string.
     public mutating func appendText(_ text: String) {
         let utf8 = text.utf8
