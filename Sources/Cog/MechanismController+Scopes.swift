@@ -116,7 +116,7 @@ extension MechanismController {
         } catch {
             return nil
         }
-        return link.registerScope(path: path, source: source, key: key, form: form)
+        return link.registerScope(path: path, source: source, key: key, form: form, parent: owningSlot)
     }
 
     private func boolScope(

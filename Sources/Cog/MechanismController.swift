@@ -33,6 +33,11 @@ public final class MechanismController: CogOps, TurnOwner {
     /// On a worker's replica: the leader-minted instance of this scope child.
     public internal(set) var instanceSlot: CogInstanceSlot?
 
+    /// The instance this controller's work belongs to: its own, or that of the
+    /// nearest enclosing scope child that has one (a scope the leader does not
+    /// track lives inside its parent's instance).
+    public var owningSlot: CogInstanceSlot? { instanceSlot ?? parent?.owningSlot }
+
     init(graph: Graph, path: String, parent: MechanismController?) {
         self.graph = graph
         self.path = path

@@ -38,9 +38,13 @@ public protocol CogRemoteLink: AnyObject {
     func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?)
 
     /// Registers a scope selector over a durable source with the leader,
-    /// which mints the instances (DESIGN §6). Nil when it cannot be tracked
+    /// which mints the instances (DESIGN §6). `parent` is the instance the
+    /// registering controller lives in (nil for a mechanism's own scopes): a
+    /// nested scope's instances end with it. Nil when it cannot be tracked
     /// remotely (the scope then only has local authority).
-    func registerScope(path: String, source: String, key: [UInt8]?, form: CogScopeForm) -> (any CogRemoteScope)?
+    func registerScope(
+        path: String, source: String, key: [UInt8]?, form: CogScopeForm, parent: CogInstanceSlot?
+    ) -> (any CogRemoteScope)?
 
     /// The codec the replica uses (to encode a selector's key).
     var codec: any CogDurableStore { get }

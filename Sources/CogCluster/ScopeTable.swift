@@ -12,6 +12,11 @@ import CogWire
 /// Members are compared by their deterministic encoding, so the leader needs
 /// no Swift types: a Bool source is one member when `true`; an optional is
 /// one member unless `null`; an `each:` source's members are its elements.
+///
+/// A nested selector names its parent instance: it lives only while that
+/// instance does, so when the parent retires, the nested registration is
+/// dropped and its instances retire in the same turn (after the parent, in
+/// opening order); registered under a dead parent, it selects nothing.
 struct ScopeTable {
     struct Registration {
         let spec: ScopeRegistration
@@ -37,9 +42,13 @@ struct ScopeTable {
     private static func key(_ worker: String, _ registration: UInt64) -> String { "\(worker)#\(registration)" }
 
     /// Registers (or re-registers) a selector over its source's current
-    /// value; returns the instances it opened, in collection order.
+    /// value; returns the instances it opened, in collection order. Under a
+    /// parent instance that is not live (or not this worker's) it opens
+    /// nothing and is not kept.
     mutating func register(_ spec: ScopeRegistration, currentValue: [UInt8]?) -> [ScopeMember] {
-        drop(Self.key(spec.worker, spec.registration))
+        var discarded: [ScopeEvent] = []
+        drop(Self.key(spec.worker, spec.registration), events: &discarded)
+        if let parent = spec.parent, live[parent] != spec.worker { return [] }
         let members = ScopeTable.members(of: currentValue, form: spec.form)
         var open: [(identity: [UInt8], instance: UInt64)] = []
         for identity in members {
@@ -50,10 +59,13 @@ struct ScopeTable {
     }
 
     /// Reconciles every registration over a source `writes` changed; returns
-    /// the scope events, for the record of the turn that caused them.
+    /// the scope events, for the record of the turn that caused them:
+    /// retirements first (nested instances with their parents), in opening
+    /// order, then openings in collection order.
     mutating func apply(_ writes: [TurnWrite]) -> [ScopeEvent] {
         guard !registrations.isEmpty else { return [] }
-        var events: [ScopeEvent] = []
+        var retirements: [ScopeEvent] = []
+        var arrivals: [(key: String, identities: [[UInt8]])] = []
         for write in writes {
             for key in registrations.keys.sorted() {
                 guard var registration = registrations[key], registration.spec.source == write.name,
@@ -62,25 +74,44 @@ struct ScopeTable {
                 let members = ScopeTable.members(of: write.value, form: registration.spec.form)
                 let present = Set(members)
                 var kept: [(identity: [UInt8], instance: UInt64)] = []
+                var departed: [UInt64] = []
                 for entry in registration.open {
                     if present.contains(entry.identity) {
                         kept.append(entry)
                     } else {
                         live[entry.instance] = nil
-                        events.append(event(.retire, entry.instance, entry.identity, registration.spec))
+                        retirements.append(event(.retire, entry.instance, entry.identity, registration.spec))
+                        departed.append(entry.instance)
                     }
-                }
-                let keptIdentities = Set(kept.map(\.identity))
-                for identity in members where !keptIdentities.contains(identity) {
-                    let instance = mint(for: registration.spec.worker)
-                    kept.append((identity, instance))
-                    events.append(event(.open, instance, identity, registration.spec))
                 }
                 registration.open = kept
                 registrations[key] = registration
+                for instance in departed { retireNested(under: instance, events: &retirements) }
+                let keptIdentities = Set(kept.map(\.identity))
+                arrivals.append((key, members.filter { !keptIdentities.contains($0) }))
             }
         }
+        var events = retirements.sorted { $0.instance < $1.instance }
+        for (key, identities) in arrivals {
+            // A registration dropped with its parent in this turn opens nothing.
+            guard var registration = registrations[key] else { continue }
+            var present = Set(registration.open.map(\.identity))
+            for identity in identities where present.insert(identity).inserted {
+                let instance = mint(for: registration.spec.worker)
+                registration.open.append((identity, instance))
+                events.append(event(.open, instance, identity, registration.spec))
+            }
+            registrations[key] = registration
+        }
         return events
+    }
+
+    /// Drops every registration nested in `parent` (recursively), retiring
+    /// its instances.
+    private mutating func retireNested(under parent: UInt64, events: inout [ScopeEvent]) {
+        for key in registrations.keys.sorted() where registrations[key]?.spec.parent == parent {
+            drop(key, events: &events)
+        }
     }
 
     /// Whether `instance` is live and belongs to `worker`.
@@ -90,14 +121,20 @@ struct ScopeTable {
 
     /// Forgets every registration of a worker (gone, or re-registering).
     mutating func dropWorker(_ worker: String) {
-        for key in registrations.keys where registrations[key]?.spec.worker == worker { drop(key) }
+        var discarded: [ScopeEvent] = []
+        for key in registrations.keys.sorted() where registrations[key]?.spec.worker == worker { drop(key, events: &discarded) }
     }
 
     var openInstances: [UInt64] { live.keys.sorted() }
 
-    private mutating func drop(_ key: String) {
+    /// Removes a registration, retiring its open instances and what is nested in them.
+    private mutating func drop(_ key: String, events: inout [ScopeEvent]) {
         guard let registration = registrations.removeValue(forKey: key) else { return }
-        for entry in registration.open { live[entry.instance] = nil }
+        for entry in registration.open {
+            live[entry.instance] = nil
+            events.append(event(.retire, entry.instance, entry.identity, registration.spec))
+            retireNested(under: entry.instance, events: &events)
+        }
     }
 
     private mutating func mint(for worker: String) -> UInt64 {

@@ -147,9 +147,12 @@ public final class Worker: CogRemoteLink {
                 isSynced = true
                 cogs.operateReplicaMechanisms(mechanisms)
             } else if resync {
-                // A new leader epoch: every instance of the old one is dead; register again.
+                // A new leader epoch: every instance of the old one is dead;
+                // register again (nested ones once their parents' new
+                // instances are known).
+                pruneRetiredScopes()
                 for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
-                    try send(.scopeRegister(scope.spec))
+                    try register(scope)
                 }
             }
         case .turns(let epoch, let records):
@@ -212,7 +215,7 @@ public final class Worker: CogRemoteLink {
             return
         }
         let turnName = owner.map { "\($0.path).\(name)" } ?? name
-        guard let slot = owner?.instanceSlot else {
+        guard let slot = owner?.owningSlot else {
             try? send(.op(OpRequest(request: request, op: name, argument: bytes, instance: nil, name: turnName)))
             return
         }
@@ -226,15 +229,42 @@ public final class Worker: CogRemoteLink {
         }
     }
 
-    public func registerScope(path: String, source: String, key: [UInt8]?, form: CogScopeForm) -> (any CogRemoteScope)? {
+    public func registerScope(
+        path: String, source: String, key: [UInt8]?, form: CogScopeForm, parent: CogInstanceSlot?
+    ) -> (any CogRemoteScope)? {
+        pruneRetiredScopes()
         nextRegistration += 1
         let spec = ScopeRegistration(
             worker: configuration.name, registration: nextRegistration, path: path, source: source, key: key,
             form: ScopeRegistration.Form(rawValue: form.rawValue) ?? .each)
-        let scope = WorkerScope(spec: spec, worker: self)
+        let scope = WorkerScope(spec: spec, parent: parent, worker: self)
         scopes[nextRegistration] = scope
-        try? send(.scopeRegister(spec))
+        try? register(scope)
         return scope
+    }
+
+    /// Sends a registration; a nested one waits until its parent's instance
+    /// of the current epoch is known, and is not sent once the parent retired.
+    private func register(_ scope: WorkerScope) throws {
+        guard let parent = scope.parent else {
+            try send(.scopeRegister(scope.spec))
+            return
+        }
+        guard !parent.isRetired else { return }
+        if let instance = parent.instance, let epoch, ScopeTable.epoch(of: instance) == epoch {
+            try send(.scopeRegister(scope.registration(parent: instance)))
+        } else {
+            parent.waiting.append { [weak self, weak scope] instance in
+                guard let self, let scope, self.scopes[scope.spec.registration] === scope else { return }
+                try? self.send(.scopeRegister(scope.registration(parent: instance)))
+            }
+        }
+    }
+
+    /// Forgets registrations made inside scope children that have retired
+    /// (the leader dropped them with their parent instance).
+    private func pruneRetiredScopes() {
+        for (number, scope) in scopes where scope.parent?.isRetired == true { scopes[number] = nil }
     }
 
     /// The encoded value of a durable state on the replica.
@@ -268,13 +298,23 @@ final class ReplicaCodec: CogDurableStore {
 @MainActor
 final class WorkerScope: CogRemoteScope {
     let spec: ScopeRegistration
+    /// The instance of the scope child this selector was declared in.
+    let parent: CogInstanceSlot?
     unowned let worker: Worker
     private var instances: [[UInt8]: UInt64] = [:]
     private var slots: [[UInt8]: CogInstanceSlot] = [:]
 
-    init(spec: ScopeRegistration, worker: Worker) {
+    init(spec: ScopeRegistration, parent: CogInstanceSlot?, worker: Worker) {
         self.spec = spec
+        self.parent = parent
         self.worker = worker
+    }
+
+    /// The registration as sent, under the parent's current instance.
+    func registration(parent instance: UInt64) -> ScopeRegistration {
+        var spec = spec
+        spec.parent = instance
+        return spec
     }
 
     func memberIdentities() -> [[UInt8]] {

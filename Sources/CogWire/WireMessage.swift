@@ -111,14 +111,20 @@ public struct ScopeRegistration: Codable, Equatable, Sendable {
     public var source: String
     public var key: [UInt8]?
     public var form: Form
+    /// The instance of the enclosing scope child this selector was declared
+    /// in (nil for a mechanism's own scope): its instances end with that one.
+    public var parent: UInt64?
 
-    public init(worker: String, registration: UInt64, path: String, source: String, key: [UInt8]?, form: Form) {
+    public init(
+        worker: String, registration: UInt64, path: String, source: String, key: [UInt8]?, form: Form, parent: UInt64? = nil
+    ) {
         self.worker = worker
         self.registration = registration
         self.path = path
         self.source = source
         self.key = key
         self.form = form
+        self.parent = parent
     }
 }
 

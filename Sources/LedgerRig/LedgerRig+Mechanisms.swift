@@ -25,3 +25,17 @@ struct LedgerGreeterMechanism: Mechanism {
         }
     }
 }
+
+/// One desk per open account, and inside each desk one peer child per open
+/// account that greets it: a nested `scope(each:)`. On a worker the peers'
+/// instances are minted inside their desk's instance, so closing an account
+/// retires its desk and every peer in it at once, on the leader too.
+struct LedgerPeersMechanism: Mechanism {
+    func operate(_ m: MechanismController) {
+        m.scope(each: accountsCog, name: "desk") { _, desk in
+            desk.scope(each: accountsCog, name: "peer") { peer, p in
+                p.greet(account: peer)
+            }
+        }
+    }
+}

@@ -17,10 +17,14 @@ public enum LedgerRig {
 
     /// The mechanisms a worker runs for this rig; `greeter` adds a scope
     /// child per open account that greets it (its requests carry the child's
-    /// scope instance).
-    public static func mechanisms(greeter: Bool = false, onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }) -> [any Mechanism] {
+    /// scope instance); `peers` adds a desk per account with a nested peer
+    /// child per account that greets it.
+    public static func mechanisms(
+        greeter: Bool = false, peers: Bool = false, onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }
+    ) -> [any Mechanism] {
         var mechanisms: [any Mechanism] = [LedgerAuditMechanism(onTotalChange: onTotalChange)]
         if greeter { mechanisms.append(LedgerGreeterMechanism()) }
+        if peers { mechanisms.append(LedgerPeersMechanism()) }
         return mechanisms
     }
 }

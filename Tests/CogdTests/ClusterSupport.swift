@@ -10,6 +10,16 @@ import Testing
 /// A free TCP port on 127.0.0.1 (the bench's helper).
 func freePort() -> Int { ClusterBench.freePort() }
 
+/// Polls `condition` every 50 ms until it holds or `timeout` passes.
+func waitUntil(timeout: Duration = .seconds(15), _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try condition() { return true }
+        usleep(50_000)
+    }
+    return try condition()
+}
+
 /// One `cogd` child whose output lines the test reads (bounded waits), and
 /// which is always stopped at the end.
 final class CogdProcess {

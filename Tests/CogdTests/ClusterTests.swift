@@ -249,6 +249,63 @@ struct ScopeAuthorityTests {
         #expect(open.contains(Int(reopened.instance)))
         #expect(!open.contains(Int(first)))
     }
+
+    @Test func `a nested selector's instances retire with its parent's, and under a retired parent it selects nothing`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try RawWorker(endpoint: ports.requests)
+        _ = try worker.exchange(.hello(worker: "tester", lastRevision: 0))
+        let accounts = ScopeRegistration(worker: "tester", registration: 1, path: "Bank.desk", source: "ledger.accounts", key: nil, form: .each)
+        _ = try worker.exchange(.scopeRegister(accounts))
+        #expect(try worker.op("ledger.open", Opening(account: "alice", balance: 0)) == .applied(revision: 1))
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        let alice = try #require(try store.records(from: 1)[0].scopeEvents.first?.instance)
+
+        // Inside alice's desk: one child per account, living in alice's instance.
+        var nested = ScopeRegistration(
+            worker: "tester", registration: 2, path: "Bank.desk.peer", source: "ledger.accounts", key: nil, form: .each, parent: alice)
+        guard case .scopeRegistered(_, _, _, let peers)? = try worker.exchange(.scopeRegister(nested)) else {
+            Issue.record("no registration reply")
+            return
+        }
+        #expect(peers.map(\.identity) == [try CBOREncoder().encode("alice")])
+        #expect(try worker.op("ledger.open", Opening(account: "bob", balance: 5)) == .applied(revision: 2))
+        let opened = try store.records(from: 2)[0].scopeEvents
+        #expect(opened.map(\.kind) == [.open, .open])
+        #expect(opened.map(\.scope) == ["Bank.desk", "Bank.desk.peer"])
+        let bobDesk = opened[0].instance
+        let bobPeer = opened[1].instance
+        #expect(try worker.op("ledger.open", Opening(account: "carol", balance: 1), instance: bobPeer) == .applied(revision: 3))
+
+        // Closing alice retires her desk and, in the same record, every peer
+        // child inside it (bob is still an account), in opening order.
+        #expect(try worker.op("ledger.close", "alice") == .applied(revision: 4))
+        let closing = try store.records(from: 4)[0].scopeEvents
+        #expect(closing.allSatisfy { $0.kind == .retire })
+        #expect(closing.map(\.scope) == ["Bank.desk", "Bank.desk.peer", "Bank.desk.peer", "Bank.desk.peer"])
+        #expect(closing.map(\.instance) == closing.map(\.instance).sorted())
+        #expect(closing.map(\.instance).contains(bobPeer))
+        #expect(!closing.map(\.instance).contains(bobDesk))
+        guard case .rejected(let reason)? = try worker.op("ledger.open", Opening(account: "dave", balance: 1), instance: bobPeer) else {
+            Issue.record("a nested instance outlived its parent")
+            return
+        }
+        #expect(reason.hasPrefix("retired-scope: scope instance \(bobPeer) is retired"))
+        #expect(try worker.op("ledger.open", Opening(account: "erin", balance: 1), instance: bobDesk) == .applied(revision: 5))
+
+        // Registered under the retired parent, a selector opens nothing, now or later.
+        nested.registration = 3
+        guard case .scopeRegistered(_, _, _, let none)? = try worker.exchange(.scopeRegister(nested)) else {
+            Issue.record("no registration reply")
+            return
+        }
+        #expect(none.isEmpty)
+        #expect(try worker.op("ledger.open", Opening(account: "frank", balance: 1)) == .applied(revision: 6))
+        #expect(try store.records(from: 6)[0].scopeEvents.map(\.scope) == ["Bank.desk"])
+    }
 }
 
 @Suite("Scope instances across processes (worker stamping)", .serialized, .timeLimit(.minutes(2)))
@@ -280,6 +337,59 @@ struct ScopeStampingTests {
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
         #expect((object?["openScopeInstances"] as? [Int] ?? []).contains(Int(instance)))
         #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(1)))
+    }
+
+    @Test func `a nested scope child's ops carry its own instance, which retires with its parent's`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1", rig: "ledger-peers")
+        defer { worker.stop() }
+        let encoder = CBOREncoder()
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        func greeted(_ account: String) throws -> [UInt8]? { try store.value(name: "ledger.greeted", key: try encoder.encode(account)) }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 0}"#).hasPrefix("applied"))
+        #expect(try waitUntil { try greeted("alice") == (try encoder.encode(1)) }, "alice's desk greeted alice")
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 3}"#).hasPrefix("applied"))
+        // alice's desk greets bob; bob's desk greets alice and bob.
+        #expect(try waitUntil { try greeted("alice") == (try encoder.encode(2)) && greeted("bob") == (try encoder.encode(2)) })
+
+        let records = try store.records(from: 1)
+        let greetings = records.filter { $0.name == "LedgerPeers.desk.peer.ledger.greet" }
+        #expect(greetings.count == 4)
+        let desks = Set(records.flatMap(\.scopeEvents).filter { $0.scope == "LedgerPeers.desk" }.map(\.instance))
+        let greetingInstances = try greetings.map { try #require($0.origin.instance) }
+        #expect(Set(greetingInstances).count == 4, "each peer child has its own instance")
+        #expect(Set(greetingInstances).isDisjoint(with: desks), "not its desk's")
+
+        // Closing alice retires her desk and both peers inside it (and the
+        // alice peer in bob's desk) in the closing turn's record.
+        #expect(try ports.call("ledger.close", #""alice""#).hasPrefix("applied"))
+        let closing = try #require(try store.records(from: 1).last { $0.name == "ledger.close" })
+        let retiredPeers = Set(closing.scopeEvents.filter { $0.kind == .retire && $0.scope == "LedgerPeers.desk.peer" }.map(\.instance))
+        #expect(retiredPeers.count == 3)
+        #expect(retiredPeers.isSubset(of: Set(greetingInstances)))
+        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        let open = Set((object?["openScopeInstances"] as? [Int] ?? []).map(UInt64.init))
+        #expect(open.isDisjoint(with: retiredPeers))
+        #expect(open.intersection(Set(greetingInstances)).count == 1, "only bob's peer in bob's desk is left")
+
+        // A new leader epoch: the worker registers its desk again, then the
+        // peers inside it under the desk's new instance; their greetings are
+        // applied, stamped with instances of the new epoch.
+        leader.killHard()
+        leader.stop()
+        leader = try ports.startLeader(data: folder.path)
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("cogd worker w1: synced at") && $0.hasSuffix("epoch 2") } != nil)
+        #expect(try ports.call("ledger.open", #"{"account": "carol", "balance": 0}"#).hasPrefix("applied"))
+        // bob's desk greets carol; carol's desk greets bob and carol.
+        #expect(try waitUntil { try greeted("carol") == (try encoder.encode(2)) && greeted("bob") == (try encoder.encode(3)) })
+        let later = try store.records(from: closing.revision + 1).filter { $0.name == "LedgerPeers.desk.peer.ledger.greet" }
+        #expect(later.count == 3)
+        #expect(later.allSatisfy { $0.epoch == 2 && ($0.origin.instance ?? 0) >> 32 == 2 })
     }
 }
 
