@@ -55,11 +55,12 @@ public struct Cog<Value>: Sendable {
     init(
         _ selector: @escaping @MainActor (Reader<Value>) -> Value,
         equalsRule: (@MainActor (Value, Value) -> Bool)?,
-        name: String?, fileID: StaticString, line: UInt
+        name: String?, fileID: StaticString, line: UInt,
+        encode: (@MainActor (Value, any CogDurableStore) throws -> [UInt8])? = nil
     ) {
         let descriptor = ComputedDescriptor<Value>(
             selector: { reader, _ in selector(reader) }, equals: equalsRule,
-            name: name, fileID: fileID, line: line, isKeyed: false)
+            name: name, fileID: fileID, line: line, isKeyed: false, encode: encode)
         self.ref = StateRef(descriptor: descriptor, key: .none)
     }
 
@@ -84,6 +85,23 @@ extension Cog where Value: Equatable {
         _ selector: @escaping @MainActor (Reader<Value>) -> Value
     ) {
         self.init(selector, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line)
+    }
+}
+
+extension Cog where Value: Codable & Equatable {
+    /// Declares a named automatic cog with a `Codable` value. Besides
+    /// everything a named cog does, it can select scopes across processes: a
+    /// worker's `scope` over it is tracked by the leader, which evaluates the
+    /// same declaration after each turn (both link the same rig; the rig's
+    /// registration must touch it).
+    @inlinable
+    public init(
+        name: String, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<Value>) -> Value
+    ) {
+        self.init(
+            selector, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line,
+            encode: { value, codec in try codec.encode(value) })
     }
 }
 

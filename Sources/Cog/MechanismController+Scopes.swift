@@ -105,18 +105,25 @@ extension MechanismController {
 
     // MARK: Reconciliation
 
-    /// On a replica, registers the selector with the leader (durable sources only).
+    /// On a replica, registers the selector with the leader: a durable
+    /// source, or a named automatic cog with a `Codable` value (the leader
+    /// evaluates the same declaration). Other selectors stay local.
     private func remoteScope(_ ref: StateRef, path: String, form: CogScopeForm) -> (any CogRemoteScope)? {
-        guard let link = graph.remoteLink, let descriptor = ref.descriptor as? DurableKeyEncoding,
-            let source = ref.descriptor.stableName
-        else { return nil }
-        let key: [UInt8]?
-        do {
-            key = try descriptor.encodedKey(ref.key, codec: link.codec)
-        } catch {
-            return nil
+        guard let link = graph.remoteLink, let source = ref.descriptor.stableName else { return nil }
+        if let descriptor = ref.descriptor as? DurableKeyEncoding {
+            let key: [UInt8]?
+            do {
+                key = try descriptor.encodedKey(ref.key, codec: link.codec)
+            } catch {
+                return nil
+            }
+            return link.registerScope(path: path, source: source, key: key, form: form, parent: owningSlot, currentEncoding: nil)
         }
-        return link.registerScope(path: path, source: source, key: key, form: form, parent: owningSlot)
+        guard ref.key == .none, let selector = SelectorRegistry.selector(named: source), selector === ref.descriptor
+        else { return nil }
+        return link.registerScope(
+            path: path, source: source, key: nil, form: form, parent: owningSlot,
+            currentEncoding: { [graph] in try? selector.encodedValue(key: .none, graph: graph, codec: link.codec) })
     }
 
     private func boolScope(

@@ -37,13 +37,19 @@ public protocol CogRemoteLink: AnyObject {
     /// the runtime itself). A scope child's request carries its instance.
     func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?)
 
-    /// Registers a scope selector over a durable source with the leader,
+    /// Registers a scope selector (a durable source, or a named automatic cog
+    /// with a `Codable` value) with the leader,
     /// which mints the instances (DESIGN §6). `parent` is the instance the
     /// registering controller lives in (nil for a mechanism's own scopes): a
     /// nested scope's instances end with it. Nil when it cannot be tracked
     /// remotely (the scope then only has local authority).
+    ///
+    /// `currentEncoding` is given for a selector that is an automatic cog: it
+    /// encodes the cog's value on this replica (a durable source's value is
+    /// the replicated bytes).
     func registerScope(
-        path: String, source: String, key: [UInt8]?, form: CogScopeForm, parent: CogInstanceSlot?
+        path: String, source: String, key: [UInt8]?, form: CogScopeForm, parent: CogInstanceSlot?,
+        currentEncoding: (@MainActor () -> [UInt8]?)?
     ) -> (any CogRemoteScope)?
 
     /// The codec the replica uses (to encode a selector's key).

@@ -15,6 +15,48 @@ enum DurableRegistry {
     }
 }
 
+/// Process-wide table of named automatic cogs whose values can be encoded,
+/// filled as each is declared: the leader evaluates the ones workers register
+/// as scope selectors (DESIGN §6).
+enum SelectorRegistry {
+    private static let table = Mutex<[String: any EncodableSelector]>([:])
+
+    static func register(_ selector: any EncodableSelector & Descriptor) {
+        guard let name = selector.stableName, !selector.isKeyed else { return }
+        table.withLock { $0[name] = $0[name] ?? selector }
+    }
+
+    static func selector(named name: String) -> (any EncodableSelector)? {
+        table.withLock { $0[name] }
+    }
+}
+
+/// An automatic cog whose current value can be read as deterministic bytes.
+protocol EncodableSelector: AnyObject, Sendable {
+    @MainActor func encodedValue(key: StateKey, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]?
+}
+
+extension ComputedDescriptor: EncodableSelector {
+    @MainActor func encodedValue(key: StateKey, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]? {
+        guard let encode else { return nil }
+        return try encode(graph.peek(StateRef(descriptor: self, key: key), as: Value.self), codec)
+    }
+}
+
+extension Cogs {
+    /// Whether a named automatic cog with a `Codable` value is declared in
+    /// this process (one the leader can evaluate for a worker's scope).
+    public static func hasSelector(named name: String) -> Bool {
+        SelectorRegistry.selector(named: name) != nil
+    }
+
+    /// The deterministic encoding of the named automatic cog's current value
+    /// here; nil when no such cog is declared in this process.
+    public func encodedSelectorValue(named name: String, codec: any CogDurableStore) throws -> [UInt8]? {
+        try SelectorRegistry.selector(named: name)?.encodedValue(key: .none, graph: graph, codec: codec)
+    }
+}
+
 /// Decodes and stages one replicated write, without the value's Swift type.
 protocol ReplicableDescriptor: AnyObject {
     @MainActor func stageReplicated(key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore) throws

@@ -154,7 +154,9 @@ public final class Leader {
         case .statusRequest:
             outgoing.append((identity, WireMessage.status(status).encoded()))
         case .scopeRegister(let spec):
-            let instances = scopes.register(spec, currentValue: durable.currentValue(name: spec.source, key: spec.key))
+            let computed = spec.key == nil && Cogs.hasSelector(named: spec.source)
+            let current = computed ? evaluateSelector(spec.source) : durable.currentValue(name: spec.source, key: spec.key)
+            let instances = scopes.register(spec, currentValue: current, computed: computed)
             outgoing.append((
                 identity,
                 WireMessage.scopeRegistered(
@@ -207,7 +209,7 @@ public final class Leader {
             do {
                 try runner(cogs, request.argument, durable, request.name ?? request.op)
                 if durable.pending.count > before {
-                    durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites))
+                    durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites, evaluate: evaluateSelector))
                 }
                 reply = OpReply(
                     request: request.request,
@@ -224,6 +226,12 @@ public final class Leader {
         batchReplies[request.request] = frame
         dedupRows.append((request.request, frame))
         return frame
+    }
+
+    /// A named automatic cog's value as the leader's graph has it now, encoded
+    /// (nil when it does not encode).
+    private func evaluateSelector(_ name: String) -> [UInt8]? {
+        (try? cogs.encodedSelectorValue(named: name, codec: durable)) ?? nil
     }
 
     /// A worker silent past the heartbeat timeout is gone: its scope

@@ -22,6 +22,11 @@ struct ScopeTable {
         let spec: ScopeRegistration
         /// Open members in opening order.
         var open: [(identity: [UInt8], instance: UInt64)]
+        /// The selector is a named automatic cog the leader evaluates after
+        /// each turn (not a durable source matched by writes).
+        var computed = false
+        /// A computed selector's encoding when last evaluated.
+        var lastValue: [UInt8]?
     }
 
     private(set) var registrations: [String: Registration] = [:]
@@ -45,7 +50,7 @@ struct ScopeTable {
     /// value; returns the instances it opened, in collection order. Under a
     /// parent instance that is not live (or not this worker's) it opens
     /// nothing and is not kept.
-    mutating func register(_ spec: ScopeRegistration, currentValue: [UInt8]?) -> [ScopeMember] {
+    mutating func register(_ spec: ScopeRegistration, currentValue: [UInt8]?, computed: Bool = false) -> [ScopeMember] {
         var discarded: [ScopeEvent] = []
         drop(Self.key(spec.worker, spec.registration), events: &discarded)
         if let parent = spec.parent, live[parent] != spec.worker { return [] }
@@ -54,42 +59,60 @@ struct ScopeTable {
         for identity in members {
             open.append((identity, mint(for: spec.worker)))
         }
-        registrations[Self.key(spec.worker, spec.registration)] = Registration(spec: spec, open: open)
+        registrations[Self.key(spec.worker, spec.registration)] = Registration(
+            spec: spec, open: open, computed: computed, lastValue: currentValue)
         return open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }
     }
 
-    /// Reconciles every registration over a source `writes` changed; returns
-    /// the scope events, for the record of the turn that caused them:
-    /// retirements first (nested instances with their parents), in opening
-    /// order, then openings in collection order.
-    mutating func apply(_ writes: [TurnWrite]) -> [ScopeEvent] {
+    /// Reconciles every registration whose selector a turn changed — a
+    /// durable source `writes` wrote, or a computed selector whose value
+    /// `evaluate` now encodes differently — and returns the scope events,
+    /// for the record of the turn that caused them: retirements first
+    /// (nested instances with their parents), in opening order, then
+    /// openings in collection order.
+    mutating func apply(_ writes: [TurnWrite], evaluate: (String) -> [UInt8]? = { _ in nil }) -> [ScopeEvent] {
         guard !registrations.isEmpty else { return [] }
+        var changes: [(key: String, value: [UInt8]?)] = []
+        let keys = registrations.keys.sorted()
+        for write in writes {
+            for key in keys {
+                guard let spec = registrations[key]?.spec, registrations[key]?.computed == false,
+                    spec.source == write.name, spec.key == write.key
+                else { continue }
+                changes.append((key, write.value))
+            }
+        }
+        for key in keys where registrations[key]?.computed == true {
+            guard let registration = registrations[key] else { continue }
+            let value = evaluate(registration.spec.source)
+            if value != registration.lastValue {
+                registrations[key]?.lastValue = value
+                changes.append((key, value))
+            }
+        }
+        guard !changes.isEmpty else { return [] }
         var retirements: [ScopeEvent] = []
         var arrivals: [(key: String, identities: [[UInt8]])] = []
-        for write in writes {
-            for key in registrations.keys.sorted() {
-                guard var registration = registrations[key], registration.spec.source == write.name,
-                    registration.spec.key == write.key
-                else { continue }
-                let members = ScopeTable.members(of: write.value, form: registration.spec.form)
-                let present = Set(members)
-                var kept: [(identity: [UInt8], instance: UInt64)] = []
-                var departed: [UInt64] = []
-                for entry in registration.open {
-                    if present.contains(entry.identity) {
-                        kept.append(entry)
-                    } else {
-                        live[entry.instance] = nil
-                        retirements.append(event(.retire, entry.instance, entry.identity, registration.spec))
-                        departed.append(entry.instance)
-                    }
+        for (key, value) in changes {
+            guard var registration = registrations[key] else { continue }
+            let members = ScopeTable.members(of: value, form: registration.spec.form)
+            let present = Set(members)
+            var kept: [(identity: [UInt8], instance: UInt64)] = []
+            var departed: [UInt64] = []
+            for entry in registration.open {
+                if present.contains(entry.identity) {
+                    kept.append(entry)
+                } else {
+                    live[entry.instance] = nil
+                    retirements.append(event(.retire, entry.instance, entry.identity, registration.spec))
+                    departed.append(entry.instance)
                 }
-                registration.open = kept
-                registrations[key] = registration
-                for instance in departed { retireNested(under: instance, events: &retirements) }
-                let keptIdentities = Set(kept.map(\.identity))
-                arrivals.append((key, members.filter { !keptIdentities.contains($0) }))
             }
+            registration.open = kept
+            registrations[key] = registration
+            for instance in departed { retireNested(under: instance, events: &retirements) }
+            let keptIdentities = Set(kept.map(\.identity))
+            arrivals.append((key, members.filter { !keptIdentities.contains($0) }))
         }
         var events = retirements.sorted { $0.instance < $1.instance }
         for (key, identities) in arrivals {
@@ -126,6 +149,9 @@ struct ScopeTable {
     }
 
     var openInstances: [UInt64] { live.keys.sorted() }
+
+    /// Whether any registration is over a computed selector (evaluated after each turn).
+    var hasComputed: Bool { registrations.values.contains { $0.computed } }
 
     /// Removes a registration, retiring its open instances and what is nested in them.
     private mutating func drop(_ key: String, events: inout [ScopeEvent]) {

@@ -230,14 +230,15 @@ public final class Worker: CogRemoteLink {
     }
 
     public func registerScope(
-        path: String, source: String, key: [UInt8]?, form: CogScopeForm, parent: CogInstanceSlot?
+        path: String, source: String, key: [UInt8]?, form: CogScopeForm, parent: CogInstanceSlot?,
+        currentEncoding: (@MainActor () -> [UInt8]?)?
     ) -> (any CogRemoteScope)? {
         pruneRetiredScopes()
         nextRegistration += 1
         let spec = ScopeRegistration(
             worker: configuration.name, registration: nextRegistration, path: path, source: source, key: key,
             form: ScopeRegistration.Form(rawValue: form.rawValue) ?? .each)
-        let scope = WorkerScope(spec: spec, parent: parent, worker: self)
+        let scope = WorkerScope(spec: spec, parent: parent, worker: self, currentEncoding: currentEncoding)
         scopes[nextRegistration] = scope
         try? register(scope)
         return scope
@@ -301,13 +302,16 @@ final class WorkerScope: CogRemoteScope {
     /// The instance of the scope child this selector was declared in.
     let parent: CogInstanceSlot?
     unowned let worker: Worker
+    /// Encodes an automatic selector's value on the replica (nil for a durable source).
+    private let currentEncoding: (@MainActor () -> [UInt8]?)?
     private var instances: [[UInt8]: UInt64] = [:]
     private var slots: [[UInt8]: CogInstanceSlot] = [:]
 
-    init(spec: ScopeRegistration, parent: CogInstanceSlot?, worker: Worker) {
+    init(spec: ScopeRegistration, parent: CogInstanceSlot?, worker: Worker, currentEncoding: (@MainActor () -> [UInt8]?)?) {
         self.spec = spec
         self.parent = parent
         self.worker = worker
+        self.currentEncoding = currentEncoding
     }
 
     /// The registration as sent, under the parent's current instance.
@@ -318,7 +322,8 @@ final class WorkerScope: CogRemoteScope {
     }
 
     func memberIdentities() -> [[UInt8]] {
-        ScopeTable.members(of: worker.encodedValue(spec.source, spec.key), form: spec.form)
+        let value = currentEncoding.map { $0() } ?? worker.encodedValue(spec.source, spec.key)
+        return ScopeTable.members(of: value, form: spec.form)
     }
 
     func childSlot(identity: [UInt8]) -> CogInstanceSlot {

@@ -8,6 +8,13 @@ public let balanceCogs = _balanceCogs.readOnly
 let _accountsCog = Cog<[String]>.Manual(name: "ledger.accounts") { [] }
 public let accountsCog = _accountsCog.readOnly
 
+/// The accounts holding at least 100, in opening order: an automatic cog
+/// (named, `Codable`), so a worker's scope over it is tracked by the leader,
+/// which evaluates the same declaration after each turn.
+public let wealthyAccountsCog = Cog<[String]>(name: "ledger.wealthy") { c in
+    c[accountsCog].filter { c[balanceCogs[$0]] >= 100 }
+}
+
 /// All the money in the bank.
 public let totalMoneyCog = Cog<Int>(name: "ledger.total") { c in
     let accounts = c[accountsCog]

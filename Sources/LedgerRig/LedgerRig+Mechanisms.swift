@@ -39,3 +39,15 @@ struct LedgerPeersMechanism: Mechanism {
         }
     }
 }
+
+/// Greets each wealthy account (balance ≥ 100) once per stretch of wealth: a
+/// `scope(each:)` over an automatic cog. On a worker the leader evaluates the
+/// same cog after each turn and mints the children's instances, so an
+/// account that drops below 100 retires its child there too.
+struct LedgerConciergeMechanism: Mechanism {
+    func operate(_ m: MechanismController) {
+        m.scope(each: wealthyAccountsCog, name: "concierge") { account, s in
+            s.greet(account: account)
+        }
+    }
+}

@@ -13,18 +13,22 @@ public enum LedgerRig {
         _ = _greetedCogs
         _ = greetOp
         _ = tellerTransferOp
+        _ = wealthyAccountsCog
     }
 
     /// The mechanisms a worker runs for this rig; `greeter` adds a scope
     /// child per open account that greets it (its requests carry the child's
     /// scope instance); `peers` adds a desk per account with a nested peer
-    /// child per account that greets it.
+    /// child per account that greets it; `concierge` greets each wealthy
+    /// account from a scope over an automatic cog.
     public static func mechanisms(
-        greeter: Bool = false, peers: Bool = false, onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }
+        greeter: Bool = false, peers: Bool = false, concierge: Bool = false,
+        onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }
     ) -> [any Mechanism] {
         var mechanisms: [any Mechanism] = [LedgerAuditMechanism(onTotalChange: onTotalChange)]
         if greeter { mechanisms.append(LedgerGreeterMechanism()) }
         if peers { mechanisms.append(LedgerPeersMechanism()) }
+        if concierge { mechanisms.append(LedgerConciergeMechanism()) }
         return mechanisms
     }
 }

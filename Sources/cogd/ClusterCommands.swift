@@ -13,7 +13,7 @@ import TrailsRig
 
 /// The rigs `cogd` can run (`--rig`).
 enum Rigs {
-    static let names = ["trails", "ledger", "ledger-greeter", "ledger-peers", "replica"]
+    static let names = ["trails", "ledger", "ledger-greeter", "ledger-peers", "ledger-concierge", "replica"]
 
     /// Registers every rig's declarations (a leader serves them all: it
     /// hosts no mechanisms, and their durable names do not overlap).
@@ -33,8 +33,10 @@ enum Rigs {
             return TrailsRig.mechanisms()
         case "replica":
             return []
-        case "ledger", "ledger-greeter", "ledger-peers":
-            return LedgerRig.mechanisms(greeter: name == "ledger-greeter", peers: name == "ledger-peers") { total in
+        case "ledger", "ledger-greeter", "ledger-peers", "ledger-concierge":
+            return LedgerRig.mechanisms(
+                greeter: name == "ledger-greeter", peers: name == "ledger-peers", concierge: name == "ledger-concierge"
+            ) { total in
                 print("ledger total \(total)")
             }
         default:

@@ -306,6 +306,52 @@ struct ScopeAuthorityTests {
         #expect(try worker.op("ledger.open", Opening(account: "frank", balance: 1)) == .applied(revision: 6))
         #expect(try store.records(from: 6)[0].scopeEvents.map(\.scope) == ["Bank.desk"])
     }
+
+    private struct Moving: Encodable {
+        var from: String
+        var to: String
+        var amount: Int
+    }
+
+    @Test func `a selector over an automatic cog is evaluated by the leader after each turn`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try RawWorker(endpoint: ports.requests)
+        _ = try worker.exchange(.hello(worker: "tester", lastRevision: 0))
+        #expect(try worker.op("ledger.open", Opening(account: "bob", balance: 100)) == .applied(revision: 1))
+        // `ledger.wealthy` is no stored state: the leader computes it (accounts with ≥ 100).
+        let wealthy = ScopeRegistration(worker: "tester", registration: 1, path: "Bank.concierge", source: "ledger.wealthy", key: nil, form: .each)
+        guard case .scopeRegistered(_, _, _, let initial)? = try worker.exchange(.scopeRegister(wealthy)) else {
+            Issue.record("no registration reply")
+            return
+        }
+        #expect(initial.map(\.identity) == [try CBOREncoder().encode("bob")])
+        let bob = try #require(initial.first?.instance)
+        #expect(try worker.op("ledger.open", Opening(account: "alice", balance: 50)) == .applied(revision: 2))
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(try store.records(from: 2)[0].scopeEvents.isEmpty, "alice is not wealthy")
+
+        // A transfer writes balances only; what it does to the computed list
+        // shows in its own record: bob retires, alice opens.
+        #expect(try worker.op("ledger.transfer", Moving(from: "bob", to: "alice", amount: 60)) == .applied(revision: 3))
+        let moved = try store.records(from: 3)[0].scopeEvents
+        #expect(moved.map(\.kind) == [.retire, .open])
+        #expect(moved.map(\.instance).first == bob)
+        #expect(moved.last?.identity == (try CBOREncoder().encode("alice")))
+        guard case .rejected(let reason)? = try worker.op("ledger.greet", "bob", instance: bob) else {
+            Issue.record("work from a retired computed-selector instance was applied")
+            return
+        }
+        #expect(reason.hasPrefix("retired-scope"))
+        let alice = try #require(moved.last?.instance)
+        #expect(try worker.op("ledger.greet", "alice", instance: alice) == .applied(revision: 4))
+        // A turn that leaves the list as it was records no scope events.
+        #expect(try worker.op("ledger.transfer", Moving(from: "alice", to: "bob", amount: 1)) == .applied(revision: 5))
+        #expect(try store.records(from: 5)[0].scopeEvents.isEmpty)
+    }
 }
 
 @Suite("Scope instances across processes (worker stamping)", .serialized, .timeLimit(.minutes(2)))
@@ -390,6 +436,34 @@ struct ScopeStampingTests {
         let later = try store.records(from: closing.revision + 1).filter { $0.name == "LedgerPeers.desk.peer.ledger.greet" }
         #expect(later.count == 3)
         #expect(later.allSatisfy { $0.epoch == 2 && ($0.origin.instance ?? 0) >> 32 == 2 })
+    }
+
+    @Test func `a worker's scope over an automatic cog is stamped with instances the leader evaluates`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1", rig: "ledger-concierge")
+        defer { worker.stop() }
+        let encoder = CBOREncoder()
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        func greeted(_ account: String) throws -> [UInt8]? { try store.value(name: "ledger.greeted", key: try encoder.encode(account)) }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 150}"#).hasPrefix("applied"))
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 10}"#).hasPrefix("applied"))
+        #expect(try waitUntil { try greeted("alice") == (try encoder.encode(1)) }, "alice's concierge greeted her")
+        // Money moves: alice drops out, bob becomes wealthy and is greeted.
+        #expect(try ports.call("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 100}"#).hasPrefix("applied"))
+        #expect(try waitUntil { try greeted("bob") == (try encoder.encode(1)) }, "bob's concierge greeted him")
+        let records = try store.records(from: 1)
+        let transfer = try #require(records.first { $0.name == "ledger.transfer" })
+        #expect(transfer.scopeEvents.map(\.kind) == [.retire, .open])
+        #expect(transfer.scopeEvents.allSatisfy { $0.scope == "LedgerConcierge.concierge" && $0.worker == "w1" })
+        let greetings = records.filter { $0.name == "LedgerConcierge.concierge.ledger.greet" }
+        #expect(greetings.count == 2)
+        // bob's greeting carries the instance the transfer's record opened.
+        #expect(greetings.last?.origin.instance == transfer.scopeEvents.last?.instance)
+        #expect(greetings.first?.origin.instance == transfer.scopeEvents.first?.instance)
     }
 }
 

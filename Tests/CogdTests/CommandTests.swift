@@ -91,7 +91,7 @@ struct CommandTests {
         #expect(call.op == "ledger.open")
         #expect(call.requestID?.description == "w#3")
         #expect(try Command.parse(["status", "--json"]) == .status(leaderEndpoint: "tcp://127.0.0.1:5701", json: true))
-        #expect(throws: Command.UsageError(message: "unknown rig 'bank' (one of: trails, ledger, ledger-greeter, ledger-peers, replica)", subcommand: "leader")) {
+        #expect(throws: Command.UsageError(message: "unknown rig 'bank' (one of: trails, ledger, ledger-greeter, ledger-peers, ledger-concierge, replica)", subcommand: "leader")) {
             try Command.parse(["leader", "--rig", "bank"])
         }
         #expect(throws: Command.UsageError(message: "call takes an op name and a JSON argument", subcommand: "call")) {
