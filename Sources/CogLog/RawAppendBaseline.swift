@@ -61,10 +61,18 @@ public struct RawAppendBaseline {
 
         /// Appends `record` in its own durable transaction.
         public func commit(_ record: [UInt8]) throws {
+            try commit(record, count: 1)
+        }
+
+        /// Appends `count` copies of `record` under the next keys, in one
+        /// durable transaction.
+        public func commit(_ record: [UInt8], count: Int) throws {
             try environment.write { (txn: Transaction) in
-                try txn.put(dbi, TurnStore.bytes(next), record, append: true)
+                for offset in 0..<UInt64(count) {
+                    try txn.put(dbi, TurnStore.bytes(next + offset), record, append: true)
+                }
             }
-            next += 1
+            next += UInt64(count)
         }
     }
 }

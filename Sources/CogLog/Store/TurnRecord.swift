@@ -133,16 +133,6 @@ public struct ScopeEvent: Codable, Equatable, Sendable {
     }
 }
 
-/// What a record holds besides its stamp (revision, epoch, time): shared by
-/// records and by the drafts a group commit turns into records, so both are
-/// encoded by one writer.
-protocol TurnRecordContent {
-    var name: String { get }
-    var origin: TurnOrigin { get }
-    var writes: [TurnWrite] { get }
-    var scopeEvents: [ScopeEvent] { get }
-}
-
 /// The part of a record the store assigns at commit.
 struct TurnStamp {
     var revision: UInt64
@@ -150,7 +140,7 @@ struct TurnStamp {
     var time: Date
 }
 
-extension TurnRecord: TurnRecordContent {
+extension TurnRecord {
     var stamp: TurnStamp { TurnStamp(revision: revision, epoch: epoch, time: time) }
 
     /// The record's deterministic CBOR. A hand-written fast path, byte-equal
@@ -158,11 +148,11 @@ extension TurnRecord: TurnRecordContent {
     /// is added up first and the bytes written into one allocation; scope
     /// events go through the generic encoder.
     public func encoded() -> [UInt8] {
-        let scopes = encodedScopeEvents()
-        let size = encodedSize(stamp, scopes: scopes)
+        let scopes = TurnRecordWriter.scopes(scopeEvents)
+        let size = TurnRecordWriter.size(stamp, name: name, origin: origin, writes: writes, scopes: scopes)
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
             var writer = CBORSpanWriter(buffer.baseAddress!)
-            write(stamp, scopes: scopes, into: &writer)
+            TurnRecordWriter.write(stamp, name: name, origin: origin, writes: writes, scopes: scopes, into: &writer)
             count = size
         }
     }
@@ -173,16 +163,16 @@ extension TurnRecord: TurnRecordContent {
     }
 }
 
-extension TurnDraft: TurnRecordContent {}
-
-extension TurnRecordContent {
+/// Writes turn records (from records, or from drafts with the stamp the
+/// store gives them) as deterministic CBOR into a sized span.
+enum TurnRecordWriter {
     /// The scope events' CBOR, or nil when there are none (the common case).
-    func encodedScopeEvents() -> [UInt8]? {
-        scopeEvents.isEmpty ? nil : ((try? CBOREncoder().encode(scopeEvents)) ?? [0x80])
+    static func scopes(_ events: [ScopeEvent]) -> [UInt8]? {
+        events.isEmpty ? nil : ((try? CBOREncoder().encode(events)) ?? [0x80])
     }
 
-    /// The exact byte count `write(_:scopes:into:)` writes.
-    func encodedSize(_ stamp: TurnStamp, scopes: [UInt8]?) -> Int {
+    /// The exact byte count `write` writes.
+    static func size(_ stamp: TurnStamp, name: String, origin: TurnOrigin, writes: [TurnWrite], scopes: [UInt8]?) -> Int {
         typealias Span = CBORSpanWriter
         var size = 1 + Span.textSize("rev") + Span.headSize(stamp.revision)
         size += Span.textSize("name") + Span.textSize(name)
@@ -191,16 +181,18 @@ extension TurnRecordContent {
         size += Span.textSize("origin") + origin.encodedSize
         size += Span.textSize("scopes") + (scopes?.count ?? 1)
         size += Span.textSize("writes") + Span.headSize(UInt64(writes.count))
-        for index in writes.indices {
-            size += 1 + Span.textSize("name") + Span.textSize(writes[index].name) + Span.textSize("value")
-            size += writes[index].value?.count ?? 1
-            if let key = writes[index].key { size += Span.textSize("key") + key.count }
+        for write in writes {
+            size += 1 + Span.textSize("name") + Span.textSize(write.name) + Span.textSize("value") + (write.value?.count ?? 1)
+            if let key = write.key { size += Span.textSize("key") + key.count }
         }
         return size
     }
 
-    /// Writes the record; the span holds `encodedSize(_:scopes:)` bytes.
-    func write(_ stamp: TurnStamp, scopes: [UInt8]?, into writer: inout CBORSpanWriter) {
+    /// Writes one record; the span holds `size(…)` bytes.
+    static func write(
+        _ stamp: TurnStamp, name: String, origin: TurnOrigin, writes: [TurnWrite], scopes: [UInt8]?,
+        into writer: inout CBORSpanWriter
+    ) {
         // Keys in deterministic order: rev, name, time, epoch, origin, scopes, writes.
         writer.head(major: 5, 7)
         writer.text("rev")
@@ -218,17 +210,17 @@ extension TurnRecordContent {
         if let scopes { writer.raw(scopes) } else { writer.head(major: 4, 0) }
         writer.text("writes")
         writer.head(major: 4, UInt64(writes.count))
-        for index in writes.indices {
+        for write in writes {
             // Keys: key, name, value (3 < 4 < 5 characters).
-            writer.head(major: 5, writes[index].key == nil ? 2 : 3)
-            if let key = writes[index].key {
+            writer.head(major: 5, write.key == nil ? 2 : 3)
+            if let key = write.key {
                 writer.text("key")
                 writer.raw(key)
             }
             writer.text("name")
-            writer.text(writes[index].name)
+            writer.text(write.name)
             writer.text("value")
-            if let value = writes[index].value { writer.raw(value) } else { writer.byte(0xf6) }
+            if let value = write.value { writer.raw(value) } else { writer.byte(0xf6) }
         }
     }
 }
@@ -280,26 +272,32 @@ public struct EncodedTurnBatch: Sendable {
 
     /// Encodes records as they are.
     public init(_ records: [TurnRecord]) {
-        self.init(records) { records[$0].stamp }
+        self.init(drafts: records.map { TurnDraft(name: $0.name, origin: $0.origin, writes: $0.writes, scopeEvents: $0.scopeEvents) }) {
+            records[$0].stamp
+        }
     }
 
-    /// Encodes drafts (or records) with the stamp the store gives entry `index`.
-    init<Content: TurnRecordContent>(_ contents: [Content], stamp: (Int) -> TurnStamp) {
+    /// Encodes drafts with the stamp the store gives draft `index`.
+    init(drafts: [TurnDraft], stamp: (Int) -> TurnStamp) {
         var scopes: [[UInt8]?] = []
-        if contents.contains(where: { !$0.scopeEvents.isEmpty }) { scopes = contents.map { $0.encodedScopeEvents() } }
+        if drafts.contains(where: { !$0.scopeEvents.isEmpty }) { scopes = drafts.map { TurnRecordWriter.scopes($0.scopeEvents) } }
         var ends: [Int] = []
-        ends.reserveCapacity(contents.count)
+        ends.reserveCapacity(drafts.count)
         var total = 0
-        for index in contents.indices {
-            total += contents[index].encodedSize(stamp(index), scopes: scopes.isEmpty ? nil : scopes[index])
+        for (index, draft) in drafts.enumerated() {
+            total += TurnRecordWriter.size(
+                stamp(index), name: draft.name, origin: draft.origin, writes: draft.writes,
+                scopes: scopes.isEmpty ? nil : scopes[index])
             ends.append(total)
         }
         self.ends = ends
         bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
             guard let base = buffer.baseAddress else { return }
             var writer = CBORSpanWriter(base)
-            for index in contents.indices {
-                contents[index].write(stamp(index), scopes: scopes.isEmpty ? nil : scopes[index], into: &writer)
+            for (index, draft) in drafts.enumerated() {
+                TurnRecordWriter.write(
+                    stamp(index), name: draft.name, origin: draft.origin, writes: draft.writes,
+                    scopes: scopes.isEmpty ? nil : scopes[index], into: &writer)
             }
             count = total
         }

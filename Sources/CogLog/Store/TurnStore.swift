@@ -180,7 +180,7 @@ public final class TurnStore {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
         let first = lastRevision + 1
-        let batch = EncodedTurnBatch(drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
+        let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
         try commit(drafts, batch, firstRevision: first, replies: replies)
         return first..<(first + UInt64(drafts.count))
     }
@@ -196,14 +196,15 @@ public final class TurnStore {
                 code: .outOfOrder,
                 message: "turn \(record.revision) does not follow the last revision \(lastRevision + UInt64(offset))")
         }
-        try commit(records, EncodedTurnBatch(records), firstRevision: lastRevision + 1, replies: replies)
+        let drafts = records.map { TurnDraft(name: $0.name, origin: $0.origin, writes: $0.writes, scopeEvents: $0.scopeEvents) }
+        try commit(drafts, EncodedTurnBatch(records), firstRevision: lastRevision + 1, replies: replies)
     }
 
     /// The one write path: each record under its revision, each write's latest
     /// value in the state table, the last revision and the dedup replies, all
     /// in one durable transaction.
-    private func commit<Content: TurnRecordContent>(
-        _ contents: [Content], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])]
+    private func commit(
+        _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])]
     ) throws(TurnStoreError) {
         guard !contents.isEmpty || !replies.isEmpty else { return }
         let last = firstRevision + UInt64(contents.count) - 1
