@@ -40,7 +40,7 @@ let package = Package(
         ),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
-        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogWire", "CogLog"]),
+        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
     ],
     swiftLanguageModes: [.v6]
 )

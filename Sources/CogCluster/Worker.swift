@@ -53,6 +53,9 @@ public final class Worker: CogRemoteLink {
     /// Scope registrations with the leader, by this worker's number.
     private var scopes: [UInt64: WorkerScope] = [:]
     private var nextRegistration: UInt64 = 0
+    /// Registration replies above the replica's revision, adopted once it
+    /// reaches theirs (DESIGN §6: the members they list are as of that revision).
+    private var pendingReplies: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
     private var awaitingSnapshot = false
     private var catchUpFrom: UInt64?
     private var sequence: UInt64 = 0
@@ -140,6 +143,7 @@ public final class Worker: CogRemoteLink {
                 codec: replicaCodec)
             appliedRevision = revision
             syncedEpoch = epoch
+            pendingReplies = []
             let held = buffered.values.sorted { $0.revision < $1.revision }
             buffered = [:]
             try receive(held)
@@ -161,9 +165,9 @@ public final class Worker: CogRemoteLink {
             try receive(records)
         case .reply(let reply):
             replies[reply.request] = reply
-        case .scopeRegistered(_, let registration, _, let members):
-            guard let scope = scopes[registration] else { return }
-            for member in members { scope.learned(member.identity, instance: member.instance, replacing: true) }
+        case .scopeRegistered(_, let registration, let revision, let members):
+            pendingReplies.append((registration, revision, members))
+            adoptRegistrationReplies()
         case .error(let error):
             errors.append(error)
         default:
@@ -183,7 +187,7 @@ public final class Worker: CogRemoteLink {
             for event in next.scopeEvents where event.worker == configuration.name {
                 guard let registration = event.registration, let scope = scopes[registration] else { continue }
                 switch event.kind {
-                case .open: scope.learned(event.identity ?? [], instance: event.instance, replacing: false)
+                case .open: scope.opened(event.identity ?? [], instance: event.instance)
                 case .retire: scope.forget(event.identity ?? [])
                 }
             }
@@ -191,6 +195,7 @@ public final class Worker: CogRemoteLink {
                 named: next.name, writes: next.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
                 codec: replicaCodec)
             appliedRevision = next.revision
+            adoptRegistrationReplies()
         }
         if !buffered.isEmpty, catchUpFrom == nil {
             catchUpFrom = appliedRevision + 1
@@ -244,9 +249,24 @@ public final class Worker: CogRemoteLink {
         return scope
     }
 
+    /// Adopts the registration replies the replica has caught up with.
+    private func adoptRegistrationReplies() {
+        guard !pendingReplies.isEmpty else { return }
+        var later: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
+        for reply in pendingReplies {
+            if reply.revision > appliedRevision {
+                later.append(reply)
+            } else {
+                scopes[reply.registration]?.adopt(reply.members)
+            }
+        }
+        pendingReplies = later
+    }
+
     /// Sends a registration; a nested one waits until its parent's instance
     /// of the current epoch is known, and is not sent once the parent retired.
     private func register(_ scope: WorkerScope) throws {
+        scope.willRegister()
         guard let parent = scope.parent else {
             try send(.scopeRegister(scope.spec))
             return
@@ -332,16 +352,38 @@ final class WorkerScope: CogRemoteScope {
         return slot
     }
 
-    /// The leader minted `instance` for `identity` (an open event, or a
-    /// registration reply that may replace an older epoch's instance).
-    func learned(_ identity: [UInt8], instance: UInt64, replacing: Bool) {
+    /// Identities an event changed since the registration was (re)sent: a
+    /// registration reply that arrives later is older news for them.
+    private var touched: Set<[UInt8]> = []
+
+    /// The registration is being (re)sent (a new epoch's instances replace the old).
+    func willRegister() {
+        touched = []
+        instances = [:]
+    }
+
+    /// The registration reply's members, as of the revision the replica has
+    /// now reached (or passed: members an event changed since are skipped).
+    func adopt(_ members: [ScopeMember]) {
+        for member in members where !touched.contains(member.identity) {
+            instances[member.identity] = member.instance
+            guard let slot = slots[member.identity], !slot.isRetired else { continue }
+            slot.resolve(member.instance)
+        }
+    }
+
+    /// An open event minted `instance` for `identity`.
+    func opened(_ identity: [UInt8], instance: UInt64) {
+        touched.insert(identity)
         instances[identity] = instance
         guard let slot = slots[identity], !slot.isRetired else { return }
-        if slot.instance == nil || replacing { slot.resolve(instance) }
+        // A slot still holding a dead epoch's instance takes the new one.
+        if slot.instance.map({ ScopeTable.epoch(of: $0) < ScopeTable.epoch(of: instance) }) ?? true { slot.resolve(instance) }
     }
 
     /// The leader retired the member's instance.
     func forget(_ identity: [UInt8]) {
+        touched.insert(identity)
         instances[identity] = nil
         if let slot = slots[identity], slot.isRetired || slot.instance != nil { slots[identity] = nil }
     }

@@ -1,0 +1,114 @@
+import Cog
+import CogCluster
+import CogLog
+import CogWire
+import Foundation
+import LedgerRig
+import Testing
+
+/// A `Worker` in this process against a scripted leader (a raw ROUTER and
+/// PUB on loopback): what the worker sends, and when, for messages the test
+/// controls exactly.
+@MainActor
+@Suite("Worker against a scripted leader", .serialized, .timeLimit(.minutes(1)))
+struct WorkerProtocolTests {
+    @MainActor
+    final class ScriptedLeader {
+        let context: ZMQContext
+        let router: ZMQSocket
+        let publisher: ZMQSocket
+        let requests: String
+        let turns: String
+        var worker: [UInt8] = []
+
+        init() throws {
+            context = try ZMQContext()
+            router = try ZMQSocket(context, .router, linger: .zero)
+            publisher = try ZMQSocket(context, .publisher, linger: .zero)
+            requests = "tcp://127.0.0.1:\(freePort())"
+            turns = "tcp://127.0.0.1:\(freePort())"
+            try router.bind(requests)
+            try publisher.bind(turns)
+        }
+
+        func close() {
+            router.close()
+            publisher.close()
+            context.close()
+        }
+
+        func send(_ message: WireMessage) throws {
+            _ = try router.send([worker, message.encoded()])
+        }
+
+        /// The next message from the worker, pumping it meanwhile (bounded).
+        func next(
+            pumping replica: Worker, within timeout: Duration = .seconds(10), matching accept: (WireMessage) -> Bool = { _ in true }
+        ) throws -> WireMessage? {
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                try replica.pump()
+                while let frames = try router.receive() {
+                    worker = frames[0]
+                    if let message = try? WireMessage.decode(frames[frames.count - 1]), accept(message) { return message }
+                }
+                usleep(1_000)
+            }
+            return nil
+        }
+    }
+
+    @Test func `a registration reply above the replica's revision is adopted only once the replica reaches it`() throws {
+        LedgerRig.register()
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try Worker(
+            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests),
+            mechanisms: LedgerRig.mechanisms(greeter: true))
+        defer { replica.close() }
+        let encoder = CBOREncoder()
+        guard case .hello? = try leader.next(pumping: replica) else {
+            Issue.record("no hello")
+            return
+        }
+        try leader.send(.welcome(epoch: 1, lastRevision: 1, turnsEndpoint: leader.turns))
+        guard case .snapshotRequest? = try leader.next(pumping: replica) else {
+            Issue.record("no snapshot request")
+            return
+        }
+        let accounts = try encoder.encode(["alice"])
+        try leader.send(.snapshot(epoch: 1, revision: 1, entries: [SnapshotEntry(name: "ledger.accounts", key: nil, value: accounts)]))
+        // The greeter registers its scope; alice's child opens locally and asks to greet.
+        guard case .scopeRegister(let spec)? = try leader.next(pumping: replica, matching: { if case .scopeRegister = $0 { true } else { false } }) else {
+            Issue.record("no scope registration")
+            return
+        }
+        #expect(spec.source == "ledger.accounts")
+        // The leader minted alice's instance at revision 2, which this replica has not applied yet.
+        let instance: UInt64 = 1 << 32 | 7
+        try leader.send(.scopeRegistered(
+            worker: "w1", registration: spec.registration, revision: 2,
+            instances: [ScopeMember(identity: try encoder.encode("alice"), instance: instance)]))
+        let early = try leader.next(pumping: replica, within: .seconds(1), matching: { if case .op = $0 { true } else { false } })
+        #expect(early == nil, "no op is sent before the replica reaches the reply's revision")
+
+        // Revision 2 arrives (published until the subscription has joined).
+        let record = TurnRecord(
+            revision: 2, epoch: 1, time: Date(), name: "ledger.noop",
+            writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("alice"), value: try encoder.encode(3))])
+        var stamped: OpRequest?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while stamped == nil, ContinuousClock.now < deadline {
+            try leader.publisher.send([WireMessage.turns(epoch: 1, records: [record]).encoded()])
+            for _ in 0..<20 where stamped == nil {
+                try replica.pump()
+                while let frames = try leader.router.receive() {
+                    if case .op(let request)? = try? WireMessage.decode(frames[frames.count - 1]) { stamped = request }
+                }
+                usleep(1_000)
+            }
+        }
+        #expect(replica.appliedRevision == 2)
+        #expect(stamped?.instance == instance, "the child's op carries the instance adopted at revision 2")
+    }
+}
