@@ -67,6 +67,13 @@ struct Drill {
         random = SplitMix64(seed: options.seed)
     }
 
+    /// Even workers run greeter scopes over the accounts (a durable source);
+    /// odd ones concierge scopes over the wealthy accounts (an automatic cog
+    /// the leader evaluates), which open and retire as money moves.
+    static func rig(forWorker index: Int) -> String {
+        index % 2 == 0 ? "ledger-greeter" : "ledger-concierge"
+    }
+
     mutating func run() throws -> Int32 {
         let folder = options.dataFolder ?? FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
         defer { if options.dataFolder == nil { try? FileManager.default.removeItem(atPath: folder) } }
@@ -76,7 +83,7 @@ struct Drill {
         var verdict = Verdict()
         var leader = try Child(executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns])
         var workers = try (0..<options.workers).map {
-            try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\($0)", "--rig", "ledger-greeter"])
+            try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\($0)", "--rig", Drill.rig(forWorker: $0)])
         }
         defer {
             leader.stop()
@@ -132,7 +139,8 @@ struct Drill {
                     let index = Int(random.next() % UInt64(workers.count))
                     workers[index].killHard()
                     verdict.workerKills += 1
-                    workers[index] = try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", "ledger-greeter"])
+                    workers[index] = try Child(
+                        executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", Drill.rig(forWorker: index)])
                     nextWorkerKill = now + jitter(options.killWorkerEvery)
                 }
             }
