@@ -101,18 +101,36 @@ struct TurnStoreTests {
     }
 
     @Test func `an unwritable folder is refused`() throws {
-        guard getuid() != 0 else { return }  // root writes anywhere
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         try FileManager.default.createDirectory(atPath: folder.path, withIntermediateDirectories: true)
-        chmod(folder.path, 0o555)
-        defer { chmod(folder.path, 0o755) }
+        if getuid() == 0 {
+            // Root writes past permission bits, but not into an immutable folder.
+            guard Self.chattr("+i", folder.path) else { return }
+        } else {
+            chmod(folder.path, 0o555)
+        }
+        defer {
+            if getuid() == 0 { _ = Self.chattr("-i", folder.path) } else { chmod(folder.path, 0o755) }
+        }
         do {
             _ = try TurnStore(directory: folder.path, mode: .writer)
             Issue.record("opened an unwritable folder")
         } catch {
             #expect(error.code == .notWritable)
+            #expect(error.message == "data folder \(folder.path) is not writable")
         }
+    }
+
+    /// Sets or clears a file attribute with `chattr`; false when that is not possible here.
+    private static func chattr(_ change: String, _ path: String) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")
+        process.arguments = [change, path]
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
     }
 
     @Test func `a reader sees what a writer commits, beside it`() throws {
