@@ -93,11 +93,12 @@ struct DurableRuntimeTests {
     @Test func `writing a source without a stable name fails naming the declaration`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
-                let folder = TemporaryFolder()
-                let store = try! DurableTurnStore(directory: folder.path)
+                // The child traps, so the folder is named after its parent, which removes it.
+                let store = try! DurableTurnStore(directory: exitTestFolder("unnamed", parent: getppid()))
                 Cogs.forTesting(store: store).bumpUnnamed()
             }
         }
+        try? FileManager.default.removeItem(atPath: exitTestFolder("unnamed", parent: getpid()))
         let text = stderrText(result)
         #expect(text.contains("(declared at CogLogTests/DurableRuntimeTests.swift:"))
         #expect(text.contains("has no stable name; give the declaration a `name:`"))
@@ -106,14 +107,21 @@ struct DurableRuntimeTests {
     @Test func `two declarations with one name fail naming both`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
-                let folder = TemporaryFolder()
-                let store = try! DurableTurnStore(directory: folder.path)
+                // The child traps, so the folder is named after its parent, which removes it.
+                let store = try! DurableTurnStore(directory: exitTestFolder("twins", parent: getppid()))
                 Cogs.forTesting(store: store).touchTwins()
             }
         }
+        try? FileManager.default.removeItem(atPath: exitTestFolder("twins", parent: getpid()))
         let text = stderrText(result)
         #expect(text.contains("two declarations are named `durable.twin`: one at CogLogTests/DurableRuntimeTests.swift:"))
     }
+}
+
+/// The data folder an exit test's child uses (named after the test process,
+/// which removes it: the child traps before any cleanup of its own).
+func exitTestFolder(_ name: String, parent: pid_t) -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent("cogd-exit-\(parent)-\(name)").path
 }
 
 /// A mechanism whose `operate` is a closure.
