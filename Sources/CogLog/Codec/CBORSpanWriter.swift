@@ -68,24 +68,15 @@ package struct CBORSpanWriter {
     @inline(__always)
     package mutating func text(_ text: StaticString) {
         head(major: 3, UInt64(text.utf8CodeUnitCount))
-        cursor.update(from: text.utf8Start, count: text.utf8CodeUnitCount)
-        cursor += text.utf8CodeUnitCount
+        copy(text.utf8Start, count: text.utf8CodeUnitCount)
     }
 
+    @inline(__always)
     package mutating func text(_ text: String) {
-        let utf8 = text.utf8
-        head(major: 3, UInt64(utf8.count))
-        let copied = utf8.withContiguousStorageIfAvailable { storage -> Int in
-            if let base = storage.baseAddress { cursor.update(from: base, count: storage.count) }
-            return storage.count
-        }
-        if let copied {
-            cursor += copied
-        } else {
-            for byte in utf8 {
-                cursor.pointee = byte
-                cursor += 1
-            }
+        var text = text
+        text.withUTF8 { utf8 in
+            head(major: 3, UInt64(utf8.count))
+            if let base = utf8.baseAddress { copy(base, count: utf8.count) }
         }
     }
 
@@ -93,9 +84,20 @@ package struct CBORSpanWriter {
     @inline(__always)
     package mutating func raw(_ bytes: [UInt8]) {
         bytes.withUnsafeBufferPointer { buffer in
-            if let base = buffer.baseAddress { cursor.update(from: base, count: buffer.count) }
+            if let base = buffer.baseAddress { copy(base, count: buffer.count) }
         }
-        cursor += bytes.count
+    }
+
+    /// Copies `count` bytes; short runs (keys, names) byte by byte, which
+    /// beats a call to `memmove` at these sizes.
+    @inline(__always)
+    private mutating func copy(_ source: UnsafePointer<UInt8>, count: Int) {
+        if count <= 16 {
+            for index in 0..<count { cursor[index] = source[index] }
+        } else {
+            cursor.update(from: source, count: count)
+        }
+        cursor += count
     }
 
     @inline(__always)

@@ -149,11 +149,13 @@ extension TurnRecord {
     /// events go through the generic encoder.
     public func encoded() -> [UInt8] {
         let scopes = TurnRecordWriter.scopes(scopeEvents)
-        let size = TurnRecordWriter.size(stamp, name: name, origin: origin, writes: writes, scopes: scopes)
-        return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            var writer = CBORSpanWriter(buffer.baseAddress!)
-            TurnRecordWriter.write(stamp, name: name, origin: origin, writes: writes, scopes: scopes, into: &writer)
-            count = size
+        return withUnsafePointer(to: TurnDraft(name: name, origin: origin, writes: writes, scopeEvents: scopeEvents)) { draft in
+            let size = TurnRecordWriter.size(stamp, draft, scopes: scopes)
+            return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+                var writer = CBORSpanWriter(buffer.baseAddress!)
+                TurnRecordWriter.write(stamp, draft, scopes: scopes, into: &writer)
+                count = size
+            }
         }
     }
 
@@ -172,87 +174,99 @@ enum TurnRecordWriter {
     }
 
     /// The exact byte count `write` writes.
-    static func size(_ stamp: TurnStamp, name: String, origin: TurnOrigin, writes: [TurnWrite], scopes: [UInt8]?) -> Int {
+    static func size(_ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?) -> Int {
         typealias Span = CBORSpanWriter
         var size = 1 + Span.textSize("rev") + Span.headSize(stamp.revision)
-        size += Span.textSize("name") + Span.textSize(name)
+        size += Span.textSize("name") + Span.textSize(draft.pointee.name)
         size += Span.textSize("time") + Span.headSize(CBORTag.epochDate) + Span.floatSize(stamp.time.timeIntervalSince1970)
         size += Span.textSize("epoch") + Span.headSize(stamp.epoch)
-        size += Span.textSize("origin") + origin.encodedSize
+        size += Span.textSize("origin") + TurnOrigin.encodedSize(TurnOrigin.of(draft))
         size += Span.textSize("scopes") + (scopes?.count ?? 1)
-        size += Span.textSize("writes") + Span.headSize(UInt64(writes.count))
-        for write in writes {
-            size += 1 + Span.textSize("name") + Span.textSize(write.name) + Span.textSize("value") + (write.value?.count ?? 1)
-            if let key = write.key { size += Span.textSize("key") + key.count }
+        size += Span.textSize("writes") + Span.headSize(UInt64(draft.pointee.writes.count))
+        // Through the buffer: reading a field in place copies no whole write.
+        draft.pointee.writes.withUnsafeBufferPointer { writes in
+            guard let first = writes.baseAddress else { return }
+            for write in first..<(first + writes.count) {
+                size += 1 + Span.textSize("name") + Span.textSize(write.pointee.name) + Span.textSize("value")
+                size += write.pointee.value?.count ?? 1
+                if let count = write.pointee.key?.count { size += Span.textSize("key") + count }
+            }
         }
         return size
     }
 
     /// Writes one record; the span holds `size(…)` bytes.
-    static func write(
-        _ stamp: TurnStamp, name: String, origin: TurnOrigin, writes: [TurnWrite], scopes: [UInt8]?,
-        into writer: inout CBORSpanWriter
-    ) {
+    static func write(_ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?, into writer: inout CBORSpanWriter) {
         // Keys in deterministic order: rev, name, time, epoch, origin, scopes, writes.
         writer.head(major: 5, 7)
         writer.text("rev")
         writer.head(major: 0, stamp.revision)
         writer.text("name")
-        writer.text(name)
+        writer.text(draft.pointee.name)
         writer.text("time")
         writer.head(major: 6, CBORTag.epochDate)
         writer.float(stamp.time.timeIntervalSince1970)
         writer.text("epoch")
         writer.head(major: 0, stamp.epoch)
         writer.text("origin")
-        origin.write(into: &writer)
+        TurnOrigin.write(TurnOrigin.of(draft), into: &writer)
         writer.text("scopes")
         if let scopes { writer.raw(scopes) } else { writer.head(major: 4, 0) }
         writer.text("writes")
-        writer.head(major: 4, UInt64(writes.count))
-        for write in writes {
-            // Keys: key, name, value (3 < 4 < 5 characters).
-            writer.head(major: 5, write.key == nil ? 2 : 3)
-            if let key = write.key {
-                writer.text("key")
-                writer.raw(key)
+        writer.head(major: 4, UInt64(draft.pointee.writes.count))
+        draft.pointee.writes.withUnsafeBufferPointer { writes in
+            guard let first = writes.baseAddress else { return }
+            for write in first..<(first + writes.count) {
+                // Keys: key, name, value (3 < 4 < 5 characters).
+                writer.head(major: 5, write.pointee.key == nil ? 2 : 3)
+                if let key = write.pointee.key {
+                    writer.text("key")
+                    writer.raw(key)
+                }
+                writer.text("name")
+                writer.text(write.pointee.name)
+                writer.text("value")
+                if let value = write.pointee.value { writer.raw(value) } else { writer.byte(0xf6) }
             }
-            writer.text("name")
-            writer.text(write.name)
-            writer.text("value")
-            if let value = write.value { writer.raw(value) } else { writer.byte(0xf6) }
         }
     }
 }
 
 extension TurnOrigin {
-    var encodedSize: Int {
+    /// The origin of the draft at `draft`, read in place.
+    static func of(_ draft: UnsafePointer<TurnDraft>) -> UnsafePointer<TurnOrigin> {
+        (UnsafeRawPointer(draft) + MemoryLayout<TurnDraft>.offset(of: \TurnDraft.origin)!).assumingMemoryBound(to: TurnOrigin.self)
+    }
+
+    static func encodedSize(_ origin: UnsafePointer<TurnOrigin>) -> Int {
         typealias Span = CBORSpanWriter
         var size = 1
-        if let worker { size += Span.textSize("worker") + Span.textSize(worker) }
-        if let request {
-            size += Span.textSize("request") + 1 + Span.textSize("seq") + Span.headSize(request.sequence)
-            size += Span.textSize("worker") + Span.textSize(request.worker)
+        if origin.pointee.worker != nil { size += Span.textSize("worker") + Span.textSize(origin.pointee.worker!) }
+        if origin.pointee.request != nil {
+            size += Span.textSize("request") + 1 + Span.textSize("seq") + Span.headSize(origin.pointee.request!.sequence)
+            size += Span.textSize("worker") + Span.textSize(origin.pointee.request!.worker)
         }
-        if let instance { size += Span.textSize("instance") + Span.headSize(instance) }
+        if let instance = origin.pointee.instance { size += Span.textSize("instance") + Span.headSize(instance) }
         return size
     }
 
-    func write(into writer: inout CBORSpanWriter) {
-        let count = (instance == nil ? 0 : 1) + (request == nil ? 0 : 1) + (worker == nil ? 0 : 1)
-        writer.head(major: 5, UInt64(count))
+    static func write(_ origin: UnsafePointer<TurnOrigin>, into writer: inout CBORSpanWriter) {
+        let hasWorker = origin.pointee.worker != nil
+        let hasRequest = origin.pointee.request != nil
+        let instance = origin.pointee.instance
+        writer.head(major: 5, UInt64((instance == nil ? 0 : 1) + (hasRequest ? 1 : 0) + (hasWorker ? 1 : 0)))
         // Keys: worker (6), request (7), instance (8).
-        if let worker {
+        if hasWorker {
             writer.text("worker")
-            writer.text(worker)
+            writer.text(origin.pointee.worker!)
         }
-        if let request {
+        if hasRequest {
             writer.text("request")
             writer.head(major: 5, 2)
             writer.text("seq")
-            writer.head(major: 0, request.sequence)
+            writer.head(major: 0, origin.pointee.request!.sequence)
             writer.text("worker")
-            writer.text(request.worker)
+            writer.text(origin.pointee.request!.worker)
         }
         if let instance {
             writer.text("instance")
@@ -284,26 +298,33 @@ public struct EncodedTurnBatch: Sendable {
         var ends: [Int] = []
         ends.reserveCapacity(drafts.count)
         var total = 0
-        for (index, draft) in drafts.enumerated() {
-            total += TurnRecordWriter.size(
-                stamp(index), name: draft.name, origin: draft.origin, writes: draft.writes,
-                scopes: scopes.isEmpty ? nil : scopes[index])
-            ends.append(total)
+        drafts.withUnsafeBufferPointer { drafts in
+            for index in drafts.indices {
+                total += TurnRecordWriter.size(stamp(index), drafts.baseAddress! + index, scopes: scopes.isEmpty ? nil : scopes[index])
+                ends.append(total)
+            }
         }
         self.ends = ends
         bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
             guard let base = buffer.baseAddress else { return }
             var writer = CBORSpanWriter(base)
-            for (index, draft) in drafts.enumerated() {
-                TurnRecordWriter.write(
-                    stamp(index), name: draft.name, origin: draft.origin, writes: draft.writes,
-                    scopes: scopes.isEmpty ? nil : scopes[index], into: &writer)
+            drafts.withUnsafeBufferPointer { drafts in
+                for index in drafts.indices {
+                    TurnRecordWriter.write(
+                        stamp(index), drafts.baseAddress! + index, scopes: scopes.isEmpty ? nil : scopes[index], into: &writer)
+                }
             }
             count = total
         }
     }
 
     public static let empty = EncodedTurnBatch([])
+
+    /// Encodes drafts as consecutive revisions from `firstRevision`, stamped
+    /// with `epoch` and `time` (what a group commit writes).
+    public init(drafts: [TurnDraft], epoch: UInt64, firstRevision: UInt64, time: Date = Date()) {
+        self.init(drafts: drafts) { TurnStamp(revision: firstRevision + UInt64($0), epoch: epoch, time: time) }
+    }
 
     public var count: Int { ends.count }
 

@@ -9,7 +9,7 @@ import Foundation
 struct LogBench {
     let options: Command.BenchOptions
 
-    static let shapeNames = ["batch-1", "batch-10", "batch-100", "batch-1000", "open"]
+    static let shapeNames = ["batch-1", "batch-10", "batch-100", "batch-1000", "encode", "open"]
 
     func run() throws {
         let shapes = options.only.isEmpty ? LogBench.shapeNames : options.only
@@ -19,7 +19,9 @@ struct LogBench {
             if !options.json { print("warning: this is a debug build; measure with `swift build -c release`") }
         #endif
         for shape in shapes {
-            if shape == "open" {
+            if shape == "encode" {
+                report(try measureEncoding())
+            } else if shape == "open" {
                 report(try measureOpen(root: root + "/open"))
             } else {
                 let batch = Int(shape.dropFirst("batch-".count))!
@@ -89,6 +91,21 @@ struct LogBench {
             raw.append(measured / seconds(rawTime))
         }
         return BenchFigure(name: "log.turns-per-second.batch-\(batch)", value: median(durable), unit: "turns/s", baseline: median(raw))
+    }
+
+    /// Record encoding alone (not a default shape: `--only encode`): ns per
+    /// turn to encode a 1,000-draft group commit.
+    private func measureEncoding() throws -> BenchFigure {
+        let batch = try drafts(1_000, offset: 0)
+        var samples: [Double] = []
+        var sink = 0
+        for _ in 0..<max(3, options.runs) {
+            let start = ContinuousClock.now
+            for _ in 0..<200 { sink &+= EncodedTurnBatch(drafts: batch, epoch: 1, firstRevision: 1).bytes.count }
+            samples.append(seconds(ContinuousClock.now - start) / 200_000 * 1e9)
+        }
+        if sink == 0 { print("") }
+        return BenchFigure(name: "log.encode-ns-per-turn", value: median(samples), unit: "ns", baseline: nil)
     }
 
     private func measureOpen(root: String) throws -> BenchFigure {
