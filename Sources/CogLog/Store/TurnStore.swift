@@ -211,18 +211,24 @@ public final class TurnStore {
         try run { () throws in
             try environment.write { (txn: Transaction) in
                 try batch.bytes.withUnsafeBytes { all in
-                    try txn.withCursor(turnsDB) { turns in
-                        try txn.withCursor(stateDB) { state in
-                            var start = 0
-                            var stateKey: [UInt8] = []
-                            for index in contents.indices {
-                                let end = batch.ends[index]
-                                try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
-                                    try turns.put(key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
-                                }
-                                start = end
-                                for write in contents[index].writes {
-                                    try putState(write, in: txn, cursor: state, keyBuffer: &stateKey)
+                    try contents.withUnsafeBufferPointer { drafts in
+                        try txn.withCursor(turnsDB) { turns in
+                            try txn.withCursor(stateDB) { state in
+                                var start = 0
+                                var stateKey = StateKeyBuffer()
+                                defer { stateKey.deallocate() }
+                                for index in drafts.indices {
+                                    let end = batch.ends[index]
+                                    try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
+                                        try turns.put(key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
+                                    }
+                                    start = end
+                                    // Writes are read in place (no copies of each write's arrays).
+                                    try drafts[index].writes.withUnsafeBufferPointer { writes in
+                                        for write in writes.indices {
+                                            try putState(writes.baseAddress! + write, in: txn, cursor: state, keyBuffer: &stateKey)
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -238,17 +244,14 @@ public final class TurnStore {
 
     /// Puts (or, for a release, deletes) one write's latest value under
     /// `name`, 0, key; `keyBuffer` is reused across a transaction's writes.
-    private func putState(_ write: TurnWrite, in txn: Transaction, cursor: Cursor, keyBuffer: inout [UInt8]) throws {
-        keyBuffer.removeAll(keepingCapacity: true)
-        keyBuffer.append(contentsOf: write.name.utf8)
-        keyBuffer.append(0)
-        if let key = write.key { keyBuffer.append(contentsOf: key) }
-        try keyBuffer.withUnsafeBytes { key in
-            if let value = write.value {
-                try value.withUnsafeBytes { value in try cursor.put(key: key, value: value) }
-            } else {
-                try txn.delete(stateDB, key: key)
-            }
+    private func putState(
+        _ write: UnsafePointer<TurnWrite>, in txn: Transaction, cursor: Cursor, keyBuffer: inout StateKeyBuffer
+    ) throws {
+        let key = keyBuffer.fill(name: write.pointee.name, key: write.pointee.key)
+        if write.pointee.value != nil {
+            try write.pointee.value!.withUnsafeBytes { value in try cursor.put(key: key, value: value) }
+        } else {
+            try txn.delete(stateDB, key: key)
         }
     }
 
@@ -552,4 +555,30 @@ extension TurnStore {
             return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: stored.count, problem: problem)
         }
     }
+}
+
+/// A reusable buffer for `state` keys (name, 0, encoded key), grown as needed.
+struct StateKeyBuffer {
+    private var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 1)
+
+    /// The key for `name` and `key`, valid until the next fill.
+    mutating func fill(name: String, key: [UInt8]?) -> UnsafeRawBufferPointer {
+        var name = name
+        return name.withUTF8 { utf8 in
+            let count = utf8.count + 1 + (key?.count ?? 0)
+            if count > storage.count {
+                storage.deallocate()
+                storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, storage.count * 2), alignment: 1)
+            }
+            let base = storage.baseAddress!
+            if let source = utf8.baseAddress { base.copyMemory(from: source, byteCount: utf8.count) }
+            base.storeBytes(of: 0, toByteOffset: utf8.count, as: UInt8.self)
+            if let key, !key.isEmpty {
+                key.withUnsafeBytes { (base + utf8.count + 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            }
+            return UnsafeRawBufferPointer(start: base, count: count)
+        }
+    }
+
+    func deallocate() { storage.deallocate() }
 }
