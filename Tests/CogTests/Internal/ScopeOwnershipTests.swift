@@ -32,19 +32,3 @@ struct ScopeOwnershipTests {
         #expect(owners.values == [nil, 7, 9])
     }
 }
-
-private let namedCountCog = Cog<Int>(name: "ownership.count") { c in c[_desksCog].count }
-private struct Opaque: Equatable {}
-private let opaqueCog = Cog<Opaque>(name: "ownership.opaque") { _ in Opaque() }
-private let unnamedCountCog = Cog<Int> { c in c[_desksCog].count }
-
-@MainActor
-@Suite("Selectors across processes")
-struct SelectorRegistrationTests {
-    @Test func `only named automatic cogs with Codable values can select scopes across processes`() {
-        _ = (namedCountCog, opaqueCog, unnamedCountCog)
-        #expect(Cogs.hasSelector(named: "ownership.count"))
-        #expect(!Cogs.hasSelector(named: "ownership.opaque"))
-        #expect(!Cogs.hasSelector(named: unnamedCountCog.label))
-    }
-}
