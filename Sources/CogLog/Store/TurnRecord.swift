@@ -167,6 +167,12 @@ extension TurnRecord {
 
 /// Writes turn records (from records, or from drafts with the stamp the
 /// store gives them) as deterministic CBOR into a sized span.
+///
+/// - Important: drafts, their origins and writes are read through pointers,
+///   in place: taking them by value made Swift retain and release every
+///   string and array in them, which was half of the encoding time (`cogd
+///   bench log --only encode`). The pointers are only valid inside the
+///   caller's `withUnsafe…` scope.
 enum TurnRecordWriter {
     /// The scope events' CBOR, or nil when there are none (the common case).
     static func scopes(_ events: [ScopeEvent]) -> [UInt8]? {
