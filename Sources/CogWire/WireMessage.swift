@@ -278,6 +278,7 @@ extension WireMessage {
         guard frame.count <= maximumSize else {
             throw WireDecodeError(code: "oversize", message: "message of \(frame.count) bytes exceeds the \(maximumSize)-byte limit")
         }
+        if let request = OpRequest(scanning: frame) { return .op(request) }
         let decoder = CBORDecoder()
         let tree: CBORValue
         do {
@@ -369,6 +370,33 @@ extension OpRequest {
             guard let value = item.textValue else { return nil }
             name = value
         }
+        self.init(request: RequestID(worker: worker, sequence: sequence), op: op, argument: argument, instance: instance, name: name)
+    }
+
+    /// Reads an `op` frame laid out as `frame()` writes it (the leader's hot
+    /// path), without building a tree; nil for anything else.
+    package init?(scanning frame: [UInt8]) {
+        var scanner = CBORScanner(frame)
+        guard scanner.mapCount() == 3, scanner.skip(text: "v"), scanner.unsigned() == WireMessage.version,
+            scanner.skip(text: "body"), let fields = scanner.mapCount(), scanner.skip(text: "op"), let op = scanner.text()
+        else { return nil }
+        var name: String?
+        if scanner.skip(text: "name") {
+            guard let text = scanner.text() else { return nil }
+            name = text
+        }
+        guard scanner.skip(text: "request"), scanner.mapCount() == 2, scanner.skip(text: "seq"), let sequence = scanner.unsigned(),
+            scanner.skip(text: "worker"), let worker = scanner.text(), scanner.skip(text: "argument"),
+            let argument = scanner.byteString()
+        else { return nil }
+        var instance: UInt64?
+        if scanner.skip(text: "instance") {
+            guard let value = scanner.unsigned() else { return nil }
+            instance = value
+        }
+        guard fields == 3 + (name == nil ? 0 : 1) + (instance == nil ? 0 : 1), scanner.skip(text: "type"),
+            scanner.skip(text: "op"), scanner.isAtEnd
+        else { return nil }
         self.init(request: RequestID(worker: worker, sequence: sequence), op: op, argument: argument, instance: instance, name: name)
     }
 

@@ -49,7 +49,19 @@ struct WireVectorTests {
             let frame = WireMessage.op(op).encoded()
             #expect(try CBORValue.parse(frame).encodedBytes == frame)
             #expect(try WireMessage.decode(frame) == .op(op))
+            #expect(OpRequest(scanning: frame) == op, "the leader's scanner reads what frame() writes")
         }
+        // Another writer's key order is still an op (through the general decoder), just not the scanner's.
+        var other = CBORWriter()
+        other.appendHead(major: 5, 3)
+        other.appendText("type")
+        other.appendText("op")
+        other.appendText("v")
+        other.appendHead(major: 0, WireMessage.version)
+        other.appendText("body")
+        other.appendRaw(try CBOREncoder().encode(ops[0]))
+        #expect(OpRequest(scanning: other.bytes) == nil)
+        #expect(try WireMessage.decode(other.bytes) == .op(ops[0]))
         for outcome in [OpReply.Outcome.applied(revision: 1 << 33), .unchanged, .rejected(reason: "retired-scope")] {
             let reply = OpReply(request: request, outcome: outcome)
             let frame = WireMessage.reply(reply).encoded()
