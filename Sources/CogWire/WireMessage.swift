@@ -279,6 +279,7 @@ extension WireMessage {
             throw WireDecodeError(code: "oversize", message: "message of \(frame.count) bytes exceeds the \(maximumSize)-byte limit")
         }
         if let request = OpRequest(scanning: frame) { return .op(request) }
+        if let reply = OpReply(scanning: frame) { return .reply(reply) }
         let decoder = CBORDecoder()
         let tree: CBORValue
         do {
@@ -436,6 +437,33 @@ extension OpRequest {
 }
 
 extension OpReply {
+    /// Reads a `reply` frame laid out as `frame()` writes it (a worker's hot
+    /// path), without building a tree; nil for anything else.
+    package init?(scanning frame: [UInt8]) {
+        var scanner = CBORScanner(frame)
+        guard scanner.mapCount() == 3, scanner.skip(text: "v"), scanner.unsigned() == WireMessage.version,
+            scanner.skip(text: "body"), scanner.mapCount() == 2, scanner.skip(text: "outcome"), scanner.mapCount() == 1
+        else { return nil }
+        let outcome: Outcome
+        if scanner.skip(text: "applied") {
+            guard scanner.mapCount() == 1, scanner.skip(text: "revision"), let revision = scanner.unsigned() else { return nil }
+            outcome = .applied(revision: revision)
+        } else if scanner.skip(text: "unchanged") {
+            guard scanner.mapCount() == 0 else { return nil }
+            outcome = .unchanged
+        } else if scanner.skip(text: "rejected") {
+            guard scanner.mapCount() == 1, scanner.skip(text: "reason"), let reason = scanner.text() else { return nil }
+            outcome = .rejected(reason: reason)
+        } else {
+            return nil
+        }
+        guard scanner.skip(text: "request"), scanner.mapCount() == 2, scanner.skip(text: "seq"), let sequence = scanner.unsigned(),
+            scanner.skip(text: "worker"), let worker = scanner.text(), scanner.skip(text: "type"), scanner.skip(text: "reply"),
+            scanner.isAtEnd
+        else { return nil }
+        self.init(request: RequestID(worker: worker, sequence: sequence), outcome: outcome)
+    }
+
     /// Reads a `reply` body straight from the CBOR tree (the worker's hot
     /// path); nil when it has another shape (the generic decoder then names
     /// the problem).

@@ -67,6 +67,7 @@ struct WireVectorTests {
             let frame = WireMessage.reply(reply).encoded()
             #expect(try CBORValue.parse(frame).encodedBytes == frame)
             #expect(try WireMessage.decode(frame) == .reply(reply))
+            #expect(OpReply(scanning: frame) == reply, "a worker's scanner reads what frame() writes")
         }
     }
 
