@@ -1,6 +1,7 @@
 import Cog
 import CogLog
 import CogWire
+import Dispatch
 import Foundation
 
 /// A worker: keeps a replica of the leader's graph from the durable turn
@@ -60,6 +61,15 @@ public final class Worker: CogRemoteLink {
     private var catchUpFrom: UInt64?
     private var sequence: UInt64 = 0
     private var lastHeartbeat = ContinuousClock.now
+    /// The event loop's read sources on the sockets' notification descriptors.
+    private var sources: [any DispatchSourceRead] = []
+    private var watchedDescriptors: [Int32] = []
+    /// The suspended wait of `run`, resumed by a signal.
+    private var wake: CheckedContinuation<Void, Never>?
+    /// A signal arrived while no wait was under way.
+    private var signalled = false
+    /// Counts waits, so a timer knows whether its wait is still the current one.
+    private var waits: UInt64 = 0
 
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
@@ -80,11 +90,71 @@ public final class Worker: CogRemoteLink {
         context.close()
     }
 
-    /// Serves until `stop` is set.
-    public func run(until stop: StopFlag) async throws {
+    /// Serves until `stop` is set: handles what the leader sends as soon as
+    /// its sockets signal (their notification descriptors, watched on the
+    /// main queue), and at least every `tick` (heartbeats; a safety net for
+    /// ZeroMQ's edge-like notifications). `afterPump` runs after each pass.
+    ///
+    /// - Important: runs on the main actor and yields between passes, so the
+    ///   mechanisms' tasks run in between.
+    public func run(
+        until stop: StopFlag, tick: Duration = .milliseconds(10), afterPump: @MainActor () -> Void = {}
+    ) async throws {
+        defer { watch([]) }
         while !stop.isStopped {
-            let worked = try pump()
-            if !worked { try await Task.sleep(for: .milliseconds(1)) }
+            var worked = try pump()
+            afterPump()
+            watch(try [dealer.notificationDescriptor()] + (subscriber.map { [try $0.notificationDescriptor()] } ?? []))
+            // Drain what arrived while working, then wait for a signal.
+            while worked, !stop.isStopped {
+                await Task.yield()
+                worked = try pump()
+                afterPump()
+            }
+            await waitForSignal(tick: tick)
+        }
+    }
+
+    /// Watches `descriptors` (the sockets' notification descriptors) with
+    /// read sources on the main queue; a signal ends the current wait.
+    private func watch(_ descriptors: [Int32]) {
+        guard descriptors != watchedDescriptors else { return }
+        for source in sources { source.cancel() }
+        watchedDescriptors = descriptors
+        sources = descriptors.map { descriptor in
+            let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: .main)
+            source.setEventHandler { [weak self] in MainActor.assumeIsolated { self?.signal() } }
+            source.resume()
+            return source
+        }
+    }
+
+    /// Suspends until a socket signals, a send asks for a look, or `tick` passes.
+    private func waitForSignal(tick: Duration) async {
+        if signalled {
+            signalled = false
+            return
+        }
+        waits &+= 1
+        let wait = waits
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            wake = continuation
+            let seconds = Double(tick.components.seconds) + Double(tick.components.attoseconds) / 1e18
+            DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { [weak self] in
+                // Only this wait's timer ends it; an older one is stale.
+                MainActor.assumeIsolated { if let self, self.waits == wait { self.signal() } }
+            }
+        }
+        signalled = false
+    }
+
+    /// Ends the current wait (or the next one, if none is under way).
+    private func signal() {
+        if let wake {
+            self.wake = nil
+            wake.resume()
+        } else {
+            signalled = true
         }
     }
 
@@ -299,6 +369,9 @@ public final class Worker: CogRemoteLink {
 
     private func send(_ message: WireMessage) throws {
         try dealer.send([message.encoded()], wait: false)
+        // Sending can consume the socket's notification of a reply already
+        // waiting; look again rather than wait for the next one.
+        signal()
     }
 }
 

@@ -111,6 +111,18 @@ public final class ZMQSocket {
         return String(cString: buffer)
     }
 
+    /// The socket's notification descriptor (`ZMQ_FD`): it becomes readable
+    /// when the socket's events may have changed, so an event loop can wait
+    /// on it and then receive until nothing is left (it is edge-like: read
+    /// everything each time, and look again after sending).
+    public func notificationDescriptor() throws(ZMQError) -> Int32 {
+        let socket = try live("zmq_getsockopt")
+        var descriptor: Int32 = -1
+        var size = MemoryLayout<Int32>.size
+        try zmqCall("zmq_getsockopt(FD)") { zmq_getsockopt(socket, ZMQ_FD, &descriptor, &size) }
+        return descriptor
+    }
+
     /// Sends one multipart message. Returns false when it would block (`DONTWAIT`).
     @discardableResult
     public func send(_ frames: [[UInt8]], wait: Bool = true) throws(ZMQError) -> Bool {

@@ -116,9 +116,8 @@ enum ClusterCommands {
         fflush(nil)
         var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0
-        while !stopper.flag.isStopped {
-            do {
-                let worked = try worker.pump()
+        do {
+            try await worker.run(until: stopper.flag) {
                 if worker.isSynced && worker.syncedEpoch != reportedEpoch {
                     reportedEpoch = worker.syncedEpoch
                     reportedRevision = worker.appliedRevision
@@ -129,12 +128,11 @@ enum ClusterCommands {
                     print("cogd worker \(options.name): applied \(reportedRevision)")
                 }
                 fflush(nil)
-                if !worked { try await Task.sleep(for: .milliseconds(1)) }
-            } catch {
-                printError("Error: \(error)")
-                worker.close()
-                return 1
             }
+        } catch {
+            printError("Error: \(error)")
+            worker.close()
+            return 1
         }
         print("cogd worker \(options.name): stopped at revision \(worker.appliedRevision)")
         worker.close()
