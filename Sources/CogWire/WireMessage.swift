@@ -280,6 +280,7 @@ extension WireMessage {
         }
         if let request = OpRequest(scanning: frame) { return .op(request) }
         if let reply = OpReply(scanning: frame) { return .reply(reply) }
+        if let turns = WireMessage.scanTurns(frame) { return turns }
         let decoder = CBORDecoder()
         let tree: CBORValue
         do {
@@ -527,6 +528,25 @@ extension OpReply {
 }
 
 extension WireMessage {
+    /// Reads a `turns` frame laid out as `turnsFrame` writes it (what every
+    /// replica reads most), records included, without a tree; nil for
+    /// anything else (records with scope events among them).
+    static func scanTurns(_ frame: [UInt8]) -> WireMessage? {
+        var scanner = CBORScanner(frame)
+        guard scanner.mapCount() == 3, scanner.skip(text: "v"), scanner.unsigned() == version, scanner.skip(text: "body"),
+            scanner.mapCount() == 2, scanner.skip(text: "epoch"), let epoch = scanner.unsigned(), scanner.skip(text: "records"),
+            let count = scanner.arrayCount(), count <= UInt64(frame.count)
+        else { return nil }
+        var records: [TurnRecord] = []
+        records.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            guard let record = TurnRecord(scanning: &scanner) else { return nil }
+            records.append(record)
+        }
+        guard scanner.skip(text: "type"), scanner.skip(text: "turns"), scanner.isAtEnd else { return nil }
+        return .turns(epoch: epoch, records: records)
+    }
+
     /// A `turns` frame built from records already encoded by the store:
     /// byte-equal to `.turns(epoch:records:).encoded()` without re-encoding.
     public static func turnsFrame(epoch: UInt64, batch: EncodedTurnBatch) -> [UInt8] {

@@ -207,4 +207,15 @@ struct CodecTests {
         }
         #expect(try CBORValue.parse(try CBOREncoder().encode(Twice())) == .map([(.text("twice"), .unsigned(2))]))
     }
+
+    @Test func `times print as ISO 8601 UTC to the millisecond, as Foundation's formatter prints them`() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var seconds: [Double] = [0, 0.0006, 0.9996, 1.9999, -0.5, -1.0001, -86_400.25, 951_782_400.123, 1_800_000_000.5, 253_402_300_799.999]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 { seconds.append(Double(Int64.random(in: -2_000_000_000_000...4_000_000_000_000, using: &generator)) / 1_000 + 0.0001) }
+        for value in seconds {
+            #expect(CBORText.iso8601(value) == formatter.string(from: Date(timeIntervalSince1970: value)), "at \(value)")
+        }
+    }
 }

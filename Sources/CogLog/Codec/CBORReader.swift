@@ -109,22 +109,11 @@ struct CBORReader {
             case 20: return .bool(false)
             case 21: return .bool(true)
             case 22: return .null
-            case 25: return .float(Double(halfToFloat(UInt16(try readBigEndian(2)))))
+            case 25: return .float(Double(Float16Bits.float(UInt16(try readBigEndian(2)))))
             case 26: return .float(Double(Float(bitPattern: UInt32(try readBigEndian(4)))))
             case 27: return .float(Double(bitPattern: try readBigEndian(8)))
             default: throw Failure(offset: start, reason: "simple value \(info) is not accepted")
             }
-        }
-    }
-
-    private func halfToFloat(_ half: UInt16) -> Float {
-        let sign: Float = half & 0x8000 != 0 ? -1 : 1
-        let exponent = Int((half >> 10) & 0x1f)
-        let mantissa = Float(half & 0x3ff)
-        switch exponent {
-        case 0: return sign * mantissa * Float(sign: .plus, exponent: -24, significand: 1)
-        case 31: return mantissa == 0 ? sign * .infinity : .nan
-        default: return sign * (1 + mantissa / 1024) * Float(sign: .plus, exponent: exponent - 15, significand: 1)
         }
     }
 }

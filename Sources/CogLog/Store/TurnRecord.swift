@@ -161,7 +161,45 @@ extension TurnRecord {
 
     /// Decodes a record from its CBOR.
     public static func decode<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(CodecError) -> TurnRecord {
-        try CBORDecoder().decode(TurnRecord.self, from: bytes)
+        if let array = bytes as? [UInt8] {
+            var scanner = CBORScanner(array)
+            if let record = TurnRecord(scanning: &scanner), scanner.isAtEnd { return record }
+        }
+        return try CBORDecoder().decode(TurnRecord.self, from: bytes)
+    }
+
+    /// Reads one record laid out as `encoded()` writes it, without a tree
+    /// (what `tail`, `verify` and replicas read most); nil for any other
+    /// layout, and for records with scope events, which the general decoder
+    /// reads instead.
+    package init?(scanning scanner: inout CBORScanner) {
+        guard scanner.mapCount() == 7, scanner.skip(text: "rev"), let revision = scanner.unsigned(),
+            scanner.skip(text: "name"), let name = scanner.text(), scanner.skip(text: "time"), let time = scanner.epochSeconds(),
+            scanner.skip(text: "epoch"), let epoch = scanner.unsigned(), scanner.skip(text: "origin"),
+            let origin = TurnOrigin(scanning: &scanner), scanner.skip(text: "scopes"), scanner.arrayCount() == 0,
+            scanner.skip(text: "writes"), let count = scanner.arrayCount(), count <= 1 << 20
+        else { return nil }
+        var writes: [TurnWrite] = []
+        writes.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            guard let fields = scanner.mapCount() else { return nil }
+            var key: [UInt8]?
+            if scanner.skip(text: "key") {
+                guard let item = scanner.item() else { return nil }
+                key = Array(item)
+            }
+            guard fields == (key == nil ? 2 : 3), scanner.skip(text: "name"), let writeName = scanner.text(),
+                scanner.skip(text: "value")
+            else { return nil }
+            var value: [UInt8]?
+            if !scanner.skipNull() {
+                guard let item = scanner.item() else { return nil }
+                value = Array(item)
+            }
+            writes.append(TurnWrite(name: writeName, key: key, value: value))
+        }
+        self.init(
+            revision: revision, epoch: epoch, time: Date(timeIntervalSince1970: time), name: name, origin: origin, writes: writes)
     }
 }
 
@@ -239,6 +277,29 @@ enum TurnRecordWriter {
 }
 
 extension TurnOrigin {
+    /// Reads an origin map laid out as `write` writes it; nil otherwise.
+    init?(scanning scanner: inout CBORScanner) {
+        guard let fields = scanner.mapCount() else { return nil }
+        var origin = TurnOrigin()
+        if scanner.skip(text: "worker") {
+            guard let worker = scanner.text() else { return nil }
+            origin.worker = worker
+        }
+        if scanner.skip(text: "request") {
+            guard scanner.mapCount() == 2, scanner.skip(text: "seq"), let sequence = scanner.unsigned(),
+                scanner.skip(text: "worker"), let worker = scanner.text()
+            else { return nil }
+            origin.request = RequestID(worker: worker, sequence: sequence)
+        }
+        if scanner.skip(text: "instance") {
+            guard let instance = scanner.unsigned() else { return nil }
+            origin.instance = instance
+        }
+        let present = (origin.worker == nil ? 0 : 1) + (origin.request == nil ? 0 : 1) + (origin.instance == nil ? 0 : 1)
+        guard fields == UInt64(present) else { return nil }
+        self = origin
+    }
+
     /// The origin of the draft at `draft`, read in place.
     static func of(_ draft: UnsafePointer<TurnDraft>) -> UnsafePointer<TurnOrigin> {
         (UnsafeRawPointer(draft) + MemoryLayout<TurnDraft>.offset(of: \TurnDraft.origin)!).assumingMemoryBound(to: TurnOrigin.self)
