@@ -184,17 +184,15 @@ public final class Leader {
     /// Admission, then the op's body as a turn: applied, unchanged or
     /// rejected. Returns the reply frame (also kept for dedup).
     private func run(_ request: OpRequest) -> [UInt8] {
-        if let answered = batchReplies[request.request] { return answered }
         let worker = request.request.worker
-        if highestAnswered[worker] == nil {
-            highestAnswered[worker] = (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        let highest = highestAnswered[worker] ?? (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        if request.request.sequence <= highest {
+            // A retry (or a sequence reused): answered in this batch, or stored.
+            highestAnswered[worker] = highest
+            if let answered = batchReplies[request.request] { return answered }
+            if let stored = try? durable.store.dedupReply(for: request.request) { return stored }
         }
-        if request.request.sequence <= highestAnswered[worker, default: 0],
-            let stored = try? durable.store.dedupReply(for: request.request)
-        {
-            return stored
-        }
-        highestAnswered[worker] = max(highestAnswered[worker, default: 0], request.request.sequence)
+        highestAnswered[worker] = max(highest, request.request.sequence)
         let reply: OpReply
         if let instance = request.instance, !scopes.isLive(instance, for: request.request.worker) {
             errorCounts["retired-scope", default: 0] += 1
