@@ -56,11 +56,11 @@ public struct Cog<Value>: Sendable {
         _ selector: @escaping @MainActor (Reader<Value>) -> Value,
         equalsRule: (@MainActor (Value, Value) -> Bool)?,
         name: String?, fileID: StaticString, line: UInt,
-        encode: (@MainActor (Value, any CogDurableStore) throws -> [UInt8])? = nil
+        coding: DurableCoding<Value>? = nil
     ) {
         let descriptor = ComputedDescriptor<Value>(
             selector: { reader, _ in selector(reader) }, equals: equalsRule,
-            name: name, fileID: fileID, line: line, isKeyed: false, encode: encode)
+            name: name, fileID: fileID, line: line, isKeyed: false, coding: coding)
         self.ref = StateRef(descriptor: descriptor, key: .none)
     }
 
@@ -99,9 +99,7 @@ extension Cog where Value: Codable & Equatable {
         name: String, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<Value>) -> Value
     ) {
-        self.init(
-            selector, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line,
-            encode: { value, codec in try codec.encode(value) })
+        self.init(selector, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line, coding: .keyless())
     }
 }
 

@@ -48,11 +48,12 @@ public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
     init(
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value,
         equalsRule: (@MainActor (Value, Value) -> Bool)?,
-        name: String?, fileID: StaticString, line: UInt
+        name: String?, fileID: StaticString, line: UInt,
+        coding: DurableCoding<Value>? = nil
     ) {
         self.descriptor = ComputedDescriptor<Value>(
             selector: { reader, key in selector(reader, unwrapKey(key, as: Key.self)) },
-            equals: equalsRule, name: name, fileID: fileID, line: line, isKeyed: true)
+            equals: equalsRule, name: name, fileID: fileID, line: line, isKeyed: true, coding: coding)
     }
 
     /// The state for one key.
@@ -81,6 +82,21 @@ extension CogBox where Value: Equatable {
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value
     ) {
         self.init(selector, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line)
+    }
+}
+
+extension CogBox where Value: Codable & Equatable, Key: Codable {
+    /// Declares a named box with `Codable` values and keys. Besides everything
+    /// a named box does, its members can select scopes across processes: a
+    /// worker's `scope` over `box[key]` is tracked by the leader, which
+    /// evaluates the same declaration for that key after each turn (the rig's
+    /// registration must touch it).
+    @inlinable
+    public init(
+        name: String, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value
+    ) {
+        self.init(selector, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line, coding: .keyed(by: Key.self))
     }
 }
 

@@ -119,11 +119,16 @@ extension MechanismController {
             }
             return link.registerScope(path: path, source: source, key: key, form: form, parent: owningSlot, currentEncoding: nil)
         }
-        guard ref.key == .none, let selector = SelectorRegistry.selector(named: source), selector === ref.descriptor
-        else { return nil }
+        guard let selector = SelectorRegistry.selector(named: source), selector === ref.descriptor else { return nil }
+        let key: [UInt8]?
+        do {
+            key = try selector.encodedKey(ref.key, codec: link.codec)
+        } catch {
+            return nil
+        }
         return link.registerScope(
-            path: path, source: source, key: nil, form: form, parent: owningSlot,
-            currentEncoding: { [graph] in try? selector.encodedValue(key: .none, graph: graph, codec: link.codec) })
+            path: path, source: source, key: key, form: form, parent: owningSlot,
+            currentEncoding: { [graph] in (try? selector.encodedValue(key: key, graph: graph, codec: link.codec)) ?? nil })
     }
 
     private func boolScope(

@@ -15,14 +15,14 @@ enum DurableRegistry {
     }
 }
 
-/// Process-wide table of named automatic cogs whose values can be encoded,
-/// filled as each is declared: the leader evaluates the ones workers register
-/// as scope selectors (DESIGN §6).
+/// Process-wide table of named automatic cogs and boxes whose values (and
+/// keys) can be encoded, filled as each is declared: the leader evaluates the
+/// ones workers register as scope selectors (DESIGN §6).
 enum SelectorRegistry {
     private static let table = Mutex<[String: any EncodableSelector]>([:])
 
     static func register(_ selector: any EncodableSelector & Descriptor) {
-        guard let name = selector.stableName, !selector.isKeyed else { return }
+        guard let name = selector.stableName else { return }
         table.withLock { $0[name] = $0[name] ?? selector }
     }
 
@@ -31,29 +31,46 @@ enum SelectorRegistry {
     }
 }
 
-/// An automatic cog whose current value can be read as deterministic bytes.
+/// An automatic cog (or box member) whose current value can be read as
+/// deterministic bytes, its key given as bytes too.
 protocol EncodableSelector: AnyObject, Sendable {
-    @MainActor func encodedValue(key: StateKey, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]?
+    /// The encoded key of one member (nil for a keyless cog).
+    @MainActor func encodedKey(_ key: StateKey, codec: any CogDurableStore) throws -> [UInt8]?
+    /// The value of the member with encoded key `key` (nil: keyless), encoded.
+    @MainActor func encodedValue(key: [UInt8]?, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]?
 }
 
 extension ComputedDescriptor: EncodableSelector {
-    @MainActor func encodedValue(key: StateKey, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]? {
-        guard let encode else { return nil }
-        return try encode(graph.peek(StateRef(descriptor: self, key: key), as: Value.self), codec)
+    @MainActor func encodedKey(_ key: StateKey, codec: any CogDurableStore) throws -> [UInt8]? {
+        guard key != .none else { return nil }
+        return try coding?.encodeKey?(key, codec)
+    }
+
+    @MainActor func encodedValue(key: [UInt8]?, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]? {
+        guard let coding else { return nil }
+        let stateKey: StateKey
+        switch (key, coding.decodeKey) {
+        case (nil, _) where !isKeyed: stateKey = .none
+        case (let bytes?, let decodeKey?) where isKeyed: stateKey = try decodeKey(bytes, codec)
+        default: return nil  // a key for a keyless cog, or none for a box
+        }
+        return try coding.encodeValue(graph.peek(StateRef(descriptor: self, key: stateKey), as: Value.self), codec)
     }
 }
 
 extension Cogs {
-    /// Whether a named automatic cog with a `Codable` value is declared in
-    /// this process (one the leader can evaluate for a worker's scope).
+    /// Whether a named automatic cog or box with `Codable` values (and keys)
+    /// is declared in this process (one the leader can evaluate for a
+    /// worker's scope).
     public static func hasSelector(named name: String) -> Bool {
         SelectorRegistry.selector(named: name) != nil
     }
 
     /// The deterministic encoding of the named automatic cog's current value
-    /// here; nil when no such cog is declared in this process.
-    public func encodedSelectorValue(named name: String, codec: any CogDurableStore) throws -> [UInt8]? {
-        try SelectorRegistry.selector(named: name)?.encodedValue(key: .none, graph: graph, codec: codec)
+    /// here (of the box member with encoded key `key`); nil when no such
+    /// declaration exists in this process or the key does not fit it.
+    public func encodedSelectorValue(named name: String, key: [UInt8]? = nil, codec: any CogDurableStore) throws -> [UInt8]? {
+        try SelectorRegistry.selector(named: name)?.encodedValue(key: key, graph: graph, codec: codec)
     }
 }
 

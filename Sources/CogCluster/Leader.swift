@@ -154,8 +154,8 @@ public final class Leader {
         case .statusRequest:
             outgoing.append((identity, WireMessage.status(status).encoded()))
         case .scopeRegister(let spec):
-            let computed = spec.key == nil && Cogs.hasSelector(named: spec.source)
-            let current = computed ? evaluateSelector(spec.source) : durable.currentValue(name: spec.source, key: spec.key)
+            let computed = Cogs.hasSelector(named: spec.source)
+            let current = computed ? evaluateSelector(spec.source, spec.key) : durable.currentValue(name: spec.source, key: spec.key)
             let instances = scopes.register(spec, currentValue: current, computed: computed)
             outgoing.append((
                 identity,
@@ -228,8 +228,8 @@ public final class Leader {
 
     /// A named automatic cog's value as the leader's graph has it now, encoded
     /// (nil when it does not encode).
-    private func evaluateSelector(_ name: String) -> [UInt8]? {
-        (try? cogs.encodedSelectorValue(named: name, codec: durable)) ?? nil
+    private func evaluateSelector(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
+        (try? cogs.encodedSelectorValue(named: name, key: key, codec: durable)) ?? nil
     }
 
     /// A worker silent past the heartbeat timeout is gone: its scope

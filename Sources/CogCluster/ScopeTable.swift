@@ -70,7 +70,7 @@ struct ScopeTable {
     /// for the record of the turn that caused them: retirements first
     /// (nested instances with their parents), in opening order, then
     /// openings in collection order.
-    mutating func apply(_ writes: [TurnWrite], evaluate: (String) -> [UInt8]? = { _ in nil }) -> [ScopeEvent] {
+    mutating func apply(_ writes: [TurnWrite], evaluate: (String, [UInt8]?) -> [UInt8]? = { _, _ in nil }) -> [ScopeEvent] {
         guard !registrations.isEmpty else { return [] }
         var changes: [(key: String, value: [UInt8]?)] = []
         let keys = registrations.keys.sorted()
@@ -84,7 +84,7 @@ struct ScopeTable {
         }
         for key in keys where registrations[key]?.computed == true {
             guard let registration = registrations[key] else { continue }
-            let value = evaluate(registration.spec.source)
+            let value = evaluate(registration.spec.source, registration.spec.key)
             if value != registration.lastValue {
                 registrations[key]?.lastValue = value
                 changes.append((key, value))

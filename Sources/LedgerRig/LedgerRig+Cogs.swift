@@ -15,6 +15,12 @@ public let wealthyAccountsCog = Cog<[String]>(name: "ledger.wealthy") { c in
     c[accountsCog].filter { c[balanceCogs[$0]] >= 100 }
 }
 
+/// Whether one account holds at least 100: a named box with `Codable` values
+/// and keys, so a worker's scope over one member is tracked by the leader.
+public let isWealthyCogs = CogBox<Bool, String>(name: "ledger.isWealthy") { c, account in
+    c[balanceCogs[account]] >= 100
+}
+
 /// All the money in the bank.
 public let totalMoneyCog = Cog<Int>(name: "ledger.total") { c in
     let accounts = c[accountsCog]

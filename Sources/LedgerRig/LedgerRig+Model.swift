@@ -14,6 +14,7 @@ public enum LedgerRig {
         _ = greetOp
         _ = tellerTransferOp
         _ = wealthyAccountsCog
+        _ = isWealthyCogs
     }
 
     /// The mechanisms a worker runs for this rig; `greeter` adds a scope

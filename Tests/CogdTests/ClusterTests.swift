@@ -351,6 +351,21 @@ struct ScopeAuthorityTests {
         // A turn that leaves the list as it was records no scope events.
         #expect(try worker.op("ledger.transfer", Moving(from: "alice", to: "bob", amount: 1)) == .applied(revision: 5))
         #expect(try store.records(from: 5)[0].scopeEvents.isEmpty)
+
+        // A Bool scope over one member of a computed box: `ledger.isWealthy["bob"]` (bob holds 41).
+        let bobWealthy = ScopeRegistration(
+            worker: "tester", registration: 2, path: "Bank.bobDesk", source: "ledger.isWealthy",
+            key: try CBOREncoder().encode("bob"), form: .bool)
+        guard case .scopeRegistered(_, _, _, let none)? = try worker.exchange(.scopeRegister(bobWealthy)) else {
+            Issue.record("no registration reply")
+            return
+        }
+        #expect(none.isEmpty)
+        #expect(try worker.op("ledger.transfer", Moving(from: "alice", to: "bob", amount: 70)) == .applied(revision: 6))
+        let rich = try store.records(from: 6)[0].scopeEvents
+        // Retirements first (alice leaves the list), then openings in registration order.
+        #expect(rich.map(\.scope) == ["Bank.concierge", "Bank.concierge", "Bank.bobDesk"])
+        #expect(rich.map(\.kind) == [.retire, .open, .open])
     }
 }
 

@@ -237,18 +237,19 @@ final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
     /// the value changed. Built where `Value` is concrete (the declaration's
     /// inlinable initializer), so the hot path runs specialized code.
     @usableFromInline let evaluate: @MainActor (Graph, ComputedNode<Value>) -> Bool
-    /// Present for a named cog whose value is `Codable`: it can select scopes
-    /// across processes (the leader evaluates it by name, DESIGN §6).
-    @usableFromInline let encode: (@MainActor (Value, any CogDurableStore) throws -> [UInt8])?
+    /// Present for a named cog (or box) whose value and key are `Codable`: it
+    /// can select scopes across processes (the leader evaluates it by name
+    /// and encoded key, DESIGN §6).
+    @usableFromInline let coding: DurableCoding<Value>?
 
     @inlinable
     init(
         selector: @escaping @MainActor (Reader<Value>, StateKey) -> Value,
         equals: (@MainActor (Value, Value) -> Bool)?,
         name: String?, fileID: StaticString, line: UInt, isKeyed: Bool,
-        encode: (@MainActor (Value, any CogDurableStore) throws -> [UInt8])? = nil
+        coding: DurableCoding<Value>? = nil
     ) {
-        self.encode = encode
+        self.coding = coding
         self.evaluate = { graph, node in
             let new = graph.tracking(node) { selector(Reader(graph: graph, node: node), node.key) }
             guard let old = node.storage else {
@@ -260,7 +261,7 @@ final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
             return true
         }
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
-        if encode != nil { registerAsSelector() }
+        if coding != nil { registerAsSelector() }
     }
 
     @usableFromInline
