@@ -94,6 +94,9 @@ extension Cog where Value: Codable & Equatable {
     /// worker's `scope` over it is tracked by the leader, which evaluates the
     /// same declaration after each turn (both link the same rig; the rig's
     /// registration must touch it).
+    ///
+    /// - Important: to select scopes across processes it must read only
+    ///   durable state; the leader has no other (`protocol/cogwire.md` §6).
     @inlinable
     public init(
         name: String, fileID: StaticString = #fileID, line: UInt = #line,

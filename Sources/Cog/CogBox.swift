@@ -91,6 +91,9 @@ extension CogBox where Value: Codable & Equatable, Key: Codable {
     /// worker's `scope` over `box[key]` is tracked by the leader, which
     /// evaluates the same declaration for that key after each turn (the rig's
     /// registration must touch it).
+    ///
+    /// - Important: to select scopes across processes it must read only
+    ///   durable state; the leader has no other (`protocol/cogwire.md` §6).
     @inlinable
     public init(
         name: String, fileID: StaticString = #fileID, line: UInt = #line,
