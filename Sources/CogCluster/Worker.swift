@@ -85,6 +85,7 @@ public final class Worker: CogRemoteLink {
     }
 
     public func close() {
+        watch([])
         dealer.close()
         subscriber?.close()
         context.close()
@@ -188,6 +189,9 @@ public final class Worker: CogRemoteLink {
             if self.epoch != epoch {
                 // First contact or a new leader epoch: (re)subscribe, then fetch the state.
                 self.epoch = epoch
+                // Stop watching the old socket's descriptor before it closes
+                // (a new socket may get the same number).
+                watch([])
                 subscriber?.close()
                 let socket = try ZMQSocket(context, .subscriber)
                 try socket.subscribeToAll()
