@@ -52,10 +52,23 @@ public struct CBORWriter {
             for item in items { write(item) }
         case .map(let entries):
             writeHead(major: 5, UInt64(entries.count))
-            let encoded = entries.map { (key: CBORWriter.encode($0.key), value: $0.value) }
-            for entry in encoded.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
-                bytes.append(contentsOf: entry.key)
-                write(entry.value)
+            if let textKeys = CBORWriter.textKeys(entries) {
+                // Text keys sort by their encodings exactly when they sort by
+                // (UTF-8 length, bytes): the head grows with the length.
+                let order = textKeys.indices.sorted { left, right in
+                    let (a, b) = (textKeys[left].utf8, textKeys[right].utf8)
+                    return a.count != b.count ? a.count < b.count : a.lexicographicallyPrecedes(b)
+                }
+                for index in order {
+                    appendText(textKeys[index])
+                    write(entries[index].value)
+                }
+            } else {
+                let encoded = entries.map { (key: CBORWriter.encode($0.key), value: $0.value) }
+                for entry in encoded.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+                    bytes.append(contentsOf: entry.key)
+                    write(entry.value)
+                }
             }
         case .tag(let tag, let item):
             writeHead(major: 6, tag)
@@ -69,6 +82,17 @@ public struct CBORWriter {
         case .encoded(let item):
             bytes.append(contentsOf: item)
         }
+    }
+
+    /// The keys of a map whose keys are all text (the common case), in entry order.
+    private static func textKeys(_ entries: [(key: CBORValue, value: CBORValue)]) -> [String]? {
+        var keys: [String] = []
+        keys.reserveCapacity(entries.count)
+        for entry in entries {
+            guard case .text(let key) = entry.key else { return nil }
+            keys.append(key)
+        }
+        return keys
     }
 
     private mutating func writeHead(major: UInt8, _ argument: UInt64) {

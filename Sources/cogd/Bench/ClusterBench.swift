@@ -1,6 +1,7 @@
 import CogLog
 import CogWire
 import Foundation
+import LedgerRig
 
 #if canImport(Glibc)
     import Glibc
@@ -52,12 +53,12 @@ struct ClusterBench {
     private func setUpAccounts(context: ZMQContext, requests: String) throws {
         let client = try Client(context: context, endpoint: requests, name: "setup")
         for account in 0..<100 {
-            _ = try client.call(op: "ledger.open", argument: ["account": CBORValue.text("a\(account)"), "balance": .unsigned(1_000_000)])
+            _ = try client.call(op: "ledger.open", argument: Opening(account: "a\(account)", balance: 1_000_000))
         }
     }
 
-    private func transfer(_ index: Int) -> [String: CBORValue] {
-        ["from": .text("a\(index % 100)"), "to": .text("a\((index + 1) % 100)"), "amount": .unsigned(1)]
+    private func transfer(_ index: Int) -> Transfer {
+        Transfer(from: "a\(index % 100)", to: "a\((index + 1) % 100)", amount: 1)
     }
 
     /// The op round trip and its raw baselines, measured in interleaved
@@ -283,10 +284,11 @@ struct ClusterBench {
             try socket.connect(endpoint)
         }
 
-        func send(op: String, argument: [String: CBORValue]) throws {
+        /// Encodes the argument as a worker does (the log's codec over its `Codable` type).
+        func send(op: String, argument: some Encodable) throws {
             let request = RequestID(worker: name, sequence: nextSequence)
             nextSequence += 1
-            let encoded = CBORValue.map(argument.map { (CBORValue.text($0.key), $0.value) }).encodedBytes
+            let encoded = try CBOREncoder().encode(argument)
             try socket.send([WireMessage.op(OpRequest(request: request, op: op, argument: encoded)).encoded()])
         }
 
@@ -296,7 +298,7 @@ struct ClusterBench {
             return OpReply(request: RequestID(worker: name, sequence: 0), outcome: .rejected(reason: "not a reply"))
         }
 
-        func call(op: String, argument: [String: CBORValue]) throws -> OpReply? {
+        func call(op: String, argument: some Encodable) throws -> OpReply? {
             try send(op: op, argument: argument)
             let deadline = ContinuousClock.now + .seconds(10)
             while ContinuousClock.now < deadline {
