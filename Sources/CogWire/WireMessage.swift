@@ -538,7 +538,7 @@ extension WireMessage {
             let count = scanner.arrayCount(), count <= UInt64(frame.count)
         else { return nil }
         var records: [TurnRecord] = []
-        records.reserveCapacity(Int(count))
+        records.reserveCapacity(Int(min(count, 1_024)))  // the count is untrusted until the records are read
         for _ in 0..<count {
             guard let record = TurnRecord(scanning: &scanner) else { return nil }
             records.append(record)

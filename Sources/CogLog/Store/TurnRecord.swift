@@ -180,7 +180,7 @@ extension TurnRecord {
             scanner.skip(text: "writes"), let count = scanner.arrayCount(), count <= 1 << 20
         else { return nil }
         var writes: [TurnWrite] = []
-        writes.reserveCapacity(Int(count))
+        writes.reserveCapacity(Int(min(count, 64)))  // the count is untrusted until the writes are read
         for _ in 0..<count {
             guard let fields = scanner.mapCount() else { return nil }
             var key: [UInt8]?
