@@ -20,7 +20,9 @@ install -d -m 0755 /etc/cogd /usr/local/share/doc/cogd
 install -m 0644 "$root/README.md" /usr/local/share/doc/cogd/README.md
 id cogd >/dev/null 2>&1 || useradd --system --home-dir /var/lib/cogd --shell /usr/sbin/nologin cogd
 install -m 0644 "$here/cogd-leader.service" "$here/cogd-worker@.service" /etc/systemd/system/
-if command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload; fi
+if ! systemctl daemon-reload 2>/dev/null; then
+    echo "note: systemd is not running here; on a systemd host run: systemctl daemon-reload"
+fi
 echo "installed: /usr/local/bin/cogd, /etc/cogd/cogd.env, cogd-leader.service, cogd-worker@.service"
 echo "start:     systemctl enable --now cogd-leader cogd-worker@w1 cogd-worker@w2"
 echo "watch:     cogd tail --connect \$(. /etc/cogd/cogd.env; echo \$COGD_TURNS) ; cogd status --leader \$(. /etc/cogd/cogd.env; echo \$COGD_REQUESTS)"
