@@ -159,6 +159,16 @@ public final class Worker: CogRemoteLink {
         }
     }
 
+    /// Handles what is waiting; if nothing is, blocks up to `timeout` for the
+    /// leader's sockets and handles what arrived. For callers with their own
+    /// loop (tests, benchmarks, embedding); `run` is the event loop.
+    @discardableResult
+    public func pump(waitingUpTo timeout: Duration) throws -> Bool {
+        if try pump() { return true }
+        _ = try ZMQSocket.poll([dealer] + (subscriber.map { [$0] } ?? []), timeout: timeout)
+        return try pump()
+    }
+
     /// Handles everything waiting now; returns whether anything was.
     @discardableResult
     public func pump() throws -> Bool {

@@ -34,7 +34,8 @@ struct CogdMain {
                     if options.suite == .log {
                         try LogBench(options: options).run()
                     } else {
-                        try ClusterBench(options: options).run()
+                        // On the main actor: one shape drives an in-process `Worker`.
+                        try await MainActor.run { try ClusterBench(options: options).run() }
                     }
                 } catch {
                     printError("Error: \(error)")

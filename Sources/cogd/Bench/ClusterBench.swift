@@ -1,3 +1,5 @@
+import Cog
+import CogCluster
 import CogLog
 import CogWire
 import Foundation
@@ -10,10 +12,11 @@ import LedgerRig
 /// `cogd bench cluster`: a real `cogd leader` child on loopback, driven by
 /// DEALER clients in this process; each figure beside the raw ZeroMQ and raw
 /// LMDB figures measured in the same run.
+@MainActor
 struct ClusterBench {
     let options: Command.BenchOptions
 
-    static let shapeNames = ["round-trip", "throughput-1", "throughput-4", "throughput-16", "lag"]
+    nonisolated static let shapeNames = ["round-trip", "throughput-1", "throughput-4", "throughput-16", "lag"]
 
     func run() throws {
         let shapes = options.only.isEmpty ? ClusterBench.shapeNames : options.only
@@ -72,7 +75,10 @@ struct ClusterBench {
         defer { echoWithCommit.stop() }
         let commit = try RawAppendBaseline.Appender(directory: root + "/raw-commit")
         let record = [UInt8](repeating: 0x5a, count: 160)
+        let worker = try BenchWorker(endpoint: requests)
+        defer { worker.close() }
         var samples: [Double] = []
+        var workerSamples: [Double] = []
         var echoSamples: [Double] = []
         var commitSamples: [Double] = []
         var composedSamples: [Double] = []
@@ -84,6 +90,7 @@ struct ClusterBench {
                 index += 1
                 if round >= 20 { samples.append(Self.microseconds(ContinuousClock.now - start)) }
             }
+            workerSamples += try worker.measure(count: 120, warmUp: 20, firstIndex: index)
             echoSamples += try echo.measure(count: 400, warmUp: 40)
             for round in 0..<120 {
                 let start = ContinuousClock.now
@@ -98,6 +105,11 @@ struct ClusterBench {
         return [
             BenchFigure(name: "cluster.round-trip.p50", value: p50, unit: "us", baseline: echoP50 + commitP50),
             BenchFigure(name: "cluster.round-trip.p99", value: Self.percentile(samples, 0.99), unit: "us", baseline: nil),
+            // The same op sent by a real `Worker` (its replica's `cogs.transfer`,
+            // stamped and encoded as a mechanism's op is), waiting on its sockets.
+            BenchFigure(
+                name: "cluster.worker-round-trip.p50", value: Self.percentile(workerSamples, 0.5), unit: "us",
+                baseline: echoP50 + commitP50),
             BenchFigure(name: "cluster.raw-zmq-echo.p50", value: echoP50, unit: "us", baseline: nil),
             BenchFigure(name: "cluster.raw-lmdb-commit.p50", value: commitP50, unit: "us", baseline: nil),
             // The same p50 beside raw ZeroMQ and raw LMDB composed in one
@@ -188,7 +200,7 @@ struct ClusterBench {
     // MARK: Raw baselines
 
     /// The hidden subcommand that runs `serveEcho` in a child process.
-    static let echoServerCommand = "__echo-server"
+    nonisolated static let echoServerCommand = "__echo-server"
 
     /// A raw ZeroMQ ROUTER echo in a child process (its own ZeroMQ I/O
     /// thread), as the leader is: the same hops an op's request and reply
@@ -240,7 +252,7 @@ struct ClusterBench {
     /// Echoes messages on a ROUTER bound to `endpoint` (committing each to
     /// raw LMDB first when given a folder) until an empty one arrives or none
     /// has for a minute.
-    static func serveEcho(endpoint: String, commitFolder: String?) -> Int32 {
+    nonisolated static func serveEcho(endpoint: String, commitFolder: String?) -> Int32 {
         do {
             let appender = try commitFolder.map { try RawAppendBaseline.Appender(directory: $0) }
             let context = try ZMQContext()
@@ -267,6 +279,44 @@ struct ClusterBench {
     struct BenchError: Error, CustomStringConvertible {
         let message: String
         var description: String { message }
+    }
+
+    /// A real `Worker` in this process (no mechanisms), synced with the
+    /// leader, sending `ledger.transfer` ops from its replica.
+    @MainActor
+    final class BenchWorker {
+        private let worker: Worker
+        private var sent: UInt64 = 0
+
+        init(endpoint: String) throws {
+            LedgerRig.register()
+            worker = try Worker(
+                configuration: Worker.Configuration(name: "bench-worker-\(getpid())", leaderEndpoint: endpoint), mechanisms: [])
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !worker.isSynced, ContinuousClock.now < deadline { try worker.pump(waitingUpTo: .milliseconds(50)) }
+            guard worker.isSynced else { throw BenchError(message: "the bench worker did not sync with the leader") }
+        }
+
+        /// Round-trip times in µs from `cogs.transfer` to the worker holding the reply.
+        func measure(count: Int, warmUp: Int, firstIndex: Int) throws -> [Double] {
+            var samples: [Double] = []
+            for index in 0..<count {
+                sent += 1
+                let request = RequestID(worker: worker.configuration.name, sequence: sent)
+                let account = (firstIndex + index) % 100
+                let start = ContinuousClock.now
+                worker.cogs.transfer(from: "a\(account)", to: "a\((account + 1) % 100)", amount: 1)
+                let deadline = start + .seconds(5)
+                while worker.replies[request] == nil {
+                    guard ContinuousClock.now < deadline else { throw BenchError(message: "no reply to \(request)") }
+                    try worker.pump(waitingUpTo: .milliseconds(100))
+                }
+                if index >= warmUp { samples.append(ClusterBench.microseconds(ContinuousClock.now - start)) }
+            }
+            return samples
+        }
+
+        func close() { worker.close() }
     }
 
     // MARK: Plumbing
@@ -310,7 +360,7 @@ struct ClusterBench {
 
     private func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 44) }
 
-    static func freePort() -> Int {
+    nonisolated static func freePort() -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
         var address = sockaddr_in()
@@ -324,13 +374,13 @@ struct ClusterBench {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    nonisolated static func percentile(_ values: [Double], _ fraction: Double) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }
         return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
     }
 
-    static func seconds(_ duration: Duration) -> Double { BenchFigure.seconds(duration) }
+    nonisolated static func seconds(_ duration: Duration) -> Double { BenchFigure.seconds(duration) }
 
-    static func microseconds(_ duration: Duration) -> Double { seconds(duration) * 1_000_000 }
+    nonisolated static func microseconds(_ duration: Duration) -> Double { seconds(duration) * 1_000_000 }
 }
