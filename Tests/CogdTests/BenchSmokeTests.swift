@@ -1,0 +1,28 @@
+import Foundation
+import Testing
+
+/// The cluster bench runs end to end (real leader child, echo servers, an
+/// in-process worker) and prints one JSON object per figure. Speed is not
+/// judged here (`cogd bench` on a release build is where it is).
+@Suite("cogd bench cluster (smoke)", .serialized, .timeLimit(.minutes(2)))
+struct BenchSmokeTests {
+    @Test func `the round-trip shape prints its figures beside their baselines`() throws {
+        let result = try runCogd(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--json"], timeout: .seconds(90))
+        #expect(result.status == 0, "stderr: \(result.stderr)")
+        let figures = result.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        let names = figures.compactMap { $0["name"] as? String }
+        #expect(names == [
+            "cluster.round-trip.p50", "cluster.round-trip.p99", "cluster.worker-round-trip.p50", "cluster.raw-zmq-echo.p50",
+            "cluster.raw-lmdb-commit.p50", "cluster.round-trip.p50-vs-echo-with-commit",
+        ])
+        for figure in figures {
+            #expect((figure["value"] as? Double ?? 0) > 0, "\(figure)")
+            #expect(figure["unit"] as? String == "us")
+        }
+        let first = try #require(figures.first)
+        #expect((first["baseline"] as? Double ?? 0) > 0)
+        #expect(first["ratio"] is Double)
+    }
+}
