@@ -43,6 +43,9 @@ public final class Leader {
     private let router: ZMQSocket
     private let publisher: ZMQSocket
     private var workers: [String: WorkerState] = [:]
+    /// Workers given up for silence (this epoch): their requests are rejected
+    /// and their heartbeats answered `gone` until they say hello again.
+    private var goneWorkers: Set<String> = []
     /// Scope instances minted from the selectors workers registered.
     private var scopes: ScopeTable
     /// Requests answered in the batch being built, for retries inside one batch.
@@ -139,9 +142,18 @@ public final class Leader {
         }
         switch message {
         case .hello(let worker, let revision):
+            goneWorkers.remove(worker)
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
             outgoing.append((identity, welcome.encoded()))
         case .heartbeat(let worker, let revision):
+            guard !goneWorkers.contains(worker) else {
+                // Heard again after being given up: it must rejoin (hello, then
+                // register its scopes anew) before its work is admitted.
+                refuse(identity, WireError(
+                    code: "gone",
+                    message: "worker \(worker) was silent past the heartbeat timeout; its scope instances are retired — say hello again"))
+                return
+            }
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
             outgoing.append((identity, welcome.encoded()))
         case .snapshotRequest:
@@ -194,7 +206,14 @@ public final class Leader {
         }
         highestAnswered[worker] = max(highest, request.request.sequence)
         let reply: OpReply
-        if let instance = request.instance, !scopes.isLive(instance, for: request.request.worker) {
+        if goneWorkers.contains(worker) {
+            // A worker given up for silence: all its work, its mechanisms' and
+            // its scopes', ended with it (DESIGN §6) until it says hello again.
+            errorCounts["retired-scope", default: 0] += 1
+            reply = OpReply(
+                request: request.request,
+                outcome: .rejected(reason: "retired-scope: worker \(worker) is gone (silent past the heartbeat timeout)"))
+        } else if let instance = request.instance, !scopes.isLive(instance, for: request.request.worker) {
             errorCounts["retired-scope", default: 0] += 1
             reply = OpReply(
                 request: request.request,
@@ -238,6 +257,7 @@ public final class Leader {
         let now = ContinuousClock.now
         for (name, state) in workers where now - state.lastHeard >= configuration.heartbeatTimeout {
             workers[name] = nil
+            goneWorkers.insert(name)
             scopes.dropWorker(name)
         }
     }

@@ -70,6 +70,8 @@ public final class Worker: CogRemoteLink {
     private var signalled = false
     /// Counts waits, so a timer knows whether its wait is still the current one.
     private var waits: UInt64 = 0
+    /// Rejoining after the leader answered `gone`, until its next welcome.
+    private var rejoining = false
 
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
@@ -196,6 +198,7 @@ public final class Worker: CogRemoteLink {
     private func handle(_ message: WireMessage) throws {
         switch message {
         case .welcome(let epoch, let lastRevision, let turnsEndpoint):
+            rejoining = false
             if self.epoch != epoch {
                 // First contact or a new leader epoch: (re)subscribe, then fetch the state.
                 self.epoch = epoch
@@ -254,6 +257,17 @@ public final class Worker: CogRemoteLink {
             adoptRegistrationReplies()
         case .error(let error):
             errors.append(error)
+            if error.code == "gone", !rejoining {
+                // The leader gave this worker up (it was silent too long) and
+                // retired its instances: rejoin, and register the scopes anew.
+                rejoining = true
+                for scope in scopes.values { scope.forgetInstances() }
+                try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
+                pruneRetiredScopes()
+                for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
+                    try register(scope)
+                }
+            }
         default:
             break
         }
@@ -442,6 +456,13 @@ final class WorkerScope: CogRemoteScope {
     /// Identities an event changed since the registration was (re)sent: a
     /// registration reply that arrives later is older news for them.
     private var touched: Set<[UInt8]> = []
+
+    /// The leader retired every instance of this worker: the children's
+    /// requests wait for the instances the new registration brings.
+    func forgetInstances() {
+        instances = [:]
+        for slot in slots.values where !slot.isRetired { slot.instance = nil }
+    }
 
     /// The registration is being (re)sent (a new epoch's instances replace the old).
     func willRegister() {

@@ -61,6 +61,9 @@ final class CogdProcess {
 
     func interrupt() { kill(process.processIdentifier, SIGINT) }
     func killHard() { kill(process.processIdentifier, SIGKILL) }
+    /// Freezes the process (SIGSTOP), as a partition or a stalled host would.
+    func pause() { kill(process.processIdentifier, SIGSTOP) }
+    func resume() { kill(process.processIdentifier, SIGCONT) }
 
     /// Stops the child (SIGTERM, then SIGKILL) and waits for it.
     func stop() { Tests.stop(process) }

@@ -510,6 +510,45 @@ struct SilentWorkerTests {
         }
         #expect(open.isEmpty)
     }
+
+    @Test func `a worker given up for silence has its work refused until it rejoins with new instances`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 1)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1", rig: "ledger-greeter")
+        defer {
+            worker.resume()
+            worker.stop()
+        }
+        func openInstances() throws -> [Int] {
+            let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+            let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+            return object?["openScopeInstances"] as? [Int] ?? []
+        }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
+        #expect(try waitUntil { try openInstances().count == 1 })
+        let before = try openInstances()
+
+        // Frozen past the heartbeat timeout: given up, its instance retired.
+        worker.pause()
+        #expect(try waitUntil { try openInstances().isEmpty })
+        // Its work is refused while it is gone (here a request in its name).
+        let refused = try ports.call("ledger.greet", #""alice""#, requestID: "w1#1000")
+        #expect(refused.contains("rejected: retired-scope: worker w1 is gone"), "\(refused)")
+
+        // Thawed: it hears `gone`, says hello, registers its scope anew, and
+        // its greeter child (still open) gets a new instance.
+        worker.resume()
+        #expect(try waitUntil { let open = try openInstances(); return open.count == 1 && open != before })
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied"))
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        let encoder = CBOREncoder()
+        #expect(try waitUntil { try store.value(name: "ledger.greeted", key: try encoder.encode("bob")) == (try encoder.encode(1)) })
+        let greeting = try #require(try store.records(from: 1).last { $0.name == "LedgerGreeter.greeter.ledger.greet" })
+        #expect(greeting.origin.instance.map { !before.contains(Int($0)) } == true, "stamped with an instance minted after the rejoin")
+    }
 }
 
 @Suite("TrailsRig across processes", .serialized, .timeLimit(.minutes(2)))
