@@ -150,9 +150,6 @@ struct ScopeTable {
 
     var openInstances: [UInt64] { live.keys.sorted() }
 
-    /// Whether any registration is over a computed selector (evaluated after each turn).
-    var hasComputed: Bool { registrations.values.contains { $0.computed } }
-
     /// Removes a registration, retiring its open instances and what is nested in them.
     private mutating func drop(_ key: String, events: inout [ScopeEvent]) {
         guard let registration = registrations.removeValue(forKey: key) else { return }

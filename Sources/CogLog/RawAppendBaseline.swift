@@ -14,32 +14,22 @@ public struct RawAppendBaseline {
     /// Appends `count` records of `recordSize` bytes, `batch` per durable
     /// commit; returns the elapsed seconds.
     public func run(count: Int, recordSize: Int, batch: Int) throws -> Double {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let environment = try LMDBEnvironment(path: directory, readOnly: false)
-        defer { environment.close() }
-        guard let dbi = try environment.openDatabases(["raw"])[0] else { return 0 }
+        let appender = try Appender(directory: directory)
         let record = [UInt8](repeating: 0x5a, count: recordSize)
-        var next: UInt64 = try environment.read { (txn: Transaction) in
-            (try txn.last(dbi)).map { TurnStore.number($0.key) + 1 } ?? 1
-        }
         let start = ContinuousClock.now
         var written = 0
         while written < count {
             let inBatch = min(batch, count - written)
-            try environment.write { (txn: Transaction) in
-                for _ in 0..<inBatch {
-                    try txn.put(dbi, TurnStore.bytes(next), record, append: true)
-                    next += 1
-                }
-            }
+            try appender.commit(record, count: inBatch)
             written += inBatch
         }
         let elapsed = ContinuousClock.now - start
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
-    /// An open raw database that appends one record per durable commit (the
-    /// composed echo-and-commit baseline of `cogd bench cluster`).
+    /// An open raw database that appends records in durable transactions:
+    /// every raw LMDB baseline of `cogd bench` (append loops, single commits,
+    /// the composed echo-and-commit server).
     public final class Appender {
         private let environment: LMDBEnvironment
         private let dbi: MDB_dbi

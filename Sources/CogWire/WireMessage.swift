@@ -298,12 +298,6 @@ extension WireMessage {
         guard envelope.v == version else {
             throw WireDecodeError(code: "version", message: "protocol version \(envelope.v) is not supported (this side speaks \(version))")
         }
-        if envelope.type == "op", let body = envelope.body, let request = OpRequest(tree: body) {
-            return .op(request)
-        }
-        if envelope.type == "reply", let body = envelope.body, let reply = OpReply(tree: body) {
-            return .reply(reply)
-        }
         func body<T: Decodable>(_ type: T.Type) throws(WireDecodeError) -> T {
             do {
                 return try decoder.decode(T.self, fromTree: envelope.body ?? .null)
@@ -355,26 +349,6 @@ extension WireMessage {
 }
 
 extension OpRequest {
-    /// Reads an `op` body straight from the CBOR tree (the leader's hot path);
-    /// nil when it has another shape (the generic decoder then names the problem).
-    init?(tree: CBORValue) {
-        guard let request = tree["request"], let worker = request["worker"]?.textValue,
-            let sequence = request["seq"]?.unsignedValue, let op = tree["op"]?.textValue,
-            let argument = tree["argument"]?.bytesValue
-        else { return nil }
-        var instance: UInt64?
-        if let item = tree["instance"] {
-            guard let value = item.unsignedValue else { return nil }
-            instance = value
-        }
-        var name: String?
-        if let item = tree["name"] {
-            guard let value = item.textValue else { return nil }
-            name = value
-        }
-        self.init(request: RequestID(worker: worker, sequence: sequence), op: op, argument: argument, instance: instance, name: name)
-    }
-
     /// Reads an `op` frame laid out as `frame()` writes it (the leader's hot
     /// path), without building a tree; nil for anything else.
     package init?(scanning frame: [UInt8]) {
@@ -463,28 +437,6 @@ extension OpReply {
             scanner.isAtEnd
         else { return nil }
         self.init(request: RequestID(worker: worker, sequence: sequence), outcome: outcome)
-    }
-
-    /// Reads a `reply` body straight from the CBOR tree (the worker's hot
-    /// path); nil when it has another shape (the generic decoder then names
-    /// the problem).
-    init?(tree: CBORValue) {
-        guard let request = tree["request"], let worker = request["worker"]?.textValue,
-            let sequence = request["seq"]?.unsignedValue, let outcome = tree["outcome"]
-        else { return nil }
-        let decoded: Outcome
-        if let applied = outcome["applied"] {
-            guard let revision = applied["revision"]?.unsignedValue else { return nil }
-            decoded = .applied(revision: revision)
-        } else if outcome["unchanged"] != nil {
-            decoded = .unchanged
-        } else if let rejected = outcome["rejected"] {
-            guard let reason = rejected["reason"]?.textValue else { return nil }
-            decoded = .rejected(reason: reason)
-        } else {
-            return nil
-        }
-        self.init(request: RequestID(worker: worker, sequence: sequence), outcome: decoded)
     }
 }
 

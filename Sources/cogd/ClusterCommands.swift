@@ -163,7 +163,8 @@ enum ClusterCommands {
     static func call(_ options: Command.CallOptions) -> Int32 {
         let argument: [UInt8]
         do {
-            argument = try JSONValue.cbor(fromJSON: options.json)
+            // CBORValue decodes from any decoder, JSON included.
+            argument = try JSONDecoder().decode(CBORValue.self, from: Data(options.json.utf8)).encodedBytes
         } catch {
             printError("Error: the argument is not JSON: \(error)")
             return 1
@@ -234,52 +235,5 @@ enum ClusterCommands {
             printError("Error: \(error)")
             return 1
         }
-    }
-}
-
-/// A JSON document, read for `cogd call` and re-encoded as CBOR.
-enum JSONValue: Decodable {
-    case null, bool(Bool), integer(Int64), number(Double), text(String), array([JSONValue]), object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        if let container = try? decoder.container(keyedBy: TextKey.self) {
-            var object: [String: JSONValue] = [:]
-            for key in container.allKeys { object[key.stringValue] = try container.decode(JSONValue.self, forKey: key) }
-            self = .object(object)
-        } else if var container = try? decoder.unkeyedContainer() {
-            var items: [JSONValue] = []
-            while !container.isAtEnd { items.append(try container.decode(JSONValue.self)) }
-            self = .array(items)
-        } else {
-            let container = try decoder.singleValueContainer()
-            if container.decodeNil() {
-                self = .null
-            } else if let flag = try? container.decode(Bool.self) {
-                self = .bool(flag)
-            } else if let integer = try? container.decode(Int64.self) {
-                self = .integer(integer)
-            } else if let number = try? container.decode(Double.self) {
-                self = .number(number)
-            } else {
-                self = .text(try container.decode(String.self))
-            }
-        }
-    }
-
-    var cbor: CBORValue {
-        switch self {
-        case .null: .null
-        case .bool(let flag): .bool(flag)
-        case .integer(let n): n < 0 ? .negative(UInt64(-1 - n)) : .unsigned(UInt64(n))
-        case .number(let double): .float(double)
-        case .text(let text): .text(text)
-        case .array(let items): .array(items.map(\.cbor))
-        case .object(let object): .map(object.map { (key: CBORValue.text($0.key), value: $0.value.cbor) })
-        }
-    }
-
-    static func cbor(fromJSON text: String) throws -> [UInt8] {
-        let value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
-        return try CBOREncoder().encode(value.cbor)
     }
 }

@@ -90,6 +90,13 @@ struct ClusterPorts {
         return worker
     }
 
+    /// The scope instances the leader holds open, from `cogd status --json`.
+    func openScopeInstances() throws -> [Int] {
+        let status = try runCogd(["status", "--leader", requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        return object?["openScopeInstances"] as? [Int] ?? []
+    }
+
     func call(_ op: String, _ json: String, requestID: String? = nil) throws -> String {
         var arguments = ["call", op, json, "--leader", requests]
         if let requestID { arguments += ["--request-id", requestID] }

@@ -243,9 +243,7 @@ struct ScopeAuthorityTests {
             return
         }
         #expect(foreign.contains("not owned by intruder"))
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        let open = object?["openScopeInstances"] as? [Int] ?? []
+        let open = try ports.openScopeInstances()
         #expect(open.contains(Int(reopened.instance)))
         #expect(!open.contains(Int(first)))
     }
@@ -394,9 +392,7 @@ struct ScopeStampingTests {
             #expect(opening.scope == "LedgerGreeter.greeter")
             #expect(opening.instance == instance)
         }
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        #expect((object?["openScopeInstances"] as? [Int] ?? []).contains(Int(instance)))
+        #expect(try ports.openScopeInstances().contains(Int(instance)))
         #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(1)))
     }
 
@@ -432,9 +428,7 @@ struct ScopeStampingTests {
         let retiredPeers = Set(closing.scopeEvents.filter { $0.kind == .retire && $0.scope == "LedgerPeers.desk.peer" }.map(\.instance))
         #expect(retiredPeers.count == 3)
         #expect(retiredPeers.isSubset(of: Set(greetingInstances)))
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        let open = Set((object?["openScopeInstances"] as? [Int] ?? []).map(UInt64.init))
+        let open = Set(try ports.openScopeInstances().map(UInt64.init))
         #expect(open.isDisjoint(with: retiredPeers))
         #expect(open.intersection(Set(greetingInstances)).count == 1, "only bob's peer in bob's desk is left")
 
@@ -494,11 +488,7 @@ struct SilentWorkerTests {
         defer { worker.stop() }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
         #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
-        func openInstances() throws -> [Int] {
-            let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-            let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-            return object?["openScopeInstances"] as? [Int] ?? []
-        }
+        func openInstances() throws -> [Int] { try ports.openScopeInstances() }
         #expect(try openInstances().count == 1)
         worker.killHard()
         // Wait for the leader to notice the silence: bounded by the timeout plus slack.
@@ -522,11 +512,7 @@ struct SilentWorkerTests {
             worker.resume()
             worker.stop()
         }
-        func openInstances() throws -> [Int] {
-            let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-            let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-            return object?["openScopeInstances"] as? [Int] ?? []
-        }
+        func openInstances() throws -> [Int] { try ports.openScopeInstances() }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
         #expect(try waitUntil { try openInstances().count == 1 })
         let before = try openInstances()

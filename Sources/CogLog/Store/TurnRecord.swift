@@ -143,13 +143,16 @@ struct TurnStamp {
 extension TurnRecord {
     var stamp: TurnStamp { TurnStamp(revision: revision, epoch: epoch, time: time) }
 
+    /// What the record holds besides its stamp.
+    var draft: TurnDraft { TurnDraft(name: name, origin: origin, writes: writes, scopeEvents: scopeEvents) }
+
     /// The record's deterministic CBOR. A hand-written fast path, byte-equal
     /// to `CBOREncoder().encode(record)` (a test keeps it so): the exact size
     /// is added up first and the bytes written into one allocation; scope
     /// events go through the generic encoder.
     public func encoded() -> [UInt8] {
         let scopes = TurnRecordWriter.scopes(scopeEvents)
-        return withUnsafePointer(to: TurnDraft(name: name, origin: origin, writes: writes, scopeEvents: scopeEvents)) { draft in
+        return withUnsafePointer(to: draft) { draft in
             let size = TurnRecordWriter.size(stamp, draft, scopes: scopes)
             return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
                 var writer = CBORSpanWriter(buffer.baseAddress!)
@@ -353,9 +356,7 @@ public struct EncodedTurnBatch: Sendable {
 
     /// Encodes records as they are.
     public init(_ records: [TurnRecord]) {
-        self.init(drafts: records.map { TurnDraft(name: $0.name, origin: $0.origin, writes: $0.writes, scopeEvents: $0.scopeEvents) }) {
-            records[$0].stamp
-        }
+        self.init(drafts: records.map(\.draft)) { records[$0].stamp }
     }
 
     /// Encodes drafts with the stamp the store gives draft `index`.

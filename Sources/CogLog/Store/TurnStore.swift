@@ -196,8 +196,8 @@ public final class TurnStore {
                 code: .outOfOrder,
                 message: "turn \(record.revision) does not follow the last revision \(lastRevision + UInt64(offset))")
         }
-        let drafts = records.map { TurnDraft(name: $0.name, origin: $0.origin, writes: $0.writes, scopeEvents: $0.scopeEvents) }
-        try commit(drafts, EncodedTurnBatch(records), firstRevision: lastRevision + 1, replies: replies)
+        let drafts = records.map(\.draft)
+        try commit(drafts, EncodedTurnBatch(drafts: drafts) { records[$0].stamp }, firstRevision: lastRevision + 1, replies: replies)
     }
 
     /// The one write path: each record under its revision, each write's latest
