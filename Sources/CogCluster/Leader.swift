@@ -144,7 +144,7 @@ public final class Leader {
         case .hello(let worker, let revision):
             goneWorkers.remove(worker)
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
-            outgoing.append((identity, welcome.encoded()))
+            outgoing.append((identity, welcome(worker).encoded()))
         case .heartbeat(let worker, let revision):
             guard !goneWorkers.contains(worker) else {
                 // Heard again after being given up: it must rejoin (hello, then
@@ -155,7 +155,7 @@ public final class Leader {
                 return
             }
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
-            outgoing.append((identity, welcome.encoded()))
+            outgoing.append((identity, welcome(worker).encoded()))
         case .snapshotRequest:
             outgoing.append((identity, snapshot().encoded()))
         case .catchUpRequest(let from):
@@ -181,8 +181,22 @@ public final class Leader {
         }
     }
 
-    private var welcome: WireMessage {
-        .welcome(epoch: epoch, lastRevision: durable.nextRevision - 1, turnsEndpoint: boundTurnsEndpoint)
+    /// The answer to `worker`'s hello or heartbeat. It carries the highest
+    /// sequence answered in that name, so a worker restarted under the same
+    /// name numbers its requests above it: a new request is never mistaken
+    /// for a retry of an old one (and answered with the old reply).
+    private func welcome(_ worker: String) -> WireMessage {
+        .welcome(
+            epoch: epoch, lastRevision: durable.nextRevision - 1, turnsEndpoint: boundTurnsEndpoint,
+            lastSequence: lastSequence(of: worker))
+    }
+
+    /// The highest request sequence answered for `worker`: this run's, else the dedup table's.
+    private func lastSequence(of worker: String) -> UInt64 {
+        if let highest = highestAnswered[worker] { return highest }
+        let stored = (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        highestAnswered[worker] = stored
+        return stored
     }
 
     /// Every state entry as of the last committed revision (run between batches).
@@ -197,10 +211,10 @@ public final class Leader {
     /// rejected. Returns the reply frame (also kept for dedup).
     private func run(_ request: OpRequest) -> [UInt8] {
         let worker = request.request.worker
-        let highest = highestAnswered[worker] ?? (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        let highest = lastSequence(of: worker)
         if request.request.sequence <= highest {
-            // A retry (or a sequence reused): answered in this batch, or stored.
-            highestAnswered[worker] = highest
+            // A retry: answered in this batch, or stored. (Neither: a request
+            // sent late, after its scope child's instance became known.)
             if let answered = batchReplies[request.request] { return answered }
             if let stored = try? durable.store.dedupReply(for: request.request) { return stored }
         }

@@ -197,8 +197,11 @@ public final class Worker: CogRemoteLink {
 
     private func handle(_ message: WireMessage) throws {
         switch message {
-        case .welcome(let epoch, let lastRevision, let turnsEndpoint):
+        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
             rejoining = false
+            // A worker restarted under the same name continues above the
+            // requests its earlier run sent (the leader answers those from dedup).
+            sequence = max(sequence, lastSequence)
             if self.epoch != epoch {
                 // First contact or a new leader epoch: (re)subscribe, then fetch the state.
                 self.epoch = epoch

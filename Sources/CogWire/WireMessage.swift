@@ -7,8 +7,10 @@ import Foundation
 public enum WireMessage: Equatable, Sendable {
     /// Worker → leader: who it is and the last revision it holds.
     case hello(worker: String, lastRevision: UInt64)
-    /// Leader → worker: the epoch, the newest revision, and where turns are published.
-    case welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String)
+    /// Leader → worker: the epoch, the newest revision, where turns are
+    /// published, and the highest request sequence answered for this worker
+    /// name (its next requests are numbered above it).
+    case welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64 = 0)
     /// Worker → leader: asks for the whole state.
     case snapshotRequest
     /// Leader → worker: every durable entry as of `revision`.
@@ -235,8 +237,11 @@ extension WireMessage {
         switch self {
         case .hello(let worker, let lastRevision):
             body = tree(["worker": CBORValue.text(worker), "lastRevision": .unsigned(lastRevision)])
-        case .welcome(let epoch, let lastRevision, let turnsEndpoint):
-            body = tree(["epoch": CBORValue.unsigned(epoch), "lastRevision": .unsigned(lastRevision), "turns": .text(turnsEndpoint)])
+        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
+            body = tree([
+                "epoch": CBORValue.unsigned(epoch), "lastRevision": .unsigned(lastRevision), "turns": .text(turnsEndpoint),
+                "lastSequence": .unsigned(lastSequence),
+            ])
         case .snapshotRequest, .statusRequest:
             body = nil
         case .snapshot(let epoch, let revision, let entries):
@@ -311,9 +316,11 @@ extension WireMessage {
             let hello = try body(Hello.self)
             return .hello(worker: hello.worker, lastRevision: hello.lastRevision)
         case "welcome":
-            struct Welcome: Decodable { var epoch: UInt64; var lastRevision: UInt64; var turns: String }
+            struct Welcome: Decodable { var epoch: UInt64; var lastRevision: UInt64; var turns: String; var lastSequence: UInt64? }
             let welcome = try body(Welcome.self)
-            return .welcome(epoch: welcome.epoch, lastRevision: welcome.lastRevision, turnsEndpoint: welcome.turns)
+            return .welcome(
+                epoch: welcome.epoch, lastRevision: welcome.lastRevision, turnsEndpoint: welcome.turns,
+                lastSequence: welcome.lastSequence ?? 0)
         case "snapshot-request": return .snapshotRequest
         case "status-request": return .statusRequest
         case "snapshot":

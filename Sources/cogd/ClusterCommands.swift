@@ -169,7 +169,10 @@ enum ClusterCommands {
             printError("Error: the argument is not JSON: \(error)")
             return 1
         }
-        let requestID = options.requestID ?? RequestID(worker: "call-\(getpid())", sequence: 1)
+        // A name of its own per call: a process id comes back after a while,
+        // and a reused (name, 1) would be answered from the dedup table with
+        // an earlier call's reply instead of being run.
+        let requestID = options.requestID ?? RequestID(worker: "call-\(UUID().uuidString.lowercased())", sequence: 1)
         do {
             guard
                 let answer = try request(

@@ -3,6 +3,8 @@ import CogWire
 import Foundation
 import Testing
 
+@testable import cogd
+
 @Suite("cogd leader and workers (real processes, loopback)", .serialized, .timeLimit(.minutes(2)))
 struct ClusterTests {
     @Test func `replicas converge to the leader's state and a late worker catches up`() throws {
@@ -73,6 +75,12 @@ struct ClusterTests {
         #expect(restarted.lines.first?.contains("epoch 2, revision 3") == true)
         let afterRestart = try ports.call("ledger.transfer", #"{"from": "a", "to": "b", "amount": 4}"#, requestID: "client#7")
         #expect(afterRestart == "applied revision 3 (request client#7)")
+        // A peer saying hello in that name learns where its numbering must go on (from the dedup table).
+        let welcome = try ClusterCommands.request(.hello(worker: "client", lastRevision: 0), leader: ports.requests, timeout: .seconds(10))
+        guard case .welcome(epoch: 2, lastRevision: 3, turnsEndpoint: _, lastSequence: 7)? = welcome else {
+            Issue.record("expected a welcome at epoch 2, revision 3, last sequence 7; got \(String(describing: welcome))")
+            return
+        }
         let store = try TurnStore(directory: folder.path, mode: .reader)
         #expect(store.lastRevision == 3)
         #expect(try store.value(name: "ledger.balance", key: try CBOREncoder().encode("b")) == (try CBOREncoder().encode(4)))
@@ -394,6 +402,35 @@ struct ScopeStampingTests {
         }
         #expect(try ports.openScopeInstances().contains(Int(instance)))
         #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(1)))
+    }
+
+    @Test func `a worker restarted under the same name numbers its requests above its earlier run's`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 3}"#).hasPrefix("applied revision 1"))
+        do {
+            let worker = try ports.startWorker("w1", rig: "ledger-greeter")
+            defer { worker.stop() }
+            #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "alice was greeted")
+        }
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 5}"#).hasPrefix("applied revision 3"))
+        // The second run greets both accounts again. Numbered from 1 again, its
+        // first greeting would look like a retry of request w1#1 and get that
+        // request's old reply, never running.
+        let again = try ports.startWorker("w1", rig: "ledger-greeter")
+        defer { again.stop() }
+        #expect(again.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "both greetings were applied")
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        let greetings = try store.records(from: 1).filter { $0.name == "LedgerGreeter.greeter.ledger.greet" }
+        // Each child sends a greeting, then a transfer: the first run used 1
+        // and 2, the second goes on at 3.
+        #expect(greetings.compactMap(\.origin.request?.sequence) == [1, 3, 5])
+        let encoder = CBOREncoder()
+        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("alice")) == (try encoder.encode(2)))
+        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("bob")) == (try encoder.encode(1)))
     }
 
     @Test func `a nested scope child's ops carry its own instance, which retires with its parent's`() throws {

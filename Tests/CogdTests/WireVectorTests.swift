@@ -17,7 +17,7 @@ struct WireVectorTests {
         let request = RequestID(worker: "w1", sequence: 19)
         return [
             ("hello", .hello(worker: "w1", lastRevision: 0)),
-            ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702")),
+            ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
             ("heartbeat", .heartbeat(worker: "w1", revision: 42)),
             ("snapshot-request", .snapshotRequest),
             ("catch-up-request", .catchUpRequest(from: 43)),

@@ -58,6 +58,42 @@ struct WorkerProtocolTests {
         }
     }
 
+    @Test func `a worker numbers its requests above the last sequence the welcome names`() throws {
+        LedgerRig.register()
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try Worker(
+            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
+        defer { replica.close() }
+        guard case .hello? = try leader.next(pumping: replica) else {
+            Issue.record("no hello")
+            return
+        }
+        // An earlier run of "w1" had requests up to 41 answered.
+        try leader.send(.welcome(epoch: 1, lastRevision: 0, turnsEndpoint: leader.turns, lastSequence: 41))
+        guard case .snapshotRequest? = try leader.next(pumping: replica) else {
+            Issue.record("no snapshot request")
+            return
+        }
+        try leader.send(.snapshot(epoch: 1, revision: 0, entries: []))
+        let isOp: (WireMessage) -> Bool = { if case .op = $0 { true } else { false } }
+        var sequences: [UInt64] = []
+        for amount in 1...2 {
+            replica.submit(op: "ledger.transfer", argument: Transfer(from: "a", to: "b", amount: amount), owner: nil)
+            if case .op(let request)? = try leader.next(pumping: replica, matching: isOp) { sequences.append(request.request.sequence) }
+        }
+        #expect(sequences == [42, 43])
+        // A heartbeat's welcome naming a lower sequence never moves the numbering back.
+        try leader.send(.welcome(epoch: 1, lastRevision: 0, turnsEndpoint: leader.turns, lastSequence: 5))
+        _ = try leader.next(pumping: replica, within: .milliseconds(300), matching: { _ in false })
+        replica.submit(op: "ledger.transfer", argument: Transfer(from: "a", to: "b", amount: 3), owner: nil)
+        guard case .op(let third)? = try leader.next(pumping: replica, matching: isOp) else {
+            Issue.record("no third op")
+            return
+        }
+        #expect(third.request.sequence == 44)
+    }
+
     @Test func `a registration reply above the replica's revision is adopted only once the replica reaches it`() throws {
         LedgerRig.register()
         let leader = try ScriptedLeader()
