@@ -53,6 +53,8 @@ public final class Leader {
     /// Per requester, the highest sequence already answered (in any epoch): a
     /// higher one is new and needs no dedup lookup.
     private var highestAnswered: [String: UInt64] = [:]
+    /// Past this many names, the cache keeps only connected workers' (after a commit).
+    static let answeredCacheLimit = 10_000
     private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
     /// Error replies sent, by code (`cogd status`).
@@ -118,6 +120,11 @@ public final class Leader {
         let revisions = try durable.flush(replies: dedupRows)
         dedupRows = []
         batchReplies = [:]
+        if highestAnswered.count > Leader.answeredCacheLimit {
+            // A cache of the dedup table, which now holds every reply: one-off
+            // names (each `cogd call`) would otherwise pile up in it forever.
+            highestAnswered = highestAnswered.filter { workers[$0.key] != nil }
+        }
         if !revisions.isEmpty {
             try publisher.send([WireMessage.turnsFrame(epoch: epoch, batch: durable.store.lastAppended)])
         }

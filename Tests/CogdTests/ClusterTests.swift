@@ -87,6 +87,55 @@ struct ClusterTests {
         #expect(try store.verify().isSound)
     }
 
+    @Test func `retries are still answered from dedup after many one-off requesters`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let context = try ZMQContext()
+        defer { context.close() }
+        let socket = try ZMQSocket(context, .dealer, linger: .zero)
+        defer { socket.close() }
+        try socket.connect(ports.requests)
+        // More one-off names than the leader keeps in memory (each like a `cogd call`).
+        let names = 10_050
+        let argument = try CBOREncoder().encode(["account": CBORValue.text("a"), "balance": .unsigned(1)])
+        func request(_ index: Int) -> [UInt8] {
+            WireMessage.op(OpRequest(request: RequestID(worker: "once-\(index)", sequence: 1), op: "ledger.open", argument: argument))
+                .encoded()
+        }
+        var replies: [String: OpReply.Outcome] = [:]
+        func receive(until count: Int) throws {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while replies.count < count, ContinuousClock.now < deadline {
+                guard try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0] else { continue }
+                while let frames = try socket.receive() {
+                    if case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1]) {
+                        replies[reply.request.worker] = reply.outcome
+                    }
+                }
+            }
+        }
+        for index in 0..<names {
+            try socket.send([request(index)])
+            if index % 500 == 499 { try receive(until: index + 1) }
+        }
+        try receive(until: names)
+        #expect(replies.count == names)
+        #expect(replies["once-0"] == .applied(revision: 1))
+        #expect(replies["once-1"] == .unchanged)
+        // Retries of the earliest requests, asked after the rest were committed.
+        replies = [:]
+        try socket.send([request(0)])
+        try socket.send([request(1)])
+        try receive(until: 2)
+        #expect(replies["once-0"] == .applied(revision: 1))
+        #expect(replies["once-1"] == .unchanged)
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(store.lastRevision == 1)
+    }
+
     @Test func `restarting the leader re-syncs the workers and loses no acknowledged turn`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
