@@ -54,6 +54,32 @@ struct TurnStoreTests {
         #expect(try store.verify().isSound)
     }
 
+    @Test func `a large group commit keeps each key's latest write, releases included`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        try store.append([try deposit("kept", 1), try deposit("dropped", 2), try deposit("back", 3)])
+        // Many turns in one transaction (the sorted state path), touching keys
+        // several times: the last write of each key in revision order wins.
+        var drafts: [TurnDraft] = []
+        for index in 0..<600 { drafts.append(try deposit("a\(index % 150)", index)) }
+        drafts.append(TurnDraft(name: "discard", writes: [TurnWrite(name: "ledger.balance", key: try cbor("dropped"), value: nil)]))
+        drafts.append(TurnDraft(name: "discard", writes: [TurnWrite(name: "ledger.balance", key: try cbor("back"), value: nil)]))
+        drafts.append(try deposit("back", 30))
+        drafts.append(TurnDraft(name: "two", writes: [
+            TurnWrite(name: "ledger.balance", key: try cbor("kept"), value: try cbor(4)),
+            TurnWrite(name: "ledger.balance", key: try cbor("kept"), value: try cbor(5)),
+        ]))
+        try store.append(drafts)
+        #expect(try store.value(name: "ledger.balance", key: try cbor("a0")) == (try cbor(450)))
+        #expect(try store.value(name: "ledger.balance", key: try cbor("a149")) == (try cbor(599)))
+        #expect(try store.value(name: "ledger.balance", key: try cbor("dropped")) == nil)
+        #expect(try store.value(name: "ledger.balance", key: try cbor("back")) == (try cbor(30)))
+        #expect(try store.value(name: "ledger.balance", key: try cbor("kept")) == (try cbor(5)))
+        #expect(try store.stateEntries().count == 152)
+        #expect(try store.verify().isSound)
+    }
+
     @Test func `the fast record encoding equals the generic deterministic encoding`() throws {
         let record = TurnRecord(
             revision: 77, epoch: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), name: "Trails.trailScreen.load()",

@@ -213,21 +213,29 @@ public final class TurnStore {
                 try batch.bytes.withUnsafeBytes { all in
                     try contents.withUnsafeBufferPointer { drafts in
                         try txn.withCursor(turnsDB) { turns in
-                            try txn.withCursor(stateDB) { state in
-                                var start = 0
-                                var stateKey = StateKeyBuffer()
-                                defer { stateKey.deallocate() }
-                                for index in drafts.indices {
-                                    let end = batch.ends[index]
-                                    try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
-                                        try turns.put(key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
-                                    }
-                                    start = end
-                                    // Writes are read in place (no copies of each write's arrays).
-                                    try drafts[index].writes.withUnsafeBufferPointer { writes in
-                                        for write in writes.indices {
-                                            try putState(writes.baseAddress! + write, in: txn, cursor: state, keyBuffer: &stateKey)
-                                        }
+                            var start = 0
+                            for index in drafts.indices {
+                                let end = batch.ends[index]
+                                try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
+                                    try turns.put(key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
+                                }
+                                start = end
+                            }
+                        }
+                        try txn.withCursor(stateDB) { state in
+                            if drafts.count >= StateBatch.sortThreshold {
+                                try StateBatch(drafts).forEachLatest { key, value in
+                                    if let value { try state.put(key: key, value: value) } else { try txn.delete(stateDB, key: key) }
+                                }
+                                return
+                            }
+                            var stateKey = StateKeyBuffer()
+                            defer { stateKey.deallocate() }
+                            for index in drafts.indices {
+                                // Writes are read in place (no copies of each write's arrays).
+                                try drafts[index].writes.withUnsafeBufferPointer { writes in
+                                    for write in writes.indices {
+                                        try putState(writes.baseAddress! + write, in: txn, cursor: state, keyBuffer: &stateKey)
                                     }
                                 }
                             }
@@ -581,4 +589,58 @@ struct StateKeyBuffer {
     }
 
     func deallocate() { storage.deallocate() }
+}
+
+/// A large group commit's state writes in key order, each key once (its
+/// latest write): puts in key order mostly land on the cursor's current leaf
+/// page, where LMDB skips the descent from the root. (`cogd bench log` at
+/// 1,000 turns per transaction: +13% turns/s; at 100 no difference beyond
+/// noise, so smaller commits put in write order.)
+struct StateBatch {
+    static let sortThreshold = 256
+    private var keys: [UInt8] = []
+    /// Per write: where its key starts and ends in `keys`, and its value.
+    private var entries: [(start: Int32, end: Int32, value: [UInt8]?)] = []
+
+    init(_ drafts: UnsafeBufferPointer<TurnDraft>) {
+        keys.reserveCapacity(drafts.count * 40)
+        entries.reserveCapacity(drafts.count)
+        for draft in drafts {
+            for write in draft.writes {
+                let start = Int32(keys.count)
+                keys.append(contentsOf: write.name.utf8)
+                keys.append(0)
+                if let key = write.key { keys.append(contentsOf: key) }
+                entries.append((start, Int32(keys.count), write.value))
+            }
+        }
+    }
+
+    /// Calls `body` with each key and its latest value (nil: released), in key order.
+    func forEachLatest(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) throws -> Void) rethrows {
+        try keys.withUnsafeBytes { all in
+            let base = all.baseAddress!
+            func compare(_ a: Int, _ b: Int) -> Int32 {
+                let (x, y) = (entries[a], entries[b])
+                let (xCount, yCount) = (Int(x.end - x.start), Int(y.end - y.start))
+                let order = memcmp(base + Int(x.start), base + Int(y.start), min(xCount, yCount))
+                return order != 0 ? order : Int32(xCount - yCount)
+            }
+            // Equal keys stay in write order, so the last of a run is the latest.
+            let order = entries.indices.sorted { a, b in
+                let c = compare(a, b)
+                return c != 0 ? c < 0 : a < b
+            }
+            for (position, index) in order.enumerated() {
+                if position + 1 < order.count, compare(index, order[position + 1]) == 0 { continue }
+                let entry = entries[index]
+                let key = UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.end - entry.start))
+                if let value = entry.value {
+                    try value.withUnsafeBytes { try body(key, $0) }
+                } else {
+                    try body(key, nil)
+                }
+            }
+        }
+    }
 }
