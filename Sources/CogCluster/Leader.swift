@@ -34,6 +34,8 @@ public final class Leader {
     struct WorkerState {
         var appliedRevision: UInt64
         var lastHeard: ContinuousClock.Instant
+        /// The routing identity of the process that holds the name.
+        var identity: [UInt8]
     }
 
     public let configuration: Configuration
@@ -74,7 +76,10 @@ public final class Leader {
         cogs = Cogs.durable(store: durable)
         context = try ZMQContext()
         router = try ZMQSocket(context, .router)
-        try router.setRouterMandatory(false)
+        // A send to a peer that is no longer connected fails (EHOSTUNREACH)
+        // instead of vanishing: how a hello learns whether the process that
+        // holds its worker name is still there.
+        try router.setRouterMandatory(true)
         try router.setMaximumMessageSize(Int64(WireMessage.maximumSize * 4))
         try router.bind(configuration.requestsEndpoint)
         publisher = try ZMQSocket(context, .publisher)
@@ -149,8 +154,18 @@ public final class Leader {
         }
         switch message {
         case .hello(let worker, let revision):
+            if let holder = workers[worker], holder.identity != identity {
+                guard !holdsName(holder, worker) else {
+                    refuse(identity, nameInUse(worker, holder))
+                    return
+                }
+                // The name's earlier process is gone (disconnected, or silent
+                // past the timeout): this one takes the name over, and what the
+                // earlier one held retires with it.
+                scopes.dropWorker(worker)
+            }
             goneWorkers.remove(worker)
-            workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
+            workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
             outgoing.append((identity, welcome(worker).encoded()))
         case .heartbeat(let worker, let revision):
             guard !goneWorkers.contains(worker) else {
@@ -161,7 +176,11 @@ public final class Leader {
                     message: "worker \(worker) was silent past the heartbeat timeout; its scope instances are retired — say hello again"))
                 return
             }
-            workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now)
+            if let holder = workers[worker], holder.identity != identity {
+                refuse(identity, nameInUse(worker, holder))
+                return
+            }
+            workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
             outgoing.append((identity, welcome(worker).encoded()))
         case .snapshotRequest:
             outgoing.append((identity, snapshot().encoded()))
@@ -169,10 +188,22 @@ public final class Leader {
             let records = (try? durable.store.records(from: from, limit: 10_000)) ?? []
             outgoing.append((identity, WireMessage.turns(epoch: epoch, records: records).encoded()))
         case .op(let request):
+            if let holder = workers[request.request.worker], holder.identity != identity {
+                // Not this process's name (any more): refused without a dedup
+                // entry, so the holder's own request with that id still runs.
+                errorCounts["name-in-use", default: 0] += 1
+                let reason = "name-in-use: \(nameInUse(request.request.worker, holder).message)"
+                outgoing.append((identity, OpReply(request: request.request, outcome: .rejected(reason: reason)).frame()))
+                return
+            }
             outgoing.append((identity, run(request)))
         case .statusRequest:
             outgoing.append((identity, WireMessage.status(status).encoded()))
         case .scopeRegister(let spec):
+            if let holder = workers[spec.worker], holder.identity != identity {
+                refuse(identity, nameInUse(spec.worker, holder))
+                return
+            }
             let computed = Cogs.hasSelector(named: spec.source)
             let current = computed ? evaluateSelector(spec.source, spec.key) : durable.currentValue(name: spec.source, key: spec.key)
             let instances = scopes.register(spec, currentValue: current, computed: computed)
@@ -186,6 +217,31 @@ public final class Leader {
         default:
             refuse(identity, WireError(code: "not-allowed", message: "`\(message.typeName)` is not a request the leader serves"))
         }
+    }
+
+    /// Whether the process holding `worker`'s name is still there: heard
+    /// within the heartbeat timeout and still connected.
+    private func holdsName(_ holder: WorkerState, _ worker: String) -> Bool {
+        guard ContinuousClock.now - holder.lastHeard < configuration.heartbeatTimeout else { return false }
+        // A welcome (committed revision only) is harmless to a live holder;
+        // the mandatory ROUTER refuses it if the holder has disconnected.
+        let probe = WireMessage.welcome(
+            epoch: epoch, lastRevision: durable.store.lastRevision, turnsEndpoint: boundTurnsEndpoint,
+            lastSequence: lastSequence(of: worker))
+        do {
+            _ = try router.send([holder.identity, probe.encoded()], wait: false)
+            return true
+        } catch {
+            return error.code != EHOSTUNREACH
+        }
+    }
+
+    private func nameInUse(_ worker: String, _ holder: WorkerState) -> WireError {
+        let silence = (ContinuousClock.now - holder.lastHeard).components
+        let heard = String(format: "%.1f", Double(silence.seconds) + Double(silence.attoseconds) / 1e18)
+        return WireError(
+            code: "name-in-use",
+            message: "another process is connected as worker \(worker) (heard \(heard) s ago); each worker needs its own --name")
     }
 
     /// The answer to `worker`'s hello or heartbeat. It carries the highest

@@ -72,6 +72,9 @@ public final class Worker: CogRemoteLink {
     private var waits: UInt64 = 0
     /// Rejoining after the leader answered `gone`, until its next welcome.
     private var rejoining = false
+    /// Why the leader refuses this process the worker name (another process
+    /// holds it), until a welcome: meanwhile it says hello every 250 ms.
+    public private(set) var displaced: WireError?
 
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
@@ -79,7 +82,10 @@ public final class Worker: CogRemoteLink {
         cogs = Cogs.replica()
         context = try ZMQContext()
         dealer = try ZMQSocket(context, .dealer)
-        try dealer.setIdentity(configuration.name)
+        // The name, then a suffix of this process's own: the leader (not
+        // ZeroMQ, which would refuse the connection silently) decides which
+        // process may speak as the name.
+        try dealer.setIdentity("\(configuration.name)/\(String(UInt32.random(in: 0...UInt32.max), radix: 16))")
         try dealer.setReconnect(initial: 100, maximum: 2_000)
         try dealer.connect(configuration.leaderEndpoint)
         cogs.remoteLink = self
@@ -188,9 +194,13 @@ public final class Worker: CogRemoteLink {
                 try receive(records)
             }
         }
-        if ContinuousClock.now - lastHeartbeat >= configuration.heartbeatInterval {
+        if ContinuousClock.now - lastHeartbeat >= (displaced == nil ? configuration.heartbeatInterval : .milliseconds(250)) {
             lastHeartbeat = .now
-            try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
+            if displaced == nil {
+                try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
+            } else {
+                try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
+            }
         }
         return worked
     }
@@ -199,6 +209,11 @@ public final class Worker: CogRemoteLink {
         switch message {
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
             rejoining = false
+            // Refused the name before, it now holds it: what it registered
+            // under the name retired with the holder it replaced.
+            let takesOver = displaced != nil && isSynced && self.epoch == epoch
+            displaced = nil
+            if takesOver { try registerScopesAnew() }
             // A worker restarted under the same name continues above the
             // requests its earlier run sent (the leader answers those from dedup).
             sequence = max(sequence, lastSequence)
@@ -260,19 +275,32 @@ public final class Worker: CogRemoteLink {
             adoptRegistrationReplies()
         case .error(let error):
             errors.append(error)
-            if error.code == "gone", !rejoining {
+            if error.code == "gone", !rejoining, displaced == nil {
                 // The leader gave this worker up (it was silent too long) and
                 // retired its instances: rejoin, and register the scopes anew.
                 rejoining = true
-                for scope in scopes.values { scope.forgetInstances() }
                 try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
-                pruneRetiredScopes()
-                for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
-                    try register(scope)
-                }
+                try registerScopesAnew()
+            } else if error.code == "name-in-use", displaced == nil {
+                // Another process holds the name (this one started second, or
+                // was replaced while frozen): its instances, if any, are gone;
+                // say hello until the name is free.
+                displaced = error
+                for scope in scopes.values { scope.forgetInstances() }
             }
         default:
             break
+        }
+    }
+
+    /// Forgets every scope child's instance and registers the selectors
+    /// again (the leader dropped them): open children get new instances, and
+    /// their requests wait for them.
+    private func registerScopesAnew() throws {
+        for scope in scopes.values { scope.forgetInstances() }
+        pruneRetiredScopes()
+        for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
+            try register(scope)
         }
     }
 
@@ -303,7 +331,7 @@ public final class Worker: CogRemoteLink {
             try send(.catchUpRequest(from: appliedRevision + 1))
         }
         // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
-        if ContinuousClock.now - lastHeartbeat >= .milliseconds(100) {
+        if displaced == nil, ContinuousClock.now - lastHeartbeat >= .milliseconds(100) {
             lastHeartbeat = .now
             try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
         }

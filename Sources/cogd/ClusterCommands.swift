@@ -116,8 +116,17 @@ enum ClusterCommands {
         fflush(nil)
         var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0
+        var reportedDisplaced = false
         do {
             try await worker.run(until: stopper.flag) {
+                if (worker.displaced != nil) != reportedDisplaced {
+                    reportedDisplaced = worker.displaced != nil
+                    if let refusal = worker.displaced {
+                        printError("cogd worker \(options.name): the leader refuses this name: \(refusal.message); retrying until it is free")
+                    } else {
+                        print("cogd worker \(options.name): the name is free; this process holds it now")
+                    }
+                }
                 if worker.isSynced && worker.syncedEpoch != reportedEpoch {
                     reportedEpoch = worker.syncedEpoch
                     reportedRevision = worker.appliedRevision

@@ -621,6 +621,74 @@ struct SilentWorkerTests {
         let greeting = try #require(try store.records(from: 1).last { $0.name == "LedgerGreeter.greeter.ledger.greet" })
         #expect(greeting.origin.instance.map { !before.contains(Int($0)) } == true, "stamped with an instance minted after the rejoin")
     }
+
+    @Test func `a second process under a worker's name waits, refused, until the first is gone`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let first = try ports.startWorker("w1")
+        defer { first.stop() }
+        let second = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger"])
+        defer { second.stop() }
+        let refusal = second.waitForLine { $0.contains("the leader refuses this name") }
+        #expect(refusal?.contains("another process is connected as worker w1") == true, "\(second.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "a", "balance": 1}"#).hasPrefix("applied revision 1"))
+        #expect(first.waitForLine { $0 == "cogd worker w1: applied 1" } != nil, "the first process keeps working")
+        #expect(!second.lines.contains { $0.contains("synced") })
+        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        #expect((object?["workers"] as? [[String: Any]])?.count == 1)
+        #expect(((object?["errors"] as? [String: Any])?["name-in-use"] as? Int ?? 0) >= 1)
+        // Nor may a tool speak for the name while a process holds it; the
+        // refusal leaves no dedup entry that could shadow the holder's own request.
+        let borrowed = try ports.call("ledger.open", #"{"account": "z", "balance": 1}"#, requestID: "w1#999")
+        #expect(borrowed.contains("rejected: name-in-use: another process is connected as worker w1"), "\(borrowed)")
+        #expect(try TurnStore(directory: folder.path, mode: .reader).dedupReply(for: RequestID(worker: "w1", sequence: 999)) == nil)
+
+        // The first stops: its connection closes, and the second takes the name.
+        first.stop()
+        #expect(second.waitForLine { $0 == "cogd worker w1: the name is free; this process holds it now" } != nil)
+        #expect(second.waitForLine { $0.hasPrefix("cogd worker w1: synced at revision 1") } != nil)
+        #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 2}"#).hasPrefix("applied revision 2"))
+        #expect(second.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
+    }
+
+    @Test func `a frozen worker replaced under its name is refused when it thaws`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 1)
+        defer { leader.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
+        let old = try ports.startWorker("w1", rig: "ledger-greeter")
+        defer {
+            old.resume()
+            old.stop()
+        }
+        #expect(old.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "the first process greeted alice")
+        old.pause()
+        // A replacement under the same name: refused while the frozen one may
+        // still be heard from, then it holds the name and greets alice again.
+        let replacement = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger-greeter"])
+        defer { replacement.stop() }
+        #expect(replacement.waitForLine { $0.hasPrefix("cogd worker w1: synced at revision") } != nil)
+        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 3" } != nil)
+
+        // Thawed, the old process is refused the name, and its children send nothing.
+        old.resume()
+        let refusal = old.waitForLine { $0.contains("the leader refuses this name") }
+        #expect(refusal?.contains("another process is connected as worker w1") == true, "\(old.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied revision 4"))
+        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "the holder greeted bob")
+        #expect(old.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "the refused process still replicates")
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        let encoder = CBOREncoder()
+        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("alice")) == (try encoder.encode(2)))
+        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("bob")) == (try encoder.encode(1)))
+        #expect(try ports.openScopeInstances().count == 2, "the holder's two greeter children")
+    }
 }
 
 @Suite("TrailsRig across processes", .serialized, .timeLimit(.minutes(2)))
