@@ -59,6 +59,13 @@ public final class Leader {
     static let answeredCacheLimit = 10_000
     private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
+    /// Replies to applied requests not yet in the `dedup` table: each one's
+    /// record (its `origin.request` and revision) holds it durably, so they
+    /// are stored together, every `indexInterval` of them, in one batch's
+    /// commit (which moves `dedup-through`) — a commit then dirties no dedup
+    /// pages. Rebuilt from the records when the leader opens.
+    private var unindexed: [RequestID: [UInt8]] = [:]
+    static let indexInterval = 1_024
     /// Error replies sent, by code (`cogd status`).
     public private(set) var errorCounts: [String: UInt64] = [:]
     /// The bound endpoints (wildcard ports resolved).
@@ -87,10 +94,30 @@ public final class Leader {
         try publisher.bind(configuration.turnsEndpoint)
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
+        // Applied requests above `dedup-through` (committed before a crash or
+        // a kill, not yet indexed): their replies, from their records.
+        let tail = try store.records(from: store.dedupThrough + 1)
+        for record in tail {
+            guard let request = record.origin.request else { continue }
+            unindexed[request] = OpReply(request: request, outcome: .applied(revision: record.revision)).frame()
+        }
     }
 
-    /// Closes sockets, the context and the store.
+    /// Rows in the dedup table's key order (worker, then sequence), so the
+    /// puts walk its pages in order.
+    private static func inKeyOrder(_ replies: [RequestID: [UInt8]]) -> [(RequestID, [UInt8])] {
+        replies.sorted { a, b in
+            guard a.key.worker == b.key.worker else { return a.key.worker.utf8.lexicographicallyPrecedes(b.key.worker.utf8) }
+            return a.key.sequence < b.key.sequence
+        }.map { ($0.key, $0.value) }
+    }
+
+    /// Closes sockets, the context and the store (indexing what is not yet).
     public func close() {
+        if !unindexed.isEmpty {
+            _ = try? durable.flush(replies: Leader.inKeyOrder(unindexed), indexed: true)
+            unindexed = [:]
+        }
         router.close()
         publisher.close()
         context.close()
@@ -122,7 +149,10 @@ public final class Leader {
             handle(identity: frames[0], frame: frames[1])
         }
         guard taken > 0 || !outgoing.isEmpty else { return }
-        let revisions = try durable.flush(replies: dedupRows)
+        let indexing = unindexed.count >= Leader.indexInterval
+        if indexing { dedupRows += Leader.inKeyOrder(unindexed) }
+        let revisions = try durable.flush(replies: dedupRows, indexed: indexing)
+        if indexing { unindexed = [:] }
         dedupRows = []
         batchReplies = [:]
         if highestAnswered.count > Leader.answeredCacheLimit {
@@ -257,7 +287,8 @@ public final class Leader {
     /// The highest request sequence answered for `worker`: this run's, else the dedup table's.
     private func lastSequence(of worker: String) -> UInt64 {
         if let highest = highestAnswered[worker] { return highest }
-        let stored = (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        var stored = (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        for request in unindexed.keys where request.worker == worker { stored = max(stored, request.sequence) }
         highestAnswered[worker] = stored
         return stored
     }
@@ -278,7 +309,7 @@ public final class Leader {
         if request.request.sequence <= highest {
             // A retry: answered in this batch, or stored. (Neither: a request
             // sent late, after its scope child's instance became known.)
-            if let answered = batchReplies[request.request] { return answered }
+            if let answered = batchReplies[request.request] ?? unindexed[request.request] { return answered }
             if let stored = try? durable.store.dedupReply(for: request.request) { return stored }
         }
         highestAnswered[worker] = max(highest, request.request.sequence)
@@ -318,7 +349,11 @@ public final class Leader {
         }
         let frame = reply.frame()
         batchReplies[request.request] = frame
-        dedupRows.append((request.request, frame))
+        if case .applied = reply.outcome {
+            unindexed[request.request] = frame
+        } else {
+            dedupRows.append((request.request, frame))
+        }
         return frame
     }
 

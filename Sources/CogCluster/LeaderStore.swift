@@ -49,10 +49,13 @@ final class LeaderStore: CogDurableStore {
     /// The revision the next buffered turn will get.
     var nextRevision: UInt64 { store.lastRevision + UInt64(pending.count) + 1 }
 
-    /// Commits every buffered turn and the batch's replies in one transaction.
-    func flush(replies: [(RequestID, [UInt8])]) throws -> Range<UInt64> {
+    /// Commits every buffered turn and the batch's replies in one
+    /// transaction; `indexed` says the replies include every applied
+    /// request's up to the last revision (it moves `dedup-through` there).
+    func flush(replies: [(RequestID, [UInt8])], indexed: Bool = false) throws -> Range<UInt64> {
         let drafts = pending
         pending = []
-        return try store.append(drafts, replies: replies)
+        let last = store.lastRevision + UInt64(drafts.count)
+        return try store.append(drafts, replies: replies, dedupThrough: indexed ? last : nil)
     }
 }

@@ -87,6 +87,68 @@ struct ClusterTests {
         #expect(try store.verify().isSound)
     }
 
+    @Test func `retries are answered after a kill whether their replies were indexed or only in their records`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let count = 1_300
+        func open(_ sequence: Int) throws -> [UInt8] {
+            let argument = try CBOREncoder().encode(["account": CBORValue.text("a\(sequence)"), "balance": .unsigned(1)])
+            return WireMessage.op(OpRequest(request: RequestID(worker: "bulk", sequence: UInt64(sequence)), op: "ledger.open", argument: argument))
+                .encoded()
+        }
+        let context = try ZMQContext()
+        defer { context.close() }
+        func exchange(_ frames: [[UInt8]]) throws -> [UInt64: OpReply.Outcome] {
+            let socket = try ZMQSocket(context, .dealer, linger: .zero)
+            defer { socket.close() }
+            try socket.connect(ports.requests)
+            var replies: [UInt64: OpReply.Outcome] = [:]
+            for (index, frame) in frames.enumerated() {
+                try socket.send([frame])
+                guard index % 200 == 199 || index == frames.count - 1 else { continue }
+                let deadline = ContinuousClock.now + .seconds(30)
+                while replies.count <= index, ContinuousClock.now < deadline {
+                    guard try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0] else { continue }
+                    while let reply = try socket.receive() {
+                        if case .reply(let answer)? = try? WireMessage.decode(reply[reply.count - 1]) {
+                            replies[answer.request.sequence] = answer.outcome
+                        }
+                    }
+                }
+            }
+            return replies
+        }
+        do {
+            let leader = try ports.startLeader(data: folder.path)
+            defer { leader.stop() }
+            let replies = try exchange(try (1...count).map(open))
+            #expect(replies.count == count)
+            #expect(replies[1] == .applied(revision: 1))
+            #expect(replies[UInt64(count)] == .applied(revision: UInt64(count)))
+            leader.killHard()
+        }
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        // Indexed in batches of 1,024: the first batch's replies are in `dedup`,
+        // the rest only in their records when the leader was killed.
+        #expect(store.dedupThrough >= 1_024 && store.dedupThrough < UInt64(count), "dedup-through \(store.dedupThrough)")
+        #expect(try store.dedupReply(for: RequestID(worker: "bulk", sequence: 3)) != nil)
+        #expect(try store.dedupReply(for: RequestID(worker: "bulk", sequence: UInt64(count))) == nil)
+        let restarted = try ports.startLeader(data: folder.path)
+        defer { restarted.stop() }
+        let retries = try exchange([try open(3), try open(count)])
+        #expect(retries[3] == .applied(revision: 3))
+        #expect(retries[UInt64(count)] == .applied(revision: UInt64(count)))
+        let welcome = try ClusterCommands.request(.hello(worker: "bulk", lastRevision: 0), leader: ports.requests, timeout: .seconds(10))
+        if case .welcome(_, _, _, let lastSequence)? = welcome {
+            #expect(lastSequence == UInt64(count))
+        } else {
+            Issue.record("no welcome: \(String(describing: welcome))")
+        }
+        store.close()
+        #expect(try TurnStore(directory: folder.path, mode: .reader).lastRevision == UInt64(count), "nothing applied twice")
+    }
+
     @Test func `retries are still answered from dedup after many one-off requesters`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

@@ -10,7 +10,8 @@ internal import CLMDB
 /// Databases (see `protocol/turnlog.md`): `turns` (revision → record),
 /// `state` (durable name and key → latest value, updated in the same
 /// transaction as the turn, so opening needs no replay), `dedup` (request id
-/// → reply) and `meta` (schema version, epoch, last revision).
+/// → reply; applied requests indexed in bulk up to `dedupThrough`) and `meta`
+/// (schema version, epoch, last revision, dedup-through).
 ///
 /// ```swift
 /// let store = try TurnStore(directory: "data", mode: .writer, createIfMissing: true)
@@ -29,7 +30,7 @@ public final class TurnStore {
     }
 
     /// The layout version this build writes.
-    public static let schemaVersion: UInt64 = 1
+    public static let schemaVersion: UInt64 = 2
 
     public let directory: String
     public let mode: Mode
@@ -44,6 +45,10 @@ public final class TurnStore {
     public private(set) var epoch: UInt64 = 0
     /// The newest committed revision (0 for an empty log). A reader refreshes it on each read.
     public private(set) var lastRevision: UInt64 = 0
+    /// Every request applied up to this revision has its reply in `dedup`;
+    /// above it, a writer's replies may still be only in its records
+    /// (`origin.request`), from which it rebuilds them when it opens.
+    public private(set) var dedupThrough: UInt64 = 0
     /// The encoded records of the last append, in order (the leader publishes
     /// these bytes instead of encoding each record again).
     public private(set) var lastAppended = EncodedTurnBatch.empty
@@ -123,6 +128,7 @@ public final class TurnStore {
         static let schema = Array("schema".utf8)
         static let epoch = Array("epoch".utf8)
         static let lastRevision = Array("last-revision".utf8)
+        static let dedupThrough = Array("dedup-through".utf8)
     }
 
     private func openMeta() throws(TurnStoreError) {
@@ -137,8 +143,11 @@ public final class TurnStore {
                     }
                     epoch = (try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0) + 1
                     lastRevision = try txn.get(metaDB, MetaKey.lastRevision).map(TurnStore.number) ?? 0
+                    // Schema 1 (and a new folder) stored every reply: indexed throughout.
+                    dedupThrough = try txn.get(metaDB, MetaKey.dedupThrough).map(TurnStore.number) ?? lastRevision
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
                     try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
+                    try txn.put(metaDB, MetaKey.dedupThrough, TurnStore.bytes(dedupThrough))
                 }
             } else {
                 try environment.read { (txn: Transaction) in
@@ -157,6 +166,7 @@ public final class TurnStore {
     private func refreshMeta(_ txn: Transaction) throws {
         epoch = try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0
         lastRevision = try txn.get(metaDB, MetaKey.lastRevision).map(TurnStore.number) ?? 0
+        dedupThrough = try txn.get(metaDB, MetaKey.dedupThrough).map(TurnStore.number) ?? lastRevision
     }
 
     // MARK: Appending
@@ -171,17 +181,24 @@ public final class TurnStore {
 
     /// Commits `drafts` as the next revisions, stamped with this epoch and
     /// `time`, and `replies` as dedup entries, in one durable transaction;
-    /// returns the revisions the drafts got.
+    /// returns the revisions the drafts got. `dedupThrough` (at most the
+    /// last revision after this commit) moves `meta.dedup-through`: the
+    /// caller has stored, by then, the reply of every request applied up to it.
     @discardableResult
-    public func append(_ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], at time: Date = Date()) throws(TurnStoreError)
-        -> Range<UInt64>
-    {
+    public func append(
+        _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], dedupThrough: UInt64? = nil, at time: Date = Date()
+    ) throws(TurnStoreError) -> Range<UInt64> {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
         let first = lastRevision + 1
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
-        try commit(drafts, batch, firstRevision: first, replies: replies)
+        if let dedupThrough, dedupThrough >= first + UInt64(drafts.count) {
+            throw TurnStoreError(
+                code: .outOfOrder,
+                message: "dedup-through \(dedupThrough) is beyond the last revision \(first + UInt64(drafts.count) - 1)")
+        }
+        try commit(drafts, batch, firstRevision: first, replies: replies, dedupThrough: dedupThrough)
         return first..<(first + UInt64(drafts.count))
     }
 
@@ -204,9 +221,10 @@ public final class TurnStore {
     /// value in the state table, the last revision and the dedup replies, all
     /// in one durable transaction.
     private func commit(
-        _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])]
+        _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])],
+        dedupThrough: UInt64? = nil
     ) throws(TurnStoreError) {
-        guard !contents.isEmpty || !replies.isEmpty else { return }
+        guard !contents.isEmpty || !replies.isEmpty || dedupThrough != nil else { return }
         let last = firstRevision + UInt64(contents.count) - 1
         try run { () throws in
             try environment.write { (txn: Transaction) in
@@ -244,8 +262,10 @@ public final class TurnStore {
                 }
                 if !contents.isEmpty { try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(last)) }
                 for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
+                if let dedupThrough { try txn.put(metaDB, MetaKey.dedupThrough, TurnStore.bytes(dedupThrough)) }
             }
         }
+        if let dedupThrough { self.dedupThrough = dedupThrough }
         if !contents.isEmpty { lastRevision = last }
         lastAppended = batch
     }
@@ -401,6 +421,12 @@ public final class TurnStore {
     var turnsHandle: MDB_dbi { turnsDB }
     var stateHandle: MDB_dbi { stateDB }
     var metaHandle: MDB_dbi { metaDB }
+
+    /// Reads one raw entry (tests).
+    func rawRead(database: String, key: [UInt8]) throws(TurnStoreError) -> [UInt8]? {
+        let dbi = ["turns": turnsDB, "state": stateDB, "dedup": dedupDB, "meta": metaDB][database]!
+        return try run { () throws in try environment.read { (txn: Transaction) in try txn.get(dbi, key) } }
+    }
 
     /// Writes or deletes one raw entry, bypassing every rule (tests of verify).
     func rawWrite(database: String, key: [UInt8], value: [UInt8]?) throws(TurnStoreError) {

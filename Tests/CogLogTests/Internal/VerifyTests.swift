@@ -42,6 +42,45 @@ struct VerifyTests {
         #expect(try store.verify().problem == "state holds ghost, which no turn in the log wrote")
     }
 
+    @Test func `a schema 1 folder opens as schema 2 with every reply indexed`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        do {
+            // What schema 1 left: no dedup-through (it stored every reply at once).
+            let store = try storeWithThreeTurns(folder)
+            try store.rawWrite(database: "meta", key: Array("schema".utf8), value: TurnStore.bytes(1))
+            try store.rawWrite(database: "meta", key: Array("dedup-through".utf8), value: nil)
+        }
+        do {
+            let reader = try TurnStore(directory: folder.path, mode: .reader)
+            #expect(reader.dedupThrough == 3)
+        }
+        let store = try TurnStore(directory: folder.path, mode: .writer)
+        #expect(store.dedupThrough == 3)
+        #expect(try store.rawRead(database: "meta", key: Array("schema".utf8)) == TurnStore.bytes(2))
+        #expect(try store.rawRead(database: "meta", key: Array("dedup-through".utf8)) == TurnStore.bytes(3))
+    }
+
+    @Test func `dedup-through moves only when asked, and never past the last revision`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try storeWithThreeTurns(folder)
+        #expect(store.dedupThrough == 0)
+        let draft = TurnDraft(name: "deposit()", writes: [TurnWrite(name: "ledger", key: try cbor("a"), value: try cbor(9))])
+        try store.append([draft], replies: [(RequestID(worker: "w", sequence: 1), [0xa0])], dedupThrough: 4)
+        #expect(store.dedupThrough == 4)
+        do {
+            try store.append([draft], replies: [], dedupThrough: 6)
+            Issue.record("dedup-through beyond the last revision was accepted")
+        } catch {
+            #expect(error.message == "dedup-through 6 is beyond the last revision 5")
+        }
+        #expect(store.lastRevision == 4)
+        let reopened = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(reopened.dedupThrough == 4)
+        #expect(try reopened.dedupReply(for: RequestID(worker: "w", sequence: 1)) == [0xa0])
+    }
+
     @Test func `a folder written by a newer schema is refused`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
@@ -54,7 +93,7 @@ struct VerifyTests {
             Issue.record("opened a newer schema")
         } catch {
             #expect(error.code == .newerSchema)
-            #expect(error.message.contains("has schema version 99; this cogd reads up to 1"))
+            #expect(error.message.contains("has schema version 99; this cogd reads up to 2"))
         }
     }
 }
