@@ -127,6 +127,7 @@ public final class TurnStore {
     private enum MetaKey {
         static let schema = Array("schema".utf8)
         static let epoch = Array("epoch".utf8)
+        /// Schema 1 only (removed when such a folder is opened for writing).
         static let lastRevision = Array("last-revision".utf8)
         static let dedupThrough = Array("dedup-through".utf8)
     }
@@ -142,12 +143,14 @@ public final class TurnStore {
                             message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
                     }
                     epoch = (try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0) + 1
-                    lastRevision = try txn.get(metaDB, MetaKey.lastRevision).map(TurnStore.number) ?? 0
+                    lastRevision = try lastLoggedRevision(txn)
                     // Schema 1 (and a new folder) stored every reply: indexed throughout.
                     dedupThrough = try txn.get(metaDB, MetaKey.dedupThrough).map(TurnStore.number) ?? lastRevision
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
                     try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
                     try txn.put(metaDB, MetaKey.dedupThrough, TurnStore.bytes(dedupThrough))
+                    // Schema 1 kept the last revision in meta too; the log's last key is it.
+                    _ = try txn.delete(metaDB, MetaKey.lastRevision)
                 }
             } else {
                 try environment.read { (txn: Transaction) in
@@ -165,8 +168,13 @@ public final class TurnStore {
 
     private func refreshMeta(_ txn: Transaction) throws {
         epoch = try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0
-        lastRevision = try txn.get(metaDB, MetaKey.lastRevision).map(TurnStore.number) ?? 0
+        lastRevision = try lastLoggedRevision(txn)
         dedupThrough = try txn.get(metaDB, MetaKey.dedupThrough).map(TurnStore.number) ?? lastRevision
+    }
+
+    /// The last key of `turns` (0 for an empty log).
+    private func lastLoggedRevision(_ txn: Transaction) throws -> UInt64 {
+        try txn.last(turnsDB).map { TurnStore.number($0.key) } ?? 0
     }
 
     // MARK: Appending
@@ -260,7 +268,6 @@ public final class TurnStore {
                         }
                     }
                 }
-                if !contents.isEmpty { try txn.put(metaDB, MetaKey.lastRevision, TurnStore.bytes(last)) }
                 for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
                 if let dedupThrough { try txn.put(metaDB, MetaKey.dedupThrough, TurnStore.bytes(dedupThrough)) }
             }
@@ -536,7 +543,7 @@ extension TurnStore {
     public func verify() throws(TurnStoreError) -> VerifyReport {
         // One read transaction: a consistent snapshot, even beside a writer.
         try runRead { txn in
-            let lastRevision = try txn.get(self.metaHandle, Array("last-revision".utf8)).map(TurnStore.number) ?? 0
+            let dedupThrough = try txn.get(self.metaHandle, Array("dedup-through".utf8)).map(TurnStore.number) ?? 0
             var replay: [[UInt8]: [UInt8]] = [:]
             var expected: UInt64 = 1
             var problem: String?
@@ -565,8 +572,9 @@ extension TurnStore {
                 expected += 1
                 return true
             }
-            if problem == nil && expected - 1 != lastRevision {
-                problem = "meta says the last revision is \(lastRevision) but the log ends at \(expected - 1)"
+            let lastRevision = expected - 1
+            if problem == nil && dedupThrough > lastRevision {
+                problem = "meta says replies are indexed through revision \(dedupThrough) but the log ends at \(lastRevision)"
             }
             var stored: [[UInt8]: [UInt8]] = [:]
             try txn.scan(self.stateHandle, from: nil) { key, value in

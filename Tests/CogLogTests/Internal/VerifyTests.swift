@@ -50,6 +50,7 @@ struct VerifyTests {
             let store = try storeWithThreeTurns(folder)
             try store.rawWrite(database: "meta", key: Array("schema".utf8), value: TurnStore.bytes(1))
             try store.rawWrite(database: "meta", key: Array("dedup-through".utf8), value: nil)
+            try store.rawWrite(database: "meta", key: Array("last-revision".utf8), value: TurnStore.bytes(3))
         }
         do {
             let reader = try TurnStore(directory: folder.path, mode: .reader)
@@ -59,6 +60,8 @@ struct VerifyTests {
         #expect(store.dedupThrough == 3)
         #expect(try store.rawRead(database: "meta", key: Array("schema".utf8)) == TurnStore.bytes(2))
         #expect(try store.rawRead(database: "meta", key: Array("dedup-through".utf8)) == TurnStore.bytes(3))
+        #expect(try store.rawRead(database: "meta", key: Array("last-revision".utf8)) == nil, "the log's last key is the last revision")
+        #expect(store.lastRevision == 3)
     }
 
     @Test func `dedup-through moves only when asked, and never past the last revision`() throws {
@@ -79,6 +82,15 @@ struct VerifyTests {
         let reopened = try TurnStore(directory: folder.path, mode: .reader)
         #expect(reopened.dedupThrough == 4)
         #expect(try reopened.dedupReply(for: RequestID(worker: "w", sequence: 1)) == [0xa0])
+    }
+
+    @Test func `indexed replies beyond the log are a problem verify names`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try storeWithThreeTurns(folder)
+        #expect(try store.verify().isSound)
+        try store.rawWrite(database: "meta", key: Array("dedup-through".utf8), value: TurnStore.bytes(5))
+        #expect(try store.verify().problem == "meta says replies are indexed through revision 5 but the log ends at 3")
     }
 
     @Test func `a folder written by a newer schema is refused`() throws {
