@@ -95,11 +95,15 @@ public final class Leader {
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
         // Applied requests above `dedup-through` (committed before a crash or
-        // a kill, not yet indexed): their replies, from their records.
-        let tail = try store.records(from: store.dedupThrough + 1)
-        for record in tail {
-            guard let request = record.origin.request else { continue }
-            unindexed[request] = OpReply(request: request, outcome: .applied(revision: record.revision)).frame()
+        // a kill, not yet indexed): their replies, rebuilt from their records
+        // and indexed now, so the next open scans only what this run adds.
+        if store.dedupThrough < store.lastRevision {
+            var rebuilt: [RequestID: [UInt8]] = [:]
+            for record in try store.records(from: store.dedupThrough + 1) {
+                guard let request = record.origin.request else { continue }
+                rebuilt[request] = OpReply(request: request, outcome: .applied(revision: record.revision)).frame()
+            }
+            try durable.flush(replies: Leader.inKeyOrder(rebuilt), indexed: true)
         }
     }
 
@@ -156,8 +160,9 @@ public final class Leader {
         dedupRows = []
         batchReplies = [:]
         if highestAnswered.count > Leader.answeredCacheLimit {
-            // A cache of the dedup table, which now holds every reply: one-off
-            // names (each `cogd call`) would otherwise pile up in it forever.
+            // A cache of what `lastSequence(of:)` reads from the dedup table
+            // and the unindexed replies: one-off names (each `cogd call`)
+            // would otherwise pile up in it forever.
             highestAnswered = highestAnswered.filter { workers[$0.key] != nil }
         }
         if !revisions.isEmpty {

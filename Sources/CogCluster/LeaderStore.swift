@@ -52,6 +52,7 @@ final class LeaderStore: CogDurableStore {
     /// Commits every buffered turn and the batch's replies in one
     /// transaction; `indexed` says the replies include every applied
     /// request's up to the last revision (it moves `dedup-through` there).
+    @discardableResult
     func flush(replies: [(RequestID, [UInt8])], indexed: Bool = false) throws -> Range<UInt64> {
         let drafts = pending
         pending = []

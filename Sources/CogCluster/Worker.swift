@@ -44,6 +44,9 @@ public final class Worker: CogRemoteLink {
     public private(set) var isSynced = false
     /// The epoch of the last snapshot applied.
     public private(set) var syncedEpoch: UInt64?
+    /// The revision of the last snapshot applied (what "synced at" reports;
+    /// the replica may have applied more since, in the same pass).
+    public private(set) var syncedRevision: UInt64 = 0
     /// Replies received, by request (newest last in `replyOrder`).
     public private(set) var replies: [RequestID: OpReply] = [:]
     /// Error messages the leader sent this worker.
@@ -248,6 +251,7 @@ public final class Worker: CogRemoteLink {
                 codec: replicaCodec)
             appliedRevision = revision
             syncedEpoch = epoch
+            syncedRevision = revision
             pendingReplies = []
             let held = buffered.values.sorted { $0.revision < $1.revision }
             buffered = [:]

@@ -128,9 +128,10 @@ enum ClusterCommands {
                     }
                 }
                 if worker.isSynced && worker.syncedEpoch != reportedEpoch {
+                    // The snapshot's revision: turns applied after it in the same pass are reported next.
                     reportedEpoch = worker.syncedEpoch
-                    reportedRevision = worker.appliedRevision
-                    print("cogd worker \(options.name): synced at revision \(worker.appliedRevision), epoch \(worker.syncedEpoch ?? 0)")
+                    reportedRevision = worker.syncedRevision
+                    print("cogd worker \(options.name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)")
                 }
                 if worker.appliedRevision != reportedRevision && reportedEpoch != nil {
                     reportedRevision = worker.appliedRevision

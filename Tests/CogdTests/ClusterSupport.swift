@@ -39,7 +39,9 @@ final class CogdProcess {
     /// Waits until a line satisfying `predicate` appears; returns it.
     @discardableResult
     func waitForLine(timeout: Duration = .seconds(20), _ predicate: (String) -> Bool) -> String? {
-        if let line = lines.first(where: predicate) { return line }
+        // Lines read earlier, then whole lines an earlier call left in the
+        // buffer (it returns at its match), then what the child writes next.
+        if let line = lines.first(where: predicate) ?? takeLines(matching: predicate) { return line }
         let deadline = ContinuousClock.now + timeout
         let handle = output.fileHandleForReading
         let descriptor = handle.fileDescriptor
@@ -49,12 +51,18 @@ final class CogdProcess {
             let chunk = handle.availableData
             if chunk.isEmpty { return nil }
             buffer.append(chunk)
-            while let newline = buffer.firstIndex(of: 0x0a) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                lines.append(line)
-                if predicate(line) { return line }
-            }
+            if let line = takeLines(matching: predicate) { return line }
+        }
+        return nil
+    }
+
+    /// Moves whole lines from the buffer to `lines` until one matches.
+    private func takeLines(matching predicate: (String) -> Bool) -> String? {
+        while let newline = buffer.firstIndex(of: 0x0a) {
+            let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+            buffer.removeSubrange(buffer.startIndex...newline)
+            lines.append(line)
+            if predicate(line) { return line }
         }
         return nil
     }

@@ -136,6 +136,10 @@ struct ClusterTests {
         #expect(try store.dedupReply(for: RequestID(worker: "bulk", sequence: UInt64(count))) == nil)
         let restarted = try ports.startLeader(data: folder.path)
         defer { restarted.stop() }
+        // Opening, the leader rebuilt the missing replies from the records and indexed them.
+        let reopened = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(reopened.dedupThrough == UInt64(count))
+        #expect(try reopened.dedupReply(for: RequestID(worker: "bulk", sequence: UInt64(count))) != nil)
         let retries = try exchange([try open(3), try open(count)])
         #expect(retries[3] == .applied(revision: 3))
         #expect(retries[UInt64(count)] == .applied(revision: UInt64(count)))
@@ -533,7 +537,7 @@ struct ScopeStampingTests {
         // request's old reply, never running.
         let again = try ports.startWorker("w1", rig: "ledger-greeter")
         defer { again.stop() }
-        #expect(again.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "both greetings were applied")
+        #expect(again.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "both greetings were applied: \(again.lines)")
         let store = try TurnStore(directory: folder.path, mode: .reader)
         let greetings = try store.records(from: 1).filter { $0.name == "LedgerGreeter.greeter.ledger.greet" }
         // Each child sends a greeting, then a transfer: the first run used 1
@@ -712,7 +716,7 @@ struct SilentWorkerTests {
         // The first stops: its connection closes, and the second takes the name.
         first.stop()
         #expect(second.waitForLine { $0 == "cogd worker w1: the name is free; this process holds it now" } != nil)
-        #expect(second.waitForLine { $0.hasPrefix("cogd worker w1: synced at revision 1") } != nil)
+        #expect(second.waitForLine { $0.hasPrefix("cogd worker w1: synced at revision 1") } != nil, "\(second.lines)")
         #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 2}"#).hasPrefix("applied revision 2"))
         #expect(second.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
     }
