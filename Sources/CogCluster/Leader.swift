@@ -62,8 +62,9 @@ public final class Leader {
     /// Replies to applied requests not yet in the `dedup` table: each one's
     /// record (its `origin.request` and revision) holds it durably, so they
     /// are stored together, every `indexInterval` of them, in one batch's
-    /// commit (which moves `dedup-through`) — a commit then dirties no dedup
-    /// pages. Rebuilt from the records when the leader opens.
+    /// commit — a commit then dirties no dedup pages. The first commit that
+    /// leaves one out marks `unindexed-from`; a leader opening a folder so
+    /// marked rebuilds them from the records.
     private var unindexed: [RequestID: [UInt8]] = [:]
     static let indexInterval = 1_024
     /// Error replies sent, by code (`cogd status`).
@@ -94,16 +95,20 @@ public final class Leader {
         try publisher.bind(configuration.turnsEndpoint)
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
-        // Applied requests above `dedup-through` (committed before a crash or
-        // a kill, not yet indexed): their replies, rebuilt from their records
-        // and indexed now, so the next open scans only what this run adds.
-        if store.dedupThrough < store.lastRevision {
+        // Applied requests a crash or a kill left unindexed: their replies,
+        // rebuilt from their records and indexed now.
+        if var next = store.unindexedFrom {
             var rebuilt: [RequestID: [UInt8]] = [:]
-            for record in try store.records(from: store.dedupThrough + 1) {
-                guard let request = record.origin.request else { continue }
-                rebuilt[request] = OpReply(request: request, outcome: .applied(revision: record.revision)).frame()
+            while next <= store.lastRevision {
+                let records = try store.records(from: next, limit: 10_000)
+                guard let last = records.last else { break }
+                for record in records {
+                    guard let request = record.origin.request else { continue }
+                    rebuilt[request] = OpReply(request: request, outcome: .applied(revision: record.revision)).frame()
+                }
+                next = last.revision + 1
             }
-            try durable.flush(replies: Leader.inKeyOrder(rebuilt), indexed: true)
+            try durable.flush(replies: Leader.inKeyOrder(rebuilt), index: .indexed)
         }
     }
 
@@ -119,7 +124,7 @@ public final class Leader {
     /// Closes sockets, the context and the store (indexing what is not yet).
     public func close() {
         if !unindexed.isEmpty {
-            _ = try? durable.flush(replies: Leader.inKeyOrder(unindexed), indexed: true)
+            _ = try? durable.flush(replies: Leader.inKeyOrder(unindexed), index: .indexed)
             unindexed = [:]
         }
         router.close()
@@ -153,10 +158,16 @@ public final class Leader {
             handle(identity: frames[0], frame: frames[1])
         }
         guard taken > 0 || !outgoing.isEmpty else { return }
-        let indexing = unindexed.count >= Leader.indexInterval
-        if indexing { dedupRows += Leader.inKeyOrder(unindexed) }
-        let revisions = try durable.flush(replies: dedupRows, indexed: indexing)
-        if indexing { unindexed = [:] }
+        var index: DedupIndexChange?
+        if unindexed.count >= Leader.indexInterval {
+            dedupRows += Leader.inKeyOrder(unindexed)
+            index = .indexed
+        } else if !unindexed.isEmpty, durable.store.unindexedFrom == nil {
+            // The first replies left out since the last indexing are this batch's.
+            index = .unindexedFrom(durable.store.lastRevision + 1)
+        }
+        let revisions = try durable.flush(replies: dedupRows, index: index)
+        if index == .indexed { unindexed = [:] }
         dedupRows = []
         batchReplies = [:]
         if highestAnswered.count > Leader.answeredCacheLimit {

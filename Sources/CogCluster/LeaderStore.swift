@@ -50,13 +50,11 @@ final class LeaderStore: CogDurableStore {
     var nextRevision: UInt64 { store.lastRevision + UInt64(pending.count) + 1 }
 
     /// Commits every buffered turn and the batch's replies in one
-    /// transaction; `indexed` says the replies include every applied
-    /// request's up to the last revision (it moves `dedup-through` there).
+    /// transaction, with what changes about the dedup index.
     @discardableResult
-    func flush(replies: [(RequestID, [UInt8])], indexed: Bool = false) throws -> Range<UInt64> {
+    func flush(replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil) throws -> Range<UInt64> {
         let drafts = pending
         pending = []
-        let last = store.lastRevision + UInt64(drafts.count)
-        return try store.append(drafts, replies: replies, dedupThrough: indexed ? last : nil)
+        return try store.append(drafts, replies: replies, index: index)
     }
 }

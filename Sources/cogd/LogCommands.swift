@@ -129,6 +129,7 @@ enum LogCommands {
                 print(
                     "{\"epoch\": \(stats.epoch), \"firstRevision\": \(stats.firstRevision), \"lastRevision\": \(stats.lastRevision), "
                         + "\"turns\": \(stats.turns), \"stateEntries\": \(stats.stateEntries), \"dedupEntries\": \(stats.dedupEntries), "
+                        + "\"unindexedFrom\": \(store.unindexedFrom.map(String.init) ?? "null"), "
                         + "\"turnsBytes\": \(stats.turnsBytes), \"stateBytes\": \(stats.stateBytes), \"fileBytes\": \(stats.fileBytes), "
                         + "\"mapBytes\": \(stats.mapBytes)}")
             } else {
@@ -137,7 +138,9 @@ enum LogCommands {
                 print("epoch        \(stats.epoch)")
                 print("revisions    \(range) (\(stats.turns) turns)")
                 print("state        \(stats.stateEntries) entries")
-                print("dedup        \(stats.dedupEntries) entries")
+                print(
+                    "dedup        \(stats.dedupEntries) entries"
+                        + (store.unindexedFrom.map { " (applied requests' replies from revision \($0) on are in their records, not yet indexed)" } ?? ""))
                 print("sizes        turns \(bytes(stats.turnsBytes)), state \(bytes(stats.stateBytes)), file \(bytes(stats.fileBytes)) (map \(bytes(stats.mapBytes)))")
             }
             return 0

@@ -131,14 +131,18 @@ struct ClusterTests {
         let store = try TurnStore(directory: folder.path, mode: .reader)
         // Indexed in batches of 1,024: the first batch's replies are in `dedup`,
         // the rest only in their records when the leader was killed.
-        #expect(store.dedupThrough >= 1_024 && store.dedupThrough < UInt64(count), "dedup-through \(store.dedupThrough)")
+        let unindexedFrom = try #require(store.unindexedFrom)
+        #expect(unindexedFrom > 1_024 && unindexedFrom <= UInt64(count), "unindexed from \(unindexedFrom)")
+        let stats = try runCogd(["log", "stats", "--data", folder.path, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any]
+        #expect(object?["unindexedFrom"] as? Int == Int(unindexedFrom))
         #expect(try store.dedupReply(for: RequestID(worker: "bulk", sequence: 3)) != nil)
         #expect(try store.dedupReply(for: RequestID(worker: "bulk", sequence: UInt64(count))) == nil)
         let restarted = try ports.startLeader(data: folder.path)
         defer { restarted.stop() }
         // Opening, the leader rebuilt the missing replies from the records and indexed them.
         let reopened = try TurnStore(directory: folder.path, mode: .reader)
-        #expect(reopened.dedupThrough == UInt64(count))
+        #expect(reopened.unindexedFrom == nil)
         #expect(try reopened.dedupReply(for: RequestID(worker: "bulk", sequence: UInt64(count))) != nil)
         let retries = try exchange([try open(3), try open(count)])
         #expect(retries[3] == .applied(revision: 3))

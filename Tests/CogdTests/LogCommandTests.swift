@@ -36,6 +36,7 @@ struct LogCommandTests {
         #expect(object?["lastRevision"] as? Int == 30)
         #expect(object?["turns"] as? Int == 30)
         #expect(object?["stateEntries"] as? Int == 31)
+        #expect(object?["unindexedFrom"] is NSNull, "the embedded writer leaves no reply unindexed")
     }
 
     @Test func `a missing data folder and bad options get clear errors`() throws {

@@ -10,8 +10,8 @@ internal import CLMDB
 /// Databases (see `protocol/turnlog.md`): `turns` (revision → record),
 /// `state` (durable name and key → latest value, updated in the same
 /// transaction as the turn, so opening needs no replay), `dedup` (request id
-/// → reply; applied requests indexed in bulk up to `dedupThrough`) and `meta`
-/// (schema version, epoch, last revision, dedup-through).
+/// → reply; applied requests' replies indexed in bulk, see `unindexedFrom`) and
+/// `meta` (schema version, epoch, unindexed-from).
 ///
 /// ```swift
 /// let store = try TurnStore(directory: "data", mode: .writer, createIfMissing: true)
@@ -45,10 +45,11 @@ public final class TurnStore {
     public private(set) var epoch: UInt64 = 0
     /// The newest committed revision (0 for an empty log). A reader refreshes it on each read.
     public private(set) var lastRevision: UInt64 = 0
-    /// Every request applied up to this revision has its reply in `dedup`;
-    /// above it, a writer's replies may still be only in its records
-    /// (`origin.request`), from which it rebuilds them when it opens.
-    public private(set) var dedupThrough: UInt64 = 0
+    /// From this revision on, records may name applied requests whose
+    /// replies are not in `dedup` yet (only in the records: `origin.request`
+    /// and the revision); nil when every reply is indexed. The leader
+    /// rebuilds and indexes them when it opens.
+    public private(set) var unindexedFrom: UInt64?
     /// The encoded records of the last append, in order (the leader publishes
     /// these bytes instead of encoding each record again).
     public private(set) var lastAppended = EncodedTurnBatch.empty
@@ -129,7 +130,7 @@ public final class TurnStore {
         static let epoch = Array("epoch".utf8)
         /// Schema 1 only (removed when such a folder is opened for writing).
         static let lastRevision = Array("last-revision".utf8)
-        static let dedupThrough = Array("dedup-through".utf8)
+        static let unindexedFrom = Array("unindexed-from".utf8)
     }
 
     private func openMeta() throws(TurnStoreError) {
@@ -144,11 +145,10 @@ public final class TurnStore {
                     }
                     epoch = (try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0) + 1
                     lastRevision = try lastLoggedRevision(txn)
-                    // Schema 1 (and a new folder) stored every reply: indexed throughout.
-                    dedupThrough = try txn.get(metaDB, MetaKey.dedupThrough).map(TurnStore.number) ?? lastRevision
+                    // Schema 1 (and a new folder) stored every reply: nothing unindexed.
+                    unindexedFrom = try txn.get(metaDB, MetaKey.unindexedFrom).map(TurnStore.number)
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
                     try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
-                    try txn.put(metaDB, MetaKey.dedupThrough, TurnStore.bytes(dedupThrough))
                     // Schema 1 kept the last revision in meta too; the log's last key is it.
                     _ = try txn.delete(metaDB, MetaKey.lastRevision)
                 }
@@ -169,7 +169,7 @@ public final class TurnStore {
     private func refreshMeta(_ txn: Transaction) throws {
         epoch = try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0
         lastRevision = try lastLoggedRevision(txn)
-        dedupThrough = try txn.get(metaDB, MetaKey.dedupThrough).map(TurnStore.number) ?? lastRevision
+        unindexedFrom = try txn.get(metaDB, MetaKey.unindexedFrom).map(TurnStore.number)
     }
 
     /// The last key of `turns` (0 for an empty log).
@@ -189,24 +189,24 @@ public final class TurnStore {
 
     /// Commits `drafts` as the next revisions, stamped with this epoch and
     /// `time`, and `replies` as dedup entries, in one durable transaction;
-    /// returns the revisions the drafts got. `dedupThrough` (at most the
-    /// last revision after this commit) moves `meta.dedup-through`: the
-    /// caller has stored, by then, the reply of every request applied up to it.
+    /// returns the revisions the drafts got. `index` records, in the same
+    /// transaction, that applied requests' replies start to be left out of
+    /// `dedup` (from one of this commit's revisions) or that all are in it now.
     @discardableResult
     public func append(
-        _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], dedupThrough: UInt64? = nil, at time: Date = Date()
+        _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil, at time: Date = Date()
     ) throws(TurnStoreError) -> Range<UInt64> {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
         let first = lastRevision + 1
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
-        if let dedupThrough, dedupThrough >= first + UInt64(drafts.count) {
+        if case .unindexedFrom(let revision)? = index, !(first..<(first + UInt64(drafts.count))).contains(revision) {
             throw TurnStoreError(
                 code: .outOfOrder,
-                message: "dedup-through \(dedupThrough) is beyond the last revision \(first + UInt64(drafts.count) - 1)")
+                message: "unindexed-from \(revision) is not a revision of this commit (\(first)..<\(first + UInt64(drafts.count)))")
         }
-        try commit(drafts, batch, firstRevision: first, replies: replies, dedupThrough: dedupThrough)
+        try commit(drafts, batch, firstRevision: first, replies: replies, index: index)
         return first..<(first + UInt64(drafts.count))
     }
 
@@ -230,9 +230,9 @@ public final class TurnStore {
     /// in one durable transaction.
     private func commit(
         _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])],
-        dedupThrough: UInt64? = nil
+        index: DedupIndexChange? = nil
     ) throws(TurnStoreError) {
-        guard !contents.isEmpty || !replies.isEmpty || dedupThrough != nil else { return }
+        guard !contents.isEmpty || !replies.isEmpty || index != nil else { return }
         let last = firstRevision + UInt64(contents.count) - 1
         try run { () throws in
             try environment.write { (txn: Transaction) in
@@ -269,10 +269,18 @@ public final class TurnStore {
                     }
                 }
                 for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
-                if let dedupThrough { try txn.put(metaDB, MetaKey.dedupThrough, TurnStore.bytes(dedupThrough)) }
+                switch index {
+                case .unindexedFrom(let revision)?: try txn.put(metaDB, MetaKey.unindexedFrom, TurnStore.bytes(revision))
+                case .indexed?: _ = try txn.delete(metaDB, MetaKey.unindexedFrom)
+                case nil: break
+                }
             }
         }
-        if let dedupThrough { self.dedupThrough = dedupThrough }
+        switch index {
+        case .unindexedFrom(let revision)?: unindexedFrom = revision
+        case .indexed?: unindexedFrom = nil
+        case nil: break
+        }
         if !contents.isEmpty { lastRevision = last }
         lastAppended = batch
     }
@@ -543,7 +551,7 @@ extension TurnStore {
     public func verify() throws(TurnStoreError) -> VerifyReport {
         // One read transaction: a consistent snapshot, even beside a writer.
         try runRead { txn in
-            let dedupThrough = try txn.get(self.metaHandle, Array("dedup-through".utf8)).map(TurnStore.number) ?? 0
+            let unindexedFrom = try txn.get(self.metaHandle, Array("unindexed-from".utf8)).map(TurnStore.number)
             var replay: [[UInt8]: [UInt8]] = [:]
             var expected: UInt64 = 1
             var problem: String?
@@ -573,8 +581,8 @@ extension TurnStore {
                 return true
             }
             let lastRevision = expected - 1
-            if problem == nil && dedupThrough > lastRevision {
-                problem = "meta says replies are indexed through revision \(dedupThrough) but the log ends at \(lastRevision)"
+            if problem == nil, let unindexedFrom, unindexedFrom > lastRevision {
+                problem = "meta says replies are unindexed from revision \(unindexedFrom) but the log ends at \(lastRevision)"
             }
             var stored: [[UInt8]: [UInt8]] = [:]
             try txn.scan(self.stateHandle, from: nil) { key, value in
@@ -597,6 +605,15 @@ extension TurnStore {
             return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: stored.count, problem: problem)
         }
     }
+}
+
+/// What a commit records about the `dedup` index (`turnlog.md` §2).
+public enum DedupIndexChange: Sendable, Equatable {
+    /// Applied requests' replies are left out of `dedup` from this revision
+    /// (one of the commit's) on; their records keep them.
+    case unindexedFrom(UInt64)
+    /// Every reply is in `dedup` now (the commit stores the missing ones).
+    case indexed
 }
 
 /// A reusable buffer for `state` keys (name, 0, encoded key), grown as needed.

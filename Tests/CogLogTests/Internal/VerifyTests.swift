@@ -46,51 +46,53 @@ struct VerifyTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         do {
-            // What schema 1 left: no dedup-through (it stored every reply at once).
+            // What schema 1 left: its schema number and a last-revision key.
             let store = try storeWithThreeTurns(folder)
             try store.rawWrite(database: "meta", key: Array("schema".utf8), value: TurnStore.bytes(1))
-            try store.rawWrite(database: "meta", key: Array("dedup-through".utf8), value: nil)
             try store.rawWrite(database: "meta", key: Array("last-revision".utf8), value: TurnStore.bytes(3))
         }
         do {
             let reader = try TurnStore(directory: folder.path, mode: .reader)
-            #expect(reader.dedupThrough == 3)
+            #expect(reader.unindexedFrom == nil)
+            #expect(reader.lastRevision == 3)
         }
         let store = try TurnStore(directory: folder.path, mode: .writer)
-        #expect(store.dedupThrough == 3)
+        #expect(store.unindexedFrom == nil)
         #expect(try store.rawRead(database: "meta", key: Array("schema".utf8)) == TurnStore.bytes(2))
-        #expect(try store.rawRead(database: "meta", key: Array("dedup-through".utf8)) == TurnStore.bytes(3))
         #expect(try store.rawRead(database: "meta", key: Array("last-revision".utf8)) == nil, "the log's last key is the last revision")
         #expect(store.lastRevision == 3)
     }
 
-    @Test func `dedup-through moves only when asked, and never past the last revision`() throws {
+    @Test func `unindexed-from is set and cleared only when asked, at a revision of the commit`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let store = try storeWithThreeTurns(folder)
-        #expect(store.dedupThrough == 0)
+        #expect(store.unindexedFrom == nil)
         let draft = TurnDraft(name: "deposit()", writes: [TurnWrite(name: "ledger", key: try cbor("a"), value: try cbor(9))])
-        try store.append([draft], replies: [(RequestID(worker: "w", sequence: 1), [0xa0])], dedupThrough: 4)
-        #expect(store.dedupThrough == 4)
+        try store.append([draft], replies: [], index: .unindexedFrom(4))
+        #expect(store.unindexedFrom == 4)
         do {
-            try store.append([draft], replies: [], dedupThrough: 6)
-            Issue.record("dedup-through beyond the last revision was accepted")
+            try store.append([draft], replies: [], index: .unindexedFrom(9))
+            Issue.record("unindexed-from outside the commit was accepted")
         } catch {
-            #expect(error.message == "dedup-through 6 is beyond the last revision 5")
+            #expect(error.message == "unindexed-from 9 is not a revision of this commit (5..<6)")
         }
         #expect(store.lastRevision == 4)
+        #expect(try TurnStore(directory: folder.path, mode: .reader).unindexedFrom == 4)
+        try store.append([], replies: [(RequestID(worker: "w", sequence: 1), [0xa0])], index: .indexed)
+        #expect(store.unindexedFrom == nil)
         let reopened = try TurnStore(directory: folder.path, mode: .reader)
-        #expect(reopened.dedupThrough == 4)
+        #expect(reopened.unindexedFrom == nil)
         #expect(try reopened.dedupReply(for: RequestID(worker: "w", sequence: 1)) == [0xa0])
     }
 
-    @Test func `indexed replies beyond the log are a problem verify names`() throws {
+    @Test func `unindexed replies beyond the log are a problem verify names`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let store = try storeWithThreeTurns(folder)
         #expect(try store.verify().isSound)
-        try store.rawWrite(database: "meta", key: Array("dedup-through".utf8), value: TurnStore.bytes(5))
-        #expect(try store.verify().problem == "meta says replies are indexed through revision 5 but the log ends at 3")
+        try store.rawWrite(database: "meta", key: Array("unindexed-from".utf8), value: TurnStore.bytes(5))
+        #expect(try store.verify().problem == "meta says replies are unindexed from revision 5 but the log ends at 3")
     }
 
     @Test func `a folder written by a newer schema is refused`() throws {
