@@ -204,6 +204,13 @@ struct ClusterTests {
         #expect(replies["once-1"] == .unchanged)
         let store = try TurnStore(directory: folder.path, mode: .reader)
         #expect(store.lastRevision == 1)
+        // The applied request's reply was only in its record; a clean stop indexes it.
+        #expect(store.unindexedFrom == 1)
+        #expect(try store.dedupReply(for: RequestID(worker: "once-0", sequence: 1)) == nil)
+        leader.stop()
+        let stopped = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(stopped.unindexedFrom == nil)
+        #expect(try stopped.dedupReply(for: RequestID(worker: "once-0", sequence: 1)) != nil)
     }
 
     @Test func `restarting the leader re-syncs the workers and loses no acknowledged turn`() throws {
