@@ -67,6 +67,8 @@ public final class Leader {
     /// marked rebuilds them from the records.
     private var unindexed: [RequestID: [UInt8]] = [:]
     static let indexInterval = 1_024
+    /// The longest worker name (UTF-8 bytes) the leader admits.
+    public static let maximumWorkerName = 255
     /// Error replies sent, by code (`cogd status`).
     public private(set) var errorCounts: [String: UInt64] = [:]
     /// The bound endpoints (wildcard ports resolved).
@@ -196,6 +198,17 @@ public final class Leader {
             message = try WireMessage.decode(frame)
         } catch {
             refuse(identity, WireError(code: error.code, message: error.message))
+            return
+        }
+        if let worker = message.workerName, worker.utf8.count > Leader.maximumWorkerName || worker.isEmpty {
+            // Names key the dedup table (LMDB keys hold at most 511 bytes).
+            let problem = "worker names are 1 to \(Leader.maximumWorkerName) bytes of UTF-8; this one has \(worker.utf8.count)"
+            if case .op(let request) = message {
+                errorCounts["bad-request", default: 0] += 1
+                outgoing.append((identity, OpReply(request: request.request, outcome: .rejected(reason: "bad-request: \(problem)")).frame()))
+            } else {
+                refuse(identity, WireError(code: "malformed", message: problem))
+            }
             return
         }
         switch message {

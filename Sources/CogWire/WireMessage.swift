@@ -277,6 +277,16 @@ extension WireMessage {
         return (try? encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body))) ?? []
     }
 
+    /// The worker a request, hello, heartbeat or registration names.
+    public var workerName: String? {
+        switch self {
+        case .hello(let worker, _), .heartbeat(let worker, _): worker
+        case .op(let request): request.request.worker
+        case .scopeRegister(let spec): spec.worker
+        default: nil
+        }
+    }
+
     /// Decodes one frame; a frame this side cannot accept throws a
     /// `WireDecodeError` whose code is the error reply to send.
     public static func decode(_ frame: [UInt8]) throws(WireDecodeError) -> WireMessage {

@@ -277,9 +277,24 @@ struct ClusterTests {
             return
         }
         #expect(reply.outcome == .rejected(reason: "unknown-op: no op named `bank.rob` is registered"))
+        // A worker name too long to key the dedup table is refused, not stored.
+        let longName = String(repeating: "w", count: 600)
+        let named = OpRequest(
+            request: RequestID(worker: longName, sequence: 1), op: "ledger.open",
+            argument: try CBOREncoder().encode(["account": CBORValue.text("n"), "balance": .unsigned(1)]))
+        guard case .reply(let refused)? = try exchange([WireMessage.op(named).encoded()]) else {
+            Issue.record("no reply to a request with a 600-byte worker name")
+            return
+        }
+        #expect(refused.outcome == .rejected(reason: "bad-request: worker names are 1 to 255 bytes of UTF-8; this one has 600"))
+        guard case .error(let hello)? = try exchange([WireMessage.hello(worker: longName, lastRevision: 0).encoded()]) else {
+            Issue.record("no error reply to a hello with a 600-byte worker name")
+            return
+        }
+        #expect(hello.code == "malformed")
         #expect(try ports.call("ledger.open", #"{"account": "still", "balance": 1}"#).hasPrefix("applied revision 1"))
         let status = try runCogd(["status", "--leader", ports.requests])
-        #expect(status.stdout.contains("errors    malformed 1, oversize 1, unknown-op 1, version 1"))
+        #expect(status.stdout.contains("errors    bad-request 1, malformed 2, oversize 1, unknown-op 1, version 1"), "\(status.stdout)")
     }
 }
 
