@@ -71,6 +71,9 @@ final class Graph {
 
     /// The store of a durable runtime; nil for an in-memory one.
     let durableStore: (any CogDurableStore)?
+    /// The longest durable name (UTF-8 bytes): a `state` key (name, 0, 0xFF,
+    /// a 32-byte digest) must fit LMDB's 511 bytes.
+    static let maximumDurableName = 400
     /// Stable names seen by this durable runtime, to catch two declarations sharing one.
     private var durableNames: [String: Descriptor] = [:]
     /// Releases of durable states made by the running turn.
@@ -83,6 +86,11 @@ final class Graph {
     /// Loads a durable source's stored value, checking its name is its own.
     func loadDurable<Value>(_ descriptor: ManualDescriptor<Value>, key: StateKey, from store: any CogDurableStore) -> Value? {
         if let name = descriptor.stableName {
+            // The log keys state by name (LMDB keys hold at most 511 bytes).
+            precondition(
+                name.utf8.count <= Graph.maximumDurableName,
+                "the durable name of the declaration at \(descriptor.site) is \(name.utf8.count) bytes long; "
+                    + "durable names hold at most \(Graph.maximumDurableName) bytes")
             if let other = durableNames[name], other !== descriptor {
                 fatalError(
                     "two declarations are named `\(name)`: one at \(other.site), one at \(descriptor.site); "

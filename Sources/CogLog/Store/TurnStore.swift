@@ -290,6 +290,12 @@ public final class TurnStore {
     private func putState(
         _ write: UnsafePointer<TurnWrite>, in txn: Transaction, cursor: Cursor, keyBuffer: inout StateKeyBuffer
     ) throws {
+        guard StateLayout.fitsPlainly(name: write.pointee.name, key: write.pointee.key) else {
+            // A key too long for LMDB: stored under its digest (rare; copies are fine).
+            let entry = StateLayout.entry(name: write.pointee.name, key: write.pointee.key, value: write.pointee.value)
+            if let value = entry.value { try txn.put(stateDB, entry.key, value) } else { _ = try txn.delete(stateDB, entry.key) }
+            return
+        }
         let key = keyBuffer.fill(name: write.pointee.name, key: write.pointee.key)
         if write.pointee.value != nil {
             try write.pointee.value!.withUnsafeBytes { value in try cursor.put(key: key, value: value) }
@@ -303,7 +309,10 @@ public final class TurnStore {
     /// The latest value of one durable source (and key), if it has one.
     public func value(name: String, key: [UInt8]?) throws(TurnStoreError) -> [UInt8]? {
         try run { () throws in
-            try environment.read { (txn: Transaction) in try txn.get(stateDB, TurnStore.stateKey(name: name, key: key)) }
+            try environment.read { (txn: Transaction) in
+                let stored = StateLayout.entry(name: name, key: key, value: nil).key
+                return try txn.get(stateDB, stored).flatMap { StateLayout.value(stored: $0, storedKey: stored, key: key) }
+            }
         }
     }
 
@@ -417,14 +426,11 @@ public final class TurnStore {
 
     /// `name` UTF-8, a zero byte, then the key's CBOR (nothing for keyless).
     static func stateKey(name: String, key: [UInt8]?) -> [UInt8] {
-        Array(name.utf8) + [0] + (key ?? [])
+        StateLayout.entry(name: name, key: key, value: nil).key
     }
 
     static func stateEntry(key: [UInt8], value: [UInt8]) -> StateEntry {
-        let split = key.firstIndex(of: 0) ?? key.count
-        let name = String(decoding: key[..<split], as: UTF8.self)
-        let rest = split < key.count ? Array(key[(split + 1)...]) : []
-        return StateEntry(name: name, key: rest.isEmpty ? nil : rest, value: value)
+        StateLayout.parse(key: key, value: value)
     }
 
     static func dedupKey(_ request: RequestID) -> [UInt8] {
@@ -575,7 +581,8 @@ extension TurnStore {
                     return false
                 }
                 for write in record.writes {
-                    replay[TurnStore.stateKey(name: write.name, key: write.key)] = write.value
+                    let entry = StateLayout.entry(name: write.name, key: write.key, value: write.value)
+                    replay[entry.key] = entry.value
                 }
                 expected += 1
                 return true
@@ -604,6 +611,50 @@ extension TurnStore {
             }
             return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: stored.count, problem: problem)
         }
+    }
+}
+
+/// How one `state` entry is stored (`turnlog.md` §2): under its durable
+/// name, 0, and encoded key — or, when that is longer than LMDB's 511-byte
+/// key limit, under the name, 0, 0xFF and the SHA-256 of the encoded key,
+/// with the value prefixed by the key's length (8 bytes, big-endian) and
+/// the key. (An encoded key never starts with 0xFF, CBOR's "break".)
+enum StateLayout {
+    static let maximumKeySize = 511
+    static let digestMarker: UInt8 = 0xFF
+
+    static func fitsPlainly(name: String, key: [UInt8]?) -> Bool {
+        name.utf8.count + 1 + (key?.count ?? 0) <= maximumKeySize
+    }
+
+    /// The stored key, and the stored value when `value` is one.
+    static func entry(name: String, key: [UInt8]?, value: [UInt8]?) -> (key: [UInt8], value: [UInt8]?) {
+        guard !fitsPlainly(name: name, key: key), let key else { return (Array(name.utf8) + [0] + (key ?? []), value) }
+        return (Array(name.utf8) + [0, digestMarker] + SHA256.hash(key), value.map { TurnStore.bytes(UInt64(key.count)) + key + $0 })
+    }
+
+    /// The value a stored entry holds for `key` (nil if a digest entry holds another key).
+    static func value(stored: [UInt8], storedKey: [UInt8], key: [UInt8]?) -> [UInt8]? {
+        guard let (held, value) = unwrap(storedKey: storedKey, stored: stored) else { return stored }
+        return held == key ? value : nil
+    }
+
+    static func parse(key: [UInt8], value: [UInt8]) -> StateEntry {
+        let split = key.firstIndex(of: 0) ?? key.count
+        let name = String(decoding: key[..<split], as: UTF8.self)
+        if let (held, inner) = unwrap(storedKey: key, stored: value) { return StateEntry(name: name, key: held, value: inner) }
+        let rest = split < key.count ? Array(key[(split + 1)...]) : []
+        return StateEntry(name: name, key: rest.isEmpty ? nil : rest, value: value)
+    }
+
+    /// A digest entry's key and value; nil for a plain entry.
+    private static func unwrap(storedKey: [UInt8], stored: [UInt8]) -> (key: [UInt8], value: [UInt8])? {
+        guard let split = storedKey.firstIndex(of: 0), storedKey.count == split + 34, storedKey[split + 1] == digestMarker,
+            stored.count >= 8
+        else { return nil }
+        let length = Int(clamping: TurnStore.number(Array(stored[0..<8])))
+        guard stored.count >= 8 + length else { return nil }
+        return (Array(stored[8..<(8 + length)]), Array(stored[(8 + length)...]))
     }
 }
 
@@ -659,10 +710,16 @@ struct StateBatch {
         for draft in drafts {
             for write in draft.writes {
                 let start = Int32(keys.count)
-                keys.append(contentsOf: write.name.utf8)
-                keys.append(0)
-                if let key = write.key { keys.append(contentsOf: key) }
-                entries.append((start, Int32(keys.count), write.value))
+                if StateLayout.fitsPlainly(name: write.name, key: write.key) {
+                    keys.append(contentsOf: write.name.utf8)
+                    keys.append(0)
+                    if let key = write.key { keys.append(contentsOf: key) }
+                    entries.append((start, Int32(keys.count), write.value))
+                } else {
+                    let entry = StateLayout.entry(name: write.name, key: write.key, value: write.value)
+                    keys.append(contentsOf: entry.key)
+                    entries.append((start, Int32(keys.count), entry.value))
+                }
             }
         }
     }
