@@ -179,7 +179,7 @@ public final class Leader {
             highestAnswered = highestAnswered.filter { workers[$0.key] != nil }
         }
         if !revisions.isEmpty {
-            try publisher.send([WireMessage.turnsFrame(epoch: epoch, batch: durable.store.lastAppended)])
+            for frame in WireMessage.turnsFrames(epoch: epoch, batch: durable.store.lastAppended) { try publisher.send([frame]) }
         }
         for (identity, frame) in outgoing {
             _ = try? router.send([identity, frame], wait: false)
@@ -244,7 +244,7 @@ public final class Leader {
         case .snapshotRequest:
             outgoing.append((identity, snapshot().encoded()))
         case .catchUpRequest(let from):
-            let records = (try? durable.store.records(from: from, limit: 10_000)) ?? []
+            let records = (try? durable.store.records(from: from, limit: 10_000, maximumBytes: WireMessage.turnsMessageTarget)) ?? []
             outgoing.append((identity, WireMessage.turns(epoch: epoch, records: records).encoded()))
         case .op(let request):
             if let holder = workers[request.request.worker], holder.identity != identity {

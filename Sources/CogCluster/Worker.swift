@@ -62,6 +62,8 @@ public final class Worker: CogRemoteLink {
     private var pendingReplies: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
     private var awaitingSnapshot = false
     private var catchUpFrom: UInt64?
+    /// The newest revision the leader has named (its welcomes), this epoch.
+    private var leaderRevision: UInt64 = 0
     private var sequence: UInt64 = 0
     private var lastHeartbeat = ContinuousClock.now
     /// The event loop's read sources on the sockets' notification descriptors.
@@ -186,13 +188,16 @@ public final class Worker: CogRemoteLink {
         var worked = false
         while let frames = try dealer.receive() {
             worked = true
-            guard let frame = frames.last, let message = try? WireMessage.decode(frame) else { continue }
+            guard let frame = frames.last, let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+            else { continue }
             try handle(message)
         }
         if let subscriber {
             while let frames = try subscriber.receive() {
                 worked = true
-                guard let frame = frames.last, case .turns(let epoch, let records)? = try? WireMessage.decode(frame) else { continue }
+                guard let frame = frames.last,
+                    case .turns(let epoch, let records)? = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+                else { continue }
                 if epoch != self.epoch { continue }
                 try receive(records)
             }
@@ -212,6 +217,7 @@ public final class Worker: CogRemoteLink {
         switch message {
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
             rejoining = false
+            leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
             // Refused the name before, it now holds it: what it registered
             // under the name retired with the holder it replaced.
             let takesOver = displaced != nil && isSynced && self.epoch == epoch
@@ -272,6 +278,12 @@ public final class Worker: CogRemoteLink {
             guard epoch == self.epoch else { return }
             catchUpFrom = nil
             try receive(records)
+            // A catch-up reply stops at about a megabyte: ask on at once while
+            // the leader is known to be further.
+            if !awaitingSnapshot, catchUpFrom == nil, appliedRevision < leaderRevision {
+                catchUpFrom = appliedRevision + 1
+                try send(.catchUpRequest(from: appliedRevision + 1))
+            }
         case .reply(let reply):
             replies[reply.request] = reply
         case .scopeRegistered(_, let registration, let revision, let members):

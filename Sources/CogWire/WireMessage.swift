@@ -39,6 +39,14 @@ public enum WireMessage: Equatable, Sendable {
     public static let version: UInt64 = 1
     /// The largest message the leader accepts; larger ones get `oversize`.
     public static let maximumSize = 1 << 20
+    /// The largest message a worker or tool accepts from its leader: a
+    /// snapshot carries the whole state table, and one record can be larger
+    /// than a request may be.
+    public static let maximumLeaderMessageSize = 1 << 28
+    /// The size the leader aims at for a `turns` message (published or a
+    /// catch-up reply): records are split across messages past it (a single
+    /// larger record goes alone).
+    public static let turnsMessageTarget = 1 << 20
 
     public var typeName: String {
         switch self {
@@ -289,9 +297,12 @@ extension WireMessage {
 
     /// Decodes one frame; a frame this side cannot accept throws a
     /// `WireDecodeError` whose code is the error reply to send.
-    public static func decode(_ frame: [UInt8]) throws(WireDecodeError) -> WireMessage {
-        guard frame.count <= maximumSize else {
-            throw WireDecodeError(code: "oversize", message: "message of \(frame.count) bytes exceeds the \(maximumSize)-byte limit")
+    /// `limit`: the leader reads requests up to `maximumSize`; a worker or
+    /// tool reads what its leader sends (snapshots, turns) up to
+    /// `maximumLeaderMessageSize`.
+    public static func decode(_ frame: [UInt8], limit: Int = maximumSize) throws(WireDecodeError) -> WireMessage {
+        guard frame.count <= limit else {
+            throw WireDecodeError(code: "oversize", message: "message of \(frame.count) bytes exceeds the \(limit)-byte limit")
         }
         if let request = OpRequest(scanning: frame) { return .op(request) }
         if let reply = OpReply(scanning: frame) { return .reply(reply) }
@@ -519,7 +530,28 @@ extension WireMessage {
     /// A `turns` frame built from records already encoded by the store:
     /// byte-equal to `.turns(epoch:records:).encoded()` without re-encoding.
     public static func turnsFrame(epoch: UInt64, batch: EncodedTurnBatch) -> [UInt8] {
-        var writer = CBORWriter(reservingCapacity: batch.bytes.count + 48)
+        turnsFrame(epoch: epoch, batch: batch, records: 0..<batch.count)
+    }
+
+    /// The batch as `turns` frames of about `target` bytes each, in order
+    /// (a record larger than `target` goes alone).
+    public static func turnsFrames(epoch: UInt64, batch: EncodedTurnBatch, target: Int = turnsMessageTarget) -> [[UInt8]] {
+        var frames: [[UInt8]] = []
+        var first = 0
+        while first < batch.count {
+            let start = first == 0 ? 0 : batch.ends[first - 1]
+            var end = first + 1
+            while end < batch.count, batch.ends[end] - start <= target { end += 1 }
+            frames.append(turnsFrame(epoch: epoch, batch: batch, records: first..<end))
+            first = end
+        }
+        return frames
+    }
+
+    private static func turnsFrame(epoch: UInt64, batch: EncodedTurnBatch, records: Range<Int>) -> [UInt8] {
+        let start = records.lowerBound == 0 ? 0 : batch.ends[records.lowerBound - 1]
+        let end = records.isEmpty ? start : batch.ends[records.upperBound - 1]
+        var writer = CBORWriter(reservingCapacity: end - start + 48)
         writer.appendHead(major: 5, 3)  // v, body, type
         writer.appendText("v")
         writer.appendHead(major: 0, version)
@@ -528,8 +560,8 @@ extension WireMessage {
         writer.appendText("epoch")
         writer.appendHead(major: 0, epoch)
         writer.appendText("records")
-        writer.appendHead(major: 4, UInt64(batch.count))
-        writer.appendRaw(batch.bytes)
+        writer.appendHead(major: 4, UInt64(records.count))
+        writer.appendRaw(batch.bytes[start..<end])
         writer.appendText("type")
         writer.appendText("turns")
         return writer.bytes

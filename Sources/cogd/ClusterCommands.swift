@@ -164,7 +164,7 @@ enum ClusterCommands {
             if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(100)))[0],
                 let frames = try socket.receive(), let frame = frames.last
             {
-                return try? WireMessage.decode(frame)
+                return try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
             }
         }
         return nil

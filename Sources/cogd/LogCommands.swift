@@ -56,7 +56,8 @@ struct TailCommand {
             while true {
                 guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(500))[0] else { continue }
                 while let frames = try subscriber.receive() {
-                    guard case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1]) else { continue }
+                    guard case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
+                    else { continue }
                     _ = try printRecords(records, after: 0)
                 }
             }

@@ -34,6 +34,46 @@ struct ClusterTests {
         #expect(workers.count == 2)
     }
 
+    @Test func `workers follow and sync turns and state larger than a request may be`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let first = try ports.startWorker("w1")
+        defer { first.stop() }
+        // An account name of 600 KB: the request fits the 1 MiB request limit,
+        // but its turn (the accounts list and the balance key both hold the
+        // name) and the state a snapshot carries do not.
+        let big = String(repeating: "x", count: 600_000)
+        let context = try ZMQContext()
+        defer { context.close() }
+        let socket = try ZMQSocket(context, .dealer, linger: .zero)
+        defer { socket.close() }
+        try socket.connect(ports.requests)
+        func open(_ account: String, _ sequence: UInt64) throws -> OpReply.Outcome? {
+            let argument = try CBOREncoder().encode(["account": CBORValue.text(account), "balance": .unsigned(7)])
+            try socket.send([WireMessage.op(OpRequest(request: RequestID(worker: "big", sequence: sequence), op: "ledger.open", argument: argument)).encoded()])
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let frames = try socket.receive(),
+                    case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1])
+                {
+                    return reply.outcome
+                }
+            }
+            return nil
+        }
+        #expect(try open(big, 1) == .applied(revision: 1))
+        #expect(try open("small", 2) == .applied(revision: 2))
+        #expect(first.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "the live worker applied the big turn: \(first.lines)")
+        #expect(first.lines.contains("ledger total 14"))
+        let late = try ports.startWorker("late")
+        defer { late.stop() }
+        #expect(late.lines.contains { $0.hasPrefix("cogd worker late: synced at revision 2") }, "\(late.lines)")
+        #expect(late.waitForLine { $0 == "ledger total 14" } != nil)
+    }
+
     @Test func `tail --connect follows the live turn stream`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

@@ -38,6 +38,36 @@ struct WireVectorTests {
         ]
     }
 
+    @Test func `a batch is published in turns messages of about the target size, big records alone`() throws {
+        let encoder = CBOREncoder()
+        let sizes = [10, 400, 10, 10, 2_000, 10]
+        let records = try sizes.enumerated().map { index, size in
+            TurnRecord(
+                revision: UInt64(index + 1), epoch: 2, time: Date(timeIntervalSince1970: 1_800_000_000), name: "t",
+                writes: [TurnWrite(name: "v", key: nil, value: try encoder.encode(String(repeating: "x", count: size)))])
+        }
+        let batch = EncodedTurnBatch(records)
+        let frames = WireMessage.turnsFrames(epoch: 2, batch: batch, target: 800)
+        var revisions: [[UInt64]] = []
+        for frame in frames {
+            guard case .turns(2, let decoded) = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize) else {
+                Issue.record("not a turns message")
+                return
+            }
+            revisions.append(decoded.map(\.revision))
+            #expect(decoded == decoded.map { record in records[Int(record.revision) - 1] })
+        }
+        #expect(revisions == [[1, 2, 3, 4], [5], [6]])
+        #expect(WireMessage.turnsFrames(epoch: 2, batch: batch).count == 1, "under the default target, one message")
+        #expect(WireMessage.turnsFrames(epoch: 2, batch: batch)[0] == WireMessage.turnsFrame(epoch: 2, batch: batch))
+        // A request larger than the request limit is refused; the same bytes from the leader are read.
+        let large = WireMessage.turnsFrame(epoch: 2, batch: EncodedTurnBatch([TurnRecord(
+            revision: 1, epoch: 2, time: Date(timeIntervalSince1970: 1_800_000_000), name: "t",
+            writes: [TurnWrite(name: "v", key: nil, value: try encoder.encode(String(repeating: "y", count: 1_100_000)))])]))
+        #expect(throws: WireDecodeError.self) { try WireMessage.decode(large) }
+        #expect(throws: Never.self) { try WireMessage.decode(large, limit: WireMessage.maximumLeaderMessageSize) }
+    }
+
     @Test func `op and reply frames written by hand are deterministic and decode back`() throws {
         let request = RequestID(worker: "wörker-2", sequence: 70_000)
         let ops = [

@@ -94,6 +94,47 @@ struct WorkerProtocolTests {
         #expect(third.request.sequence == 44)
     }
 
+    @Test func `a worker behind its leader asks for the rest as soon as a catch-up reply stops short`() throws {
+        LedgerRig.register()
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try Worker(
+            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
+        defer { replica.close() }
+        guard case .hello? = try leader.next(pumping: replica) else {
+            Issue.record("no hello")
+            return
+        }
+        try leader.send(.welcome(epoch: 1, lastRevision: 0, turnsEndpoint: leader.turns))
+        guard case .snapshotRequest? = try leader.next(pumping: replica) else {
+            Issue.record("no snapshot request")
+            return
+        }
+        try leader.send(.snapshot(epoch: 1, revision: 0, entries: []))
+        // The heartbeat's answer says the leader is at revision 5.
+        try leader.send(.welcome(epoch: 1, lastRevision: 5, turnsEndpoint: leader.turns))
+        let isCatchUp: (WireMessage) -> Bool = { if case .catchUpRequest = $0 { true } else { false } }
+        guard case .catchUpRequest(let from)? = try leader.next(pumping: replica, matching: isCatchUp) else {
+            Issue.record("no catch-up request")
+            return
+        }
+        #expect(from == 1)
+        let encoder = CBOREncoder()
+        let records = try (1...2).map { revision in
+            TurnRecord(
+                revision: revision, epoch: 1, time: Date(), name: "ledger.noop",
+                writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(Int(revision)))])
+        }
+        // A reply cut short (as the leader cuts them at about a megabyte).
+        try leader.send(.turns(epoch: 1, records: records))
+        guard case .catchUpRequest(let next)? = try leader.next(pumping: replica, within: .milliseconds(900), matching: isCatchUp) else {
+            Issue.record("no second catch-up request before the next heartbeat")
+            return
+        }
+        #expect(next == 3)
+        #expect(replica.appliedRevision == 2)
+    }
+
     @Test func `a registration reply above the replica's revision is adopted only once the replica reaches it`() throws {
         LedgerRig.register()
         let leader = try ScriptedLeader()

@@ -14,6 +14,9 @@ public struct CBORWriter {
     /// get this rather than the unspecialized generic).
     public mutating func appendRaw(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
 
+    /// Appends raw bytes from part of an array (one copy, as above).
+    public mutating func appendRaw(_ raw: ArraySlice<UInt8>) { bytes.append(contentsOf: raw) }
+
     /// Appends a text string.
     public mutating func appendText(_ text: String) {
         let utf8 = text.utf8

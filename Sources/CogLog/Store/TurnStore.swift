@@ -330,13 +330,18 @@ public final class TurnStore {
         }
     }
 
-    /// Records from `revision` on, at most `limit`, in revision order.
-    public func records(from revision: UInt64, limit: Int = .max) throws(TurnStoreError) -> [TurnRecord] {
+    /// Records from `revision` on, in revision order: at most `limit` of
+    /// them and — past the first — no more than `maximumBytes` of stored
+    /// records in all.
+    public func records(from revision: UInt64, limit: Int = .max, maximumBytes: Int = .max) throws(TurnStoreError) -> [TurnRecord] {
         try run { () throws in
             try environment.read { (txn: Transaction) in
                 try refreshMeta(txn)
                 var records: [TurnRecord] = []
+                var bytes = 0
                 try txn.scan(turnsDB, from: TurnStore.bytes(revision)) { key, value in
+                    bytes += value.count
+                    guard records.isEmpty || bytes <= maximumBytes else { return false }
                     do {
                         records.append(try TurnRecord.decode(value))
                     } catch {
