@@ -41,6 +41,22 @@ struct WorkerProtocolTests {
             _ = try router.send([worker, message.encoded()])
         }
 
+        /// Answers the worker's hello with a welcome and its snapshot request
+        /// with an empty state at revision 0; false (recorded) if either is missing.
+        func join(_ replica: Worker, lastRevision: UInt64 = 0, lastSequence: UInt64 = 0) throws -> Bool {
+            guard case .hello? = try next(pumping: replica) else {
+                Issue.record("no hello")
+                return false
+            }
+            try send(.welcome(epoch: 1, lastRevision: lastRevision, turnsEndpoint: turns, lastSequence: lastSequence))
+            guard case .snapshotRequest? = try next(pumping: replica) else {
+                Issue.record("no snapshot request")
+                return false
+            }
+            try send(.snapshot(epoch: 1, revision: 0, entries: []))
+            return true
+        }
+
         /// The next message from the worker, pumping it meanwhile (bounded).
         func next(
             pumping replica: Worker, within timeout: Duration = .seconds(10), matching accept: (WireMessage) -> Bool = { _ in true }
@@ -65,17 +81,8 @@ struct WorkerProtocolTests {
         let replica = try Worker(
             configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
         defer { replica.close() }
-        guard case .hello? = try leader.next(pumping: replica) else {
-            Issue.record("no hello")
-            return
-        }
         // An earlier run of "w1" had requests up to 41 answered.
-        try leader.send(.welcome(epoch: 1, lastRevision: 0, turnsEndpoint: leader.turns, lastSequence: 41))
-        guard case .snapshotRequest? = try leader.next(pumping: replica) else {
-            Issue.record("no snapshot request")
-            return
-        }
-        try leader.send(.snapshot(epoch: 1, revision: 0, entries: []))
+        guard try leader.join(replica, lastSequence: 41) else { return }
         let isOp: (WireMessage) -> Bool = { if case .op = $0 { true } else { false } }
         var sequences: [UInt64] = []
         for amount in 1...2 {
@@ -101,16 +108,7 @@ struct WorkerProtocolTests {
         let replica = try Worker(
             configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
         defer { replica.close() }
-        guard case .hello? = try leader.next(pumping: replica) else {
-            Issue.record("no hello")
-            return
-        }
-        try leader.send(.welcome(epoch: 1, lastRevision: 0, turnsEndpoint: leader.turns))
-        guard case .snapshotRequest? = try leader.next(pumping: replica) else {
-            Issue.record("no snapshot request")
-            return
-        }
-        try leader.send(.snapshot(epoch: 1, revision: 0, entries: []))
+        guard try leader.join(replica) else { return }
         // The heartbeat's answer says the leader is at revision 5.
         try leader.send(.welcome(epoch: 1, lastRevision: 5, turnsEndpoint: leader.turns))
         let isCatchUp: (WireMessage) -> Bool = { if case .catchUpRequest = $0 { true } else { false } }
