@@ -200,9 +200,12 @@ public final class Leader {
             refuse(identity, WireError(code: error.code, message: error.message))
             return
         }
-        if let worker = message.workerName, worker.utf8.count > Leader.maximumWorkerName || worker.isEmpty {
-            // Names key the dedup table (LMDB keys hold at most 511 bytes).
-            let problem = "worker names are 1 to \(Leader.maximumWorkerName) bytes of UTF-8; this one has \(worker.utf8.count)"
+        if let worker = message.workerName, worker.utf8.count > Leader.maximumWorkerName || worker.isEmpty || worker.utf8.contains(0) {
+            // Names key the dedup table (name, 0, sequence; LMDB keys hold at most 511 bytes).
+            let problem =
+                worker.utf8.contains(0)
+                ? "worker names hold no NUL character"
+                : "worker names are 1 to \(Leader.maximumWorkerName) bytes of UTF-8; this one has \(worker.utf8.count)"
             if case .op(let request) = message {
                 errorCounts["bad-request", default: 0] += 1
                 outgoing.append((identity, OpReply(request: request.request, outcome: .rejected(reason: "bad-request: \(problem)")).frame()))

@@ -332,9 +332,15 @@ struct ClusterTests {
             return
         }
         #expect(hello.code == "malformed")
+        let nul = OpRequest(request: RequestID(worker: "a\u{0}b", sequence: 1), op: "ledger.open", argument: [0xa0])
+        guard case .reply(let nulRefused)? = try exchange([WireMessage.op(nul).encoded()]) else {
+            Issue.record("no reply to a request whose worker name holds a NUL")
+            return
+        }
+        #expect(nulRefused.outcome == .rejected(reason: "bad-request: worker names hold no NUL character"))
         #expect(try ports.call("ledger.open", #"{"account": "still", "balance": 1}"#).hasPrefix("applied revision 1"))
         let status = try runCogd(["status", "--leader", ports.requests])
-        #expect(status.stdout.contains("errors    bad-request 1, malformed 2, oversize 1, unknown-op 1, version 1"), "\(status.stdout)")
+        #expect(status.stdout.contains("errors    bad-request 2, malformed 2, oversize 1, unknown-op 1, version 1"), "\(status.stdout)")
     }
 }
 
