@@ -77,6 +77,8 @@ public final class Worker: CogRemoteLink {
     private var waits: UInt64 = 0
     /// Rejoining after the leader answered `gone`, until its next welcome.
     private var rejoining = false
+    /// When the leader last sent this worker anything (its start, before then).
+    public private(set) var lastHeardFromLeader = ContinuousClock.now
     /// Why the leader refuses this process the worker name (another process
     /// holds it), until a welcome: meanwhile it says hello every 250 ms.
     public private(set) var displaced: WireError?
@@ -188,6 +190,7 @@ public final class Worker: CogRemoteLink {
         var worked = false
         while let frames = try dealer.receive() {
             worked = true
+            lastHeardFromLeader = .now
             guard let frame = frames.last, let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
             else { continue }
             try handle(message)

@@ -117,8 +117,20 @@ enum ClusterCommands {
         var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0
         var reportedDisplaced = false
+        var reportedSilence = false
         do {
             try await worker.run(until: stopper.flag) {
+                // A leader that is down, or not at that endpoint, says nothing: say so.
+                let silence = ContinuousClock.now - worker.lastHeardFromLeader
+                if silence >= .seconds(3) && !reportedSilence {
+                    reportedSilence = true
+                    printError(
+                        "cogd worker \(options.name): no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
+                            + "still trying (is `cogd leader` running there?)")
+                } else if silence < .seconds(3) && reportedSilence {
+                    reportedSilence = false
+                    print("cogd worker \(options.name): the leader answers again")
+                }
                 if (worker.displaced != nil) != reportedDisplaced {
                     reportedDisplaced = worker.displaced != nil
                     if let refusal = worker.displaced {

@@ -74,6 +74,22 @@ struct ClusterTests {
         #expect(late.waitForLine { $0 == "ledger total 14" } != nil)
     }
 
+    @Test func `a worker started before its leader says it gets no answer, then syncs when the leader comes`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", "early", "--rig", "ledger"])
+        defer { worker.stop() }
+        let silence = worker.waitForLine(timeout: .seconds(15)) { $0.contains("no answer from the leader") }
+        #expect(
+            silence?.hasPrefix("cogd worker early: no answer from the leader at \(ports.requests) for 3 s; still trying") == true,
+            "\(worker.lines)")
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        #expect(worker.waitForLine { $0 == "cogd worker early: the leader answers again" } != nil)
+        #expect(worker.waitForLine { $0.hasPrefix("cogd worker early: synced at revision 0") } != nil)
+    }
+
     @Test func `tail --connect follows the live turn stream`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
