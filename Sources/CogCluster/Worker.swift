@@ -47,8 +47,11 @@ public final class Worker: CogRemoteLink {
     /// The revision of the last snapshot applied (what "synced at" reports;
     /// the replica may have applied more since, in the same pass).
     public private(set) var syncedRevision: UInt64 = 0
-    /// Replies received, by request (newest last in `replyOrder`).
+    /// The replies to this worker's newest requests (the last 1,024 to 2,048
+    /// of them: a long-running worker keeps no history of every request).
     public private(set) var replies: [RequestID: OpReply] = [:]
+    /// `replies`' keys, oldest first.
+    private var replyOrder: [RequestID] = []
     /// Error messages the leader sent this worker.
     public private(set) var errors: [WireError] = []
     private var buffered: [UInt64: TurnRecord] = [:]
@@ -288,12 +291,14 @@ public final class Worker: CogRemoteLink {
                 try send(.catchUpRequest(from: appliedRevision + 1))
             }
         case .reply(let reply):
-            replies[reply.request] = reply
+            keep(reply)
         case .scopeRegistered(_, let registration, let revision, let members):
             pendingReplies.append((registration, revision, members))
             adoptRegistrationReplies()
         case .error(let error):
             errors.append(error)
+            // The newest ones only: a refused worker hears one every 250 ms.
+            if errors.count > 100 { errors.removeFirst(errors.count - 100) }
             if error.code == "gone", !rejoining, displaced == nil {
                 // The leader gave this worker up (it was silent too long) and
                 // retired its instances: rejoin, and register the scopes anew.
@@ -309,6 +314,14 @@ public final class Worker: CogRemoteLink {
             }
         default:
             break
+        }
+    }
+
+    private func keep(_ reply: OpReply) {
+        if replies.updateValue(reply, forKey: reply.request) == nil { replyOrder.append(reply.request) }
+        if replyOrder.count > 2_048 {
+            for request in replyOrder.prefix(1_024) { replies[request] = nil }
+            replyOrder.removeFirst(1_024)
         }
     }
 
@@ -364,7 +377,7 @@ public final class Worker: CogRemoteLink {
         sequence += 1
         let request = RequestID(worker: configuration.name, sequence: sequence)
         guard let bytes = try? CBOREncoder().encode(argument) else {
-            replies[request] = OpReply(request: request, outcome: .rejected(reason: "argument does not encode"))
+            keep(OpReply(request: request, outcome: .rejected(reason: "argument does not encode")))
             return
         }
         let turnName = owner.map { "\($0.path).\(name)" } ?? name

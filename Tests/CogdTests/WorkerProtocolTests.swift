@@ -133,6 +133,28 @@ struct WorkerProtocolTests {
         #expect(replica.appliedRevision == 2)
     }
 
+    @Test func `a worker keeps only the replies to its newest requests`() throws {
+        LedgerRig.register()
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try Worker(
+            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
+        defer { replica.close() }
+        guard try leader.join(replica) else { return }
+        let count: UInt64 = 3_000
+        for sequence in 1...count {
+            try leader.send(.reply(OpReply(request: RequestID(worker: "w1", sequence: sequence), outcome: .unchanged)))
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while replica.replies[RequestID(worker: "w1", sequence: count)] == nil, ContinuousClock.now < deadline {
+            try replica.pump()
+            usleep(1_000)
+        }
+        #expect(replica.replies[RequestID(worker: "w1", sequence: count)] == OpReply(request: RequestID(worker: "w1", sequence: count), outcome: .unchanged))
+        #expect(replica.replies.count <= 2_048)
+        #expect(replica.replies[RequestID(worker: "w1", sequence: 1)] == nil, "the oldest replies are let go")
+    }
+
     @Test func `a registration reply above the replica's revision is adopted only once the replica reaches it`() throws {
         LedgerRig.register()
         let leader = try ScriptedLeader()
