@@ -25,10 +25,11 @@ struct WorkerProtocolTests {
             context = try ZMQContext()
             router = try ZMQSocket(context, .router, linger: .zero)
             publisher = try ZMQSocket(context, .publisher, linger: .zero)
-            requests = "tcp://127.0.0.1:\(freePort())"
-            turns = "tcp://127.0.0.1:\(freePort())"
-            try router.bind(requests)
-            try publisher.bind(turns)
+            // Ports the kernel picks at bind time (no window for another test to take them).
+            try router.bind("tcp://127.0.0.1:*")
+            try publisher.bind("tcp://127.0.0.1:*")
+            requests = try router.lastEndpoint()
+            turns = try publisher.lastEndpoint()
         }
 
         func close() {

@@ -4,6 +4,7 @@ import CogLog
 import CogWire
 import Foundation
 import LedgerRig
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -360,19 +361,28 @@ struct ClusterBench {
 
     private func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 44) }
 
+    /// A loopback port free now, below Linux's ephemeral range (32768 and
+    /// up), so no outgoing connection can take it before the server that is
+    /// given it binds; never the same one twice in this process.
     nonisolated static func freePort() -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        for _ in 0..<1_000 {
+            let port = Int.random(in: 20_000..<32_000)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(descriptor) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = UInt16(port).bigEndian
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if bound == 0 { return port }
         }
-        return Int(UInt16(bigEndian: address.sin_port))
+        fatalError("no free loopback port between 20000 and 32000")
     }
+
+    nonisolated private static let handedOut = Mutex<Set<Int>>([])
 
     nonisolated static func percentile(_ values: [Double], _ fraction: Double) -> Double {
         let sorted = values.sorted()
