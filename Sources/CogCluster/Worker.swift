@@ -275,10 +275,7 @@ public final class Worker: CogRemoteLink {
                 // A new leader epoch: every instance of the old one is dead;
                 // register again (nested ones once their parents' new
                 // instances are known).
-                pruneRetiredScopes()
-                for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
-                    try register(scope)
-                }
+                try registerScopesAnew()
             }
         case .turns(let epoch, let records):
             guard epoch == self.epoch else { return }
@@ -326,8 +323,8 @@ public final class Worker: CogRemoteLink {
     }
 
     /// Forgets every scope child's instance and registers the selectors
-    /// again (the leader dropped them): open children get new instances, and
-    /// their requests wait for them.
+    /// again (the leader dropped them, or a new epoch did): open children get
+    /// new instances, and their requests wait for them.
     private func registerScopesAnew() throws {
         for scope in scopes.values { scope.forgetInstances() }
         pruneRetiredScopes()

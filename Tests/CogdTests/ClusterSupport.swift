@@ -1,3 +1,5 @@
+import CogLog
+import CogWire
 import Foundation
 import Testing
 
@@ -116,4 +118,66 @@ struct ClusterPorts {
 /// Names the helper file so `Tests.stop` resolves to the shared helper.
 enum Tests {
     static func stop(_ process: Process) { stopProcess(process) }
+}
+
+extension TurnStore {
+    /// How many greetings `account` has had from greeter scopes (ledger rig); nil before the first.
+    func greetings(of account: String) throws -> Int? {
+        try value(name: "ledger.greeted", key: CBOREncoder().encode(account)).map { try CBORDecoder().decode(Int.self, from: $0) }
+    }
+}
+
+/// A raw DEALER on a leader's requests endpoint, for tests that script the
+/// wire frame by frame; closed with its context when released.
+final class RawPeer {
+    private let context: ZMQContext
+    private let socket: ZMQSocket
+
+    init(endpoint: String, identity: String? = nil) throws {
+        context = try ZMQContext()
+        socket = try ZMQSocket(context, .dealer, linger: .zero)
+        if let identity { try socket.setIdentity(identity) }
+        try socket.connect(endpoint)
+    }
+
+    deinit {
+        socket.close()
+        context.close()
+    }
+
+    func send(_ frames: [[UInt8]]) throws { _ = try socket.send(frames) }
+
+    /// The leader's next message (nil after `timeout`, or if it does not decode).
+    func next(within timeout: Duration = .seconds(10)) throws -> WireMessage? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let frames = try socket.receive() {
+                return try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
+            }
+        }
+        return nil
+    }
+
+    /// Sends one message (as frames) and returns the answer.
+    func exchange(_ frames: [[UInt8]]) throws -> WireMessage? {
+        try send(frames)
+        return try next()
+    }
+
+    func exchange(_ message: WireMessage) throws -> WireMessage? { try exchange([message.encoded()]) }
+
+    /// Sends op frames pipelined, `round` at a time, each round answered
+    /// before the next goes (bounded in time); returns the replies.
+    func replies(to frames: [[UInt8]], round: Int = 200) throws -> [OpReply] {
+        var replies: [OpReply] = []
+        for start in stride(from: 0, to: frames.count, by: round) {
+            let end = min(start + round, frames.count)
+            for frame in frames[start..<end] { try send([frame]) }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while replies.count < end, ContinuousClock.now < deadline {
+                if case .reply(let reply)? = try next(within: deadline - .now) { replies.append(reply) }
+            }
+        }
+        return replies
+    }
 }

@@ -46,23 +46,11 @@ struct ClusterTests {
         // but its turn (the accounts list and the balance key both hold the
         // name) and the state a snapshot carries do not.
         let big = String(repeating: "x", count: 600_000)
-        let context = try ZMQContext()
-        defer { context.close() }
-        let socket = try ZMQSocket(context, .dealer, linger: .zero)
-        defer { socket.close() }
-        try socket.connect(ports.requests)
+        let peer = try RawPeer(endpoint: ports.requests)
         func open(_ account: String, _ sequence: UInt64) throws -> OpReply.Outcome? {
             let argument = try CBOREncoder().encode(["account": CBORValue.text(account), "balance": .unsigned(7)])
-            try socket.send([WireMessage.op(OpRequest(request: RequestID(worker: "big", sequence: sequence), op: "ledger.open", argument: argument)).encoded()])
-            let deadline = ContinuousClock.now + .seconds(20)
-            while ContinuousClock.now < deadline {
-                if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let frames = try socket.receive(),
-                    case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1])
-                {
-                    return reply.outcome
-                }
-            }
-            return nil
+            let frame = WireMessage.op(OpRequest(request: RequestID(worker: "big", sequence: sequence), op: "ledger.open", argument: argument))
+            return try peer.replies(to: [frame.encoded()]).first?.outcome
         }
         #expect(try open(big, 1) == .applied(revision: 1))
         #expect(try open("small", 2) == .applied(revision: 2))
@@ -153,27 +141,9 @@ struct ClusterTests {
             return WireMessage.op(OpRequest(request: RequestID(worker: "bulk", sequence: UInt64(sequence)), op: "ledger.open", argument: argument))
                 .encoded()
         }
-        let context = try ZMQContext()
-        defer { context.close() }
         func exchange(_ frames: [[UInt8]]) throws -> [UInt64: OpReply.Outcome] {
-            let socket = try ZMQSocket(context, .dealer, linger: .zero)
-            defer { socket.close() }
-            try socket.connect(ports.requests)
-            var replies: [UInt64: OpReply.Outcome] = [:]
-            for (index, frame) in frames.enumerated() {
-                try socket.send([frame])
-                guard index % 200 == 199 || index == frames.count - 1 else { continue }
-                let deadline = ContinuousClock.now + .seconds(30)
-                while replies.count <= index, ContinuousClock.now < deadline {
-                    guard try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0] else { continue }
-                    while let reply = try socket.receive() {
-                        if case .reply(let answer)? = try? WireMessage.decode(reply[reply.count - 1]) {
-                            replies[answer.request.sequence] = answer.outcome
-                        }
-                    }
-                }
-            }
-            return replies
+            let replies = try RawPeer(endpoint: ports.requests).replies(to: frames)
+            return Dictionary(replies.map { ($0.request.sequence, $0.outcome) }, uniquingKeysWith: { _, last in last })
         }
         do {
             let leader = try ports.startLeader(data: folder.path)
@@ -219,11 +189,7 @@ struct ClusterTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
-        let context = try ZMQContext()
-        defer { context.close() }
-        let socket = try ZMQSocket(context, .dealer, linger: .zero)
-        defer { socket.close() }
-        try socket.connect(ports.requests)
+        let peer = try RawPeer(endpoint: ports.requests)
         // More one-off names than the leader keeps in memory (each like a `cogd call`).
         let names = 10_050
         let argument = try CBOREncoder().encode(["account": CBORValue.text("a"), "balance": .unsigned(1)])
@@ -231,31 +197,15 @@ struct ClusterTests {
             WireMessage.op(OpRequest(request: RequestID(worker: "once-\(index)", sequence: 1), op: "ledger.open", argument: argument))
                 .encoded()
         }
-        var replies: [String: OpReply.Outcome] = [:]
-        func receive(until count: Int) throws {
-            let deadline = ContinuousClock.now + .seconds(60)
-            while replies.count < count, ContinuousClock.now < deadline {
-                guard try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0] else { continue }
-                while let frames = try socket.receive() {
-                    if case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1]) {
-                        replies[reply.request.worker] = reply.outcome
-                    }
-                }
-            }
+        func exchange(_ frames: [[UInt8]]) throws -> [String: OpReply.Outcome] {
+            Dictionary(try peer.replies(to: frames, round: 500).map { ($0.request.worker, $0.outcome) }, uniquingKeysWith: { _, last in last })
         }
-        for index in 0..<names {
-            try socket.send([request(index)])
-            if index % 500 == 499 { try receive(until: index + 1) }
-        }
-        try receive(until: names)
+        var replies = try exchange((0..<names).map(request))
         #expect(replies.count == names)
         #expect(replies["once-0"] == .applied(revision: 1))
         #expect(replies["once-1"] == .unchanged)
         // Retries of the earliest requests, asked after the rest were committed.
-        replies = [:]
-        try socket.send([request(0)])
-        try socket.send([request(1)])
-        try receive(until: 2)
+        replies = try exchange([request(0), request(1)])
         #expect(replies["once-0"] == .applied(revision: 1))
         #expect(replies["once-1"] == .unchanged)
         let store = try TurnStore(directory: folder.path, mode: .reader)
@@ -294,20 +244,12 @@ struct ClusterTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
-        let context = try ZMQContext()
-        defer { context.close() }
-        let socket = try ZMQSocket(context, .dealer, linger: .zero)
-        defer { socket.close() }
-        try socket.connect(ports.requests)
-        func exchange(_ frames: [[UInt8]]) throws -> WireMessage? {
-            try socket.send(frames)
-            let deadline = ContinuousClock.now + .seconds(10)
-            while ContinuousClock.now < deadline {
-                if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let reply = try socket.receive() {
-                    return try? WireMessage.decode(reply[reply.count - 1])
-                }
-            }
-            return nil
+        let peer = try RawPeer(endpoint: ports.requests)
+        func exchange(_ frames: [[UInt8]]) throws -> WireMessage? { try peer.exchange(frames) }
+        /// What became of an op (nil: no reply).
+        func outcome(_ request: OpRequest) throws -> OpReply.Outcome? {
+            guard case .reply(let reply)? = try peer.exchange(.op(request)) else { return nil }
+            return reply.outcome
         }
         guard case .error(let garbage)? = try exchange([[0xff, 0x13, 0x37]]) else {
             Issue.record("no error reply to garbage")
@@ -328,32 +270,20 @@ struct ClusterTests {
         }
         #expect(big.code == "oversize")
         let unknown = OpRequest(request: RequestID(worker: "t", sequence: 1), op: "bank.rob", argument: [0xa0])
-        guard case .reply(let reply)? = try exchange([WireMessage.op(unknown).encoded()]) else {
-            Issue.record("no reply to an unknown op")
-            return
-        }
-        #expect(reply.outcome == .rejected(reason: "unknown-op: no op named `bank.rob` is registered"))
+        #expect(try outcome(unknown) == .rejected(reason: "unknown-op: no op named `bank.rob` is registered"))
         // A worker name too long to key the dedup table is refused, not stored.
         let longName = String(repeating: "w", count: 600)
         let named = OpRequest(
             request: RequestID(worker: longName, sequence: 1), op: "ledger.open",
             argument: try CBOREncoder().encode(["account": CBORValue.text("n"), "balance": .unsigned(1)]))
-        guard case .reply(let refused)? = try exchange([WireMessage.op(named).encoded()]) else {
-            Issue.record("no reply to a request with a 600-byte worker name")
-            return
-        }
-        #expect(refused.outcome == .rejected(reason: "bad-request: worker names are 1 to 255 bytes of UTF-8; this one has 600"))
+        #expect(try outcome(named) == .rejected(reason: "bad-request: worker names are 1 to 255 bytes of UTF-8; this one has 600"))
         guard case .error(let hello)? = try exchange([WireMessage.hello(worker: longName, lastRevision: 0).encoded()]) else {
             Issue.record("no error reply to a hello with a 600-byte worker name")
             return
         }
         #expect(hello.code == "malformed")
         let nul = OpRequest(request: RequestID(worker: "a\u{0}b", sequence: 1), op: "ledger.open", argument: [0xa0])
-        guard case .reply(let nulRefused)? = try exchange([WireMessage.op(nul).encoded()]) else {
-            Issue.record("no reply to a request whose worker name holds a NUL")
-            return
-        }
-        #expect(nulRefused.outcome == .rejected(reason: "bad-request: worker names hold no NUL character"))
+        #expect(try outcome(nul) == .rejected(reason: "bad-request: worker names hold no NUL character"))
         #expect(try ports.call("ledger.open", #"{"account": "still", "balance": 1}"#).hasPrefix("applied revision 1"))
         let status = try runCogd(["status", "--leader", ports.requests])
         #expect(status.stdout.contains("errors    bad-request 2, malformed 2, oversize 1, unknown-op 1, version 1"), "\(status.stdout)")
@@ -364,32 +294,14 @@ struct ClusterTests {
 struct ScopeAuthorityTests {
     /// A raw DEALER speaking as worker `tester`.
     final class RawWorker {
-        let context: ZMQContext
-        let socket: ZMQSocket
+        private let peer: RawPeer
         private var sequence: UInt64 = 0
 
         init(endpoint: String) throws {
-            context = try ZMQContext()
-            socket = try ZMQSocket(context, .dealer, linger: .zero)
-            try socket.setIdentity("tester")
-            try socket.connect(endpoint)
+            peer = try RawPeer(endpoint: endpoint, identity: "tester")
         }
 
-        deinit {
-            socket.close()
-            context.close()
-        }
-
-        func exchange(_ message: WireMessage) throws -> WireMessage? {
-            try socket.send([message.encoded()])
-            let deadline = ContinuousClock.now + .seconds(10)
-            while ContinuousClock.now < deadline {
-                if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let frames = try socket.receive() {
-                    return try? WireMessage.decode(frames[frames.count - 1])
-                }
-            }
-            return nil
-        }
+        func exchange(_ message: WireMessage) throws -> WireMessage? { try peer.exchange(message) }
 
         func op(_ name: String, _ argument: some Encodable, instance: UInt64? = nil, as worker: String = "tester") throws -> OpReply.Outcome? {
             sequence += 1
@@ -604,7 +516,7 @@ struct ScopeStampingTests {
             #expect(opening.instance == instance)
         }
         #expect(try ports.openScopeInstances().contains(Int(instance)))
-        #expect(try store.value(name: "ledger.greeted", key: try CBOREncoder().encode("alice")) == (try CBOREncoder().encode(1)))
+        #expect(try store.greetings(of: "alice") == 1)
     }
 
     @Test func `a worker restarted under the same name numbers its requests above its earlier run's`() throws {
@@ -631,9 +543,8 @@ struct ScopeStampingTests {
         // Each child sends a greeting, then a transfer: the first run used 1
         // and 2, the second goes on at 3.
         #expect(greetings.compactMap(\.origin.request?.sequence) == [1, 3, 5])
-        let encoder = CBOREncoder()
-        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("alice")) == (try encoder.encode(2)))
-        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("bob")) == (try encoder.encode(1)))
+        #expect(try store.greetings(of: "alice") == 2)
+        #expect(try store.greetings(of: "bob") == 1)
     }
 
     @Test func `a nested scope child's ops carry its own instance, which retires with its parent's`() throws {
@@ -644,14 +555,12 @@ struct ScopeStampingTests {
         defer { leader.stop() }
         let worker = try ports.startWorker("w1", rig: "ledger-peers")
         defer { worker.stop() }
-        let encoder = CBOREncoder()
         let store = try TurnStore(directory: folder.path, mode: .reader)
-        func greeted(_ account: String) throws -> [UInt8]? { try store.value(name: "ledger.greeted", key: try encoder.encode(account)) }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 0}"#).hasPrefix("applied"))
-        #expect(try waitUntil { try greeted("alice") == (try encoder.encode(1)) }, "alice's desk greeted alice")
+        #expect(try waitUntil { try store.greetings(of: "alice") == 1 }, "alice's desk greeted alice")
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 3}"#).hasPrefix("applied"))
         // alice's desk greets bob; bob's desk greets alice and bob.
-        #expect(try waitUntil { try greeted("alice") == (try encoder.encode(2)) && greeted("bob") == (try encoder.encode(2)) })
+        #expect(try waitUntil { try store.greetings(of: "alice") == 2 && store.greetings(of: "bob") == 2 })
 
         let records = try store.records(from: 1)
         let greetings = records.filter { $0.name == "LedgerPeers.desk.peer.ledger.greet" }
@@ -681,7 +590,7 @@ struct ScopeStampingTests {
         #expect(worker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("cogd worker w1: synced at") && $0.hasSuffix("epoch 2") } != nil)
         #expect(try ports.call("ledger.open", #"{"account": "carol", "balance": 0}"#).hasPrefix("applied"))
         // bob's desk greets carol; carol's desk greets bob and carol.
-        #expect(try waitUntil { try greeted("carol") == (try encoder.encode(2)) && greeted("bob") == (try encoder.encode(3)) })
+        #expect(try waitUntil { try store.greetings(of: "carol") == 2 && store.greetings(of: "bob") == 3 })
         let later = try store.records(from: closing.revision + 1).filter { $0.name == "LedgerPeers.desk.peer.ledger.greet" }
         #expect(later.count == 3)
         #expect(later.allSatisfy { $0.epoch == 2 && ($0.origin.instance ?? 0) >> 32 == 2 })
@@ -695,15 +604,13 @@ struct ScopeStampingTests {
         defer { leader.stop() }
         let worker = try ports.startWorker("w1", rig: "ledger-concierge")
         defer { worker.stop() }
-        let encoder = CBOREncoder()
         let store = try TurnStore(directory: folder.path, mode: .reader)
-        func greeted(_ account: String) throws -> [UInt8]? { try store.value(name: "ledger.greeted", key: try encoder.encode(account)) }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 150}"#).hasPrefix("applied"))
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 10}"#).hasPrefix("applied"))
-        #expect(try waitUntil { try greeted("alice") == (try encoder.encode(1)) }, "alice's concierge greeted her")
+        #expect(try waitUntil { try store.greetings(of: "alice") == 1 }, "alice's concierge greeted her")
         // Money moves: alice drops out, bob becomes wealthy and is greeted.
         #expect(try ports.call("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 100}"#).hasPrefix("applied"))
-        #expect(try waitUntil { try greeted("bob") == (try encoder.encode(1)) }, "bob's concierge greeted him")
+        #expect(try waitUntil { try store.greetings(of: "bob") == 1 }, "bob's concierge greeted him")
         let records = try store.records(from: 1)
         let transfer = try #require(records.first { $0.name == "ledger.transfer" })
         #expect(transfer.scopeEvents.map(\.kind) == [.retire, .open])
@@ -770,8 +677,7 @@ struct SilentWorkerTests {
         #expect(try waitUntil { let open = try openInstances(); return open.count == 1 && open != before })
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied"))
         let store = try TurnStore(directory: folder.path, mode: .reader)
-        let encoder = CBOREncoder()
-        #expect(try waitUntil { try store.value(name: "ledger.greeted", key: try encoder.encode("bob")) == (try encoder.encode(1)) })
+        #expect(try waitUntil { try store.greetings(of: "bob") == 1 })
         let greeting = try #require(try store.records(from: 1).last { $0.name == "LedgerGreeter.greeter.ledger.greet" })
         #expect(greeting.origin.instance.map { !before.contains(Int($0)) } == true, "stamped with an instance minted after the rejoin")
     }
@@ -838,9 +744,8 @@ struct SilentWorkerTests {
         #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "the holder greeted bob")
         #expect(old.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "the refused process still replicates")
         let store = try TurnStore(directory: folder.path, mode: .reader)
-        let encoder = CBOREncoder()
-        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("alice")) == (try encoder.encode(2)))
-        #expect(try store.value(name: "ledger.greeted", key: try encoder.encode("bob")) == (try encoder.encode(1)))
+        #expect(try store.greetings(of: "alice") == 2)
+        #expect(try store.greetings(of: "bob") == 1)
         #expect(try ports.openScopeInstances().count == 2, "the holder's two greeter children")
     }
 }

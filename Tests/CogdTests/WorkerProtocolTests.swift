@@ -42,6 +42,12 @@ struct WorkerProtocolTests {
             _ = try router.send([worker, message.encoded()])
         }
 
+        /// A `Worker` named w1 on the ledger rig, pointed at this leader.
+        func replica(_ mechanisms: [any Mechanism] = LedgerRig.mechanisms()) throws -> Worker {
+            LedgerRig.register()
+            return try Worker(configuration: Worker.Configuration(name: "w1", leaderEndpoint: requests), mechanisms: mechanisms)
+        }
+
         /// Answers the worker's hello with a welcome and its snapshot request
         /// with an empty state at revision 0; false (recorded) if either is missing.
         func join(_ replica: Worker, lastRevision: UInt64 = 0, lastSequence: UInt64 = 0) throws -> Bool {
@@ -76,11 +82,9 @@ struct WorkerProtocolTests {
     }
 
     @Test func `a worker numbers its requests above the last sequence the welcome names`() throws {
-        LedgerRig.register()
         let leader = try ScriptedLeader()
         defer { leader.close() }
-        let replica = try Worker(
-            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
+        let replica = try leader.replica()
         defer { replica.close() }
         // An earlier run of "w1" had requests up to 41 answered.
         guard try leader.join(replica, lastSequence: 41) else { return }
@@ -103,11 +107,9 @@ struct WorkerProtocolTests {
     }
 
     @Test func `a worker behind its leader asks for the rest as soon as a catch-up reply stops short`() throws {
-        LedgerRig.register()
         let leader = try ScriptedLeader()
         defer { leader.close() }
-        let replica = try Worker(
-            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
+        let replica = try leader.replica()
         defer { replica.close() }
         guard try leader.join(replica) else { return }
         // The heartbeat's answer says the leader is at revision 5.
@@ -137,11 +139,9 @@ struct WorkerProtocolTests {
     }
 
     @Test func `a worker keeps only the replies to its newest requests`() throws {
-        LedgerRig.register()
         let leader = try ScriptedLeader()
         defer { leader.close() }
-        let replica = try Worker(
-            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests), mechanisms: LedgerRig.mechanisms())
+        let replica = try leader.replica()
         defer { replica.close() }
         guard try leader.join(replica) else { return }
         let count: UInt64 = 3_000
@@ -163,12 +163,9 @@ struct WorkerProtocolTests {
     }
 
     @Test func `a registration reply above the replica's revision is adopted only once the replica reaches it`() throws {
-        LedgerRig.register()
         let leader = try ScriptedLeader()
         defer { leader.close() }
-        let replica = try Worker(
-            configuration: Worker.Configuration(name: "w1", leaderEndpoint: leader.requests),
-            mechanisms: LedgerRig.mechanisms(greeter: true))
+        let replica = try leader.replica(LedgerRig.mechanisms(greeter: true))
         defer { replica.close() }
         let encoder = CBOREncoder()
         guard case .hello? = try leader.next(pumping: replica) else {

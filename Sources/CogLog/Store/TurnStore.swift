@@ -322,7 +322,7 @@ public final class TurnStore {
             try environment.read { (txn: Transaction) in
                 var entries: [StateEntry] = []
                 try txn.scan(stateDB, from: nil) { key, value in
-                    entries.append(TurnStore.stateEntry(key: key, value: value))
+                    entries.append(StateLayout.parse(key: key, value: value))
                     return true
                 }
                 return entries
@@ -430,14 +430,6 @@ public final class TurnStore {
     }
 
     /// `name` UTF-8, a zero byte, then the key's CBOR (nothing for keyless).
-    static func stateKey(name: String, key: [UInt8]?) -> [UInt8] {
-        StateLayout.entry(name: name, key: key, value: nil).key
-    }
-
-    static func stateEntry(key: [UInt8], value: [UInt8]) -> StateEntry {
-        StateLayout.parse(key: key, value: value)
-    }
-
     static func dedupKey(_ request: RequestID) -> [UInt8] {
         Array(request.worker.utf8) + [0] + bytes(request.sequence)
     }
@@ -604,14 +596,14 @@ extension TurnStore {
             if problem == nil {
                 let replayed = replay.compactMapValues { $0 }
                 for key in replayed.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where stored[key] != replayed[key] {
-                    let entry = TurnStore.stateEntry(key: key, value: [])
+                    let entry = StateLayout.parse(key: key, value: [])
                     problem = "state of \(entry.name)\(entry.key.map { "[\($0.count) key bytes]" } ?? "") differs from the replay of the log"
                     break
                 }
                 if problem == nil,
                     let extra = stored.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }).first(where: { replayed[$0] == nil })
                 {
-                    problem = "state holds \(TurnStore.stateEntry(key: extra, value: []).name), which no turn in the log wrote"
+                    problem = "state holds \(StateLayout.parse(key: extra, value: []).name), which no turn in the log wrote"
                 }
             }
             return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: stored.count, problem: problem)

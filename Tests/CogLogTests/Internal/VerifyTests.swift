@@ -35,10 +35,10 @@ struct VerifyTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let store = try storeWithThreeTurns(folder)
-        try store.rawWrite(database: "state", key: TurnStore.stateKey(name: "ledger", key: try cbor("a")), value: try cbor(99))
+        try store.rawWrite(database: "state", key: StateLayout.entry(name: "ledger", key: try cbor("a"), value: nil).key, value: try cbor(99))
         #expect(try store.verify().problem == "state of ledger[2 key bytes] differs from the replay of the log")
-        try store.rawWrite(database: "state", key: TurnStore.stateKey(name: "ledger", key: try cbor("a")), value: try cbor(3))
-        try store.rawWrite(database: "state", key: TurnStore.stateKey(name: "ghost", key: nil), value: try cbor(1))
+        try store.rawWrite(database: "state", key: StateLayout.entry(name: "ledger", key: try cbor("a"), value: nil).key, value: try cbor(3))
+        try store.rawWrite(database: "state", key: StateLayout.entry(name: "ghost", key: nil, value: nil).key, value: try cbor(1))
         #expect(try store.verify().problem == "state holds ghost, which no turn in the log wrote")
     }
 
