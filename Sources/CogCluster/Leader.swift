@@ -19,15 +19,19 @@ public final class Leader {
         public var turnsEndpoint: String
         /// A worker silent longer than this is gone.
         public var heartbeatTimeout: Duration
+        /// Where the serving thread runs (`cogd leader` asks for `.automatic`).
+        public var commitAffinity: CommitAffinity
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
-            turnsEndpoint: String = "tcp://127.0.0.1:5702", heartbeatTimeout: Duration = .seconds(5)
+            turnsEndpoint: String = "tcp://127.0.0.1:5702", heartbeatTimeout: Duration = .seconds(5),
+            commitAffinity: CommitAffinity = .unpinned
         ) {
             self.dataFolder = dataFolder
             self.requestsEndpoint = requestsEndpoint
             self.turnsEndpoint = turnsEndpoint
             self.heartbeatTimeout = heartbeatTimeout
+            self.commitAffinity = commitAffinity
         }
     }
 
@@ -74,6 +78,8 @@ public final class Leader {
     /// The bound endpoints (wildcard ports resolved).
     public let boundRequestsEndpoint: String
     public let boundTurnsEndpoint: String
+    /// Where the serving thread runs, and why.
+    public let placement: CommitPlacement
 
     public var epoch: UInt64 { durable.store.epoch }
     public var lastRevision: UInt64 { durable.store.lastRevision }
@@ -84,6 +90,9 @@ public final class Leader {
         durable = LeaderStore(store: store)
         scopes = ScopeTable(epoch: store.epoch)
         cogs = Cogs.durable(store: durable)
+        // Before the context: ZeroMQ's threads inherit the placement, so a
+        // request's wake-ups stay on the CPUs the commits run on.
+        placement = try CommitPlacement.apply(configuration.commitAffinity, dataFolder: configuration.dataFolder)
         context = try ZMQContext()
         router = try ZMQSocket(context, .router)
         // A send to a peer that is no longer connected fails (EHOSTUNREACH)
@@ -137,6 +146,7 @@ public final class Leader {
 
     /// Serves until `stop` becomes true.
     public func run(until stop: StopFlag) throws {
+        if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
         while !stop.isStopped {
             let ready = try ZMQSocket.poll([router], timeout: .milliseconds(100))
             if ready[0] { try serveBatch() }

@@ -79,7 +79,8 @@ enum ClusterCommands {
             leader = try Leader(
                 configuration: .init(
                     dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
-                    turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000))))
+                    turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000)),
+                    commitAffinity: options.commitAffinity))
         } catch {
             printError("Error: \(error)")
             return 1
@@ -87,6 +88,7 @@ enum ClusterCommands {
         print(
             "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
                 + "rig \(options.rig), epoch \(leader.epoch), revision \(leader.lastRevision)")
+        print("cogd leader: \(leader.placement.description)")
         fflush(nil)
         do {
             try leader.run(until: stopper.flag)

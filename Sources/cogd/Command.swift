@@ -1,4 +1,5 @@
 import CogLog
+import CogCluster
 import Foundation
 
 /// What one `cogd` invocation asks for; made by `Command.parse`, a pure
@@ -35,6 +36,8 @@ enum Command: Equatable {
         var rig = "trails"
         /// A worker silent this long is gone (its scope instances retire).
         var heartbeatTimeout: Double = 5
+        /// Where the serving thread runs (`--commit-cpu auto|none|LIST`).
+        var commitAffinity: CommitAffinity = .automatic
     }
 
     struct WorkerOptions: Equatable {
@@ -83,7 +86,7 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
@@ -203,6 +206,17 @@ enum Command: Equatable {
                     throw UsageError(message: "--heartbeat-timeout takes seconds (more than 0), not '\(text)'", subcommand: subcommand)
                 }
                 leader.heartbeatTimeout = seconds
+            case ("leader", "--commit-cpu"):
+                let text = try reader.value(for: option)
+                switch text {
+                case "auto": leader.commitAffinity = .automatic
+                case "none": leader.commitAffinity = .unpinned
+                default:
+                    guard let cpus = CPUList.parse(text) else {
+                        throw UsageError(message: "--commit-cpu takes auto, none or a CPU list like 1 or 0-3,6, not '\(text)'", subcommand: subcommand)
+                    }
+                    leader.commitAffinity = .cpus(cpus)
+                }
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):

@@ -1,0 +1,14 @@
+#ifndef COGD_THREAD_AFFINITY_H
+#define COGD_THREAD_AFFINITY_H
+#include <stddef.h>
+#include <stdint.h>
+
+/// The calling thread's CPU affinity as a bit mask (bit N of byte N/8 is
+/// CPU N), `bytes` long; 0 on success, else an errno value.
+int cogd_thread_affinity(uint8_t *mask, size_t bytes);
+
+/// Restricts the calling thread to the CPUs set in `mask`; 0 on success,
+/// else an errno value.
+int cogd_set_thread_affinity(const uint8_t *mask, size_t bytes);
+
+#endif

@@ -1,0 +1,28 @@
+// Linux thread affinity for Swift: glibc declares sched_{get,set}affinity
+// only under _GNU_SOURCE, which the Swift Glibc module is not built with.
+#define _GNU_SOURCE
+#include "thread_affinity.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+int cogd_thread_affinity(uint8_t *mask, size_t bytes) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return errno;
+    memset(mask, 0, bytes);
+    for (size_t cpu = 0; cpu < bytes * 8 && cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &set)) mask[cpu / 8] |= (uint8_t)(1u << (cpu % 8));
+    }
+    return 0;
+}
+
+int cogd_set_thread_affinity(const uint8_t *mask, size_t bytes) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (size_t cpu = 0; cpu < bytes * 8 && cpu < CPU_SETSIZE; cpu++) {
+        if (mask[cpu / 8] & (1u << (cpu % 8))) CPU_SET(cpu, &set);
+    }
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+}

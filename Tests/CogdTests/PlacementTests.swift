@@ -1,0 +1,158 @@
+import CogCluster
+import Foundation
+import Testing
+
+@testable import cogd
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("Serving thread placement")
+struct PlacementTests {
+    @Test func `CPU lists parse and format as Linux writes them`() {
+        #expect(CPUList.parse("1") == [1])
+        #expect(CPUList.parse("0-3,5,7-8\n") == [0, 1, 2, 3, 5, 7, 8])
+        #expect(CPUList.parse("3,1,1") == [1, 3])
+        for bad in ["", "x", "3-1", "-1", "1-", "1,,x", "0-2-4"] {
+            #expect(CPUList.parse(bad) == nil, "'\(bad)'")
+        }
+        #expect(CPUList.format([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8")
+        #expect(CPUList.format([4]) == "4")
+    }
+
+    /// A sysfs and procfs as a virtio disk with one request queue shows them:
+    /// partition 254:1 of disk vda (254:0), MSI interrupts 35 (config) and 36
+    /// (requests), the requests routed to CPU 1.
+    private func fakeMachine(effectiveAffinity: String?) throws -> (DiskInterrupts, TemporaryFolder) {
+        let folder = TemporaryFolder()
+        let root = folder.path
+        let pci = root + "/sys/devices/pci0000:00/0000:00:02.0"
+        let disk = pci + "/virtio1/block/vda"
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: pci + "/msi_irqs", withIntermediateDirectories: true)
+        for irq in ["35", "36"] { manager.createFile(atPath: pci + "/msi_irqs/" + irq, contents: Data()) }
+        try manager.createDirectory(atPath: disk + "/vda1", withIntermediateDirectories: true)
+        manager.createFile(atPath: disk + "/vda1/partition", contents: Data("1\n".utf8))
+        try manager.createDirectory(atPath: root + "/sys/dev/block", withIntermediateDirectories: true)
+        try manager.createSymbolicLink(
+            atPath: root + "/sys/dev/block/254:0", withDestinationPath: "../../devices/pci0000:00/0000:00:02.0/virtio1/block/vda")
+        try manager.createSymbolicLink(
+            atPath: root + "/sys/dev/block/254:1", withDestinationPath: "../../devices/pci0000:00/0000:00:02.0/virtio1/block/vda/vda1")
+        try manager.createDirectory(atPath: root + "/sys/dev/block/7:0", withIntermediateDirectories: true)
+        try manager.createDirectory(atPath: root + "/proc/irq/36", withIntermediateDirectories: true)
+        if let effectiveAffinity {
+            try effectiveAffinity.write(toFile: root + "/proc/irq/36/effective_affinity_list", atomically: true, encoding: .utf8)
+        }
+        try """
+                       CPU0       CPU1
+             24:          1          0  IO-APIC   5-edge      ACPI:Ged
+             35:          0          0 PCI-MSIX-0000:00:02.0   0-edge      virtio1-config
+             36:         12   22179629 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0
+             41:       6635          0 PCI-MSIX-0000:00:04.0   1-edge      virtio3-rx
+            NMI:          0          0   Non-maskable interrupts
+
+            """.write(toFile: root + "/proc/interrupts", atomically: true, encoding: .utf8)
+        return (DiskInterrupts(sysRoot: root + "/sys", procRoot: root + "/proc"), folder)
+    }
+
+    private func device(_ major: UInt64, _ minor: UInt64) -> UInt64 {
+        ((major & 0xfff) << 8) | ((major & ~0xfff) << 32) | (minor & 0xff) | ((minor & ~0xff) << 12)
+    }
+
+    @Test func `a partition's disk and the CPUs its completion interrupts go to are found`() throws {
+        let (interrupts, folder) = try fakeMachine(effectiveAffinity: "1\n")
+        defer { folder.cleanUp() }
+        #expect(try interrupts.locate(device: device(254, 1)).get() == DiskInterrupts.Finding(name: "vda", cpus: [1]))
+        #expect(try interrupts.locate(device: device(254, 0)).get() == DiskInterrupts.Finding(name: "vda", cpus: [1]))
+    }
+
+    @Test func `without the routing file the CPUs that counted the interrupts are taken`() throws {
+        let (interrupts, folder) = try fakeMachine(effectiveAffinity: nil)
+        defer { folder.cleanUp() }
+        // Interrupt 36 was counted on both CPUs (12 and 22 million times).
+        #expect(try interrupts.locate(device: device(254, 1)).get() == DiskInterrupts.Finding(name: "vda", cpus: [0, 1]))
+    }
+
+    @Test func `devices without a disk or interrupts are named in the reason`() throws {
+        let (interrupts, folder) = try fakeMachine(effectiveAffinity: "1")
+        defer { folder.cleanUp() }
+        #expect(
+            interrupts.locate(device: device(0, 27))
+                == .failure(DiskInterrupts.Unknown(reason: "device 0:27 is not a block device (a memory or network file system?)")))
+        #expect(interrupts.locate(device: device(7, 0)) == .failure(DiskInterrupts.Unknown(reason: "no MSI interrupts found for 7:0")))
+        #expect(
+            DiskInterrupts().locate(folder: folder.path + "/missing")
+                == .failure(DiskInterrupts.Unknown(reason: "cannot stat \(folder.path)/missing: No such file or directory")))
+    }
+
+    @Test func `--commit-cpu parses auto, none and CPU lists`() throws {
+        #expect(try Command.parse(["leader"]) == .leader(Command.LeaderOptions()))
+        #expect(Command.LeaderOptions().commitAffinity == .automatic)
+        var leader = Command.LeaderOptions()
+        leader.commitAffinity = .unpinned
+        #expect(try Command.parse(["leader", "--commit-cpu", "none"]) == .leader(leader))
+        leader.commitAffinity = .cpus([0, 2, 3])
+        #expect(try Command.parse(["leader", "--commit-cpu=0,2-3"]) == .leader(leader))
+        #expect(throws: Command.UsageError(message: "--commit-cpu takes auto, none or a CPU list like 1 or 0-3,6, not 'fast'", subcommand: "leader")) {
+            try Command.parse(["leader", "--commit-cpu", "fast"])
+        }
+    }
+
+    /// The CPUs each of a process's threads may run on, by thread name.
+    private func threadCPUs(_ pid: Int32) -> [(name: String, cpus: String)] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap { task in
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else { return nil }
+            var name = ""
+            var cpus = ""
+            for line in status.split(separator: "\n") {
+                if line.hasPrefix("Name:") { name = line.dropFirst(5).trimmingCharacters(in: .whitespaces) }
+                if line.hasPrefix("Cpus_allowed_list:") { cpus = line.dropFirst(18).trimmingCharacters(in: .whitespaces) }
+            }
+            return (name, cpus)
+        }
+    }
+
+    @Test func `a leader asked for a CPU serves there, its ZeroMQ threads too`() throws {
+        let data = TemporaryFolder()
+        defer { data.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try CogdProcess([
+            "leader", "--data", data.path, "--requests", ports.requests, "--turns", ports.turns, "--commit-cpu", "0",
+        ])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") } == "cogd leader: serving thread on CPU 0 (as asked)")
+        // It serves (the sockets' threads exist once it answers).
+        #expect(try ports.call("ledger.open", #"{"account":"a","balance":5}"#).hasPrefix("applied"))
+        let threads = threadCPUs(leader.process.processIdentifier)
+        let zeroMQ = threads.filter { $0.name.hasPrefix("ZMQbg") }
+        #expect(!zeroMQ.isEmpty, "threads: \(threads)")
+        #expect(zeroMQ.allSatisfy { $0.cpus == "0" }, "threads: \(threads)")
+        #expect(threads.filter { $0.cpus == "0" }.count > zeroMQ.count, "the serving thread too: \(threads)")
+    }
+
+    @Test func `a leader asked for a CPU it may not use says so and exits`() throws {
+        let data = TemporaryFolder()
+        defer { data.cleanUp() }
+        let result = try runCogd([
+            "leader", "--data", data.path, "--requests", "tcp://127.0.0.1:\(freePort())", "--turns", "tcp://127.0.0.1:\(freePort())",
+            "--commit-cpu", "1023",
+        ])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("Error: cannot run the serving thread on CPU 1023: this process may use CPU "), "\(result.stderr)")
+    }
+
+    @Test func `by default the leader says where its serving thread runs`() throws {
+        let data = TemporaryFolder()
+        defer { data.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: data.path)
+        defer { leader.stop() }
+        let line = leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") }
+        // Which one depends on the machine: pinned where the disk interrupts, or unpinned with the reason.
+        #expect(
+            line?.range(of: #"^cogd leader: serving thread (on CPU [0-9,-]+ \(where .+'s completion interrupts go\)|unpinned \(.+\))$"#, options: .regularExpression) != nil,
+            "\(line ?? "no line")")
+    }
+}
