@@ -40,7 +40,7 @@ public struct CommitPlacement: Sendable, Equatable {
 
     /// Decides the placement for `affinity` and pins the calling thread.
     /// Threads it starts later (ZeroMQ's) inherit the placement.
-    static func apply(_ affinity: CommitAffinity, dataFolder: String) throws -> CommitPlacement {
+    public static func apply(_ affinity: CommitAffinity, dataFolder: String) throws -> CommitPlacement {
         let allowed = ThreadAffinity.current()
         switch affinity {
         case .unpinned:
@@ -81,19 +81,19 @@ public struct CommitPlacementError: Error, CustomStringConvertible {
 }
 
 /// The calling thread's CPU affinity (Linux `sched_{get,set}affinity`).
-enum ThreadAffinity {
+public enum ThreadAffinity {
     /// CPUs a mask holds (glibc's `CPU_SETSIZE`).
-    static let capacity = 1_024
+    public static let capacity = 1_024
 
     /// The CPUs the calling thread may run on.
-    static func current() -> [Int] {
+    public static func current() -> [Int] {
         var mask = [UInt8](repeating: 0, count: capacity / 8)
         guard cogd_thread_affinity(&mask, mask.count) == 0 else { return [] }
         return (0..<capacity).filter { mask[$0 / 8] & (1 << UInt8($0 % 8)) != 0 }
     }
 
     /// Restricts the calling thread to `cpus`.
-    static func pin(_ cpus: [Int]) throws {
+    public static func pin(_ cpus: [Int]) throws {
         var mask = [UInt8](repeating: 0, count: capacity / 8)
         for cpu in cpus where cpu >= 0 && cpu < capacity { mask[cpu / 8] |= 1 << UInt8(cpu % 8) }
         let code = cogd_set_thread_affinity(mask, mask.count)

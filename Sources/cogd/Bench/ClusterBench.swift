@@ -93,11 +93,16 @@ struct ClusterBench {
             }
             workerSamples += try worker.measure(count: 120, warmUp: 20, firstIndex: index)
             echoSamples += try echo.measure(count: 400, warmUp: 40)
+            // Where the leader commits (`--commit-cpu auto`), so the raw
+            // commit is measured at its best too.
+            let unpinned = ThreadAffinity.current()
+            _ = try CommitPlacement.apply(.automatic, dataFolder: root)
             for round in 0..<120 {
                 let start = ContinuousClock.now
                 try commit.commit(record)
                 if round >= 20 { commitSamples.append(Self.microseconds(ContinuousClock.now - start)) }
             }
+            try ThreadAffinity.pin(unpinned)
             composedSamples += try echoWithCommit.measure(count: 220, warmUp: 20)
         }
         let p50 = Self.percentile(samples, 0.5)
@@ -256,6 +261,8 @@ struct ClusterBench {
     nonisolated static func serveEcho(endpoint: String, commitFolder: String?) -> Int32 {
         do {
             let appender = try commitFolder.map { try RawAppendBaseline.Appender(directory: $0) }
+            // A committing echo serves where the leader does (its threads too).
+            if let commitFolder { _ = try CommitPlacement.apply(.automatic, dataFolder: commitFolder) }
             let context = try ZMQContext()
             defer { context.close() }
             let router = try ZMQSocket(context, .router, linger: .zero)
