@@ -18,11 +18,11 @@ int cogd_thread_affinity(uint8_t *mask, size_t bytes) {
     return 0;
 }
 
-int cogd_set_thread_affinity(const uint8_t *mask, size_t bytes) {
+int cogd_set_thread_affinity(int tid, const uint8_t *mask, size_t bytes) {
     cpu_set_t set;
     CPU_ZERO(&set);
     for (size_t cpu = 0; cpu < bytes * 8 && cpu < CPU_SETSIZE; cpu++) {
         if (mask[cpu / 8] & (1u << (cpu % 8))) CPU_SET(cpu, &set);
     }
-    return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+    return sched_setaffinity(tid, sizeof set, &set) == 0 ? 0 : errno;
 }

@@ -80,6 +80,9 @@ public final class Leader {
     public let boundTurnsEndpoint: String
     /// Where the serving thread runs, and why.
     public let placement: CommitPlacement
+    private var ioPlacement = IOPlacementPolicy()
+    /// ZeroMQ's I/O threads (found when first moved: they name themselves once started).
+    private var ioThreads: [Int32] = []
 
     public var epoch: UInt64 { durable.store.epoch }
     public var lastRevision: UInt64 { durable.store.lastRevision }
@@ -170,6 +173,10 @@ public final class Leader {
             handle(identity: frames[0], frame: frames[1])
         }
         guard taken > 0 || !outgoing.isEmpty else { return }
+        if let cpus = placement.cpus, let spread = ioPlacement.observe(batch: taken) {
+            if ioThreads.isEmpty { ioThreads = ThreadAffinity.threads(named: "ZMQbg/IO") }
+            for thread in ioThreads { try? ThreadAffinity.pin(spread ? placement.processCPUs : cpus, thread: thread) }
+        }
         var index: DedupIndexChange?
         if unindexed.count >= Leader.indexInterval {
             dedupRows += Leader.inKeyOrder(unindexed)

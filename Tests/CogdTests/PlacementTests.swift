@@ -1,6 +1,9 @@
-import CogCluster
+import CogLog
+import CogWire
 import Foundation
 import Testing
+
+@testable import CogCluster
 
 @testable import cogd
 
@@ -130,6 +133,61 @@ struct PlacementTests {
         #expect(!zeroMQ.isEmpty, "threads: \(threads)")
         #expect(zeroMQ.allSatisfy { $0.cpus == "0" }, "threads: \(threads)")
         #expect(threads.filter { $0.cpus == "0" }.count > zeroMQ.count, "the serving thread too: \(threads)")
+    }
+
+    @Test func `ZeroMQ's I/O thread spreads under load and comes back when requests come one at a time`() {
+        var policy = IOPlacementPolicy()
+        var changes: [Bool] = []
+        for _ in 0..<1_000 { if let change = policy.observe(batch: 1) { changes.append(change) } }
+        #expect(changes.isEmpty && !policy.spread, "one message per batch never spreads it")
+        for _ in 0..<20 { if let change = policy.observe(batch: 30) { changes.append(change) } }
+        #expect(changes == [true] && policy.spread)
+        // Busy and quiet batches in turn (2 on average) keep it where it is.
+        for index in 0..<200 { if let change = policy.observe(batch: index % 2 == 0 ? 3 : 1) { changes.append(change) } }
+        #expect(changes == [true])
+        for _ in 0..<100 { if let change = policy.observe(batch: 1) { changes.append(change) } }
+        #expect(changes == [true, false] && !policy.spread)
+    }
+
+    @Test(.enabled(if: ThreadAffinity.current().count > 1, "needs two CPUs"))
+    func `a pinned leader lets its I/O thread use every CPU while loaded, then takes it back`() throws {
+        let data = TemporaryFolder()
+        defer { data.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try CogdProcess([
+            "leader", "--data", data.path, "--requests", ports.requests, "--turns", ports.turns, "--commit-cpu", "0",
+        ])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") } == "cogd leader: serving thread on CPU 0 (as asked)")
+        let everyCPU = CPUList.format(ThreadAffinity.current())
+        let pid = leader.process.processIdentifier
+        func ioCPUs() -> [String] { threadCPUs(pid).filter { $0.name.hasPrefix("ZMQbg/IO") }.map(\.cpus) }
+        let peer = try RawPeer(endpoint: ports.requests)
+        let argument = try CBOREncoder().encode(["account": CBORValue.text("load"), "balance": .unsigned(1)])
+        var sequence: UInt64 = 0
+        func request() -> [UInt8] {
+            sequence += 1
+            return WireMessage.op(OpRequest(request: RequestID(worker: "placement", sequence: sequence), op: "ledger.open", argument: argument))
+                .encoded()
+        }
+        #expect(try peer.exchange([request()]) != nil)
+        #expect(ioCPUs() == ["0"], "with the serving thread at first: \(threadCPUs(pid))")
+        // Pipelined: the leader takes many requests per batch.
+        var spread = false
+        for _ in 0..<10 where !spread {
+            let replies = try peer.replies(to: (0..<500).map { _ in request() }, round: 500)
+            #expect(replies.count == 500)
+            spread = ioCPUs() == [everyCPU]
+        }
+        #expect(spread, "spread under load: \(threadCPUs(pid))")
+        #expect(threadCPUs(pid).contains { !$0.name.hasPrefix("ZMQbg") && $0.cpus == "0" }, "the serving thread stays: \(threadCPUs(pid))")
+        // One at a time again.
+        var gathered = false
+        for _ in 0..<400 where !gathered {
+            #expect(try peer.exchange([request()]) != nil)
+            gathered = ioCPUs() == ["0"]
+        }
+        #expect(gathered, "back with the serving thread: \(threadCPUs(pid))")
     }
 
     @Test func `a leader asked for a CPU it may not use says so and exits`() throws {

@@ -7,8 +7,8 @@
 /// CPU N), `bytes` long; 0 on success, else an errno value.
 int cogd_thread_affinity(uint8_t *mask, size_t bytes);
 
-/// Restricts the calling thread to the CPUs set in `mask`; 0 on success,
-/// else an errno value.
-int cogd_set_thread_affinity(const uint8_t *mask, size_t bytes);
+/// Restricts thread `tid` of this process (0: the calling thread) to the
+/// CPUs set in `mask`; 0 on success, else an errno value.
+int cogd_set_thread_affinity(int tid, const uint8_t *mask, size_t bytes);
 
 #endif
