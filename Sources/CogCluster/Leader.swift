@@ -435,6 +435,14 @@ public final class Leader {
                     lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                     secondsSinceHeard: Double(since.components.seconds) + Double(since.components.attoseconds) / 1e18)
             },
-            errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
+            errorCounts: errorCounts, openScopeInstances: scopes.openInstances, placement: placementDescription)
+    }
+
+    /// The placement, with where ZeroMQ's I/O thread is now.
+    var placementDescription: String {
+        guard placement.cpus != nil else { return placement.description }
+        return placement.description
+            + (ioPlacement.spread
+                ? ", ZeroMQ I/O on CPU \(CPUList.format(placement.processCPUs)) (under load)" : ", ZeroMQ I/O beside it")
     }
 }

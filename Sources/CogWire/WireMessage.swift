@@ -202,13 +202,20 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     public var workers: [Worker]
     public var errorCounts: [String: UInt64]
     public var openScopeInstances: [UInt64]
+    /// Where the leader's serving thread and ZeroMQ's I/O thread run, in
+    /// words (absent from leaders before it was reported).
+    public var placement: String?
 
-    public init(epoch: UInt64, revision: UInt64, workers: [Worker], errorCounts: [String: UInt64], openScopeInstances: [UInt64]) {
+    public init(
+        epoch: UInt64, revision: UInt64, workers: [Worker], errorCounts: [String: UInt64], openScopeInstances: [UInt64],
+        placement: String? = nil
+    ) {
         self.epoch = epoch
         self.revision = revision
         self.workers = workers
         self.errorCounts = errorCounts
         self.openScopeInstances = openScopeInstances
+        self.placement = placement
     }
 }
 

@@ -245,7 +245,8 @@ enum ClusterCommands {
                 print(
                     "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
                         + "\"errors\": {\(status.errorCounts.sorted { $0.key < $1.key }.map { "\(CBORText.quoted($0.key)): \($0.value)" }.joined(separator: ", "))}, "
-                        + "\"openScopeInstances\": \(status.openScopeInstances)}")
+                        + "\"openScopeInstances\": \(status.openScopeInstances)"
+                        + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "") + "}")
             } else {
                 print("epoch     \(status.epoch)")
                 print("revision  \(status.revision)")
@@ -256,6 +257,7 @@ enum ClusterCommands {
                 let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
                 print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
                 print("scopes    \(status.openScopeInstances.count) open instances")
+                if let placement = status.placement { print("placement \(placement)") }
             }
             return 0
         } catch {

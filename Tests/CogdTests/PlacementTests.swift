@@ -180,6 +180,10 @@ struct PlacementTests {
             spread = ioCPUs() == [everyCPU]
         }
         #expect(spread, "spread under load: \(threadCPUs(pid))")
+        let loaded = try runCogd(["status", "--leader", ports.requests])
+        #expect(
+            loaded.stdout.contains("placement serving thread on CPU 0 (as asked), ZeroMQ I/O on CPU \(everyCPU) (under load)\n"),
+            "\(loaded.stdout)")
         #expect(threadCPUs(pid).contains { !$0.name.hasPrefix("ZMQbg") && $0.cpus == "0" }, "the serving thread stays: \(threadCPUs(pid))")
         // One at a time again.
         var gathered = false
@@ -188,6 +192,9 @@ struct PlacementTests {
             gathered = ioCPUs() == ["0"]
         }
         #expect(gathered, "back with the serving thread: \(threadCPUs(pid))")
+        let quiet = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(quiet.stdout.utf8)) as? [String: Any]
+        #expect(object?["placement"] as? String == "serving thread on CPU 0 (as asked), ZeroMQ I/O beside it", "\(quiet.stdout)")
     }
 
     @Test func `a leader asked for a CPU it may not use says so and exits`() throws {
