@@ -184,8 +184,9 @@ public enum CPUList {
 
 /// Finds the CPUs a folder's disk delivers its completion interrupts to,
 /// from sysfs and procfs (roots injectable for tests): the folder's device
-/// (`/sys/dev/block/MAJOR:MINOR`, its whole disk if it is a partition), the
-/// MSI interrupts of the bus device above it (`msi_irqs`), and for those that
+/// (`/sys/dev/block/MAJOR:MINOR`, its whole disk if it is a partition, the
+/// disks under it if it is a device-mapper or RAID device), the MSI
+/// interrupts of the bus device above each disk (`msi_irqs`), and for those that
 /// have fired, the CPUs they are routed to now (`/proc/irq/N/effective_affinity_list`,
 /// else the CPUs that counted them in `/proc/interrupts`).
 public struct DiskInterrupts: Sendable {
@@ -227,13 +228,36 @@ public struct DiskInterrupts: Sendable {
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
         let minor = (device & 0xff) | ((device >> 12) & ~0xff)
         let link = "\(sysRoot)/dev/block/\(major):\(minor)"
-        guard var disk = realPath(link) else {
+        guard let disk = realPath(link) else {
             return .failure(Unknown(reason: "device \(major):\(minor) is not a block device (a memory or network file system?)"))
         }
+        return locate(disk: disk, depth: 0)
+    }
+
+    /// The CPUs for the block device at `path` (its sysfs folder): its own
+    /// interrupts, or those of the devices it is built on (`slaves`: device
+    /// mapper, LVM, software RAID).
+    private func locate(disk path: String, depth: Int) -> Result<Finding, Unknown> {
+        var disk = path
         if FileManager.default.fileExists(atPath: disk + "/partition") { disk = parent(disk) }
         let name = (disk as NSString).lastPathComponent
         guard let irqs = msiInterrupts(above: disk) else {
-            return .failure(Unknown(reason: "no MSI interrupts found for \(name)"))
+            let slaves = ((try? FileManager.default.contentsOfDirectory(atPath: disk + "/slaves")) ?? []).sorted()
+            guard !slaves.isEmpty, depth < 4 else { return .failure(Unknown(reason: "no MSI interrupts found for \(name)")) }
+            var cpus = Set<Int>()
+            var under: [String] = []
+            for slave in slaves {
+                guard let slavePath = realPath("\(disk)/slaves/\(slave)") else { continue }
+                switch locate(disk: slavePath, depth: depth + 1) {
+                case .success(let finding):
+                    cpus.formUnion(finding.cpus)
+                    under.append(finding.name)
+                case .failure(let unknown):
+                    return .failure(Unknown(reason: "\(name) is on \(slave): \(unknown.reason)"))
+                }
+            }
+            guard !cpus.isEmpty else { return .failure(Unknown(reason: "no MSI interrupts found for \(name)")) }
+            return .success(Finding(name: "\(name) on \(under.joined(separator: ", "))", cpus: cpus.sorted()))
         }
         guard let counts = interruptCounts(irqs), !counts.isEmpty else {
             return .failure(Unknown(reason: "\(name)'s interrupts are not in \(procRoot)/interrupts"))

@@ -43,6 +43,16 @@ struct PlacementTests {
         try manager.createSymbolicLink(
             atPath: root + "/sys/dev/block/254:1", withDestinationPath: "../../devices/pci0000:00/0000:00:02.0/virtio1/block/vda/vda1")
         try manager.createDirectory(atPath: root + "/sys/dev/block/7:0", withIntermediateDirectories: true)
+        // dm-0 (an LVM volume) on partition vda1; dm-1 on the loop device, which has no interrupts.
+        let mapper = root + "/sys/devices/virtual/block"
+        try manager.createDirectory(atPath: mapper + "/dm-0/slaves", withIntermediateDirectories: true)
+        try manager.createSymbolicLink(
+            atPath: mapper + "/dm-0/slaves/vda1", withDestinationPath: "../../../../pci0000:00/0000:00:02.0/virtio1/block/vda/vda1")
+        try manager.createSymbolicLink(atPath: root + "/sys/dev/block/253:0", withDestinationPath: "../../devices/virtual/block/dm-0")
+        try manager.createDirectory(atPath: mapper + "/dm-1/slaves", withIntermediateDirectories: true)
+        try manager.createSymbolicLink(atPath: mapper + "/dm-1/slaves/loop0", withDestinationPath: "../../loop0")
+        try manager.createDirectory(atPath: mapper + "/loop0", withIntermediateDirectories: true)
+        try manager.createSymbolicLink(atPath: root + "/sys/dev/block/253:1", withDestinationPath: "../../devices/virtual/block/dm-1")
         try manager.createDirectory(atPath: root + "/proc/irq/36", withIntermediateDirectories: true)
         if let effectiveAffinity {
             try effectiveAffinity.write(toFile: root + "/proc/irq/36/effective_affinity_list", atomically: true, encoding: .utf8)
@@ -68,6 +78,10 @@ struct PlacementTests {
         defer { folder.cleanUp() }
         #expect(try interrupts.locate(device: device(254, 1)).get() == DiskInterrupts.Finding(name: "vda", cpus: [1]))
         #expect(try interrupts.locate(device: device(254, 0)).get() == DiskInterrupts.Finding(name: "vda", cpus: [1]))
+        #expect(try interrupts.locate(device: device(253, 0)).get() == DiskInterrupts.Finding(name: "dm-0 on vda", cpus: [1]))
+        #expect(
+            interrupts.locate(device: device(253, 1))
+                == .failure(DiskInterrupts.Unknown(reason: "dm-1 is on loop0: no MSI interrupts found for loop0")))
     }
 
     @Test func `without the routing file the CPUs that counted the interrupts are taken`() throws {
