@@ -1,0 +1,44 @@
+internal import CThreadAffinity
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The calling thread's CPU affinity (Linux `sched_{get,set}affinity`).
+public enum ThreadAffinity {
+    /// CPUs a mask holds (glibc's `CPU_SETSIZE`).
+    public static let capacity = 1_024
+
+    /// The CPUs the calling thread may run on.
+    public static func current() -> [Int] {
+        var mask = [UInt8](repeating: 0, count: capacity / 8)
+        guard cogd_thread_affinity(&mask, mask.count) == 0 else { return [] }
+        return (0..<capacity).filter { mask[$0 / 8] & (1 << UInt8($0 % 8)) != 0 }
+    }
+
+    /// Restricts `thread` (a thread id of this process; 0, the calling thread) to `cpus`.
+    public static func pin(_ cpus: [Int], thread: Int32 = 0) throws {
+        var mask = [UInt8](repeating: 0, count: capacity / 8)
+        for cpu in cpus where cpu >= 0 && cpu < capacity { mask[cpu / 8] |= 1 << UInt8(cpu % 8) }
+        let code = cogd_set_thread_affinity(thread, mask, mask.count)
+        guard code == 0 else {
+            throw CommitPlacementError(
+                code: .affinityRefused, message: "sched_setaffinity(CPU \(CPUList.format(cpus))) failed: \(String(cString: strerror(code)))")
+        }
+    }
+}
+
+extension ThreadAffinity {
+    /// The ids of this process's threads whose name starts with `prefix`
+    /// (ZeroMQ names its own: "ZMQbg/IO/0", "ZMQbg/Reaper").
+    public static func threads(named prefix: String) -> [Int32] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task in
+            guard let name = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                name.hasPrefix(prefix)
+            else { return nil }
+            return Int32(task)
+        }.sorted()
+    }
+}
