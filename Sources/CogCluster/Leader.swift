@@ -81,6 +81,7 @@ public final class Leader {
     /// Where the serving thread runs, and why.
     public let placement: CommitPlacement
     private var ioPlacement = IOPlacementPolicy()
+    private var commitTimes = CommitTimes()
     /// ZeroMQ's I/O threads (found when first moved: they name themselves once started).
     private var ioThreads: [Int32] = []
 
@@ -185,7 +186,10 @@ public final class Leader {
             // The first replies left out since the last indexing are this batch's.
             index = .unindexedFrom(durable.store.lastRevision + 1)
         }
+        let committing = !durable.pending.isEmpty || !dedupRows.isEmpty || index != nil
+        let start = ContinuousClock.now
         let revisions = try durable.flush(replies: dedupRows, index: index)
+        if committing { commitTimes.record(ContinuousClock.now - start, turns: revisions.count) }
         if index == .indexed { unindexed = [:] }
         dedupRows = []
         batchReplies = [:]
@@ -435,7 +439,8 @@ public final class Leader {
                     lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                     secondsSinceHeard: Double(since.components.seconds) + Double(since.components.attoseconds) / 1e18)
             },
-            errorCounts: errorCounts, openScopeInstances: scopes.openInstances, placement: placementDescription)
+            errorCounts: errorCounts, openScopeInstances: scopes.openInstances, placement: placementDescription,
+            commits: commitTimes.summary)
     }
 
     /// The placement, with where ZeroMQ's I/O thread is now.

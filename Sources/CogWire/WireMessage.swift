@@ -205,10 +205,33 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     /// Where the leader's serving thread and ZeroMQ's I/O thread run, in
     /// words (absent from leaders before it was reported).
     public var placement: String?
+    /// The leader's durable commits (absent from leaders before they were reported).
+    public var commits: Commits?
+
+    /// How long the leader's LMDB commits take: what durability costs it now.
+    public struct Commits: Codable, Equatable, Sendable {
+        /// Commits since the leader started.
+        public var count: UInt64
+        /// How many of the latest commits the figures below cover.
+        public var window: UInt64
+        /// The commit time's median and 99th percentile over the window, in µs.
+        public var p50Micros: Double
+        public var p99Micros: Double
+        /// Turns per commit over the window (group commit: more under load).
+        public var turnsPerCommit: Double
+
+        public init(count: UInt64, window: UInt64, p50Micros: Double, p99Micros: Double, turnsPerCommit: Double) {
+            self.count = count
+            self.window = window
+            self.p50Micros = p50Micros
+            self.p99Micros = p99Micros
+            self.turnsPerCommit = turnsPerCommit
+        }
+    }
 
     public init(
         epoch: UInt64, revision: UInt64, workers: [Worker], errorCounts: [String: UInt64], openScopeInstances: [UInt64],
-        placement: String? = nil
+        placement: String? = nil, commits: Commits? = nil
     ) {
         self.epoch = epoch
         self.revision = revision
@@ -216,6 +239,7 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
         self.errorCounts = errorCounts
         self.openScopeInstances = openScopeInstances
         self.placement = placement
+        self.commits = commits
     }
 }
 

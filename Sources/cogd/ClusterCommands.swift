@@ -246,7 +246,11 @@ enum ClusterCommands {
                     "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
                         + "\"errors\": {\(status.errorCounts.sorted { $0.key < $1.key }.map { "\(CBORText.quoted($0.key)): \($0.value)" }.joined(separator: ", "))}, "
                         + "\"openScopeInstances\": \(status.openScopeInstances)"
-                        + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "") + "}")
+                        + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "")
+                        + (status.commits.map {
+                            ", \"commits\": {\"count\": \($0.count), \"window\": \($0.window), \"p50Micros\": \(Int($0.p50Micros.rounded())), "
+                                + "\"p99Micros\": \(Int($0.p99Micros.rounded())), \"turnsPerCommit\": \(($0.turnsPerCommit * 100).rounded() / 100)}"
+                        } ?? "") + "}")
             } else {
                 print("epoch     \(status.epoch)")
                 print("revision  \(status.revision)")
@@ -257,6 +261,11 @@ enum ClusterCommands {
                 let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
                 print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
                 print("scopes    \(status.openScopeInstances.count) open instances")
+                if let commits = status.commits {
+                    print(
+                        "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "
+                            + "p99 \(Int(commits.p99Micros.rounded())) µs, \(String(format: "%.1f", commits.turnsPerCommit)) turns each)")
+                }
                 if let placement = status.placement { print("placement \(placement)") }
             }
             return 0

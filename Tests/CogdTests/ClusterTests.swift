@@ -32,6 +32,12 @@ struct ClusterTests {
         #expect(object?["revision"] as? Int == 4)
         let workers = object?["workers"] as? [[String: Any]] ?? []
         #expect(workers.count == 2)
+        // Four calls one after another: four commits of one turn each.
+        let commits = object?["commits"] as? [String: Any] ?? [:]
+        #expect(commits["count"] as? Int == 4 && commits["window"] as? Int == 4, "\(status.stdout)")
+        #expect(commits["turnsPerCommit"] as? Double == 1, "\(status.stdout)")
+        let p50 = commits["p50Micros"] as? Int ?? 0
+        #expect(p50 > 0 && (commits["p99Micros"] as? Int ?? 0) >= p50, "\(status.stdout)")
     }
 
     @Test func `workers follow and sync turns and state larger than a request may be`() throws {
