@@ -15,12 +15,20 @@ public struct CommitPlacement: Sendable, Equatable {
     }
 
     /// Decides the placement for `affinity` and pins the calling thread.
-    /// Threads it starts later (ZeroMQ's) inherit the placement.
+    /// Threads it starts later (ZeroMQ's) inherit the placement. CPUs asked
+    /// for by number that cannot be had are an error; `.automatic` then
+    /// leaves the thread unpinned and says why.
     public static func apply(_ affinity: CommitAffinity, dataFolder: String) throws -> CommitPlacement {
         let allowed = ThreadAffinity.current()
         var placement = try decide(affinity, dataFolder: dataFolder, allowed: allowed)
         placement.processCPUs = allowed
-        if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
+        if let cpus = placement.cpus {
+            do {
+                try ThreadAffinity.pin(cpus)
+            } catch where affinity == .automatic {
+                return CommitPlacement(cpus: nil, reason: "\(error)", processCPUs: allowed)
+            }
+        }
         return placement
     }
 
