@@ -265,8 +265,19 @@ public final class Leader {
             }
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
             outgoing.append((identity, welcome(worker).encoded()))
-        case .snapshotRequest:
-            outgoing.append((identity, snapshot().encoded()))
+        case .snapshotRequest(let inParts):
+            // One read of the state table: every part is as of the same revision.
+            let entries = ((try? durable.store.stateEntries()) ?? []).map {
+                SnapshotEntry(name: $0.name, key: $0.key, value: $0.value)
+            }
+            let revision = durable.store.lastRevision
+            if inParts {
+                for part in WireMessage.snapshotParts(epoch: epoch, revision: revision, entries: entries) {
+                    outgoing.append((identity, part.encoded()))
+                }
+            } else {
+                outgoing.append((identity, WireMessage.snapshot(epoch: epoch, revision: revision, entries: entries).encoded()))
+            }
         case .catchUpRequest(let from):
             let records = (try? durable.store.records(from: from, limit: 10_000, maximumBytes: WireMessage.turnsMessageTarget)) ?? []
             outgoing.append((identity, WireMessage.turns(epoch: epoch, records: records).encoded()))
@@ -344,14 +355,6 @@ public final class Leader {
         for request in unindexed.keys where request.worker == worker { stored = max(stored, request.sequence) }
         highestAnswered[worker] = stored
         return stored
-    }
-
-    /// Every state entry as of the last committed revision (run between batches).
-    private func snapshot() -> WireMessage {
-        let entries = ((try? durable.store.stateEntries()) ?? []).map {
-            SnapshotEntry(name: $0.name, key: $0.key, value: $0.value)
-        }
-        return .snapshot(epoch: epoch, revision: durable.store.lastRevision, entries: entries)
     }
 
     /// Admission, then the op's body as a turn: applied, unchanged or

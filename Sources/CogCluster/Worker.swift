@@ -64,6 +64,18 @@ public final class Worker: CogRemoteLink {
     /// reaches theirs (DESIGN §6: the members they list are as of that revision).
     private var pendingReplies: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
     private var awaitingSnapshot = false
+    /// The parts of the snapshot being received: its revision, the next
+    /// part expected, and the entries so far.
+    private var snapshotParts: (revision: UInt64, next: UInt64, entries: [SnapshotEntry])?
+    /// When the snapshot last made progress (requested, or a part came):
+    /// silence past `snapshotPatience` asks again (a part lost with a
+    /// connection), waiting twice as long each time (a leader reading a very
+    /// large state table may simply be slow) up to ten minutes.
+    private var snapshotProgress = ContinuousClock.now
+    private var snapshotPatience = Worker.initialSnapshotPatience
+    static let initialSnapshotPatience: Duration = .seconds(30)
+    /// How many parts the last snapshot applied came in.
+    public private(set) var syncedParts: UInt64 = 0
     private var catchUpFrom: UInt64?
     /// The newest revision the leader has named (its welcomes), this epoch.
     private var leaderRevision: UInt64 = 0
@@ -246,14 +258,35 @@ public final class Worker: CogRemoteLink {
                 subscriber = socket
                 buffered = [:]
                 catchUpFrom = nil
-                awaitingSnapshot = true
-                try send(.snapshotRequest)
+                try requestSnapshot()
+            } else if awaitingSnapshot, ContinuousClock.now - snapshotProgress > snapshotPatience {
+                snapshotPatience = min(snapshotPatience * 2, .seconds(600))
+                try requestSnapshot()
             } else if !awaitingSnapshot, lastRevision > appliedRevision, catchUpFrom == nil {
                 catchUpFrom = appliedRevision + 1
                 try send(.catchUpRequest(from: appliedRevision + 1))
             }
-        case .snapshot(let epoch, let revision, let entries):
-            guard epoch == self.epoch else { return }
+        case .snapshot(let epoch, let revision, let part, let partNumber, let more):
+            guard epoch == self.epoch, awaitingSnapshot else { return }
+            snapshotProgress = .now
+            // Parts come in order over one connection; anything else (a part
+            // of an earlier request, a gap) starts the snapshot over.
+            var entries = part
+            if partNumber > 0 || more {
+                if partNumber == 0 { snapshotParts = (revision, 0, []) }
+                guard var parts = snapshotParts, parts.revision == revision, parts.next == partNumber else {
+                    try requestSnapshot()
+                    return
+                }
+                parts.entries += part
+                parts.next += 1
+                snapshotParts = parts
+                guard !more else { return }
+                entries = parts.entries
+            }
+            syncedParts = partNumber + 1
+            snapshotParts = nil
+            snapshotPatience = Worker.initialSnapshotPatience
             awaitingSnapshot = false
             encodedState = [:]
             for entry in entries { encodedState[Worker.stateKey(entry.name, entry.key)] = entry.value }
@@ -312,6 +345,14 @@ public final class Worker: CogRemoteLink {
         default:
             break
         }
+    }
+
+    /// Asks for the whole state, in parts (any earlier parts are dropped).
+    private func requestSnapshot() throws {
+        awaitingSnapshot = true
+        snapshotParts = nil
+        snapshotProgress = .now
+        try send(.snapshotRequest(inParts: true))
     }
 
     private func keep(_ reply: OpReply) {

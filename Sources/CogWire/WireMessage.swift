@@ -11,10 +11,14 @@ public enum WireMessage: Equatable, Sendable {
     /// published, and the highest request sequence answered for this worker
     /// name (its next requests are numbered above it).
     case welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64 = 0)
-    /// Worker → leader: asks for the whole state.
-    case snapshotRequest
-    /// Leader → worker: every durable entry as of `revision`.
-    case snapshot(epoch: UInt64, revision: UInt64, entries: [SnapshotEntry])
+    /// Worker → leader: asks for the whole state, in one message or (when
+    /// the worker reads parts) in `snapshot` parts of about
+    /// `snapshotPartTarget` bytes each.
+    case snapshotRequest(inParts: Bool)
+    /// Leader → worker: every durable entry as of `revision` — or part
+    /// `part` (from 0) of them, `more` on every part but the last. All parts
+    /// of one snapshot carry the same epoch and revision.
+    case snapshot(epoch: UInt64, revision: UInt64, entries: [SnapshotEntry], part: UInt64 = 0, more: Bool = false)
     /// Worker → leader: asks for the records from `from` on.
     case catchUpRequest(from: UInt64)
     /// Leader → worker (reply) or the turn stream (publication): committed records, in order.
@@ -47,6 +51,10 @@ public enum WireMessage: Equatable, Sendable {
     /// catch-up reply): records are split across messages past it (a single
     /// larger record goes alone).
     public static let turnsMessageTarget = 1 << 20
+    /// The size the leader aims at for each part of a snapshot sent in
+    /// parts (a single larger entry goes alone): the state table is then
+    /// bounded by memory, not by `maximumLeaderMessageSize`.
+    public static let snapshotPartTarget = 1 << 22
 
     public var typeName: String {
         switch self {
@@ -281,13 +289,19 @@ extension WireMessage {
                 "epoch": CBORValue.unsigned(epoch), "lastRevision": .unsigned(lastRevision), "turns": .text(turnsEndpoint),
                 "lastSequence": .unsigned(lastSequence),
             ])
-        case .snapshotRequest, .statusRequest:
+        case .snapshotRequest(let inParts):
+            // A whole-snapshot request has no body, as before parts existed.
+            body = inParts ? .map([(.text("parts"), .bool(true))]) : nil
+        case .statusRequest:
             body = nil
-        case .snapshot(let epoch, let revision, let entries):
-            body = .map([
+        case .snapshot(let epoch, let revision, let entries, let part, let more):
+            var fields: [(key: CBORValue, value: CBORValue)] = [
                 (.text("epoch"), .unsigned(epoch)), (.text("revision"), .unsigned(revision)),
                 (.text("entries"), tree(entries)),
-            ])
+            ]
+            // A whole snapshot is written as before parts existed.
+            if part > 0 || more { fields += [(.text("part"), .unsigned(part)), (.text("more"), .bool(more))] }
+            body = .map(fields)
         case .catchUpRequest(let from):
             body = tree(["from": from])
         case .turns(let epoch, let records):
@@ -373,12 +387,22 @@ extension WireMessage {
             return .welcome(
                 epoch: welcome.epoch, lastRevision: welcome.lastRevision, turnsEndpoint: welcome.turns,
                 lastSequence: welcome.lastSequence ?? 0)
-        case "snapshot-request": return .snapshotRequest
+        case "snapshot-request":
+            struct Request: Decodable { var parts: Bool? }
+            return .snapshotRequest(inParts: envelope.body == nil ? false : (try body(Request.self).parts ?? false))
         case "status-request": return .statusRequest
         case "snapshot":
-            struct Snapshot: Decodable { var epoch: UInt64; var revision: UInt64; var entries: [SnapshotEntry] }
+            struct Snapshot: Decodable {
+                var epoch: UInt64
+                var revision: UInt64
+                var entries: [SnapshotEntry]
+                var part: UInt64?
+                var more: Bool?
+            }
             let snapshot = try body(Snapshot.self)
-            return .snapshot(epoch: snapshot.epoch, revision: snapshot.revision, entries: snapshot.entries)
+            return .snapshot(
+                epoch: snapshot.epoch, revision: snapshot.revision, entries: snapshot.entries, part: snapshot.part ?? 0,
+                more: snapshot.more ?? false)
         case "catch-up-request":
             struct CatchUp: Decodable { var from: UInt64 }
             return .catchUpRequest(from: try body(CatchUp.self).from)
@@ -566,6 +590,28 @@ extension WireMessage {
 
     /// The batch as `turns` frames of about `target` bytes each, in order
     /// (a record larger than `target` goes alone).
+    /// A snapshot of `entries` in parts of about `target` bytes each (a
+    /// single larger entry goes alone; no entries: one empty part).
+    public static func snapshotParts(
+        epoch: UInt64, revision: UInt64, entries: [SnapshotEntry], target: Int = snapshotPartTarget
+    ) -> [WireMessage] {
+        var groups: [[SnapshotEntry]] = [[]]
+        var size = 0
+        for entry in entries {
+            // The entry's bytes and its map's keys and heads.
+            let entrySize = entry.name.utf8.count + (entry.key?.count ?? 0) + entry.value.count + 32
+            if size > 0, size + entrySize > target {
+                groups.append([])
+                size = 0
+            }
+            groups[groups.count - 1].append(entry)
+            size += entrySize
+        }
+        return groups.enumerated().map { index, group in
+            .snapshot(epoch: epoch, revision: revision, entries: group, part: UInt64(index), more: index < groups.count - 1)
+        }
+    }
+
     public static func turnsFrames(epoch: UInt64, batch: EncodedTurnBatch, target: Int = turnsMessageTarget) -> [[UInt8]] {
         var frames: [[UInt8]] = []
         var first = 0

@@ -145,7 +145,9 @@ enum ClusterCommands {
                     // The snapshot's revision: turns applied after it in the same pass are reported next.
                     reportedEpoch = worker.syncedEpoch
                     reportedRevision = worker.syncedRevision
-                    print("cogd worker \(options.name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)")
+                    print(
+                        "cogd worker \(options.name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
+                            + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""))
                 }
                 if worker.appliedRevision != reportedRevision && reportedEpoch != nil {
                     reportedRevision = worker.appliedRevision

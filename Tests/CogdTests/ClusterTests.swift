@@ -68,6 +68,31 @@ struct ClusterTests {
         #expect(late.waitForLine { $0 == "ledger total 14" } != nil)
     }
 
+    @Test func `a late worker syncs a state table larger than a snapshot part, in parts`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        // Seven accounts with names of 600 KB: their balances alone hold more
+        // than one part (4 MiB), and the accounts list goes in a part of its own.
+        let peer = try RawPeer(endpoint: ports.requests)
+        let frames = try (1...7).map { index in
+            let account = String(repeating: "n", count: 600_000) + "\(index)"
+            let argument = try CBOREncoder().encode(["account": CBORValue.text(account), "balance": .unsigned(7)])
+            return WireMessage.op(OpRequest(request: RequestID(worker: "big", sequence: UInt64(index)), op: "ledger.open", argument: argument))
+                .encoded()
+        }
+        #expect(try peer.replies(to: frames, round: 1).map(\.outcome) == (1...7).map { .applied(revision: $0) })
+        let late = try ports.startWorker("late")
+        defer { late.stop() }
+        let synced = late.lines.first { $0.contains("synced at revision") } ?? ""
+        #expect(
+            synced.range(of: #"^cogd worker late: synced at revision 7, epoch 1 \(snapshot in [2-9] parts\)$"#, options: .regularExpression) != nil,
+            "\(late.lines)")
+        #expect(late.waitForLine { $0 == "ledger total 49" } != nil)
+    }
+
     @Test func `a worker started before its leader says it gets no answer, then syncs when the leader comes`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

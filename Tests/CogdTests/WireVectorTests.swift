@@ -19,7 +19,12 @@ struct WireVectorTests {
             ("hello", .hello(worker: "w1", lastRevision: 0)),
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
             ("heartbeat", .heartbeat(worker: "w1", revision: 42)),
-            ("snapshot-request", .snapshotRequest),
+            ("snapshot-request", .snapshotRequest(inParts: false)),
+            ("snapshot-request-parts", .snapshotRequest(inParts: true)),
+            ("snapshot-part", .snapshot(
+                epoch: 3, revision: 42,
+                entries: [SnapshotEntry(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))],
+                part: 1, more: true)),
             ("catch-up-request", .catchUpRequest(from: 43)),
             ("op", .op(OpRequest(
                 request: request, op: "ledger.transfer",
@@ -66,6 +71,31 @@ struct WireVectorTests {
             writes: [TurnWrite(name: "v", key: nil, value: try encoder.encode(String(repeating: "y", count: 1_100_000)))])]))
         #expect(throws: WireDecodeError.self) { try WireMessage.decode(large) }
         #expect(throws: Never.self) { try WireMessage.decode(large, limit: WireMessage.maximumLeaderMessageSize) }
+    }
+
+    @Test func `a snapshot in parts splits at about the target size, a large entry alone, and a small one stays one message`() throws {
+        let entries = [10, 400, 10, 10, 2_000, 10].enumerated().map { index, size in
+            SnapshotEntry(name: "v", key: [UInt8(index)], value: [UInt8](repeating: 7, count: size))
+        }
+        let parts = WireMessage.snapshotParts(epoch: 2, revision: 9, entries: entries, target: 800)
+        var gathered: [SnapshotEntry] = []
+        var shape: [(part: UInt64, count: Int, more: Bool)] = []
+        for part in parts {
+            guard case .snapshot(2, 9, let chunk, let number, let more) = try WireMessage.decode(part.encoded(), limit: WireMessage.maximumLeaderMessageSize) else {
+                Issue.record("not a snapshot part")
+                return
+            }
+            gathered += chunk
+            shape.append((number, chunk.count, more))
+        }
+        #expect(gathered == entries)
+        #expect(shape.map(\.part) == [0, 1, 2] && shape.map(\.count) == [4, 1, 1] && shape.map(\.more) == [true, true, false])
+        // Under the target (or empty): one message, written exactly as a whole snapshot.
+        for few in [entries, []] {
+            let one = WireMessage.snapshotParts(epoch: 2, revision: 9, entries: few)
+            #expect(one.count == 1)
+            #expect(one.first?.encoded() == WireMessage.snapshot(epoch: 2, revision: 9, entries: few).encoded())
+        }
     }
 
     @Test func `op and reply frames written by hand are deterministic and decode back`() throws {

@@ -48,18 +48,24 @@ struct WorkerProtocolTests {
             return try Worker(configuration: Worker.Configuration(name: "w1", leaderEndpoint: requests), mechanisms: mechanisms)
         }
 
-        /// Answers the worker's hello with a welcome and its snapshot request
-        /// with an empty state at revision 0; false (recorded) if either is missing.
-        func join(_ replica: Worker, lastRevision: UInt64 = 0, lastSequence: UInt64 = 0) throws -> Bool {
+        /// Answers the worker's hello with a welcome and waits for its
+        /// snapshot request (in parts); false (recorded) if either is missing.
+        func welcome(_ replica: Worker, lastRevision: UInt64 = 0, lastSequence: UInt64 = 0) throws -> Bool {
             guard case .hello? = try next(pumping: replica) else {
                 Issue.record("no hello")
                 return false
             }
             try send(.welcome(epoch: 1, lastRevision: lastRevision, turnsEndpoint: turns, lastSequence: lastSequence))
-            guard case .snapshotRequest? = try next(pumping: replica) else {
-                Issue.record("no snapshot request")
+            guard case .snapshotRequest(inParts: true)? = try next(pumping: replica) else {
+                Issue.record("no snapshot request (in parts)")
                 return false
             }
+            return true
+        }
+
+        /// `welcome`, then an empty state at revision 0.
+        func join(_ replica: Worker, lastRevision: UInt64 = 0, lastSequence: UInt64 = 0) throws -> Bool {
+            guard try welcome(replica, lastRevision: lastRevision, lastSequence: lastSequence) else { return false }
             try send(.snapshot(epoch: 1, revision: 0, entries: []))
             return true
         }
@@ -162,21 +168,39 @@ struct WorkerProtocolTests {
         #expect(replica.replies[RequestID(worker: "w1", sequence: 1)] == nil, "the oldest replies are let go")
     }
 
+    @Test func `a worker assembles a snapshot sent in parts, and asks again when one goes missing`() throws {
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try leader.replica()
+        defer { replica.close() }
+        let encoder = CBOREncoder()
+        guard try leader.welcome(replica, lastRevision: 9) else { return }
+        let isSnapshotRequest: (WireMessage) -> Bool = { $0 == .snapshotRequest(inParts: true) }
+        let names = (0..<6).map { "account-\($0)" }
+        var entries = [SnapshotEntry(name: "ledger.accounts", key: nil, value: try encoder.encode(names))]
+        entries += try names.map { SnapshotEntry(name: "ledger.balance", key: try encoder.encode($0), value: try encoder.encode(10)) }
+        let parts = WireMessage.snapshotParts(epoch: 1, revision: 9, entries: entries, target: 100)
+        #expect(parts.count == 7)
+        // Part 1 goes missing: part 2 is not taken for it, the worker asks again.
+        try leader.send(parts[0])
+        try leader.send(parts[2])
+        #expect(try leader.next(pumping: replica, matching: isSnapshotRequest) != nil, "asked again after the gap")
+        #expect(!replica.isSynced)
+        for part in parts { try leader.send(part) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !replica.isSynced, ContinuousClock.now < deadline { try replica.pump(waitingUpTo: .milliseconds(50)) }
+        #expect(replica.isSynced && replica.syncedRevision == 9 && replica.syncedParts == 7)
+        #expect(replica.cogs[accountsCog] == names)
+        #expect(replica.cogs[totalMoneyCog] == 60)
+    }
+
     @Test func `a registration reply above the replica's revision is adopted only once the replica reaches it`() throws {
         let leader = try ScriptedLeader()
         defer { leader.close() }
         let replica = try leader.replica(LedgerRig.mechanisms(greeter: true))
         defer { replica.close() }
         let encoder = CBOREncoder()
-        guard case .hello? = try leader.next(pumping: replica) else {
-            Issue.record("no hello")
-            return
-        }
-        try leader.send(.welcome(epoch: 1, lastRevision: 1, turnsEndpoint: leader.turns))
-        guard case .snapshotRequest? = try leader.next(pumping: replica) else {
-            Issue.record("no snapshot request")
-            return
-        }
+        guard try leader.welcome(replica, lastRevision: 1) else { return }
         let accounts = try encoder.encode(["alice"])
         try leader.send(.snapshot(epoch: 1, revision: 1, entries: [SnapshotEntry(name: "ledger.accounts", key: nil, value: accounts)]))
         // The greeter registers its scope; alice's child opens locally and asks to greet.
