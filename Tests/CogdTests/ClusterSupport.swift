@@ -81,15 +81,23 @@ final class CogdProcess {
     deinit { stop() }
 }
 
+/// The frame of an `op` request `worker#sequence` opening `account` with
+/// `balance` (ledger rig), for tests that speak the wire themselves.
+func openAccountFrame(_ account: String, balance: UInt64, worker: String, sequence: UInt64) throws -> [UInt8] {
+    let argument = try CBOREncoder().encode(["account": CBORValue.text(account), "balance": .unsigned(balance)])
+    return WireMessage.op(OpRequest(request: RequestID(worker: worker, sequence: sequence), op: "ledger.open", argument: argument)).encoded()
+}
+
 /// A leader on fixed free ports over `data`.
 struct ClusterPorts {
     let requests = "tcp://127.0.0.1:\(freePort())"
     let turns = "tcp://127.0.0.1:\(freePort())"
 
-    func startLeader(data: String, heartbeatTimeout: Double = 5) throws -> CogdProcess {
+    /// Starts `cogd leader` (with `options` after the usual ones) and waits for its first line.
+    func startLeader(data: String, heartbeatTimeout: Double = 5, options: [String] = []) throws -> CogdProcess {
         let leader = try CogdProcess([
             "leader", "--data", data, "--requests", requests, "--turns", turns, "--heartbeat-timeout", String(heartbeatTimeout),
-        ])
+        ] + options)
         #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil, "the leader started")
         return leader
     }

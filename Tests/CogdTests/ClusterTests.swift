@@ -54,9 +54,7 @@ struct ClusterTests {
         let big = String(repeating: "x", count: 600_000)
         let peer = try RawPeer(endpoint: ports.requests)
         func open(_ account: String, _ sequence: UInt64) throws -> OpReply.Outcome? {
-            let argument = try CBOREncoder().encode(["account": CBORValue.text(account), "balance": .unsigned(7)])
-            let frame = WireMessage.op(OpRequest(request: RequestID(worker: "big", sequence: sequence), op: "ledger.open", argument: argument))
-            return try peer.replies(to: [frame.encoded()]).first?.outcome
+            try peer.replies(to: [openAccountFrame(account, balance: 7, worker: "big", sequence: sequence)]).first?.outcome
         }
         #expect(try open(big, 1) == .applied(revision: 1))
         #expect(try open("small", 2) == .applied(revision: 2))
@@ -78,10 +76,7 @@ struct ClusterTests {
         // than one part (4 MiB), and the accounts list goes in a part of its own.
         let peer = try RawPeer(endpoint: ports.requests)
         let frames = try (1...7).map { index in
-            let account = String(repeating: "n", count: 600_000) + "\(index)"
-            let argument = try CBOREncoder().encode(["account": CBORValue.text(account), "balance": .unsigned(7)])
-            return WireMessage.op(OpRequest(request: RequestID(worker: "big", sequence: UInt64(index)), op: "ledger.open", argument: argument))
-                .encoded()
+            try openAccountFrame(String(repeating: "n", count: 600_000) + "\(index)", balance: 7, worker: "big", sequence: UInt64(index))
         }
         #expect(try peer.replies(to: frames, round: 1).map(\.outcome) == (1...7).map { .applied(revision: $0) })
         let late = try ports.startWorker("late")
@@ -168,9 +163,7 @@ struct ClusterTests {
         let ports = ClusterPorts()
         let count = 1_300
         func open(_ sequence: Int) throws -> [UInt8] {
-            let argument = try CBOREncoder().encode(["account": CBORValue.text("a\(sequence)"), "balance": .unsigned(1)])
-            return WireMessage.op(OpRequest(request: RequestID(worker: "bulk", sequence: UInt64(sequence)), op: "ledger.open", argument: argument))
-                .encoded()
+            try openAccountFrame("a\(sequence)", balance: 1, worker: "bulk", sequence: UInt64(sequence))
         }
         func exchange(_ frames: [[UInt8]]) throws -> [UInt64: OpReply.Outcome] {
             let replies = try RawPeer(endpoint: ports.requests).replies(to: frames)
@@ -223,10 +216,8 @@ struct ClusterTests {
         let peer = try RawPeer(endpoint: ports.requests)
         // More one-off names than the leader keeps in memory (each like a `cogd call`).
         let names = 10_050
-        let argument = try CBOREncoder().encode(["account": CBORValue.text("a"), "balance": .unsigned(1)])
-        func request(_ index: Int) -> [UInt8] {
-            WireMessage.op(OpRequest(request: RequestID(worker: "once-\(index)", sequence: 1), op: "ledger.open", argument: argument))
-                .encoded()
+        func request(_ index: Int) throws -> [UInt8] {
+            try openAccountFrame("a", balance: 1, worker: "once-\(index)", sequence: 1)
         }
         func exchange(_ frames: [[UInt8]]) throws -> [String: OpReply.Outcome] {
             Dictionary(try peer.replies(to: frames, round: 500).map { ($0.request.worker, $0.outcome) }, uniquingKeysWith: { _, last in last })

@@ -130,15 +130,19 @@ struct PlacementTests {
         }
     }
 
+    /// A leader started with `--commit-cpu 0`, which it says.
+    private func leaderOnCPU0(_ data: TemporaryFolder, _ ports: ClusterPorts) throws -> CogdProcess {
+        let leader = try ports.startLeader(data: data.path, options: ["--commit-cpu", "0"])
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") } == "cogd leader: serving thread on CPU 0 (as asked)")
+        return leader
+    }
+
     @Test func `a leader asked for a CPU serves there, its ZeroMQ threads too`() throws {
         let data = TemporaryFolder()
         defer { data.cleanUp() }
         let ports = ClusterPorts()
-        let leader = try CogdProcess([
-            "leader", "--data", data.path, "--requests", ports.requests, "--turns", ports.turns, "--commit-cpu", "0",
-        ])
+        let leader = try leaderOnCPU0(data, ports)
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") } == "cogd leader: serving thread on CPU 0 (as asked)")
         // It serves (the sockets' threads exist once it answers).
         #expect(try ports.call("ledger.open", #"{"account":"a","balance":5}"#).hasPrefix("applied"))
         let threads = threadCPUs(leader.process.processIdentifier)
@@ -153,28 +157,23 @@ struct PlacementTests {
         let data = TemporaryFolder()
         defer { data.cleanUp() }
         let ports = ClusterPorts()
-        let leader = try CogdProcess([
-            "leader", "--data", data.path, "--requests", ports.requests, "--turns", ports.turns, "--commit-cpu", "0",
-        ])
+        let leader = try leaderOnCPU0(data, ports)
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") } == "cogd leader: serving thread on CPU 0 (as asked)")
         let everyCPU = CPUList.format(ThreadAffinity.current())
         let pid = leader.process.processIdentifier
         func ioCPUs() -> [String] { threadCPUs(pid).filter { $0.name.hasPrefix("ZMQbg/IO") }.map(\.cpus) }
         let peer = try RawPeer(endpoint: ports.requests)
-        let argument = try CBOREncoder().encode(["account": CBORValue.text("load"), "balance": .unsigned(1)])
         var sequence: UInt64 = 0
-        func request() -> [UInt8] {
+        func request() throws -> [UInt8] {
             sequence += 1
-            return WireMessage.op(OpRequest(request: RequestID(worker: "placement", sequence: sequence), op: "ledger.open", argument: argument))
-                .encoded()
+            return try openAccountFrame("load", balance: 1, worker: "placement", sequence: sequence)
         }
         #expect(try peer.exchange([request()]) != nil)
         #expect(ioCPUs() == ["0"], "with the serving thread at first: \(threadCPUs(pid))")
         // Pipelined: the leader takes many requests per batch.
         var spread = false
         for _ in 0..<10 where !spread {
-            let replies = try peer.replies(to: (0..<500).map { _ in request() }, round: 500)
+            let replies = try peer.replies(to: (0..<500).map { _ in try request() }, round: 500)
             #expect(replies.count == 500)
             spread = ioCPUs() == [everyCPU]
         }
