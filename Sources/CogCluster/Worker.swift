@@ -269,12 +269,14 @@ public final class Worker: CogRemoteLink {
         case .snapshot(let epoch, let revision, let part, let partNumber, let more):
             guard epoch == self.epoch, awaitingSnapshot else { return }
             snapshotProgress = .now
-            // Parts come in order over one connection; anything else (a part
-            // of an earlier request, a gap) starts the snapshot over.
+            // Parts come in order over one connection, each request's as one
+            // run. A gap starts the snapshot over (once: the rest of that run
+            // is ignored until a part 0 begins another).
             var entries = part
             if partNumber > 0 || more {
                 if partNumber == 0 { snapshotParts = (revision, 0, []) }
-                guard var parts = snapshotParts, parts.revision == revision, parts.next == partNumber else {
+                guard var parts = snapshotParts else { return }
+                guard parts.revision == revision, parts.next == partNumber else {
                     try requestSnapshot()
                     return
                 }
