@@ -8,6 +8,11 @@ public struct CommitPlacement: Sendable, Equatable {
     public var reason: String
     /// The CPUs the process may use (where ZeroMQ's I/O thread spreads under load).
     public var processCPUs: [Int] = []
+    /// The CPUs the process may use besides the serving thread's (none when unpinned).
+    public var spareCPUs: [Int] {
+        guard let cpus else { return [] }
+        return processCPUs.filter { !cpus.contains($0) }
+    }
 
     public var description: String {
         guard let cpus else { return "serving thread unpinned (\(reason))" }

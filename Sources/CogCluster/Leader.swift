@@ -82,8 +82,14 @@ public final class Leader {
     public let placement: CommitPlacement
     private var ioPlacement = IOPlacementPolicy()
     private var commitTimes = CommitTimes()
-    /// ZeroMQ's I/O threads (found when first moved: they name themselves once started).
-    private var ioThreads: [Int32] = []
+    /// ZeroMQ's I/O threads: the requests' ("ZMQbg/IO/0") and, with a CPU
+    /// to spare, the turn stream's ("ZMQbg/IO/1"). Found when first placed
+    /// (they name themselves once started).
+    private var ioThreads: (requests: [Int32], stream: [Int32]) = ([], [])
+    private var ioThreadsPlaced = false
+    /// Whether the turn stream has its own I/O thread, on the CPUs the
+    /// serving thread leaves free.
+    private let streamHasOwnIOThread: Bool
 
     public var epoch: UInt64 { durable.store.epoch }
     public var lastRevision: UInt64 { durable.store.lastRevision }
@@ -97,8 +103,13 @@ public final class Leader {
         // Before the context: ZeroMQ's threads inherit the placement, so a
         // request's wake-ups stay on the CPUs the commits run on.
         placement = try CommitPlacement.apply(configuration.commitAffinity, dataFolder: configuration.dataFolder)
-        context = try ZMQContext()
+        // With a CPU to spare, the turn stream gets an I/O thread of its own
+        // there: a publication's send (the subscribers' TCP work included)
+        // then runs beside the replies' instead of ahead of them.
+        streamHasOwnIOThread = !placement.spareCPUs.isEmpty
+        context = try ZMQContext(ioThreads: streamHasOwnIOThread ? 2 : 1)
         router = try ZMQSocket(context, .router)
+        if streamHasOwnIOThread { try router.setIOThreads(0b01) }
         // A send to a peer that is no longer connected fails (EHOSTUNREACH)
         // instead of vanishing: how a hello learns whether the process that
         // holds its worker name is still there.
@@ -106,6 +117,7 @@ public final class Leader {
         try router.setMaximumMessageSize(Int64(WireMessage.maximumSize * 4))
         try router.bind(configuration.requestsEndpoint)
         publisher = try ZMQSocket(context, .publisher)
+        if streamHasOwnIOThread { try publisher.setIOThreads(0b10) }
         try publisher.setHighWaterMarks(send: 100_000, receive: 1_000)
         try publisher.bind(configuration.turnsEndpoint)
         boundRequestsEndpoint = try router.lastEndpoint()
@@ -174,10 +186,7 @@ public final class Leader {
             handle(identity: frames[0], frame: frames[1])
         }
         guard taken > 0 || !outgoing.isEmpty else { return }
-        if let cpus = placement.cpus, let spread = ioPlacement.observe(batch: taken) {
-            if ioThreads.isEmpty { ioThreads = ThreadAffinity.threads(named: "ZMQbg/IO") }
-            for thread in ioThreads { try? ThreadAffinity.pin(spread ? placement.processCPUs : cpus, thread: thread) }
-        }
+        if placement.cpus != nil, ioPlacement.observe(batch: taken) != nil || !ioThreadsPlaced { placeIOThreads() }
         var index: DedupIndexChange?
         if unindexed.count >= Leader.indexInterval {
             dedupRows += Leader.inKeyOrder(unindexed)
@@ -206,6 +215,20 @@ public final class Leader {
             _ = try? router.send([identity, frame], wait: false)
         }
         outgoing = []
+    }
+
+    /// Puts ZeroMQ's I/O threads where the load asks: the requests' beside
+    /// the serving thread and the stream's on the spare CPUs, or, under
+    /// load, both on every CPU.
+    private func placeIOThreads() {
+        guard let cpus = placement.cpus else { return }
+        if !ioThreadsPlaced {
+            ioThreads = (ThreadAffinity.threads(named: "ZMQbg/IO/0"), ThreadAffinity.threads(named: "ZMQbg/IO/1"))
+            ioThreadsPlaced = !ioThreads.requests.isEmpty && (!streamHasOwnIOThread || !ioThreads.stream.isEmpty)
+        }
+        let spread = ioPlacement.spread
+        for thread in ioThreads.requests { try? ThreadAffinity.pin(spread ? placement.processCPUs : cpus, thread: thread) }
+        for thread in ioThreads.stream { try? ThreadAffinity.pin(spread ? placement.processCPUs : placement.spareCPUs, thread: thread) }
     }
 
     private func refuse(_ identity: [UInt8], _ error: WireError) {
@@ -446,11 +469,13 @@ public final class Leader {
             commits: commitTimes.summary)
     }
 
-    /// The placement, with where ZeroMQ's I/O thread is now.
+    /// The placement, with where ZeroMQ's I/O threads are now.
     var placementDescription: String {
         guard placement.cpus != nil else { return placement.description }
-        return placement.description
-            + (ioPlacement.spread
-                ? ", ZeroMQ I/O on CPU \(CPUList.format(placement.processCPUs)) (under load)" : ", ZeroMQ I/O beside it")
+        if ioPlacement.spread {
+            return placement.description + ", ZeroMQ I/O on CPU \(CPUList.format(placement.processCPUs)) (under load)"
+        }
+        guard streamHasOwnIOThread else { return placement.description + ", ZeroMQ I/O beside it" }
+        return placement.description + ", requests' I/O beside it, the turn stream's on CPU \(CPUList.format(placement.spareCPUs))"
     }
 }

@@ -9,9 +9,14 @@ public final class ZMQContext: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
     private var terminated = false
 
-    public init() throws(ZMQError) {
+    public init(ioThreads: Int32 = 1) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else { throw ZMQError(operation: "zmq_ctx_new") }
         self.handle = handle
+        if ioThreads != 1, zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) != 0 {
+            let error = ZMQError(operation: "zmq_ctx_set(IO_THREADS)")
+            zmq_ctx_term(handle)
+            throw error
+        }
     }
 
     /// Terminates the context; later calls do nothing.

@@ -88,6 +88,10 @@ public final class ZMQSocket {
         try setOption(ZMQ_RECONNECT_IVL_MAX, maximum)
     }
     /// Makes a ROUTER fail sends to unknown peers instead of dropping them silently.
+    /// Which of the context's I/O threads serve this socket's connections
+    /// (bit N: thread N); set before bind or connect.
+    public func setIOThreads(_ mask: UInt64) throws(ZMQError) { try setOption(ZMQ_AFFINITY, Int64(bitPattern: mask)) }
+
     public func setRouterMandatory(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_ROUTER_MANDATORY, Int32(on ? 1 : 0)) }
     /// Subscribes to every message (SUB sockets).
     public func subscribeToAll() throws(ZMQError) { try setOption(ZMQ_SUBSCRIBE, bytes: []) }

@@ -137,31 +137,37 @@ struct PlacementTests {
         return leader
     }
 
-    @Test func `a leader asked for a CPU serves there, its ZeroMQ threads too`() throws {
+    @Test func `a leader asked for a CPU serves there, its request I/O too, the turn stream's I/O on the CPUs left`() throws {
         let data = TemporaryFolder()
         defer { data.cleanUp() }
         let ports = ClusterPorts()
         let leader = try leaderOnCPU0(data, ports)
         defer { leader.stop() }
-        // It serves (the sockets' threads exist once it answers).
+        // It serves (its I/O threads are placed by the time it answers).
         #expect(try ports.call("ledger.open", #"{"account":"a","balance":5}"#).hasPrefix("applied"))
         let threads = threadCPUs(leader.process.processIdentifier)
-        let zeroMQ = threads.filter { $0.name.hasPrefix("ZMQbg") }
-        #expect(!zeroMQ.isEmpty, "threads: \(threads)")
-        #expect(zeroMQ.allSatisfy { $0.cpus == "0" }, "threads: \(threads)")
-        #expect(threads.filter { $0.cpus == "0" }.count > zeroMQ.count, "the serving thread too: \(threads)")
+        let zeroMQ = Dictionary(threads.filter { $0.name.hasPrefix("ZMQbg") }.map { ($0.name, $0.cpus) }) { a, _ in a }
+        let spare = ThreadAffinity.current().filter { $0 != 0 }
+        var expected = ["ZMQbg/Reaper": "0", "ZMQbg/IO/0": "0"]
+        if !spare.isEmpty { expected["ZMQbg/IO/1"] = CPUList.format(spare) }
+        #expect(zeroMQ == expected, "threads: \(threads)")
+        #expect(threads.contains { !$0.name.hasPrefix("ZMQbg") && $0.cpus == "0" }, "the serving thread too: \(threads)")
     }
 
     @Test(.enabled(if: ThreadAffinity.current().count > 1, "needs two CPUs"))
-    func `a pinned leader lets its I/O thread use every CPU while loaded, then takes it back`() throws {
+    func `a pinned leader lets its I/O threads use every CPU while loaded, then takes them back`() throws {
         let data = TemporaryFolder()
         defer { data.cleanUp() }
         let ports = ClusterPorts()
         let leader = try leaderOnCPU0(data, ports)
         defer { leader.stop() }
         let everyCPU = CPUList.format(ThreadAffinity.current())
+        let spare = CPUList.format(ThreadAffinity.current().filter { $0 != 0 })
         let pid = leader.process.processIdentifier
-        func ioCPUs() -> [String] { threadCPUs(pid).filter { $0.name.hasPrefix("ZMQbg/IO") }.map(\.cpus) }
+        func ioCPUs() -> [String: String] {
+            Dictionary(threadCPUs(pid).filter { $0.name.hasPrefix("ZMQbg/IO") }.map { ($0.name, $0.cpus) }) { a, _ in a }
+        }
+        let gatheredCPUs = ["ZMQbg/IO/0": "0", "ZMQbg/IO/1": spare]
         let peer = try RawPeer(endpoint: ports.requests)
         var sequence: UInt64 = 0
         func request() throws -> [UInt8] {
@@ -169,13 +175,13 @@ struct PlacementTests {
             return try openAccountFrame("load", balance: 1, worker: "placement", sequence: sequence)
         }
         #expect(try peer.exchange([request()]) != nil)
-        #expect(ioCPUs() == ["0"], "with the serving thread at first: \(threadCPUs(pid))")
+        #expect(ioCPUs() == gatheredCPUs, "requests' beside the serving thread at first: \(threadCPUs(pid))")
         // Pipelined: the leader takes many requests per batch.
         var spread = false
         for _ in 0..<10 where !spread {
             let replies = try peer.replies(to: (0..<500).map { _ in try request() }, round: 500)
             #expect(replies.count == 500)
-            spread = ioCPUs() == [everyCPU]
+            spread = ioCPUs() == ["ZMQbg/IO/0": everyCPU, "ZMQbg/IO/1": everyCPU]
         }
         #expect(spread, "spread under load: \(threadCPUs(pid))")
         let loaded = try runCogd(["status", "--leader", ports.requests])
@@ -187,12 +193,14 @@ struct PlacementTests {
         var gathered = false
         for _ in 0..<400 where !gathered {
             #expect(try peer.exchange([request()]) != nil)
-            gathered = ioCPUs() == ["0"]
+            gathered = ioCPUs() == gatheredCPUs
         }
         #expect(gathered, "back with the serving thread: \(threadCPUs(pid))")
         let quiet = try runCogd(["status", "--leader", ports.requests, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(quiet.stdout.utf8)) as? [String: Any]
-        #expect(object?["placement"] as? String == "serving thread on CPU 0 (as asked), ZeroMQ I/O beside it", "\(quiet.stdout)")
+        #expect(
+            object?["placement"] as? String == "serving thread on CPU 0 (as asked), requests' I/O beside it, the turn stream's on CPU \(spare)",
+            "\(quiet.stdout)")
     }
 
     @Test func `a leader asked for a CPU it may not use says so and exits`() throws {
