@@ -21,17 +21,22 @@ public final class Leader {
         public var heartbeatTimeout: Duration
         /// Where the serving thread runs (`cogd leader` asks for `.automatic`).
         public var commitAffinity: CommitAffinity
+        /// How long after a batch the serving thread keeps looking for the
+        /// next request (yielding its CPU between looks) before it sleeps:
+        /// a request arriving then skips the wake-up. Zero: it sleeps at once.
+        public var spinWait: Duration
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
             turnsEndpoint: String = "tcp://127.0.0.1:5702", heartbeatTimeout: Duration = .seconds(5),
-            commitAffinity: CommitAffinity = .unpinned
+            commitAffinity: CommitAffinity = .unpinned, spinWait: Duration = .zero
         ) {
             self.dataFolder = dataFolder
             self.requestsEndpoint = requestsEndpoint
             self.turnsEndpoint = turnsEndpoint
             self.heartbeatTimeout = heartbeatTimeout
             self.commitAffinity = commitAffinity
+            self.spinWait = spinWait
         }
     }
 
@@ -163,9 +168,17 @@ public final class Leader {
     /// Serves until `stop` becomes true.
     public func run(until stop: StopFlag) throws {
         if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
+        var lastBatch = ContinuousClock.now
         while !stop.isStopped {
-            let ready = try ZMQSocket.poll([router], timeout: .milliseconds(100))
-            if ready[0] { try serveBatch() }
+            let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
+            let ready = try ZMQSocket.poll([router], timeout: spinning ? .zero : .milliseconds(100))
+            if ready[0] {
+                try serveBatch()
+                lastBatch = ContinuousClock.now
+            } else if spinning {
+                sched_yield()
+                continue
+            }
             expireSilentWorkers()
         }
         try serveBatch()
@@ -470,7 +483,16 @@ public final class Leader {
     }
 
     /// The placement, with where ZeroMQ's I/O threads are now.
-    var placementDescription: String {
+    var placementDescription: String { threadsDescription + spinDescription }
+
+    /// How the serving thread waits for work, if it spins (`cogd leader` prints it).
+    public var spinDescription: String {
+        guard configuration.spinWait > .zero else { return "" }
+        let parts = configuration.spinWait.components
+        return ", spinning \(parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000) µs after each batch"
+    }
+
+    private var threadsDescription: String {
         guard placement.cpus != nil else { return placement.description }
         if ioPlacement.spread {
             return placement.description + ", ZeroMQ I/O on CPU \(CPUList.format(placement.processCPUs)) (under load)"

@@ -80,7 +80,7 @@ enum ClusterCommands {
                 configuration: .init(
                     dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
                     turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000)),
-                    commitAffinity: options.commitAffinity))
+                    commitAffinity: options.commitAffinity, spinWait: .microseconds(options.spinWaitMicroseconds)))
         } catch {
             printError("Error: \(error)")
             return 1
@@ -88,7 +88,7 @@ enum ClusterCommands {
         print(
             "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
                 + "rig \(options.rig), epoch \(leader.epoch), revision \(leader.lastRevision)")
-        print("cogd leader: \(leader.placement.description)")
+        print("cogd leader: \(leader.placement.description)\(leader.spinDescription)")
         fflush(nil)
         do {
             try leader.run(until: stopper.flag)

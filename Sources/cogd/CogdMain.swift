@@ -88,7 +88,7 @@ struct CogdMain {
 
     static func usageLine(for subcommand: String?) -> String {
         switch subcommand {
-        case "bench": "Usage: cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]]"
+        case "bench": "Usage: cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US]"
         case "tail": "Usage: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n       cogd tail --connect TURNS-ENDPOINT [--json] [--name PATTERN]"
         case "log": "Usage: cogd log verify|stats [--data DIR] [--json]"
         case let name?: "Usage: cogd \(name) [options]"
@@ -110,6 +110,8 @@ struct CogdMain {
                                       (log figures add "baseline" and "ratio": the raw LMDB figure)
                       --runs N        timed runs per shape (median reported; default 7)
                       --only S1,S2    run only these shapes
+                      --leader-spin-wait US
+                                      cluster: start the leader with --spin-wait US
 
                     Build in release mode first: swift build -c release
                     """

@@ -38,6 +38,8 @@ enum Command: Equatable {
         var heartbeatTimeout: Double = 5
         /// Where the serving thread runs (`--commit-cpu auto|none|LIST`).
         var commitAffinity: CommitAffinity = .automatic
+        /// Microseconds the serving thread looks for the next request after a batch (`--spin-wait`).
+        var spinWaitMicroseconds = 0
     }
 
     struct WorkerOptions: Equatable {
@@ -77,6 +79,8 @@ enum Command: Equatable {
         var runs = 7
         /// Shapes to run; empty means all.
         var only: [String] = []
+        /// The cluster bench's leader: its `--spin-wait` (microseconds).
+        var leaderSpinWaitMicroseconds = 0
     }
 
     /// A usage error: printed as `Error: …`, the usage line and a help hint; exit 64.
@@ -86,14 +90,14 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--seed N] [--json]"),
-        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…]"),
+        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
     ]
@@ -217,6 +221,7 @@ enum Command: Equatable {
                     }
                     leader.commitAffinity = .cpus(cpus)
                 }
+            case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try spinWait(try reader.value(for: option), option, subcommand)
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):
@@ -333,6 +338,13 @@ enum Command: Equatable {
         }
     }
 
+    private static func spinWait(_ text: String, _ option: OptionReader.Option, _ subcommand: String) throws(UsageError) -> Int {
+        guard let microseconds = Int(text), (0...1_000_000).contains(microseconds) else {
+            throw UsageError(message: "\(option.name) takes microseconds from 0 to 1000000, not '\(text)'", subcommand: subcommand)
+        }
+        return microseconds
+    }
+
     private static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
         var options = OptionReader(arguments: arguments, subcommand: "bench")
         guard let suiteName = try options.positional() else {
@@ -367,6 +379,8 @@ enum Command: Equatable {
                         subcommand: "bench")
                 }
                 result.only = shapes
+            case "--leader-spin-wait" where suite == .cluster:
+                result.leaderSpinWaitMicroseconds = try spinWait(try options.value(for: option), option, "bench")
             default:
                 throw UsageError(message: "unknown option '\(option.name)'", subcommand: "bench")
             }

@@ -115,6 +115,53 @@ struct PlacementTests {
         }
     }
 
+    @Test func `--spin-wait parses microseconds, for the leader and the cluster bench's leader`() throws {
+        #expect(Command.LeaderOptions().spinWaitMicroseconds == 0)
+        var leader = Command.LeaderOptions()
+        leader.spinWaitMicroseconds = 250
+        #expect(try Command.parse(["leader", "--spin-wait", "250"]) == .leader(leader))
+        #expect(throws: Command.UsageError(message: "--spin-wait takes microseconds from 0 to 1000000, not 'soon'", subcommand: "leader")) {
+            try Command.parse(["leader", "--spin-wait", "soon"])
+        }
+        #expect(throws: Command.UsageError(message: "--spin-wait takes microseconds from 0 to 1000000, not '-5'", subcommand: "leader")) {
+            try Command.parse(["leader", "--spin-wait=-5"])
+        }
+        var bench = Command.BenchOptions(suite: .cluster)
+        bench.leaderSpinWaitMicroseconds = 150
+        #expect(try Command.parse(["bench", "cluster", "--leader-spin-wait", "150"]) == .bench(bench))
+        #expect(throws: Command.UsageError(message: "unknown option '--leader-spin-wait'", subcommand: "bench")) {
+            try Command.parse(["bench", "log", "--leader-spin-wait", "150"])
+        }
+    }
+
+    @Test func `a spinning leader serves one-at-a-time and pipelined requests, says so, and stops on SIGTERM`() throws {
+        let data = TemporaryFolder()
+        defer { data.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: data.path, options: ["--spin-wait", "300"])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") }?.hasSuffix(", spinning 300 µs after each batch") == true)
+        let peer = try RawPeer(endpoint: ports.requests)
+        var outcomes: [OpReply.Outcome] = []
+        for sequence in 1...20 {
+            guard case .reply(let reply)? = try peer.exchange([openAccountFrame("s\(sequence)", balance: 1, worker: "spin", sequence: UInt64(sequence))]) else {
+                Issue.record("no reply to request \(sequence)")
+                return
+            }
+            outcomes.append(reply.outcome)
+        }
+        #expect(outcomes == (1...20).map { .applied(revision: UInt64($0)) })
+        let pipelined = try peer.replies(to: (21...220).map { try openAccountFrame("s\($0)", balance: 1, worker: "spin", sequence: UInt64($0)) })
+        #expect(pipelined.map(\.outcome) == (21...220).map { .applied(revision: UInt64($0)) })
+        let status = try runCogd(["status", "--leader", ports.requests])
+        #expect(status.stdout.contains(", spinning 300 µs after each batch\n"), "\(status.stdout)")
+        kill(leader.process.processIdentifier, SIGTERM)
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: stopped") } == "cogd leader: stopped at revision 220")
+        waitForExit(leader.process, timeout: .seconds(10))
+        #expect(!leader.process.isRunning)
+        #expect(leader.process.terminationStatus == 0)
+    }
+
     /// The CPUs each of a process's threads may run on, by thread name.
     private func threadCPUs(_ pid: Int32) -> [(name: String, cpus: String)] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []

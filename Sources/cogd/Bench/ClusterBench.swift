@@ -27,7 +27,13 @@ struct ClusterBench {
         let turns = "tcp://127.0.0.1:\(Self.freePort())"
         let leader = Process()
         leader.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        leader.arguments = ["leader", "--data", root + "/leader", "--requests", requests, "--turns", turns]
+        leader.arguments = [
+            "leader", "--data", root + "/leader", "--requests", requests, "--turns", turns,
+            "--spin-wait", String(options.leaderSpinWaitMicroseconds),
+        ]
+        if options.leaderSpinWaitMicroseconds > 0 && !options.json {
+            print("the leader spins \(options.leaderSpinWaitMicroseconds) µs after each batch (--leader-spin-wait)")
+        }
         leader.standardOutput = FileHandle.nullDevice
         leader.standardError = FileHandle.nullDevice
         try leader.run()
