@@ -33,15 +33,18 @@ public struct RawAppendBaseline {
     public final class Appender {
         private let environment: LMDBEnvironment
         private let dbi: MDB_dbi
+        private let stateDBI: MDB_dbi
         private var next: UInt64
 
         public init(directory: String) throws {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             environment = try LMDBEnvironment(path: directory, readOnly: false)
-            guard let dbi = try environment.openDatabases(["raw"])[0] else {
+            let databases = try environment.openDatabases(["raw", "state"])
+            guard let dbi = databases[0], let stateDBI = databases[1] else {
                 throw LMDBError(code: MDB_NOTFOUND, operation: "mdb_dbi_open raw")
             }
             self.dbi = dbi
+            self.stateDBI = stateDBI
             next = try environment.read { (txn: Transaction) in
                 (try txn.last(dbi)).map { TurnStore.number($0.key) + 1 } ?? 1
             }
@@ -58,6 +61,13 @@ public struct RawAppendBaseline {
         /// durable transaction: through one cursor with keys on the stack, the
         /// way the store appends its turns (the tightest loop LMDB allows).
         public func commit(_ record: [UInt8], count: Int) throws {
+            try commit(record, count: count, state: StatePuts())
+        }
+
+        /// Appends as `commit(_:count:)` does and, in the same transaction,
+        /// makes `state`'s puts (ready-made bytes) into a second table: the
+        /// LMDB work of a store's group commit without its encoding.
+        public func commit(_ record: [UInt8], count: Int, state: StatePuts) throws {
             try environment.write { (txn: Transaction) in
                 try record.withUnsafeBytes { value in
                     try txn.withCursor(dbi) { cursor in
@@ -68,8 +78,43 @@ public struct RawAppendBaseline {
                         }
                     }
                 }
+                guard !state.puts.isEmpty else { return }
+                try txn.withCursor(stateDBI) { cursor in
+                    for put in state.puts {
+                        try put.key.withUnsafeBytes { key in
+                            try put.value.withUnsafeBytes { value in try cursor.put(key: key, value: value) }
+                        }
+                    }
+                }
             }
             next += UInt64(count)
+        }
+    }
+
+    /// The `state` table puts a store makes for one group commit of
+    /// `drafts`, in its order (key order, each key once, from
+    /// `StateBatch.sortThreshold` turns on; else write order), as bytes.
+    /// Releases are left out: the baseline only puts.
+    public struct StatePuts {
+        public private(set) var puts: [(key: [UInt8], value: [UInt8])] = []
+
+        public init() {}
+
+        public init(drafts: [TurnDraft]) {
+            if drafts.count >= StateBatch.sortThreshold {
+                drafts.withUnsafeBufferPointer { buffer in
+                    StateBatch(buffer).forEachLatest { key, value in
+                        if let value { puts.append((Array(key), Array(value))) }
+                    }
+                }
+                return
+            }
+            for draft in drafts {
+                for write in draft.writes {
+                    let entry = StateLayout.entry(name: write.name, key: write.key, value: write.value)
+                    if let value = entry.value { puts.append((entry.key, value)) }
+                }
+            }
         }
     }
 }

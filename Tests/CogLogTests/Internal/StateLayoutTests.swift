@@ -49,3 +49,44 @@ struct StateLayoutTests {
         #expect(try store.verify().isSound)
     }
 }
+
+@Suite("The log bench's raw baseline with the state table (internal)")
+struct RawStatePutsTests {
+    private func write(_ account: String, _ balance: Int) throws -> TurnDraft {
+        let encoder = CBOREncoder()
+        return TurnDraft(
+            name: "deposit", writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode(account), value: try encoder.encode(balance))])
+    }
+
+    /// The store's state table as stored bytes: key → value.
+    private func storedState(_ store: TurnStore) throws -> [[UInt8]: [UInt8]] {
+        var table: [[UInt8]: [UInt8]] = [:]
+        for entry in try store.stateEntries() {
+            let stored = StateLayout.entry(name: entry.name, key: entry.key, value: entry.value)
+            table[stored.key] = stored.value
+        }
+        return table
+    }
+
+    @Test func `its puts leave what the store's commit leaves, in key order for a large commit`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        defer { store.close() }
+        // Small (write order, repeated keys put each time) and large (key order, each key once).
+        let small = try (0..<10).map { try write("s\($0 % 4)", $0) }
+        let large = try (0..<600).map { try write("a\(($0 * 7) % 150)", $0) }
+        var applied: [[UInt8]: [UInt8]] = [:]
+        for drafts in [small, large] {
+            try store.append(drafts)
+            let puts = RawAppendBaseline.StatePuts(drafts: drafts).puts
+            #expect(puts.count == (drafts.count >= StateBatch.sortThreshold ? 150 : 10))
+            if drafts.count >= StateBatch.sortThreshold {
+                #expect(zip(puts, puts.dropFirst()).allSatisfy { $0.key.lexicographicallyPrecedes($1.key) })
+            }
+            for put in puts { applied[put.key] = put.value }
+            #expect(applied == (try storedState(store)))
+        }
+        #expect(applied.count == 154)
+    }
+}
