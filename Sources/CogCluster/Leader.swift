@@ -56,7 +56,9 @@ public final class Leader {
     private var workers: [String: WorkerState] = [:]
     /// Workers given up for silence (this epoch): their requests are rejected
     /// and their heartbeats answered `gone` until they say hello again.
-    private var goneWorkers: Set<String> = []
+    private var goneWorkers = GoneWorkers(limit: Leader.goneWorkersLimit)
+    /// How many given-up worker names the leader remembers (the newest).
+    static let goneWorkersLimit = 10_000
     /// Scope instances minted from the selectors workers registered.
     private var scopes: ScopeTable
     /// Requests answered in the batch being built, for retries inside one batch.
