@@ -25,11 +25,14 @@ public final class Leader {
         /// next request (yielding its CPU between looks) before it sleeps:
         /// a request arriving then skips the wake-up. Zero: it sleeps at once.
         public var spinWait: Duration
+        /// About how many bytes each part of a snapshot asked for in parts holds.
+        public var snapshotPartBytes: Int
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
             turnsEndpoint: String = "tcp://127.0.0.1:5702", heartbeatTimeout: Duration = .seconds(5),
-            commitAffinity: CommitAffinity = .unpinned, spinWait: Duration = .zero
+            commitAffinity: CommitAffinity = .unpinned, spinWait: Duration = .zero,
+            snapshotPartBytes: Int = WireMessage.snapshotPartTarget
         ) {
             self.dataFolder = dataFolder
             self.requestsEndpoint = requestsEndpoint
@@ -37,6 +40,7 @@ public final class Leader {
             self.heartbeatTimeout = heartbeatTimeout
             self.commitAffinity = commitAffinity
             self.spinWait = spinWait
+            self.snapshotPartBytes = snapshotPartBytes
         }
     }
 
@@ -69,6 +73,9 @@ public final class Leader {
     /// Past this many names, the cache keeps only connected workers' (after a commit).
     static let answeredCacheLimit = 10_000
     private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
+    /// Snapshots asked for in parts, being sent a part at a time between
+    /// batches (so a large state does not stop the serving).
+    private var snapshotStreams: [SnapshotStream] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
     /// Replies to applied requests not yet in the `dedup` table: each one's
     /// record (its `origin.request` and revision) holds it durably, so they
@@ -161,6 +168,8 @@ public final class Leader {
             _ = try? durable.flush(replies: Leader.inKeyOrder(unindexed), index: .indexed)
             unindexed = [:]
         }
+        for stream in snapshotStreams { stream.reader.close() }
+        snapshotStreams = []
         router.close()
         publisher.close()
         context.close()
@@ -171,13 +180,22 @@ public final class Leader {
     public func run(until stop: StopFlag) throws {
         if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
         var lastBatch = ContinuousClock.now
+        var snapshotsWaiting = false
         while !stop.isStopped {
             let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
-            let ready = try ZMQSocket.poll([router], timeout: spinning ? .zero : .milliseconds(100))
+            // Snapshot parts to send: look for requests without sleeping
+            // (a moment, when the parts wait for room in ZeroMQ's queue).
+            let timeout: Duration =
+                spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting)
+                ? .zero : snapshotStreams.isEmpty ? .milliseconds(100) : .milliseconds(1)
+            let ready = try ZMQSocket.poll([router], timeout: timeout)
             if ready[0] {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
-            } else if spinning {
+            }
+            if !snapshotStreams.isEmpty {
+                snapshotsWaiting = !sendSnapshotParts()
+            } else if spinning && !ready[0] {
                 sched_yield()
                 continue
             }
@@ -246,6 +264,81 @@ public final class Leader {
         for thread in ioThreads.stream { try? ThreadAffinity.pin(spread ? placement.processCPUs : placement.spareCPUs, thread: thread) }
     }
 
+    /// A snapshot being sent in parts to one requester.
+    struct SnapshotStream {
+        let identity: [UInt8]
+        var reader: StateSnapshotReader
+        var part: UInt64 = 0
+        /// The next part, encoded, if ZeroMQ had no room for it yet.
+        var unsent: [UInt8]?
+        var isLast = false
+    }
+
+    /// Drops the snapshot being sent to `identity`, if any (it asked again).
+    private func endSnapshot(to identity: [UInt8]) {
+        snapshotStreams.removeAll { stream in
+            guard stream.identity == identity else { return false }
+            stream.reader.close()
+            return true
+        }
+    }
+
+    /// Sends the next part of each snapshot being streamed. Returns false
+    /// when none could go (ZeroMQ's queue to each requester is full).
+    private func sendSnapshotParts() -> Bool {
+        var sent = false
+        for index in snapshotStreams.indices.reversed() {
+            var stream = snapshotStreams[index]
+            if stream.unsent == nil {
+                do {
+                    let (entries, more) = try stream.reader.next(maximumBytes: configuration.snapshotPartBytes) {
+                        WireMessage.snapshotEntrySize(name: $0.name, key: $0.key, value: $0.value)
+                    }
+                    stream.unsent = WireMessage.snapshot(
+                        epoch: epoch, revision: stream.reader.revision,
+                        entries: entries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) },
+                        part: stream.part, more: more
+                    ).encoded()
+                    stream.isLast = !more
+                } catch {
+                    // The map grew under the view (or LMDB failed): start
+                    // over at the newest revision; the requester takes a
+                    // part 0 as the start of a new run.
+                    stream.reader.close()
+                    guard let reader = try? durable.store.stateSnapshot() else {
+                        refuse(stream.identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
+                        snapshotStreams.remove(at: index)
+                        continue
+                    }
+                    stream = SnapshotStream(identity: stream.identity, reader: reader)
+                    snapshotStreams[index] = stream
+                    continue
+                }
+            }
+            do {
+                guard try router.send([stream.identity, stream.unsent!], wait: false) else {
+                    snapshotStreams[index] = stream
+                    continue
+                }
+            } catch {
+                // The requester is gone (or the part cannot be sent): it asks again.
+                stream.reader.close()
+                snapshotStreams.remove(at: index)
+                continue
+            }
+            sent = true
+            stream.unsent = nil
+            stream.part += 1
+            if stream.isLast {
+                stream.reader.close()
+                snapshotStreams.remove(at: index)
+            } else {
+                snapshotStreams[index] = stream
+            }
+        }
+        return sent || snapshotStreams.isEmpty
+    }
+
     private func refuse(_ identity: [UInt8], _ error: WireError) {
         errorCounts[error.code, default: 0] += 1
         outgoing.append((identity, WireMessage.error(error).encoded()))
@@ -303,18 +396,23 @@ public final class Leader {
             }
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
             outgoing.append((identity, welcome(worker).encoded()))
-        case .snapshotRequest(let inParts):
-            // One read of the state table: every part is as of the same revision.
-            let entries = ((try? durable.store.stateEntries()) ?? []).map {
-                SnapshotEntry(name: $0.name, key: $0.key, value: $0.value)
+        case .snapshotRequest(inParts: true):
+            // One read transaction held open: every part is as of the same
+            // revision; the parts go out between batches (`sendSnapshotParts`).
+            endSnapshot(to: identity)
+            do {
+                snapshotStreams.append(SnapshotStream(identity: identity, reader: try durable.store.stateSnapshot()))
+            } catch {
+                refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
             }
-            let revision = durable.store.lastRevision
-            if inParts {
-                for part in WireMessage.snapshotParts(epoch: epoch, revision: revision, entries: entries) {
-                    outgoing.append((identity, part.encoded()))
-                }
-            } else {
-                outgoing.append((identity, WireMessage.snapshot(epoch: epoch, revision: revision, entries: entries).encoded()))
+        case .snapshotRequest(inParts: false):
+            do {
+                let entries = try durable.store.stateEntries().map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
+                outgoing.append((
+                    identity, WireMessage.snapshot(epoch: epoch, revision: durable.store.lastRevision, entries: entries).encoded()
+                ))
+            } catch {
+                refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
             }
         case .catchUpRequest(let from):
             let records = (try? durable.store.records(from: from, limit: 10_000, maximumBytes: WireMessage.turnsMessageTarget)) ?? []

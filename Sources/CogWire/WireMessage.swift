@@ -588,8 +588,12 @@ extension WireMessage {
         turnsFrame(epoch: epoch, batch: batch, records: 0..<batch.count)
     }
 
-    /// The batch as `turns` frames of about `target` bytes each, in order
-    /// (a record larger than `target` goes alone).
+    /// What one entry adds to a `snapshot` part, for splitting: its bytes
+    /// and its map's keys and heads.
+    public static func snapshotEntrySize(name: String, key: [UInt8]?, value: [UInt8]) -> Int {
+        name.utf8.count + (key?.count ?? 0) + value.count + 32
+    }
+
     /// A snapshot of `entries` in parts of about `target` bytes each (a
     /// single larger entry goes alone; no entries: one empty part).
     public static func snapshotParts(
@@ -598,8 +602,7 @@ extension WireMessage {
         var groups: [[SnapshotEntry]] = [[]]
         var size = 0
         for entry in entries {
-            // The entry's bytes and its map's keys and heads.
-            let entrySize = entry.name.utf8.count + (entry.key?.count ?? 0) + entry.value.count + 32
+            let entrySize = snapshotEntrySize(name: entry.name, key: entry.key, value: entry.value)
             if size > 0, size + entrySize > target {
                 groups.append([])
                 size = 0
@@ -612,6 +615,8 @@ extension WireMessage {
         }
     }
 
+    /// The batch as `turns` frames of about `target` bytes each, in order
+    /// (a record larger than `target` goes alone).
     public static func turnsFrames(epoch: UInt64, batch: EncodedTurnBatch, target: Int = turnsMessageTarget) -> [[UInt8]] {
         var frames: [[UInt8]] = []
         var first = 0

@@ -80,7 +80,8 @@ enum ClusterCommands {
                 configuration: .init(
                     dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
                     turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000)),
-                    commitAffinity: options.commitAffinity, spinWait: .microseconds(options.spinWaitMicroseconds)))
+                    commitAffinity: options.commitAffinity, spinWait: .microseconds(options.spinWaitMicroseconds),
+                    snapshotPartBytes: options.snapshotPartBytes))
         } catch {
             printError("Error: \(error)")
             return 1

@@ -1,5 +1,6 @@
 import CogLog
 import CogCluster
+import CogWire
 import Foundation
 
 /// What one `cogd` invocation asks for; made by `Command.parse`, a pure
@@ -40,6 +41,8 @@ enum Command: Equatable {
         var commitAffinity: CommitAffinity = .automatic
         /// Microseconds the serving thread looks for the next request after a batch (`--spin-wait`).
         var spinWaitMicroseconds = 0
+        /// About how many bytes each part of a snapshot sent in parts holds (`--snapshot-part-bytes`).
+        var snapshotPartBytes = WireMessage.snapshotPartTarget
     }
 
     struct WorkerOptions: Equatable {
@@ -90,7 +93,7 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
@@ -221,6 +224,12 @@ enum Command: Equatable {
                     }
                     leader.commitAffinity = .cpus(cpus)
                 }
+            case ("leader", "--snapshot-part-bytes"):
+                let text = try reader.value(for: option)
+                guard let bytes = Int(text), (1_024...(64 << 20)).contains(bytes) else {
+                    throw UsageError(message: "--snapshot-part-bytes takes bytes from 1024 to 67108864, not '\(text)'", subcommand: subcommand)
+                }
+                leader.snapshotPartBytes = bytes
             case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try spinWait(try reader.value(for: option), option, subcommand)
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))

@@ -88,6 +88,45 @@ struct ClusterTests {
         #expect(late.waitForLine { $0 == "ledger total 49" } != nil)
     }
 
+    @Test func `a snapshot sent in parts goes out between batches: requests are answered while it streams`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path, options: ["--snapshot-part-bytes", "1024"])
+        defer { leader.stop() }
+        let accounts = 1_500
+        let filler = try RawPeer(endpoint: ports.requests)
+        let frames = try (1...accounts).map { try openAccountFrame("a\($0)", balance: 1, worker: "filler", sequence: UInt64($0)) }
+        #expect(try filler.replies(to: frames, round: 500).count == accounts)
+        // The request for a snapshot in parts and an op right behind it.
+        let peer = try RawPeer(endpoint: ports.requests)
+        try peer.send([WireMessage.snapshotRequest(inParts: true).encoded()])
+        try peer.send([try openAccountFrame("late", balance: 1, worker: "streamed", sequence: 1)])
+        var parts: [(number: UInt64, revision: UInt64, entries: [SnapshotEntry], more: Bool)] = []
+        var replyAfterParts: Int?
+        var reply: OpReply.Outcome?
+        while parts.last?.more ?? true, let message = try peer.next(within: .seconds(20)) {
+            switch message {
+            case .snapshot(_, let revision, let entries, let part, let more): parts.append((part, revision, entries, more))
+            case .reply(let answer):
+                reply = answer.outcome
+                replyAfterParts = parts.count
+            default: Issue.record("unexpected \(message.typeName)")
+            }
+        }
+        if reply == nil, case .reply(let answer)? = try peer.next(within: .seconds(10)) { reply = answer.outcome }
+        #expect(parts.count > 50, "\(parts.count) parts")
+        #expect(parts.map(\.number) == (0..<UInt64(parts.count)).map { $0 })
+        #expect(Set(parts.map(\.revision)) == [UInt64(accounts)], "one revision for every part")
+        #expect(parts.dropLast().allSatisfy(\.more) && parts.last?.more == false)
+        // Before: every part went out in the batch that asked, the reply after them all.
+        #expect(replyAfterParts != nil && replyAfterParts! < parts.count, "the reply came after \(String(describing: replyAfterParts)) of \(parts.count) parts")
+        #expect(reply == .applied(revision: UInt64(accounts) + 1))
+        let balances = parts.flatMap(\.entries).filter { $0.name == "ledger.balance" }
+        #expect(balances.count == accounts, "the account opened meanwhile is not in the snapshot")
+        #expect(parts.flatMap(\.entries).count == accounts + 1)
+    }
+
     @Test func `a worker started before its leader says it gets no answer, then syncs when the leader comes`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

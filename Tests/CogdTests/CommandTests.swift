@@ -111,4 +111,14 @@ struct CommandTests {
             try Command.parse(["drill", "--seed", "x"])
         }
     }
+
+    @Test func `leader --snapshot-part-bytes takes bytes from 1 KiB to 64 MiB`() throws {
+        #expect(Command.LeaderOptions().snapshotPartBytes == 4 << 20)
+        var leader = Command.LeaderOptions()
+        leader.snapshotPartBytes = 65_536
+        #expect(try Command.parse(["leader", "--snapshot-part-bytes", "65536"]) == .leader(leader))
+        #expect(throws: Command.UsageError(message: "--snapshot-part-bytes takes bytes from 1024 to 67108864, not '512'", subcommand: "leader")) {
+            try Command.parse(["leader", "--snapshot-part-bytes", "512"])
+        }
+    }
 }

@@ -12,6 +12,9 @@ final class LMDBEnvironment {
     private var env: OpaquePointer?
     private(set) var mapSize: Int
     let readOnly: Bool
+    /// Read transactions held open across calls: given up before the map
+    /// grows (LMDB may move the map; no transaction may be open then).
+    private var heldReads: [Weak<HeldRead>] = []
 
     /// Opens (creating, when writable) the environment in directory `path`.
     init(path: String, readOnly: Bool, maxDatabases: Int32 = 8, initialMapSize: Int = 64 << 20) throws(LMDBError) {
@@ -42,8 +45,26 @@ final class LMDBEnvironment {
     /// Closes the environment; later calls do nothing.
     func close() {
         guard let env else { return }
+        for held in heldReads { held.value?.end() }
+        heldReads = []
         mdb_env_close(env)
         self.env = nil
+    }
+
+    /// Begins a read-only transaction that stays open until its `end()` (or
+    /// until the map grows, which ends it: `isEnded` then says so).
+    func beginHeldRead() throws(LMDBError) -> HeldRead {
+        var txn: OpaquePointer?
+        var code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+        if code == MDB_MAP_RESIZED {
+            try lmdb("mdb_env_set_mapsize") { mdb_env_set_mapsize(env, 0) }
+            code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+        }
+        try lmdb("mdb_txn_begin(held read)") { code }
+        let held = HeldRead(handle: txn)
+        heldReads.removeAll { $0.value == nil || $0.value?.isEnded == true }
+        heldReads.append(Weak(held))
+        return held
     }
 
     /// Clears reader slots left by processes that died; returns how many.
@@ -121,6 +142,8 @@ final class LMDBEnvironment {
     }
 
     private func grow() throws(LMDBError) {
+        for held in heldReads { held.value?.end() }
+        heldReads = []
         let doubled = mapSize * 2
         try lmdb("mdb_env_set_mapsize(\(doubled))") { mdb_env_set_mapsize(env, doubled) }
         mapSize = doubled
@@ -133,6 +156,39 @@ final class LMDBEnvironment {
         let pages = stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages
         return (stat.ms_entries, pages, Int(stat.ms_psize))
     }
+}
+
+/// A read-only transaction held open across calls: a consistent view of
+/// the store while writes go on. Its cursors must not outlive one call (the
+/// map may be moved when it grows, after ending every held read).
+final class HeldRead {
+    private(set) var handle: OpaquePointer?
+
+    init(handle: OpaquePointer?) {
+        self.handle = handle
+    }
+
+    var isEnded: Bool { handle == nil }
+
+    /// Runs `body` in the transaction; nil once it has ended.
+    func read<T>(_ body: (Transaction) throws -> T) rethrows -> T? {
+        guard let handle else { return nil }
+        return try body(Transaction(handle: handle))
+    }
+
+    /// Ends the transaction; later calls do nothing.
+    func end() {
+        guard let handle else { return }
+        mdb_txn_abort(handle)
+        self.handle = nil
+    }
+
+    deinit { end() }
+}
+
+struct Weak<Value: AnyObject> {
+    weak var value: Value?
+    init(_ value: Value) { self.value = value }
 }
 
 /// One open transaction; valid only inside the closure it was passed to.

@@ -330,6 +330,15 @@ public final class TurnStore {
         }
     }
 
+    /// A view of the state table as of the last commit, read a part at a
+    /// time while appends go on (one LMDB read transaction held open until
+    /// the reader is closed; while it is, pages it sees are not reused).
+    public func stateSnapshot() throws(TurnStoreError) -> StateSnapshotReader {
+        let revision = lastRevision
+        let held = try run { () throws in try environment.beginHeldRead() }
+        return StateSnapshotReader(held: held, stateDB: stateDB, revision: revision)
+    }
+
     /// Records from `revision` on, in revision order: at most `limit` of
     /// them and — past the first — no more than `maximumBytes` of stored
     /// records in all.

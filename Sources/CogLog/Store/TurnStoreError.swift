@@ -16,6 +16,9 @@ public struct TurnStoreError: Error, Equatable, CustomStringConvertible, Sendabl
         public static let corrupt = Code(name: "corrupt")
         /// LMDB itself failed.
         public static let lmdb = Code(name: "lmdb")
+        /// A state snapshot being read was given up (the map grew under it,
+        /// or the store closed): read a new one.
+        public static let snapshotEnded = Code(name: "snapshot-ended")
         public var description: String { name }
     }
 
