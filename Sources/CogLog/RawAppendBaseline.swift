@@ -93,7 +93,7 @@ public struct RawAppendBaseline {
 
     /// The `state` table puts a store makes for one group commit of
     /// `drafts`, in its order (key order, each key once, from
-    /// `StateBatch.sortThreshold` turns on; else write order), as bytes.
+    /// `StateBatch.sortThreshold` writes on; else write order), as bytes.
     /// Releases are left out: the baseline only puts.
     public struct StatePuts {
         public private(set) var puts: [(key: [UInt8], value: [UInt8])] = []
@@ -101,18 +101,10 @@ public struct RawAppendBaseline {
         public init() {}
 
         public init(drafts: [TurnDraft]) {
-            if drafts.count >= StateBatch.sortThreshold {
-                drafts.withUnsafeBufferPointer { buffer in
-                    StateBatch(buffer).forEachLatest { key, value in
-                        if let value { puts.append((Array(key), Array(value))) }
-                    }
-                }
-                return
-            }
-            for draft in drafts {
-                for write in draft.writes {
-                    let entry = StateLayout.entry(name: write.name, key: write.key, value: write.value)
-                    if let value = entry.value { puts.append((entry.key, value)) }
+            let batch = EncodedTurnBatch(drafts: drafts, epoch: 1, firstRevision: 1)
+            batch.bytes.withUnsafeBytes { bytes in
+                StateBatch(batch).forEach(in: bytes) { key, value in
+                    if let value { puts.append((Array(key), Array(value))) }
                 }
             }
         }

@@ -19,6 +19,18 @@ package struct CBORSpanWriter {
         argument < 24 ? 1 : argument <= 0xff ? 2 : argument <= 0xffff ? 3 : argument <= 0xffff_ffff ? 5 : 9
     }
 
+    /// Bytes of the head that starts with `initial` (its first byte).
+    @inline(__always)
+    package static func headLength(_ initial: UInt8) -> Int {
+        switch initial & 0x1f {
+        case 24: 2
+        case 25: 3
+        case 26: 5
+        case 27: 9
+        default: 1
+        }
+    }
+
     /// Bytes of a text string.
     @inline(__always)
     package static func textSize(_ text: String) -> Int {

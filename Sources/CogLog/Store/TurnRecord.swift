@@ -156,7 +156,8 @@ extension TurnRecord {
             let size = TurnRecordWriter.size(stamp, draft, scopes: scopes)
             return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
                 var writer = CBORSpanWriter(buffer.baseAddress!)
-                TurnRecordWriter.write(stamp, draft, scopes: scopes, into: &writer)
+                var spans: [WriteSpan] = []
+                TurnRecordWriter.write(stamp, draft, scopes: scopes, into: &writer, base: buffer.baseAddress!, spans: &spans)
                 count = size
             }
         }
@@ -214,6 +215,14 @@ extension TurnRecord {
 ///   string and array in them, which was half of the encoding time (`cogd
 ///   bench log --only encode`). The pointers are only valid inside the
 ///   caller's `withUnsafe…` scope.
+/// Where one write's name (UTF-8, without its head), encoded key and encoded
+/// value lie in an encoded batch; nil key: none, nil value: released.
+struct WriteSpan: Sendable {
+    var name: Range<Int>
+    var key: Range<Int>?
+    var value: Range<Int>?
+}
+
 enum TurnRecordWriter {
     /// The scope events' CBOR, or nil when there are none (the common case).
     static func scopes(_ events: [ScopeEvent]) -> [UInt8]? {
@@ -242,8 +251,12 @@ enum TurnRecordWriter {
         return size
     }
 
-    /// Writes one record; the span holds `size(…)` bytes.
-    static func write(_ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?, into writer: inout CBORSpanWriter) {
+    /// Writes one record; the span holds `size(…)` bytes. Where each write's
+    /// name, key and value land (offsets from `base`) goes into `spans`.
+    static func write(
+        _ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?, into writer: inout CBORSpanWriter,
+        base: UnsafeMutablePointer<UInt8>, spans: inout [WriteSpan]
+    ) {
         // Keys in deterministic order: rev, name, time, epoch, origin, scopes, writes.
         writer.head(major: 5, 7)
         writer.text("rev")
@@ -266,14 +279,27 @@ enum TurnRecordWriter {
             for write in first..<(first + writes.count) {
                 // Keys: key, name, value (3 < 4 < 5 characters).
                 writer.head(major: 5, write.pointee.key == nil ? 2 : 3)
+                var keySpan: Range<Int>?
                 if let key = write.pointee.key {
                     writer.text("key")
+                    let start = writer.cursor - base
                     writer.raw(key)
+                    keySpan = start..<(writer.cursor - base)
                 }
                 writer.text("name")
+                let nameHead = writer.cursor - base
                 writer.text(write.pointee.name)
+                let nameSpan = (nameHead + CBORSpanWriter.headLength(base[nameHead]))..<(writer.cursor - base)
                 writer.text("value")
-                if let value = write.pointee.value { writer.raw(value) } else { writer.byte(0xf6) }
+                var valueSpan: Range<Int>?
+                if let value = write.pointee.value {
+                    let start = writer.cursor - base
+                    writer.raw(value)
+                    valueSpan = start..<(writer.cursor - base)
+                } else {
+                    writer.byte(0xf6)
+                }
+                spans.append(WriteSpan(name: nameSpan, key: keySpan, value: valueSpan))
             }
         }
     }
@@ -353,6 +379,9 @@ public struct EncodedTurnBatch: Sendable {
     public let bytes: [UInt8]
     /// Where each record ends in `bytes`.
     public let ends: [Int]
+    /// Every write of every record, in order: where its name, key and value
+    /// lie in `bytes` (the state table's puts are made from them).
+    let writeSpans: [WriteSpan]
 
     /// Encodes records as they are.
     public init(_ records: [TurnRecord]) {
@@ -373,17 +402,21 @@ public struct EncodedTurnBatch: Sendable {
             }
         }
         self.ends = ends
+        var spans: [WriteSpan] = []
+        spans.reserveCapacity(drafts.count)
         bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
             guard let base = buffer.baseAddress else { return }
             var writer = CBORSpanWriter(base)
             drafts.withUnsafeBufferPointer { drafts in
                 for index in drafts.indices {
                     TurnRecordWriter.write(
-                        stamp(index), drafts.baseAddress! + index, scopes: scopes.isEmpty ? nil : scopes[index], into: &writer)
+                        stamp(index), drafts.baseAddress! + index, scopes: scopes.isEmpty ? nil : scopes[index], into: &writer,
+                        base: base, spans: &spans)
                 }
             }
             count = total
         }
+        writeSpans = spans
     }
 
     public static let empty = EncodedTurnBatch([])

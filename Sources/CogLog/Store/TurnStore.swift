@@ -234,37 +234,23 @@ public final class TurnStore {
     ) throws(TurnStoreError) {
         guard !contents.isEmpty || !replies.isEmpty || index != nil else { return }
         let last = firstRevision + UInt64(contents.count) - 1
+        let state = StateBatch(batch)
         try run { () throws in
             try environment.write { (txn: Transaction) in
                 try batch.bytes.withUnsafeBytes { all in
-                    try contents.withUnsafeBufferPointer { drafts in
-                        try txn.withCursor(turnsDB) { turns in
-                            var start = 0
-                            for index in drafts.indices {
-                                let end = batch.ends[index]
-                                try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
-                                    try turns.put(key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
-                                }
-                                start = end
+                    try txn.withCursor(turnsDB) { turns in
+                        var start = 0
+                        for index in contents.indices {
+                            let end = batch.ends[index]
+                            try withUnsafeBytes(of: (firstRevision + UInt64(index)).bigEndian) { key in
+                                try turns.put(key: key, value: UnsafeRawBufferPointer(rebasing: all[start..<end]), append: true)
                             }
+                            start = end
                         }
-                        try txn.withCursor(stateDB) { state in
-                            if drafts.count >= StateBatch.sortThreshold {
-                                try StateBatch(drafts).forEachLatest { key, value in
-                                    if let value { try state.put(key: key, value: value) } else { try txn.delete(stateDB, key: key) }
-                                }
-                                return
-                            }
-                            var stateKey = StateKeyBuffer()
-                            defer { stateKey.deallocate() }
-                            for index in drafts.indices {
-                                // Writes are read in place (no copies of each write's arrays).
-                                try drafts[index].writes.withUnsafeBufferPointer { writes in
-                                    for write in writes.indices {
-                                        try putState(writes.baseAddress! + write, in: txn, cursor: state, keyBuffer: &stateKey)
-                                    }
-                                }
-                            }
+                    }
+                    try txn.withCursor(stateDB) { cursor in
+                        try state.forEach(in: all) { key, value in
+                            if let value { try cursor.put(key: key, value: value) } else { try txn.delete(stateDB, key: key) }
                         }
                     }
                 }
@@ -283,25 +269,6 @@ public final class TurnStore {
         }
         if !contents.isEmpty { lastRevision = last }
         lastAppended = batch
-    }
-
-    /// Puts (or, for a release, deletes) one write's latest value under
-    /// `name`, 0, key; `keyBuffer` is reused across a transaction's writes.
-    private func putState(
-        _ write: UnsafePointer<TurnWrite>, in txn: Transaction, cursor: Cursor, keyBuffer: inout StateKeyBuffer
-    ) throws {
-        guard StateLayout.fitsPlainly(name: write.pointee.name, key: write.pointee.key) else {
-            // A key too long for LMDB: stored under its digest (rare; copies are fine).
-            let entry = StateLayout.entry(name: write.pointee.name, key: write.pointee.key, value: write.pointee.value)
-            if let value = entry.value { try txn.put(stateDB, entry.key, value) } else { _ = try txn.delete(stateDB, entry.key) }
-            return
-        }
-        let key = keyBuffer.fill(name: write.pointee.name, key: write.pointee.key)
-        if write.pointee.value != nil {
-            try write.pointee.value!.withUnsafeBytes { value in try cursor.put(key: key, value: value) }
-        } else {
-            try txn.delete(stateDB, key: key)
-        }
     }
 
     // MARK: Reading
@@ -673,67 +640,74 @@ public enum DedupIndexChange: Sendable, Equatable {
     case indexed
 }
 
-/// A reusable buffer for `state` keys (name, 0, encoded key), grown as needed.
-struct StateKeyBuffer {
-    private var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 1)
-
-    /// The key for `name` and `key`, valid until the next fill.
-    mutating func fill(name: String, key: [UInt8]?) -> UnsafeRawBufferPointer {
-        var name = name
-        return name.withUTF8 { utf8 in
-            let count = utf8.count + 1 + (key?.count ?? 0)
-            if count > storage.count {
-                storage.deallocate()
-                storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, storage.count * 2), alignment: 1)
-            }
-            let base = storage.baseAddress!
-            if let source = utf8.baseAddress { base.copyMemory(from: source, byteCount: utf8.count) }
-            base.storeBytes(of: 0, toByteOffset: utf8.count, as: UInt8.self)
-            if let key, !key.isEmpty {
-                key.withUnsafeBytes { (base + utf8.count + 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            }
-            return UnsafeRawBufferPointer(start: base, count: count)
-        }
-    }
-
-    func deallocate() { storage.deallocate() }
-}
-
-/// A large group commit's state writes in key order, each key once (its
-/// latest write): puts in key order mostly land on the cursor's current leaf
-/// page, where LMDB skips the descent from the root. (`cogd bench log` at
-/// 1,000 turns per transaction: +13% turns/s; at 100 no difference beyond
-/// noise, so smaller commits put in write order.)
+/// A group commit's state puts, made from its encoded records (no write's
+/// strings or arrays are touched again). A large one (from `sortThreshold`
+/// writes) puts in key order, each key once (its latest write): puts in key
+/// order mostly land on the cursor's current leaf page, where LMDB skips the
+/// descent from the root. (`cogd bench log` at 1,000 turns per transaction:
+/// +13% turns/s; at 100 no difference beyond noise, so smaller commits put in
+/// write order.)
 struct StateBatch {
     static let sortThreshold = 256
-    private var keys: [UInt8] = []
-    /// Per write: where its key starts and ends in `keys`, and its value.
-    private var entries: [(start: Int32, end: Int32, value: [UInt8]?)] = []
 
-    init(_ drafts: UnsafeBufferPointer<TurnDraft>) {
-        keys.reserveCapacity(drafts.count * 40)
-        entries.reserveCapacity(drafts.count)
-        for draft in drafts {
-            for write in draft.writes {
+    /// A write's value: bytes of the encoded batch, bytes of its own (a key
+    /// stored under its digest keeps its key beside the value), or released.
+    enum Value {
+        case span(Range<Int>)
+        case own([UInt8])
+        case released
+    }
+
+    private var keys: [UInt8] = []
+    /// Per write: where its stored key starts and ends in `keys`, and its value.
+    private var entries: [(start: Int32, end: Int32, value: Value)] = []
+
+    init(_ batch: EncodedTurnBatch) {
+        keys.reserveCapacity(batch.writeSpans.count * 40)
+        entries.reserveCapacity(batch.writeSpans.count)
+        batch.bytes.withUnsafeBytes { bytes in
+            for span in batch.writeSpans {
                 let start = Int32(keys.count)
-                if StateLayout.fitsPlainly(name: write.name, key: write.key) {
-                    keys.append(contentsOf: write.name.utf8)
+                let keyCount = span.key?.count ?? 0
+                if span.name.count + 1 + keyCount <= StateLayout.maximumKeySize || span.key == nil {
+                    keys.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[span.name]))
                     keys.append(0)
-                    if let key = write.key { keys.append(contentsOf: key) }
-                    entries.append((start, Int32(keys.count), write.value))
+                    if let key = span.key { keys.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[key])) }
+                    entries.append((start, Int32(keys.count), span.value.map { .span($0) } ?? .released))
                 } else {
-                    let entry = StateLayout.entry(name: write.name, key: write.key, value: write.value)
+                    // Too long for an LMDB key: stored under its digest (rare; copies are fine).
+                    let entry = StateLayout.entry(
+                        name: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[span.name]), as: UTF8.self),
+                        key: span.key.map { Array(bytes[$0]) }, value: span.value.map { Array(bytes[$0]) })
                     keys.append(contentsOf: entry.key)
-                    entries.append((start, Int32(keys.count), entry.value))
+                    entries.append((start, Int32(keys.count), entry.value.map { .own($0) } ?? .released))
                 }
             }
         }
     }
 
-    /// Calls `body` with each key and its latest value (nil: released), in key order.
-    func forEachLatest(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) throws -> Void) rethrows {
+    /// Calls `body` with each stored key and its value (nil: released):
+    /// in key order, each key once with its latest value, from
+    /// `sortThreshold` writes; else every write in write order. `bytes` are
+    /// the batch's.
+    func forEach(
+        in bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) throws -> Void
+    ) rethrows {
         try keys.withUnsafeBytes { all in
-            let base = all.baseAddress!
+            guard let base = all.baseAddress else { return }
+            func put(_ index: Int) throws {
+                let entry = entries[index]
+                let key = UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.end - entry.start))
+                switch entry.value {
+                case .span(let range): try body(key, UnsafeRawBufferPointer(rebasing: bytes[range]))
+                case .own(let value): try value.withUnsafeBytes { try body(key, $0) }
+                case .released: try body(key, nil)
+                }
+            }
+            guard entries.count >= StateBatch.sortThreshold else {
+                for index in entries.indices { try put(index) }
+                return
+            }
             func compare(_ a: Int, _ b: Int) -> Int32 {
                 let (x, y) = (entries[a], entries[b])
                 let (xCount, yCount) = (Int(x.end - x.start), Int(y.end - y.start))
@@ -747,13 +721,7 @@ struct StateBatch {
             }
             for (position, index) in order.enumerated() {
                 if position + 1 < order.count, compare(index, order[position + 1]) == 0 { continue }
-                let entry = entries[index]
-                let key = UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.end - entry.start))
-                if let value = entry.value {
-                    try value.withUnsafeBytes { try body(key, $0) }
-                } else {
-                    try body(key, nil)
-                }
+                try put(index)
             }
         }
     }
