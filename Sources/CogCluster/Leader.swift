@@ -301,17 +301,18 @@ public final class Leader {
                     ).encoded()
                     stream.isLast = !more
                 } catch {
-                    // The map grew under the view (or LMDB failed): start
-                    // over at the newest revision; the requester takes a
-                    // part 0 as the start of a new run.
                     stream.reader.close()
-                    guard let reader = try? durable.store.stateSnapshot() else {
-                        refuse(stream.identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
+                    // The map grew under the view: start over at the newest
+                    // revision (the requester takes a part 0 as the start of
+                    // a new run). Any other failure ends the snapshot.
+                    guard error.code == .snapshotEnded, let reader = try? durable.store.stateSnapshot() else {
+                        let refusal = WireError(code: "unavailable", message: "cannot read the state table: \(error.message)")
+                        errorCounts[refusal.code, default: 0] += 1
+                        _ = try? router.send([stream.identity, WireMessage.error(refusal).encoded()], wait: false)
                         snapshotStreams.remove(at: index)
                         continue
                     }
-                    stream = SnapshotStream(identity: stream.identity, reader: reader)
-                    snapshotStreams[index] = stream
+                    snapshotStreams[index] = SnapshotStream(identity: stream.identity, reader: reader)
                     continue
                 }
             }
