@@ -183,11 +183,14 @@ public final class Leader {
         var snapshotsWaiting = false
         while !stop.isStopped {
             let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
-            // Snapshot parts to send: look for requests without sleeping
-            // (a moment, when the parts wait for room in ZeroMQ's queue).
-            let timeout: Duration =
-                spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting)
-                ? .zero : snapshotStreams.isEmpty ? .milliseconds(100) : .milliseconds(1)
+            let timeout: Duration
+            if spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting) {
+                timeout = .zero  // look for requests without sleeping: parts are ready to go
+            } else if !snapshotStreams.isEmpty {
+                timeout = .milliseconds(1)  // the parts wait for room in ZeroMQ's queue
+            } else {
+                timeout = .milliseconds(100)
+            }
             let ready = try ZMQSocket.poll([router], timeout: timeout)
             if ready[0] {
                 try serveBatch()

@@ -26,7 +26,7 @@ public final class StateSnapshotReader {
         var total = 0
         var more = false
         var last = lastKey
-        do {
+        try TurnStoreError.catching {
             let read: Void? = try held.read { (txn: Transaction) throws in
                 try txn.scan(stateDB, from: lastKey) { key, value in
                     if key == lastKey { return true }
@@ -45,12 +45,6 @@ public final class StateSnapshotReader {
             guard read != nil else {
                 throw TurnStoreError(code: .snapshotEnded, message: "the state snapshot at revision \(revision) was given up; take a new one")
             }
-        } catch let error as TurnStoreError {
-            throw error
-        } catch let error as LMDBError {
-            throw TurnStoreError(error)
-        } catch {
-            throw TurnStoreError(code: .corrupt, message: "\(error)")
         }
         lastKey = last
         if !more {

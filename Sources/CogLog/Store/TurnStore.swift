@@ -405,7 +405,7 @@ public final class TurnStore {
         bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
-    /// `name` UTF-8, a zero byte, then the key's CBOR (nothing for keyless).
+    /// The worker name's UTF-8, a zero byte, then the sequence (8 bytes, big-endian).
     static func dedupKey(_ request: RequestID) -> [UInt8] {
         Array(request.worker.utf8) + [0] + bytes(request.sequence)
     }
@@ -416,15 +416,20 @@ public final class TurnStore {
     var stateHandle: MDB_dbi { stateDB }
     var metaHandle: MDB_dbi { metaDB }
 
+    /// A database's handle by its name (tests).
+    private func handle(named database: String) -> MDB_dbi {
+        ["turns": turnsDB, "state": stateDB, "dedup": dedupDB, "meta": metaDB][database]!
+    }
+
     /// Reads one raw entry (tests).
     func rawRead(database: String, key: [UInt8]) throws(TurnStoreError) -> [UInt8]? {
-        let dbi = ["turns": turnsDB, "state": stateDB, "dedup": dedupDB, "meta": metaDB][database]!
+        let dbi = handle(named: database)
         return try run { () throws in try environment.read { (txn: Transaction) in try txn.get(dbi, key) } }
     }
 
     /// Writes or deletes one raw entry, bypassing every rule (tests of verify).
     func rawWrite(database: String, key: [UInt8], value: [UInt8]?) throws(TurnStoreError) {
-        let dbi = ["turns": turnsDB, "state": stateDB, "dedup": dedupDB, "meta": metaDB][database]!
+        let dbi = handle(named: database)
         try run { () throws in
             try environment.write { (txn: Transaction) in
                 if let value { try txn.put(dbi, key, value) } else { try txn.delete(dbi, key) }
@@ -436,17 +441,7 @@ public final class TurnStore {
         try run { () throws in try environment.read(body) }
     }
 
-    private func run<T>(_ body: () throws -> T) throws(TurnStoreError) -> T {
-        do {
-            return try body()
-        } catch let error as TurnStoreError {
-            throw error
-        } catch let error as LMDBError {
-            throw TurnStoreError(error)
-        } catch {
-            throw TurnStoreError(code: .corrupt, message: "\(error)")
-        }
-    }
+    private func run<T>(_ body: () throws -> T) throws(TurnStoreError) -> T { try TurnStoreError.catching(body) }
 
     private static func lockFolder(_ directory: String) throws(TurnStoreError) -> Int32 {
         let path = directory + "/cogd.lock"
@@ -596,13 +591,18 @@ enum StateLayout {
     static let maximumKeySize = 511
     static let digestMarker: UInt8 = 0xFF
 
-    static func fitsPlainly(name: String, key: [UInt8]?) -> Bool {
-        name.utf8.count + 1 + (key?.count ?? 0) <= maximumKeySize
+    /// Whether an entry is stored under its name, 0 and key as they are
+    /// (else under the key's digest): when that fits LMDB, or has no key.
+    static func isPlain(nameBytes: Int, keyBytes: Int?) -> Bool {
+        guard let keyBytes else { return true }
+        return nameBytes + 1 + keyBytes <= maximumKeySize
     }
 
     /// The stored key, and the stored value when `value` is one.
     static func entry(name: String, key: [UInt8]?, value: [UInt8]?) -> (key: [UInt8], value: [UInt8]?) {
-        guard !fitsPlainly(name: name, key: key), let key else { return (Array(name.utf8) + [0] + (key ?? []), value) }
+        guard !isPlain(nameBytes: name.utf8.count, keyBytes: key?.count), let key else {
+            return (Array(name.utf8) + [0] + (key ?? []), value)
+        }
         return (Array(name.utf8) + [0, digestMarker] + SHA256.hash(key), value.map { TurnStore.bytes(UInt64(key.count)) + key + $0 })
     }
 
@@ -668,8 +668,7 @@ struct StateBatch {
         batch.bytes.withUnsafeBytes { bytes in
             for span in batch.writeSpans {
                 let start = Int32(keys.count)
-                let keyCount = span.key?.count ?? 0
-                if span.name.count + 1 + keyCount <= StateLayout.maximumKeySize || span.key == nil {
+                if StateLayout.isPlain(nameBytes: span.name.count, keyBytes: span.key?.count) {
                     keys.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[span.name]))
                     keys.append(0)
                     if let key = span.key { keys.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[key])) }
