@@ -58,6 +58,11 @@ public final class Leader {
     private let router: ZMQSocket
     private let publisher: ZMQSocket
     private var workers: [String: WorkerState] = [:]
+    /// When the serving loop last looked at its sockets, and when it last
+    /// came back from a pause (stopped, or stalled) longer than a heartbeat
+    /// interval: silence is measured from then, not across the pause.
+    private var lastLook = ContinuousClock.now
+    private var resumedAt = ContinuousClock.now
     /// Workers given up for silence (this epoch): their requests are rejected
     /// and their heartbeats answered `gone` until they say hello again.
     private var goneWorkers = GoneWorkers(limit: Leader.goneWorkersLimit)
@@ -85,6 +90,14 @@ public final class Leader {
     /// marked rebuilds them from the records.
     private var unindexed: [RequestID: [UInt8]] = [:]
     static let indexInterval = 1_024
+    /// A gap this long between two looks at the sockets is a pause (the
+    /// process was stopped, or a commit stalled): the loop never sleeps
+    /// longer than 100 ms on its own.
+    static let pauseAllowance: Duration = .seconds(1)
+    /// Request sequences are below this (2^63).
+    public static let sequenceLimit: UInt64 = 1 << 63
+    /// The most scope registrations one worker may hold.
+    public static let maximumRegistrationsPerWorker = 4_096
     /// The longest worker name (UTF-8 bytes) the leader admits.
     public static let maximumWorkerName = 255
     /// Error replies sent, by code (`cogd status`).
@@ -104,6 +117,12 @@ public final class Leader {
     /// Whether the turn stream has its own I/O thread, on the CPUs the
     /// serving thread leaves free.
     private let streamHasOwnIOThread: Bool
+    /// The request whose body runs now, noted where a process crash cannot lose it.
+    private let runningNote: RunningRequestNote
+    /// A request a previous leader process was running when it stopped
+    /// (its body trapped, or the process was killed then): answered
+    /// `rejected("crashed-leader: …")` at this start and never run again.
+    public private(set) var quarantined: QuarantinedRequest?
 
     public var epoch: UInt64 { durable.store.epoch }
     public var lastRevision: UInt64 { durable.store.lastRevision }
@@ -151,6 +170,22 @@ public final class Leader {
             }
             try durable.flush(replies: Leader.inKeyOrder(rebuilt), index: .indexed)
         }
+        // A request noted as running and never answered: its body stopped the
+        // process that ran it. It is answered rejected, for good, and never
+        // run again (a poison pill must not become a crash loop).
+        runningNote = try RunningRequestNote(dataFolder: configuration.dataFolder)
+        if let crashed = try runningNote.leftOver() {
+            if try store.dedupReply(for: crashed.request) == nil {
+                let reply = OpReply(
+                    request: crashed.request,
+                    outcome: .rejected(
+                        reason: "crashed-leader: the leader stopped while running this request (op `\(crashed.op)`); it is not run again"))
+                try durable.flush(replies: [(crashed.request, reply.frame())])
+                quarantined = QuarantinedRequest(request: crashed.request, op: crashed.op)
+                errorCounts["crashed-leader", default: 0] += 1
+            }
+            try runningNote.clear()
+        }
     }
 
     /// Rows in the dedup table's key order (worker, then sequence), so the
@@ -192,6 +227,9 @@ public final class Leader {
                 timeout = .milliseconds(100)
             }
             let ready = try ZMQSocket.poll([router], timeout: timeout)
+            let looked = ContinuousClock.now
+            if looked - lastLook > Leader.pauseAllowance { resumedAt = looked }
+            lastLook = looked
             if ready[0] {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
@@ -202,7 +240,9 @@ public final class Leader {
                 sched_yield()
                 continue
             }
-            expireSilentWorkers()
+            expireSilentWorkers(now: ContinuousClock.now)
+            // Retirement records (workers gone) commit and go out now.
+            if !durable.pending.isEmpty { try serveBatch() }
         }
         try serveBatch()
     }
@@ -221,7 +261,14 @@ public final class Leader {
             }
             handle(identity: frames[0], frame: frames[1])
         }
-        guard taken > 0 || !outgoing.isEmpty else { return }
+        do {
+            try runningNote.clear()
+        } catch {
+            // The note stays: at the next start its request is answered
+            // rejected instead of run (never run twice); say so in the counts.
+            errorCounts["note-failed", default: 0] += 1
+        }
+        guard taken > 0 || !outgoing.isEmpty || !durable.pending.isEmpty else { return }
         if placement.cpus != nil, ioPlacement.observe(batch: taken) != nil || !ioThreadsPlaced { placeIOThreads() }
         var index: DedupIndexChange?
         if unindexed.count >= Leader.indexInterval {
@@ -372,6 +419,13 @@ public final class Leader {
         }
         switch message {
         case .hello(let worker, let revision):
+            guard revision <= durable.store.lastRevision else {
+                // Its replica holds turns this log does not: another history.
+                refuse(identity, WireError(
+                    code: "revision-ahead",
+                    message: "worker \(worker) says it holds revision \(revision), but this leader's log ends at revision \(durable.store.lastRevision); sync again from revision 0"))
+                return
+            }
             if let holder = workers[worker], holder.identity != identity {
                 guard !holdsName(holder, worker) else {
                     refuse(identity, nameInUse(worker, holder))
@@ -380,11 +434,11 @@ public final class Leader {
                 // The name's earlier process is gone (disconnected, or silent
                 // past the timeout): this one takes the name over, and what the
                 // earlier one held retires with it.
-                scopes.dropWorker(worker)
+                recordRetirements(scopes.dropWorker(worker), named: Leader.nameTakenOverTurn)
             }
             goneWorkers.remove(worker)
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
-            outgoing.append((identity, welcome(worker).encoded()))
+            sendWelcome(worker, to: identity)
         case .heartbeat(let worker, let revision):
             guard !goneWorkers.contains(worker) else {
                 // Heard again after being given up: it must rejoin (hello, then
@@ -394,33 +448,51 @@ public final class Leader {
                     message: "worker \(worker) was silent past the heartbeat timeout; its scope instances are retired — say hello again"))
                 return
             }
-            if let holder = workers[worker], holder.identity != identity {
+            guard let holder = workers[worker] else {
+                refuse(identity, helloFirst("heartbeat", worker: worker))
+                return
+            }
+            guard holder.identity == identity else {
                 refuse(identity, nameInUse(worker, holder))
                 return
             }
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
-            outgoing.append((identity, welcome(worker).encoded()))
-        case .snapshotRequest(inParts: true):
-            // One read transaction held open: every part is as of the same
-            // revision; the parts go out between batches (`sendSnapshotParts`).
-            endSnapshot(to: identity)
-            do {
-                snapshotStreams.append(SnapshotStream(identity: identity, reader: try durable.store.stateSnapshot()))
-            } catch {
-                refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
+            sendWelcome(worker, to: identity)
+        case .snapshotRequest(let inParts):
+            guard holdsAName(identity) else {
+                refuse(identity, helloFirst("snapshot-request", worker: nil))
+                return
             }
-        case .snapshotRequest(inParts: false):
-            do {
-                let entries = try durable.store.stateEntries().map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
-                outgoing.append((
-                    identity, WireMessage.snapshot(epoch: epoch, revision: durable.store.lastRevision, entries: entries).encoded()
-                ))
-            } catch {
-                refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
+            if inParts {
+                // One read transaction held open: every part is as of the same
+                // revision; the parts go out between batches (`sendSnapshotParts`).
+                endSnapshot(to: identity)
+                do {
+                    snapshotStreams.append(SnapshotStream(identity: identity, reader: try durable.store.stateSnapshot()))
+                } catch {
+                    refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
+                }
+            } else {
+                do {
+                    let entries = try durable.store.stateEntries().map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
+                    outgoing.append((
+                        identity, WireMessage.snapshot(epoch: epoch, revision: durable.store.lastRevision, entries: entries).encoded()
+                    ))
+                } catch {
+                    refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
+                }
             }
         case .catchUpRequest(let from):
-            let records = (try? durable.store.records(from: from, limit: 10_000, maximumBytes: WireMessage.turnsMessageTarget)) ?? []
-            outgoing.append((identity, WireMessage.turns(epoch: epoch, records: records).encoded()))
+            guard holdsAName(identity) else {
+                refuse(identity, helloFirst("catch-up-request", worker: nil))
+                return
+            }
+            do {
+                let records = try durable.store.records(from: from, limit: 10_000, maximumBytes: WireMessage.turnsMessageTarget)
+                outgoing.append((identity, WireMessage.turns(epoch: epoch, records: records).encoded()))
+            } catch {
+                refuse(identity, WireError(code: "unavailable", message: "cannot read the turn log: \(error.message)"))
+            }
         case .op(let request):
             if let holder = workers[request.request.worker], holder.identity != identity {
                 // Not this process's name (any more): refused without a dedup
@@ -434,13 +506,30 @@ public final class Leader {
         case .statusRequest:
             outgoing.append((identity, WireMessage.status(status).encoded()))
         case .scopeRegister(let spec):
-            if let holder = workers[spec.worker], holder.identity != identity {
+            guard let holder = workers[spec.worker] else {
+                // Instances live and die with a worker's heartbeats: a name
+                // that never said hello on this connection registers nothing.
+                refuse(identity, helloFirst("scope-register", worker: spec.worker))
+                return
+            }
+            guard holder.identity == identity else {
                 refuse(identity, nameInUse(spec.worker, holder))
+                return
+            }
+            guard scopes.registrationCount(of: spec.worker) < Leader.maximumRegistrationsPerWorker
+                || scopes.isRegistered(spec.worker, spec.registration)
+            else {
+                refuse(identity, WireError(
+                    code: "too-many-registrations",
+                    message: "worker \(spec.worker) holds \(Leader.maximumRegistrationsPerWorker) scope registrations, the most a worker may"))
                 return
             }
             let computed = Cogs.hasSelector(named: spec.source)
             let current = computed ? evaluateSelector(spec.source, spec.key) : durable.currentValue(name: spec.source, key: spec.key)
-            let instances = scopes.register(spec, currentValue: current, computed: computed)
+            let (instances, replaced) = scopes.register(spec, currentValue: current, computed: computed)
+            // A registration number sent again replaces the registration: its
+            // earlier instances retire, in a record of their own.
+            recordRetirements(replaced, named: Leader.reregisteredTurn)
             outgoing.append((
                 identity,
                 WireMessage.scopeRegistered(
@@ -453,6 +542,33 @@ public final class Leader {
         }
     }
 
+    /// Whether the connection `identity` said hello and holds a worker name.
+    private func holdsAName(_ identity: [UInt8]) -> Bool {
+        workers.values.contains { $0.identity == identity }
+    }
+
+    /// The refusal of a worker's message from a connection that has not said
+    /// hello (or no longer holds a name).
+    private func helloFirst(_ type: String, worker: String?) -> WireError {
+        WireError(
+            code: "hello-first",
+            message: "`\(type)` needs a worker that said hello on this connection\(worker.map { " (worker \($0) has not)" } ?? ""); say hello first")
+    }
+
+    /// Scope instances that retire without a turn causing them (a worker
+    /// gone, its name taken over, a registration replaced) go into a system
+    /// record of their own, committed with the batch, so a log reader sees
+    /// every instance end.
+    private func recordRetirements(_ events: [ScopeEvent], named name: String) {
+        guard !events.isEmpty else { return }
+        durable.appendSystemRecord(named: name, scopeEvents: events)
+    }
+
+    /// The names of the system records of retirements (`protocol/cogwire.md` §6).
+    public static let workerGoneTurn = "cogd.workerGone"
+    public static let nameTakenOverTurn = "cogd.nameTakenOver"
+    public static let reregisteredTurn = "cogd.scopeReregistered"
+
     /// Whether the process holding `worker`'s name is still there: heard
     /// within the heartbeat timeout and still connected.
     private func holdsName(_ holder: WorkerState, _ worker: String) -> Bool {
@@ -461,7 +577,7 @@ public final class Leader {
         // the mandatory ROUTER refuses it if the holder has disconnected.
         let probe = WireMessage.welcome(
             epoch: epoch, lastRevision: durable.store.lastRevision, turnsEndpoint: boundTurnsEndpoint,
-            lastSequence: lastSequence(of: worker))
+            lastSequence: (try? lastSequence(of: worker)) ?? 0)  // the holder keeps the higher of its own and this
         do {
             _ = try router.send([holder.identity, probe.encoded()], wait: false)
             return true
@@ -482,16 +598,29 @@ public final class Leader {
     /// sequence answered in that name, so a worker restarted under the same
     /// name numbers its requests above it: a new request is never mistaken
     /// for a retry of an old one (and answered with the old reply).
-    private func welcome(_ worker: String) -> WireMessage {
+    private func welcome(_ worker: String) throws(TurnStoreError) -> WireMessage {
         .welcome(
             epoch: epoch, lastRevision: durable.nextRevision - 1, turnsEndpoint: boundTurnsEndpoint,
-            lastSequence: lastSequence(of: worker))
+            lastSequence: try lastSequence(of: worker))
     }
 
-    /// The highest request sequence answered for `worker`: this run's, else the dedup table's.
-    private func lastSequence(of worker: String) -> UInt64 {
+    /// Sends `worker`'s welcome, or `unavailable` when the highest sequence
+    /// answered in its name cannot be read (a welcome without it could make
+    /// the worker reuse request ids).
+    private func sendWelcome(_ worker: String, to identity: [UInt8]) {
+        do {
+            outgoing.append((identity, try welcome(worker).encoded()))
+        } catch {
+            refuse(identity, WireError(code: "unavailable", message: "cannot read the dedup table: \(error.message)"))
+        }
+    }
+
+    /// The highest request sequence answered for `worker`: this run's, else
+    /// the dedup table's. A failed read is not cached (and is thrown: the
+    /// caller must not guess, or a retry could run twice).
+    private func lastSequence(of worker: String) throws(TurnStoreError) -> UInt64 {
         if let highest = highestAnswered[worker] { return highest }
-        var stored = (try? durable.store.lastDedupSequence(worker: worker)).flatMap { $0 } ?? 0
+        var stored = try durable.store.lastDedupSequence(worker: worker) ?? 0
         for request in unindexed.keys where request.worker == worker { stored = max(stored, request.sequence) }
         highestAnswered[worker] = stored
         return stored
@@ -501,12 +630,31 @@ public final class Leader {
     /// rejected. Returns the reply frame (also kept for dedup).
     private func run(_ request: OpRequest) -> [UInt8] {
         let worker = request.request.worker
-        let highest = lastSequence(of: worker)
+        guard (1..<Leader.sequenceLimit).contains(request.request.sequence) else {
+            // Sequences stay far below 2^64 so a worker numbering above the
+            // highest answered one can never overflow.
+            errorCounts["bad-request", default: 0] += 1
+            return OpReply(
+                request: request.request,
+                outcome: .rejected(reason: "bad-request: request sequences are 1 to 2^63-1; this one is \(request.request.sequence)")
+            ).frame()
+        }
+        let highest: UInt64
+        do {
+            highest = try lastSequence(of: worker)
+        } catch {
+            return unavailable(request.request, because: "cannot read the dedup table: \(error.message)")
+        }
         if request.request.sequence <= highest {
             // A retry: answered in this batch, or stored. (Neither: a request
             // sent late, after its scope child's instance became known.)
             if let answered = batchReplies[request.request] ?? unindexed[request.request] { return answered }
-            if let stored = try? durable.store.dedupReply(for: request.request) { return stored }
+            do {
+                if let stored = try durable.store.dedupReply(for: request.request) { return stored }
+            } catch {
+                // Unknown whether it ran: never run it on a guess.
+                return unavailable(request.request, because: "cannot read the dedup table: \(error.message)")
+            }
         }
         highestAnswered[worker] = max(highest, request.request.sequence)
         let reply: OpReply
@@ -527,6 +675,12 @@ public final class Leader {
             let revision = durable.nextRevision
             durable.currentOrigin = TurnOrigin(worker: request.request.worker, instance: request.instance, request: request.request)
             defer { durable.currentOrigin = .system }
+            do {
+                try runningNote.note(request.request, op: request.op)
+            } catch {
+                // Unnoted, a body that traps would run again after the restart.
+                return unavailable(request.request, because: "cannot note the running request: \(error.message)")
+            }
             do {
                 try runner(cogs, request.argument, durable, request.name ?? request.op)
                 if durable.pending.count > before {
@@ -553,6 +707,13 @@ public final class Leader {
         return frame
     }
 
+    /// Refuses a request the leader cannot run safely now; not kept in
+    /// `dedup`, so a retry is looked at afresh.
+    private func unavailable(_ request: RequestID, because cause: String) -> [UInt8] {
+        errorCounts["unavailable", default: 0] += 1
+        return OpReply(request: request, outcome: .rejected(reason: "unavailable: \(cause)")).frame()
+    }
+
     /// A named automatic cog's value as the leader's graph has it now, encoded
     /// (nil when it does not encode).
     private func evaluateSelector(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
@@ -560,13 +721,15 @@ public final class Leader {
     }
 
     /// A worker silent past the heartbeat timeout is gone: its scope
-    /// instances retire, so its queued or late requests are rejected.
-    private func expireSilentWorkers() {
-        let now = ContinuousClock.now
-        for (name, state) in workers where now - state.lastHeard >= configuration.heartbeatTimeout {
+    /// instances retire (in a record of their own), so its queued or late
+    /// requests are rejected. Silence counts from the later of what it last
+    /// said and the leader's return from a pause: a leader that was stopped
+    /// (SIGSTOP) or stalled did not hear, which is not the workers' silence.
+    private func expireSilentWorkers(now: ContinuousClock.Instant) {
+        for (name, state) in workers where now - max(state.lastHeard, resumedAt) >= configuration.heartbeatTimeout {
             workers[name] = nil
             goneWorkers.insert(name)
-            scopes.dropWorker(name)
+            recordRetirements(scopes.dropWorker(name), named: Leader.workerGoneTurn)
         }
     }
 

@@ -37,6 +37,12 @@ final class LeaderStore: CogDurableStore {
         return try? store.value(name: name, key: key)
     }
 
+    /// Buffers a system record that writes nothing: scope events no turn
+    /// caused (a worker gone, a name taken over, a registration replaced).
+    func appendSystemRecord(named name: String, scopeEvents: [ScopeEvent]) {
+        pending.append(TurnDraft(name: name, origin: .system, writes: [], scopeEvents: scopeEvents))
+    }
+
     /// The writes of the newest buffered turn.
     var lastPendingWrites: [TurnWrite] { pending.last?.writes ?? [] }
 

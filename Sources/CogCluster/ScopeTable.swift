@@ -47,13 +47,18 @@ struct ScopeTable {
     private static func key(_ worker: String, _ registration: UInt64) -> String { "\(worker)#\(registration)" }
 
     /// Registers (or re-registers) a selector over its source's current
-    /// value; returns the instances it opened, in collection order. Under a
-    /// parent instance that is not live (or not this worker's) it opens
+    /// value; returns the instances it opened, in collection order, and the
+    /// retirements a re-registration caused (the instances the registration
+    /// had, and what was nested in them: they are replaced, not kept). Under
+    /// a parent instance that is not live (or not this worker's) it opens
     /// nothing and is not kept.
-    mutating func register(_ spec: ScopeRegistration, currentValue: [UInt8]?, computed: Bool = false) -> [ScopeMember] {
-        var discarded: [ScopeEvent] = []
-        drop(Self.key(spec.worker, spec.registration), events: &discarded)
-        if let parent = spec.parent, live[parent] != spec.worker { return [] }
+    mutating func register(
+        _ spec: ScopeRegistration, currentValue: [UInt8]?, computed: Bool = false
+    ) -> (members: [ScopeMember], retired: [ScopeEvent]) {
+        var retired: [ScopeEvent] = []
+        drop(Self.key(spec.worker, spec.registration), events: &retired)
+        retired.sort { $0.instance < $1.instance }
+        if let parent = spec.parent, live[parent] != spec.worker { return ([], retired) }
         let members = ScopeTable.members(of: currentValue, form: spec.form)
         var open: [(identity: [UInt8], instance: UInt64)] = []
         for identity in members {
@@ -61,7 +66,17 @@ struct ScopeTable {
         }
         registrations[Self.key(spec.worker, spec.registration)] = Registration(
             spec: spec, open: open, computed: computed, lastValue: currentValue)
-        return open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }
+        return (open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }, retired)
+    }
+
+    /// Whether `worker` holds registration number `registration`.
+    func isRegistered(_ worker: String, _ registration: UInt64) -> Bool {
+        registrations[Self.key(worker, registration)] != nil
+    }
+
+    /// How many registrations `worker` holds.
+    func registrationCount(of worker: String) -> Int {
+        registrations.values.reduce(0) { $0 + ($1.spec.worker == worker ? 1 : 0) }
     }
 
     /// Reconciles every registration whose selector a turn changed — a
@@ -142,10 +157,12 @@ struct ScopeTable {
         live[instance] == worker
     }
 
-    /// Forgets every registration of a worker (gone, or re-registering).
-    mutating func dropWorker(_ worker: String) {
-        var discarded: [ScopeEvent] = []
-        for key in registrations.keys.sorted() where registrations[key]?.spec.worker == worker { drop(key, events: &discarded) }
+    /// Forgets every registration of a worker (gone, or its name taken
+    /// over); returns the retirements, in opening order, for a record.
+    mutating func dropWorker(_ worker: String) -> [ScopeEvent] {
+        var retired: [ScopeEvent] = []
+        for key in registrations.keys.sorted() where registrations[key]?.spec.worker == worker { drop(key, events: &retired) }
+        return retired.sorted { $0.instance < $1.instance }
     }
 
     var openInstances: [UInt64] { live.keys.sorted() }

@@ -90,8 +90,11 @@ public final class Worker: CogRemoteLink {
     private var signalled = false
     /// Counts waits, so a timer knows whether its wait is still the current one.
     private var waits: UInt64 = 0
-    /// Rejoining after the leader answered `gone`, until its next welcome.
+    /// Rejoining after the leader answered `gone`, `hello-first` or
+    /// `revision-ahead`, until its next welcome.
     private var rejoining = false
+    /// The scopes register anew on the next welcome of the same epoch.
+    private var registerOnWelcome = false
     /// When the leader last sent this worker anything (its start, before then).
     public private(set) var lastHeardFromLeader = ContinuousClock.now
     /// Why the leader refuses this process the worker name (another process
@@ -235,6 +238,12 @@ public final class Worker: CogRemoteLink {
         switch message {
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
             rejoining = false
+            if registerOnWelcome {
+                registerOnWelcome = false
+                // Same epoch: the leader had dropped this worker; a new epoch
+                // registers anew once the snapshot is applied.
+                if self.epoch == epoch, isSynced { try registerScopesAnew() }
+            }
             leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
             // Refused the name before, it now holds it: what it registered
             // under the name retired with the holder it replaced.
@@ -268,6 +277,12 @@ public final class Worker: CogRemoteLink {
             }
         case .snapshot(let epoch, let revision, let part, let partNumber, let more):
             guard epoch == self.epoch, awaitingSnapshot else { return }
+            // Revisions stay far below 2^64 (the replica counts on from them):
+            // a snapshot claiming more is refused, never trusted.
+            guard revision < Leader.sequenceLimit else {
+                errors.append(WireError(code: "malformed", message: "a snapshot claims revision \(revision); revisions are below 2^63"))
+                return
+            }
             snapshotProgress = .now
             // Parts come in order over one connection, each request's as one
             // run. A gap starts the snapshot over (once: the rest of that run
@@ -337,6 +352,20 @@ public final class Worker: CogRemoteLink {
                 rejoining = true
                 try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
                 try registerScopesAnew()
+            } else if error.code == "hello-first", !rejoining, displaced == nil {
+                // The leader does not know this connection (it restarted, or
+                // forgot a worker it gave up long ago): say hello; the welcome
+                // re-syncs (a new epoch) or registers the scopes anew.
+                rejoining = true
+                registerOnWelcome = true
+                try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
+            } else if error.code == "revision-ahead", !rejoining {
+                // The replica holds turns the leader's log does not (its data
+                // folder went back): start over from the leader's state.
+                rejoining = true
+                epoch = nil
+                appliedRevision = 0
+                try send(.hello(worker: configuration.name, lastRevision: 0))
             } else if error.code == "name-in-use", displaced == nil {
                 // Another process holds the name (this one started second, or
                 // was replaced while frozen): its instances, if any, are gone;
@@ -389,7 +418,7 @@ public final class Worker: CogRemoteLink {
                 guard let registration = event.registration, let scope = scopes[registration] else { continue }
                 switch event.kind {
                 case .open: scope.opened(event.identity ?? [], instance: event.instance)
-                case .retire: scope.forget(event.identity ?? [])
+                case .retire: scope.forget(event.identity ?? [], instance: event.instance)
                 }
             }
             try cogs.applyReplicatedTurn(
@@ -414,6 +443,15 @@ public final class Worker: CogRemoteLink {
     public var codec: any CogDurableStore { replicaCodec }
 
     public func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
+        guard sequence < Leader.sequenceLimit - 1 else {
+            // The leader never answers a sequence this high (a request in
+            // this name claimed it): refuse locally instead of overflowing.
+            keep(
+                OpReply(
+                    request: RequestID(worker: configuration.name, sequence: sequence),
+                    outcome: .rejected(reason: "bad-request: the worker name \(configuration.name) has used every request sequence; choose another --name")))
+            return
+        }
         sequence += 1
         let request = RequestID(worker: configuration.name, sequence: sequence)
         guard let bytes = try? CBOREncoder().encode(argument) else {
@@ -592,8 +630,11 @@ final class WorkerScope: CogRemoteScope {
         if slot.instance.map({ ScopeTable.epoch(of: $0) < ScopeTable.epoch(of: instance) }) ?? true { slot.resolve(instance) }
     }
 
-    /// The leader retired the member's instance.
-    func forget(_ identity: [UInt8]) {
+    /// The leader retired the member's instance. A retirement of an
+    /// instance this scope no longer pairs with the member (the registration
+    /// was sent again, or dropped, since) is old news and changes nothing.
+    func forget(_ identity: [UInt8], instance: UInt64) {
+        guard (instances[identity] ?? slots[identity]?.instance) == instance else { return }
         touched.insert(identity)
         instances[identity] = nil
         if let slot = slots[identity], slot.isRetired || slot.instance != nil { slots[identity] = nil }

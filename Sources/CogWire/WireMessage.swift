@@ -362,13 +362,18 @@ extension WireMessage {
         guard let versionItem = tree["v"], let typeItem = tree["type"] else {
             throw WireDecodeError(code: "malformed", message: "not a cogwire message: no `v` and `type`")
         }
-        guard let versionNumber = versionItem.unsignedValue, let type = typeItem.textValue else {
-            throw WireDecodeError(code: "malformed", message: "not a cogwire message: `v` must be an integer and `type` text")
+        // Any `v` but the integer 1 (a negative number, 1.0, text…) is a
+        // version this side does not speak.
+        guard let versionNumber = versionItem.unsignedValue, versionNumber == version else {
+            let shown = CBORText.display(versionItem)
+            throw WireDecodeError(
+                code: "version",
+                message: "protocol version \(shown.count > 40 ? String(shown.prefix(40)) + "…" : shown) is not supported (this side speaks \(version))")
+        }
+        guard let type = typeItem.textValue else {
+            throw WireDecodeError(code: "malformed", message: "not a cogwire message: `type` must be text")
         }
         let envelope = Envelope(v: versionNumber, type: type, body: tree["body"])
-        guard envelope.v == version else {
-            throw WireDecodeError(code: "version", message: "protocol version \(envelope.v) is not supported (this side speaks \(version))")
-        }
         func body<T: Decodable>(_ type: T.Type) throws(WireDecodeError) -> T {
             do {
                 return try decoder.decode(T.self, fromTree: envelope.body ?? .null)

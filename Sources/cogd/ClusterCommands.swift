@@ -74,6 +74,7 @@ enum ClusterCommands {
     static func leader(_ options: Command.LeaderOptions) -> Int32 {
         let stopper = SignalStopper()
         Rigs.registerAll()
+        if options.trapOp { LedgerRig.registerTrapOp() }
         let leader: Leader
         do {
             leader = try Leader(
@@ -90,6 +91,12 @@ enum ClusterCommands {
             "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
                 + "rig \(options.rig), epoch \(leader.epoch), revision \(leader.lastRevision)")
         print("cogd leader: \(leader.placement.description)\(leader.spinDescription)")
+        if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
+        if let crashed = leader.quarantined {
+            printError(
+                "cogd leader: quarantined request \(String(reflecting: crashed.request.description)) (op \(String(reflecting: crashed.op))): "
+                    + "the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)")
+        }
         fflush(nil)
         do {
             try leader.run(until: stopper.flag)

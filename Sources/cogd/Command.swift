@@ -43,6 +43,8 @@ enum Command: Equatable {
         var spinWaitMicroseconds = 0
         /// About how many bytes each part of a snapshot sent in parts holds (`--snapshot-part-bytes`).
         var snapshotPartBytes = WireMessage.snapshotPartTarget
+        /// Serve `ledger.trap`, an op whose body traps on demand (`--trap-op`; drills and tests).
+        var trapOp = false
     }
 
     struct WorkerOptions: Equatable {
@@ -93,7 +95,7 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--trap-op]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
@@ -230,6 +232,9 @@ enum Command: Equatable {
                     throw UsageError(message: "--snapshot-part-bytes takes bytes from 1024 to 67108864, not '\(text)'", subcommand: subcommand)
                 }
                 leader.snapshotPartBytes = bytes
+            case ("leader", "--trap-op"):
+                try reader.noValue(option)
+                leader.trapOp = true
             case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try spinWait(try reader.value(for: option), option, subcommand)
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))

@@ -100,6 +100,10 @@ struct ClusterTests {
         #expect(try filler.replies(to: frames, round: 500).count == accounts)
         // The request for a snapshot in parts and an op right behind it.
         let peer = try RawPeer(endpoint: ports.requests)
+        guard case .welcome? = try peer.exchange(.hello(worker: "streamed", lastRevision: 0)) else {
+            Issue.record("no welcome")
+            return
+        }
         try peer.send([WireMessage.snapshotRequest(inParts: true).encoded()])
         try peer.send([try openAccountFrame("late", balance: 1, worker: "streamed", sequence: 1)])
         var parts: [(number: UInt64, revision: UInt64, entries: [SnapshotEntry], more: Bool)] = []
@@ -598,8 +602,14 @@ struct ScopeStampingTests {
         // request's old reply, never running.
         let again = try ports.startWorker("w1", rig: "ledger-greeter")
         defer { again.stop() }
-        #expect(again.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "both greetings were applied: \(again.lines)")
+        // Revision 4: the first run's greeter instance retires as the name is taken over.
+        #expect(again.waitForLine { $0 == "cogd worker w1: applied 6" } != nil, "both greetings were applied: \(again.lines)")
         let store = try TurnStore(directory: folder.path, mode: .reader)
+        let takeover = try store.records(from: 4, limit: 1).first
+        #expect(takeover?.name == "cogd.nameTakenOver" && takeover?.writes.isEmpty == true)
+        // The greeters of alice and bob (opened for the first run at revision 3).
+        #expect(takeover?.scopeEvents.map(\.kind) == [.retire, .retire], "\(String(describing: takeover))")
+        #expect(takeover?.scopeEvents.allSatisfy { $0.worker == "w1" && $0.scope == "LedgerGreeter.greeter" } == true)
         let greetings = try store.records(from: 1).filter { $0.name == "LedgerGreeter.greeter.ledger.greet" }
         // Each child sends a greeting, then a transfer: the first run used 1
         // and 2, the second goes on at 3.
@@ -795,16 +805,21 @@ struct SilentWorkerTests {
         let replacement = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger-greeter"])
         defer { replacement.stop() }
         #expect(replacement.waitForLine { $0.hasPrefix("cogd worker w1: synced at revision") } != nil)
-        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 3" } != nil)
+        // Revision 3 records the frozen process's greeter instance retiring
+        // (given up for silence, or its name taken over); 4 greets alice again.
+        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 4" } != nil)
 
         // Thawed, the old process is refused the name, and its children send nothing.
         old.resume()
         let refusal = old.waitForLine { $0.contains("the leader refuses this name") }
         #expect(refusal?.contains("another process is connected as worker w1") == true, "\(old.lines)")
-        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied revision 4"))
-        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "the holder greeted bob")
-        #expect(old.waitForLine { $0 == "cogd worker w1: applied 5" } != nil, "the refused process still replicates")
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied revision 5"))
+        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 6" } != nil, "the holder greeted bob")
+        #expect(old.waitForLine { $0 == "cogd worker w1: applied 6" } != nil, "the refused process still replicates")
         let store = try TurnStore(directory: folder.path, mode: .reader)
+        let retirement = try store.records(from: 3, limit: 1).first
+        #expect(["cogd.workerGone", "cogd.nameTakenOver"].contains(retirement?.name ?? ""), "\(String(describing: retirement))")
+        #expect(retirement?.scopeEvents.map(\.kind) == [.retire] && retirement?.origin.isSystem == true)
         #expect(try store.greetings(of: "alice") == 2)
         #expect(try store.greetings(of: "bob") == 1)
         #expect(try ports.openScopeInstances().count == 2, "the holder's two greeter children")
