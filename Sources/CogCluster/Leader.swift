@@ -726,6 +726,12 @@ public final class Leader {
     /// said and the leader's return from a pause: a leader that was stopped
     /// (SIGSTOP) or stalled did not hear, which is not the workers' silence.
     private func expireSilentWorkers(now: ContinuousClock.Instant) {
+        // Stopped or stalled since the last look at the sockets (inside a
+        // batch, say): what the workers sent meanwhile is still unread.
+        if now - lastLook > Leader.pauseAllowance {
+            resumedAt = now
+            return
+        }
         for (name, state) in workers where now - max(state.lastHeard, resumedAt) >= configuration.heartbeatTimeout {
             workers[name] = nil
             goneWorkers.insert(name)
