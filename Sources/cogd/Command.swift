@@ -12,6 +12,7 @@ enum Command: Equatable {
     case tail(TailOptions)
     case logVerify(dataFolder: String)
     case logStats(dataFolder: String, json: Bool)
+    case logUpgrade(dataFolder: String)
     /// Commits synthetic turns in a loop, printing each committed revision
     /// (the crash test's child, and a way to fill a log by hand).
     case logSoak(dataFolder: String, batch: Int, count: Int?)
@@ -98,7 +99,7 @@ enum Command: Equatable {
         ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--trap-op]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
-        ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
+        ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--seed N] [--json]"),
@@ -314,7 +315,7 @@ enum Command: Equatable {
     private static func parseLog(_ arguments: [String]) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: "log")
         guard let action = try reader.positional() else {
-            throw UsageError(message: "missing action (verify or stats)", subcommand: "log")
+            throw UsageError(message: "missing action (verify, stats or upgrade)", subcommand: "log")
         }
         var dataFolder = Command.defaultDataFolder
         var json = false
@@ -347,8 +348,9 @@ enum Command: Equatable {
         switch action {
         case "verify": return .logVerify(dataFolder: dataFolder)
         case "stats": return .logStats(dataFolder: dataFolder, json: json)
+        case "upgrade": return .logUpgrade(dataFolder: dataFolder)
         case "soak": return .logSoak(dataFolder: dataFolder, batch: batch, count: count)
-        default: throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats)", subcommand: "log")
+        default: throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats, upgrade)", subcommand: "log")
         }
     }
 

@@ -29,16 +29,18 @@ public final class TurnStore {
         case reader
     }
 
-    /// The layout version this build writes.
-    public static let schemaVersion: UInt64 = 2
+    /// The layout version this build writes (and the only one it reads:
+    /// an older folder is rewritten by `TurnStore.upgrade(directory:)`,
+    /// `cogd log upgrade`).
+    public static let schemaVersion: UInt64 = 3
 
     public let directory: String
     public let mode: Mode
-    private let environment: LMDBEnvironment
-    private let turnsDB: MDB_dbi
-    private let stateDB: MDB_dbi
-    private let dedupDB: MDB_dbi
-    private let metaDB: MDB_dbi
+    let environment: LMDBEnvironment
+    let turnsDB: MDB_dbi
+    let stateDB: MDB_dbi
+    let dedupDB: MDB_dbi
+    let metaDB: MDB_dbi
     private var lockDescriptor: Int32 = -1
 
     /// The epoch this open runs under (writer), or the last one written (reader).
@@ -125,10 +127,10 @@ public final class TurnStore {
 
     // MARK: Meta
 
-    private enum MetaKey {
+    enum MetaKey {
         static let schema = Array("schema".utf8)
         static let epoch = Array("epoch".utf8)
-        /// Schema 1 only (removed when such a folder is opened for writing).
+        /// Schema 1 only (removed by the upgrade).
         static let lastRevision = Array("last-revision".utf8)
         static let unindexedFrom = Array("unindexed-from".utf8)
     }
@@ -137,44 +139,82 @@ public final class TurnStore {
         try run { () throws in
             if mode == .writer {
                 try environment.write { (txn: Transaction) in
-                    let schema = try txn.get(metaDB, MetaKey.schema).map(TurnStore.number) ?? TurnStore.schemaVersion
-                    guard schema <= TurnStore.schemaVersion else {
+                    try checkSchema(txn)
+                    let stored = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
+                    guard stored < UInt64.max else {
                         throw TurnStoreError(
-                            code: .newerSchema,
-                            message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
+                            code: .corrupt, message: "data folder \(directory): meta.epoch is \(stored), the largest there is; no new epoch can follow it")
                     }
-                    epoch = (try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0) + 1
+                    epoch = stored + 1
                     lastRevision = try lastLoggedRevision(txn)
-                    // Schema 1 (and a new folder) stored every reply: nothing unindexed.
-                    unindexedFrom = try txn.get(metaDB, MetaKey.unindexedFrom).map(TurnStore.number)
+                    unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
                     try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
-                    // Schema 1 kept the last revision in meta too; the log's last key is it.
-                    _ = try txn.delete(metaDB, MetaKey.lastRevision)
                 }
             } else {
                 try environment.read { (txn: Transaction) in
-                    let schema = try txn.get(metaDB, MetaKey.schema).map(TurnStore.number) ?? 0
-                    guard schema <= TurnStore.schemaVersion else {
-                        throw TurnStoreError(
-                            code: .newerSchema,
-                            message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
-                    }
+                    try checkSchema(txn)
                     try refreshMeta(txn)
                 }
             }
         }
     }
 
+    /// Refuses a folder of another schema: a newer one ("upgrade cogd"), an
+    /// older one ("run cogd log upgrade"). A folder without `meta.schema`
+    /// and without turns is new.
+    private func checkSchema(_ txn: Transaction) throws {
+        let schema = try TurnStore.metaNumber(txn, metaDB, MetaKey.schema, directory: directory)
+        if schema == nil, try txn.last(turnsDB) == nil { return }
+        try TurnStore.refuseSchema(schema ?? 0, directory: directory)
+    }
+
+    /// Throws unless `schema` is this build's.
+    static func refuseSchema(_ schema: UInt64, directory: String) throws(TurnStoreError) {
+        if schema > TurnStore.schemaVersion {
+            throw TurnStoreError(
+                code: .newerSchema,
+                message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
+        }
+        if schema < TurnStore.schemaVersion {
+            throw TurnStoreError(
+                code: .olderSchema,
+                message: "data folder \(directory) has schema version \(schema); this cogd reads schema \(TurnStore.schemaVersion) only "
+                    + "(its records cannot tell a nil value from a release) — run `cogd log upgrade --data \(directory)` to rewrite it")
+        }
+    }
+
     private func refreshMeta(_ txn: Transaction) throws {
-        epoch = try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0
+        epoch = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
         lastRevision = try lastLoggedRevision(txn)
-        unindexedFrom = try txn.get(metaDB, MetaKey.unindexedFrom).map(TurnStore.number)
+        unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
+    }
+
+    /// A meta number; a value that is not 8 bytes is refused (never read in part).
+    static func metaNumber(_ txn: Transaction, _ metaDB: MDB_dbi, _ key: [UInt8], directory: String) throws -> UInt64? {
+        guard let value = try txn.get(metaDB, key) else { return nil }
+        guard value.count == 8 else {
+            throw TurnStoreError(
+                code: .corrupt,
+                message: "data folder \(directory): meta.\(String(decoding: key, as: UTF8.self)) is \(value.count) bytes, expected 8")
+        }
+        return number(value)
     }
 
     /// The last key of `turns` (0 for an empty log).
     private func lastLoggedRevision(_ txn: Transaction) throws -> UInt64 {
-        try txn.last(turnsDB).map { TurnStore.number($0.key) } ?? 0
+        guard let last = try txn.last(turnsDB) else { return 0 }
+        return try TurnStore.revision(key: last.key, directory: directory)
+    }
+
+    /// A `turns` key as a revision; a key that is not 8 bytes, or is 0, is refused.
+    static func revision(key: [UInt8], directory: String) throws(TurnStoreError) -> UInt64 {
+        guard key.count == 8, number(key) != 0 else {
+            throw TurnStoreError(
+                code: .corrupt,
+                message: "data folder \(directory): a `turns` key is \(key.count) bytes (\(key.map { String($0, radix: 16) }.joined(separator: " "))), not an 8-byte revision from 1")
+        }
+        return number(key)
     }
 
     // MARK: Appending
@@ -199,7 +239,7 @@ public final class TurnStore {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
-        let first = lastRevision + 1
+        let first = try nextRevision(count: drafts.count)
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
         if case .unindexedFrom(let revision)? = index, !(first..<(first + UInt64(drafts.count))).contains(revision) {
             throw TurnStoreError(
@@ -216,6 +256,7 @@ public final class TurnStore {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
+        _ = try nextRevision(count: records.count)
         for (offset, record) in records.enumerated() where record.revision != lastRevision + 1 + UInt64(offset) {
             throw TurnStoreError(
                 code: .outOfOrder,
@@ -223,6 +264,15 @@ public final class TurnStore {
         }
         let drafts = records.map(\.draft)
         try commit(drafts, EncodedTurnBatch(drafts: drafts) { records[$0].stamp }, firstRevision: lastRevision + 1, replies: replies)
+    }
+
+    /// The revision after the last, once `count` more revisions are known to fit.
+    private func nextRevision(count: Int) throws(TurnStoreError) -> UInt64 {
+        guard UInt64(count) < UInt64.max - lastRevision else {
+            throw TurnStoreError(
+                code: .outOfOrder, message: "the log in \(directory) ends at revision \(lastRevision); \(count) more do not fit in 64 bits")
+        }
+        return lastRevision + 1
     }
 
     /// The one write path: each record under its revision, each write's latest
@@ -322,7 +372,7 @@ public final class TurnStore {
                         records.append(try TurnRecord.decode(value))
                     } catch {
                         throw TurnStoreError(
-                            code: .corrupt, message: "turn \(TurnStore.number(key)) does not decode: \(error)")
+                            code: .corrupt, message: "turn \(TurnStore.number(key)) in \(directory) is damaged: \(error)")
                     }
                     return records.count < limit
                 }
@@ -443,7 +493,7 @@ public final class TurnStore {
 
     private func run<T>(_ body: () throws -> T) throws(TurnStoreError) -> T { try TurnStoreError.catching(body) }
 
-    private static func lockFolder(_ directory: String) throws(TurnStoreError) -> Int32 {
+    static func lockFolder(_ directory: String) throws(TurnStoreError) -> Int32 {
         let path = directory + "/cogd.lock"
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
@@ -463,7 +513,7 @@ public final class TurnStore {
         return descriptor
     }
 
-    private static func unlock(_ descriptor: Int32) {
+    static func unlock(_ descriptor: Int32) {
         guard descriptor >= 0 else { return }
         flock(descriptor, LOCK_UN)
         Glibc.close(descriptor)
@@ -525,13 +575,17 @@ extension TurnStore {
     public func verify() throws(TurnStoreError) -> VerifyReport {
         // One read transaction: a consistent snapshot, even beside a writer.
         try runRead { txn in
-            let unindexedFrom = try txn.get(self.metaHandle, Array("unindexed-from".utf8)).map(TurnStore.number)
+            let unindexedFrom = try TurnStore.metaNumber(txn, self.metaHandle, MetaKey.unindexedFrom, directory: self.directory)
             var replay: [[UInt8]: [UInt8]] = [:]
             var expected: UInt64 = 1
             var problem: String?
             var count = 0
             try txn.scan(self.turnsHandle, from: nil) { key, value in
                 count += 1
+                guard key.count == 8 else {
+                    problem = "a `turns` key after revision \(expected - 1) is \(key.count) bytes, not an 8-byte revision"
+                    return false
+                }
                 let revision = TurnStore.number(key)
                 guard revision == expected else {
                     problem = "revision \(expected) is missing (the next stored one is \(revision))"
@@ -541,7 +595,7 @@ extension TurnStore {
                 do {
                     record = try TurnRecord.decode(value)
                 } catch {
-                    problem = "turn \(revision) does not decode: \(error)"
+                    problem = "turn \(revision) is damaged: \(error)"
                     return false
                 }
                 guard record.revision == revision else {
