@@ -31,6 +31,7 @@ extension TurnStore {
         }
         let lock = try lockFolder(directory)
         defer { unlock(lock) }
+        try LMDBDataFile.check(directory: directory)
         return try TurnStoreError.catching {
             let environment = try LMDBEnvironment(path: directory, readOnly: false)
             defer { environment.close() }

@@ -91,6 +91,7 @@ public final class TurnStore {
             lockDescriptor = try TurnStore.lockFolder(directory)
         }
         do {
+            try LMDBDataFile.check(directory: directory)
             let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
             clearedStaleReaders = try environment.clearStaleReaders()
             let names = ["turns", "state", "dedup", "meta"]
