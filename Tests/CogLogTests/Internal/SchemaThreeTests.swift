@@ -169,6 +169,77 @@ struct SchemaThreeTests {
     }
 }
 
+@Suite("Out-of-range metadata (internal)")
+struct OutOfRangeMetadataTests {
+    private func folderWithTwoTurns() throws -> TemporaryFolder {
+        let folder = TemporaryFolder()
+        let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        try store.append([TurnDraft(name: "a", writes: [TurnWrite(name: "x", key: nil, value: [1])])])
+        try store.append([TurnDraft(name: "b", writes: [TurnWrite(name: "x", key: nil, value: [2])])])
+        return folder
+    }
+
+    private func rawWrite(_ folder: TemporaryFolder, _ database: String, _ key: [UInt8], _ value: [UInt8]?) throws {
+        let store = try TurnStore(directory: folder.path, mode: .writer)
+        try store.rawWrite(database: database, key: key, value: value)
+    }
+
+    private func refusal(_ folder: TemporaryFolder, _ mode: TurnStore.Mode) -> TurnStoreError? {
+        do {
+            _ = try TurnStore(directory: folder.path, mode: mode)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func `an epoch of 2^64-1 is refused by the writer, not a trap`() throws {
+        let folder = try folderWithTwoTurns()
+        defer { folder.cleanUp() }
+        try rawWrite(folder, "meta", Array("epoch".utf8), TurnStore.bytes(.max))
+        #expect(refusal(folder, .writer)?.message == "data folder \(folder.path): meta.epoch is 18446744073709551615, the largest there is; no new epoch can follow it")
+        #expect(try TurnStore(directory: folder.path, mode: .reader).epoch == .max, "a reader only reads it")
+    }
+
+    @Test func `a huge schema number is refused as newer`() throws {
+        let folder = try folderWithTwoTurns()
+        defer { folder.cleanUp() }
+        try rawWrite(folder, "meta", Array("schema".utf8), TurnStore.bytes(.max))
+        for mode in [TurnStore.Mode.writer, .reader] {
+            #expect(refusal(folder, mode)?.code == .newerSchema)
+        }
+    }
+
+    @Test func `a meta value of the wrong length is refused, naming it`() throws {
+        let folder = try folderWithTwoTurns()
+        defer { folder.cleanUp() }
+        try rawWrite(folder, "meta", Array("epoch".utf8), [1, 2, 3])
+        for mode in [TurnStore.Mode.writer, .reader] {
+            #expect(refusal(folder, mode)?.message == "data folder \(folder.path): meta.epoch is 3 bytes, expected 8")
+        }
+    }
+
+    @Test func `a revision key of the wrong length is refused, naming it`() throws {
+        let folder = try folderWithTwoTurns()
+        defer { folder.cleanUp() }
+        try rawWrite(folder, "turns", TurnStore.bytes(2) + [0], [0xa0])
+        for mode in [TurnStore.Mode.writer, .reader] {
+            #expect(refusal(folder, mode)?.message == "data folder \(folder.path): a `turns` key is 9 bytes (0 0 0 0 0 0 0 2 0), not an 8-byte revision from 1")
+        }
+    }
+
+    @Test func `a last revision of 2^64-1 refuses the next append instead of trapping`() throws {
+        let folder = try folderWithTwoTurns()
+        defer { folder.cleanUp() }
+        try rawWrite(folder, "turns", TurnStore.bytes(.max), [0xa0])
+        let store = try TurnStore(directory: folder.path, mode: .writer)
+        #expect(store.lastRevision == .max)
+        #expect(throws: TurnStoreError.self) { try store.append([TurnDraft(name: "c", writes: [TurnWrite(name: "x", key: nil, value: [3])])]) }
+        #expect(try store.verify().problem == "revision 3 is missing (the next stored one is 18446744073709551615)")
+    }
+
+}
+
 /// A small seeded generator (SplitMix64), so a failure can be replayed.
 struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
