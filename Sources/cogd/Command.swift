@@ -46,6 +46,8 @@ enum Command: Equatable {
         var snapshotPartBytes = WireMessage.snapshotPartTarget
         /// Serve `ledger.trap`, an op whose body traps on demand (`--trap-op`; drills and tests).
         var trapOp = false
+        /// Start even when data.mdb is behind what the folder remembers (`--accept-data-loss`).
+        var acceptDataLoss = false
     }
 
     struct WorkerOptions: Equatable {
@@ -96,7 +98,7 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--trap-op]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--trap-op] [--accept-data-loss]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
@@ -210,6 +212,9 @@ enum Command: Equatable {
             case ("leader", "--requests"): leader.requestsEndpoint = try reader.value(for: option)
             case ("leader", "--turns"): leader.turnsEndpoint = try reader.value(for: option)
             case ("leader", "--rig"): leader.rig = try rig(try reader.value(for: option))
+            case ("leader", "--accept-data-loss"):
+                try reader.noValue(option)
+                leader.acceptDataLoss = true
             case ("leader", "--heartbeat-timeout"):
                 let text = try reader.value(for: option)
                 guard let seconds = Double(text), seconds > 0 else {

@@ -82,6 +82,8 @@ struct CommandTests {
         leader.dataFolder = "d"
         leader.requestsEndpoint = "tcp://127.0.0.1:1"
         #expect(try Command.parse(["leader", "--data", "d", "--requests=tcp://127.0.0.1:1"]) == .leader(leader))
+        leader.acceptDataLoss = true
+        #expect(try Command.parse(["leader", "--data", "d", "--requests=tcp://127.0.0.1:1", "--accept-data-loss"]) == .leader(leader))
         guard case .worker(let worker) = try Command.parse(["worker", "--name", "w1", "--leader", "tcp://127.0.0.1:9"]) else {
             Issue.record("worker did not parse")
             return

@@ -58,12 +58,21 @@ public final class TurnStore {
     /// Reader slots of dead processes cleared at open.
     public private(set) var clearedStaleReaders = 0
 
+    /// The log's id (`meta.log-id`, 16 bytes; also in `cogd.identity`); nil
+    /// for a reader of a folder a writer has not opened since it had one.
+    public private(set) var logID: [UInt8]?
+    /// The writer's `cogd.identity`, updated after each commit.
+    private var identityFile: IdentityFile?
+
     /// Opens the store in `directory`.
     ///
     /// Fails clearly when the folder is missing (unless `createIfMissing` and
-    /// writable), not writable, locked by another writer, or written by a
-    /// newer schema.
-    public init(directory: String, mode: Mode, createIfMissing: Bool = false) throws(TurnStoreError) {
+    /// writable), not writable, locked by another writer, written by another
+    /// schema, or damaged. A writer also refuses a `data.mdb` that is
+    /// missing, empty, of another log or behind what the folder's
+    /// `cogd.identity` says was committed — unless `acceptDataLoss`, when it
+    /// goes on from what `data.mdb` holds (`cogd leader --accept-data-loss`).
+    public init(directory: String, mode: Mode, createIfMissing: Bool = false, acceptDataLoss: Bool = false) throws(TurnStoreError) {
         self.directory = directory
         self.mode = mode
         var isDirectory: ObjCBool = false
@@ -90,8 +99,12 @@ public final class TurnStore {
             }
             lockDescriptor = try TurnStore.lockFolder(directory)
         }
+        var remembered: LogIdentity?
         do {
             try LMDBDataFile.check(directory: directory)
+            if mode == .writer {
+                remembered = try TurnStore.rememberedIdentity(directory: directory, acceptDataLoss: acceptDataLoss)
+            }
             let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
             clearedStaleReaders = try environment.clearStaleReaders()
             let names = ["turns", "state", "dedup", "meta"]
@@ -111,8 +124,45 @@ public final class TurnStore {
             TurnStore.unlock(lockDescriptor)
             throw TurnStoreError(code: .lmdb, message: "\(error)")
         }
-        try openMeta()
+        do {
+            try openMeta(remembered: remembered, acceptDataLoss: acceptDataLoss)
+            if mode == .writer, let logID {
+                identityFile = try IdentityFile(
+                    directory: directory, identity: LogIdentity(logID: logID, epoch: epoch, revision: lastRevision))
+            }
+        } catch {
+            environment.close()
+            TurnStore.unlock(lockDescriptor)
+            lockDescriptor = -1
+            throw error
+        }
     }
+
+    /// The folder's `cogd.identity`, after checking that `data.mdb` is
+    /// there when it says a log was: a missing or empty `data.mdb` under an
+    /// identity is refused unless the loss is accepted.
+    private static func rememberedIdentity(directory: String, acceptDataLoss: Bool) throws(TurnStoreError) -> LogIdentity? {
+        let remembered: LogIdentity?
+        do {
+            remembered = try LogIdentity.read(directory: directory)
+        } catch {
+            if acceptDataLoss { return nil }
+            throw TurnStoreError(code: error.code, message: error.message + "; " + acceptHint)
+        }
+        guard let remembered, !acceptDataLoss else { return remembered }
+        let size = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? nil
+        if size == nil || size == 0 {
+            throw TurnStoreError(
+                code: .dataLoss,
+                message: "data folder \(directory): data.mdb is \(size == nil ? "missing" : "empty"), but \(LogIdentity.fileName) says "
+                    + "this folder holds log \(LogIdentity.hex(remembered.logID)) up to revision \(remembered.revision) (epoch \(remembered.epoch)); "
+                    + acceptHint)
+        }
+        return remembered
+    }
+
+    static let acceptHint =
+        "restore data.mdb from a backup, or start the leader with --accept-data-loss to go on from what data.mdb holds"
 
     deinit {
         environment.close()
@@ -121,6 +171,7 @@ public final class TurnStore {
 
     /// Releases the folder (the lock and LMDB). Later calls do nothing.
     public func close() {
+        identityFile?.close()
         environment.close()
         TurnStore.unlock(lockDescriptor)
         lockDescriptor = -1
@@ -134,20 +185,40 @@ public final class TurnStore {
         /// Schema 1 only (removed by the upgrade).
         static let lastRevision = Array("last-revision".utf8)
         static let unindexedFrom = Array("unindexed-from".utf8)
+        static let logID = Array("log-id".utf8)
     }
 
-    private func openMeta() throws(TurnStoreError) {
+    private func openMeta(remembered: LogIdentity?, acceptDataLoss: Bool) throws(TurnStoreError) {
         try run { () throws in
             if mode == .writer {
                 try environment.write { (txn: Transaction) in
                     try checkSchema(txn)
-                    let stored = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
+                    var stored = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
+                    lastRevision = try lastLoggedRevision(txn)
+                    var logID = try txn.get(metaDB, MetaKey.logID)
+                    if let logID, logID.count != 16 {
+                        throw TurnStoreError(code: .corrupt, message: "data folder \(directory): meta.log-id is \(logID.count) bytes, expected 16")
+                    }
+                    if let remembered {
+                        if let problem = TurnStore.loss(found: logID, lastRevision, remembered: remembered) {
+                            guard acceptDataLoss else {
+                                throw TurnStoreError(
+                                    code: .dataLoss, message: "data folder \(directory): \(problem); " + TurnStore.acceptHint)
+                            }
+                            // The operator accepted the loss: epochs still only go up.
+                            stored = max(stored, remembered.epoch)
+                        }
+                    }
                     guard stored < UInt64.max else {
                         throw TurnStoreError(
                             code: .corrupt, message: "data folder \(directory): meta.epoch is \(stored), the largest there is; no new epoch can follow it")
                     }
                     epoch = stored + 1
-                    lastRevision = try lastLoggedRevision(txn)
+                    if logID == nil {
+                        logID = LogIdentity.newLogID()
+                        try txn.put(metaDB, MetaKey.logID, logID!)
+                    }
+                    self.logID = logID
                     unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
                     try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
@@ -185,7 +256,23 @@ public final class TurnStore {
         }
     }
 
+    /// What is wrong with `data.mdb` given what the folder remembers; nil when nothing.
+    private static func loss(found logID: [UInt8]?, _ lastRevision: UInt64, remembered: LogIdentity) -> String? {
+        let expected = "\(LogIdentity.fileName) says this folder holds log \(LogIdentity.hex(remembered.logID)) up to revision \(remembered.revision) (epoch \(remembered.epoch))"
+        guard let logID else {
+            return "data.mdb holds a log without an id, ending at revision \(lastRevision), but \(expected)"
+        }
+        guard logID == remembered.logID else {
+            return "data.mdb holds another log (\(LogIdentity.hex(logID)), ending at revision \(lastRevision)), but \(expected)"
+        }
+        guard lastRevision >= remembered.revision else {
+            return "data.mdb ends at revision \(lastRevision), behind what was committed: \(expected)"
+        }
+        return nil
+    }
+
     private func refreshMeta(_ txn: Transaction) throws {
+        logID = try txn.get(metaDB, MetaKey.logID)
         epoch = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
         lastRevision = try lastLoggedRevision(txn)
         unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
@@ -318,7 +405,10 @@ public final class TurnStore {
         case .indexed?: unindexedFrom = nil
         case nil: break
         }
-        if !contents.isEmpty { lastRevision = last }
+        if !contents.isEmpty {
+            lastRevision = last
+            identityFile?.record(revision: last)
+        }
         lastAppended = batch
     }
 
