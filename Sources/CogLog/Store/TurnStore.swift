@@ -771,7 +771,7 @@ enum StateLayout {
             stored.count >= 8
         else { return nil }
         let length = Int(clamping: TurnStore.number(Array(stored[0..<8])))
-        guard stored.count >= 8 + length else { return nil }
+        guard length <= stored.count - 8 else { return nil }  // a length from the file: no `8 + length` before it is checked
         return (Array(stored[8..<(8 + length)]), Array(stored[(8 + length)...]))
     }
 }

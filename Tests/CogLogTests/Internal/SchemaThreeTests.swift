@@ -228,6 +228,18 @@ struct OutOfRangeMetadataTests {
         }
     }
 
+    @Test func `a digest state entry claiming a key of 2^64-1 bytes reads as a mismatch, not a trap`() throws {
+        let folder = try folderWithTwoTurns()
+        defer { folder.cleanUp() }
+        let key = [UInt8](repeating: 0x41, count: 600)
+        let stored = StateLayout.entry(name: "big", key: key, value: [1]).key
+        try rawWrite(folder, "state", stored, TurnStore.bytes(.max) + [1, 2, 3])
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        _ = try store.value(name: "big", key: key)  // before: `8 + length` trapped
+        #expect(try store.stateEntries().map(\.name) == ["big", "x"])
+        #expect(try store.verify().problem == "state holds big, which no turn in the log wrote")
+    }
+
     @Test func `a last revision of 2^64-1 refuses the next append instead of trapping`() throws {
         let folder = try folderWithTwoTurns()
         defer { folder.cleanUp() }
