@@ -27,6 +27,9 @@ public final class Leader {
         public var spinWait: Duration
         /// About how many bytes each part of a snapshot asked for in parts holds.
         public var snapshotPartBytes: Int
+        /// Go on from what data.mdb holds even when it is behind what the
+        /// folder's `cogd.identity` remembers (`--accept-data-loss`).
+        public var acceptDataLoss = false
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -129,7 +132,8 @@ public final class Leader {
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
-        let store = try TurnStore(directory: configuration.dataFolder, mode: .writer, createIfMissing: true)
+        let store = try TurnStore(
+            directory: configuration.dataFolder, mode: .writer, createIfMissing: true, acceptDataLoss: configuration.acceptDataLoss)
         durable = LeaderStore(store: store)
         scopes = ScopeTable(epoch: store.epoch)
         cogs = Cogs.durable(store: durable)

@@ -412,9 +412,18 @@ extension WireMessage {
             struct CatchUp: Decodable { var from: UInt64 }
             return .catchUpRequest(from: try body(CatchUp.self).from)
         case "turns":
-            struct Turns: Decodable { var epoch: UInt64; var records: [TurnRecord] }
+            // Each record is decoded from its own bytes, so its checksum is checked.
+            struct Turns: Decodable { var epoch: UInt64; var records: [CBORValue] }
             let turns = try body(Turns.self)
-            return .turns(epoch: turns.epoch, records: turns.records)
+            var records: [TurnRecord] = []
+            for (index, item) in turns.records.enumerated() {
+                do {
+                    records.append(try TurnRecord.decode(CBORWriter.encode(item)))
+                } catch {
+                    throw WireDecodeError(code: "malformed", message: "turns body: record \(index): \(error)")
+                }
+            }
+            return .turns(epoch: turns.epoch, records: records)
         case "op": return .op(try body(OpRequest.self))
         case "reply": return .reply(try body(OpReply.self))
         case "heartbeat":

@@ -82,7 +82,8 @@ enum ClusterCommands {
                     dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
                     turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000)),
                     commitAffinity: options.commitAffinity, spinWait: .microseconds(options.spinWaitMicroseconds),
-                    snapshotPartBytes: options.snapshotPartBytes))
+                    snapshotPartBytes: options.snapshotPartBytes)
+                    .acceptingDataLoss(options.acceptDataLoss))
         } catch {
             printError("Error: \(error)")
             return 1
@@ -283,5 +284,14 @@ enum ClusterCommands {
             printError("Error: \(error)")
             return 1
         }
+    }
+}
+
+extension Leader.Configuration {
+    /// The configuration with `acceptDataLoss` set.
+    func acceptingDataLoss(_ accept: Bool) -> Leader.Configuration {
+        var configuration = self
+        configuration.acceptDataLoss = accept
+        return configuration
     }
 }

@@ -48,6 +48,8 @@ struct CogdMain {
             exit(LogCommands.verify(dataFolder: dataFolder))
         case .logStats(let dataFolder, let json):
             exit(LogCommands.stats(dataFolder: dataFolder, json: json))
+        case .logUpgrade(let dataFolder):
+            exit(LogCommands.upgrade(dataFolder: dataFolder))
         case .logSoak(let dataFolder, let batch, let count):
             exit(LogCommands.soak(dataFolder: dataFolder, batch: batch, count: count))
         case .leader(let options):
@@ -90,7 +92,7 @@ struct CogdMain {
         switch subcommand {
         case "bench": "Usage: cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US]"
         case "tail": "Usage: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n       cogd tail --connect TURNS-ENDPOINT [--json] [--name PATTERN]"
-        case "log": "Usage: cogd log verify|stats [--data DIR] [--json]"
+        case "log": "Usage: cogd log verify|stats|upgrade [--data DIR] [--json]"
         case let name?: "Usage: cogd \(name) [options]"
         case nil: "Usage: cogd <subcommand> [options] [--] [args]"
         }
@@ -136,6 +138,9 @@ struct CogdMain {
                             and the state table equals the replay of the log; exits 1 naming
                             the first problem
                     stats   counts, sizes and the revision range (--json for one object)
+                    upgrade rewrites a folder of an older log schema as this cogd's (schema 3:
+                            every record gets its checksum; a schema 2 `null` write, read as a
+                            release then, is recorded as one); stop the leader first
                     """
             }
             return text

@@ -12,6 +12,7 @@ enum Command: Equatable {
     case tail(TailOptions)
     case logVerify(dataFolder: String)
     case logStats(dataFolder: String, json: Bool)
+    case logUpgrade(dataFolder: String)
     /// Commits synthetic turns in a loop, printing each committed revision
     /// (the crash test's child, and a way to fill a log by hand).
     case logSoak(dataFolder: String, batch: Int, count: Int?)
@@ -45,6 +46,8 @@ enum Command: Equatable {
         var snapshotPartBytes = WireMessage.snapshotPartTarget
         /// Serve `ledger.trap`, an op whose body traps on demand (`--trap-op`; drills and tests).
         var trapOp = false
+        /// Start even when data.mdb is behind what the folder remembers (`--accept-data-loss`).
+        var acceptDataLoss = false
     }
 
     struct WorkerOptions: Equatable {
@@ -95,10 +98,10 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--trap-op]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--trap-op] [--accept-data-loss]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
-        ("log", "check or summarize a turn log: cogd log verify|stats [--data DIR] [--json]"),
+        ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--seed N] [--json]"),
@@ -209,6 +212,9 @@ enum Command: Equatable {
             case ("leader", "--requests"): leader.requestsEndpoint = try reader.value(for: option)
             case ("leader", "--turns"): leader.turnsEndpoint = try reader.value(for: option)
             case ("leader", "--rig"): leader.rig = try rig(try reader.value(for: option))
+            case ("leader", "--accept-data-loss"):
+                try reader.noValue(option)
+                leader.acceptDataLoss = true
             case ("leader", "--heartbeat-timeout"):
                 let text = try reader.value(for: option)
                 guard let seconds = Double(text), seconds > 0 else {
@@ -314,7 +320,7 @@ enum Command: Equatable {
     private static func parseLog(_ arguments: [String]) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: "log")
         guard let action = try reader.positional() else {
-            throw UsageError(message: "missing action (verify or stats)", subcommand: "log")
+            throw UsageError(message: "missing action (verify, stats or upgrade)", subcommand: "log")
         }
         var dataFolder = Command.defaultDataFolder
         var json = false
@@ -347,8 +353,9 @@ enum Command: Equatable {
         switch action {
         case "verify": return .logVerify(dataFolder: dataFolder)
         case "stats": return .logStats(dataFolder: dataFolder, json: json)
+        case "upgrade": return .logUpgrade(dataFolder: dataFolder)
         case "soak": return .logSoak(dataFolder: dataFolder, batch: batch, count: count)
-        default: throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats)", subcommand: "log")
+        default: throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats, upgrade)", subcommand: "log")
         }
     }
 

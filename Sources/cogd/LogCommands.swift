@@ -122,6 +122,24 @@ enum LogCommands {
         }
     }
 
+    static func upgrade(dataFolder: String) -> Int32 {
+        do {
+            let report = try TurnStore.upgrade(directory: dataFolder)
+            guard report.fromSchema != TurnStore.schemaVersion else {
+                print("ok: \(dataFolder) already has schema \(TurnStore.schemaVersion); nothing to do")
+                return 0
+            }
+            print(
+                "ok: upgraded \(dataFolder) from schema \(report.fromSchema) to \(TurnStore.schemaVersion): \(report.recordsRewritten) records rewritten "
+                    + "with checksums, \(report.nullWritesAsReleases) null writes recorded as releases, "
+                    + "\(report.stateEntriesRemoved) state entries they released removed")
+            return 0
+        } catch {
+            printError("Error: \(error)")
+            return 1
+        }
+    }
+
     static func stats(dataFolder: String, json: Bool) -> Int32 {
         do {
             let store = try TurnStore(directory: dataFolder, mode: .reader)

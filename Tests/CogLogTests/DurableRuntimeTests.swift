@@ -14,6 +14,9 @@ private let _openedCountCog = Cog<Int>.Manual(name: "durable.openedCount") { 0 }
 private let _draftCogs = CogBox<String, Int>.Manual(
     { "" }, lifetime: .whileObserved(resetToInitial: true), name: "durable.draft")
 private let _unnamedCog = Cog<Int>.Manual { 0 }
+/// An optional source whose initial value is not nil: a write of nil must
+/// read back as nil everywhere, a release as the initial value.
+private let _optionalCog = Cog<Int?>.Manual({ 5 }, lifetime: .whileObserved(resetToInitial: true), name: "durable.optional")
 private let _twinACog = Cog<Int>.Manual(name: "durable.twin") { 0 }
 private let _twinBCog = Cog<Int>.Manual(name: "durable.twin") { 0 }
 
@@ -31,6 +34,8 @@ extension CogOps {
 
     fileprivate func typeDraft(_ id: Int, _ text: String) { turn(_draftCogs[id], to: text) }
     fileprivate func dropDraft(_ id: Int) { discard(_draftCogs[id]) }
+    fileprivate func setOptional(_ value: Int?) { turn(_optionalCog, to: value) }
+    fileprivate func dropOptional() { discard(_optionalCog) }
     fileprivate func bumpUnnamed() { turn { c in c[_unnamedCog] += 1 } }
     fileprivate func touchTwins() { turn { c in c[_twinACog] = c[_twinBCog] + 1 } }
 }
@@ -79,6 +84,48 @@ struct DurableRuntimeTests {
         #expect(records.map(\.name) == ["typeDraft(_:_:)", "discard(durable.draft[1])"])
         #expect(records[1].writes.map(\.isRelease) == [true])
         #expect(try store.store.value(name: "durable.draft", key: try CBOREncoder().encode(1)) == nil)
+    }
+
+    @Test func `nil written to an optional source is a value on the leader, a replica, the replay and tail; only discard releases`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let replica = Cogs.replica()
+        let codec = TestCodec()
+        func applyAll(from revision: UInt64, _ store: TurnStore) throws {
+            for record in try store.records(from: revision) {
+                try replica.applyReplicatedTurn(
+                    named: record.name, writes: record.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                    codec: codec)
+            }
+        }
+        do {
+            let store = try DurableTurnStore(directory: folder.path)
+            let leader = Cogs.forTesting(store: store)
+            leader.setOptional(8)
+            leader.setOptional(nil)
+            #expect(leader.peek(_optionalCog) == nil)
+            try applyAll(from: 1, store.store)
+            #expect(replica.peek(_optionalCog) == nil, "the replica reads the nil, not the initial 5")
+            #expect(try store.store.verify().problem == nil, "the replay holds the nil the state table holds")
+            let record = try #require(try store.store.records(from: 2).first)
+            #expect(record.writes.map(\.isRelease) == [false])
+            #expect(record.displayLines.last == "    durable.optional = null")
+            #expect(record.jsonLine.contains(#""writes": [{"name": "durable.optional", "key": null, "value": null, "released": false}]"#))
+        }
+        do {
+            let store = try DurableTurnStore(directory: folder.path)
+            let leader = Cogs.forTesting(store: store)
+            #expect(leader.peek(_optionalCog) == nil, "a restarted leader reads the nil back")
+            leader.dropOptional()
+            #expect(leader.peek(_optionalCog) == 5)
+            try applyAll(from: 3, store.store)
+            #expect(replica.peek(_optionalCog) == 5)
+            #expect(try store.store.verify().problem == nil)
+            let records = try store.store.records(from: 1)
+            #expect(records.map { $0.writes[0].isRelease } == [false, false, true], "released only for the discard")
+            #expect(records[2].displayLines.last == "    durable.optional = released")
+            #expect(records[2].jsonLine.contains(#""value": null, "released": true}"#))
+        }
     }
 
     @Test func `a turn that changes nothing gets no record`() throws {
@@ -141,4 +188,13 @@ struct Probe: Mechanism {
 func stderrText(_ result: ExitTest.Result?) -> String {
     guard let result else { return "" }
     return String(decoding: result.standardErrorContent, as: UTF8.self)
+}
+
+/// The log's codec, for a replica applying records in a test.
+@MainActor
+private final class TestCodec: CogDurableStore {
+    func encode<T: Encodable>(_ value: T) throws -> [UInt8] { try CBOREncoder().encode(value) }
+    func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try CBORDecoder().decode(type, from: bytes) }
+    func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { nil }
+    func commit(_ turn: CogDurableTurn) throws {}
 }

@@ -48,6 +48,9 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
             revision: 42, epoch: 3, time: vectorTime, name: "Trails.trailScreen.acceptTrail(_:receipt:)",
             origin: TurnOrigin(worker: "w1", instance: 7, request: RequestID(worker: "w1", sequence: 19)),
             writes: [TurnWrite(name: "trails.filter", key: try encoder.encode(7), value: nil)]).encoded()),
+        ("turn-record-nil-value", TurnRecord(
+            revision: 43, epoch: 3, time: vectorTime, name: "Trails.closeScreen()",
+            writes: [TurnWrite(name: "trails.loaded", key: nil, value: try encoder.encode(Int?.none))]).encoded()),
     ]
 }
 
@@ -80,5 +83,21 @@ struct VectorTests {
         let request = try TurnRecord.decode(Array(try Data(contentsOf: folder.appendingPathComponent("turn-record-request.cbor"))))
         #expect(request.origin.request == RequestID(worker: "w1", sequence: 19))
         #expect(request.writes.first?.isRelease == true)
+        let nilValue = try TurnRecord.decode(Array(try Data(contentsOf: folder.appendingPathComponent("turn-record-nil-value.cbor"))))
+        #expect(nilValue.writes == [TurnWrite(name: "trails.loaded", key: nil, value: [0xf6])])
+        #expect(nilValue.writes.first?.isRelease == false)
+    }
+
+    @Test func `a turn-record vector with any one bit flipped is refused`() throws {
+        for name in ["turn-record-system", "turn-record-request", "turn-record-nil-value"] {
+            let bytes = Array(try Data(contentsOf: folder.appendingPathComponent("\(name).cbor")))
+            var accepted = 0
+            for bit in 0..<(bytes.count * 8) {
+                var damaged = bytes
+                damaged[bit / 8] ^= 1 << UInt8(bit % 8)
+                if (try? TurnRecord.decode(damaged)) != nil { accepted += 1 }
+            }
+            #expect(accepted == 0, "\(name): \(accepted) damaged copies decoded")
+        }
     }
 }

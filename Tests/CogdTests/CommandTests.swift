@@ -59,13 +59,17 @@ struct CommandTests {
         #expect(try Command.parse(["tail"]) == .tail(Command.TailOptions()))
         #expect(try Command.parse(["log", "verify", "--data", "x"]) == .logVerify(dataFolder: "x"))
         #expect(try Command.parse(["log", "stats", "--json"]) == .logStats(dataFolder: "cogd-data", json: true))
+        #expect(try Command.parse(["log", "upgrade", "--data", "old"]) == .logUpgrade(dataFolder: "old"))
+        #expect(throws: Command.UsageError(message: "unknown option '--json' for log upgrade", subcommand: "log")) {
+            try Command.parse(["log", "upgrade", "--json"])
+        }
         #expect(throws: Command.UsageError(message: "--from and --last cannot be used together", subcommand: "tail")) {
             try Command.parse(["tail", "--from", "3", "--last", "2"])
         }
         #expect(throws: Command.UsageError(message: "--from takes a revision (1 or more), not '0'", subcommand: "tail")) {
             try Command.parse(["tail", "--from", "0"])
         }
-        #expect(throws: Command.UsageError(message: "unknown log action 'repair' (one of: verify, stats)", subcommand: "log")) {
+        #expect(throws: Command.UsageError(message: "unknown log action 'repair' (one of: verify, stats, upgrade)", subcommand: "log")) {
             try Command.parse(["log", "repair"])
         }
         #expect(throws: Command.UsageError(message: "unknown option '--json' for log verify", subcommand: "log")) {
@@ -78,6 +82,8 @@ struct CommandTests {
         leader.dataFolder = "d"
         leader.requestsEndpoint = "tcp://127.0.0.1:1"
         #expect(try Command.parse(["leader", "--data", "d", "--requests=tcp://127.0.0.1:1"]) == .leader(leader))
+        leader.acceptDataLoss = true
+        #expect(try Command.parse(["leader", "--data", "d", "--requests=tcp://127.0.0.1:1", "--accept-data-loss"]) == .leader(leader))
         guard case .worker(let worker) = try Command.parse(["worker", "--name", "w1", "--leader", "tcp://127.0.0.1:9"]) else {
             Issue.record("worker did not parse")
             return

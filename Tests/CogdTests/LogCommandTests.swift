@@ -1,3 +1,4 @@
+import CogLog
 import Foundation
 import Testing
 
@@ -22,6 +23,50 @@ struct LogCommandTests {
         #expect(object?["name"] as? String == "soak.set(_:)")
         let filtered = try runCogd(["tail", "--data", folder.path, "--name", "nothing*"])
         #expect(filtered.stdout.isEmpty)
+    }
+
+    @Test func `tail and verify show a nil value as a value and only a discard as released`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        do {
+            let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+            try store.append([TurnDraft(name: "load()", writes: [TurnWrite(name: "trails.loaded", key: nil, value: try CBOREncoder().encode(5))])])
+            try store.append([TurnDraft(name: "closeScreen()", writes: [TurnWrite(name: "trails.loaded", key: nil, value: [0xf6])])])
+            try store.append([TurnDraft(name: "discard", writes: [TurnWrite(name: "trails.loaded", key: nil, value: nil)])])
+        }
+        let text = try runCogd(["tail", "--data", folder.path])
+        #expect(text.status == 0)
+        let writes = text.stdout.split(separator: "\n").filter { $0.hasPrefix("    ") }
+        #expect(writes == ["    trails.loaded = 5", "    trails.loaded = null", "    trails.loaded = released"])
+        let json = try runCogd(["tail", "--data", folder.path, "--json"])
+        let lines = json.stdout.split(separator: "\n")
+        #expect(lines.count == 3)
+        #expect(lines[1].contains(#""writes": [{"name": "trails.loaded", "key": null, "value": null, "released": false}]"#))
+        #expect(lines[2].contains(#""writes": [{"name": "trails.loaded", "key": null, "value": null, "released": true}]"#))
+        #expect(json.stdout.components(separatedBy: #""released": true"#).count == 2, "released only for the discard")
+        let verify = try runCogd(["log", "verify", "--data", folder.path])
+        #expect(verify.status == 0, "\(verify.stderr)")
+    }
+
+    @Test func `a schema 2 folder is refused naming cogd log upgrade, which converts it`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        #expect(try runCogd(["log", "soak", "--data", folder.path, "--count", "6", "--batch", "3"]).status == 0)
+        try TurnStore.rewriteAsOlderSchema(directory: folder.path, schema: 2)
+        let hint = "run `cogd log upgrade --data \(folder.path)` to rewrite it"
+        for arguments in [["tail", "--data", folder.path], ["log", "verify", "--data", folder.path], ["log", "soak", "--data", folder.path, "--count", "1"]] {
+            let refused = try runCogd(arguments)
+            #expect(refused.status == 1, "\(arguments)")
+            #expect(refused.stderr.contains("has schema version 2; this cogd reads schema 3 only"), "\(arguments): \(refused.stderr)")
+            #expect(refused.stderr.contains(hint), "\(arguments)")
+        }
+        let upgrade = try runCogd(["log", "upgrade", "--data", folder.path])
+        #expect(upgrade.status == 0, "\(upgrade.stderr)")
+        #expect(upgrade.stdout == "ok: upgraded \(folder.path) from schema 2 to 3: 6 records rewritten with checksums, 0 null writes recorded as releases, 0 state entries they released removed\n")
+        let verify = try runCogd(["log", "verify", "--data", folder.path])
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(verify.stdout.hasPrefix("ok: 6 turns"))
+        #expect(try runCogd(["log", "upgrade", "--data", folder.path]).stdout == "ok: \(folder.path) already has schema 3; nothing to do\n")
     }
 
     @Test func `log verify and stats report a sound log`() throws {

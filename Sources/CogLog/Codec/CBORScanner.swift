@@ -11,6 +11,23 @@ package struct CBORScanner {
     /// Whether every byte has been read.
     package var isAtEnd: Bool { offset == bytes.count }
 
+    /// How many bytes have been read.
+    package var position: Int { offset }
+
+    /// Whether the bytes from `start` to here are a turn record carrying its
+    /// own checksum (`TurnRecordChecksum`).
+    package func checksumMatches(recordFrom start: Int) -> Bool {
+        guard start <= offset else { return false }
+        return bytes.withUnsafeBytes { TurnRecordChecksum.matches(UnsafeRawBufferPointer(rebasing: $0[start..<offset])) }
+    }
+
+    /// Reads `true` if it comes next.
+    package mutating func skipTrue() -> Bool {
+        guard offset < bytes.count, bytes[offset] == 0xf5 else { return false }
+        offset += 1
+        return true
+    }
+
     /// The next head as (major type, argument); nil for an indefinite length,
     /// a reserved value or truncation.
     package mutating func head() -> (major: UInt8, argument: UInt64)? {

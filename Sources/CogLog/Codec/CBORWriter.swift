@@ -31,7 +31,7 @@ public struct CBORWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    static func encode(_ value: CBORValue) -> [UInt8] {
+    package static func encode(_ value: CBORValue) -> [UInt8] {
         var writer = CBORWriter()
         writer.write(value)
         return writer.bytes

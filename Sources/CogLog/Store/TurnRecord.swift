@@ -31,7 +31,33 @@ public struct TurnRecord: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case revision = "rev", epoch, time, name, origin, writes, scopeEvents = "scopes"
+        case checksum = "crc", revision = "rev", epoch, time, name, origin, writes, scopeEvents = "scopes"
+    }
+
+    /// The record's `Codable` form: `crc` is four zero bytes here (the
+    /// checksum is a property of the bytes, set by `encoded()` and checked by
+    /// `decode(_:)`, never by the `Codable` conformance).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(Data(count: 4), forKey: .checksum)
+        try container.encode(revision, forKey: .revision)
+        try container.encode(epoch, forKey: .epoch)
+        try container.encode(time, forKey: .time)
+        try container.encode(name, forKey: .name)
+        try container.encode(origin, forKey: .origin)
+        try container.encode(writes, forKey: .writes)
+        try container.encode(scopeEvents, forKey: .scopeEvents)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        revision = try container.decode(UInt64.self, forKey: .revision)
+        epoch = try container.decode(UInt64.self, forKey: .epoch)
+        time = try container.decode(Date.self, forKey: .time)
+        name = try container.decode(String.self, forKey: .name)
+        origin = try container.decode(TurnOrigin.self, forKey: .origin)
+        writes = try container.decode([TurnWrite].self, forKey: .writes)
+        scopeEvents = try container.decode([ScopeEvent].self, forKey: .scopeEvents)
     }
 }
 
@@ -71,12 +97,18 @@ public struct RequestID: Codable, Equatable, Hashable, Sendable, CustomStringCon
 }
 
 /// One settled write: a durable source (and key) got a new value, or was released.
+///
+/// A value of `nil` (an optional source set to `nil`) is a value like any
+/// other: its encoding is CBOR's `null`, `[0xf6]`. Only `value == nil`
+/// means a release (`discard`); schema 3 records the two differently
+/// (`protocol/turnlog.md` §3).
 public struct TurnWrite: Codable, Equatable, Sendable {
     /// The source's stable `name:`.
     public var name: String
     /// The box key as deterministic CBOR; nil for a keyless source.
     public var key: [UInt8]?
-    /// The new value as deterministic CBOR; nil when the state was released.
+    /// The new value as deterministic CBOR (`[0xf6]` for a `nil` value); nil
+    /// only when the state was released.
     public var value: [UInt8]?
 
     public init(name: String, key: [UInt8]?, value: [UInt8]?) {
@@ -88,22 +120,37 @@ public struct TurnWrite: Codable, Equatable, Sendable {
     public var isRelease: Bool { value == nil }
 
     enum CodingKeys: String, CodingKey {
-        case name, key, value
+        case name, key, value, released
     }
 
+    /// A write is `{"name", "key"?, "value"}` (`value` always present, `null`
+    /// included); a release is `{"name", "key"?, "released": true}`.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(name, forKey: .name)
         if let key { try container.encode(CBORValue.encoded(key), forKey: .key) }
-        try container.encode(value.map(CBORValue.encoded) ?? .null, forKey: .value)
+        if let value {
+            try container.encode(CBORValue.encoded(value), forKey: .value)
+        } else {
+            try container.encode(true, forKey: .released)
+        }
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         name = try container.decode(String.self, forKey: .name)
         key = try container.decodeIfPresent(CBORValue.self, forKey: .key).map { CBORWriter.encode($0) }
-        let value = try container.decode(CBORValue.self, forKey: .value)
-        self.value = value == .null ? nil : CBORWriter.encode(value)
+        let released = try container.decodeIfPresent(Bool.self, forKey: .released)
+        let value = try container.decodeIfPresent(CBORValue.self, forKey: .value)
+        switch (released, value) {
+        case (true?, nil): self.value = nil
+        case (nil, let value?): self.value = CBORWriter.encode(value)
+        default:
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "a write has either `value` or `\"released\": true`, not both or neither"))
+        }
     }
 }
 
@@ -163,13 +210,15 @@ extension TurnRecord {
         }
     }
 
-    /// Decodes a record from its CBOR.
+    /// Decodes a record from its CBOR, after checking its checksum
+    /// (`TurnRecordChecksum`): a record whose bytes were damaged throws,
+    /// whatever the damage.
     public static func decode<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(CodecError) -> TurnRecord {
-        if let array = bytes as? [UInt8] {
-            var scanner = CBORScanner(array)
-            if let record = TurnRecord(scanning: &scanner), scanner.isAtEnd { return record }
-        }
-        return try CBORDecoder().decode(TurnRecord.self, from: bytes)
+        let array = bytes as? [UInt8] ?? Array(bytes)
+        try TurnRecordChecksum.check(array)
+        var scanner = CBORScanner(array)
+        if let record = TurnRecord(scanning: &scanner), scanner.isAtEnd { return record }
+        return try CBORDecoder().decode(TurnRecord.self, from: array)
     }
 
     /// Reads one record laid out as `encoded()` writes it, without a tree
@@ -177,7 +226,9 @@ extension TurnRecord {
     /// layout, and for records with scope events, which the general decoder
     /// reads instead.
     package init?(scanning scanner: inout CBORScanner) {
-        guard scanner.mapCount() == 7, scanner.skip(text: "rev"), let revision = scanner.unsigned(),
+        let start = scanner.position
+        guard scanner.mapCount() == 8, scanner.skip(text: "crc"), scanner.byteString()?.count == 4,
+            scanner.skip(text: "rev"), let revision = scanner.unsigned(),
             scanner.skip(text: "name"), let name = scanner.text(), scanner.skip(text: "time"), let time = scanner.epochSeconds(),
             scanner.skip(text: "epoch"), let epoch = scanner.unsigned(), scanner.skip(text: "origin"),
             let origin = TurnOrigin(scanning: &scanner), scanner.skip(text: "scopes"), scanner.arrayCount() == 0,
@@ -192,16 +243,19 @@ extension TurnRecord {
                 guard let item = scanner.item() else { return nil }
                 key = Array(item)
             }
-            guard fields == (key == nil ? 2 : 3), scanner.skip(text: "name"), let writeName = scanner.text(),
-                scanner.skip(text: "value")
-            else { return nil }
+            guard fields == (key == nil ? 2 : 3), scanner.skip(text: "name"), let writeName = scanner.text() else { return nil }
             var value: [UInt8]?
-            if !scanner.skipNull() {
+            if scanner.skip(text: "value") {
                 guard let item = scanner.item() else { return nil }
                 value = Array(item)
+            } else {
+                guard scanner.skip(text: "released"), scanner.skipTrue() else { return nil }
             }
             writes.append(TurnWrite(name: writeName, key: key, value: value))
         }
+        // The checksum covers exactly the bytes read: a record in a `turns`
+        // frame is checked here (the store checks before scanning).
+        guard scanner.checksumMatches(recordFrom: start) else { return nil }
         self.init(
             revision: revision, epoch: epoch, time: Date(timeIntervalSince1970: time), name: name, origin: origin, writes: writes)
     }
@@ -232,7 +286,7 @@ enum TurnRecordWriter {
     /// The exact byte count `write` writes.
     static func size(_ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?) -> Int {
         typealias Span = CBORSpanWriter
-        var size = 1 + Span.textSize("rev") + Span.headSize(stamp.revision)
+        var size = 1 + Span.textSize("crc") + 5 + Span.textSize("rev") + Span.headSize(stamp.revision)
         size += Span.textSize("name") + Span.textSize(draft.pointee.name)
         size += Span.textSize("time") + Span.headSize(CBORTag.epochDate) + Span.floatSize(stamp.time.timeIntervalSince1970)
         size += Span.textSize("epoch") + Span.headSize(stamp.epoch)
@@ -243,8 +297,8 @@ enum TurnRecordWriter {
         draft.pointee.writes.withUnsafeBufferPointer { writes in
             guard let first = writes.baseAddress else { return }
             for write in first..<(first + writes.count) {
-                size += 1 + Span.textSize("name") + Span.textSize(write.pointee.name) + Span.textSize("value")
-                size += write.pointee.value?.count ?? 1
+                size += 1 + Span.textSize("name") + Span.textSize(write.pointee.name)
+                if let count = write.pointee.value?.count { size += Span.textSize("value") + count } else { size += Span.textSize("released") + 1 }
                 if let count = write.pointee.key?.count { size += Span.textSize("key") + count }
             }
         }
@@ -257,8 +311,12 @@ enum TurnRecordWriter {
         _ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?, into writer: inout CBORSpanWriter,
         base: UnsafeMutablePointer<UInt8>, spans: inout [WriteSpan]
     ) {
-        // Keys in deterministic order: rev, name, time, epoch, origin, scopes, writes.
-        writer.head(major: 5, 7)
+        // Keys in deterministic order: crc, rev, name, time, epoch, origin, scopes, writes.
+        let start = writer.cursor
+        writer.head(major: 5, 8)
+        writer.text("crc")
+        writer.head(major: 2, 4)
+        for _ in 0..<4 { writer.byte(0) }
         writer.text("rev")
         writer.head(major: 0, stamp.revision)
         writer.text("name")
@@ -290,18 +348,20 @@ enum TurnRecordWriter {
                 let nameHead = writer.cursor - base
                 writer.text(write.pointee.name)
                 let nameSpan = (nameHead + CBORSpanWriter.headLength(base[nameHead]))..<(writer.cursor - base)
-                writer.text("value")
                 var valueSpan: Range<Int>?
                 if let value = write.pointee.value {
+                    writer.text("value")
                     let start = writer.cursor - base
                     writer.raw(value)
                     valueSpan = start..<(writer.cursor - base)
                 } else {
-                    writer.byte(0xf6)
+                    writer.text("released")
+                    writer.byte(0xf5)
                 }
                 spans.append(WriteSpan(name: nameSpan, key: keySpan, value: valueSpan))
             }
         }
+        TurnRecordChecksum.seal(UnsafeMutableRawBufferPointer(start: start, count: writer.cursor - start))
     }
 }
 
@@ -432,5 +492,66 @@ public struct EncodedTurnBatch: Sendable {
     /// The bytes of record `index`.
     public func record(_ index: Int) -> ArraySlice<UInt8> {
         bytes[(index == 0 ? 0 : ends[index - 1])..<ends[index]]
+    }
+}
+
+/// The checksum every turn record carries (`protocol/turnlog.md` §3).
+///
+/// A record is a map of 8 keys whose first key, in deterministic order, is
+/// `crc`, so it starts with the 6 bytes `a8 63 63 72 63 44` (map of 8, text
+/// "crc", byte string of 4) and bytes 6..<10 hold the CRC-32C, big-endian,
+/// of the whole record with those 4 bytes taken as zero.
+public enum TurnRecordChecksum {
+    /// The bytes every record starts with.
+    static let prefix: [UInt8] = [0xa8, 0x63, 0x63, 0x72, 0x63, 0x44]
+    /// Where the checksum lies in a record.
+    static let field = 6..<10
+
+    /// The CRC-32C of `record` with its checksum field taken as zero.
+    static func compute(_ record: UnsafeRawBufferPointer) -> UInt32 {
+        var crc = CRC32C.update(0xFFFF_FFFF, UnsafeRawBufferPointer(rebasing: record[..<field.lowerBound]))
+        crc = withUnsafeBytes(of: UInt32(0)) { CRC32C.update(crc, $0) }
+        crc = CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: record[field.upperBound...]))
+        return crc ^ 0xFFFF_FFFF
+    }
+
+    /// Writes the checksum into a record laid out with the prefix.
+    static func seal(_ record: UnsafeMutableRawBufferPointer) {
+        let crc = compute(UnsafeRawBufferPointer(record))
+        for index in 0..<4 { record[field.lowerBound + index] = UInt8(truncatingIfNeeded: crc >> (24 - 8 * index)) }
+    }
+
+    /// `record` (laid out with the prefix) with its checksum written in.
+    package static func sealed(_ record: [UInt8]) -> [UInt8] {
+        var record = record
+        guard record.starts(with: prefix), record.count > field.upperBound else { return record }
+        record.withUnsafeMutableBytes { seal($0) }
+        return record
+    }
+
+    /// Whether `record` starts as a record does and carries its own checksum.
+    static func matches(_ record: UnsafeRawBufferPointer) -> Bool {
+        guard record.count > field.upperBound, record.starts(with: prefix) else { return false }
+        let stored = record[field].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        return stored == compute(record)
+    }
+
+    /// Throws unless `record` carries its own checksum, saying what is wrong.
+    public static func check(_ record: [UInt8]) throws(CodecError) {
+        let failure: String? = record.withUnsafeBytes { raw in
+            guard raw.count > field.upperBound, raw.starts(with: prefix) else {
+                return "not a schema 3 turn record (it does not start with its `crc` field)"
+            }
+            let stored = raw[field].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let computed = compute(raw)
+            guard stored != computed else { return nil }
+            return "checksum mismatch: the record says crc \(hex(stored)), its bytes give \(hex(computed))"
+        }
+        if let failure { throw CodecError(code: .malformed, path: [], message: failure) }
+    }
+
+    private static func hex(_ value: UInt32) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
     }
 }

@@ -29,16 +29,18 @@ public final class TurnStore {
         case reader
     }
 
-    /// The layout version this build writes.
-    public static let schemaVersion: UInt64 = 2
+    /// The layout version this build writes (and the only one it reads:
+    /// an older folder is rewritten by `TurnStore.upgrade(directory:)`,
+    /// `cogd log upgrade`).
+    public static let schemaVersion: UInt64 = 3
 
     public let directory: String
     public let mode: Mode
-    private let environment: LMDBEnvironment
-    private let turnsDB: MDB_dbi
-    private let stateDB: MDB_dbi
-    private let dedupDB: MDB_dbi
-    private let metaDB: MDB_dbi
+    let environment: LMDBEnvironment
+    let turnsDB: MDB_dbi
+    let stateDB: MDB_dbi
+    let dedupDB: MDB_dbi
+    let metaDB: MDB_dbi
     private var lockDescriptor: Int32 = -1
 
     /// The epoch this open runs under (writer), or the last one written (reader).
@@ -56,12 +58,21 @@ public final class TurnStore {
     /// Reader slots of dead processes cleared at open.
     public private(set) var clearedStaleReaders = 0
 
+    /// The log's id (`meta.log-id`, 16 bytes; also in `cogd.identity`); nil
+    /// for a reader of a folder a writer has not opened since it had one.
+    public private(set) var logID: [UInt8]?
+    /// The writer's `cogd.identity`, updated after each commit.
+    private var identityFile: IdentityFile?
+
     /// Opens the store in `directory`.
     ///
     /// Fails clearly when the folder is missing (unless `createIfMissing` and
-    /// writable), not writable, locked by another writer, or written by a
-    /// newer schema.
-    public init(directory: String, mode: Mode, createIfMissing: Bool = false) throws(TurnStoreError) {
+    /// writable), not writable, locked by another writer, written by another
+    /// schema, or damaged. A writer also refuses a `data.mdb` that is
+    /// missing, empty, of another log or behind what the folder's
+    /// `cogd.identity` says was committed — unless `acceptDataLoss`, when it
+    /// goes on from what `data.mdb` holds (`cogd leader --accept-data-loss`).
+    public init(directory: String, mode: Mode, createIfMissing: Bool = false, acceptDataLoss: Bool = false) throws(TurnStoreError) {
         self.directory = directory
         self.mode = mode
         var isDirectory: ObjCBool = false
@@ -88,7 +99,12 @@ public final class TurnStore {
             }
             lockDescriptor = try TurnStore.lockFolder(directory)
         }
+        var remembered: LogIdentity?
         do {
+            try LMDBDataFile.check(directory: directory)
+            if mode == .writer {
+                remembered = try TurnStore.rememberedIdentity(directory: directory, acceptDataLoss: acceptDataLoss)
+            }
             let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
             clearedStaleReaders = try environment.clearStaleReaders()
             let names = ["turns", "state", "dedup", "meta"]
@@ -108,8 +124,45 @@ public final class TurnStore {
             TurnStore.unlock(lockDescriptor)
             throw TurnStoreError(code: .lmdb, message: "\(error)")
         }
-        try openMeta()
+        do {
+            try openMeta(remembered: remembered, acceptDataLoss: acceptDataLoss)
+            if mode == .writer, let logID {
+                identityFile = try IdentityFile(
+                    directory: directory, identity: LogIdentity(logID: logID, epoch: epoch, revision: lastRevision))
+            }
+        } catch {
+            environment.close()
+            TurnStore.unlock(lockDescriptor)
+            lockDescriptor = -1
+            throw error
+        }
     }
+
+    /// The folder's `cogd.identity`, after checking that `data.mdb` is
+    /// there when it says a log was: a missing or empty `data.mdb` under an
+    /// identity is refused unless the loss is accepted.
+    private static func rememberedIdentity(directory: String, acceptDataLoss: Bool) throws(TurnStoreError) -> LogIdentity? {
+        let remembered: LogIdentity?
+        do {
+            remembered = try LogIdentity.read(directory: directory)
+        } catch {
+            if acceptDataLoss { return nil }
+            throw TurnStoreError(code: error.code, message: error.message + "; " + acceptHint)
+        }
+        guard let remembered, !acceptDataLoss else { return remembered }
+        let size = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? nil
+        if size == nil || size == 0 {
+            throw TurnStoreError(
+                code: .dataLoss,
+                message: "data folder \(directory): data.mdb is \(size == nil ? "missing" : "empty"), but \(LogIdentity.fileName) says "
+                    + "this folder holds log \(LogIdentity.hex(remembered.logID)) up to revision \(remembered.revision) (epoch \(remembered.epoch)); "
+                    + acceptHint)
+        }
+        return remembered
+    }
+
+    static let acceptHint =
+        "restore data.mdb from a backup, or start the leader with --accept-data-loss to go on from what data.mdb holds"
 
     deinit {
         environment.close()
@@ -118,6 +171,7 @@ public final class TurnStore {
 
     /// Releases the folder (the lock and LMDB). Later calls do nothing.
     public func close() {
+        identityFile?.close()
         environment.close()
         TurnStore.unlock(lockDescriptor)
         lockDescriptor = -1
@@ -125,56 +179,130 @@ public final class TurnStore {
 
     // MARK: Meta
 
-    private enum MetaKey {
+    enum MetaKey {
         static let schema = Array("schema".utf8)
         static let epoch = Array("epoch".utf8)
-        /// Schema 1 only (removed when such a folder is opened for writing).
+        /// Schema 1 only (removed by the upgrade).
         static let lastRevision = Array("last-revision".utf8)
         static let unindexedFrom = Array("unindexed-from".utf8)
+        static let logID = Array("log-id".utf8)
     }
 
-    private func openMeta() throws(TurnStoreError) {
+    private func openMeta(remembered: LogIdentity?, acceptDataLoss: Bool) throws(TurnStoreError) {
         try run { () throws in
             if mode == .writer {
                 try environment.write { (txn: Transaction) in
-                    let schema = try txn.get(metaDB, MetaKey.schema).map(TurnStore.number) ?? TurnStore.schemaVersion
-                    guard schema <= TurnStore.schemaVersion else {
-                        throw TurnStoreError(
-                            code: .newerSchema,
-                            message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
-                    }
-                    epoch = (try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0) + 1
+                    try checkSchema(txn)
+                    var stored = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
                     lastRevision = try lastLoggedRevision(txn)
-                    // Schema 1 (and a new folder) stored every reply: nothing unindexed.
-                    unindexedFrom = try txn.get(metaDB, MetaKey.unindexedFrom).map(TurnStore.number)
+                    var logID = try txn.get(metaDB, MetaKey.logID)
+                    if let logID, logID.count != 16 {
+                        throw TurnStoreError(code: .corrupt, message: "data folder \(directory): meta.log-id is \(logID.count) bytes, expected 16")
+                    }
+                    if let remembered {
+                        if let problem = TurnStore.loss(found: logID, lastRevision, remembered: remembered) {
+                            guard acceptDataLoss else {
+                                throw TurnStoreError(
+                                    code: .dataLoss, message: "data folder \(directory): \(problem); " + TurnStore.acceptHint)
+                            }
+                            // The operator accepted the loss: epochs still only go up.
+                            stored = max(stored, remembered.epoch)
+                        }
+                    }
+                    guard stored < UInt64.max else {
+                        throw TurnStoreError(
+                            code: .corrupt, message: "data folder \(directory): meta.epoch is \(stored), the largest there is; no new epoch can follow it")
+                    }
+                    epoch = stored + 1
+                    if logID == nil {
+                        logID = LogIdentity.newLogID()
+                        try txn.put(metaDB, MetaKey.logID, logID!)
+                    }
+                    self.logID = logID
+                    unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
                     try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
-                    // Schema 1 kept the last revision in meta too; the log's last key is it.
-                    _ = try txn.delete(metaDB, MetaKey.lastRevision)
                 }
             } else {
                 try environment.read { (txn: Transaction) in
-                    let schema = try txn.get(metaDB, MetaKey.schema).map(TurnStore.number) ?? 0
-                    guard schema <= TurnStore.schemaVersion else {
-                        throw TurnStoreError(
-                            code: .newerSchema,
-                            message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
-                    }
+                    try checkSchema(txn)
                     try refreshMeta(txn)
                 }
             }
         }
     }
 
+    /// Refuses a folder of another schema: a newer one ("upgrade cogd"), an
+    /// older one ("run cogd log upgrade"). A folder without `meta.schema`
+    /// and without turns is new.
+    private func checkSchema(_ txn: Transaction) throws {
+        let schema = try TurnStore.metaNumber(txn, metaDB, MetaKey.schema, directory: directory)
+        if schema == nil, try txn.last(turnsDB) == nil { return }
+        try TurnStore.refuseSchema(schema ?? 0, directory: directory)
+    }
+
+    /// Throws unless `schema` is this build's.
+    static func refuseSchema(_ schema: UInt64, directory: String) throws(TurnStoreError) {
+        if schema > TurnStore.schemaVersion {
+            throw TurnStoreError(
+                code: .newerSchema,
+                message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
+        }
+        if schema < TurnStore.schemaVersion {
+            throw TurnStoreError(
+                code: .olderSchema,
+                message: "data folder \(directory) has schema version \(schema); this cogd reads schema \(TurnStore.schemaVersion) only "
+                    + "(its records cannot tell a nil value from a release) — run `cogd log upgrade --data \(directory)` to rewrite it")
+        }
+    }
+
+    /// What is wrong with `data.mdb` given what the folder remembers; nil when nothing.
+    private static func loss(found logID: [UInt8]?, _ lastRevision: UInt64, remembered: LogIdentity) -> String? {
+        let expected = "\(LogIdentity.fileName) says this folder holds log \(LogIdentity.hex(remembered.logID)) up to revision \(remembered.revision) (epoch \(remembered.epoch))"
+        guard let logID else {
+            return "data.mdb holds a log without an id, ending at revision \(lastRevision), but \(expected)"
+        }
+        guard logID == remembered.logID else {
+            return "data.mdb holds another log (\(LogIdentity.hex(logID)), ending at revision \(lastRevision)), but \(expected)"
+        }
+        guard lastRevision >= remembered.revision else {
+            return "data.mdb ends at revision \(lastRevision), behind what was committed: \(expected)"
+        }
+        return nil
+    }
+
     private func refreshMeta(_ txn: Transaction) throws {
-        epoch = try txn.get(metaDB, MetaKey.epoch).map(TurnStore.number) ?? 0
+        logID = try txn.get(metaDB, MetaKey.logID)
+        epoch = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
         lastRevision = try lastLoggedRevision(txn)
-        unindexedFrom = try txn.get(metaDB, MetaKey.unindexedFrom).map(TurnStore.number)
+        unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
+    }
+
+    /// A meta number; a value that is not 8 bytes is refused (never read in part).
+    static func metaNumber(_ txn: Transaction, _ metaDB: MDB_dbi, _ key: [UInt8], directory: String) throws -> UInt64? {
+        guard let value = try txn.get(metaDB, key) else { return nil }
+        guard value.count == 8 else {
+            throw TurnStoreError(
+                code: .corrupt,
+                message: "data folder \(directory): meta.\(String(decoding: key, as: UTF8.self)) is \(value.count) bytes, expected 8")
+        }
+        return number(value)
     }
 
     /// The last key of `turns` (0 for an empty log).
     private func lastLoggedRevision(_ txn: Transaction) throws -> UInt64 {
-        try txn.last(turnsDB).map { TurnStore.number($0.key) } ?? 0
+        guard let last = try txn.last(turnsDB) else { return 0 }
+        return try TurnStore.revision(key: last.key, directory: directory)
+    }
+
+    /// A `turns` key as a revision; a key that is not 8 bytes, or is 0, is refused.
+    static func revision(key: [UInt8], directory: String) throws(TurnStoreError) -> UInt64 {
+        guard key.count == 8, number(key) != 0 else {
+            throw TurnStoreError(
+                code: .corrupt,
+                message: "data folder \(directory): a `turns` key is \(key.count) bytes (\(key.map { String($0, radix: 16) }.joined(separator: " "))), not an 8-byte revision from 1")
+        }
+        return number(key)
     }
 
     // MARK: Appending
@@ -199,7 +327,7 @@ public final class TurnStore {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
-        let first = lastRevision + 1
+        let first = try nextRevision(count: drafts.count)
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
         if case .unindexedFrom(let revision)? = index, !(first..<(first + UInt64(drafts.count))).contains(revision) {
             throw TurnStoreError(
@@ -216,6 +344,7 @@ public final class TurnStore {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
+        _ = try nextRevision(count: records.count)
         for (offset, record) in records.enumerated() where record.revision != lastRevision + 1 + UInt64(offset) {
             throw TurnStoreError(
                 code: .outOfOrder,
@@ -223,6 +352,15 @@ public final class TurnStore {
         }
         let drafts = records.map(\.draft)
         try commit(drafts, EncodedTurnBatch(drafts: drafts) { records[$0].stamp }, firstRevision: lastRevision + 1, replies: replies)
+    }
+
+    /// The revision after the last, once `count` more revisions are known to fit.
+    private func nextRevision(count: Int) throws(TurnStoreError) -> UInt64 {
+        guard UInt64(count) < UInt64.max - lastRevision else {
+            throw TurnStoreError(
+                code: .outOfOrder, message: "the log in \(directory) ends at revision \(lastRevision); \(count) more do not fit in 64 bits")
+        }
+        return lastRevision + 1
     }
 
     /// The one write path: each record under its revision, each write's latest
@@ -267,7 +405,10 @@ public final class TurnStore {
         case .indexed?: unindexedFrom = nil
         case nil: break
         }
-        if !contents.isEmpty { lastRevision = last }
+        if !contents.isEmpty {
+            lastRevision = last
+            identityFile?.record(revision: last)
+        }
         lastAppended = batch
     }
 
@@ -322,7 +463,7 @@ public final class TurnStore {
                         records.append(try TurnRecord.decode(value))
                     } catch {
                         throw TurnStoreError(
-                            code: .corrupt, message: "turn \(TurnStore.number(key)) does not decode: \(error)")
+                            code: .corrupt, message: "turn \(TurnStore.number(key)) in \(directory) is damaged: \(error)")
                     }
                     return records.count < limit
                 }
@@ -443,7 +584,7 @@ public final class TurnStore {
 
     private func run<T>(_ body: () throws -> T) throws(TurnStoreError) -> T { try TurnStoreError.catching(body) }
 
-    private static func lockFolder(_ directory: String) throws(TurnStoreError) -> Int32 {
+    static func lockFolder(_ directory: String) throws(TurnStoreError) -> Int32 {
         let path = directory + "/cogd.lock"
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
@@ -463,7 +604,7 @@ public final class TurnStore {
         return descriptor
     }
 
-    private static func unlock(_ descriptor: Int32) {
+    static func unlock(_ descriptor: Int32) {
         guard descriptor >= 0 else { return }
         flock(descriptor, LOCK_UN)
         Glibc.close(descriptor)
@@ -525,13 +666,17 @@ extension TurnStore {
     public func verify() throws(TurnStoreError) -> VerifyReport {
         // One read transaction: a consistent snapshot, even beside a writer.
         try runRead { txn in
-            let unindexedFrom = try txn.get(self.metaHandle, Array("unindexed-from".utf8)).map(TurnStore.number)
+            let unindexedFrom = try TurnStore.metaNumber(txn, self.metaHandle, MetaKey.unindexedFrom, directory: self.directory)
             var replay: [[UInt8]: [UInt8]] = [:]
             var expected: UInt64 = 1
             var problem: String?
             var count = 0
             try txn.scan(self.turnsHandle, from: nil) { key, value in
                 count += 1
+                guard key.count == 8 else {
+                    problem = "a `turns` key after revision \(expected - 1) is \(key.count) bytes, not an 8-byte revision"
+                    return false
+                }
                 let revision = TurnStore.number(key)
                 guard revision == expected else {
                     problem = "revision \(expected) is missing (the next stored one is \(revision))"
@@ -541,7 +686,7 @@ extension TurnStore {
                 do {
                     record = try TurnRecord.decode(value)
                 } catch {
-                    problem = "turn \(revision) does not decode: \(error)"
+                    problem = "turn \(revision) is damaged: \(error)"
                     return false
                 }
                 guard record.revision == revision else {
@@ -626,7 +771,7 @@ enum StateLayout {
             stored.count >= 8
         else { return nil }
         let length = Int(clamping: TurnStore.number(Array(stored[0..<8])))
-        guard stored.count >= 8 + length else { return nil }
+        guard length <= stored.count - 8 else { return nil }  // a length from the file: no `8 + length` before it is checked
         return (Array(stored[8..<(8 + length)]), Array(stored[(8 + length)...]))
     }
 }

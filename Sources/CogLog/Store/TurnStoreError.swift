@@ -10,6 +10,13 @@ public struct TurnStoreError: Error, Equatable, CustomStringConvertible, Sendabl
         public static let locked = Code(name: "locked")
         /// The folder was written by a newer cogd.
         public static let newerSchema = Code(name: "newer-schema")
+        /// The folder was written by an older cogd and must be upgraded
+        /// first (`cogd log upgrade`).
+        public static let olderSchema = Code(name: "older-schema")
+        /// `data.mdb` is missing, empty, of another log or behind what the
+        /// folder's `cogd.identity` says was committed (a writer refuses to
+        /// restart history unless told the loss is accepted).
+        public static let dataLoss = Code(name: "data-loss")
         /// An appended turn does not continue the log.
         public static let outOfOrder = Code(name: "out-of-order")
         /// A stored record does not decode.
