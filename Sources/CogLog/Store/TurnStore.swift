@@ -531,7 +531,7 @@ public final class TurnStore {
                     epoch: epoch, firstRevision: firstRevision, lastRevision: lastRevision, turns: turns.entries,
                     stateEntries: state.entries, dedupEntries: dedup.entries,
                     turnsBytes: turns.pages * turns.pageSize, stateBytes: state.pages * state.pageSize,
-                    fileBytes: fileSize ?? 0, mapBytes: environment.mapSize)
+                    fileBytes: fileSize, mapBytes: environment.mapSize)
             }
         }
     }
