@@ -27,6 +27,9 @@ public final class Leader {
         public var spinWait: Duration
         /// About how many bytes each part of a snapshot asked for in parts holds.
         public var snapshotPartBytes: Int
+        /// How long a snapshot may wait for its requester to read (no part
+        /// could be sent) before it is given up, its LMDB read with it.
+        public var snapshotDeadline: Duration = .seconds(30)
         /// Go on from what data.mdb holds even when it is behind what the
         /// folder's `cogd.identity` remembers (`--accept-data-loss`).
         public var acceptDataLoss = false
@@ -85,6 +88,15 @@ public final class Leader {
     /// batches (so a large state does not stop the serving).
     private var snapshotStreams: [SnapshotStream] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
+    /// The peers that asked for a catch-up in the batch being built.
+    private var catchUpsThisBatch: Set<[UInt8]> = []
+    /// The most snapshots sent at once (each holds an LMDB read).
+    public static let maximumSnapshotStreams = 64
+    /// Messages ZeroMQ may queue for one peer of the requests socket, and
+    /// for one subscriber of the turn stream, before further sends to it are
+    /// dropped (a peer that reads nothing holds at most this much).
+    public static let requestsSendHighWaterMark: Int32 = 8
+    public static let turnsSendHighWaterMark: Int32 = 100
     /// Replies to applied requests not yet in the `dedup` table: each one's
     /// record (its `origin.request` and revision) holds it durably, so they
     /// are stored together, every `indexInterval` of them, in one batch's
@@ -152,10 +164,13 @@ public final class Leader {
         // holds its worker name is still there.
         try router.setRouterMandatory(true)
         try router.setMaximumMessageSize(Int64(WireMessage.maximumSize * 4))
+        try router.setHighWaterMarks(send: Leader.requestsSendHighWaterMark, receive: 1_000)
         try router.bind(configuration.requestsEndpoint)
         publisher = try ZMQSocket(context, .publisher)
         if streamHasOwnIOThread { try publisher.setIOThreads(0b10) }
-        try publisher.setHighWaterMarks(send: 100_000, receive: 1_000)
+        // A subscriber that falls behind loses turns past this many messages
+        // and catches up by the gap (the Clone pattern): its queue is bounded.
+        try publisher.setHighWaterMarks(send: Leader.turnsSendHighWaterMark, receive: 1_000)
         try publisher.bind(configuration.turnsEndpoint)
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
@@ -225,8 +240,8 @@ public final class Leader {
             let timeout: Duration
             if spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting) {
                 timeout = .zero  // look for requests without sleeping: parts are ready to go
-            } else if !snapshotStreams.isEmpty {
-                timeout = .milliseconds(1)  // the parts wait for room in ZeroMQ's queue
+            } else if !snapshotStreams.isEmpty || !backlogs.isEmpty {
+                timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue
             } else {
                 timeout = .milliseconds(100)
             }
@@ -238,6 +253,7 @@ public final class Leader {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
             }
+            if !backlogs.isEmpty { drainBacklogs() }
             if !snapshotStreams.isEmpty {
                 snapshotsWaiting = !sendSnapshotParts()
             } else if spinning && !ready[0] {
@@ -249,6 +265,12 @@ public final class Leader {
             if !durable.pending.isEmpty { try serveBatch() }
         }
         try serveBatch()
+        // What slow readers are still owed goes out if they read within a second.
+        let deadline = ContinuousClock.now + .seconds(1)
+        while !backlogs.isEmpty && ContinuousClock.now < deadline {
+            drainBacklogs()
+            if !backlogs.isEmpty { usleep(1_000) }
+        }
     }
 
     /// Takes everything waiting as one batch: runs it, commits it once, then
@@ -298,10 +320,74 @@ public final class Leader {
         if !revisions.isEmpty {
             for frame in WireMessage.turnsFrames(epoch: epoch, batch: durable.store.lastAppended) { try publisher.send([frame]) }
         }
-        for (identity, frame) in outgoing {
-            _ = try? router.send([identity, frame], wait: false)
-        }
+        for (identity, frame) in outgoing { deliver(frame, to: identity) }
         outgoing = []
+        catchUpsThisBatch = []
+    }
+
+    /// Messages for peers whose ZeroMQ queue was full, in order: sent as
+    /// the queue drains (between batches), at most `maximumBacklogBytes` a
+    /// peer — past that a peer that reads nothing loses messages (counted
+    /// `send-dropped`; a request's retry is answered from dedup).
+    struct PeerBacklog {
+        var frames: [[UInt8]] = []
+        var head = 0
+        var bytes = 0
+    }
+    private var backlogs: [[UInt8]: PeerBacklog] = [:]
+    /// The most bytes of messages the leader holds for one peer that reads slowly.
+    public static let maximumBacklogBytes = 16 << 20
+
+    /// Sends `frame` to `identity`, behind anything it is still owed.
+    private func deliver(_ frame: [UInt8], to identity: [UInt8]) {
+        if backlogs[identity] == nil {
+            do {
+                if try router.send([identity, frame], wait: false) { return }
+            } catch {
+                errorCounts["send-dropped", default: 0] += 1  // the peer is gone
+                return
+            }
+        }
+        var backlog = backlogs[identity] ?? PeerBacklog()
+        guard backlog.bytes + frame.count <= Leader.maximumBacklogBytes else {
+            errorCounts["send-dropped", default: 0] += 1
+            backlogs[identity] = backlog
+            return
+        }
+        backlog.frames.append(frame)
+        backlog.bytes += frame.count
+        backlogs[identity] = backlog
+    }
+
+    /// Sends what peers are owed as far as their queues take it.
+    private func drainBacklogs() {
+        for (identity, var backlog) in backlogs {
+            var gone = false
+            while backlog.head < backlog.frames.count {
+                let frame = backlog.frames[backlog.head]
+                do {
+                    guard try router.send([identity, frame], wait: false) else { break }
+                } catch {
+                    gone = true
+                    break
+                }
+                backlog.frames[backlog.head] = []
+                backlog.head += 1
+                backlog.bytes -= frame.count
+            }
+            if gone {
+                errorCounts["send-dropped", default: 0] += UInt64(backlog.frames.count - backlog.head)
+                backlogs[identity] = nil
+            } else if backlog.head == backlog.frames.count {
+                backlogs[identity] = nil
+            } else {
+                if backlog.head > 1_024 && backlog.head * 2 > backlog.frames.count {
+                    backlog.frames.removeFirst(backlog.head)
+                    backlog.head = 0
+                }
+                backlogs[identity] = backlog
+            }
+        }
     }
 
     /// Puts ZeroMQ's I/O threads where the load asks: the requests' beside
@@ -322,10 +408,14 @@ public final class Leader {
     struct SnapshotStream {
         let identity: [UInt8]
         var reader: StateSnapshotReader
+        /// A snapshot asked for whole: one message, no `part`/`more`.
+        var whole = false
         var part: UInt64 = 0
         /// The next part, encoded, if ZeroMQ had no room for it yet.
         var unsent: [UInt8]?
         var isLast = false
+        /// When a part last went out (or the stream began).
+        var progress = ContinuousClock.now
     }
 
     /// Drops the snapshot being sent to `identity`, if any (it asked again).
@@ -345,14 +435,29 @@ public final class Leader {
             var stream = snapshotStreams[index]
             if stream.unsent == nil {
                 do {
-                    let (entries, more) = try stream.reader.next(maximumBytes: configuration.snapshotPartBytes) {
+                    let limit = stream.whole ? WireMessage.snapshotPartTarget : configuration.snapshotPartBytes
+                    let (entries, more) = try stream.reader.next(maximumBytes: limit) {
                         WireMessage.snapshotEntrySize(name: $0.name, key: $0.key, value: $0.value)
                     }
-                    stream.unsent = WireMessage.snapshot(
-                        epoch: epoch, revision: stream.reader.revision,
-                        entries: entries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) },
-                        part: stream.part, more: more
-                    ).encoded()
+                    if stream.whole && more {
+                        // A whole snapshot is at most one part: a larger state
+                        // comes only in parts (the leader never builds it whole).
+                        stream.reader.close()
+                        snapshotStreams.remove(at: index)
+                        let refusal = WireError(
+                            code: "oversize",
+                            message: "the state table is over \(WireMessage.snapshotPartTarget) bytes: ask for it in parts (snapshot-request {\"parts\": true})")
+                        errorCounts[refusal.code, default: 0] += 1
+                        _ = try? router.send([stream.identity, WireMessage.error(refusal).encoded()], wait: false)
+                        continue
+                    }
+                    let snapshotEntries = entries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
+                    stream.unsent =
+                        stream.whole
+                        ? WireMessage.snapshot(epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries).encoded()
+                        : WireMessage.snapshot(
+                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries, part: stream.part, more: more
+                        ).encoded()
                     stream.isLast = !more
                 } catch {
                     stream.reader.close()
@@ -366,12 +471,20 @@ public final class Leader {
                         snapshotStreams.remove(at: index)
                         continue
                     }
-                    snapshotStreams[index] = SnapshotStream(identity: stream.identity, reader: reader)
+                    snapshotStreams[index] = SnapshotStream(identity: stream.identity, reader: reader, whole: stream.whole)
                     continue
                 }
             }
             do {
                 guard try router.send([stream.identity, stream.unsent!], wait: false) else {
+                    if ContinuousClock.now - stream.progress > configuration.snapshotDeadline {
+                        // Its requester reads nothing: the held read (and the
+                        // file growth it pins) is given up; it may ask again.
+                        stream.reader.close()
+                        snapshotStreams.remove(at: index)
+                        errorCounts["snapshot-abandoned", default: 0] += 1
+                        continue
+                    }
                     snapshotStreams[index] = stream
                     continue
                 }
@@ -384,6 +497,7 @@ public final class Leader {
             sent = true
             stream.unsent = nil
             stream.part += 1
+            stream.progress = .now
             if stream.isLast {
                 stream.reader.close()
                 snapshotStreams.remove(at: index)
@@ -467,28 +581,31 @@ public final class Leader {
                 refuse(identity, helloFirst("snapshot-request", worker: nil))
                 return
             }
-            if inParts {
-                // One read transaction held open: every part is as of the same
-                // revision; the parts go out between batches (`sendSnapshotParts`).
-                endSnapshot(to: identity)
-                do {
-                    snapshotStreams.append(SnapshotStream(identity: identity, reader: try durable.store.stateSnapshot()))
-                } catch {
-                    refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
-                }
-            } else {
-                do {
-                    let entries = try durable.store.stateEntries().map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
-                    outgoing.append((
-                        identity, WireMessage.snapshot(epoch: epoch, revision: durable.store.lastRevision, entries: entries).encoded()
-                    ))
-                } catch {
-                    refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
-                }
+            // One snapshot per peer: asking again replaces the one under way.
+            // Parts (and a whole snapshot, at most one part's size) are read
+            // from one read transaction held open and go out between batches
+            // as ZeroMQ has room for them (`sendSnapshotParts`).
+            endSnapshot(to: identity)
+            guard snapshotStreams.count < Leader.maximumSnapshotStreams else {
+                refuse(identity, WireError(
+                    code: "unavailable",
+                    message: "\(Leader.maximumSnapshotStreams) snapshots are being sent, the most at once; ask again later"))
+                return
+            }
+            do {
+                snapshotStreams.append(SnapshotStream(identity: identity, reader: try durable.store.stateSnapshot(), whole: !inParts))
+            } catch {
+                refuse(identity, WireError(code: "unavailable", message: "cannot read the state table: \(error.message)"))
             }
         case .catchUpRequest(let from):
             guard holdsAName(identity) else {
                 refuse(identity, helloFirst("catch-up-request", worker: nil))
+                return
+            }
+            guard catchUpsThisBatch.insert(identity).inserted else {
+                // One catch-up per peer per batch: a peer that asks faster
+                // than it reads cannot make the leader build reply after reply.
+                refuse(identity, WireError(code: "busy", message: "one catch-up per batch; ask again once the answer to the first arrives"))
                 return
             }
             do {

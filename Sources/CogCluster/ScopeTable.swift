@@ -30,6 +30,11 @@ struct ScopeTable {
     }
 
     private(set) var registrations: [String: Registration] = [:]
+    /// The registrations over each durable source, and the computed ones:
+    /// a turn looks only at the registrations its writes touch.
+    private var bySource: [String: [String]] = [:]
+    private var computedKeys: [String] = []
+    private var indexIsStale = false
     /// Live instances and the worker that owns each.
     private(set) var live: [UInt64: String] = [:]
     private var nextInstance: UInt64 = 1
@@ -66,6 +71,7 @@ struct ScopeTable {
         }
         registrations[Self.key(spec.worker, spec.registration)] = Registration(
             spec: spec, open: open, computed: computed, lastValue: currentValue)
+        indexIsStale = true
         return (open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }, retired)
     }
 
@@ -87,17 +93,15 @@ struct ScopeTable {
     /// openings in collection order.
     mutating func apply(_ writes: [TurnWrite], evaluate: (String, [UInt8]?) -> [UInt8]? = { _, _ in nil }) -> [ScopeEvent] {
         guard !registrations.isEmpty else { return [] }
+        if indexIsStale { rebuildIndex() }
         var changes: [(key: String, value: [UInt8]?)] = []
-        let keys = registrations.keys.sorted()
         for write in writes {
-            for key in keys {
-                guard let spec = registrations[key]?.spec, registrations[key]?.computed == false,
-                    spec.source == write.name, spec.key == write.key
-                else { continue }
+            for key in bySource[write.name] ?? [] {
+                guard let spec = registrations[key]?.spec, spec.key == write.key else { continue }
                 changes.append((key, write.value))
             }
         }
-        for key in keys where registrations[key]?.computed == true {
+        for key in computedKeys {
             guard let registration = registrations[key] else { continue }
             let value = evaluate(registration.spec.source, registration.spec.key)
             if value != registration.lastValue {
@@ -144,6 +148,24 @@ struct ScopeTable {
         return events
     }
 
+    /// Indexes the registrations by durable source (keys sorted, as the
+    /// reconciliation order is by key).
+    private mutating func rebuildIndex() {
+        var sources: [String: [String]] = [:]
+        var computed: [String] = []
+        for key in registrations.keys.sorted() {
+            guard let registration = registrations[key] else { continue }
+            if registration.computed {
+                computed.append(key)
+            } else {
+                sources[registration.spec.source, default: []].append(key)
+            }
+        }
+        bySource = sources
+        computedKeys = computed
+        indexIsStale = false
+    }
+
     /// Drops every registration nested in `parent` (recursively), retiring
     /// its instances.
     private mutating func retireNested(under parent: UInt64, events: inout [ScopeEvent]) {
@@ -170,6 +192,7 @@ struct ScopeTable {
     /// Removes a registration, retiring its open instances and what is nested in them.
     private mutating func drop(_ key: String, events: inout [ScopeEvent]) {
         guard let registration = registrations.removeValue(forKey: key) else { return }
+        indexIsStale = true
         for entry in registration.open {
             live[entry.instance] = nil
             events.append(event(.retire, entry.instance, entry.identity, registration.spec))
