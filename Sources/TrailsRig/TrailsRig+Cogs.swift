@@ -56,9 +56,14 @@ let stopHikeOp = RemoteOp<Bool>(name: "trails.stopHike") { c, _ in
     c[_isLoggingHikeCog] = false
 }
 
+/// Adds a positive number of seconds while the logger is open; refuses
+/// (writes nothing) a tick that is zero or negative (the timer only moves
+/// forward) or that would overflow the timer.
 let tickHikeOp = RemoteOp<Int>(name: "trails.tickHike") { c, seconds in
-    guard c[_isLoggingHikeCog] else { return }
-    c[_hikeSecondsCog] += seconds
+    guard c[_isLoggingHikeCog], seconds > 0 else { return }
+    let (total, overflow) = c[_hikeSecondsCog].addingReportingOverflow(seconds)
+    guard !overflow else { return }
+    c[_hikeSecondsCog] = total
 }
 
 let writeJournalOp = RemoteOp<String>(name: "trails.journal") { c, line in
@@ -85,7 +90,8 @@ extension CogOps {
     /// Closes the hike logger.
     public func stopHike() { perform(stopHikeOp, false) }
 
-    /// Adds seconds to the hike timer while the logger is open.
+    /// Adds seconds to the hike timer while the logger is open (a tick that
+    /// is not positive, or would overflow the timer, changes nothing).
     public func tickHike(seconds: Int) { perform(tickHikeOp, seconds) }
 
     /// Appends a journal line.

@@ -221,7 +221,9 @@ struct Drill {
         verdict.duplicated = appliedBy.filter { $0.value.count > 1 }.map { "\($0.key) at revisions \($0.value)" }.sorted()
         verdict.total = 0
         for entry in try store.stateEntries() where entry.name == "ledger.balance" {
-            verdict.total += (try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0
+            // Checked: a balance read from the file must not trap the drill; a sum that overflows saturates (and is not conserved).
+            let (sum, overflow) = verdict.total.addingReportingOverflow((try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0)
+            verdict.total = overflow ? Int.max : sum
         }
         verdict.moneyConserved = verdict.total == verdict.expectedTotal
         print(render(verdict, turns: report.turns))
