@@ -256,16 +256,16 @@ struct Drill {
             "drill verdict (seed \(options.seed))",
             "  kills            leader \(verdict.leaderKills), workers \(verdict.workerKills)",
             "  requests         sent \(verdict.sent), applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
-            "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \($0)" } ?? "contiguous, decodes, state equals replay")",
+            "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",
             "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
-            "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(verdict.unconverged.joined(separator: "; "))")",
+            "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(escaped: verdict.unconverged.joined(separator: "; "))")",
             "  scopes           \(verdict.scopeOwned) turns owned by scope instances, \(verdict.retiredRejected) late requests rejected as retired, \(verdict.retiredApplied.count) applied from retired or dead-epoch instances",
             "  recovery         leader restart → first applied turn p50 \(String(format: "%.0f", p50)) ms, p99 \(String(format: "%.0f", p99)) ms",
             "  reproduce        \(command)",
         ]
-        lines.append(verdict.violations.isEmpty ? "PASS" : "FAIL: " + verdict.violations.joined(separator: "; "))
+        lines.append(verdict.violations.isEmpty ? "PASS" : "FAIL: " + verdict.violations.map(TerminalText.escaped).joined(separator: "; "))
         return lines.joined(separator: "\n")
     }
 }
