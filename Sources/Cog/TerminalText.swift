@@ -1,6 +1,7 @@
 /// Text that came from a peer or a file, made safe to print where people
 /// read it: a turn name, a worker name, an error message, a value in
-/// `cogd tail`.
+/// `cogd tail`. (Here, in the pure runtime, so that every module that
+/// prints — this one's turn-chain warning included — shares one rule.)
 ///
 /// A peer chooses its names, so raw they could end a line and print a fake
 /// record after it, clear the screen or recolour it with ANSI escapes, or

@@ -265,7 +265,7 @@ struct Drill {
             "  recovery         leader restart → first applied turn p50 \(String(format: "%.0f", p50)) ms, p99 \(String(format: "%.0f", p99)) ms",
             "  reproduce        \(command)",
         ]
-        lines.append(verdict.violations.isEmpty ? "PASS" : "FAIL: " + verdict.violations.map(TerminalText.escaped).joined(separator: "; "))
+        lines.append(verdict.violations.isEmpty ? "PASS" : "FAIL: " + verdict.violations.map { "\(escaped: $0)" }.joined(separator: "; "))
         return lines.joined(separator: "\n")
     }
 }

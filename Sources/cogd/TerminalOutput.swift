@@ -1,4 +1,4 @@
-import CogLog
+import Cog
 
 extension String.StringInterpolation {
     /// Interpolates text that came from a peer or a file (a name, an error,

@@ -1,3 +1,4 @@
+import Cog
 import CogLog
 import Foundation
 import Testing

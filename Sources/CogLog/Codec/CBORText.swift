@@ -1,3 +1,4 @@
+import Cog
 import Foundation
 
 /// Renders CBOR items as text for people (`cogd tail`) and as JSON for tools
