@@ -95,7 +95,7 @@ enum ClusterCommands {
         if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         if let crashed = leader.quarantined {
             printError(
-                "cogd leader: quarantined request \(String(reflecting: crashed.request.description)) (op \(String(reflecting: crashed.op))): "
+                "cogd leader: quarantined request \(TerminalText.quoted(crashed.request.description)) (op \(TerminalText.quoted(crashed.op))): "
                     + "the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)")
         }
         fflush(nil)

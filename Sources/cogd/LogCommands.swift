@@ -135,7 +135,7 @@ enum LogCommands {
                     + "\(report.stateEntriesRemoved) state entries they released removed")
             return 0
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }
