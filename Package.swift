@@ -41,6 +41,7 @@ let package = Package(
         ),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
+        .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogLog"]),
         .testTarget(name: "CogdTests", dependencies: ["cogd", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
     ],
     swiftLanguageModes: [.v6]

@@ -4,7 +4,14 @@
 # screens whose loads are accepted with receipts, one closed while its load
 # is out; the hike logger), then the tail of the turn log and `cogd status`. Ctrl-C (or the end of the demo with --demo) stops every
 # process it started.
+#
+# Signals: the leader and workers run in process groups of their own (`set -m`),
+# so a terminal's Ctrl-C, which goes to the whole foreground process group,
+# reaches only this script; it sends each child exactly one SIGINT (a second
+# signal means "exit now" to cogd), waits for it and prints its stop line and
+# exit status. A second Ctrl-C while they drain is passed on: they exit at once.
 set -euo pipefail
+set -m
 cd "$(dirname "$0")/.."
 cogd="${COGD:-.build/release/cogd}"
 data="${COGD_DATA:-cogd-data}"
@@ -12,25 +19,52 @@ requests="${COGD_REQUESTS:-tcp://127.0.0.1:5701}"
 turns="${COGD_TURNS:-tcp://127.0.0.1:5702}"
 logs="$(mktemp -d)"
 pids=()
+names=()
+
+signal_all() {
+  for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+}
+
+# Waits for child $1, through the signals this script traps (they interrupt
+# `wait` while the child still runs); sets `status` to its exit status.
+wait_for() {
+  while :; do
+    status=0
+    wait "$1" || status=$?
+    if [ "$status" -gt 128 ] && kill -0 "$1" 2>/dev/null; then continue; fi
+    return 0
+  done
+}
 
 stop_all() {
-  for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  set +e
+  trap signal_all INT TERM HUP
+  signal_all
+  for index in "${!pids[@]}"; do
+    wait_for "${pids[$index]}"
+    stop_line=$(grep -h "stopped at revision" "$logs/${names[$index]}.log" | tail -n 1)
+    echo "${names[$index]}: ${stop_line:-no stop line} (exit $status)"
+  done
   echo "stopped leader and workers (logs in $logs)"
 }
 trap stop_all EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 "$cogd" leader --data "$data" --requests "$requests" --turns "$turns" > "$logs/leader.log" 2>&1 &
 pids+=($!)
+names+=(leader)
 for _ in $(seq 1 100); do grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null && break; sleep 0.05; done
 head -n 1 "$logs/leader.log"
 # worker-1 runs the rig's mechanisms; worker-2 is a pure replica (running the
 # mechanisms on both would do every effect twice: two ticks a second).
 "$cogd" worker --leader "$requests" --name worker-1 --rig trails > "$logs/worker-1.log" 2>&1 &
 pids+=($!)
+names+=(worker-1)
 "$cogd" worker --leader "$requests" --name worker-2 --rig replica > "$logs/worker-2.log" 2>&1 &
 pids+=($!)
+names+=(worker-2)
 for name in worker-1 worker-2; do
   for _ in $(seq 1 200); do grep -q "synced at revision" "$logs/$name.log" 2>/dev/null && break; sleep 0.05; done
   grep -m 1 "synced at revision" "$logs/$name.log"

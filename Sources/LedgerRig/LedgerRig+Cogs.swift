@@ -21,39 +21,57 @@ public let isWealthyCogs = CogBox<Bool, String>(name: "ledger.isWealthy") { c, a
     c[balanceCogs[account]] >= 100
 }
 
-/// All the money in the bank.
+/// All the money in the bank. `ledger.open` refuses a balance that would
+/// make it overflow, so it always fits; on a state that breaks that rule (a
+/// log an older build wrote) it saturates at `Int.max` (or `Int.min`)
+/// instead of trapping.
 public let totalMoneyCog = Cog<Int>(name: "ledger.total") { c in
-    let accounts = c[accountsCog]
-    return accounts.reduce(0) { $0 + c[balanceCogs[$1]] }
+    bankTotal(c[accountsCog]) { c[balanceCogs[$0]] }.total
+}
+
+/// The sum of the balances of `accounts`, added with overflow checks: on
+/// overflow it saturates at `Int.max` (or `Int.min`) and `exact` is false.
+/// Money is summed this way everywhere, so no state can trap a process.
+func bankTotal(_ accounts: [String], balance: (String) -> Int) -> (total: Int, exact: Bool) {
+    var total = 0
+    for account in accounts {
+        let amount = balance(account)
+        let (sum, overflow) = total.addingReportingOverflow(amount)
+        if overflow { return (amount > 0 ? Int.max : Int.min, false) }
+        total = sum
+    }
+    return (total, true)
 }
 
 /// How many greetings an account received from workers' greeter scopes.
 let _greetedCogs = CogBox<Int, String>.Manual(name: "ledger.greeted") { 0 }
 public let greetedCogs = _greetedCogs.readOnly
 
-/// Counts one greeting for an open account.
+/// Counts one greeting for an open account (a count that would overflow
+/// stays where it is).
 let greetOp = RemoteOp<String>(name: "ledger.greet") { c, account in
     guard c[_accountsCog].contains(account) else { return }
-    c[_greetedCogs[account]] += 1
+    let (count, overflow) = c[_greetedCogs[account]].addingReportingOverflow(1)
+    guard !overflow else { return }
+    c[_greetedCogs[account]] = count
 }
 
 /// A transfer a scope child makes on behalf of an account: refused (no
 /// change) unless the receipt's account is still open — the receipt check
 /// inside the writer body.
 let tellerTransferOp = RemoteOp<TellerTransfer>(name: "ledger.tellerTransfer") { c, request in
-    let accounts = c[_accountsCog]
-    let transfer = request.transfer
-    guard accounts.contains(request.receipt), transfer.amount > 0, transfer.from != transfer.to,
-        accounts.contains(transfer.from), accounts.contains(transfer.to),
-        c[_balanceCogs[transfer.from]] >= transfer.amount
-    else { return }
-    c[_balanceCogs[transfer.from]] -= transfer.amount
-    c[_balanceCogs[transfer.to]] += transfer.amount
+    guard c[_accountsCog].contains(request.receipt) else { return }
+    move(request.transfer, in: c)
 }
 
-/// Opens an account once; opening it again changes nothing.
+/// Opens an account once; opening it again changes nothing. Refuses a
+/// negative balance and one that would make the bank's total overflow, so
+/// the total (and with it every balance) always fits in an `Int`.
 let openAccountOp = RemoteOp<Opening>(name: "ledger.open") { c, opening in
-    guard !c[_accountsCog].contains(opening.account), opening.balance >= 0 else { return }
+    let accounts = c[_accountsCog]
+    guard !accounts.contains(opening.account), opening.balance >= 0 else { return }
+    let (total, exact) = bankTotal(accounts) { c[_balanceCogs[$0]] }
+    guard exact, !total.addingReportingOverflow(opening.balance).overflow else { return }
     c[_accountsCog].append(opening.account)
     c[_balanceCogs[opening.account]] = opening.balance
 }
@@ -67,13 +85,23 @@ let closeAccountOp = RemoteOp<String>(name: "ledger.close") { c, account in
 /// Moves money between open accounts; refuses overdrafts, unknown accounts
 /// and non-positive amounts (the turn then changes nothing).
 let transferOp = RemoteOp<Transfer>(name: "ledger.transfer") { c, transfer in
+    move(transfer, in: c)
+}
+
+/// Moves money between two open accounts, or writes nothing: refuses
+/// non-positive amounts, unknown accounts, overdrafts and a balance that
+/// would overflow (checked arithmetic: a peer chooses the amount).
+@MainActor
+func move(_ transfer: Transfer, in c: Writer) {
     let accounts = c[_accountsCog]
     guard transfer.amount > 0, transfer.from != transfer.to,
-        accounts.contains(transfer.from), accounts.contains(transfer.to),
-        c[_balanceCogs[transfer.from]] >= transfer.amount
+        accounts.contains(transfer.from), accounts.contains(transfer.to)
     else { return }
-    c[_balanceCogs[transfer.from]] -= transfer.amount
-    c[_balanceCogs[transfer.to]] += transfer.amount
+    let (from, underflow) = c[_balanceCogs[transfer.from]].subtractingReportingOverflow(transfer.amount)
+    let (to, overflow) = c[_balanceCogs[transfer.to]].addingReportingOverflow(transfer.amount)
+    guard !underflow, !overflow, from >= 0 else { return }
+    c[_balanceCogs[transfer.from]] = from
+    c[_balanceCogs[transfer.to]] = to
 }
 
 extension CogOps {

@@ -21,7 +21,10 @@ public let isLoggingHikeCog = _isLoggingHikeCog.readOnly
 let _hikeSecondsCog = Cog<Int>.Manual(name: "trails.hikeSeconds") { 0 }
 public let hikeSecondsCog = _hikeSecondsCog.readOnly
 
-/// What the journal recorded, newest last.
+/// What the journal recorded, newest last: at most
+/// `TrailsRig.journalLineLimit` lines (the oldest go first), each at most
+/// `TrailsRig.journalLineByteLimit` bytes, so the journal — and every turn
+/// record that carries it — stays small however long the rig runs.
 let _journalCog = Cog<[String]>.Manual(name: "trails.journal") { [] }
 public let journalCog = _journalCog.readOnly
 
@@ -56,13 +59,23 @@ let stopHikeOp = RemoteOp<Bool>(name: "trails.stopHike") { c, _ in
     c[_isLoggingHikeCog] = false
 }
 
+/// Adds a positive number of seconds while the logger is open; refuses
+/// (writes nothing) a tick that is zero or negative (the timer only moves
+/// forward) or that would overflow the timer.
 let tickHikeOp = RemoteOp<Int>(name: "trails.tickHike") { c, seconds in
-    guard c[_isLoggingHikeCog] else { return }
-    c[_hikeSecondsCog] += seconds
+    guard c[_isLoggingHikeCog], seconds > 0 else { return }
+    let (total, overflow) = c[_hikeSecondsCog].addingReportingOverflow(seconds)
+    guard !overflow else { return }
+    c[_hikeSecondsCog] = total
 }
 
+/// Appends a line (cut to `TrailsRig.journalLineByteLimit` bytes) and drops
+/// the oldest lines beyond `TrailsRig.journalLineLimit`.
 let writeJournalOp = RemoteOp<String>(name: "trails.journal") { c, line in
-    c[_journalCog].append(line)
+    var journal = c[_journalCog]
+    journal.append(TrailsRig.journalLine(line))
+    if journal.count > TrailsRig.journalLineLimit { journal.removeFirst(journal.count - TrailsRig.journalLineLimit) }
+    c[_journalCog] = journal
 }
 
 extension CogOps {
@@ -85,9 +98,11 @@ extension CogOps {
     /// Closes the hike logger.
     public func stopHike() { perform(stopHikeOp, false) }
 
-    /// Adds seconds to the hike timer while the logger is open.
+    /// Adds seconds to the hike timer while the logger is open (a tick that
+    /// is not positive, or would overflow the timer, changes nothing).
     public func tickHike(seconds: Int) { perform(tickHikeOp, seconds) }
 
-    /// Appends a journal line.
+    /// Appends a journal line, keeping the newest `TrailsRig.journalLineLimit`
+    /// lines; a line longer than `TrailsRig.journalLineByteLimit` bytes is cut.
     public func writeJournal(_ line: String) { perform(writeJournalOp, line) }
 }

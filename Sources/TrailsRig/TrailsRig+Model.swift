@@ -22,6 +22,33 @@ public enum TrailsRig {
         _ = writeJournalOp
     }
 
+    /// How many lines `trails.journal` keeps: the newest, the oldest dropped
+    /// first. A journal that grew forever would make every turn that writes
+    /// it larger than the last, until no reader accepts the record.
+    public static let journalLineLimit = 100
+
+    /// The most UTF-8 bytes one journal line keeps (a peer sends the line):
+    /// a longer one is cut at a character boundary and ends with `…`.
+    public static let journalLineByteLimit = 200
+
+    /// `line` as the journal keeps it: whole when it fits in
+    /// `journalLineByteLimit` bytes, else its longest prefix of whole
+    /// Unicode scalars that fits with a closing `…`.
+    static func journalLine(_ line: String) -> String {
+        guard line.utf8.count > journalLineByteLimit else { return line }
+        let ellipsis: Unicode.Scalar = "…"
+        let budget = journalLineByteLimit - UTF8.width(ellipsis)
+        var kept = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in line.unicodeScalars {
+            bytes += UTF8.width(scalar)
+            if bytes > budget { break }
+            kept.append(scalar)
+        }
+        kept.append(ellipsis)
+        return String(kept)
+    }
+
     /// The mechanisms a worker runs for this rig.
     public static func mechanisms(
         loader: TrailLoader = .live(delay: .seconds(1)), clock: any Clock<Duration> = ContinuousClock()

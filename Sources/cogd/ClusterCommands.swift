@@ -85,7 +85,7 @@ enum ClusterCommands {
                     snapshotPartBytes: options.snapshotPartBytes)
                     .acceptingDataLoss(options.acceptDataLoss))
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
         print(
@@ -95,14 +95,14 @@ enum ClusterCommands {
         if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         if let crashed = leader.quarantined {
             printError(
-                "cogd leader: quarantined request \(String(reflecting: crashed.request.description)) (op \(String(reflecting: crashed.op))): "
+                "cogd leader: quarantined request \(TerminalText.quoted(crashed.request.description)) (op \(TerminalText.quoted(crashed.op))): "
                     + "the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)")
         }
         fflush(nil)
         do {
             try leader.run(until: stopper.flag)
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             leader.close()
             return 1
         }
@@ -120,10 +120,12 @@ enum ClusterCommands {
             worker = try Worker(
                 configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint), mechanisms: mechanisms)
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
-        print("cogd worker \(options.name): leader \(options.leaderEndpoint), rig \(options.rig)")
+        // The name is the operator's, but it is also what the leader and `status` show: print it as they do.
+        let name = TerminalText.escaped(options.name)
+        print("cogd worker \(name): leader \(options.leaderEndpoint), rig \(options.rig)")
         fflush(nil)
         var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0
@@ -136,18 +138,18 @@ enum ClusterCommands {
                 if silence >= .seconds(3) && !reportedSilence {
                     reportedSilence = true
                     printError(
-                        "cogd worker \(options.name): no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
+                        "cogd worker \(name): no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
                             + "still trying (is `cogd leader` running there?)")
                 } else if silence < .seconds(3) && reportedSilence {
                     reportedSilence = false
-                    print("cogd worker \(options.name): the leader answers again")
+                    print("cogd worker \(name): the leader answers again")
                 }
                 if (worker.displaced != nil) != reportedDisplaced {
                     reportedDisplaced = worker.displaced != nil
                     if let refusal = worker.displaced {
-                        printError("cogd worker \(options.name): the leader refuses this name: \(refusal.message); retrying until it is free")
+                        printError("cogd worker \(name): the leader refuses this name: \(escaped: refusal.message); retrying until it is free")
                     } else {
-                        print("cogd worker \(options.name): the name is free; this process holds it now")
+                        print("cogd worker \(name): the name is free; this process holds it now")
                     }
                 }
                 if worker.isSynced && worker.syncedEpoch != reportedEpoch {
@@ -155,21 +157,21 @@ enum ClusterCommands {
                     reportedEpoch = worker.syncedEpoch
                     reportedRevision = worker.syncedRevision
                     print(
-                        "cogd worker \(options.name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
+                        "cogd worker \(name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
                             + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""))
                 }
                 if worker.appliedRevision != reportedRevision && reportedEpoch != nil {
                     reportedRevision = worker.appliedRevision
-                    print("cogd worker \(options.name): applied \(reportedRevision)")
+                    print("cogd worker \(name): applied \(reportedRevision)")
                 }
                 fflush(nil)
             }
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             worker.close()
             return 1
         }
-        print("cogd worker \(options.name): stopped at revision \(worker.appliedRevision)")
+        print("cogd worker \(name): stopped at revision \(worker.appliedRevision)")
         worker.close()
         return 0
     }
@@ -201,7 +203,7 @@ enum ClusterCommands {
             // CBORValue decodes from any decoder, JSON included.
             argument = try JSONDecoder().decode(CBORValue.self, from: Data(options.json.utf8)).encodedBytes
         } catch {
-            printError("Error: the argument is not JSON: \(error)")
+            printError("Error: the argument is not JSON: \(escaped: error)")
             return 1
         }
         // A name of its own per call: a process id comes back after a while,
@@ -221,24 +223,24 @@ enum ClusterCommands {
             case .reply(let reply):
                 switch reply.outcome {
                 case .applied(let revision):
-                    print("applied revision \(revision) (request \(reply.request))")
+                    print("applied revision \(revision) (request \(escaped: reply.request))")
                     return 0
                 case .unchanged:
-                    print("unchanged (request \(reply.request))")
+                    print("unchanged (request \(escaped: reply.request))")
                     return 0
                 case .rejected(let reason):
-                    print("rejected: \(reason) (request \(reply.request))")
+                    print("rejected: \(escaped: reason) (request \(escaped: reply.request))")
                     return 1
                 }
             case .error(let error):
-                printError("Error: the leader refused the request: \(error)")
+                printError("Error: the leader refused the request: \(escaped: error)")
                 return 1
             default:
                 printError("Error: unexpected answer `\(answer.typeName)`")
                 return 1
             }
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }
@@ -267,9 +269,9 @@ enum ClusterCommands {
                 print("revision  \(status.revision)")
                 print("workers   \(status.workers.count)")
                 for worker in status.workers {
-                    print("  \(worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago")
+                    print("  \(escaped: worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago")
                 }
-                let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(escaped: $0.key) \($0.value)" }
                 print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
                 print("scopes    \(status.openScopeInstances.count) open instances")
                 if let commits = status.commits {
@@ -277,11 +279,11 @@ enum ClusterCommands {
                         "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "
                             + "p99 \(Int(commits.p99Micros.rounded())) µs, \(String(format: "%.1f", commits.turnsPerCommit)) turns each)")
                 }
-                if let placement = status.placement { print("placement \(placement)") }
+                if let placement = status.placement { print("placement \(escaped: placement)") }
             }
             return 0
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }

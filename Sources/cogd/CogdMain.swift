@@ -15,7 +15,7 @@ struct CogdMain {
         do {
             command = try Command.parse(arguments)
         } catch {
-            printError("Error: \(error.message)")
+            printError("Error: \(escaped: error.message)")
             printError(usageLine(for: error.subcommand))
             printError("See 'cogd \(error.subcommand.map { "\($0) " } ?? "")--help'")
             exit(64)
@@ -38,7 +38,7 @@ struct CogdMain {
                         try await MainActor.run { try ClusterBench(options: options).run() }
                     }
                 } catch {
-                    printError("Error: \(error)")
+                    printError("Error: \(escaped: error)")
                     exit(1)
                 }
             }
@@ -67,7 +67,7 @@ struct CogdMain {
             do {
                 exit(try drill.run())
             } catch {
-                printError("Error: \(error)")
+                printError("Error: \(escaped: error)")
                 exit(1)
             }
         case .notYetAvailable(let name):
@@ -123,7 +123,8 @@ struct CogdMain {
 
                     Prints the last 10 turns (or --last N, or every turn from --from REV),
                     oldest first: revision, time, turn name, origin, then one line per write,
-                    `name[key] = value` (`released` for a discard). Safe beside a running
+                    `name[key] = value` (`released` for a discard); control characters in
+                    names and text print escaped (`\\n`, `\\u{1B}`). Safe beside a running
                     writer. --follow keeps printing turns as they commit; --json prints one
                     object per line (fields in protocol/turnlog.md); --name keeps turns whose
                     name matches a shell pattern (`deposit*`). Default folder: ./\(Command.defaultDataFolder)

@@ -422,6 +422,8 @@ struct OptionReader {
 
     private var arguments: ArraySlice<String>
     private let subcommand: String
+    /// Past `--`: everything left is positional, `-5` included.
+    private var onlyPositionals = false
 
     init(arguments: [String], subcommand: String) {
         self.arguments = arguments[...]
@@ -431,16 +433,17 @@ struct OptionReader {
     /// The next argument if it is not an option.
     mutating func positional() throws(Command.UsageError) -> String? {
         guard let next = arguments.first else { return nil }
-        if next == "--" {
+        if next == "--" && !onlyPositionals {
             arguments.removeFirst()
+            onlyPositionals = true
             return arguments.popFirst()
         }
-        guard !next.hasPrefix("-") else { return nil }
+        guard onlyPositionals || !next.hasPrefix("-") else { return nil }
         return arguments.popFirst()
     }
 
     mutating func nextOption() throws(Command.UsageError) -> Option? {
-        guard let next = arguments.first, next.hasPrefix("-"), next != "--" else { return nil }
+        guard !onlyPositionals, let next = arguments.first, next.hasPrefix("-"), next != "--" else { return nil }
         arguments.removeFirst()
         if let equals = next.firstIndex(of: "=") {
             return Option(name: String(next[..<equals]), inlineValue: String(next[next.index(after: equals)...]))

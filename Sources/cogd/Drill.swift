@@ -221,7 +221,9 @@ struct Drill {
         verdict.duplicated = appliedBy.filter { $0.value.count > 1 }.map { "\($0.key) at revisions \($0.value)" }.sorted()
         verdict.total = 0
         for entry in try store.stateEntries() where entry.name == "ledger.balance" {
-            verdict.total += (try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0
+            // Checked: a balance read from the file must not trap the drill; a sum that overflows saturates (and is not conserved).
+            let (sum, overflow) = verdict.total.addingReportingOverflow((try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0)
+            verdict.total = overflow ? Int.max : sum
         }
         verdict.moneyConserved = verdict.total == verdict.expectedTotal
         print(render(verdict, turns: report.turns))
@@ -254,16 +256,16 @@ struct Drill {
             "drill verdict (seed \(options.seed))",
             "  kills            leader \(verdict.leaderKills), workers \(verdict.workerKills)",
             "  requests         sent \(verdict.sent), applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
-            "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \($0)" } ?? "contiguous, decodes, state equals replay")",
+            "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",
             "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
-            "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(verdict.unconverged.joined(separator: "; "))")",
+            "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(escaped: verdict.unconverged.joined(separator: "; "))")",
             "  scopes           \(verdict.scopeOwned) turns owned by scope instances, \(verdict.retiredRejected) late requests rejected as retired, \(verdict.retiredApplied.count) applied from retired or dead-epoch instances",
             "  recovery         leader restart → first applied turn p50 \(String(format: "%.0f", p50)) ms, p99 \(String(format: "%.0f", p99)) ms",
             "  reproduce        \(command)",
         ]
-        lines.append(verdict.violations.isEmpty ? "PASS" : "FAIL: " + verdict.violations.joined(separator: "; "))
+        lines.append(verdict.violations.isEmpty ? "PASS" : "FAIL: " + verdict.violations.map { "\(escaped: $0)" }.joined(separator: "; "))
         return lines.joined(separator: "\n")
     }
 }

@@ -16,7 +16,7 @@ struct TailCommand {
         do {
             store = try TurnStore(directory: options.dataFolder, mode: .reader)
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
         do {
@@ -41,7 +41,7 @@ struct TailCommand {
                 next = try printRecords(records, after: next)
             }
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }
@@ -62,7 +62,7 @@ struct TailCommand {
                 }
             }
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }
@@ -110,14 +110,14 @@ enum LogCommands {
             let store = try TurnStore(directory: dataFolder, mode: .reader)
             let report = try store.verify()
             if let problem = report.problem {
-                printError("Error: log verify: \(problem)")
+                printError("Error: log verify: \(escaped: problem)")
                 return 1
             }
             let range = report.turns == 0 ? "no turns" : "revisions 1…\(report.lastRevision) contiguous"
             print("ok: \(report.turns) turns, \(range), every record decodes, state table (\(report.stateEntries) entries) equals the replay of the log")
             return 0
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }
@@ -135,7 +135,7 @@ enum LogCommands {
                     + "\(report.stateEntriesRemoved) state entries they released removed")
             return 0
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }
@@ -164,7 +164,7 @@ enum LogCommands {
             }
             return 0
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }
@@ -194,7 +194,7 @@ enum LogCommands {
             }
             return 0
         } catch {
-            printError("Error: \(error)")
+            printError("Error: \(escaped: error)")
             return 1
         }
     }

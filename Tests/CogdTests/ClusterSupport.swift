@@ -30,9 +30,21 @@ final class CogdProcess {
     private var buffer = Data()
     private(set) var lines: [String] = []
 
-    init(_ arguments: [String]) throws {
-        process.executableURL = cogdExecutable()
+    convenience init(_ arguments: [String]) throws {
+        try self.init(executable: cogdExecutable(), arguments)
+    }
+
+    /// Any program, its output read the same way; `input` (when given) is
+    /// its standard input, `environment` added to this process's.
+    init(
+        executable: URL, _ arguments: [String], environment: [String: String] = [:], input: Pipe? = nil,
+        directory: URL? = nil
+    ) throws {
+        process.executableURL = executable
         process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        if let input { process.standardInput = input }
+        if let directory { process.currentDirectoryURL = directory }
         process.standardOutput = output
         process.standardError = output
         try process.run()

@@ -96,6 +96,12 @@ struct CommandTests {
         }
         #expect(call.op == "ledger.open")
         #expect(call.requestID?.description == "w#3")
+        // Everything after `--` is an argument, a negative number too.
+        guard case .call(let negative) = try Command.parse(["call", "--leader", "tcp://127.0.0.1:9", "--", "trails.tickHike", "-5"]) else {
+            Issue.record("call with -- did not parse")
+            return
+        }
+        #expect(negative.op == "trails.tickHike" && negative.json == "-5" && negative.leaderEndpoint == "tcp://127.0.0.1:9")
         #expect(try Command.parse(["status", "--json"]) == .status(leaderEndpoint: "tcp://127.0.0.1:5701", json: true))
         #expect(throws: Command.UsageError(message: "unknown rig 'bank' (one of: trails, ledger, ledger-greeter, ledger-peers, ledger-concierge, replica)", subcommand: "leader")) {
             try Command.parse(["leader", "--rig", "bank"])

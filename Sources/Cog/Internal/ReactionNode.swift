@@ -67,7 +67,8 @@ final class TurnChainGuard {
             let warning = CogTurnChainWarning(
                 uninterruptedTurnCount: turns, causalChain: causes, causalChainIsTruncated: truncated)
             lastWarning = warning
-            let chain = causes.suffix(8).map(\.description).joined(separator: " → ")
+            // Turn names can come from a peer (a replica applies the leader's records under their names).
+            let chain = causes.suffix(8).map { TerminalText.escaped($0.description) }.joined(separator: " → ")
             let line = "cog: warning: \(turns) turns ran without going idle (a turn → reaction → turn loop?): … \(chain)\n"
             FileHandle.standardError.write(Data(line.utf8))
         }

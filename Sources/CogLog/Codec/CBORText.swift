@@ -1,3 +1,4 @@
+import Cog
 import Foundation
 
 /// Renders CBOR items as text for people (`cogd tail`) and as JSON for tools
@@ -40,7 +41,7 @@ public enum CBORText {
         case .bytes(let bytes):
             output += json ? quoted(Data(bytes).base64EncodedString()) : "h'\(hex(bytes))'"
         case .text(let text):
-            output += quoted(text)
+            output += json ? quoted(text) : TerminalText.quoted(text)
         case .array(let items):
             output += "["
             for (index, item) in items.enumerated() {
@@ -53,7 +54,7 @@ public enum CBORText {
             for (index, entry) in entries.enumerated() {
                 if index > 0 { output += ", " }
                 if case .text(let key) = entry.key {
-                    output += quoted(key)
+                    output += json ? quoted(key) : TerminalText.quoted(key)
                 } else {
                     output += json ? quoted(display(entry.key)) : display(entry.key)
                 }
@@ -89,7 +90,9 @@ public enum CBORText {
         }
     }
 
-    /// A JSON string literal.
+    /// A JSON string literal. Besides what JSON requires, it escapes every
+    /// character `TerminalText.isUnsafe` names (DEL, C1 controls, bidi
+    /// controls) as `\uXXXX`, so JSON read on a terminal is safe too.
     public static func quoted(_ text: String) -> String {
         var output = "\""
         for scalar in text.unicodeScalars {
@@ -99,7 +102,7 @@ public enum CBORText {
             case "\n": output += "\\n"
             case "\r": output += "\\r"
             case "\t": output += "\\t"
-            case _ where scalar.value < 0x20: output += String(format: "\\u%04x", scalar.value)
+            case _ where TerminalText.isUnsafe(scalar): output += String(format: "\\u%04x", scalar.value)
             default: output.unicodeScalars.append(scalar)
             }
         }
@@ -175,23 +178,24 @@ extension TurnRecord {
     }
 
     /// The record as people read it (`cogd tail`): a header line, then one
-    /// line per write, `name[key] = value`.
+    /// line per write, `name[key] = value`. Names and text from the record
+    /// are escaped (`TerminalText`), so a record is always these lines.
     public var displayLines: [String] {
         let originText: String
         if self.origin.isSystem {
             originText = "system"
         } else {
             var parts: [String] = []
-            if let worker = self.origin.worker { parts.append("worker \(worker)") }
+            if let worker = self.origin.worker { parts.append("worker \(TerminalText.escaped(worker))") }
             if let instance = self.origin.instance { parts.append("scope #\(instance)") }
-            if let request = self.origin.request { parts.append("request \(request)") }
+            if let request = self.origin.request { parts.append("request \(TerminalText.escaped(request.description))") }
             originText = parts.joined(separator: ", ")
         }
-        var lines = ["#\(revision)  \(CBORText.iso8601(time.timeIntervalSince1970))  \(name)  (\(originText), epoch \(epoch))"]
+        var lines = ["#\(revision)  \(CBORText.iso8601(time.timeIntervalSince1970))  \(TerminalText.escaped(name))  (\(originText), epoch \(epoch))"]
         for write in writes {
             let key = write.key.map { "[\(CBORText.display(bytes: $0))]" } ?? ""
             let value = write.value.map { CBORText.display(bytes: $0) } ?? "released"
-            lines.append("    \(write.name)\(key) = \(value)")
+            lines.append("    \(TerminalText.escaped(write.name))\(key) = \(value)")
         }
         return lines
     }

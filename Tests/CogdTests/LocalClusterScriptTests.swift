@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The repository's root (this file is Tests/CogdTests/…).
+private let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// SIGKILLs every process whose command line mentions one of `texts`: what a
+/// test started through a script is found by its data folder or endpoint.
+private func killProcesses(mentioning texts: [String]) {
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+        guard let pid = pid_t(entry), pid != getpid(),
+            let bytes = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+        else { continue }
+        let commandLine = String(decoding: bytes, as: UTF8.self)
+        if texts.contains(where: { commandLine.contains($0) }) { kill(pid, SIGKILL) }
+    }
+}
+
+/// Runs `body` (which starts a child) with no signal blocked on this thread:
+/// a child inherits the spawning thread's mask, and the test runner's threads
+/// block every signal, so a shell started from one could never take its
+/// SIGINT trap. A terminal's shell starts programs with nothing blocked.
+private func withSignalsUnblocked<T>(_ body: () throws -> T) rethrows -> T {
+    var none = sigset_t()
+    var previous = sigset_t()
+    sigemptyset(&none)
+    pthread_sigmask(SIG_SETMASK, &none, &previous)
+    defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+    return try body()
+}
+
+@Suite("deploy/local-cluster.sh in a terminal", .serialized, .timeLimit(.minutes(2)))
+struct LocalClusterScriptTests {
+    @Test func `a terminal's Ctrl-C stops the leader and both workers once each, and each prints its stop line`() throws {
+        let folder = TemporaryFolder()
+        let ports = ClusterPorts()
+        // `script` runs the cluster script on a pseudo-terminal: a ^C written
+        // to it is the terminal's Ctrl-C, SIGINT to its foreground process group.
+        let keyboard = Pipe()
+        let terminal = try withSignalsUnblocked {
+            try CogdProcess(
+                executable: URL(fileURLWithPath: "/usr/bin/script"),
+                ["--quiet", "--return", "--command", "bash deploy/local-cluster.sh", "/dev/null"],
+                environment: [
+                    "COGD": cogdExecutable().path, "COGD_DATA": folder.path, "COGD_REQUESTS": ports.requests,
+                    "COGD_TURNS": ports.turns, "SHELL": "/bin/bash",
+                ],
+                input: keyboard, directory: repositoryRoot)
+        }
+        defer {
+            // Whatever happened, nothing the script started outlives the test
+            // (they hold the pipe by which `Process` sees the script exit).
+            killProcesses(mentioning: [folder.path, ports.requests])
+            terminal.stop()
+            folder.cleanUp()
+        }
+        let revisionLine = terminal.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("revision  ") }
+        #expect(terminal.waitForLine(timeout: .seconds(30)) { $0.contains("running; Ctrl-C stops") } != nil, "\(terminal.lines)")
+        let revision = revisionLine.map { $0.dropFirst("revision  ".count).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "?"
+
+        try keyboard.fileHandleForWriting.write(contentsOf: [0x03])  // Ctrl-C
+        let stopped = terminal.waitForLine(timeout: .seconds(30)) { $0.contains("stopped leader and workers") }
+        #expect(stopped != nil, "\(terminal.lines)")
+        if stopped == nil { killProcesses(mentioning: [folder.path, ports.requests]) }
+        waitForExit(terminal.process, timeout: .seconds(10))
+        #expect(terminal.process.terminationStatus == 130, "the script ends as interrupted")
+
+        let lines = terminal.lines.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        for (name, stopLine) in [
+            ("leader", "cogd leader: stopped at revision \(revision)"),
+            ("worker-1", "cogd worker worker-1: stopped at revision \(revision)"),
+            ("worker-2", "cogd worker worker-2: stopped at revision \(revision)"),
+        ] {
+            #expect(lines.contains { $0.hasSuffix("\(name): \(stopLine) (exit 0)") }, "\(name) drained once and exited 0: \(lines)")
+        }
+        if let logs = lines.last(where: { $0.contains("(logs in ") })?.split(separator: "(logs in ").last?.dropLast() {
+            try? FileManager.default.removeItem(atPath: String(logs))
+        }
+    }
+}

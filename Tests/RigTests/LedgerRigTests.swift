@@ -1,0 +1,105 @@
+import Cog
+import CogLog
+import CogTesting
+import LedgerRig
+import Testing
+
+@MainActor
+@Suite("Ledger rig arithmetic never traps")
+struct LedgerRigTests {
+    /// A bank holding `Int.max` in `rich` and nothing in `empty`.
+    private func richBank() -> Cogs {
+        let cogs = Cogs.forTesting()
+        cogs.open(account: "rich", with: Int.max)
+        cogs.open(account: "empty", with: 0)
+        #expect(cogs.peek(accountsCog) == ["rich", "empty"])
+        return cogs
+    }
+
+    private func expectUnchanged(_ cogs: Cogs, turn: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(lastTurnName(cogs) == turn, "the op ran", sourceLocation: sourceLocation)
+        #expect(writesOfLastTurn(cogs).isEmpty, "and wrote nothing", sourceLocation: sourceLocation)
+        #expect(cogs.peek(accountsCog) == ["rich", "empty"], sourceLocation: sourceLocation)
+        #expect(cogs.peek(balanceCogs["rich"]) == Int.max, sourceLocation: sourceLocation)
+        #expect(cogs.peek(balanceCogs["empty"]) == 0, sourceLocation: sourceLocation)
+        #expect(cogs.peek(totalMoneyCog) == Int.max, sourceLocation: sourceLocation)
+    }
+
+    @Test func `opening an account whose balance would overflow the bank's total changes nothing`() {
+        let cogs = richBank()
+        cogs.open(account: "more", with: 1)
+        expectUnchanged(cogs, turn: "ledger.open")
+        cogs.open(account: "more", with: Int.max)
+        expectUnchanged(cogs, turn: "ledger.open")
+        cogs.open(account: "negative", with: Int.min)
+        expectUnchanged(cogs, turn: "ledger.open")
+    }
+
+    @Test func `a transfer with an extreme amount changes nothing`() {
+        let cogs = richBank()
+        for amount in [Int.max, Int.min, -1, 0] {
+            cogs.transfer(from: "empty", to: "rich", amount: amount)
+            expectUnchanged(cogs, turn: "ledger.transfer")
+            cogs.transfer(from: "rich", to: "empty", amount: amount == Int.max ? Int.min : amount)
+            expectUnchanged(cogs, turn: "ledger.transfer")
+        }
+        // The whole fortune moves: the receiving balance fits, as the total does.
+        cogs.transfer(from: "rich", to: "empty", amount: Int.max)
+        #expect(cogs.peek(balanceCogs["rich"]) == 0)
+        #expect(cogs.peek(balanceCogs["empty"]) == Int.max)
+        #expect(cogs.peek(totalMoneyCog) == Int.max)
+    }
+
+    @Test func `a teller transfer with an extreme amount changes nothing`() {
+        let cogs = richBank()
+        for amount in [Int.max, Int.min] {
+            cogs.tellerTransfer(from: "empty", to: "rich", amount: amount, receipt: "rich")
+            expectUnchanged(cogs, turn: "ledger.tellerTransfer")
+            cogs.tellerTransfer(from: "rich", to: "empty", amount: amount == Int.max ? Int.min : amount, receipt: "rich")
+            expectUnchanged(cogs, turn: "ledger.tellerTransfer")
+        }
+    }
+
+    @Test func `a refused op writes no record in a durable runtime`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try DurableTurnStore(directory: folder.path)
+        let cogs = Cogs.forTesting(store: store)
+        cogs.open(account: "rich", with: Int.max)
+        cogs.open(account: "empty", with: 0)
+        #expect(store.store.lastRevision == 2)
+        cogs.open(account: "more", with: 1)
+        cogs.transfer(from: "empty", to: "rich", amount: Int.max)
+        cogs.tellerTransfer(from: "empty", to: "rich", amount: Int.min, receipt: "rich")
+        #expect(store.store.lastRevision == 2, "unchanged: no revision, no record")
+        #expect(try store.store.value(name: "ledger.accounts", key: nil).map { try store.decode([String].self, from: $0) } == ["rich", "empty"])
+    }
+
+    @Test func `the total saturates instead of trapping on a log an older build wrote`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        // An older build of the rig opened accounts without checking the total.
+        let olderAccounts = Cog<[String]>.Manual(name: "ledger.accounts") { [] }
+        let olderBalances = CogBox<Int, String>.Manual(name: "ledger.balance") { 0 }
+        let older = try DurableTurnStore(directory: folder.path)
+        let olderCogs = Cogs.forTesting(store: older)
+        olderCogs.turn("older open") { c in
+            c[olderAccounts] = ["a", "b", "c"]
+            c[olderBalances["a"]] = Int.max
+            c[olderBalances["b"]] = Int.max
+            c[olderBalances["c"]] = 5
+        }
+        #expect(older.store.lastRevision == 1)
+        older.store.close()
+
+        let store = try DurableTurnStore(directory: folder.path)
+        let cogs = Cogs.forTesting(store: store)
+        #expect(cogs.peek(balanceCogs["b"]) == Int.max)
+        #expect(cogs.peek(totalMoneyCog) == Int.max, "saturated")
+        cogs.open(account: "d", with: 0)
+        cogs.transfer(from: "c", to: "a", amount: 1)
+        #expect(store.store.lastRevision == 1, "no op can add to a total that does not fit")
+        cogs.transfer(from: "a", to: "c", amount: 5)
+        #expect(cogs.peek(balanceCogs["c"]) == 10)
+    }
+}
