@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -703,6 +704,7 @@ def main():
         print(__doc__)
         return 2
     checks = Checks(KNOWN_GAPS)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))  # so `finally` stops the leader
     try:
         run(os.path.abspath(sys.argv[1]), checks)
     except Exception as error:  # noqa: BLE001 - an exception is a failed check, and the leader is stopped
