@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Installs the C libraries cogd links against (Debian packages), only when missing.
-# Safe to run again: it does nothing once both pkg-config modules are present.
+# Safe to run again: it does nothing once both pkg-config modules and the Python modules are present.
 set -euo pipefail
 
 missing=()
 pkg-config --exists libzmq 2>/dev/null || missing+=(libzmq3-dev)
 pkg-config --exists lmdb 2>/dev/null || missing+=(liblmdb-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# The external clients (clients/*.py, run by ExternalClientTests) use Debian's python3 and these modules.
+PY=/usr/bin/python3
+[ -x "$PY" ] || missing+=(python3)
+[ -x "$PY" ] && "$PY" -c 'import zmq' 2>/dev/null || missing+=(python3-zmq)
+[ -x "$PY" ] && "$PY" -c 'import cbor2' 2>/dev/null || missing+=(python3-cbor2)
+[ -x "$PY" ] && "$PY" -c 'import lmdb' 2>/dev/null || missing+=(python3-lmdb)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -1,0 +1,591 @@
+"""Shared pieces of the external clients, written from protocol/ alone.
+
+A strict deterministic-CBOR codec (turnlog.md §4), the record checksum
+(turnlog.md §3), a reader of the data folder (turnlog.md §1-2), the leader
+process the clients start, and the check bookkeeping (`ok …` / `FAIL …`).
+Nothing here is taken from Sources/.
+"""
+import math
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import zmq
+
+# ---------------------------------------------------------------- the codec
+
+
+class Tag:
+    """A CBOR tag kept as it is (tag 1 stays float seconds, tag 37 bytes)."""
+
+    __slots__ = ("tag", "value")
+
+    def __init__(self, tag, value):
+        self.tag, self.value = tag, value
+
+    def __eq__(self, other):
+        return isinstance(other, Tag) and (self.tag, self.value) == (other.tag, other.value)
+
+    def __repr__(self):
+        return f"Tag({self.tag}, {self.value!r})"
+
+
+class CBORError(Exception):
+    pass
+
+
+class Strict:
+    """Decodes one item and insists on the deterministic form: shortest heads,
+    definite lengths, map keys in bytewise order of their encodings, no
+    duplicate keys, floats in their shortest exact width, only false/true/null
+    simple values, nesting at most 256, no trailing bytes."""
+
+    def __init__(self, data):
+        self.data, self.pos = bytes(data), 0
+
+    def take(self, n):
+        if self.pos + n > len(self.data):
+            raise CBORError(f"truncated at byte {self.pos}")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def head(self):
+        first = self.take(1)[0]
+        major, info = first >> 5, first & 31
+        if info < 24:
+            return major, info, info
+        if info in (24, 25, 26, 27):
+            width = 1 << (info - 24)
+            arg = int.from_bytes(self.take(width), "big")
+            if major != 7:
+                floor = {24: 24, 25: 256, 26: 65536, 27: 1 << 32}[info]
+                if arg < floor:
+                    raise CBORError(f"non-shortest head at byte {self.pos - width - 1}")
+            return major, info, arg
+        raise CBORError(f"indefinite or reserved length (info {info}) at byte {self.pos - 1}")
+
+    def item(self, depth=0):
+        if depth > 256:
+            raise CBORError("nesting deeper than 256")
+        start = self.pos
+        major, info, arg = self.head()
+        if major == 0:
+            return arg
+        if major == 1:
+            return -1 - arg
+        if major == 2:
+            return self.take(arg)
+        if major == 3:
+            try:
+                return self.take(arg).decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise CBORError(f"text is not UTF-8: {error}") from None
+        if major == 4:
+            return [self.item(depth + 1) for _ in range(arg)]
+        if major == 5:
+            result, previous = {}, None
+            for _ in range(arg):
+                key_start = self.pos
+                key = self.item(depth + 1)
+                key_bytes = self.data[key_start:self.pos]
+                if previous is not None and key_bytes <= previous:
+                    raise CBORError(f"map keys out of deterministic order at byte {key_start}")
+                previous = key_bytes
+                if isinstance(key, (list, dict)):
+                    raise CBORError("container as map key")
+                result[key] = self.item(depth + 1)
+            return result
+        if major == 6:
+            return Tag(arg, self.item(depth + 1))
+        # major 7
+        if info == 20:
+            return False
+        if info == 21:
+            return True
+        if info == 22:
+            return None
+        if info in (25, 26, 27):
+            raw = self.data[start + 1:self.pos]
+            value = struct.unpack({25: ">e", 26: ">f", 27: ">d"}[info], raw)[0]
+            if encode(value) != self.data[start:self.pos]:
+                raise CBORError(f"float {value!r} not in its shortest exact form at byte {start}")
+            return value
+        raise CBORError(f"simple value {info} at byte {start}")
+
+
+def decode(data):
+    reader = Strict(data)
+    value = reader.item()
+    if reader.pos != len(reader.data):
+        raise CBORError(f"{len(reader.data) - reader.pos} trailing bytes")
+    return value
+
+
+def item_spans(data, start=0):
+    """For an array at `start`, the (start, end) byte spans of its elements."""
+    reader = Strict(data)
+    reader.pos = start
+    major, _, count = reader.head()
+    assert major == 4
+    spans = []
+    for _ in range(count):
+        begin = reader.pos
+        reader.item()
+        spans.append((begin, reader.pos))
+    return spans
+
+
+def _head(major, arg):
+    if arg < 24:
+        return bytes([major << 5 | arg])
+    for info, width in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if arg < (1 << (8 * width)):
+            return bytes([major << 5 | info]) + arg.to_bytes(width, "big")
+    raise CBORError(f"integer {arg} does not fit 64 bits")
+
+
+def encode(value):
+    """Deterministic CBOR (turnlog.md §4)."""
+    if value is False:
+        return b"\xf4"
+    if value is True:
+        return b"\xf5"
+    if value is None:
+        return b"\xf6"
+    if isinstance(value, int):
+        return _head(0, value) if value >= 0 else _head(1, -1 - value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return b"\xf9\x7e\x00"
+        for fmt, lead in ((">e", 0xF9), (">f", 0xFA)):
+            try:
+                packed = struct.pack(fmt, value)
+            except (OverflowError, struct.error):
+                continue
+            if struct.unpack(fmt, packed)[0] == value:
+                return bytes([lead]) + packed
+        return b"\xfb" + struct.pack(">d", value)
+    if isinstance(value, (bytes, bytearray)):
+        return _head(2, len(value)) + bytes(value)
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+        return _head(3, len(raw)) + raw
+    if isinstance(value, (list, tuple)):
+        return _head(4, len(value)) + b"".join(encode(item) for item in value)
+    if isinstance(value, dict):
+        pairs = sorted((encode(key), encode(item)) for key, item in value.items())
+        return _head(5, len(pairs)) + b"".join(key + item for key, item in pairs)
+    if isinstance(value, Tag):
+        return _head(6, value.tag) + encode(value.value)
+    raise CBORError(f"cannot encode {type(value).__name__}")
+
+
+def message(type_, body=None, v=1):
+    frame = {"v": v, "type": type_}
+    if body is not None:
+        frame["body"] = body
+    return encode(frame)
+
+
+# ---------------------------------------------------------------- checksum
+
+
+RECORD_PREFIX = bytes([0xA8, 0x63, 0x63, 0x72, 0x63, 0x44])
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def record_problem(record):
+    """None when a turn record carries its checksum and the documented shape."""
+    if not record.startswith(RECORD_PREFIX) or len(record) <= 10:
+        return "does not start with a8 63 63 72 63 44"
+    if crc32c(record[:6] + bytes(4) + record[10:]) != int.from_bytes(record[6:10], "big"):
+        return "checksum does not match"
+    try:
+        value = decode(record)
+    except CBORError as error:
+        return f"not deterministic CBOR: {error}"
+    if list(value) != ["crc", "rev", "name", "time", "epoch", "origin", "scopes", "writes"]:
+        return f"keys {list(value)}"
+    problems = []
+    if not (isinstance(value["rev"], int) and value["rev"] >= 1):
+        problems.append("rev")
+    if not isinstance(value["name"], str):
+        problems.append("name")
+    if not (isinstance(value["time"], Tag) and value["time"].tag == 1 and isinstance(value["time"].value, (int, float))):
+        problems.append("time")
+    if not (isinstance(value["epoch"], int) and value["epoch"] >= 0):
+        problems.append("epoch")
+    origin = value["origin"]
+    if not isinstance(origin, dict) or not set(origin) <= {"worker", "request", "instance"}:
+        problems.append("origin")
+    elif "request" in origin and not (isinstance(origin["request"], dict) and set(origin["request"]) == {"seq", "worker"}):
+        problems.append("origin.request")
+    for event in value["scopes"] if isinstance(value["scopes"], list) else [None]:
+        if not isinstance(event, dict) or not {"kind", "instance", "scope", "worker", "registration"} <= set(event) \
+                or not set(event) <= {"kind", "instance", "scope", "identity", "worker", "registration"} \
+                or event["kind"] not in ("open", "retire"):
+            problems.append(f"scope event {event!r}")
+    for write in value["writes"] if isinstance(value["writes"], list) else [None]:
+        if not isinstance(write, dict) or "name" not in write or not set(write) <= {"name", "key", "value", "released"}:
+            problems.append(f"write {write!r}")
+        elif ("value" in write) == ("released" in write) or write.get("released", True) is not True:
+            problems.append(f"write with both or neither of value/released {write!r}")
+    return "; ".join(problems) or None
+
+
+# ---------------------------------------------------------------- the data folder
+
+
+def state_key(name, encoded_key):
+    """The `state` table key of turnlog.md §2 (a digest key above 511 bytes)."""
+    import hashlib
+    key = name.encode() + b"\x00" + encoded_key
+    if len(key) > 511:
+        key = name.encode() + b"\x00\xff" + hashlib.sha256(encoded_key).digest()
+    return key
+
+
+def read_folder(path):
+    """Everything a reader needs from a data folder (turnlog.md §1-2):
+    {"turns": {rev: bytes}, "state": {(name, key bytes): value bytes},
+     "dedup": {(worker, seq): frame}, "meta": {name: bytes}, "identity": text}"""
+    import lmdb
+    env = lmdb.open(path, readonly=True, lock=True, max_dbs=8, subdir=True)
+    try:
+        result = {"turns": {}, "state": {}, "state_raw": {}, "dedup": {}, "meta": {}}
+        with env.begin() as txn:
+            for table in ("turns", "state", "dedup", "meta"):
+                db = env.open_db(table.encode(), txn=txn, create=False)
+                for key, value in txn.cursor(db=db):
+                    key, value = bytes(key), bytes(value)
+                    if table == "turns":
+                        result["turns"][int.from_bytes(key, "big") if len(key) == 8 else key] = value
+                    elif table == "state":
+                        result["state_raw"][key] = value
+                        name, _, rest = key.partition(b"\x00")
+                        if rest[:1] == b"\xff":
+                            length = int.from_bytes(value[:8], "big")
+                            enc_key, value = value[8:8 + length], value[8 + length:]
+                        else:
+                            enc_key = rest
+                        result["state"][(name.decode(), enc_key)] = value
+                    elif table == "dedup":
+                        name, seq = key[:-9], key[-8:]
+                        result["dedup"][(name.decode("utf-8", "replace"), int.from_bytes(seq, "big"))] = value
+                    else:
+                        result["meta"][key.decode()] = value
+    finally:
+        env.close()
+    identity = os.path.join(path, "cogd.identity")
+    result["identity"] = open(identity, "rb").read() if os.path.exists(identity) else None
+    return result
+
+
+# ---------------------------------------------------------------- checks
+
+
+class Checks:
+    def __init__(self, known_gaps):
+        self.known_gaps = dict(known_gaps)
+        self.passed = self.failed = 0
+        self.gaps_hit = []
+
+    def check(self, name, condition, detail=""):
+        if name in self.known_gaps:
+            if condition:
+                print(f"ok   {name} (listed in KNOWN_GAPS but passes now: remove it)")
+                self.passed += 1
+            else:
+                print(f"ok   {name} [KNOWN GAP: {self.known_gaps[name]}] {detail}".rstrip())
+                self.gaps_hit.append(name)
+                self.passed += 1
+            return condition
+        if condition:
+            print(f"ok   {name}")
+            self.passed += 1
+        else:
+            print(f"FAIL {name}: {detail}")
+            self.failed += 1
+        sys.stdout.flush()
+        return condition
+
+    def summary(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        return 1 if self.failed else 0
+
+
+# ---------------------------------------------------------------- processes
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Deadline:
+    def __init__(self, seconds):
+        self.end = time.monotonic() + seconds
+
+    def left(self):
+        return max(0.0, self.end - time.monotonic())
+
+    def passed(self):
+        return time.monotonic() >= self.end
+
+
+class Leader:
+    """A `cogd leader` child over a fresh folder, on loopback ports of its own."""
+
+    def __init__(self, cogd, extra=(), data=None):
+        self.cogd = cogd
+        self.tmp = tempfile.mkdtemp(prefix="cogd-ext-")
+        self.data = data or os.path.join(self.tmp, "data")
+        self.requests = f"tcp://127.0.0.1:{free_port()}"
+        self.turns = f"tcp://127.0.0.1:{free_port()}"
+        self.extra = list(extra)
+        self.process = None
+
+    def start(self, context, timeout=20):
+        self.log = open(os.path.join(self.tmp, "leader.log"), "ab")
+        self.process = subprocess.Popen(
+            [self.cogd, "leader", "--data", self.data, "--requests", self.requests, "--turns", self.turns,
+             "--rig", "ledger", "--commit-cpu", "none"] + self.extra,
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        # Ready when it answers a status-request (bounded).
+        deadline = Deadline(timeout)
+        while not deadline.passed():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"leader exited {self.process.returncode}: {self.output()}")
+            tool = Peer(context, self.requests)
+            try:
+                answer = tool.ask(message("status-request"), timeout=min(1.0, deadline.left()))
+                if answer is not None:
+                    return self
+            finally:
+                tool.close()
+        raise RuntimeError("leader did not answer a status-request within the deadline")
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def output(self):
+        try:
+            return open(os.path.join(self.tmp, "leader.log"), "rb").read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout=10):
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout)
+        code = self.process.returncode
+        self.process = None
+        self.log.close()
+        return code
+
+    def kill(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def rss_anon_kib(self):
+        try:
+            for line in open(f"/proc/{self.process.pid}/status"):
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+    def cogd_cli(self, *args, timeout=30):
+        return subprocess.run([self.cogd, *args], capture_output=True, timeout=timeout)
+
+
+class Peer:
+    """A DEALER on the requests endpoint."""
+
+    counter = 0
+
+    def __init__(self, context, endpoint, identity=None):
+        Peer.counter += 1
+        self.socket = context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.RCVHWM, 0)
+        self.socket.setsockopt(zmq.SNDHWM, 0)
+        self.socket.setsockopt(zmq.IDENTITY, identity or f"tool/{os.getpid()}-{Peer.counter}-{os.urandom(4).hex()}".encode())
+        self.socket.connect(endpoint)
+
+    def send(self, frame):
+        self.socket.send(frame)
+
+    def receive(self, timeout):
+        """One message's frames, or None after `timeout` seconds."""
+        if self.socket.poll(int(timeout * 1000), zmq.POLLIN):
+            return self.socket.recv_multipart()
+        return None
+
+    def ask(self, frame, timeout=5.0):
+        self.send(frame)
+        frames = self.receive(timeout)
+        return None if frames is None else frames
+
+    def close(self):
+        self.socket.close(0)
+
+
+def parse(frames):
+    """A received message: (decoded frame or None, problem or None, raw frame)."""
+    if frames is None:
+        return None, "no answer", None
+    if len(frames) != 1:
+        return None, f"{len(frames)} frames", None
+    try:
+        return decode(frames[0]), None, frames[0]
+    except CBORError as error:
+        return None, f"not deterministic CBOR: {error}", frames[0]
+
+
+def envelope_problem(value):
+    if not isinstance(value, dict):
+        return "not a map"
+    if value.get("v") != 1 or type(value.get("v")) is not int:
+        return f"v is {value.get('v')!r}"
+    if not isinstance(value.get("type"), str):
+        return "type is not text"
+    if not set(value) <= {"v", "type", "body"}:
+        return f"extra envelope keys {sorted(set(value) - {'v', 'type', 'body'})}"
+    return None
+
+
+def is_uint(value):
+    return type(value) is int and 0 <= value < 1 << 64
+
+
+def shape_problem(value, shape, path="body"):
+    """Checks a decoded body against a shape: {key: (type-check, required)}."""
+    if not isinstance(value, dict):
+        return f"{path} is not a map: {value!r}"
+    for key in value:
+        if key not in shape:
+            return f"{path} has undocumented key {key!r}"
+    for key, (check, required) in shape.items():
+        if key not in value:
+            if required:
+                return f"{path} lacks {key!r}"
+            continue
+        problem = check(value[key], f"{path}.{key}") if callable(check) else None
+        if problem:
+            return problem
+    return None
+
+
+def t_uint(value, path):
+    return None if is_uint(value) else f"{path} is not a uint: {value!r}"
+
+
+def t_text(value, path):
+    return None if isinstance(value, str) else f"{path} is not text: {value!r}"
+
+
+def t_bytes(value, path):
+    return None if isinstance(value, bytes) else f"{path} is not bytes: {value!r}"
+
+
+def t_bool(value, path):
+    return None if isinstance(value, bool) else f"{path} is not a bool: {value!r}"
+
+
+def t_map(value, path):
+    return None if isinstance(value, dict) else f"{path} is not a map: {value!r}"
+
+
+def t_any(value, path):
+    return None
+
+
+def t_list_of(check):
+    def inner(value, path):
+        if not isinstance(value, list):
+            return f"{path} is not an array"
+        for index, item in enumerate(value):
+            problem = check(item, f"{path}.{index}")
+            if problem:
+                return problem
+        return None
+    return inner
+
+
+def t_shape(shape):
+    return lambda value, path: shape_problem(value, shape, path)
+
+
+REQUEST_ID = {"worker": (t_text, True), "seq": (t_uint, True)}
+
+SHAPES = {
+    "welcome": {"epoch": (t_uint, True), "lastRevision": (t_uint, True), "turns": (t_text, True),
+                "lastSequence": (t_uint, False)},
+    "snapshot": {"epoch": (t_uint, True), "revision": (t_uint, True),
+                 "entries": (t_list_of(t_shape({"name": (t_text, True), "key": (t_bytes, False),
+                                                "value": (t_bytes, True)})), True),
+                 "part": (t_uint, False), "more": (t_bool, False)},
+    "turns": {"epoch": (t_uint, True), "records": (t_list_of(t_map), True)},
+    "reply": {"request": (t_shape(REQUEST_ID), True), "outcome": (t_map, True)},
+    "error": {"code": (t_text, True), "message": (t_text, True), "request": (t_shape(REQUEST_ID), False)},
+    "scope-registered": {"worker": (t_text, True), "registration": (t_uint, True), "revision": (t_uint, True),
+                         "instances": (t_list_of(t_shape({"identity": (t_bytes, True), "instance": (t_uint, True)})), True)},
+}
+
+
+def outcome_problem(outcome):
+    if not isinstance(outcome, dict) or len(outcome) != 1:
+        return f"outcome is not a one-key map: {outcome!r}"
+    (kind, value), = outcome.items()
+    if kind == "applied":
+        return shape_problem(value, {"revision": (t_uint, True)}, "outcome.applied")
+    if kind == "unchanged":
+        return None if value == {} else f"unchanged carries {value!r}"
+    if kind == "rejected":
+        return shape_problem(value, {"reason": (t_text, True)}, "outcome.rejected")
+    return f"unknown outcome {kind!r}"
+
+
+def message_problem(value, expected_type=None):
+    """None when a decoded message matches cogwire.md §2-3 exactly."""
+    problem = envelope_problem(value)
+    if problem:
+        return problem
+    kind = value["type"]
+    if expected_type is not None and kind != expected_type:
+        return f"type {kind!r}, expected {expected_type!r}" + (f" ({value.get('body')!r})" if kind == "error" else "")
+    if kind in SHAPES:
+        if "body" not in value:
+            return f"{kind} without body"
+        problem = shape_problem(value["body"], SHAPES[kind])
+        if problem:
+            return problem
+        if kind == "reply":
+            return outcome_problem(value["body"]["outcome"])
+        if kind == "turns":
+            return None
+    return None
