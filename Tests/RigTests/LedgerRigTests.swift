@@ -78,19 +78,25 @@ struct LedgerRigTests {
     @Test func `the total saturates instead of trapping on a log an older build wrote`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
-        // An older build of the rig opened accounts without checking the total.
-        let olderAccounts = Cog<[String]>.Manual(name: "ledger.accounts") { [] }
-        let olderBalances = CogBox<Int, String>.Manual(name: "ledger.balance") { 0 }
-        let older = try DurableTurnStore(directory: folder.path)
-        let olderCogs = Cogs.forTesting(store: older)
-        olderCogs.turn("older open") { c in
-            c[olderAccounts] = ["a", "b", "c"]
-            c[olderBalances["a"]] = Int.max
-            c[olderBalances["b"]] = Int.max
-            c[olderBalances["c"]] = 5
-        }
-        #expect(older.store.lastRevision == 1)
-        older.store.close()
+        // An older build of the rig opened accounts without checking the total:
+        // its turn is written to the log as it would have written it (the
+        // rig's own declarations are the only ones named `ledger.*` in this
+        // process — a second declaration of a durable name would take over
+        // replication for every other test).
+        let older = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        let encoder = CBOREncoder()
+        try older.append([
+            TurnDraft(
+                name: "older open",
+                writes: [
+                    TurnWrite(name: "ledger.accounts", key: nil, value: try encoder.encode(["a", "b", "c"])),
+                    TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(Int.max)),
+                    TurnWrite(name: "ledger.balance", key: try encoder.encode("b"), value: try encoder.encode(Int.max)),
+                    TurnWrite(name: "ledger.balance", key: try encoder.encode("c"), value: try encoder.encode(5)),
+                ])
+        ])
+        #expect(older.lastRevision == 1)
+        older.close()
 
         let store = try DurableTurnStore(directory: folder.path)
         let cogs = Cogs.forTesting(store: store)
