@@ -76,11 +76,16 @@ extension Cogs {
 
 /// Decodes and stages one replicated write, without the value's Swift type.
 protocol ReplicableDescriptor: AnyObject {
-    @MainActor func stageReplicated(key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore) throws
+    /// `value` nil: released, or — `absentIsInitial` — the source has no
+    /// stored value and holds its initial one.
+    @MainActor func stageReplicated(
+        key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore, absentIsInitial: Bool) throws
 }
 
 extension ManualDescriptor: ReplicableDescriptor {
-    @MainActor func stageReplicated(key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore) throws {
+    @MainActor func stageReplicated(
+        key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore, absentIsInitial: Bool
+    ) throws {
         guard let durable else { throw NotDurable(label: label, site: site, hasName: stableName != nil) }
         let stateKey: StateKey
         if let key {
@@ -95,6 +100,8 @@ extension ManualDescriptor: ReplicableDescriptor {
         if let value {
             let decoded = try durable.decodeValue(value, codec)
             graph.stage(decoded, into: unsafeDowncast(graph.node(for: ref), to: ManualNode<Value>.self))
+        } else if absentIsInitial {
+            graph.stage(initial(stateKey), into: unsafeDowncast(graph.node(for: ref), to: ManualNode<Value>.self))
         } else {
             graph.releaseReplicated(ref)
         }
@@ -116,6 +123,21 @@ extension Cogs {
     ///   skipped (nothing here can read them); an undecodable key or value of
     ///   a known one throws.
     public func applyReplicatedTurn(named name: String, writes: [CogDurableWrite], codec: any CogDurableStore) throws {
+        try stageByName(named: name, writes: writes, codec: codec, absentIsInitial: false)
+    }
+
+    /// Puts durable sources back to stored values — `value` nil: the source
+    /// has no stored value and holds its initial one — as one system turn
+    /// named `name`. For a writer whose turns could not be made durable (a
+    /// refused or failed commit): what it settled must not stay visible.
+    ///
+    /// - Important: the caller's store must not record this turn (it is
+    ///   already what the store holds).
+    public func restoreDurableState(named name: String, writes: [CogDurableWrite], codec: any CogDurableStore) throws {
+        try stageByName(named: name, writes: writes, codec: codec, absentIsInitial: true)
+    }
+
+    private func stageByName(named name: String, writes: [CogDurableWrite], codec: any CogDurableStore, absentIsInitial: Bool) throws {
         var resolved: [(ReplicableDescriptor, CogDurableWrite)] = []
         for write in writes {
             // A name no declaration in this process has (another rig's, a tool's)
@@ -127,7 +149,8 @@ extension Cogs {
         graph.turn(named: name, owner: nil) { [graph] _ in
             for (descriptor, write) in resolved {
                 do {
-                    try descriptor.stageReplicated(key: write.key, value: write.value, graph: graph, codec: codec)
+                    try descriptor.stageReplicated(
+                        key: write.key, value: write.value, graph: graph, codec: codec, absentIsInitial: absentIsInitial)
                 } catch {
                     failure = error
                 }

@@ -30,6 +30,9 @@ public final class Leader {
         /// How long a snapshot may wait for its requester to read (no part
         /// could be sent) before it is given up, its LMDB read with it.
         public var snapshotDeadline: Duration = .seconds(30)
+        /// The most bytes a turn's record may take; a turn over it is
+        /// refused `too-large` and undone (at most 64 MiB, the default).
+        public var maximumRecordBytes: Int = 64 << 20
         /// Go on from what data.mdb holds even when it is behind what the
         /// folder's `cogd.identity` remembers (`--accept-data-loss`).
         public var acceptDataLoss = false
@@ -84,6 +87,15 @@ public final class Leader {
     /// Past this many names, the cache keeps only connected workers' (after a commit).
     static let answeredCacheLimit = 10_000
     private var outgoing: [(identity: [UInt8], frame: [UInt8])] = []
+    /// Where the batch's op replies, welcomes and registration replies lie
+    /// in `outgoing`, and the requests it applied: what a failed commit
+    /// must answer differently.
+    private var batchOpReplies: [(index: Int, request: RequestID)] = []
+    private var batchWelcomes: [(index: Int, worker: String)] = []
+    private var batchRegistrations: [Int] = []
+    private var batchApplied: [RequestID] = []
+    /// The scope instances as of the last commit (what the log says).
+    private var scopesAtLastCommit: ScopeTable
     /// Snapshots asked for in parts, being sent a part at a time between
     /// batches (so a large state does not stop the serving).
     private var snapshotStreams: [SnapshotStream] = []
@@ -111,6 +123,9 @@ public final class Leader {
     static let pauseAllowance: Duration = .seconds(1)
     /// Request sequences are below this (2^63).
     public static let sequenceLimit: UInt64 = 1 << 63
+    /// The most bytes a turn record may take (`protocol/turnlog.md` §3): far
+    /// below what any reader accepts in one message (256 MiB).
+    public nonisolated static let maximumRecordBytes = 64 << 20
     /// The most scope registrations one worker may hold.
     public static let maximumRegistrationsPerWorker = 4_096
     /// The longest worker name (UTF-8 bytes) the leader admits.
@@ -148,6 +163,7 @@ public final class Leader {
             directory: configuration.dataFolder, mode: .writer, createIfMissing: true, acceptDataLoss: configuration.acceptDataLoss)
         durable = LeaderStore(store: store)
         scopes = ScopeTable(epoch: store.epoch)
+        scopesAtLastCommit = scopes
         cogs = Cogs.durable(store: durable)
         // Before the context: ZeroMQ's threads inherit the placement, so a
         // request's wake-ups stay on the CPUs the commits run on.
@@ -306,8 +322,17 @@ public final class Leader {
         }
         let committing = !durable.pending.isEmpty || !dedupRows.isEmpty || index != nil
         let start = ContinuousClock.now
-        let revisions = try durable.flush(replies: dedupRows, index: index)
+        let drafts = durable.pending
+        let revisions: Range<UInt64>
+        do {
+            revisions = try durable.flush(replies: dedupRows, index: index)
+        } catch {
+            failCommit(of: drafts, because: error)
+            return
+        }
         if committing { commitTimes.record(ContinuousClock.now - start, turns: revisions.count) }
+        scopesAtLastCommit = scopes
+        endBatch()
         if index == .indexed { unindexed = [:] }
         dedupRows = []
         batchReplies = [:]
@@ -323,6 +348,63 @@ public final class Leader {
         for (identity, frame) in outgoing { deliver(frame, to: identity) }
         outgoing = []
         catchUpsThisBatch = []
+    }
+
+    /// Forgets what the batch just committed (or given up) noted about its messages.
+    private func endBatch() {
+        batchOpReplies = []
+        batchWelcomes = []
+        batchRegistrations = []
+        batchApplied = []
+    }
+
+    /// A commit failed (disk full, I/O error): nothing of the batch becomes
+    /// visible. Its turns are undone in the graph, the scope instances are
+    /// as of the last commit, every request of the batch is answered
+    /// `rejected("unavailable: …")` (kept nowhere, so a retry runs afresh),
+    /// a registration answered in it is asked for again, and the leader goes
+    /// on serving: the next batch commits once the disk allows it.
+    private func failCommit(of drafts: [TurnDraft], because error: any Error) {
+        let cause = Leader.commitFailureCause(error, dataFolder: configuration.dataFolder)
+        errorCounts["commit-failed", default: 0] += 1
+        do {
+            try durable.restore(cogs, undoing: drafts)
+        } catch {
+            // The graph would no longer match the store: stop; a restart loads the store.
+            fatalError("internal inconsistency: a failed commit cannot be undone (\(cause)): \(error)")
+        }
+        scopes = scopesAtLastCommit
+        for request in batchApplied { unindexed[request] = nil }
+        dedupRows = []
+        batchReplies = [:]
+        highestAnswered = [:]
+        for (index, request) in batchOpReplies {
+            outgoing[index].frame = unavailable(request, because: "the commit failed: \(cause); nothing of this request was kept")
+        }
+        for index in batchRegistrations {
+            errorCounts["register-again", default: 0] += 1
+            outgoing[index].frame = WireMessage.error(
+                WireError(code: "register-again", message: "the commit failed: \(cause); register the scopes again")
+            ).encoded()
+        }
+        for (index, worker) in batchWelcomes {
+            // As of what is committed, not of the turns given up.
+            if let welcome = try? welcome(worker).encoded() { outgoing[index].frame = welcome }
+        }
+        endBatch()
+        for (identity, frame) in outgoing { deliver(frame, to: identity) }
+        outgoing = []
+        catchUpsThisBatch = []
+    }
+
+    /// Names why a commit failed: a full file system, else the I/O error.
+    static func commitFailureCause(_ error: any Error, dataFolder: String) -> String {
+        var stats = statvfs()
+        if statvfs(dataFolder, &stats) == 0 {
+            let (free, overflow) = UInt64(stats.f_bavail).multipliedReportingOverflow(by: UInt64(stats.f_frsize))
+            if !overflow, free < 1 << 20 { return "disk full (\(free) bytes free in \(dataFolder))" }
+        }
+        return "I/O error (\((error as? TurnStoreError)?.message ?? "\(error)"))"
     }
 
     /// Messages for peers whose ZeroMQ queue was full, in order: sent as
@@ -624,6 +706,7 @@ public final class Leader {
                 return
             }
             outgoing.append((identity, run(request)))
+            batchOpReplies.append((outgoing.count - 1, request.request))
         case .statusRequest:
             outgoing.append((identity, WireMessage.status(status).encoded()))
         case .scopeRegister(let spec):
@@ -658,6 +741,7 @@ public final class Leader {
                     instances: instances
                 ).encoded()
             ))
+            batchRegistrations.append(outgoing.count - 1)
         default:
             refuse(identity, WireError(code: "not-allowed", message: "`\(message.typeName)` is not a request the leader serves"))
         }
@@ -731,6 +815,7 @@ public final class Leader {
     private func sendWelcome(_ worker: String, to identity: [UInt8]) {
         do {
             outgoing.append((identity, try welcome(worker).encoded()))
+            batchWelcomes.append((outgoing.count - 1, worker))
         } catch {
             refuse(identity, WireError(code: "unavailable", message: "cannot read the dedup table: \(error.message)"))
         }
@@ -804,12 +889,31 @@ public final class Leader {
             }
             do {
                 try runner(cogs, request.argument, durable, request.name ?? request.op)
-                if durable.pending.count > before {
-                    durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites, evaluate: evaluateSelector))
+                if durable.pending.count > before, durable.lastPendingRecordBytes > configuration.maximumRecordBytes {
+                    // No reader could take its record: the turn is undone
+                    // before anyone sees it, and nothing is written.
+                    let size = durable.lastPendingRecordBytes
+                    let draft = durable.dropLastPending()
+                    do {
+                        try durable.restore(cogs, undoing: draft.map { [$0] } ?? [])
+                    } catch {
+                        // The graph would no longer match the store: stop, and
+                        // restart from the store (this request is quarantined).
+                        fatalError("internal inconsistency: cannot undo a too-large turn: \(error)")
+                    }
+                    errorCounts["too-large", default: 0] += 1
+                    reply = OpReply(
+                        request: request.request,
+                        outcome: .rejected(
+                            reason: "too-large: the turn's record would take about \(size) bytes; a record holds at most \(configuration.maximumRecordBytes)"))
+                } else {
+                    if durable.pending.count > before {
+                        durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites, evaluate: evaluateSelector))
+                    }
+                    reply = OpReply(
+                        request: request.request,
+                        outcome: durable.pending.count > before ? .applied(revision: revision) : .unchanged)
                 }
-                reply = OpReply(
-                    request: request.request,
-                    outcome: durable.pending.count > before ? .applied(revision: revision) : .unchanged)
             } catch {
                 errorCounts["bad-argument", default: 0] += 1
                 reply = OpReply(request: request.request, outcome: .rejected(reason: "bad-argument: \(error)"))
@@ -822,6 +926,7 @@ public final class Leader {
         batchReplies[request.request] = frame
         if case .applied = reply.outcome {
             unindexed[request.request] = frame
+            batchApplied.append(request.request)
         } else {
             dedupRows.append((request.request, frame))
         }

@@ -352,6 +352,10 @@ public final class Worker: CogRemoteLink {
                 rejoining = true
                 try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
                 try registerScopesAnew()
+            } else if error.code == "register-again", displaced == nil, isSynced {
+                // The leader's commit failed: the registration it answered in
+                // that batch was given up with it.
+                try registerScopesAnew()
             } else if error.code == "hello-first", !rejoining, displaced == nil {
                 // The leader does not know this connection (it restarted, or
                 // forgot a worker it gave up long ago): say hello; the welcome

@@ -44,6 +44,8 @@ enum Command: Equatable {
         var spinWaitMicroseconds = 0
         /// About how many bytes each part of a snapshot sent in parts holds (`--snapshot-part-bytes`).
         var snapshotPartBytes = WireMessage.snapshotPartTarget
+        /// The most bytes a turn's record may take (`--max-record-bytes`).
+        var maximumRecordBytes = Leader.maximumRecordBytes
         /// Serve `ledger.trap`, an op whose body traps on demand (`--trap-op`; drills and tests).
         var trapOp = false
         /// Start even when data.mdb is behind what the folder remembers (`--accept-data-loss`).
@@ -238,6 +240,12 @@ enum Command: Equatable {
                     throw UsageError(message: "--snapshot-part-bytes takes bytes from 1024 to 67108864, not '\(text)'", subcommand: subcommand)
                 }
                 leader.snapshotPartBytes = bytes
+            case ("leader", "--max-record-bytes"):
+                let text = try reader.value(for: option)
+                guard let bytes = Int(text), (4_096...Leader.maximumRecordBytes).contains(bytes) else {
+                    throw UsageError(message: "--max-record-bytes takes bytes from 4096 to \(Leader.maximumRecordBytes), not '\(text)'", subcommand: subcommand)
+                }
+                leader.maximumRecordBytes = bytes
             case ("leader", "--trap-op"):
                 try reader.noValue(option)
                 leader.trapOp = true

@@ -122,22 +122,27 @@ final class LMDBEnvironment {
             var txn: OpaquePointer?
             try lmdb("mdb_txn_begin(write)") { mdb_txn_begin(env, nil, 0, &txn) }
             let transaction = Transaction(handle: txn)
+            let result: T
             do {
-                let result = try body(transaction)
-                let code = mdb_txn_commit(txn)
-                if code == MDB_MAP_FULL {
-                    try grow()
-                    continue
-                }
-                try lmdb("mdb_txn_commit") { code }
-                return result
+                result = try body(transaction)
             } catch let error as LMDBError where error.isMapFull {
                 mdb_txn_abort(txn)
                 try grow()
+                continue
             } catch {
                 mdb_txn_abort(txn)
                 throw error
             }
+            // The commit frees the transaction whether or not it succeeds: it
+            // must never be aborted after this (a failed commit on a full disk
+            // then freed it twice and crashed the leader).
+            let code = mdb_txn_commit(txn)
+            if code == MDB_MAP_FULL {
+                try grow()
+                continue
+            }
+            try lmdb("mdb_txn_commit") { code }
+            return result
         }
     }
 
