@@ -11,13 +11,14 @@ import Foundation
 /// process) is known at the next start and quarantined instead of run again
 /// — a poison pill is never retried into a crash loop (DESIGN §5).
 ///
-/// The note is a plain `pwrite` with no `fsync`: the page cache outlives the
-/// process, which is all a process crash needs (an unacknowledged request
-/// needs nothing more after a power loss).
+/// The note is a store into the file mapped shared, with no `fsync`: the
+/// page cache outlives the process, which is all a process crash needs (an
+/// unacknowledged request needs nothing more after a power loss), and it
+/// costs no system call per request.
 ///
 /// Layout (`protocol/turnlog.md` §1): 4 bytes big-endian length N, then N
 /// bytes of deterministic CBOR `{"op": text, "seq": uint, "worker": text}`;
-/// N = 0 means no request is running.
+/// N = 0 means no request is running. The file is 4,100 bytes.
 ///
 /// - Important: one writer, the leader's serving thread; the data folder's
 ///   writer lock makes it the only one.
@@ -33,11 +34,15 @@ final class RunningRequestNote {
 
     static let fileName = "running-request"
     /// The most a note may hold (a worker name is at most 255 bytes; an op
-    /// name longer than this is cut, which only shortens what is logged).
+    /// name longer than 1,024 bytes is cut, which only shortens what is logged).
     static let maximumBytes = 4_096
 
     private let descriptor: Int32
     private let path: String
+    /// The file mapped shared: a note is a store into the page cache (no
+    /// system call per request), which outlives the process.
+    private let mapping: UnsafeMutableRawPointer
+    private static let mappedBytes = 4 + maximumBytes
     private var isClear = false
 
     init(dataFolder: String) throws(TurnStoreError) {
@@ -46,52 +51,106 @@ final class RunningRequestNote {
         guard descriptor >= 0 else {
             throw TurnStoreError(code: .notWritable, message: "cannot open \(path): \(String(cString: strerror(errno)))")
         }
+        var stats = stat()
+        guard fstat(descriptor, &stats) == 0 else {
+            let message = String(cString: strerror(errno))
+            close(descriptor)
+            throw TurnStoreError(code: .notWritable, message: "cannot read \(path): \(message)")
+        }
+        // Grown (never shrunk) to the mapped size: a short file reads as zeros past its end.
+        if stats.st_size < RunningRequestNote.mappedBytes, ftruncate(descriptor, off_t(RunningRequestNote.mappedBytes)) != 0 {
+            let message = String(cString: strerror(errno))
+            close(descriptor)
+            throw TurnStoreError(code: .notWritable, message: "cannot size \(path): \(message)")
+        }
+        guard let mapped = mmap(nil, RunningRequestNote.mappedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
+            mapped != MAP_FAILED
+        else {
+            let message = String(cString: strerror(errno))
+            close(descriptor)
+            throw TurnStoreError(code: .notWritable, message: "cannot map \(path): \(message)")
+        }
+        mapping = mapped
     }
 
-    deinit { close(descriptor) }
+    deinit {
+        munmap(mapping, RunningRequestNote.mappedBytes)
+        close(descriptor)
+    }
 
     /// The request a previous process noted and never cleared (it stopped
     /// while that body ran), if any. A note that does not decode is reported
     /// as an error, never trusted.
     func leftOver() throws(TurnStoreError) -> Entry? {
-        var header = [UInt8](repeating: 0, count: 4)
-        let got = header.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 4, 0) }
-        guard got == 4 else { return nil }  // a new or empty file
-        let length = header.reduce(0) { $0 << 8 | Int($1) }
+        let length = (0..<4).reduce(0) { $0 << 8 | Int(mapping.load(fromByteOffset: $1, as: UInt8.self)) }
         guard length > 0 else { return nil }
         guard length <= RunningRequestNote.maximumBytes else {
             throw TurnStoreError(code: .corrupt, message: "\(path) claims \(length) bytes (at most \(RunningRequestNote.maximumBytes))")
         }
-        var body = [UInt8](repeating: 0, count: length)
-        let read = body.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, length, 4) }
-        guard read == length, let entry = try? CBORDecoder().decode(Entry.self, from: body) else {
+        let body = [UInt8](UnsafeRawBufferPointer(start: mapping + 4, count: length))
+        guard let entry = try? CBORDecoder().decode(Entry.self, from: body) else {
             throw TurnStoreError(code: .corrupt, message: "\(path) holds a note that does not decode")
         }
         return entry
     }
 
-    /// Notes that `request`'s body (op `op`) runs now.
+    /// Notes that `request`'s body (op `op`) runs now. The body goes in
+    /// first and its length last, so a process killed in between leaves no
+    /// note rather than half of one.
     func note(_ request: RequestID, op: String) throws(TurnStoreError) {
-        let shortOp = op.utf8.count > 1_024 ? String(decoding: op.utf8.prefix(1_024), as: UTF8.self) : op
-        let body = (try? CBOREncoder().encode(Entry(op: shortOp, seq: request.sequence, worker: request.worker))) ?? []
-        let length = UInt32(body.count)
-        let bytes = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body
-        try write(bytes)
+        // Deterministic CBOR written in place (keys in encoded order: "op",
+        // "seq", "worker"): no allocation per request.
+        setLength(0)
+        var offset = 4
+        func byte(_ value: UInt8) {
+            mapping.storeBytes(of: value, toByteOffset: offset, as: UInt8.self)
+            offset += 1
+        }
+        func head(_ major: UInt8, _ value: UInt64) {
+            let type = major << 5
+            switch value {
+            case 0..<24: byte(type | UInt8(value))
+            case 24..<256: byte(type | 24); byte(UInt8(value))
+            case 256..<65_536: byte(type | 25); for shift in [8, 0] { byte(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            case 65_536..<4_294_967_296: byte(type | 26); for shift in [24, 16, 8, 0] { byte(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            default: byte(type | 27); for shift in stride(from: 56, through: 0, by: -8) { byte(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            }
+        }
+        func text<S: Collection<UInt8>>(_ utf8: S) {
+            head(3, UInt64(utf8.count))
+            for value in utf8 { byte(value) }
+        }
+        // A worker name holds at most 255 bytes (checked before any op runs);
+        // the op name is cut at 1,024 bytes, on a character boundary.
+        guard request.worker.utf8.count <= 255 else {
+            throw TurnStoreError(code: .notWritable, message: "a worker name over 255 bytes cannot be noted")
+        }
+        head(5, 3)
+        text("op".utf8)
+        if op.utf8.count <= 1_024 {
+            text(op.utf8)
+        } else {
+            var cut = Array(op.utf8.prefix(1_024))
+            while !cut.isEmpty, String(validating: cut, as: UTF8.self) == nil { cut.removeLast() }
+            text(cut)
+        }
+        text("seq".utf8)
+        head(0, request.sequence)
+        text("worker".utf8)
+        text(request.worker.utf8)
+        setLength(offset - 4)
         isClear = false
     }
 
     /// No body runs now.
     func clear() throws(TurnStoreError) {
         guard !isClear else { return }
-        try write([0, 0, 0, 0])
+        setLength(0)
         isClear = true
     }
 
-    private func write(_ bytes: [UInt8]) throws(TurnStoreError) {
-        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
-        guard written == bytes.count else {
-            throw TurnStoreError(code: .notWritable, message: "cannot write \(path): \(String(cString: strerror(errno)))")
-        }
+    private func setLength(_ length: Int) {
+        for index in 0..<4 { mapping.storeBytes(of: UInt8(truncatingIfNeeded: length >> (24 - 8 * index)), toByteOffset: index, as: UInt8.self) }
     }
 }
 
