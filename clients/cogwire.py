@@ -230,8 +230,10 @@ def record_problem(record):
     if not (isinstance(value["epoch"], int) and value["epoch"] >= 0):
         problems.append("epoch")
     origin = value["origin"]
-    if not isinstance(origin, dict) or not set(origin) <= {"worker", "request", "instance"}:
+    if not isinstance(origin, dict) or not set(origin) <= {"worker", "request", "instance", "digest"}:
         problems.append("origin")
+    elif "digest" in origin and not ("request" in origin and isinstance(origin["digest"], bytes) and len(origin["digest"]) == 8):
+        problems.append("origin.digest")
     elif "request" in origin and not (isinstance(origin["request"], dict) and set(origin["request"]) == {"seq", "worker"}):
         problems.append("origin.request")
     for event in value["scopes"] if isinstance(value["scopes"], list) else [None]:
@@ -262,7 +264,7 @@ def state_key(name, encoded_key):
 def read_folder(path):
     """Everything a reader needs from a data folder (turnlog.md §1-2):
     {"turns": {rev: bytes}, "state": {(name, key bytes): value bytes},
-     "dedup": {(worker, seq): frame}, "meta": {name: bytes}, "identity": text}"""
+     "dedup": {(worker, seq): digest + frame}, "meta": {name: bytes}, "identity": text}"""
     import lmdb
     env = lmdb.open(path, readonly=True, lock=True, max_dbs=8, subdir=True)
     try:
@@ -589,3 +591,9 @@ def message_problem(value, expected_type=None):
         if kind == "turns":
             return None
     return None
+
+
+def request_digest(op, argument):
+    """turnlog.md §3: the first 8 bytes of SHA-256 over op, 0x00, argument."""
+    import hashlib
+    return hashlib.sha256(op.encode("utf-8") + b"\x00" + argument).digest()[:8]

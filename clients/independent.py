@@ -27,7 +27,7 @@ import cbor2
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cogwire import (Checks, Deadline, Leader, Peer, Tag, CBORError, decode, encode, item_spans,  # noqa: E402
+from cogwire import (request_digest, Checks, Deadline, Leader, Peer, Tag, CBORError, decode, encode, item_spans,  # noqa: E402
                      message, message_problem, parse, read_folder, record_problem, state_key)
 
 # Checks the leader fails today although protocol/ says otherwise:
@@ -533,11 +533,22 @@ def run(cogd, checks):
             revision = value["body"]["outcome"]["applied"]["revision"]
             worker.pump(lambda: worker.applied >= revision, 5)
             record = decode(worker.records[revision]) if revision in worker.records else {}
-            check("its record's origin is {worker, request {seq, worker}, instance}",
+            digest = request_digest("ledger.transfer", encode({"from": names[5], "to": names[6], "amount": 5}))
+            check("its record's origin is {worker, request {seq, worker}, instance, digest of op and argument}",
                   record.get("origin") == {"worker": worker.name, "request": {"seq": seq, "worker": worker.name},
-                                           "instance": instances[names[5]]}, repr(record.get("origin")))
+                                           "instance": instances[names[5]], "digest": digest}, repr(record.get("origin")))
             check("its record's name is the op's composed turn name", record.get("name") == "Indep.desk.transfer",
                   repr(record.get("name")))
+
+        # A retry under the same id with another argument is refused request-mismatch (cogwire.md §4).
+        if kind == "applied":
+            worker.op("ledger.transfer", {"from": names[5], "to": names[6], "amount": 6}, instance=instances[names[5]],
+                      name="Indep.desk.transfer", seq=seq)
+            value, _ = worker.reply_for(seq)
+            reason = (value or {}).get("body", {}).get("outcome", {}).get("rejected", {}).get("reason", "")
+            check("a retry with the same id and another argument is rejected request-mismatch",
+                  reason.startswith(f"request-mismatch: request {worker.name}#{seq} was answered for another op or argument"),
+                  repr(value))
 
         # Retries: the same request id again is answered the same, not run again.
         worker.dealer.send(message("op", {"request": {"worker": worker.name, "seq": seq}, "op": "ledger.transfer",
@@ -679,9 +690,10 @@ def run(cogd, checks):
             worker.pump(lambda: False, 0.05) if leader_alive else None
         check("cogd.identity bytes 78..97 hold the last committed revision", identity[78:98] == f"{max(turns):020d}".encode(),
               repr(identity[78:98]))
-        # dedup holds the refused request's reply frame exactly as sent.
-        check("dedup holds a refused request's reply frame exactly as it was sent",
-              folder["dedup"].get((worker.name, seq2)) == first_raw, repr(folder["dedup"].get((worker.name, seq2))))
+        # dedup holds the refused request's digest, then its reply frame exactly as sent.
+        stored = folder["dedup"].get((worker.name, seq2)) or b""
+        check("dedup holds a refused request's reply frame exactly as it was sent, after its 8-byte digest",
+              stored[8:] == first_raw, repr(stored))
 
         code = leader.stop()
         check("the leader stops cleanly on SIGTERM (exit 0)", code == 0, f"exit {code}: {leader.output()[-300:]}")

@@ -102,6 +102,8 @@ public final class Leader {
     private var dedupRows: [(RequestID, [UInt8])] = []
     /// The peers that asked for a catch-up in the batch being built.
     private var catchUpsThisBatch: Set<[UInt8]> = []
+    /// A batch takes messages until they reach this many bytes (or 4,096 of them).
+    public static let maximumBatchBytes = 16 << 20
     /// The most snapshots sent at once (each holds an LMDB read).
     public static let maximumSnapshotStreams = 64
     /// Messages ZeroMQ may queue for one peer of the requests socket, and
@@ -180,7 +182,9 @@ public final class Leader {
         // holds its worker name is still there.
         try router.setRouterMandatory(true)
         try router.setMaximumMessageSize(Int64(WireMessage.maximumSize * 4))
-        try router.setHighWaterMarks(send: Leader.requestsSendHighWaterMark, receive: 1_000)
+        // What ZeroMQ holds from one peer before the leader reads it: 64 frames
+        // of at most 4 MiB (a peer that sends faster waits, TCP pushing back).
+        try router.setHighWaterMarks(send: Leader.requestsSendHighWaterMark, receive: 64)
         try router.bind(configuration.requestsEndpoint)
         publisher = try ZMQSocket(context, .publisher)
         if streamHasOwnIOThread { try publisher.setIOThreads(0b10) }
@@ -199,7 +203,8 @@ public final class Leader {
                 guard let last = records.last else { break }
                 for record in records {
                     guard let request = record.origin.request else { continue }
-                    rebuilt[request] = OpReply(request: request, outcome: .applied(revision: record.revision)).frame()
+                    rebuilt[request] = Leader.dedupValue(
+                        digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
                 }
                 next = last.revision + 1
             }
@@ -215,7 +220,7 @@ public final class Leader {
                     request: crashed.request,
                     outcome: .rejected(
                         reason: "crashed-leader: the leader stopped while running this request (op `\(crashed.op)`); it is not run again"))
-                try durable.flush(replies: [(crashed.request, reply.frame())])
+                try durable.flush(replies: [(crashed.request, Leader.dedupValue(digest: crashed.digest, frame: reply.frame()))])
                 quarantined = QuarantinedRequest(request: crashed.request, op: crashed.op)
                 errorCounts["crashed-leader", default: 0] += 1
             }
@@ -293,8 +298,12 @@ public final class Leader {
     /// publishes and replies.
     func serveBatch() throws {
         var taken = 0
-        while taken < 4_096, let frames = try router.receive() {
+        var takenBytes = 0
+        // A batch ends at 4,096 messages or 16 MiB of them: what one batch
+        // holds (its turns, records and replies) stays bounded.
+        while taken < 4_096, takenBytes < Leader.maximumBatchBytes, let frames = try router.receive() {
             taken += 1
+            takenBytes += frames.reduce(0) { $0 + $1.count }
             guard frames.count == 2 else {
                 if let identity = frames.first {
                     refuse(identity, WireError(code: "malformed", message: "expected one frame after the identity, got \(frames.count - 1)"))
@@ -845,6 +854,7 @@ public final class Leader {
                 outcome: .rejected(reason: "bad-request: request sequences are 1 to 2^63-1; this one is \(request.request.sequence)")
             ).frame()
         }
+        let digest = RequestDigest.of(op: request.op, argument: request.argument)
         let highest: UInt64
         do {
             highest = try lastSequence(of: worker)
@@ -854,9 +864,13 @@ public final class Leader {
         if request.request.sequence <= highest {
             // A retry: answered in this batch, or stored. (Neither: a request
             // sent late, after its scope child's instance became known.)
-            if let answered = batchReplies[request.request] ?? unindexed[request.request] { return answered }
+            if let answered = batchReplies[request.request] ?? unindexed[request.request] {
+                return answer(request.request, stored: answered, digest: digest)
+            }
             do {
-                if let stored = try durable.store.dedupReply(for: request.request) { return stored }
+                if let stored = try durable.store.dedupReply(for: request.request) {
+                    return answer(request.request, stored: stored, digest: digest)
+                }
             } catch {
                 // Unknown whether it ran: never run it on a guess.
                 return unavailable(request.request, because: "cannot read the dedup table: \(error.message)")
@@ -879,10 +893,11 @@ public final class Leader {
         } else if let runner = RemoteOpRegistry.runner(named: request.op) {
             let before = durable.pending.count
             let revision = durable.nextRevision
-            durable.currentOrigin = TurnOrigin(worker: request.request.worker, instance: request.instance, request: request.request)
+            durable.currentOrigin = TurnOrigin(
+                worker: request.request.worker, instance: request.instance, request: request.request, digest: digest)
             defer { durable.currentOrigin = .system }
             do {
-                try runningNote.note(request.request, op: request.op)
+                try runningNote.note(request.request, op: request.op, digest: digest)
             } catch {
                 // Unnoted, a body that traps would run again after the restart.
                 return unavailable(request.request, because: "cannot note the running request: \(error.message)")
@@ -923,14 +938,40 @@ public final class Leader {
             reply = OpReply(request: request.request, outcome: .rejected(reason: "unknown-op: no op named `\(request.op)` is registered"))
         }
         let frame = reply.frame()
-        batchReplies[request.request] = frame
+        let stored = Leader.dedupValue(digest: digest, frame: frame)
+        batchReplies[request.request] = stored
         if case .applied = reply.outcome {
-            unindexed[request.request] = frame
+            unindexed[request.request] = stored
             batchApplied.append(request.request)
         } else {
-            dedupRows.append((request.request, frame))
+            dedupRows.append((request.request, stored))
         }
         return frame
+    }
+
+    /// What `dedup` keeps for a request: the digest of its op and argument
+    /// (8 zero bytes when unknown), then the reply frame (`turnlog.md` §2).
+    static func dedupValue(digest: [UInt8]?, frame: [UInt8]) -> [UInt8] {
+        (digest ?? Leader.unknownDigest) + frame
+    }
+
+    static let unknownDigest = [UInt8](repeating: 0, count: RequestDigest.size)
+
+    /// The stored answer to a retry — unless the retry carries another op
+    /// or argument than the request first answered under its id: then it
+    /// is refused `request-mismatch` (and that refusal is kept nowhere).
+    private func answer(_ request: RequestID, stored: [UInt8], digest: [UInt8]) -> [UInt8] {
+        guard stored.count > RequestDigest.size else { return stored }  // not written by this leader: answered as stored
+        let storedDigest = Array(stored.prefix(RequestDigest.size))
+        guard storedDigest == digest || storedDigest == Leader.unknownDigest else {
+            errorCounts["request-mismatch", default: 0] += 1
+            return OpReply(
+                request: request,
+                outcome: .rejected(
+                    reason: "request-mismatch: request \(request) was answered for another op or argument; a new request needs a new sequence")
+            ).frame()
+        }
+        return Array(stored.dropFirst(RequestDigest.size))
     }
 
     /// Refuses a request the leader cannot run safely now; not kept in

@@ -17,7 +17,7 @@ import Foundation
 /// costs no system call per request.
 ///
 /// Layout (`protocol/turnlog.md` §1): 4 bytes big-endian length N, then N
-/// bytes of deterministic CBOR `{"op": text, "seq": uint, "worker": text}`;
+/// bytes of deterministic CBOR `{"op": text, "seq": uint, "digest": bytes, "worker": text}`;
 /// N = 0 means no request is running. The file is 4,100 bytes.
 ///
 /// - Important: one writer, the leader's serving thread; the data folder's
@@ -28,6 +28,8 @@ final class RunningRequestNote {
         var op: String
         var seq: UInt64
         var worker: String
+        /// The digest of its op and argument (`RequestDigest`).
+        var digest: [UInt8]?
 
         var request: RequestID { RequestID(worker: worker, sequence: seq) }
     }
@@ -97,7 +99,7 @@ final class RunningRequestNote {
     /// Notes that `request`'s body (op `op`) runs now. The body goes in
     /// first and its length last, so a process killed in between leaves no
     /// note rather than half of one.
-    func note(_ request: RequestID, op: String) throws(TurnStoreError) {
+    func note(_ request: RequestID, op: String, digest: [UInt8]) throws(TurnStoreError) {
         // Deterministic CBOR written in place (keys in encoded order: "op",
         // "seq", "worker"): no allocation per request.
         setLength(0)
@@ -125,7 +127,7 @@ final class RunningRequestNote {
         guard request.worker.utf8.count <= 255 else {
             throw TurnStoreError(code: .notWritable, message: "a worker name over 255 bytes cannot be noted")
         }
-        head(5, 3)
+        head(5, 4)
         text("op".utf8)
         if op.utf8.count <= 1_024 {
             text(op.utf8)
@@ -136,6 +138,9 @@ final class RunningRequestNote {
         }
         text("seq".utf8)
         head(0, request.sequence)
+        text("digest".utf8)
+        head(2, UInt64(digest.count))
+        for value in digest { byte(value) }
         text("worker".utf8)
         text(request.worker.utf8)
         setLength(offset - 4)

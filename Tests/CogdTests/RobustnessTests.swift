@@ -74,6 +74,46 @@ struct RobustnessTests {
         #expect(stored.outcome == .rejected(reason: "crashed-leader: the leader stopped while running this request (op `ledger.trap`); it is not run again"))
     }
 
+    @Test func `a retry under the same request id with another op or argument is refused request-mismatch, also after a restart`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let close = { (sequence: UInt64) in
+            WireMessage.op(OpRequest(request: RequestID(worker: "c", sequence: sequence), op: "ledger.close", argument: try CBOREncoder().encode("alice"))).encoded()
+        }
+        func outcomes(_ frames: [[UInt8]]) throws -> [OpReply.Outcome?] {
+            let peer = try RawPeer(endpoint: ports.requests)
+            return try frames.map { frame in
+                guard case .reply(let reply)? = try peer.exchange([frame]) else { return nil }
+                return reply.outcome
+            }
+        }
+        let mismatch = { (sequence: Int) in
+            OpReply.Outcome.rejected(
+                reason: "request-mismatch: request c#\(sequence) was answered for another op or argument; a new request needs a new sequence")
+        }
+        #expect(
+            try outcomes([
+                try openAccountFrame("alice", balance: 5, worker: "c", sequence: 1),
+                try openAccountFrame("alice", balance: 6, worker: "c", sequence: 1),  // another argument
+                try close(1),  // another op
+                try openAccountFrame("alice", balance: 5, worker: "c", sequence: 1),  // a true retry
+                try openAccountFrame("alice", balance: 5, worker: "c", sequence: 2),  // unchanged
+                try close(2),
+            ]) == [.applied(revision: 1), mismatch(1), mismatch(1), .applied(revision: 1), .unchanged, mismatch(2)])
+        // After a restart the answers come from the log and dedup, digests with them.
+        leader.stop()
+        leader = try ports.startLeader(data: folder.path)
+        #expect(
+            try outcomes([
+                try openAccountFrame("alice", balance: 6, worker: "c", sequence: 1), try openAccountFrame("alice", balance: 5, worker: "c", sequence: 1),
+                try close(2), try openAccountFrame("alice", balance: 5, worker: "c", sequence: 2),
+            ]) == [mismatch(1), .applied(revision: 1), mismatch(2), .unchanged])
+        #expect(try TurnStore(directory: folder.path, mode: .reader).lastRevision == 1, "nothing ran twice")
+    }
+
     @Test func `any v but the integer 1 is a version error`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

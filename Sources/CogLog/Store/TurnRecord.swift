@@ -66,11 +66,15 @@ public struct TurnOrigin: Codable, Equatable, Hashable, Sendable {
     public var worker: String?
     public var instance: UInt64?
     public var request: RequestID?
+    /// The request's digest of op and argument (`RequestDigest`): a retry
+    /// with the same id must carry the same op and argument.
+    public var digest: [UInt8]?
 
-    public init(worker: String? = nil, instance: UInt64? = nil, request: RequestID? = nil) {
+    public init(worker: String? = nil, instance: UInt64? = nil, request: RequestID? = nil, digest: [UInt8]? = nil) {
         self.worker = worker
         self.instance = instance
         self.request = request
+        self.digest = digest
     }
 
     /// Turns opened by the runtime itself (or an embedded app) carry no origin.
@@ -370,6 +374,10 @@ extension TurnOrigin {
     init?(scanning scanner: inout CBORScanner) {
         guard let fields = scanner.mapCount() else { return nil }
         var origin = TurnOrigin()
+        if scanner.skip(text: "digest") {
+            guard let digest = scanner.byteString() else { return nil }
+            origin.digest = digest
+        }
         if scanner.skip(text: "worker") {
             guard let worker = scanner.text() else { return nil }
             origin.worker = worker
@@ -384,7 +392,9 @@ extension TurnOrigin {
             guard let instance = scanner.unsigned() else { return nil }
             origin.instance = instance
         }
-        let present = (origin.worker == nil ? 0 : 1) + (origin.request == nil ? 0 : 1) + (origin.instance == nil ? 0 : 1)
+        let present =
+            (origin.worker == nil ? 0 : 1) + (origin.request == nil ? 0 : 1) + (origin.instance == nil ? 0 : 1)
+            + (origin.digest == nil ? 0 : 1)
         guard fields == UInt64(present) else { return nil }
         self = origin
     }
@@ -397,6 +407,7 @@ extension TurnOrigin {
     static func encodedSize(_ origin: UnsafePointer<TurnOrigin>) -> Int {
         typealias Span = CBORSpanWriter
         var size = 1
+        if let digest = origin.pointee.digest { size += Span.textSize("digest") + Span.headSize(UInt64(digest.count)) + digest.count }
         if origin.pointee.worker != nil { size += Span.textSize("worker") + Span.textSize(origin.pointee.worker!) }
         if origin.pointee.request != nil {
             size += Span.textSize("request") + 1 + Span.textSize("seq") + Span.headSize(origin.pointee.request!.sequence)
@@ -410,8 +421,14 @@ extension TurnOrigin {
         let hasWorker = origin.pointee.worker != nil
         let hasRequest = origin.pointee.request != nil
         let instance = origin.pointee.instance
-        writer.head(major: 5, UInt64((instance == nil ? 0 : 1) + (hasRequest ? 1 : 0) + (hasWorker ? 1 : 0)))
-        // Keys: worker (6), request (7), instance (8).
+        let digest = origin.pointee.digest
+        writer.head(major: 5, UInt64((instance == nil ? 0 : 1) + (hasRequest ? 1 : 0) + (hasWorker ? 1 : 0) + (digest == nil ? 0 : 1)))
+        // Keys: digest (6), worker (6, after "digest"), request (7), instance (8).
+        if let digest {
+            writer.text("digest")
+            writer.head(major: 2, UInt64(digest.count))
+            writer.raw(digest)
+        }
         if hasWorker {
             writer.text("worker")
             writer.text(origin.pointee.worker!)
