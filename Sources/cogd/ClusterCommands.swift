@@ -77,13 +77,14 @@ enum ClusterCommands {
         if options.trapOp { LedgerRig.registerTrapOp() }
         let leader: Leader
         do {
-            leader = try Leader(
-                configuration: .init(
-                    dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
-                    turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000)),
-                    commitAffinity: options.commitAffinity, spinWait: .microseconds(options.spinWaitMicroseconds),
-                    snapshotPartBytes: options.snapshotPartBytes)
-                    .acceptingDataLoss(options.acceptDataLoss))
+            var configuration = Leader.Configuration(
+                dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
+                turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000)),
+                commitAffinity: options.commitAffinity, spinWait: .microseconds(options.spinWaitMicroseconds),
+                snapshotPartBytes: options.snapshotPartBytes
+            ).acceptingDataLoss(options.acceptDataLoss)
+            configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
+            leader = try Leader(configuration: configuration)
         } catch {
             printError("Error: \(escaped: error)")
             return 1
