@@ -110,7 +110,10 @@ public final class Leader {
     /// for one subscriber of the turn stream, before further sends to it are
     /// dropped (a peer that reads nothing holds at most this much).
     public static let requestsSendHighWaterMark: Int32 = 8
-    public static let turnsSendHighWaterMark: Int32 = 100
+    /// A turn message holds up to about 1 MiB of records, so a subscriber
+    /// that reads nothing holds about 32 MiB (100 held 78 MiB: over the
+    /// 64 MiB a peer may cost, `MemoryBoundTests`).
+    public static let turnsSendHighWaterMark: Int32 = 32
     /// Replies to applied requests not yet in the `dedup` table: each one's
     /// record (its `origin.request` and revision) holds it durably, so they
     /// are stored together, every `indexInterval` of them, in one batch's

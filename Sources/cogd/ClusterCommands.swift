@@ -84,6 +84,7 @@ enum ClusterCommands {
                 snapshotPartBytes: options.snapshotPartBytes
             ).acceptingDataLoss(options.acceptDataLoss)
             configuration.maximumRecordBytes = options.maximumRecordBytes
+            configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             leader = try Leader(configuration: configuration)
         } catch {
             printError("Error: \(escaped: error)")

@@ -46,6 +46,9 @@ enum Command: Equatable {
         var snapshotPartBytes = WireMessage.snapshotPartTarget
         /// The most bytes a turn's record may take (`--max-record-bytes`).
         var maximumRecordBytes = Leader.maximumRecordBytes
+        /// Seconds a snapshot may wait for its requester to read before it is
+        /// given up with its LMDB read (`--snapshot-deadline`).
+        var snapshotDeadline: Double = 30
         /// Serve `ledger.trap`, an op whose body traps on demand (`--trap-op`; drills and tests).
         var trapOp = false
         /// Start even when data.mdb is behind what the folder remembers (`--accept-data-loss`).
@@ -100,7 +103,7 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--trap-op] [--accept-data-loss]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S] [--trap-op] [--accept-data-loss]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
@@ -246,6 +249,12 @@ enum Command: Equatable {
                     throw UsageError(message: "--max-record-bytes takes bytes from 4096 to \(Leader.maximumRecordBytes), not '\(text)'", subcommand: subcommand)
                 }
                 leader.maximumRecordBytes = bytes
+            case ("leader", "--snapshot-deadline"):
+                let text = try reader.value(for: option)
+                guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
+                    throw UsageError(message: "--snapshot-deadline takes seconds (more than 0, at most 86400), not '\(text)'", subcommand: subcommand)
+                }
+                leader.snapshotDeadline = seconds
             case ("leader", "--trap-op"):
                 try reader.noValue(option)
                 leader.trapOp = true

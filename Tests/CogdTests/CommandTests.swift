@@ -133,4 +133,16 @@ struct CommandTests {
             try Command.parse(["leader", "--snapshot-part-bytes", "512"])
         }
     }
+
+    @Test func `leader --snapshot-deadline takes seconds`() throws {
+        #expect(Command.LeaderOptions().snapshotDeadline == 30)
+        var leader = Command.LeaderOptions()
+        leader.snapshotDeadline = 0.5
+        #expect(try Command.parse(["leader", "--snapshot-deadline", "0.5"]) == .leader(leader))
+        for text in ["0", "-1", "x"] {
+            #expect(throws: Command.UsageError(message: "--snapshot-deadline takes seconds (more than 0, at most 86400), not '\(text)'", subcommand: "leader")) {
+                try Command.parse(["leader", "--snapshot-deadline", text])
+            }
+        }
+    }
 }
