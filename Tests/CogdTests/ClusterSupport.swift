@@ -127,6 +127,13 @@ struct ClusterPorts {
         return object?["openScopeInstances"] as? [Int] ?? []
     }
 
+    /// The leader's refusals by code, from `cogd status --json`.
+    func errorCounts() throws -> [String: Int] {
+        let status = try runCogd(["status", "--leader", requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        return object?["errors"] as? [String: Int] ?? [:]
+    }
+
     func call(_ op: String, _ json: String, requestID: String? = nil) throws -> String {
         var arguments = ["call", op, json, "--leader", requests]
         if let requestID { arguments += ["--request-id", requestID] }

@@ -56,9 +56,7 @@ struct CommitFailureTests {
         #expect(worker.waitForLine { $0 == "cogd worker w1: applied \(applied + 1)" } != nil)
         let verify = try runCogd(["log", "verify", "--data", folder.path])
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        #expect((object?["errors"] as? [String: Int])?["too-large"] == 10 - applied)
+        #expect(try ports.errorCounts()["too-large"] == 10 - applied)
     }
 
     @Test(.enabled(if: getuid() == 0, "mounts a small tmpfs (root only)"))
@@ -115,9 +113,7 @@ struct CommitFailureTests {
         }
         #expect(retried.outcome == .applied(revision: UInt64(failedIndex)))
         #expect(try CommitFailureTests.accounts(in: data) == appliedNames + [name(failedIndex)])
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        #expect(((object?["errors"] as? [String: Int])?["commit-failed"] ?? 0) >= 2)
+        #expect((try ports.errorCounts()["commit-failed"] ?? 0) >= 2)
         leader.stop()
         let verify = try runCogd(["log", "verify", "--data", data])
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")

@@ -93,7 +93,7 @@ struct MemoryBoundTests {
         }
         #expect(reply.outcome.isApplied, "\(reply.outcome)")
         let report = watch.finish()
-        let errors = try MemoryBoundTests.statusErrors(ports)
+        let errors = try ports.errorCounts()
         MemoryBoundTests.log("150 unread catch-ups of \(answerBytes) bytes (errors \(errors))", report)
         #expect(report.growth < MemoryBoundTests.bound, "\(report); errors \(errors)")
         // The answers past the first of a batch are refused `busy`, counted.
@@ -181,7 +181,7 @@ struct MemoryBoundTests {
             try waitUntil { try MemoryBoundTests.status(setup).errorCounts["snapshot-abandoned"] == 1 },
             "the unread snapshot was given up; \(watch.report())")
         #expect(try MemoryBoundTests.activeReaders(folder.path, pid: pid).isEmpty, "its LMDB read was released")
-        #expect(try MemoryBoundTests.statusErrors(ports)["snapshot-abandoned"] == 1)
+        #expect(try ports.errorCounts()["snapshot-abandoned"] == 1)
         // The leader keeps serving.
         guard case .reply(let reply)? = try RawPeer(endpoint: ports.requests).exchange([openAccountFrame("alice", balance: 5, worker: "other", sequence: 1)]) else {
             Issue.record("no reply after the abandonment")
@@ -226,7 +226,7 @@ struct MemoryBoundTests {
             return
         }
         #expect(worker == "many" && number == 1)
-        #expect(try MemoryBoundTests.statusErrors(ports)["too-many-registrations"] == 1)
+        #expect(try ports.errorCounts()["too-many-registrations"] == 1)
         let report = watch.finish()
         MemoryBoundTests.log("4,096 registrations of one worker", report)
         #expect(report.growth < MemoryBoundTests.bound, "\(report)")
@@ -261,7 +261,7 @@ struct MemoryBoundTests {
             return revision
         }
         #expect(revisions == Array(2...UInt64(revisions.count + 1)), "each applied, in order")
-        #expect(try MemoryBoundTests.statusErrors(ports)["send-dropped"] == nil)
+        #expect(try ports.errorCounts()["send-dropped"] == nil)
         let report = watch.finish()
         MemoryBoundTests.log("3,000 pipelined ops", report)
         #expect(report.growth < MemoryBoundTests.bound, "\(report)")
@@ -306,13 +306,6 @@ struct MemoryBoundTests {
     }
 
     struct StatusUnanswered: Error {}
-
-    /// The error counts `cogd status --json` prints.
-    static func statusErrors(_ ports: ClusterPorts) throws -> [String: Int] {
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        return object?["errors"] as? [String: Int] ?? [:]
-    }
 
     /// The read transactions process `pid` holds open on the LMDB
     /// environment in `folder` (its reader table, as `mdb_stat -r` lists it).

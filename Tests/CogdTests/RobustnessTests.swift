@@ -59,9 +59,7 @@ struct RobustnessTests {
         let store = try TurnStore(directory: folder.path, mode: .reader)
         #expect(try store.records(from: 1).map(\.name) == ["ledger.open", "ledger.open"])
         #expect(try store.value(name: "ledger.accounts", key: nil) == CBOREncoder().encode(["alice", "bob"]))
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        #expect((object?["errors"] as? [String: Int])?["crashed-leader"] == 1, "\(status.stdout)")
+        #expect(try ports.errorCounts()["crashed-leader"] == 1)
 
         // A third start finds nothing to quarantine: the answer is in dedup.
         leader.stop()
@@ -322,9 +320,7 @@ struct RobustnessTests {
             }
             #expect(reported, "round \(round): the worker reports revision \(revision)")
         }
-        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
-        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        #expect((object?["errors"] as? [String: Int])?["gone"] == nil, "\(status.stdout)")
+        #expect(try ports.errorCounts()["gone"] == nil)
         let store = try TurnStore(directory: folder.path, mode: .reader)
         #expect(try store.records(from: 1).filter { $0.name.hasPrefix("cogd.") }.isEmpty, "no instance retired")
     }
