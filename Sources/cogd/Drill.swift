@@ -137,14 +137,30 @@ struct Drill {
         let leaderErrors = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-leader.err").path
         defer { try? FileManager.default.removeItem(atPath: leaderErrors) }
         func startLeader() throws -> Child {
-            try Child(executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns, "--trap-op"], errors: leaderErrors)
+            // No crash backtrace (the "Fatal error:" line is still written): a
+            // SIGKILL that lands while a trapped leader runs the backtracer
+            // leaves `swift-backtrace` behind, blocked for good and holding
+            // the leader's inherited descriptors (data.mdb, and the socket by
+            // which Foundation learns that the child ended, so the drill
+            // would never see it end).
+            try Child(
+                executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns, "--trap-op"],
+                errors: leaderErrors, environment: ["SWIFT_BACKTRACE": "enable=no"])
         }
         var leader = try startLeader()
         /// How the process before the current leader ended (what its start may quarantine).
         var previousLeaderEnd = LeaderEnd.none
-        var workers = try (0..<options.workers).map {
-            try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\($0)", "--rig", Drill.rig(forWorker: $0)])
+        // Each worker's stderr (its last process's): why it stopped, if it did by itself.
+        let workerErrors = (0..<options.workers).map {
+            FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-w\($0).err").path
         }
+        defer { for path in workerErrors { try? FileManager.default.removeItem(atPath: path) } }
+        func startWorker(_ index: Int) throws -> Child {
+            try Child(
+                executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", Drill.rig(forWorker: index)],
+                errors: workerErrors[index], environment: ["SWIFT_BACKTRACE": "enable=no"])
+        }
+        var workers = try (0..<options.workers).map(startWorker)
         defer {
             leader.stop()
             for worker in workers { worker.stop() }
@@ -239,8 +255,7 @@ struct Drill {
                     let index = Int(random.next() % UInt64(workers.count))
                     workers[index].killHard()
                     verdict.workerKills += 1
-                    workers[index] = try Child(
-                        executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", Drill.rig(forWorker: index)])
+                    workers[index] = try startWorker(index)
                     nextWorkerKill = now + jitter(options.killWorkerEvery)
                 }
             }
@@ -282,6 +297,11 @@ struct Drill {
             let behind = status.workers.filter { $0.appliedRevision != status.revision }.map { "\($0.name) at \($0.appliedRevision) of \(status.revision)" }
             verdict.unconverged = behind
             if status.workers.count < options.workers { verdict.unconverged.append("\(options.workers - status.workers.count) workers not reporting") }
+            for (index, worker) in workers.enumerated() where !worker.isRunning {
+                // The drill restarts workers only after its own kills.
+                verdict.unconverged.append(
+                    "drill-w\(index) \(worker.ending)\(worker.lastErrorLine(in: workerErrors[index]).map { ": \($0)" } ?? "")")
+            }
         } else {
             verdict.unconverged = ["the leader did not answer status"]
         }
@@ -420,9 +440,13 @@ final class Child {
     }
 
     /// `errors`: a file that receives the process's stderr (created anew).
-    init(_ executable: URL, _ arguments: [String], errors: String? = nil) throws {
+    /// `environment`: variables set for the child on top of the drill's.
+    init(_ executable: URL, _ arguments: [String], errors: String? = nil, environment: [String: String] = [:]) throws {
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = FileHandle.nullDevice
         if let errors, FileManager.default.createFile(atPath: errors, contents: nil), let handle = FileHandle(forWritingAtPath: errors) {
             process.standardError = handle
@@ -448,7 +472,9 @@ final class Child {
     func killHard() {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
-        for _ in 0..<500 where process.isRunning { usleep(2_000) }
+        // Foundation learns of the exit when every holder of the child's
+        // end of its status socket is gone (see `init`): normally at once.
+        for _ in 0..<5_000 where process.isRunning { usleep(2_000) }
     }
 
     func stop() {
