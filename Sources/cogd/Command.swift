@@ -109,7 +109,7 @@ enum Command: Equatable {
         ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
-        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--seed N] [--json]"),
+        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--json]"),
         ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
@@ -175,6 +175,12 @@ enum Command: Equatable {
             case "--seconds": options.seconds = Int(try number(option, try reader.value(for: option)))
             case "--kill-leader-every": options.killLeaderEvery = try number(option, try reader.value(for: option))
             case "--kill-worker-every": options.killWorkerEvery = try number(option, try reader.value(for: option))
+            case "--trap-every":
+                let text = try reader.value(for: option)
+                guard let value = Double(text), value >= 0, value.isFinite else {
+                    throw UsageError(message: "--trap-every takes a number of seconds, 0 for none, not '\(text)'", subcommand: "drill")
+                }
+                options.trapEvery = value
             case "--seed":
                 let text = try reader.value(for: option)
                 guard let value = UInt64(text) else {

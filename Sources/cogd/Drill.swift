@@ -10,13 +10,17 @@ import Foundation
 /// leader and workers run on loopback over a fresh data folder; pipelined
 /// transfers flow through clients that retry with the same request id; the
 /// leader and workers are killed with SIGKILL on a seeded schedule and
-/// restarted. The verdict checks what an operator must be able to trust.
+/// restarted; on another, a client sends `ledger.trap`, whose body kills the
+/// leader (`--trap-op`), and the drill restarts it when it sees it die. The
+/// verdict checks what an operator must be able to trust.
 struct Drill {
     struct Options: Equatable {
         var workers = 2
         var seconds = 20
         var killLeaderEvery: Double = 5
         var killWorkerEvery: Double = 7
+        /// About how often a client sends `ledger.trap` (one at a time); 0: never.
+        var trapEvery: Double = 6
         var seed: UInt64 = 1
         var json = false
         /// Run over this data folder (for example one prefilled with a large
@@ -46,6 +50,29 @@ struct Drill {
         /// Turns owned by a scope instance (the greeter's), and requests the leader refused as retired.
         var scopeOwned = 0
         var retiredRejected = 0
+        /// `ledger.trap` requests sent; leader processes that died of one (not
+        /// a drill kill); trap requests answered `rejected("crashed-leader: …")`.
+        var trapRequests = 0
+        var trapCrashes = 0
+        var trapRejected = 0
+        /// Trap requests answered otherwise, or never; and those that killed the leader more than once.
+        var trapWrong: [String] = []
+        var trapCrashLoops: [String] = []
+        /// Other requests answered `crashed-leader`: a drill kill while their
+        /// body ran (documented behaviour: rejected, never applied).
+        var quarantined = 0
+        /// Requests answered rejected whose turn is nevertheless in the log.
+        var rejectedApplied: [String] = []
+        /// Leader processes that stopped by themselves other than of a trap request.
+        var unexpectedExits: [String] = []
+        /// Records named `ledger.trap` (its body never writes).
+        var trapRecords: [String] = []
+        /// More `crashed-leader` answers than leader restarts (each start quarantines at most one request).
+        var restarts = 0
+        /// `crashed-leader` in the last leader process's status, and what it
+        /// must be given how the process before it ended.
+        var crashedLeaderCount: Int?
+        var crashedLeaderExpected: ClosedRange<Int> = 0...0
 
         var violations: [String] {
             var list: [String] = []
@@ -55,8 +82,33 @@ struct Drill {
             if !moneyConserved { list.append("money not conserved: total \(total), expected \(expectedTotal)") }
             if !unconverged.isEmpty { list.append("replicas not converged: \(unconverged.joined(separator: ", "))") }
             if !retiredApplied.isEmpty { list.append("\(retiredApplied.count) turns applied from retired or dead-epoch instances (first: \(retiredApplied[0]))") }
+            if !rejectedApplied.isEmpty { list.append("\(rejectedApplied.count) requests answered rejected but applied (first: \(rejectedApplied[0]))") }
+            if !trapWrong.isEmpty { list.append("\(trapWrong.count) trap requests not answered crashed-leader (first: \(trapWrong[0]))") }
+            if !trapCrashLoops.isEmpty { list.append("\(trapCrashLoops.count) trap requests killed the leader more than once (first: \(trapCrashLoops[0]))") }
+            if !trapRecords.isEmpty { list.append("\(trapRecords.count) records named ledger.trap (first: \(trapRecords[0]))") }
+            if !unexpectedExits.isEmpty { list.append("\(unexpectedExits.count) unexpected leader exits (first: \(unexpectedExits[0]))") }
+            if trapRejected + quarantined > restarts {
+                list.append("\(trapRejected + quarantined) requests answered crashed-leader over \(restarts) leader restarts")
+            }
+            if let count = crashedLeaderCount, !crashedLeaderExpected.contains(count) {
+                list.append("the last leader counts \(count) crashed-leader, expected \(crashedLeaderExpected.lowerBound)…\(crashedLeaderExpected.upperBound)")
+            }
             return list
         }
+    }
+
+    /// The op that traps on demand (the leaders run with `--trap-op`).
+    static let trapOpName = "ledger.trap"
+
+    /// How a leader process ended.
+    enum LeaderEnd {
+        /// The first process: nothing ended before it.
+        case none
+        case drillKill
+        /// It died of a trap request's body.
+        case trapCrash
+        /// By itself, not of a trap request (a violation).
+        case other
     }
 
     let options: Options
@@ -81,10 +133,34 @@ struct Drill {
         let turns = "tcp://127.0.0.1:\(ClusterBench.freePort())"
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var verdict = Verdict()
-        var leader = try Child(executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns])
-        var workers = try (0..<options.workers).map {
-            try Child(executable, ["worker", "--leader", requests, "--name", "drill-w\($0)", "--rig", Drill.rig(forWorker: $0)])
+        // The leader's stderr (the last process's): why it stopped, if not by a drill kill.
+        let leaderErrors = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-leader.err").path
+        defer { try? FileManager.default.removeItem(atPath: leaderErrors) }
+        func startLeader() throws -> Child {
+            // No crash backtrace (the "Fatal error:" line is still written): a
+            // SIGKILL that lands while a trapped leader runs the backtracer
+            // leaves `swift-backtrace` behind, blocked for good and holding
+            // the leader's inherited descriptors (data.mdb, and the socket by
+            // which Foundation learns that the child ended, so the drill
+            // would never see it end).
+            try Child(
+                executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns, "--trap-op"],
+                errors: leaderErrors, environment: ["SWIFT_BACKTRACE": "enable=no"])
         }
+        var leader = try startLeader()
+        /// How the process before the current leader ended (what its start may quarantine).
+        var previousLeaderEnd = LeaderEnd.none
+        // Each worker's stderr (its last process's): why it stopped, if it did by itself.
+        let workerErrors = (0..<options.workers).map {
+            FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-w\($0).err").path
+        }
+        defer { for path in workerErrors { try? FileManager.default.removeItem(atPath: path) } }
+        func startWorker(_ index: Int) throws -> Child {
+            try Child(
+                executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", Drill.rig(forWorker: index)],
+                errors: workerErrors[index], environment: ["SWIFT_BACKTRACE": "enable=no"])
+        }
+        var workers = try (0..<options.workers).map(startWorker)
         defer {
             leader.stop()
             for worker in workers { worker.stop() }
@@ -107,9 +183,39 @@ struct Drill {
         var restartLeaderAt: ContinuousClock.Instant?
         var lastProgress = start
         var transferIndex = 0
-        while ContinuousClock.now < end || clients.contains(where: { $0.outstanding > 0 }) {
+        var nextTrap = options.trapEvery > 0 ? start + jitter(options.trapEvery) : nil
+        /// Trap requests sent (by client), the one not yet answered (one at a
+        /// time, so a leader that dies of a trap died of that one), and how
+        /// many times each killed the leader.
+        var trapRequests: [RequestID: Int] = [:]
+        var trapInFlight: RequestID?
+        var trapCrashesBy: [RequestID: Int] = [:]
+        /// Classifies how the leader process ended and schedules its restart.
+        func leaderEnded(byDrillKill: Bool, now: ContinuousClock.Instant) {
+            switch leader.ending {
+            case .signal(SIGKILL) where byDrillKill:
+                verdict.leaderKills += 1
+                previousLeaderEnd = .drillKill
+            case .signal(let signal) where (signal == SIGILL || signal == SIGTRAP) && trapInFlight != nil:
+                // fatalError: SIGILL on x86_64, SIGTRAP on arm64.
+                verdict.trapCrashes += 1
+                trapCrashesBy[trapInFlight!, default: 0] += 1
+                previousLeaderEnd = .trapCrash
+            case let ending:
+                verdict.unexpectedExits.append("\(ending)\(leader.lastErrorLine(in: leaderErrors).map { ": \($0)" } ?? "")")
+                previousLeaderEnd = .other
+            }
+            verdict.restarts += 1
+            restartLeaderAt = now + .milliseconds(Int64(50 + random.next() % 250))
+        }
+        while ContinuousClock.now < end || clients.contains(where: { $0.outstanding > 0 }) || restartLeaderAt != nil {
             let now = ContinuousClock.now
             if now > end + .seconds(30) { break }
+            if let id = trapInFlight, let client = trapRequests[id], clients[client].answers[id] != nil { trapInFlight = nil }
+            if restartLeaderAt == nil, !leader.isRunning {
+                // Not a drill kill: the leader stopped by itself (a trap request, or a failure).
+                leaderEnded(byDrillKill: false, now: now)
+            }
             if now < end {
                 for client in clients where client.outstanding < 32 {
                     let from = Int(random.next() % UInt64(accounts))
@@ -129,23 +235,32 @@ struct Drill {
                         clients[3].enqueue(op: "ledger.close", argument: [:], raw: try CBOREncoder().encode(name))
                     }
                 }
+                if let at = nextTrap, now >= at {
+                    if trapInFlight == nil {
+                        let client = Int(random.next() % UInt64(clients.count))
+                        let id = clients[client].enqueue(
+                            op: Drill.trapOpName, argument: [:], raw: try CBOREncoder().encode("drill trap \(trapRequests.count + 1)"))
+                        trapRequests[id] = client
+                        trapInFlight = id
+                    }
+                    nextTrap = now + jitter(options.trapEvery)
+                }
                 if now >= nextLeaderKill, restartLeaderAt == nil {
+                    // A leader dying of a trap just now is counted as such, not as this kill.
                     leader.killHard()
-                    verdict.leaderKills += 1
-                    restartLeaderAt = now + .milliseconds(Int64(50 + random.next() % 250))
+                    leaderEnded(byDrillKill: true, now: now)
                     nextLeaderKill = now + jitter(options.killLeaderEvery)
                 }
                 if now >= nextWorkerKill, !workers.isEmpty {
                     let index = Int(random.next() % UInt64(workers.count))
                     workers[index].killHard()
                     verdict.workerKills += 1
-                    workers[index] = try Child(
-                        executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", Drill.rig(forWorker: index)])
+                    workers[index] = try startWorker(index)
                     nextWorkerKill = now + jitter(options.killWorkerEvery)
                 }
             }
             if let at = restartLeaderAt, now >= at {
-                leader = try Child(executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns])
+                leader = try startLeader()
                 leaderDownSince = ContinuousClock.now
                 restartLeaderAt = nil
             }
@@ -162,7 +277,7 @@ struct Drill {
                 lastProgress = now
                 let answered = clients.reduce(0) { $0 + $1.answers.count }
                 let elapsed = Int(ClusterBench.seconds(now - start))
-                print("drill t=\(elapsed)s sent \(clients.reduce(0) { $0 + $1.sent }) answered \(answered) kills leader \(verdict.leaderKills) worker \(verdict.workerKills)")
+                print("drill t=\(elapsed)s sent \(clients.reduce(0) { $0 + $1.sent }) answered \(answered) kills leader \(verdict.leaderKills) worker \(verdict.workerKills) traps \(trapRequests.count) (leader died of \(verdict.trapCrashes))")
                 fflush(nil)
             }
         }
@@ -178,14 +293,27 @@ struct Drill {
         }
         if let status {
             verdict.retiredRejected = Int(status.errorCounts["retired-scope"] ?? 0)
+            verdict.crashedLeaderCount = Int(status.errorCounts["crashed-leader"] ?? 0)
             let behind = status.workers.filter { $0.appliedRevision != status.revision }.map { "\($0.name) at \($0.appliedRevision) of \(status.revision)" }
             verdict.unconverged = behind
             if status.workers.count < options.workers { verdict.unconverged.append("\(options.workers - status.workers.count) workers not reporting") }
+            for (index, worker) in workers.enumerated() where !worker.isRunning {
+                // The drill restarts workers only after its own kills.
+                verdict.unconverged.append(
+                    "drill-w\(index) \(worker.ending)\(worker.lastErrorLine(in: workerErrors[index]).map { ": \($0)" } ?? "")")
+            }
         } else {
             verdict.unconverged = ["the leader did not answer status"]
         }
         leader.stop()
         for worker in workers { worker.stop() }
+        // A start quarantines at most the one request the process before it
+        // was running: surely one after a trap crash, maybe one after a kill.
+        switch previousLeaderEnd {
+        case .none: verdict.crashedLeaderExpected = options.dataFolder == nil ? 0...0 : 0...1
+        case .trapCrash: verdict.crashedLeaderExpected = 1...1
+        case .drillKill, .other: verdict.crashedLeaderExpected = 0...1
+        }
 
         let store = try TurnStore(directory: folder, mode: .reader)
         let report = try store.verify()
@@ -194,6 +322,9 @@ struct Drill {
         var retiredInstances = Set<UInt64>()
         for record in try store.records(from: 1) {
             if let request = record.origin.request { appliedBy[request, default: []].append(record.revision) }
+            if record.name == Drill.trapOpName || record.origin.request.map({ trapRequests[$0] != nil }) == true {
+                verdict.trapRecords.append("revision \(record.revision) named \(record.name)")
+            }
             if let instance = record.origin.instance {
                 verdict.scopeOwned += 1
                 if retiredInstances.contains(instance) {
@@ -214,10 +345,22 @@ struct Drill {
                     verdict.applied += 1
                     if appliedBy[request]?.contains(revision) != true { verdict.lost.append("\(request) at revision \(revision)") }
                 case .unchanged: verdict.unchanged += 1
-                case .rejected: verdict.rejected += 1
+                case .rejected(let reason):
+                    verdict.rejected += 1
+                    if let revisions = appliedBy[request] { verdict.rejectedApplied.append("\(request) at revisions \(revisions)") }
+                    if reason.hasPrefix("crashed-leader:"), trapRequests[request] == nil { verdict.quarantined += 1 }
                 }
             }
         }
+        verdict.trapRequests = trapRequests.count
+        for (request, client) in trapRequests.sorted(by: { $0.key.sequence < $1.key.sequence }) {
+            switch clients[client].answers[request] {
+            case .rejected(let reason)? where reason.hasPrefix("crashed-leader:"): verdict.trapRejected += 1
+            case let outcome?: verdict.trapWrong.append("\(request) answered \(outcome)")
+            case nil: verdict.trapWrong.append("\(request) unanswered")
+            }
+        }
+        verdict.trapCrashLoops = trapCrashesBy.filter { $0.value > 1 }.map { "\($0.key) killed it \($0.value) times" }.sorted()
         verdict.duplicated = appliedBy.filter { $0.value.count > 1 }.map { "\($0.key) at revisions \($0.value)" }.sorted()
         verdict.total = 0
         for entry in try store.stateEntries() where entry.name == "ledger.balance" {
@@ -240,7 +383,7 @@ struct Drill {
         let p50 = ClusterBench.percentile(recoveries, 0.5)
         let p99 = ClusterBench.percentile(recoveries, 0.99)
         let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
-        let command = "cogd drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --seed \(options.seed)"
+        let command = "cogd drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)"
         if options.json {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
                 + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "
@@ -250,6 +393,10 @@ struct Drill {
                 + "\"moneyConserved\": \(verdict.moneyConserved), \"replicasConverged\": \(verdict.unconverged.isEmpty), "
                 + "\"scopeOwnedTurns\": \(verdict.scopeOwned), \"retiredScopeRejections\": \(verdict.retiredRejected), "
                 + "\"retiredInstanceApplications\": \(verdict.retiredApplied.count), "
+                + "\"trapRequests\": \(verdict.trapRequests), \"trapCrashes\": \(verdict.trapCrashes), "
+                + "\"trapRejectedCrashedLeader\": \(verdict.trapRejected), \"quarantined\": \(verdict.quarantined), "
+                + "\"rejectedButApplied\": \(verdict.rejectedApplied.count), \"unexpectedLeaderExits\": \(verdict.unexpectedExits.count), "
+                + "\"lastLeaderCrashedLeaderCount\": \(verdict.crashedLeaderCount.map(String.init) ?? "null"), "
                 + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
         var lines = [
@@ -262,6 +409,9 @@ struct Drill {
             "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
             "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(escaped: verdict.unconverged.joined(separator: "; "))")",
             "  scopes           \(verdict.scopeOwned) turns owned by scope instances, \(verdict.retiredRejected) late requests rejected as retired, \(verdict.retiredApplied.count) applied from retired or dead-epoch instances",
+            "  traps            \(verdict.trapRequests) ledger.trap requests, \(verdict.trapCrashes) killed the leader, \(verdict.trapRejected) answered rejected(crashed-leader), \(verdict.trapCrashLoops.count) killed it twice, \(verdict.trapRecords.count) in the log",
+            "  quarantined      \(verdict.quarantined) other requests answered crashed-leader (a drill kill while their body ran; none applied: \(verdict.rejectedApplied.isEmpty ? "yes" : "NO, \(verdict.rejectedApplied.count) rejected requests are in the log"))",
+            "  last leader      counts \(verdict.crashedLeaderCount.map(String.init) ?? "?") crashed-leader (expected \(verdict.crashedLeaderExpected.lowerBound == verdict.crashedLeaderExpected.upperBound ? "\(verdict.crashedLeaderExpected.lowerBound)" : "\(verdict.crashedLeaderExpected.lowerBound)–\(verdict.crashedLeaderExpected.upperBound)")), \(verdict.unexpectedExits.count) unexpected exits",
             "  recovery         leader restart → first applied turn p50 \(String(format: "%.0f", p50)) ms, p99 \(String(format: "%.0f", p99)) ms",
             "  reproduce        \(command)",
         ]
@@ -274,17 +424,57 @@ struct Drill {
 final class Child {
     private let process = Process()
 
-    init(_ executable: URL, _ arguments: [String]) throws {
+    /// How the process ended.
+    enum Ending: Equatable, CustomStringConvertible {
+        case running
+        case exited(Int32)
+        case signal(Int32)
+
+        var description: String {
+            switch self {
+            case .running: "still running"
+            case .exited(let status): "exited with status \(status)"
+            case .signal(let signal): "killed by signal \(signal) (\(String(cString: strsignal(signal))))"
+            }
+        }
+    }
+
+    /// `errors`: a file that receives the process's stderr (created anew).
+    /// `environment`: variables set for the child on top of the drill's.
+    init(_ executable: URL, _ arguments: [String], errors: String? = nil, environment: [String: String] = [:]) throws {
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        if let errors, FileManager.default.createFile(atPath: errors, contents: nil), let handle = FileHandle(forWritingAtPath: errors) {
+            process.standardError = handle
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
     }
 
+    var isRunning: Bool { process.isRunning }
+
+    var ending: Ending {
+        if process.isRunning { return .running }
+        return process.terminationReason == .uncaughtSignal ? .signal(process.terminationStatus) : .exited(process.terminationStatus)
+    }
+
+    /// The last `Error:` or `Fatal error:` line the process wrote to `errors`.
+    func lastErrorLine(in errors: String) -> String? {
+        guard let text = try? String(contentsOfFile: errors, encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").last { $0.contains("Error:") || $0.contains("Fatal error:") }.map(String.init)
+    }
+
     func killHard() {
+        guard process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
-        for _ in 0..<500 where process.isRunning { usleep(2_000) }
+        // Foundation learns of the exit when every holder of the child's
+        // end of its status socket is gone (see `init`): normally at once.
+        for _ in 0..<5_000 where process.isRunning { usleep(2_000) }
     }
 
     func stop() {
@@ -314,13 +504,15 @@ final class DrillClient {
         try socket.connect(endpoint)
     }
 
-    func enqueue(op: String, argument: [String: CBORValue], raw: [UInt8]? = nil) {
+    @discardableResult
+    func enqueue(op: String, argument: [String: CBORValue], raw: [UInt8]? = nil) -> RequestID {
         let request = RequestID(worker: name, sequence: nextSequence)
         nextSequence += 1
-        guard let bytes = raw ?? (try? CBOREncoder().encode(argument)) else { return }
+        guard let bytes = raw ?? (try? CBOREncoder().encode(argument)) else { return request }
         let frame = WireMessage.op(OpRequest(request: request, op: op, argument: bytes)).encoded()
         inFlight[request] = (frame, .now - .seconds(3600))
         sent += 1
+        return request
     }
 
     /// Sends requests never sent, and re-sends (same id) those unanswered for 1 s.

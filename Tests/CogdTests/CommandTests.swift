@@ -122,6 +122,15 @@ struct CommandTests {
         #expect(throws: Command.UsageError(message: "--seed takes a whole number, not 'x'", subcommand: "drill")) {
             try Command.parse(["drill", "--seed", "x"])
         }
+        #expect(Drill.Options().trapEvery == 6)
+        var traps = Drill.Options()
+        traps.trapEvery = 0
+        #expect(try Command.parse(["drill", "--trap-every", "0"]) == .drill(traps))
+        traps.trapEvery = 2.5
+        #expect(try Command.parse(["drill", "--trap-every=2.5"]) == .drill(traps))
+        #expect(throws: Command.UsageError(message: "--trap-every takes a number of seconds, 0 for none, not '-1'", subcommand: "drill")) {
+            try Command.parse(["drill", "--trap-every", "-1"])
+        }
     }
 
     @Test func `leader --snapshot-part-bytes takes bytes from 1 KiB to 64 MiB`() throws {
