@@ -102,6 +102,10 @@ public final class Leader {
     private var dedupRows: [(RequestID, [UInt8])] = []
     /// The peers that asked for a catch-up in the batch being built.
     private var catchUpsThisBatch: Set<[UInt8]> = []
+    /// The records a catch-up reply holds past its first: about this many
+    /// bytes (what ZeroMQ may hold for a peer that reads nothing is at most
+    /// `requestsSendHighWaterMark` messages of this size or a snapshot part's).
+    public static let catchUpReplyBytes = 64 << 10
     /// A batch takes messages until they reach this many bytes (or 4,096 of them).
     public static let maximumBatchBytes = 16 << 20
     /// The most snapshots sent at once (each holds an LMDB read).
@@ -109,7 +113,7 @@ public final class Leader {
     /// Messages ZeroMQ may queue for one peer of the requests socket, and
     /// for one subscriber of the turn stream, before further sends to it are
     /// dropped (a peer that reads nothing holds at most this much).
-    public static let requestsSendHighWaterMark: Int32 = 8
+    public static let requestsSendHighWaterMark: Int32 = 500
     /// A turn message holds up to about 1 MiB of records, so a subscriber
     /// that reads nothing holds about 32 MiB (100 held 78 MiB: over the
     /// 64 MiB a peer may cost, `MemoryBoundTests`).
@@ -279,7 +283,12 @@ public final class Leader {
             }
             if !backlogs.isEmpty { drainBacklogs() }
             if !snapshotStreams.isEmpty {
-                snapshotsWaiting = !sendSnapshotParts()
+                // Up to 16 small parts a stream per pass (about 1 MiB), while ZeroMQ takes them.
+                var rounds = 0
+                repeat {
+                    snapshotsWaiting = !sendSnapshotParts()
+                    rounds += 1
+                } while !snapshotsWaiting && !snapshotStreams.isEmpty && rounds < 16
             } else if spinning && !ready[0] {
                 sched_yield()
                 continue
@@ -453,8 +462,11 @@ public final class Leader {
         backlogs[identity] = backlog
     }
 
-    /// Sends what peers are owed as far as their queues take it.
-    private func drainBacklogs() {
+    /// Sends what peers are owed as far as their queues take it; returns
+    /// whether anything went.
+    @discardableResult
+    private func drainBacklogs() -> Bool {
+        var progressed = false
         for (identity, var backlog) in backlogs {
             var gone = false
             while backlog.head < backlog.frames.count {
@@ -468,6 +480,7 @@ public final class Leader {
                 backlog.frames[backlog.head] = []
                 backlog.head += 1
                 backlog.bytes -= frame.count
+                progressed = true
             }
             if gone {
                 errorCounts["send-dropped", default: 0] += UInt64(backlog.frames.count - backlog.head)
@@ -482,6 +495,7 @@ public final class Leader {
                 backlogs[identity] = backlog
             }
         }
+        return progressed
     }
 
     /// Puts ZeroMQ's I/O threads where the load asks: the requests' beside
@@ -703,7 +717,7 @@ public final class Leader {
                 return
             }
             do {
-                let records = try durable.store.records(from: from, limit: 10_000, maximumBytes: WireMessage.turnsMessageTarget)
+                let records = try durable.store.records(from: from, limit: 10_000, maximumBytes: Leader.catchUpReplyBytes)
                 outgoing.append((identity, WireMessage.turns(epoch: epoch, records: records).encoded()))
             } catch {
                 refuse(identity, WireError(code: "unavailable", message: "cannot read the turn log: \(error.message)"))

@@ -53,8 +53,10 @@ public enum WireMessage: Equatable, Sendable {
     public static let turnsMessageTarget = 1 << 20
     /// The size the leader aims at for each part of a snapshot sent in
     /// parts (a single larger entry goes alone): the state table is then
-    /// bounded by memory, not by `maximumLeaderMessageSize`.
-    public static let snapshotPartTarget = 1 << 22
+    /// bounded by memory, not by `maximumLeaderMessageSize`. Small, so
+    /// the messages ZeroMQ may hold for a peer that reads nothing stay small
+    /// (`cogwire.md` §8).
+    public static let snapshotPartTarget = 1 << 16
 
     public var typeName: String {
         switch self {

@@ -134,7 +134,7 @@ struct CommandTests {
     }
 
     @Test func `leader --snapshot-part-bytes takes bytes from 1 KiB to 64 MiB`() throws {
-        #expect(Command.LeaderOptions().snapshotPartBytes == 4 << 20)
+        #expect(Command.LeaderOptions().snapshotPartBytes == 64 << 10)
         var leader = Command.LeaderOptions()
         leader.snapshotPartBytes = 65_536
         #expect(try Command.parse(["leader", "--snapshot-part-bytes", "65536"]) == .leader(leader))
