@@ -1,11 +1,17 @@
+internal import CCRC32C
+
 /// CRC-32C (Castagnoli: reflected polynomial 0x82F63B78, initial value and
 /// final XOR 0xFFFFFFFF), the checksum of every turn record
 /// (`protocol/turnlog.md` §3). `CRC32C.checksum(Array("123456789".utf8))`
 /// is 0xE3069283, the standard check value.
 ///
-/// Table-driven, eight bytes a step ("slicing by 8"): about a byte per
-/// cycle, so checking a record costs far less than decoding it.
+/// With the CPU's CRC32 instruction where it has one (SSE 4.2, through the
+/// `CCRC32C` shim), eight bytes an instruction; else table-driven, eight
+/// bytes a step ("slicing by 8"), about a byte per cycle.
 enum CRC32C {
+    /// Whether the CRC32 instruction is there (asked once).
+    private static let hardware = cogd_crc32c_hardware_available() != 0
+
     /// Eight tables of 256 entries, back to back: table `k` gives the CRC of
     /// a byte followed by `k` zero bytes.
     private static let tables: [UInt32] = {
@@ -37,6 +43,13 @@ enum CRC32C {
 
     /// Continues a CRC (not yet finally XORed) over `bytes`.
     static func update(_ start: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return start }
+        if hardware { return cogd_crc32c_hardware_update(start, base.assumingMemoryBound(to: UInt8.self), bytes.count) }
+        return softwareUpdate(start, bytes)
+    }
+
+    /// `update` by tables (also where the instruction is missing; tests compare the two).
+    static func softwareUpdate(_ start: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc = start
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
         var index = 0

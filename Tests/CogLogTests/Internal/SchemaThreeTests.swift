@@ -26,6 +26,19 @@ struct SchemaThreeTests {
         #expect(CRC32C.checksum(Array(0..<32).map(UInt8.init)) == 0x46DD_794E)
     }
 
+    @Test func `the CRC32 instruction and the tables agree on every length and offset`() {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<1_100).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes.withUnsafeBytes { all in
+            for start in 0..<9 {
+                for count in [0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 200, 1_000] {
+                    let slice = UnsafeRawBufferPointer(rebasing: all[start..<(start + count)])
+                    #expect(CRC32C.update(0xFFFF_FFFF, slice) == CRC32C.softwareUpdate(0xFFFF_FFFF, slice), "offset \(start), \(count) bytes")
+                }
+            }
+        }
+    }
+
     @Test func `a nil value is stored, read back and replayed as a value; a release as a release`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
