@@ -410,7 +410,14 @@ public final class Leader {
         }
         for (index, worker) in batchWelcomes {
             // As of what is committed, not of the turns given up.
-            if let welcome = try? welcome(worker).encoded() { outgoing[index].frame = welcome }
+            do {
+                outgoing[index].frame = try welcome(worker).encoded()
+            } catch {
+                errorCounts["unavailable", default: 0] += 1
+                outgoing[index].frame = WireMessage.error(
+                    WireError(code: "unavailable", message: "cannot read the dedup table: \(error.message)")
+                ).encoded()
+            }
         }
         endBatch()
         for (identity, frame) in outgoing { deliver(frame, to: identity) }
