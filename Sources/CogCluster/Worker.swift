@@ -346,23 +346,22 @@ public final class Worker: CogRemoteLink {
             errors.append(error)
             // The newest ones only: a refused worker hears one every 250 ms.
             if errors.count > 100 { errors.removeFirst(errors.count - 100) }
-            if error.code == "gone", !rejoining, displaced == nil {
+            if error.code == "gone" || error.code == "hello-first", displaced == nil {
                 // The leader gave this worker up (it was silent too long) and
-                // retired its instances: rejoin, and register the scopes anew.
+                // retired its instances, or does not know this connection (it
+                // restarted, or forgot a worker it gave up long ago): say hello
+                // — again at each such answer, since a hello can be lost with
+                // a leader that stops — and register the scopes anew once
+                // welcomed (a new epoch re-syncs first). Meanwhile the
+                // children's requests wait for their new instances.
                 rejoining = true
+                registerOnWelcome = true
+                for scope in scopes.values { scope.forgetInstances() }
                 try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
-                try registerScopesAnew()
             } else if error.code == "register-again", displaced == nil, isSynced {
                 // The leader's commit failed: the registration it answered in
                 // that batch was given up with it.
                 try registerScopesAnew()
-            } else if error.code == "hello-first", !rejoining, displaced == nil {
-                // The leader does not know this connection (it restarted, or
-                // forgot a worker it gave up long ago): say hello; the welcome
-                // re-syncs (a new epoch) or registers the scopes anew.
-                rejoining = true
-                registerOnWelcome = true
-                try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
             } else if error.code == "revision-ahead", !rejoining {
                 // The replica holds turns the leader's log does not (its data
                 // folder went back): start over from the leader's state.

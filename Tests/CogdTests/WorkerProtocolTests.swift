@@ -87,6 +87,27 @@ struct WorkerProtocolTests {
         }
     }
 
+    @Test func `a worker refused hello-first or gone says hello at each refusal, so a hello lost with a stopped leader is sent again`() throws {
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try leader.replica()
+        defer { replica.close() }
+        guard try leader.join(replica) else { return }
+        let isHello: (WireMessage) -> Bool = { if case .hello = $0 { true } else { false } }
+        // A restarted leader does not know the connection; the first hello
+        // is lost (never answered), the next heartbeat is refused again.
+        for code in ["hello-first", "hello-first", "gone", "gone"] {
+            try leader.send(.error(WireError(code: code, message: "scripted")))
+            #expect(try leader.next(pumping: replica, matching: isHello) != nil, "a hello after `\(code)`")
+        }
+        // Welcomed at last (same epoch): it registers its scopes anew (the
+        // ledger rig's greeter-less audit has none, so nothing more) and
+        // heartbeats as before.
+        try leader.send(.welcome(epoch: 1, lastRevision: 0, turnsEndpoint: leader.turns))
+        let isHeartbeat: (WireMessage) -> Bool = { if case .heartbeat = $0 { true } else { false } }
+        #expect(try leader.next(pumping: replica, within: .seconds(5), matching: isHeartbeat) != nil)
+    }
+
     @Test func `a worker numbers its requests above the last sequence the welcome names`() throws {
         let leader = try ScriptedLeader()
         defer { leader.close() }
