@@ -46,8 +46,18 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
             ]).encoded()),
         ("turn-record-request", TurnRecord(
             revision: 42, epoch: 3, time: vectorTime, name: "Trails.trailScreen.acceptTrail(_:receipt:)",
-            origin: TurnOrigin(worker: "w1", instance: 7, request: RequestID(worker: "w1", sequence: 19)),
+            origin: TurnOrigin(
+                worker: "w1", instance: 7, request: RequestID(worker: "w1", sequence: 19),
+                digest: RequestDigest.of(op: "trails.accept", argument: try encoder.encode(["receipt": 7]))),
             writes: [TurnWrite(name: "trails.filter", key: try encoder.encode(7), value: nil)]).encoded()),
+        ("turn-record-retirement", TurnRecord(
+            revision: 44, epoch: 3, time: vectorTime, name: "cogd.workerGone",
+            writes: [],
+            scopeEvents: [
+                ScopeEvent(
+                    kind: .retire, instance: 3 << 32 | 5, scope: "LedgerGreeter.greeter", identity: try encoder.encode("alice"),
+                    worker: "w1", registration: 1)
+            ]).encoded()),
         ("turn-record-nil-value", TurnRecord(
             revision: 43, epoch: 3, time: vectorTime, name: "Trails.closeScreen()",
             writes: [TurnWrite(name: "trails.loaded", key: nil, value: try encoder.encode(Int?.none))]).encoded()),

@@ -34,10 +34,28 @@ struct WireVectorTests {
             ("reply-unchanged", .reply(OpReply(request: request, outcome: .unchanged))),
             ("reply-rejected", .reply(OpReply(request: request, outcome: .rejected(reason: "unknown-op: no op named `x` is registered")))),
             ("error-version", .error(WireError(code: "version", message: "protocol version 9 is not supported (this side speaks 1)"))),
+            ("error-hello-first", .error(WireError(
+                code: "hello-first", message: "`heartbeat` needs a worker that said hello on this connection (worker w1 has not); say hello first"))),
+            ("reply-request-mismatch", .reply(OpReply(
+                request: request,
+                outcome: .rejected(reason: "request-mismatch: request w1#19 was answered for another op or argument; a new request needs a new sequence")))),
+            ("scope-register", .scopeRegister(ScopeRegistration(
+                worker: "w1", registration: 2, path: "Bank.desk.peer", source: "ledger.accounts", key: nil, form: .each, parent: 1 << 32 | 3))),
+            ("scope-registered", .scopeRegistered(
+                worker: "w1", registration: 2, revision: 42, instances: [ScopeMember(identity: try encoder.encode("a"), instance: 1 << 32 | 4)])),
+            ("status-request", .statusRequest),
+            ("status", .status(LeaderStatus(
+                epoch: 3, revision: 42,
+                workers: [LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5)],
+                errorCounts: ["hello-first": 1], openScopeInstances: [1 << 32 | 4]))),
             ("turns", .turns(epoch: 3, records: [
                 TurnRecord(
                     revision: 43, epoch: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), name: "ledger.transfer",
-                    origin: TurnOrigin(worker: "w1", instance: 7, request: request),
+                    origin: TurnOrigin(
+                        worker: "w1", instance: 7, request: request,
+                        digest: RequestDigest.of(
+                            op: "ledger.transfer",
+                            argument: try encoder.encode(["from": CBORValue.text("a"), "to": .text("b"), "amount": .unsigned(4)]))),
                     writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))])
             ])),
         ]
