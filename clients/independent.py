@@ -63,7 +63,7 @@ def check_vectors(checks):
               "float-single-100000", "float-double-0.1", "true", "null-optional", "text-unicode", "bytes-data",
               "array-mixed-optionals", "map-sorted-keys", "struct-absent-optional", "struct-present-optional",
               "enum-no-payload", "enum-payload", "date-tag-1", "uuid-tag-37", "turn-record-system",
-              "turn-record-request", "turn-record-nil-value"}
+              "turn-record-request", "turn-record-nil-value", "turn-record-retirement"}
     hexes = {"uint-0": "00", "uint-24": "1818", "uint64-max": "1bffffffffffffffff", "int-minus-500": "3901f3",
              "int64-min": "3b7fffffffffffffff", "float-half-1.5": "f93e00", "float-single-100000": "fa47c35000",
              "float-double-0.1": "fb3fb999999999999a", "true": "f5", "null-optional": "f6", "bytes-data": "44000102ff",
@@ -101,9 +101,16 @@ def check_vectors(checks):
         checks.check(f"vector {name} decodes as documented", not problems, "; ".join(problems))
 
     record = decode((VECTORS / "turnlog" / "turn-record-request.cbor").read_bytes())
-    checks.check("vector turn-record-request: origin has all three keys, the write is a release",
-                 set(record["origin"]) == {"worker", "request", "instance"}
+    checks.check("vector turn-record-request: origin has all four keys (its digest that of trails.accept {receipt: 7}), "
+                 "the write is a release",
+                 set(record["origin"]) == {"worker", "request", "instance", "digest"}
+                 and record["origin"]["digest"] == request_digest("trails.accept", encode({"receipt": 7}))
                  and record["writes"] == [{"key": 7, "name": "trails.filter", "released": True}], repr(record))
+    record = decode((VECTORS / "turnlog" / "turn-record-retirement.cbor").read_bytes())
+    checks.check("vector turn-record-retirement: a system record, no writes, one retire event",
+                 record["name"] == "cogd.workerGone" and record["origin"] == {} and record["writes"] == []
+                 and record["scopes"] == [{"kind": "retire", "instance": 3 << 32 | 5, "scope": "LedgerGreeter.greeter",
+                                           "identity": encode("alice"), "worker": "w1", "registration": 1}], repr(record))
     record = decode((VECTORS / "turnlog" / "turn-record-nil-value.cbor").read_bytes())
     checks.check("vector turn-record-nil-value: a nil value, not a release",
                  record["writes"] == [{"name": "trails.loaded", "value": None}] and record["rev"] == 43, repr(record))
@@ -111,7 +118,8 @@ def check_vectors(checks):
     wire = {path.stem: path.read_bytes() for path in sorted((VECTORS / "cogwire").glob("*.cbor"))}
     documented = {"hello", "welcome", "heartbeat", "snapshot-request", "snapshot-request-parts", "snapshot-part",
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
-                  "turns"}
+                  "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
+                  "status-request", "status"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -159,6 +167,19 @@ def check_vectors(checks):
     wire_check("reply-rejected", "reply", lambda b: expect(
         b["request"] == {"worker": "w1", "seq": 19} and list(b["outcome"]) == ["rejected"], repr(b)))
     wire_check("error-version", "error", lambda b: expect(b["code"] == "version" and "request" not in b, repr(b)))
+    wire_check("error-hello-first", "error", lambda b: expect(b["code"] == "hello-first", repr(b)))
+    wire_check("reply-request-mismatch", "reply", lambda b: expect(
+        b["outcome"]["rejected"]["reason"].startswith("request-mismatch: request w1#19 "), repr(b)))
+    wire_check("scope-register", "scope-register", lambda b: expect(
+        b == {"worker": "w1", "registration": 2, "path": "Bank.desk.peer", "source": "ledger.accounts", "form": "each",
+              "parent": 1 << 32 | 3}, repr(b)))
+    wire_check("scope-registered", "scope-registered", lambda b: expect(
+        b == {"worker": "w1", "registration": 2, "revision": 42,
+              "instances": [{"identity": encode("a"), "instance": 1 << 32 | 4}]}, repr(b)))
+    wire_check("status-request", "status-request", lambda b: expect(b is None, repr(b)))
+    wire_check("status", "status", lambda b: expect(
+        b["epoch"] == 3 and b["revision"] == 42 and b["errorCounts"] == {"hello-first": 1}
+        and b["openScopeInstances"] == [1 << 32 | 4] and b["workers"][0]["name"] == "w1", repr(b)))
 
     def turns_vector(body):
         if body["epoch"] != 3 or len(body["records"]) != 1:
