@@ -498,8 +498,15 @@ def run(cogd, checks):
         got = worker.take(lambda v: True, 5)
         check("a heartbeat is answered by a welcome", got[0] is not None and got[0]["type"] == "welcome"
               or worker.leader_revision >= before, repr(got[0]))
-        value, _ = status(context, leader)
-        entries = [w for w in value["body"]["workers"] if w["name"] == worker.name] if value else []
+        # status comes over another connection: it may be answered before the
+        # heartbeat is read, so look again (bounded) until the heartbeat is in.
+        deadline = Deadline(5)
+        while True:
+            value, _ = status(context, leader)
+            entries = [w for w in value["body"]["workers"] if w["name"] == worker.name] if value else []
+            if (entries and entries[0]["appliedRevision"] == worker.applied) or deadline.passed():
+                break
+            worker.pump(lambda: False, 0.05)
         check("status lists the worker with the revision it heartbeated",
               entries and entries[0]["appliedRevision"] == worker.applied, repr(entries))
 
@@ -671,9 +678,16 @@ def run(cogd, checks):
         old_instances = sorted(v for k, v in instances.items() if k != names[7])
         worker.dealer.close()
         worker.dealer = Peer(context, leader.requests, identity=f"{worker.name}/{os.urandom(6).hex()}".encode())
-        worker.dealer.send(message("hello", {"worker": worker.name, "lastRevision": worker.applied}))
+        # cogwire.md §6: until the leader sees the old connection closed, the
+        # name is in use; a restarted worker says hello again every 250 ms.
         worker.inbox.clear()
-        value, _ = worker.take(lambda v: v["type"] in ("welcome", "error"), 5)
+        deadline = Deadline(10)
+        while True:
+            worker.dealer.send(message("hello", {"worker": worker.name, "lastRevision": worker.applied}))
+            value, _ = worker.take(lambda v: v["type"] in ("welcome", "error"), 5)
+            if not (value and value["type"] == "error" and value["body"]["code"] == "name-in-use") or deadline.passed():
+                break
+            time.sleep(0.25)  # the documented retry interval of a refused worker, not a synchronization
         check("a restarted worker's welcome carries lastSequence = the highest sequence answered in its name",
               value is not None and value["type"] == "welcome" and value["body"].get("lastSequence", 0) == last_seq,
               repr(value))

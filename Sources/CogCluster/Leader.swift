@@ -366,6 +366,11 @@ public final class Leader {
         if !revisions.isEmpty {
             for frame in WireMessage.turnsFrames(epoch: epoch, batch: durable.store.lastAppended) { try publisher.send([frame]) }
         }
+        sendOutgoing()
+    }
+
+    /// Sends the batch's messages (behind what each peer is still owed).
+    private func sendOutgoing() {
         for (identity, frame) in outgoing { deliver(frame, to: identity) }
         outgoing = []
         catchUpsThisBatch = []
@@ -420,9 +425,7 @@ public final class Leader {
             }
         }
         endBatch()
-        for (identity, frame) in outgoing { deliver(frame, to: identity) }
-        outgoing = []
-        catchUpsThisBatch = []
+        sendOutgoing()
     }
 
     /// Names why a commit failed: a full file system, else the I/O error.
@@ -976,7 +979,8 @@ public final class Leader {
     /// What `dedup` keeps for a request: the digest of its op and argument
     /// (8 zero bytes when unknown), then the reply frame (`turnlog.md` §2).
     static func dedupValue(digest: [UInt8]?, frame: [UInt8]) -> [UInt8] {
-        (digest ?? Leader.unknownDigest) + frame
+        // A digest read from a file or record of another size is unknown, not trusted.
+        (digest.flatMap { $0.count == RequestDigest.size ? $0 : nil } ?? Leader.unknownDigest) + frame
     }
 
     static let unknownDigest = [UInt8](repeating: 0, count: RequestDigest.size)

@@ -33,10 +33,7 @@ final class LeaderStore: CogDurableStore {
 
     /// The value a source (and key) has now: the newest buffered write, else the store's.
     func currentValue(name: String, key: [UInt8]?) -> [UInt8]? {
-        for draft in pending.reversed() {
-            if let write = draft.writes.last(where: { $0.name == name && $0.key == key }) { return write.value }
-        }
-        return try? store.value(name: name, key: key)
+        (try? currentValueOrThrow(name: name, key: key)) ?? nil
     }
 
     /// Buffers a system record that writes nothing: scope events no turn

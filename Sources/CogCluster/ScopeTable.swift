@@ -33,6 +33,8 @@ struct ScopeTable {
     /// The registrations over each durable source, and the computed ones:
     /// a turn looks only at the registrations its writes touch.
     private var bySource: [String: [String]] = [:]
+    /// How many registrations each worker holds.
+    private var countByWorker: [String: Int] = [:]
     private var computedKeys: [String] = []
     private var indexIsStale = false
     /// Live instances and the worker that owns each.
@@ -71,6 +73,7 @@ struct ScopeTable {
         }
         registrations[Self.key(spec.worker, spec.registration)] = Registration(
             spec: spec, open: open, computed: computed, lastValue: currentValue)
+        countByWorker[spec.worker, default: 0] += 1
         indexIsStale = true
         return (open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }, retired)
     }
@@ -82,7 +85,7 @@ struct ScopeTable {
 
     /// How many registrations `worker` holds.
     func registrationCount(of worker: String) -> Int {
-        registrations.values.reduce(0) { $0 + ($1.spec.worker == worker ? 1 : 0) }
+        countByWorker[worker] ?? 0
     }
 
     /// Reconciles every registration whose selector a turn changed — a
@@ -192,6 +195,8 @@ struct ScopeTable {
     /// Removes a registration, retiring its open instances and what is nested in them.
     private mutating func drop(_ key: String, events: inout [ScopeEvent]) {
         guard let registration = registrations.removeValue(forKey: key) else { return }
+        countByWorker[registration.spec.worker, default: 1] -= 1
+        if countByWorker[registration.spec.worker] == 0 { countByWorker[registration.spec.worker] = nil }
         indexIsStale = true
         for entry in registration.open {
             live[entry.instance] = nil
