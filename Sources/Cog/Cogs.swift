@@ -61,6 +61,18 @@ public final class Cogs: CogOps {
         graph.turn(named: name, owner: nil, body)
     }
 
+    /// Runs `body` as a turn (and any turn it queues) and returns the
+    /// durable turns they settled, in order, instead of committing them to
+    /// the durable store: the caller (the leader) decides where they go.
+    /// None: the turn changed nothing durable.
+    package func settle(named name: String, _ body: @escaping (Writer) -> Void) -> [CogDurableTurn] {
+        let outer = graph.collectedDurableTurns
+        graph.collectedDurableTurns = []
+        defer { graph.collectedDurableTurns = outer }
+        graph.turn(named: name, owner: nil, body)
+        return graph.collectedDurableTurns ?? []
+    }
+
     @inlinable
     public func peek<V>(_ cog: Cog<V>) -> V { graph.peek(cog.ref, as: V.self) }
     @inlinable

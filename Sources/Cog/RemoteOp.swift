@@ -23,10 +23,16 @@ public struct RemoteOp<Argument: Codable & Sendable>: Sendable {
     public let name: String
     let body: @MainActor (Writer, Argument) -> Void
 
-    public init(name: String, _ body: @escaping @MainActor (Writer, Argument) -> Void) {
+    /// Where it was declared: `fileID:line` (a duplicate name names both).
+    public let site: String
+
+    public init(
+        name: String, fileID: StaticString = #fileID, line: UInt = #line, _ body: @escaping @MainActor (Writer, Argument) -> Void
+    ) {
         self.name = name
         self.body = body
-        RemoteOpRegistry.register(name: name, argument: Argument.self, body: body)
+        site = "\(fileID):\(line)"
+        RemoteOpRegistry.register(name: name, site: site, argument: Argument.self, body: body)
     }
 }
 
@@ -95,27 +101,90 @@ public final class CogInstanceSlot {
     }
 }
 
-/// The type-erased runners of every remote op declared in this process.
-public enum RemoteOpRegistry {
-    /// Runs one op body for a decoded argument inside a turn.
-    public typealias Runner = @MainActor (Cogs, [UInt8], any CogDurableStore, String) throws -> Void
+/// The type-erased runners of every remote op declared in this process so
+/// far, by name, with where each was declared (`OpRegistry.declared()`
+/// takes them into a value, refusing a name declared twice).
+enum RemoteOpRegistry {
+    struct Declaration {
+        let site: String
+        let runner: OpRegistry.Runner
+    }
 
-    private static let runners = MutexBox<[String: Runner]>([:])
+    private static let declarations = MutexBox<[String: [Declaration]]>([:])
 
     static func register<Argument: Codable & Sendable>(
-        name: String, argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) -> Void
+        name: String, site: String, argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) -> Void
     ) {
-        runners.withLock { table in
-            table[name] = table[name] ?? { cogs, bytes, codec, turnName in
-                let argument = try codec.decode(Argument.self, from: bytes)
-                cogs.turn(named: turnName) { c in body(c, argument) }
-            }
+        declarations.withLock { table in
+            // The same declaration made again (a `RemoteOp` built in a function) is one declaration.
+            guard table[name]?.contains(where: { $0.site == site }) != true else { return }
+            table[name, default: []].append(
+                Declaration(site: site) { cogs, bytes, codec, turnName in
+                    let argument = try codec.decode(Argument.self, from: bytes)
+                    return cogs.settle(named: turnName) { c in body(c, argument) }
+                })
         }
     }
 
-    /// The runner for `name`, if a `RemoteOp` of that name was declared in this process.
-    public static func runner(named name: String) -> Runner? {
-        runners.withLock { $0[name] }
+    static var all: [String: [Declaration]] { declarations.withLock { $0 } }
+}
+
+/// The remote ops a leader runs, by name: a value built once at start from
+/// the declarations of the rigs it links (`declared()`), so that a name
+/// declared twice is an error there, naming both (DESIGN §4), instead of
+/// one declaration silently winning.
+public struct OpRegistry: Sendable {
+    /// Runs one op body for a decoded argument as a turn and returns the
+    /// durable turns it settled (none: it changed nothing).
+    public typealias Runner = @MainActor @Sendable (Cogs, [UInt8], any CogDurableStore, String) throws -> [CogDurableTurn]
+
+    private let runners: [String: Runner]
+
+    /// The op names, sorted.
+    public var names: [String] { runners.keys.sorted() }
+
+    /// The runner of the op named `name`.
+    public func runner(named name: String) -> Runner? { runners[name] }
+
+    /// A registry of exactly these runners (tests, simulations).
+    public init(runners: [String: Runner]) {
+        self.runners = runners
+    }
+
+    /// Every remote op declared in this process so far (a rig's
+    /// `register()` touches its declarations), after checking that no
+    /// name — of an op, a durable source or a named selector — is declared
+    /// at two places.
+    public static func declared() throws(DuplicateDeclaration) -> OpRegistry {
+        if let duplicate = DuplicateDeclaration.first(
+            in: RemoteOpRegistry.all.mapValues { $0.map(\.site) }, kind: "remote op")
+            ?? DuplicateDeclaration.first(in: DurableRegistry.sites, kind: "durable source")
+            ?? DuplicateDeclaration.first(in: SelectorRegistry.sites, kind: "selector")
+        {
+            throw duplicate
+        }
+        return OpRegistry(runners: RemoteOpRegistry.all.compactMapValues { $0.first?.runner })
+    }
+}
+
+/// A name given to two declarations: a start-up error naming both.
+public struct DuplicateDeclaration: Error, Equatable, Sendable, CustomStringConvertible {
+    /// `remote op`, `durable source` or `selector`.
+    public let kind: String
+    public let name: String
+    /// Where each declaration is (`fileID:line`), in order.
+    public let sites: [String]
+
+    public var description: String {
+        "the \(kind) name `\(name)` is declared \(sites.count) times: at \(sites.joined(separator: " and at ")); each name needs exactly one declaration"
+    }
+
+    /// The first name (in name order) with more than one site.
+    static func first(in table: [String: [String]], kind: String) -> DuplicateDeclaration? {
+        guard let (name, sites) = table.filter({ Set($0.value).count > 1 }).min(by: { $0.key < $1.key }) else { return nil }
+        var distinct: [String] = []
+        for site in sites where !distinct.contains(site) { distinct.append(site) }
+        return DuplicateDeclaration(kind: kind, name: name, sites: distinct)
     }
 }
 

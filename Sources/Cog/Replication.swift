@@ -4,11 +4,17 @@ import Synchronization
 /// one is declared, so a replica can apply writes it receives by name.
 enum DurableRegistry {
     private static let table = Mutex<[String: Descriptor]>([:])
+    /// Every site that declared each name (more than one: a duplicate,
+    /// refused by `OpRegistry.declared()`).
+    private static let declarationSites = Mutex<[String: [String]]>([:])
 
     static func register(_ descriptor: Descriptor) {
         guard let name = descriptor.stableName else { return }
         table.withLock { $0[name] = $0[name] ?? descriptor }
+        declarationSites.withLock { $0[name, default: []].append(descriptor.site) }
     }
+
+    static var sites: [String: [String]] { declarationSites.withLock { $0 } }
 
     static func descriptor(named name: String) -> Descriptor? {
         table.withLock { $0[name] }
@@ -20,11 +26,15 @@ enum DurableRegistry {
 /// ones workers register as scope selectors (DESIGN §6).
 enum SelectorRegistry {
     private static let table = Mutex<[String: any EncodableSelector]>([:])
+    private static let declarationSites = Mutex<[String: [String]]>([:])
 
     static func register(_ selector: any EncodableSelector & Descriptor) {
         guard let name = selector.stableName else { return }
         table.withLock { $0[name] = $0[name] ?? selector }
+        declarationSites.withLock { $0[name, default: []].append(selector.site) }
     }
+
+    static var sites: [String: [String]] { declarationSites.withLock { $0 } }
 
     static func selector(named name: String) -> (any EncodableSelector)? {
         table.withLock { $0[name] }

@@ -1,34 +1,38 @@
 import Cog
 import CogLog
 
-/// The leader's durable store: turns settled by its graph are buffered with
-/// the origin of the request that caused them and committed together (group
-/// commit) when the leader flushes its batch. The leader hosts no reactions,
-/// so nothing observes a turn before that commit.
+/// The leader core's durable store: the turns an op settles come back from
+/// the call that ran it (`Cogs.settle`) and are buffered here with the
+/// origin of their request, then committed together (group commit) when the
+/// batch ends. The leader hosts no reactions, so nothing observes a turn
+/// before that commit.
 @MainActor
 final class LeaderStore: CogDurableStore {
-    let store: TurnStore
+    let log: any LeaderLog
     private let encoder = CBOREncoder()
     private let decoder = CBORDecoder()
-    /// The origin stamped on turns the graph settles now.
-    var currentOrigin = TurnOrigin.system
     private(set) var pending: [TurnDraft] = []
 
-    init(store: TurnStore) {
-        self.store = store
+    init(log: any LeaderLog) {
+        self.log = log
     }
 
     func encode<T: Encodable>(_ value: T) throws -> [UInt8] { try encoder.encode(value) }
     func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try decoder.decode(type, from: bytes) }
-    func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { try store.value(name: name, key: key) }
+    func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { try log.value(name: name, key: key) }
 
-    func commit(_ turn: CogDurableTurn) throws {
-        // Putting the graph back to what the store holds records nothing.
-        guard !restoring else { return }
-        pending.append(
-            TurnDraft(
-                name: turn.name, origin: currentOrigin,
-                writes: turn.writes.map { TurnWrite(name: $0.name, key: $0.key, value: $0.value) }))
+    /// Nothing: the leader's turns are settled with `Cogs.settle`, which
+    /// hands them to the caller, and putting the graph back to what the
+    /// store holds (`restore`) records nothing.
+    func commit(_ turn: CogDurableTurn) throws {}
+
+    /// Buffers `turn` as the next record, from `origin`.
+    func buffer(_ turn: CogDurableTurn, origin: TurnOrigin) {
+        pending.append(LeaderStore.draft(turn, origin: origin))
+    }
+
+    static func draft(_ turn: CogDurableTurn, origin: TurnOrigin) -> TurnDraft {
+        TurnDraft(name: turn.name, origin: origin, writes: turn.writes.map { TurnWrite(name: $0.name, key: $0.key, value: $0.value) })
     }
 
     /// The value a source (and key) has now: the newest buffered write, else the store's.
@@ -42,12 +46,6 @@ final class LeaderStore: CogDurableStore {
         pending.append(TurnDraft(name: name, origin: .system, writes: [], scopeEvents: scopeEvents))
     }
 
-    /// Set while the graph is put back to stored values (`restore`).
-    private var restoring = false
-
-    /// Drops the newest buffered turn (its record would be too large).
-    func dropLastPending() -> TurnDraft? { pending.popLast() }
-
     /// Puts every durable source `drafts` wrote back to its value now (the
     /// buffered turns' newest, else the store's; none: its initial value),
     /// as a turn the store does not record: what they settled is gone.
@@ -60,8 +58,6 @@ final class LeaderStore: CogDurableStore {
             }
         }
         guard !writes.isEmpty else { return }
-        restoring = true
-        defer { restoring = false }
         try cogs.restoreDurableState(named: "cogd.restore", writes: writes, codec: self)
     }
 
@@ -70,7 +66,7 @@ final class LeaderStore: CogDurableStore {
         for draft in pending.reversed() {
             if let write = draft.writes.last(where: { $0.name == name && $0.key == key }) { return write.value }
         }
-        return try store.value(name: name, key: key)
+        return try log.value(name: name, key: key)
     }
 
     /// The writes of the newest buffered turn.
@@ -83,22 +79,18 @@ final class LeaderStore: CogDurableStore {
     }
 
     /// The revision the next buffered turn will get.
-    var nextRevision: UInt64 { store.lastRevision + UInt64(pending.count) + 1 }
+    var nextRevision: UInt64 { log.lastRevision + UInt64(pending.count) + 1 }
 
-    /// Commits every buffered turn and the batch's replies in one
-    /// transaction, with what changes about the dedup index.
-    @discardableResult
-    func flush(replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil) throws -> Range<UInt64> {
-        let drafts = pending
-        pending = []
-        return try store.append(drafts, replies: replies, index: index)
+    /// Hands over every buffered turn (to be committed), in order.
+    func takePending() -> [TurnDraft] {
+        defer { pending = [] }
+        return pending
     }
 
-    /// An upper bound of the newest buffered turn's record size (its writes'
-    /// names, keys and values, and room for the rest).
-    var lastPendingRecordBytes: Int {
-        guard let draft = pending.last else { return 0 }
-        return draft.writes.reduce(draft.name.utf8.count + 1_024) { total, write in
+    /// An upper bound of a turn's record size (its writes' names, keys and
+    /// values, and room for the rest).
+    static func recordBytesBound(_ draft: TurnDraft) -> Int {
+        draft.writes.reduce(draft.name.utf8.count + 1_024) { total, write in
             total + write.name.utf8.count + (write.key?.count ?? 0) + (write.value?.count ?? 0) + 32
         }
     }

@@ -280,7 +280,7 @@ public final class Worker: CogRemoteLink {
             // Revisions stay far below 2^64 (the replica counts on from them):
             // a snapshot claiming more is refused, never trusted.
             guard revision < Leader.sequenceLimit else {
-                errors.append(WireError(code: "malformed", message: "a snapshot claims revision \(revision); revisions are below 2^63"))
+                errors.append(WireError(.malformed, "a snapshot claims revision \(revision); revisions are below 2^63"))
                 return
             }
             snapshotProgress = .now
@@ -346,7 +346,7 @@ public final class Worker: CogRemoteLink {
             errors.append(error)
             // The newest ones only: a refused worker hears one every 250 ms.
             if errors.count > 100 { errors.removeFirst(errors.count - 100) }
-            if error.code == "gone" || error.code == "hello-first", displaced == nil {
+            if error.knownCode == .gone || error.knownCode == .helloFirst, displaced == nil {
                 // The leader gave this worker up (it was silent too long) and
                 // retired its instances, or does not know this connection (it
                 // restarted, or forgot a worker it gave up long ago): say hello
@@ -358,18 +358,18 @@ public final class Worker: CogRemoteLink {
                 registerOnWelcome = true
                 for scope in scopes.values { scope.forgetInstances() }
                 try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
-            } else if error.code == "register-again", displaced == nil, isSynced {
+            } else if error.knownCode == .registerAgain, displaced == nil, isSynced {
                 // The leader's commit failed: the registration it answered in
                 // that batch was given up with it.
                 try registerScopesAnew()
-            } else if error.code == "revision-ahead", !rejoining {
+            } else if error.knownCode == .revisionAhead, !rejoining {
                 // The replica holds turns the leader's log does not (its data
                 // folder went back): start over from the leader's state.
                 rejoining = true
                 epoch = nil
                 appliedRevision = 0
                 try send(.hello(worker: configuration.name, lastRevision: 0))
-            } else if error.code == "name-in-use", displaced == nil {
+            } else if error.knownCode == .nameInUse, displaced == nil {
                 // Another process holds the name (this one started second, or
                 // was replaced while frozen): its instances, if any, are gone;
                 // say hello until the name is free.
@@ -452,7 +452,7 @@ public final class Worker: CogRemoteLink {
             keep(
                 OpReply(
                     request: RequestID(worker: configuration.name, sequence: sequence),
-                    outcome: .rejected(reason: "bad-request: the worker name \(configuration.name) has used every request sequence; choose another --name")))
+                    outcome: .rejected(Rejection(.badRequest, "the worker name \(configuration.name) has used every request sequence; choose another --name"))))
             return
         }
         sequence += 1

@@ -255,8 +255,16 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
 
 /// Why bytes are not a message this side accepts.
 public struct WireDecodeError: Error, Equatable, Sendable {
-    public let code: String
+    public let code: WireErrorCode
     public let message: String
+
+    public init(code: WireErrorCode, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The `error` message that answers the bytes.
+    public var wireError: WireError { WireError(code, message) }
 }
 
 extension WireMessage {
@@ -349,7 +357,7 @@ extension WireMessage {
     /// `maximumLeaderMessageSize`.
     public static func decode(_ frame: [UInt8], limit: Int = maximumSize) throws(WireDecodeError) -> WireMessage {
         guard frame.count <= limit else {
-            throw WireDecodeError(code: "oversize", message: "message of \(frame.count) bytes exceeds the \(limit)-byte limit")
+            throw WireDecodeError(code: .oversize, message: "message of \(frame.count) bytes exceeds the \(limit)-byte limit")
         }
         if let request = OpRequest(scanning: frame) { return .op(request) }
         if let reply = OpReply(scanning: frame) { return .reply(reply) }
@@ -359,28 +367,28 @@ extension WireMessage {
         do {
             tree = try CBORValue.parse(frame)
         } catch {
-            throw WireDecodeError(code: "malformed", message: "not a cogwire message: \(error)")
+            throw WireDecodeError(code: .malformed, message: "not a cogwire message: \(error)")
         }
         guard let versionItem = tree["v"], let typeItem = tree["type"] else {
-            throw WireDecodeError(code: "malformed", message: "not a cogwire message: no `v` and `type`")
+            throw WireDecodeError(code: .malformed, message: "not a cogwire message: no `v` and `type`")
         }
         // Any `v` but the integer 1 (a negative number, 1.0, text…) is a
         // version this side does not speak.
         guard let versionNumber = versionItem.unsignedValue, versionNumber == version else {
             let shown = CBORText.display(versionItem)
             throw WireDecodeError(
-                code: "version",
+                code: .version,
                 message: "protocol version \(shown.count > 40 ? String(shown.prefix(40)) + "…" : shown) is not supported (this side speaks \(version))")
         }
         guard let type = typeItem.textValue else {
-            throw WireDecodeError(code: "malformed", message: "not a cogwire message: `type` must be text")
+            throw WireDecodeError(code: .malformed, message: "not a cogwire message: `type` must be text")
         }
         let envelope = Envelope(v: versionNumber, type: type, body: tree["body"])
         func body<T: Decodable>(_ type: T.Type) throws(WireDecodeError) -> T {
             do {
                 return try decoder.decode(T.self, fromTree: envelope.body ?? .null)
             } catch {
-                throw WireDecodeError(code: "malformed", message: "\(envelope.type) body: \(error)")
+                throw WireDecodeError(code: .malformed, message: "\(envelope.type) body: \(error)")
             }
         }
         switch envelope.type {
@@ -422,7 +430,7 @@ extension WireMessage {
                 do {
                     records.append(try TurnRecord.decode(CBORWriter.encode(item)))
                 } catch {
-                    throw WireDecodeError(code: "malformed", message: "turns body: record \(index): \(error)")
+                    throw WireDecodeError(code: .malformed, message: "turns body: record \(index): \(error)")
                 }
             }
             return .turns(epoch: turns.epoch, records: records)
@@ -442,7 +450,7 @@ extension WireMessage {
                 worker: registered.worker, registration: registered.registration, revision: registered.revision,
                 instances: registered.instances)
         default:
-            throw WireDecodeError(code: "unknown-type", message: "unknown message type `\(envelope.type)`")
+            throw WireDecodeError(code: .unknownType, message: "unknown message type `\(envelope.type)`")
         }
     }
 }

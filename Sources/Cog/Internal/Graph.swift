@@ -71,6 +71,9 @@ final class Graph {
 
     /// The store of a durable runtime; nil for an in-memory one.
     let durableStore: (any CogDurableStore)?
+    /// While set (`Cogs.settle`), settled durable turns are collected here
+    /// for the caller instead of committed to `durableStore`.
+    var collectedDurableTurns: [CogDurableTurn]?
     /// The longest durable name (UTF-8 bytes): a `state` key (name, 0, 0xFF,
     /// a 32-byte digest) must fit LMDB's 511 bytes.
     static let maximumDurableName = 400
@@ -467,8 +470,13 @@ final class Graph {
         writes += durableReleases
         durableReleases.removeAll()
         guard !writes.isEmpty else { return }
+        let turn = CogDurableTurn(name: history.currentTurnName, writes: writes)
+        if collectedDurableTurns != nil {
+            collectedDurableTurns!.append(turn)
+            return
+        }
         do {
-            try store.commit(CogDurableTurn(name: history.currentTurnName, writes: writes))
+            try store.commit(turn)
         } catch {
             fatalError("turn `\(history.currentTurnName)` could not be made durable, so it must not be seen: \(error)")
         }

@@ -1,0 +1,801 @@
+import Cog
+import CogLog
+import CogWire
+
+/// The leader's rules (DESIGN §5–§6a) as a state machine with no sockets,
+/// no LMDB and no clock: admission, the execution-point instance check,
+/// dedup, name holding and takeover, heartbeats and expiry, scope instances
+/// and what goes into each record, catch-ups, snapshot admission, and what a
+/// failed commit undoes. `Leader` (and `cogd sim`) feed it inputs with the
+/// time and carry out the effects it returns.
+///
+/// A batch: any number of `.message`s (and `.tick`s), then `.endBatch`,
+/// which returns `.commit` when the batch wrote anything; the driver commits
+/// it and answers `.committed` or `.commitFailed` before anything else.
+/// Replies, welcomes and publications come out only after that answer, so
+/// nothing of a batch is seen before it is durable.
+///
+/// It runs op bodies on its graph (`cogs`, in memory) and reads committed
+/// state through `LeaderLog`; those are its only references.
+@MainActor
+public struct LeaderCore {
+    /// A peer's routing identity (one connection).
+    public typealias Peer = [UInt8]
+
+    public struct Settings: Sendable {
+        /// A worker silent longer than this is gone.
+        public var heartbeatTimeout: Duration
+        /// The most bytes a turn's record may take (`too-large` past it).
+        public var maximumRecordBytes: Int
+        /// Where turns are published (welcomes name it).
+        public var turnsEndpoint: String
+        /// Rules switched off, to show the simulator catches their absence.
+        public var broken: Set<LeaderRule>
+
+        public init(
+            heartbeatTimeout: Duration = .seconds(5), maximumRecordBytes: Int = LeaderCore.maximumRecordBytes,
+            turnsEndpoint: String, broken: Set<LeaderRule> = []
+        ) {
+            self.heartbeatTimeout = heartbeatTimeout
+            self.maximumRecordBytes = maximumRecordBytes
+            self.turnsEndpoint = turnsEndpoint
+            self.broken = broken
+        }
+    }
+
+    public enum Input {
+        /// The frames a peer sent as one message (its identity taken off).
+        case message(from: Peer, frames: [[UInt8]])
+        /// Time passed (silent workers expire).
+        case tick
+        /// The batch ends: commit what it wrote (or, if nothing, answer).
+        case endBatch
+        /// The last `.commit` is durable; its drafts got these revisions.
+        case committed(Range<UInt64>)
+        /// The last `.commit` failed; `cause` says why, in words.
+        case commitFailed(cause: String)
+        /// The snapshot being sent to `peer` ended (sent, given up, or failed).
+        case snapshotEnded(Peer)
+    }
+
+    public enum Effect {
+        /// Send `frame` to `peer`.
+        case send(Peer, [UInt8])
+        /// Send `peer` the status report (the driver adds what it measures).
+        case sendStatus(Peer)
+        /// Start sending `peer` the state table as of now: whole, or in parts.
+        case startSnapshot(Peer, whole: Bool)
+        /// Commit this in one durable transaction, then answer `.committed` or `.commitFailed`.
+        case commit(LeaderCommit)
+        /// Publish the committed records of these revisions on the turn stream.
+        case publish(Range<UInt64>)
+    }
+
+    struct WorkerState {
+        var appliedRevision: UInt64
+        var lastHeard: Duration
+        /// The routing identity of the process that holds the name.
+        var identity: Peer
+    }
+
+    public let settings: Settings
+    let log: any LeaderLog
+    unowned let ports: any LeaderPorts
+    let registry: OpRegistry
+    let durable: LeaderStore
+    /// The authoritative graph (op bodies run on it).
+    public let cogs: Cogs
+
+    private(set) var workers: [String: WorkerState] = [:]
+    /// When the core last stepped, and when it last came back from a pause
+    /// (a gap between steps longer than `pauseAllowance`): silence is
+    /// measured from then, not across the pause.
+    private var lastLook: Duration?
+    private var resumedAt: Duration = .zero
+    /// Workers given up for silence (this epoch): their requests are
+    /// rejected and their heartbeats answered `gone` until they say hello.
+    private var goneWorkers = GoneWorkers(limit: LeaderCore.goneWorkersLimit)
+    /// Scope instances minted from the selectors workers registered.
+    private(set) var scopes: ScopeTable
+    /// The scope instances as of the last commit (what the log says).
+    private var scopesAtLastCommit: ScopeTable
+    /// Requests answered in the batch being built, for retries inside one batch.
+    private var batchReplies: [RequestID: [UInt8]] = [:]
+    /// Per requester, the highest sequence already answered (in any epoch).
+    private var highestAnswered: [String: UInt64] = [:]
+    /// What the batch sends once it is committed, in order.
+    private var outgoing: [Effect] = []
+    /// Where the batch's op replies, welcomes and registration replies lie
+    /// in `outgoing`, and the requests it applied: what a failed commit
+    /// must answer differently.
+    private var batchOpReplies: [(index: Int, request: RequestID)] = []
+    private var batchWelcomes: [(index: Int, worker: String)] = []
+    private var batchRegistrations: [Int] = []
+    private var batchApplied: [RequestID] = []
+    private var dedupRows: [(RequestID, [UInt8])] = []
+    /// The peers that asked for a catch-up in the batch being built.
+    private var catchUpsThisBatch: Set<Peer> = []
+    /// The snapshot the message being handled starts.
+    private var snapshotsToStart: [Effect] = []
+    /// The peers a snapshot is being sent to.
+    private(set) var snapshotPeers: Set<Peer> = []
+    /// Replies to applied requests not yet in the dedup table: each one's
+    /// record (its `origin.request` and revision) holds it durably, so they
+    /// are indexed together every `indexInterval` of them.
+    private var unindexed: [RequestID: [UInt8]] = [:]
+    /// The commit asked for and not yet answered.
+    private var committing: LeaderCommit?
+    /// Error replies and events, by code (`cogd status`).
+    public private(set) var errorCounts: [String: UInt64] = [:]
+
+    /// Starts from what `log` holds: the replies left unindexed by the
+    /// previous process (its records name them) are rebuilt and indexed with
+    /// the first commit, so a retry after a restart is answered, never run.
+    public init(log: any LeaderLog, ports: any LeaderPorts, registry: OpRegistry, settings: Settings) throws(TurnStoreError) {
+        self.log = log
+        self.ports = ports
+        self.registry = registry
+        self.settings = settings
+        durable = LeaderStore(log: log)
+        cogs = Cogs.durable(store: durable)
+        scopes = ScopeTable(epoch: log.epoch)
+        scopesAtLastCommit = scopes
+        if var next = log.unindexedFrom {
+            while next <= log.lastRevision {
+                let records = try log.records(from: next, limit: 10_000, maximumBytes: .max)
+                guard let last = records.last else { break }
+                for record in records {
+                    guard let request = record.origin.request else { continue }
+                    unindexed[request] = LeaderCore.dedupValue(
+                        digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
+                }
+                next = last.revision + 1
+            }
+            indexNow = true
+        }
+    }
+
+    /// The unindexed replies are indexed at the next commit.
+    private var indexNow = false
+
+    public var epoch: UInt64 { log.epoch }
+
+    /// Whether a batch has anything to commit or send (`.endBatch` then does work).
+    public var hasWork: Bool { !outgoing.isEmpty || !durable.pending.isEmpty || !dedupRows.isEmpty || indexNow }
+
+    /// Every rule applies one input: see `Input`.
+    public mutating func step(_ input: Input, now: Duration) -> [Effect] {
+        observe(now)
+        switch input {
+        case .message(let peer, let frames):
+            guard frames.count == 1 else {
+                refuse(peer, WireError(.malformed, "expected one frame after the identity, got \(frames.count)"))
+                return []
+            }
+            handle(peer, frames[0], now: now)
+            // A snapshot starts at once, of what is committed before this
+            // batch (the requester applies the batch's turns above it).
+            defer { snapshotsToStart = [] }
+            return snapshotsToStart
+        case .tick:
+            expireSilentWorkers(now: now)
+            return []
+        case .endBatch:
+            return endBatch()
+        case .committed(let revisions):
+            return committed(revisions)
+        case .commitFailed(let cause):
+            return commitFailed(cause: cause)
+        case .snapshotEnded(let peer):
+            snapshotPeers.remove(peer)
+            return []
+        }
+    }
+
+    // MARK: Time
+
+    /// A gap this long between two steps is a pause (the process was
+    /// stopped, or a commit stalled): the driver steps at least every 100 ms.
+    public static let pauseAllowance: Duration = .seconds(1)
+
+    private mutating func observe(_ now: Duration) {
+        if let lastLook, now - lastLook > LeaderCore.pauseAllowance { resumedAt = now }
+        lastLook = now
+    }
+
+    /// A worker silent past the heartbeat timeout is gone: its scope
+    /// instances retire (in a record of their own), so its queued or late
+    /// requests are rejected. Silence counts from the later of what it last
+    /// said and the return from a pause: a leader that was stopped did not
+    /// hear, which is not the workers' silence.
+    private mutating func expireSilentWorkers(now: Duration) {
+        guard !settings.broken.contains(.heartbeatExpiry) else { return }
+        for (name, state) in workers where now - max(state.lastHeard, resumedAt) >= settings.heartbeatTimeout {
+            workers[name] = nil
+            goneWorkers.insert(name)
+            recordRetirements(scopes.dropWorker(name), named: LeaderCore.workerGoneTurn)
+        }
+    }
+
+    // MARK: Batches and commits
+
+    private mutating func endBatch() -> [Effect] {
+        guard committing == nil else { return [] }
+        var index: DedupIndexChange?
+        if unindexed.count >= LeaderCore.indexInterval || (indexNow && !unindexed.isEmpty) {
+            dedupRows += LeaderCore.inKeyOrder(unindexed)
+            index = .indexed
+        } else if indexNow {
+            index = .indexed
+        } else if !unindexed.isEmpty, log.unindexedFrom == nil, !durable.pending.isEmpty {
+            // The first replies left out since the last indexing are this batch's.
+            index = .unindexedFrom(log.lastRevision + 1)
+        }
+        let drafts = durable.takePending()
+        guard !drafts.isEmpty || !dedupRows.isEmpty || index != nil else { return committed(log.lastRevision + 1..<log.lastRevision + 1) }
+        let commit = LeaderCommit(drafts: drafts, replies: dedupRows, index: index)
+        committing = commit
+        return [.commit(commit)]
+    }
+
+    private mutating func committed(_ revisions: Range<UInt64>) -> [Effect] {
+        if committing?.index == .indexed {
+            unindexed = [:]
+            indexNow = false
+        }
+        committing = nil
+        scopesAtLastCommit = scopes
+        dedupRows = []
+        batchReplies = [:]
+        if highestAnswered.count > LeaderCore.answeredCacheLimit {
+            // A cache of what `lastSequence(of:)` reads: one-off names (each
+            // `cogd call`) would otherwise pile up in it forever.
+            highestAnswered = highestAnswered.filter { workers[$0.key] != nil }
+        }
+        var effects: [Effect] = revisions.isEmpty ? [] : [.publish(revisions)]
+        effects += takeOutgoing()
+        return effects
+    }
+
+    /// A commit failed (disk full, I/O error): nothing of the batch becomes
+    /// visible. Its turns are undone in the graph, the scope instances are
+    /// as of the last commit, every request of the batch is answered
+    /// `rejected("unavailable: …")` (kept nowhere, so a retry runs afresh),
+    /// a registration answered in it is asked for again, and serving goes on.
+    private mutating func commitFailed(cause: String) -> [Effect] {
+        guard let failed = committing else { return [] }
+        committing = nil
+        errorCounts["commit-failed", default: 0] += 1
+        do {
+            try durable.restore(cogs, undoing: failed.drafts)
+        } catch {
+            // The graph would no longer match the store: stop; a restart loads the store.
+            fatalError("internal inconsistency: a failed commit cannot be undone (\(cause)): \(error)")
+        }
+        scopes = scopesAtLastCommit
+        for request in batchApplied { unindexed[request] = nil }
+        dedupRows = []
+        batchReplies = [:]
+        highestAnswered = [:]
+        for (index, request) in batchOpReplies {
+            outgoing[index] = .send(
+                LeaderCore.peer(of: outgoing[index]),
+                unavailable(request, because: "the commit failed: \(cause); nothing of this request was kept"))
+        }
+        for index in batchRegistrations {
+            count(.registerAgain)
+            outgoing[index] = .send(
+                LeaderCore.peer(of: outgoing[index]),
+                WireMessage.error(WireError(.registerAgain, "the commit failed: \(cause); register the scopes again")).encoded())
+        }
+        for (index, worker) in batchWelcomes {
+            // As of what is committed, not of the turns given up.
+            let peer = LeaderCore.peer(of: outgoing[index])
+            do {
+                outgoing[index] = .send(peer, try welcome(worker).encoded())
+            } catch {
+                count(WireErrorCode.unavailable)
+                outgoing[index] = .send(
+                    peer, WireMessage.error(WireError(.unavailable, "cannot read the dedup table: \(error.message)")).encoded())
+            }
+        }
+        return takeOutgoing()
+    }
+
+    private static func peer(of effect: Effect) -> Peer {
+        switch effect {
+        case .send(let peer, _), .sendStatus(let peer), .startSnapshot(let peer, _): return peer
+        case .commit, .publish: return []
+        }
+    }
+
+    private mutating func takeOutgoing() -> [Effect] {
+        defer {
+            outgoing = []
+            catchUpsThisBatch = []
+            batchOpReplies = []
+            batchWelcomes = []
+            batchRegistrations = []
+            batchApplied = []
+        }
+        return outgoing
+    }
+
+    // MARK: Messages
+
+    private mutating func count(_ code: WireErrorCode) { errorCounts[code.rawValue, default: 0] += 1 }
+    private mutating func count(_ code: RejectionCode) { errorCounts[code.rawValue, default: 0] += 1 }
+
+    private mutating func refuse(_ peer: Peer, _ error: WireError) {
+        errorCounts[error.code, default: 0] += 1
+        outgoing.append(.send(peer, WireMessage.error(error).encoded()))
+    }
+
+    private mutating func reject(_ peer: Peer, _ request: RequestID, _ rejection: Rejection) {
+        count(rejection.code)
+        outgoing.append(.send(peer, OpReply(request: request, outcome: .rejected(rejection)).frame()))
+    }
+
+    private mutating func handle(_ peer: Peer, _ frame: [UInt8], now: Duration) {
+        let message: WireMessage
+        do {
+            message = try WireMessage.decode(frame)
+        } catch {
+            refuse(peer, error.wireError)
+            return
+        }
+        if let worker = message.workerName, worker.utf8.count > LeaderCore.maximumWorkerName || worker.isEmpty || worker.utf8.contains(0) {
+            // Names key the dedup table (name, 0, sequence; LMDB keys hold at most 511 bytes).
+            let problem =
+                worker.utf8.contains(0)
+                ? "worker names hold no NUL character"
+                : "worker names are 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8; this one has \(worker.utf8.count)"
+            if case .op(let request) = message {
+                reject(peer, request.request, Rejection(.badRequest, problem))
+            } else {
+                refuse(peer, WireError(.malformed, problem))
+            }
+            return
+        }
+        switch message {
+        case .hello(let worker, let revision):
+            hello(peer, worker, revision: revision, now: now)
+        case .heartbeat(let worker, let revision):
+            heartbeat(peer, worker, revision: revision, now: now)
+        case .snapshotRequest(let inParts):
+            snapshotRequest(peer, inParts: inParts)
+        case .catchUpRequest(let from):
+            catchUp(peer, from: from)
+        case .op(let request):
+            if let holder = workers[request.request.worker], holder.identity != peer {
+                // Not this process's name (any more): refused without a dedup
+                // entry, so the holder's own request with that id still runs.
+                reject(peer, request.request, Rejection(.nameInUse, nameInUse(request.request.worker, holder, now: now).message))
+                return
+            }
+            outgoing.append(.send(peer, run(request)))
+            batchOpReplies.append((outgoing.count - 1, request.request))
+        case .statusRequest:
+            outgoing.append(.sendStatus(peer))
+        case .scopeRegister(let spec):
+            register(peer, spec, now: now)
+        default:
+            refuse(peer, WireError(.notAllowed, "`\(message.typeName)` is not a request the leader serves"))
+        }
+    }
+
+    // MARK: Names: hello, heartbeats, holding
+
+    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, now: Duration) {
+        guard revision <= log.lastRevision else {
+            // Its replica holds turns this log does not: another history.
+            refuse(peer, WireError(
+                .revisionAhead,
+                "worker \(worker) says it holds revision \(revision), but this leader's log ends at revision \(log.lastRevision); sync again from revision 0"))
+            return
+        }
+        if let holder = workers[worker], holder.identity != peer {
+            guard !holdsName(holder, worker, now: now) else {
+                refuse(peer, nameInUse(worker, holder, now: now))
+                return
+            }
+            // The name's earlier process is gone (disconnected, or silent
+            // past the timeout): this one takes the name over, and what the
+            // earlier one held retires with it.
+            recordRetirements(scopes.dropWorker(worker), named: LeaderCore.nameTakenOverTurn)
+        }
+        goneWorkers.remove(worker)
+        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer)
+        sendWelcome(worker, to: peer)
+    }
+
+    private mutating func heartbeat(_ peer: Peer, _ worker: String, revision: UInt64, now: Duration) {
+        guard !goneWorkers.contains(worker) else {
+            // Heard again after being given up: it must rejoin (hello, then
+            // register its scopes anew) before its work is admitted.
+            refuse(peer, WireError(
+                .gone, "worker \(worker) was silent past the heartbeat timeout; its scope instances are retired — say hello again"))
+            return
+        }
+        guard let holder = workers[worker] else {
+            refuse(peer, helloFirst("heartbeat", worker: worker))
+            return
+        }
+        guard holder.identity == peer else {
+            refuse(peer, nameInUse(worker, holder, now: now))
+            return
+        }
+        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer)
+        sendWelcome(worker, to: peer)
+    }
+
+    /// Whether the connection `peer` said hello and holds a worker name.
+    private func holdsAName(_ peer: Peer) -> Bool {
+        workers.values.contains { $0.identity == peer }
+    }
+
+    /// Whether the process holding `worker`'s name is still there: heard
+    /// within the heartbeat timeout and still connected.
+    private mutating func holdsName(_ holder: WorkerState, _ worker: String, now: Duration) -> Bool {
+        guard now - holder.lastHeard < settings.heartbeatTimeout else { return false }
+        // A welcome (committed revision only) is harmless to a live holder;
+        // the transport refuses it if the holder has disconnected.
+        let probe = WireMessage.welcome(
+            epoch: epoch, lastRevision: log.lastRevision, turnsEndpoint: settings.turnsEndpoint,
+            lastSequence: (try? lastSequence(of: worker)) ?? 0)  // the holder keeps the higher of its own and this
+        return ports.isConnected(holder.identity, probe: probe.encoded())
+    }
+
+    private func nameInUse(_ worker: String, _ holder: WorkerState, now: Duration) -> WireError {
+        let silence = (now - holder.lastHeard).components
+        let tenths = silence.seconds * 10 + silence.attoseconds / 100_000_000_000_000_000
+        return WireError(
+            .nameInUse,
+            "another process is connected as worker \(worker) (heard \(tenths / 10).\(tenths % 10) s ago); each worker needs its own --name")
+    }
+
+    /// The refusal of a worker's message from a connection that has not said
+    /// hello (or no longer holds a name).
+    private func helloFirst(_ type: String, worker: String?) -> WireError {
+        WireError(
+            .helloFirst,
+            "`\(type)` needs a worker that said hello on this connection\(worker.map { " (worker \($0) has not)" } ?? ""); say hello first")
+    }
+
+    /// The answer to `worker`'s hello or heartbeat. It carries the highest
+    /// sequence answered in that name, so a worker restarted under the same
+    /// name numbers its requests above it: a new request is never mistaken
+    /// for a retry of an old one.
+    private mutating func welcome(_ worker: String) throws(TurnStoreError) -> WireMessage {
+        .welcome(
+            epoch: epoch, lastRevision: durable.nextRevision - 1, turnsEndpoint: settings.turnsEndpoint,
+            lastSequence: try lastSequence(of: worker))
+    }
+
+    /// Sends `worker`'s welcome, or `unavailable` when the highest sequence
+    /// answered in its name cannot be read.
+    private mutating func sendWelcome(_ worker: String, to peer: Peer) {
+        do {
+            outgoing.append(.send(peer, try welcome(worker).encoded()))
+            batchWelcomes.append((outgoing.count - 1, worker))
+        } catch {
+            refuse(peer, WireError(.unavailable, "cannot read the dedup table: \(error.message)"))
+        }
+    }
+
+    // MARK: Snapshots and catch-ups
+
+    private mutating func snapshotRequest(_ peer: Peer, inParts: Bool) {
+        guard holdsAName(peer) else {
+            refuse(peer, helloFirst("snapshot-request", worker: nil))
+            return
+        }
+        // One snapshot per peer: asking again replaces the one under way.
+        guard snapshotPeers.contains(peer) || snapshotPeers.count < LeaderCore.maximumSnapshotStreams else {
+            refuse(peer, WireError(
+                .unavailable, "\(LeaderCore.maximumSnapshotStreams) snapshots are being sent, the most at once; ask again later"))
+            return
+        }
+        snapshotPeers.insert(peer)
+        snapshotsToStart.append(.startSnapshot(peer, whole: !inParts))
+    }
+
+    private mutating func catchUp(_ peer: Peer, from: UInt64) {
+        guard holdsAName(peer) else {
+            refuse(peer, helloFirst("catch-up-request", worker: nil))
+            return
+        }
+        guard catchUpsThisBatch.insert(peer).inserted else {
+            // One catch-up per peer per batch: a peer that asks faster than
+            // it reads cannot make the leader build reply after reply.
+            refuse(peer, WireError(.busy, "one catch-up per batch; ask again once the answer to the first arrives"))
+            return
+        }
+        do {
+            let records = try log.records(from: from, limit: 10_000, maximumBytes: LeaderCore.catchUpReplyBytes)
+            outgoing.append(.send(peer, WireMessage.turns(epoch: epoch, records: records).encoded()))
+        } catch {
+            refuse(peer, WireError(.unavailable, "cannot read the turn log: \(error.message)"))
+        }
+    }
+
+    // MARK: Scopes
+
+    private mutating func register(_ peer: Peer, _ spec: ScopeRegistration, now: Duration) {
+        guard let holder = workers[spec.worker] else {
+            // Instances live and die with a worker's heartbeats: a name that
+            // never said hello on this connection registers nothing.
+            refuse(peer, helloFirst("scope-register", worker: spec.worker))
+            return
+        }
+        guard holder.identity == peer else {
+            refuse(peer, nameInUse(spec.worker, holder, now: now))
+            return
+        }
+        guard scopes.registrationCount(of: spec.worker) < LeaderCore.maximumRegistrationsPerWorker
+            || scopes.isRegistered(spec.worker, spec.registration)
+        else {
+            refuse(peer, WireError(
+                .tooManyRegistrations,
+                "worker \(spec.worker) holds \(LeaderCore.maximumRegistrationsPerWorker) scope registrations, the most a worker may"))
+            return
+        }
+        let computed = Cogs.hasSelector(named: spec.source)
+        let current = computed ? evaluateSelector(spec.source, spec.key) : durable.currentValue(name: spec.source, key: spec.key)
+        let (instances, replaced) = scopes.register(spec, currentValue: current, computed: computed)
+        // A registration number sent again replaces the registration: its
+        // earlier instances retire, in a record of their own.
+        recordRetirements(replaced, named: LeaderCore.reregisteredTurn)
+        outgoing.append(.send(
+            peer,
+            WireMessage.scopeRegistered(
+                worker: spec.worker, registration: spec.registration, revision: durable.nextRevision - 1, instances: instances
+            ).encoded()))
+        batchRegistrations.append(outgoing.count - 1)
+    }
+
+    /// Scope instances that retire without a turn causing them (a worker
+    /// gone, its name taken over, a registration replaced) go into a system
+    /// record of their own, committed with the batch.
+    private func recordRetirements(_ events: [ScopeEvent], named name: String) {
+        guard !events.isEmpty else { return }
+        durable.appendSystemRecord(named: name, scopeEvents: events)
+    }
+
+    /// A named automatic cog's value as the graph has it now, encoded (nil
+    /// when it does not encode).
+    private func evaluateSelector(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
+        (try? cogs.encodedSelectorValue(named: name, key: key, codec: durable)) ?? nil
+    }
+
+    // MARK: Requests
+
+    /// The highest request sequence answered for `worker`: this run's, else
+    /// the dedup table's. A failed read is thrown (the caller must not guess,
+    /// or a retry could run twice) and not cached.
+    private mutating func lastSequence(of worker: String) throws(TurnStoreError) -> UInt64 {
+        if let highest = highestAnswered[worker] { return highest }
+        var stored = try log.lastDedupSequence(worker: worker) ?? 0
+        for request in unindexed.keys where request.worker == worker { stored = max(stored, request.sequence) }
+        highestAnswered[worker] = stored
+        return stored
+    }
+
+    /// Admission, then the op's body as a turn: applied, unchanged or
+    /// rejected. Returns the reply frame (also kept for dedup).
+    private mutating func run(_ request: OpRequest) -> [UInt8] {
+        let id = request.request
+        guard (1..<LeaderCore.sequenceLimit).contains(id.sequence) else {
+            // Sequences stay far below 2^64 so a worker numbering above the
+            // highest answered one can never overflow.
+            count(.badRequest)
+            return OpReply(request: id, outcome: .rejected(Rejection(.badRequest, "request sequences are 1 to 2^63-1; this one is \(id.sequence)"))).frame()
+        }
+        let digest = RequestDigest.of(op: request.op, argument: request.argument)
+        let highest: UInt64
+        do {
+            highest = try lastSequence(of: id.worker)
+        } catch {
+            return unavailable(id, because: "cannot read the dedup table: \(error.message)")
+        }
+        if id.sequence <= highest, !settings.broken.contains(.dedup) {
+            // A retry: answered in this batch, or stored. (Neither: a request
+            // sent late, after its scope child's instance became known.)
+            if let answered = batchReplies[id] ?? unindexed[id] {
+                return answer(id, stored: answered, digest: digest)
+            }
+            do {
+                if let stored = try log.dedupReply(for: id) {
+                    return answer(id, stored: stored, digest: digest)
+                }
+            } catch {
+                // Unknown whether it ran: never run it on a guess.
+                return unavailable(id, because: "cannot read the dedup table: \(error.message)")
+            }
+        }
+        highestAnswered[id.worker] = max(highest, id.sequence)
+        let outcome: OpReply.Outcome
+        switch admit(request) {
+        case .failure(let rejection):
+            count(rejection.code)
+            outcome = .rejected(rejection)
+        case .success(let runner):
+            do {
+                try ports.noteRunning(id, op: request.op, digest: digest)
+            } catch {
+                // Unnoted, a body that traps would run again after the restart.
+                return unavailable(id, because: "cannot note the running request: \(error.message)")
+            }
+            switch execute(request, runner, digest: digest) {
+            case .success(let result): outcome = result
+            case .failure(let rejection):
+                count(rejection.code)
+                outcome = .rejected(rejection)
+            }
+        }
+        let frame = OpReply(request: id, outcome: outcome).frame()
+        let stored = LeaderCore.dedupValue(digest: digest, frame: frame)
+        batchReplies[id] = stored
+        if case .applied = outcome {
+            unindexed[id] = stored
+            batchApplied.append(id)
+        } else {
+            dedupRows.append((id, stored))
+        }
+        return frame
+    }
+
+    /// The execution-point checks: the requester is not given up, the scope
+    /// instance it acts in is live and its own, and the op exists.
+    private func admit(_ request: OpRequest) -> Result<OpRegistry.Runner, Rejection> {
+        let worker = request.request.worker
+        if goneWorkers.contains(worker) {
+            // A worker given up for silence: all its work, its mechanisms' and
+            // its scopes', ended with it (DESIGN §6) until it says hello again.
+            return .failure(Rejection(.retiredScope, "worker \(worker) is gone (silent past the heartbeat timeout)"))
+        }
+        if let instance = request.instance, !settings.broken.contains(.instanceCheck), !scopes.isLive(instance, for: worker) {
+            return .failure(Rejection(.retiredScope, "scope instance \(instance) is retired or not owned by \(worker)"))
+        }
+        guard let runner = registry.runner(named: request.op) else {
+            return .failure(Rejection(.unknownOp, "no op named `\(request.op)` is registered"))
+        }
+        return .success(runner)
+    }
+
+    /// Runs the body as a turn; what it settled is buffered as the next
+    /// record, with the scope events its writes cause — unless its record
+    /// would be too large, when it is undone before anyone sees it.
+    private mutating func execute(_ request: OpRequest, _ runner: OpRegistry.Runner, digest: [UInt8]) -> Result<OpReply.Outcome, Rejection> {
+        let turns: [CogDurableTurn]
+        do {
+            turns = try runner(cogs, request.argument, durable, request.name ?? request.op)
+        } catch {
+            return .failure(Rejection(.badArgument, "\(error)"))
+        }
+        guard !turns.isEmpty else { return .success(.unchanged) }
+        let origin = TurnOrigin(worker: request.request.worker, instance: request.instance, request: request.request, digest: digest)
+        let drafts = turns.map { LeaderStore.draft($0, origin: origin) }
+        if let size = drafts.map(LeaderStore.recordBytesBound).max(), size > settings.maximumRecordBytes {
+            // No reader could take its record: the turn is undone, nothing written.
+            do {
+                try durable.restore(cogs, undoing: drafts)
+            } catch {
+                // The graph would no longer match the store: stop, and restart
+                // from the store (this request is quarantined).
+                fatalError("internal inconsistency: cannot undo a too-large turn: \(error)")
+            }
+            return .failure(Rejection(
+                .tooLarge, "the turn's record would take about \(size) bytes; a record holds at most \(settings.maximumRecordBytes)"))
+        }
+        let revision = durable.nextRevision
+        for turn in turns {
+            durable.buffer(turn, origin: origin)
+            durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites, evaluate: evaluateSelector))
+        }
+        return .success(.applied(revision: revision))
+    }
+
+    /// What `dedup` keeps for a request: the digest of its op and argument
+    /// (8 zero bytes when unknown), then the reply frame (`turnlog.md` §2).
+    public static func dedupValue(digest: [UInt8]?, frame: [UInt8]) -> [UInt8] {
+        // A digest read from a file or record of another size is unknown, not trusted.
+        (digest.flatMap { $0.count == RequestDigest.size ? $0 : nil } ?? unknownDigest) + frame
+    }
+
+    static let unknownDigest = [UInt8](repeating: 0, count: RequestDigest.size)
+
+    /// The stored answer to a retry — unless the retry carries another op or
+    /// argument than the request first answered under its id: then it is
+    /// refused `request-mismatch` (and that refusal is kept nowhere).
+    private mutating func answer(_ request: RequestID, stored: [UInt8], digest: [UInt8]) -> [UInt8] {
+        guard stored.count > RequestDigest.size else { return stored }  // not written by this leader: answered as stored
+        let storedDigest = Array(stored.prefix(RequestDigest.size))
+        guard storedDigest == digest || storedDigest == LeaderCore.unknownDigest else {
+            count(.requestMismatch)
+            return OpReply(
+                request: request,
+                outcome: .rejected(Rejection(
+                    .requestMismatch, "request \(request) was answered for another op or argument; a new request needs a new sequence"))
+            ).frame()
+        }
+        return Array(stored.dropFirst(RequestDigest.size))
+    }
+
+    /// Refuses a request the leader cannot run safely now; not kept in
+    /// `dedup`, so a retry is looked at afresh.
+    private mutating func unavailable(_ request: RequestID, because cause: String) -> [UInt8] {
+        count(RejectionCode.unavailable)
+        return OpReply(request: request, outcome: .rejected(Rejection(.unavailable, cause))).frame()
+    }
+
+    /// Rows in the dedup table's key order (worker, then sequence).
+    static func inKeyOrder(_ replies: [RequestID: [UInt8]]) -> [(RequestID, [UInt8])] {
+        replies.sorted { a, b in
+            guard a.key.worker == b.key.worker else { return a.key.worker.utf8.lexicographicallyPrecedes(b.key.worker.utf8) }
+            return a.key.sequence < b.key.sequence
+        }.map { ($0.key, $0.value) }
+    }
+
+    /// The replies not yet indexed, in key order (a driver closing the log indexes them).
+    public var unindexedReplies: [(RequestID, [UInt8])] { LeaderCore.inKeyOrder(unindexed) }
+
+    // MARK: Status
+
+    /// The workers as the leader sees them now, and the open instances.
+    public func status(now: Duration) -> LeaderStatus {
+        let last = log.lastRevision
+        return LeaderStatus(
+            epoch: epoch, revision: last,
+            workers: workers.sorted { $0.key < $1.key }.map { name, state in
+                let since = (now - state.lastHeard).components
+                return LeaderStatus.Worker(
+                    name: name, appliedRevision: state.appliedRevision,
+                    lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
+                    secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18)
+            },
+            errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
+    }
+
+    /// Counts an event the driver saw (`send-dropped`, …) with the core's.
+    public mutating func countEvent(_ name: String, by amount: UInt64 = 1) {
+        errorCounts[name, default: 0] += amount
+    }
+
+    // MARK: Limits and names
+
+    /// Request sequences are below this (2^63).
+    public static let sequenceLimit: UInt64 = 1 << 63
+    /// The most bytes a turn record may take (`protocol/turnlog.md` §3).
+    public nonisolated static let maximumRecordBytes = 64 << 20
+    /// The most scope registrations one worker may hold.
+    public static let maximumRegistrationsPerWorker = 4_096
+    /// The longest worker name (UTF-8 bytes) admitted.
+    public static let maximumWorkerName = 255
+    /// The most snapshots sent at once (each holds an LMDB read).
+    public static let maximumSnapshotStreams = 64
+    /// The records a catch-up reply holds past its first: about this many bytes.
+    public static let catchUpReplyBytes = 64 << 10
+    /// How many given-up worker names are remembered (the newest).
+    static let goneWorkersLimit = 10_000
+    /// Past this many names, the answered-sequence cache keeps only connected workers'.
+    static let answeredCacheLimit = 10_000
+    /// Applied requests' replies are indexed together every this many.
+    static let indexInterval = 1_024
+
+    /// The names of the system records of retirements (`protocol/cogwire.md` §6).
+    public static let workerGoneTurn = "cogd.workerGone"
+    public static let nameTakenOverTurn = "cogd.nameTakenOver"
+    public static let reregisteredTurn = "cogd.scopeReregistered"
+}
+
+/// A rule of the leader core that `cogd sim --break` can switch off, to show
+/// that the simulator's checker notices its absence.
+public enum LeaderRule: String, Sendable, CaseIterable {
+    /// The execution-point check that an op's scope instance is live and the requester's.
+    case instanceCheck = "instance-check"
+    /// Answering a retry from the dedup table instead of running it again.
+    case dedup
+    /// Giving up workers silent past the heartbeat timeout.
+    case heartbeatExpiry = "heartbeat-expiry"
+}
