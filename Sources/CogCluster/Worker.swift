@@ -36,17 +36,28 @@ public final class Worker: CogRemoteLink {
     private let mechanisms: [any Mechanism]
     private let replicaCodec = ReplicaCodec()
 
+    /// The sync rules: everything about following the leader happens in here.
+    private(set) var core: ReplicaCore
+    /// When the worker started: the core's clock counts from here.
+    private let start = ContinuousClock.now
+    private var now: Duration { ContinuousClock.now - start }
+
     /// The newest revision applied to the replica.
-    public private(set) var appliedRevision: UInt64 = 0
+    public var appliedRevision: UInt64 { core.appliedRevision }
     /// The leader epoch the replica follows.
-    public private(set) var epoch: UInt64?
+    public var epoch: UInt64? { core.epoch }
     /// Whether the first snapshot has been applied (mechanisms operate then).
-    public private(set) var isSynced = false
+    public var isSynced: Bool { core.isSynced }
     /// The epoch of the last snapshot applied.
-    public private(set) var syncedEpoch: UInt64?
+    public var syncedEpoch: UInt64? { core.syncedEpoch }
     /// The revision of the last snapshot applied (what "synced at" reports;
     /// the replica may have applied more since, in the same pass).
-    public private(set) var syncedRevision: UInt64 = 0
+    public var syncedRevision: UInt64 { core.syncedRevision }
+    /// How many parts the last snapshot applied came in.
+    public var syncedParts: UInt64 { core.syncedParts }
+    /// Why the leader refuses this process the worker name (another process
+    /// holds it), until a welcome: meanwhile it says hello every 250 ms.
+    public var displaced: WireError? { core.displaced }
     /// The replies to this worker's newest requests (the last 1,024 to 2,048
     /// of them: a long-running worker keeps no history of every request).
     public private(set) var replies: [RequestID: OpReply] = [:]
@@ -54,33 +65,14 @@ public final class Worker: CogRemoteLink {
     private var replyOrder: [RequestID] = []
     /// Error messages the leader sent this worker.
     public private(set) var errors: [WireError] = []
-    private var buffered: [UInt64: TurnRecord] = [:]
-    /// The encoded value of every durable state applied, by `name` + key (scope members come from it).
-    private var encodedState: [[UInt8]: [UInt8]] = [:]
+    /// Messages from the leader this worker could not decode (dropped).
+    public private(set) var undecodableMessages: UInt64 = 0
     /// Scope registrations with the leader, by this worker's number.
     private var scopes: [UInt64: WorkerScope] = [:]
     private var nextRegistration: UInt64 = 0
     /// Registration replies above the replica's revision, adopted once it
     /// reaches theirs (DESIGN §6: the members they list are as of that revision).
     private var pendingReplies: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
-    private var awaitingSnapshot = false
-    /// The parts of the snapshot being received: its revision, the next
-    /// part expected, and the entries so far.
-    private var snapshotParts: (revision: UInt64, next: UInt64, entries: [SnapshotEntry])?
-    /// When the snapshot last made progress (requested, or a part came):
-    /// silence past `snapshotPatience` asks again (a part lost with a
-    /// connection), waiting twice as long each time (a leader reading a very
-    /// large state table may simply be slow) up to ten minutes.
-    private var snapshotProgress = ContinuousClock.now
-    private var snapshotPatience = Worker.initialSnapshotPatience
-    static let initialSnapshotPatience: Duration = .seconds(30)
-    /// How many parts the last snapshot applied came in.
-    public private(set) var syncedParts: UInt64 = 0
-    private var catchUpFrom: UInt64?
-    /// The newest revision the leader has named (its welcomes), this epoch.
-    private var leaderRevision: UInt64 = 0
-    private var sequence: UInt64 = 0
-    private var lastHeartbeat = ContinuousClock.now
     /// The event loop's read sources on the sockets' notification descriptors.
     private var sources: [any DispatchSourceRead] = []
     private var watchedDescriptors: [Int32] = []
@@ -90,20 +82,13 @@ public final class Worker: CogRemoteLink {
     private var signalled = false
     /// Counts waits, so a timer knows whether its wait is still the current one.
     private var waits: UInt64 = 0
-    /// Rejoining after the leader answered `gone`, `hello-first` or
-    /// `revision-ahead`, until its next welcome.
-    private var rejoining = false
-    /// The scopes register anew on the next welcome of the same epoch.
-    private var registerOnWelcome = false
     /// When the leader last sent this worker anything (its start, before then).
     public private(set) var lastHeardFromLeader = ContinuousClock.now
-    /// Why the leader refuses this process the worker name (another process
-    /// holds it), until a welcome: meanwhile it says hello every 250 ms.
-    public private(set) var displaced: WireError?
 
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
         self.mechanisms = mechanisms
+        core = ReplicaCore(settings: ReplicaCore.Settings(name: configuration.name, heartbeatInterval: configuration.heartbeatInterval))
         cogs = Cogs.replica()
         context = try ZMQContext()
         dealer = try ZMQSocket(context, .dealer)
@@ -114,7 +99,7 @@ public final class Worker: CogRemoteLink {
         try dealer.setReconnect(initial: 100, maximum: 2_000)
         try dealer.connect(configuration.leaderEndpoint)
         cogs.remoteLink = self
-        try send(.hello(worker: configuration.name, lastRevision: 0))
+        try carryOut(core.step(.start, now: now))
     }
 
     public func close() {
@@ -210,52 +195,35 @@ public final class Worker: CogRemoteLink {
             worked = true
             lastHeardFromLeader = .now
             guard let frame = frames.last, let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
-            else { continue }
-            try handle(message)
+            else {
+                undecodableMessages += 1
+                continue
+            }
+            try carryOut(core.step(.leader(message), now: now))
         }
         if let subscriber {
             while let frames = try subscriber.receive() {
                 worked = true
                 guard let frame = frames.last,
                     case .turns(let epoch, let records)? = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
-                else { continue }
-                if epoch != self.epoch { continue }
-                try receive(records)
+                else {
+                    undecodableMessages += 1
+                    continue
+                }
+                try carryOut(core.step(.published(epoch: epoch, records: records), now: now))
             }
         }
-        if ContinuousClock.now - lastHeartbeat >= (displaced == nil ? configuration.heartbeatInterval : .milliseconds(250)) {
-            lastHeartbeat = .now
-            if displaced == nil {
-                try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
-            } else {
-                try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
-            }
-        }
+        try carryOut(core.step(.tick, now: now))
         return worked
     }
 
-    private func handle(_ message: WireMessage) throws {
-        switch message {
-        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
-            rejoining = false
-            if registerOnWelcome {
-                registerOnWelcome = false
-                // Same epoch: the leader had dropped this worker; a new epoch
-                // registers anew once the snapshot is applied.
-                if self.epoch == epoch, isSynced { try registerScopesAnew() }
-            }
-            leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
-            // Refused the name before, it now holds it: what it registered
-            // under the name retired with the holder it replaced.
-            let takesOver = displaced != nil && isSynced && self.epoch == epoch
-            displaced = nil
-            if takesOver { try registerScopesAnew() }
-            // A worker restarted under the same name continues above the
-            // requests its earlier run sent (the leader answers those from dedup).
-            sequence = max(sequence, lastSequence)
-            if self.epoch != epoch {
-                // First contact or a new leader epoch: (re)subscribe, then fetch the state.
-                self.epoch = epoch
+    /// Does what the core asks, in order.
+    private func carryOut(_ effects: [ReplicaCore.Effect]) throws {
+        for effect in effects {
+            switch effect {
+            case .send(let message):
+                try send(message)
+            case .subscribe(let turnsEndpoint):
                 // Stop watching the old socket's descriptor before it closes
                 // (a new socket may get the same number).
                 watch([])
@@ -265,128 +233,40 @@ public final class Worker: CogRemoteLink {
                 try socket.setHighWaterMarks(send: 1_000, receive: 100_000)
                 try socket.connect(turnsEndpoint)
                 subscriber = socket
-                buffered = [:]
-                catchUpFrom = nil
-                try requestSnapshot()
-            } else if awaitingSnapshot, ContinuousClock.now - snapshotProgress > snapshotPatience {
-                snapshotPatience = min(snapshotPatience * 2, .seconds(600))
-                try requestSnapshot()
-            } else if !awaitingSnapshot, lastRevision > appliedRevision, catchUpFrom == nil {
-                catchUpFrom = appliedRevision + 1
-                try send(.catchUpRequest(from: appliedRevision + 1))
-            }
-        case .snapshot(let epoch, let revision, let part, let partNumber, let more):
-            guard epoch == self.epoch, awaitingSnapshot else { return }
-            // Revisions stay far below 2^64 (the replica counts on from them):
-            // a snapshot claiming more is refused, never trusted.
-            guard revision < Leader.sequenceLimit else {
-                errors.append(WireError(.malformed, "a snapshot claims revision \(revision); revisions are below 2^63"))
-                return
-            }
-            snapshotProgress = .now
-            // Parts come in order over one connection, each request's as one
-            // run. A gap starts the snapshot over (once: the rest of that run
-            // is ignored until a part 0 begins another).
-            var entries = part
-            if partNumber > 0 || more {
-                if partNumber == 0 { snapshotParts = (revision, 0, []) }
-                guard var parts = snapshotParts else { return }
-                guard parts.revision == revision, parts.next == partNumber else {
-                    try requestSnapshot()
-                    return
+            case .applySnapshot(_, let entries):
+                try cogs.applyReplicatedTurn(
+                    named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                    codec: replicaCodec)
+                pendingReplies = []
+            case .apply(let record):
+                for event in record.scopeEvents where event.worker == configuration.name {
+                    guard let registration = event.registration, let scope = scopes[registration] else { continue }
+                    switch event.kind {
+                    case .open: scope.opened(event.identity ?? [], instance: event.instance)
+                    case .retire: scope.forget(event.identity ?? [], instance: event.instance)
+                    }
                 }
-                parts.entries += part
-                parts.next += 1
-                snapshotParts = parts
-                guard !more else { return }
-                entries = parts.entries
-            }
-            syncedParts = partNumber + 1
-            snapshotParts = nil
-            snapshotPatience = Worker.initialSnapshotPatience
-            awaitingSnapshot = false
-            encodedState = [:]
-            for entry in entries { encodedState[Worker.stateKey(entry.name, entry.key)] = entry.value }
-            let resync = isSynced
-            try cogs.applyReplicatedTurn(
-                named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
-                codec: replicaCodec)
-            appliedRevision = revision
-            syncedEpoch = epoch
-            syncedRevision = revision
-            pendingReplies = []
-            let held = buffered.values.sorted { $0.revision < $1.revision }
-            buffered = [:]
-            try receive(held)
-            if !isSynced {
-                isSynced = true
+                try cogs.applyReplicatedTurn(
+                    named: record.name, writes: record.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                    codec: replicaCodec)
+                adoptRegistrationReplies(reached: record.revision)
+            case .firstSync:
                 cogs.operateReplicaMechanisms(mechanisms)
-            } else if resync {
-                // A new leader epoch: every instance of the old one is dead;
-                // register again (nested ones once their parents' new
-                // instances are known).
+            case .registerScopesAnew:
                 try registerScopesAnew()
-            }
-        case .turns(let epoch, let records):
-            guard epoch == self.epoch else { return }
-            catchUpFrom = nil
-            try receive(records)
-            // A catch-up reply stops at about a megabyte: ask on at once while
-            // the leader is known to be further.
-            if !awaitingSnapshot, catchUpFrom == nil, appliedRevision < leaderRevision {
-                catchUpFrom = appliedRevision + 1
-                try send(.catchUpRequest(from: appliedRevision + 1))
-            }
-        case .reply(let reply):
-            keep(reply)
-        case .scopeRegistered(_, let registration, let revision, let members):
-            pendingReplies.append((registration, revision, members))
-            adoptRegistrationReplies()
-        case .error(let error):
-            errors.append(error)
-            // The newest ones only: a refused worker hears one every 250 ms.
-            if errors.count > 100 { errors.removeFirst(errors.count - 100) }
-            if error.knownCode == .gone || error.knownCode == .helloFirst, displaced == nil {
-                // The leader gave this worker up (it was silent too long) and
-                // retired its instances, or does not know this connection (it
-                // restarted, or forgot a worker it gave up long ago): say hello
-                // — again at each such answer, since a hello can be lost with
-                // a leader that stops — and register the scopes anew once
-                // welcomed (a new epoch re-syncs first). Meanwhile the
-                // children's requests wait for their new instances.
-                rejoining = true
-                registerOnWelcome = true
+            case .forgetInstances:
                 for scope in scopes.values { scope.forgetInstances() }
-                try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
-            } else if error.knownCode == .registerAgain, displaced == nil, isSynced {
-                // The leader's commit failed: the registration it answered in
-                // that batch was given up with it.
-                try registerScopesAnew()
-            } else if error.knownCode == .revisionAhead, !rejoining {
-                // The replica holds turns the leader's log does not (its data
-                // folder went back): start over from the leader's state.
-                rejoining = true
-                epoch = nil
-                appliedRevision = 0
-                try send(.hello(worker: configuration.name, lastRevision: 0))
-            } else if error.knownCode == .nameInUse, displaced == nil {
-                // Another process holds the name (this one started second, or
-                // was replaced while frozen): its instances, if any, are gone;
-                // say hello until the name is free.
-                displaced = error
-                for scope in scopes.values { scope.forgetInstances() }
+            case .reply(let reply):
+                keep(reply)
+            case .registered(let registration, let revision, let members):
+                pendingReplies.append((registration, revision, members))
+                adoptRegistrationReplies(reached: core.appliedRevision)
+            case .refused(let error):
+                errors.append(error)
+                // The newest ones only: a refused worker hears one every 250 ms.
+                if errors.count > 100 { errors.removeFirst(errors.count - 100) }
             }
-        default:
-            break
         }
-    }
-
-    /// Asks for the whole state, in parts (any earlier parts are dropped).
-    private func requestSnapshot() throws {
-        awaitingSnapshot = true
-        snapshotParts = nil
-        snapshotProgress = .now
-        try send(.snapshotRequest(inParts: true))
     }
 
     private func keep(_ reply: OpReply) {
@@ -408,54 +288,20 @@ public final class Worker: CogRemoteLink {
         }
     }
 
-    /// Applies records in revision order; holds back those above a gap and
-    /// asks for what is missing.
-    private func receive(_ records: [TurnRecord]) throws {
-        for record in records where record.revision > appliedRevision {
-            buffered[record.revision] = record
-        }
-        guard !awaitingSnapshot else { return }
-        while let next = buffered.removeValue(forKey: appliedRevision + 1) {
-            for write in next.writes { encodedState[Worker.stateKey(write.name, write.key)] = write.value }
-            for event in next.scopeEvents where event.worker == configuration.name {
-                guard let registration = event.registration, let scope = scopes[registration] else { continue }
-                switch event.kind {
-                case .open: scope.opened(event.identity ?? [], instance: event.instance)
-                case .retire: scope.forget(event.identity ?? [], instance: event.instance)
-                }
-            }
-            try cogs.applyReplicatedTurn(
-                named: next.name, writes: next.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
-                codec: replicaCodec)
-            appliedRevision = next.revision
-            adoptRegistrationReplies()
-        }
-        if !buffered.isEmpty, catchUpFrom == nil {
-            catchUpFrom = appliedRevision + 1
-            try send(.catchUpRequest(from: appliedRevision + 1))
-        }
-        // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
-        if displaced == nil, ContinuousClock.now - lastHeartbeat >= .milliseconds(100) {
-            lastHeartbeat = .now
-            try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
-        }
-    }
-
     // MARK: CogRemoteLink
 
     public var codec: any CogDurableStore { replicaCodec }
 
     public func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
-        guard sequence < Leader.sequenceLimit - 1 else {
+        guard let sequence = core.nextSequence() else {
             // The leader never answers a sequence this high (a request in
             // this name claimed it): refuse locally instead of overflowing.
             keep(
                 OpReply(
-                    request: RequestID(worker: configuration.name, sequence: sequence),
+                    request: RequestID(worker: configuration.name, sequence: core.sequence),
                     outcome: .rejected(Rejection(.badRequest, "the worker name \(configuration.name) has used every request sequence; choose another --name"))))
             return
         }
-        sequence += 1
         let request = RequestID(worker: configuration.name, sequence: sequence)
         guard let bytes = try? CBOREncoder().encode(argument) else {
             keep(OpReply(request: request, outcome: .rejected(reason: "argument does not encode")))
@@ -491,12 +337,13 @@ public final class Worker: CogRemoteLink {
         return scope
     }
 
-    /// Adopts the registration replies the replica has caught up with.
-    private func adoptRegistrationReplies() {
+    /// Adopts the registration replies the replica has caught up with
+    /// (it has applied up to `reached`).
+    private func adoptRegistrationReplies(reached: UInt64) {
         guard !pendingReplies.isEmpty else { return }
         var later: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
         for reply in pendingReplies {
-            if reply.revision > appliedRevision {
+            if reply.revision > reached {
                 later.append(reply)
             } else {
                 scopes[reply.registration]?.adopt(reply.members)
@@ -532,11 +379,7 @@ public final class Worker: CogRemoteLink {
 
     /// The encoded value of a durable state on the replica.
     func encodedValue(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
-        encodedState[Worker.stateKey(name, key)]
-    }
-
-    static func stateKey(_ name: String, _ key: [UInt8]?) -> [UInt8] {
-        Array(name.utf8) + [0] + (key ?? [])
+        core.encodedValue(name, key)
     }
 
     private func send(_ message: WireMessage) throws {

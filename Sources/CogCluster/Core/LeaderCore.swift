@@ -765,7 +765,7 @@ public struct LeaderCore {
     // MARK: Limits and names
 
     /// Request sequences are below this (2^63).
-    public static let sequenceLimit: UInt64 = 1 << 63
+    public nonisolated static let sequenceLimit: UInt64 = 1 << 63
     /// The most bytes a turn record may take (`protocol/turnlog.md` §3).
     public nonisolated static let maximumRecordBytes = 64 << 20
     /// The most scope registrations one worker may hold.

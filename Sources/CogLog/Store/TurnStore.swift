@@ -631,6 +631,12 @@ public struct StateEntry: Equatable, Sendable {
     public let name: String
     public let key: [UInt8]?
     public let value: [UInt8]
+
+    public init(name: String, key: [UInt8]?, value: [UInt8]) {
+        self.name = name
+        self.key = key
+        self.value = value
+    }
 }
 
 /// What `cogd log stats` prints.

@@ -1,0 +1,326 @@
+import CogLog
+import CogWire
+
+/// A worker's sync rules (DESIGN §4, §6a) as a state machine with no
+/// sockets and no clock: hello and welcome, epochs, the snapshot (in parts,
+/// asked again when it stalls), turns buffered above a gap and the catch-up
+/// that fills it, rejoining after `gone`/`hello-first`/`revision-ahead`,
+/// a name held by another process, heartbeats, and request sequences.
+/// `Worker` (and `cogd sim`) feed it what the leader sends with the time
+/// and carry out its effects: send, subscribe, apply to the replica's
+/// graph, and what the worker's scopes must do.
+///
+/// It keeps the encoded value of every durable entry it applied (scope
+/// members come from it).
+public struct ReplicaCore: Sendable {
+    public struct Settings: Sendable {
+        /// The worker name it says hello as.
+        public var name: String
+        /// How often it tells the leader it is alive.
+        public var heartbeatInterval: Duration
+        /// How long a snapshot may make no progress before it is asked for
+        /// again (twice as long each time, up to ten minutes).
+        public var snapshotPatience: Duration
+
+        public init(name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30)) {
+            self.name = name
+            self.heartbeatInterval = heartbeatInterval
+            self.snapshotPatience = snapshotPatience
+        }
+    }
+
+    public enum Input: Sendable {
+        /// The worker starts: it says hello.
+        case start
+        /// A message from the leader's requests socket.
+        case leader(WireMessage)
+        /// Records from the turn stream.
+        case published(epoch: UInt64, records: [TurnRecord])
+        /// Time passed (heartbeats, a stalled snapshot).
+        case tick
+    }
+
+    public enum Effect: Sendable, Equatable {
+        /// Send this to the leader.
+        case send(WireMessage)
+        /// (Re)subscribe to the turn stream at this endpoint (a new epoch).
+        case subscribe(String)
+        /// Replace the replica's durable state with these entries, as of
+        /// `revision` (a sync).
+        case applySnapshot(revision: UInt64, entries: [SnapshotEntry])
+        /// Apply this record to the replica (the next revision).
+        case apply(TurnRecord)
+        /// The first snapshot (and the records held during it) is applied:
+        /// mechanisms may operate now.
+        case firstSync
+        /// Every scope instance this worker knew is dead (a new epoch, a
+        /// name taken over, the leader gave it up or lost a registration):
+        /// register the scopes again.
+        case registerScopesAnew
+        /// The leader retired this worker's instances: the children's
+        /// requests wait for new ones.
+        case forgetInstances
+        /// The leader answered a request.
+        case reply(OpReply)
+        /// The leader answered a scope registration (members as of `revision`).
+        case registered(registration: UInt64, revision: UInt64, members: [ScopeMember])
+        /// The leader refused something (kept for display; the core has acted on it).
+        case refused(WireError)
+    }
+
+    public let settings: Settings
+    /// The newest revision applied to the replica.
+    public private(set) var appliedRevision: UInt64 = 0
+    /// The leader epoch the replica follows.
+    public private(set) var epoch: UInt64?
+    /// Whether the first snapshot has been applied.
+    public private(set) var isSynced = false
+    /// The epoch and revision of the last snapshot applied, and its parts.
+    public private(set) var syncedEpoch: UInt64?
+    public private(set) var syncedRevision: UInt64 = 0
+    public private(set) var syncedParts: UInt64 = 0
+    /// Why the leader refuses this process the worker name (another process
+    /// holds it), until a welcome: meanwhile it says hello every 250 ms.
+    public private(set) var displaced: WireError?
+    /// The encoded value of every durable entry applied, by name, 0, key.
+    public private(set) var encodedState: [[UInt8]: [UInt8]] = [:]
+    /// The highest request sequence used (or answered) in this name.
+    public private(set) var sequence: UInt64 = 0
+
+    private var buffered: [UInt64: TurnRecord] = [:]
+    private var awaitingSnapshot = false
+    /// The parts of the snapshot being received: its revision, the next part
+    /// expected, and the entries so far.
+    private var snapshotParts: (revision: UInt64, next: UInt64, entries: [SnapshotEntry])?
+    private var snapshotProgress: Duration = .zero
+    private var snapshotPatience: Duration
+    private var catchUpFrom: UInt64?
+    /// The newest revision the leader has named (its welcomes), this epoch.
+    private var leaderRevision: UInt64 = 0
+    private var lastHeartbeat: Duration = .zero
+    /// Rejoining after `gone`, `hello-first` or `revision-ahead`, until a welcome.
+    private var rejoining = false
+    /// The scopes register anew on the next welcome of the same epoch.
+    private var registerOnWelcome = false
+    private var effects: [Effect] = []
+
+    public init(settings: Settings) {
+        self.settings = settings
+        snapshotPatience = settings.snapshotPatience
+    }
+
+    public mutating func step(_ input: Input, now: Duration) -> [Effect] {
+        switch input {
+        case .start:
+            lastHeartbeat = now
+            send(.hello(worker: settings.name, lastRevision: 0))
+        case .leader(let message):
+            handle(message, now: now)
+        case .published(let epoch, let records):
+            if epoch == self.epoch { receive(records, now: now) }
+        case .tick:
+            let interval = displaced == nil ? settings.heartbeatInterval : .milliseconds(250)
+            if now - lastHeartbeat >= interval {
+                lastHeartbeat = now
+                if displaced == nil {
+                    send(.heartbeat(worker: settings.name, revision: appliedRevision))
+                } else {
+                    send(.hello(worker: settings.name, lastRevision: appliedRevision))
+                }
+            }
+        }
+        defer { effects = [] }
+        return effects
+    }
+
+    /// The sequence of the next request, or nil when the name has used
+    /// every sequence the leader admits.
+    public mutating func nextSequence() -> UInt64? {
+        guard sequence < LeaderCore.sequenceLimit - 1 else { return nil }
+        sequence += 1
+        return sequence
+    }
+
+    /// The encoded value of a durable entry on the replica.
+    public func encodedValue(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
+        encodedState[ReplicaCore.stateKey(name, key)]
+    }
+
+    static func stateKey(_ name: String, _ key: [UInt8]?) -> [UInt8] {
+        Array(name.utf8) + [0] + (key ?? [])
+    }
+
+    private mutating func send(_ message: WireMessage) { effects.append(.send(message)) }
+
+    private mutating func handle(_ message: WireMessage, now: Duration) {
+        switch message {
+        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
+            welcome(epoch: epoch, lastRevision: lastRevision, turnsEndpoint: turnsEndpoint, lastSequence: lastSequence, now: now)
+        case .snapshot(let epoch, let revision, let part, let partNumber, let more):
+            snapshot(epoch: epoch, revision: revision, part: part, partNumber: partNumber, more: more, now: now)
+        case .turns(let epoch, let records):
+            guard epoch == self.epoch else { return }
+            catchUpFrom = nil
+            receive(records, now: now)
+            // A catch-up reply stops at about 64 KiB: ask on at once while
+            // the leader is known to be further.
+            if !awaitingSnapshot, catchUpFrom == nil, appliedRevision < leaderRevision { askForCatchUp() }
+        case .reply(let reply):
+            effects.append(.reply(reply))
+        case .scopeRegistered(_, let registration, let revision, let members):
+            effects.append(.registered(registration: registration, revision: revision, members: members))
+        case .error(let error):
+            refused(error)
+        default:
+            break
+        }
+    }
+
+    private mutating func welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64, now: Duration) {
+        rejoining = false
+        if registerOnWelcome {
+            registerOnWelcome = false
+            // Same epoch: the leader had dropped this worker; a new epoch
+            // registers anew once the snapshot is applied.
+            if self.epoch == epoch, isSynced { effects.append(.registerScopesAnew) }
+        }
+        leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
+        // Refused the name before, it now holds it: what it registered under
+        // the name retired with the holder it replaced.
+        let takesOver = displaced != nil && isSynced && self.epoch == epoch
+        displaced = nil
+        if takesOver { effects.append(.registerScopesAnew) }
+        // A worker restarted under the same name continues above the
+        // requests its earlier run sent (the leader answers those from dedup).
+        sequence = max(sequence, lastSequence)
+        if self.epoch != epoch {
+            // First contact or a new leader epoch: (re)subscribe, then fetch the state.
+            self.epoch = epoch
+            effects.append(.subscribe(turnsEndpoint))
+            buffered = [:]
+            catchUpFrom = nil
+            requestSnapshot(now: now)
+        } else if awaitingSnapshot, now - snapshotProgress > snapshotPatience {
+            snapshotPatience = min(snapshotPatience * 2, .seconds(600))
+            requestSnapshot(now: now)
+        } else if !awaitingSnapshot, lastRevision > appliedRevision, catchUpFrom == nil {
+            askForCatchUp()
+        }
+    }
+
+    private mutating func snapshot(epoch: UInt64, revision: UInt64, part: [SnapshotEntry], partNumber: UInt64, more: Bool, now: Duration) {
+        guard epoch == self.epoch, awaitingSnapshot else { return }
+        // Revisions stay far below 2^64 (the replica counts on from them): a
+        // snapshot claiming more is refused, never trusted.
+        guard revision < LeaderCore.sequenceLimit else {
+            effects.append(.refused(WireError(.malformed, "a snapshot claims revision \(revision); revisions are below 2^63")))
+            return
+        }
+        snapshotProgress = now
+        // Parts come in order over one connection, each request's as one run.
+        // A gap starts the snapshot over (once: the rest of that run is
+        // ignored until a part 0 begins another).
+        var entries = part
+        if partNumber > 0 || more {
+            if partNumber == 0 { snapshotParts = (revision, 0, []) }
+            guard var parts = snapshotParts else { return }
+            guard parts.revision == revision, parts.next == partNumber else {
+                requestSnapshot(now: now)
+                return
+            }
+            parts.entries += part
+            parts.next += 1
+            snapshotParts = parts
+            guard !more else { return }
+            entries = parts.entries
+        }
+        syncedParts = partNumber + 1
+        snapshotParts = nil
+        snapshotPatience = settings.snapshotPatience
+        awaitingSnapshot = false
+        encodedState = [:]
+        for entry in entries { encodedState[ReplicaCore.stateKey(entry.name, entry.key)] = entry.value }
+        effects.append(.applySnapshot(revision: revision, entries: entries))
+        appliedRevision = revision
+        syncedEpoch = epoch
+        syncedRevision = revision
+        let held = buffered.values.sorted { $0.revision < $1.revision }
+        buffered = [:]
+        receive(held, now: now)
+        if !isSynced {
+            isSynced = true
+            effects.append(.firstSync)
+        } else {
+            // A new leader epoch (or a re-sync): every instance of the old one
+            // is dead; register again.
+            effects.append(.registerScopesAnew)
+        }
+    }
+
+    private mutating func refused(_ error: WireError) {
+        effects.append(.refused(error))
+        let code = error.knownCode
+        if code == .gone || code == .helloFirst, displaced == nil {
+            // The leader gave this worker up (silent too long) and retired its
+            // instances, or does not know this connection (it restarted, or
+            // forgot a worker it gave up long ago): say hello — again at each
+            // such answer, since a hello can be lost with a leader that stops
+            // — and register the scopes anew once welcomed (a new epoch
+            // re-syncs first). Meanwhile the children's requests wait.
+            rejoining = true
+            registerOnWelcome = true
+            effects.append(.forgetInstances)
+            send(.hello(worker: settings.name, lastRevision: appliedRevision))
+        } else if code == .registerAgain, displaced == nil, isSynced {
+            // The leader's commit failed: the registration it answered in
+            // that batch was given up with it.
+            effects.append(.registerScopesAnew)
+        } else if code == .revisionAhead, !rejoining {
+            // The replica holds turns the leader's log does not (its data
+            // folder went back): start over from the leader's state.
+            rejoining = true
+            epoch = nil
+            appliedRevision = 0
+            send(.hello(worker: settings.name, lastRevision: 0))
+        } else if code == .nameInUse, displaced == nil {
+            // Another process holds the name (this one started second, or was
+            // replaced while frozen): its instances, if any, are gone; say
+            // hello until the name is free.
+            displaced = error
+            effects.append(.forgetInstances)
+        }
+    }
+
+    /// Asks for the whole state, in parts (any earlier parts are dropped).
+    private mutating func requestSnapshot(now: Duration) {
+        awaitingSnapshot = true
+        snapshotParts = nil
+        snapshotProgress = now
+        send(.snapshotRequest(inParts: true))
+    }
+
+    private mutating func askForCatchUp() {
+        catchUpFrom = appliedRevision + 1
+        send(.catchUpRequest(from: appliedRevision + 1))
+    }
+
+    /// Applies records in revision order; holds back those above a gap and
+    /// asks for what is missing.
+    private mutating func receive(_ records: [TurnRecord], now: Duration) {
+        for record in records where record.revision > appliedRevision {
+            buffered[record.revision] = record
+        }
+        guard !awaitingSnapshot else { return }
+        while let next = buffered.removeValue(forKey: appliedRevision + 1) {
+            for write in next.writes { encodedState[ReplicaCore.stateKey(write.name, write.key)] = write.value }
+            effects.append(.apply(next))
+            appliedRevision = next.revision
+        }
+        if !buffered.isEmpty, catchUpFrom == nil { askForCatchUp() }
+        // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
+        if displaced == nil, now - lastHeartbeat >= .milliseconds(100) {
+            lastHeartbeat = now
+            send(.heartbeat(worker: settings.name, revision: appliedRevision))
+        }
+    }
+}
