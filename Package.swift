@@ -35,10 +35,11 @@ let package = Package(
         .target(name: "CogCluster", dependencies: ["Cog", "CogLog", "CogWire", "CThreadAffinity"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "TrailsRig", dependencies: ["Cog"]),
+        .target(name: "CogSim", dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig"]),
         .target(name: "CCogdSupport"),
         .executableTarget(
             name: "cogd",
-            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "TrailsRig", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),

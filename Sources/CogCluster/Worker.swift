@@ -392,14 +392,16 @@ public final class Worker: CogRemoteLink {
 
 /// Decodes replicated values with the log's codec.
 @MainActor
-final class ReplicaCodec: CogDurableStore {
+public final class ReplicaCodec: CogDurableStore {
     private let encoder = CBOREncoder()
     private let decoder = CBORDecoder()
 
-    func encode<T: Encodable>(_ value: T) throws -> [UInt8] { try encoder.encode(value) }
-    func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try decoder.decode(type, from: bytes) }
-    func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { nil }
-    func commit(_ turn: CogDurableTurn) throws {}
+    public init() {}
+
+    public func encode<T: Encodable>(_ value: T) throws -> [UInt8] { try encoder.encode(value) }
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try decoder.decode(type, from: bytes) }
+    public func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { nil }
+    public func commit(_ turn: CogDurableTurn) throws {}
 }
 
 /// One scope registration on the worker: maps members to the instances the

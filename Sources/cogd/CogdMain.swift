@@ -70,6 +70,8 @@ struct CogdMain {
                 printError("Error: \(escaped: error)")
                 exit(1)
             }
+        case .sim(let options):
+            exit(await MainActor.run { SimCommand.run(options) })
         case .notYetAvailable(let name):
             printError("Error: 'cogd \(name)' is not yet available in this build; see README.md for what works today")
             exit(1)

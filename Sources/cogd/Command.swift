@@ -21,6 +21,7 @@ enum Command: Equatable {
     case call(CallOptions)
     case status(leaderEndpoint: String, json: Bool)
     case drill(Drill.Options)
+    case sim(SimCommand.Options)
     /// The raw ZeroMQ echo server `cogd bench cluster` runs in a child
     /// process, so its baseline crosses processes as an op does (not listed
     /// in help).
@@ -110,6 +111,7 @@ enum Command: Equatable {
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--json]"),
+        ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE] [--json]"),
         ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
@@ -145,6 +147,9 @@ enum Command: Equatable {
         case "drill":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .drill(try parseDrill(rest))
+        case "sim":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
+            return .sim(try SimCommand.parse(rest))
         case ClusterBench.echoServerCommand:
             guard rest.count == 1 || rest.count == 2 else {
                 throw UsageError(message: "expected ENDPOINT [COMMIT-FOLDER]", subcommand: nil)

@@ -112,6 +112,8 @@ public struct LeaderCore {
     private var batchWelcomes: [(index: Int, worker: String)] = []
     private var batchRegistrations: [Int] = []
     private var batchApplied: [RequestID] = []
+    /// The workers whose instances the batch retired (gone, or taken over).
+    private var batchDrops: [(worker: String, turn: String)] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
     /// The peers that asked for a catch-up in the batch being built.
     private var catchUpsThisBatch: Set<Peer> = []
@@ -210,10 +212,11 @@ public struct LeaderCore {
     /// hear, which is not the workers' silence.
     private mutating func expireSilentWorkers(now: Duration) {
         guard !settings.broken.contains(.heartbeatExpiry) else { return }
-        for (name, state) in workers where now - max(state.lastHeard, resumedAt) >= settings.heartbeatTimeout {
+        // In name order: the records of one tick come out the same every run.
+        for (name, state) in workers.sorted(by: { $0.key < $1.key }) where now - max(state.lastHeard, resumedAt) >= settings.heartbeatTimeout {
             workers[name] = nil
             goneWorkers.insert(name)
-            recordRetirements(scopes.dropWorker(name), named: LeaderCore.workerGoneTurn)
+            dropWorker(name, named: LeaderCore.workerGoneTurn)
         }
     }
 
@@ -245,6 +248,7 @@ public struct LeaderCore {
         }
         committing = nil
         scopesAtLastCommit = scopes
+        batchDrops = []
         dedupRows = []
         batchReplies = [:]
         if highestAnswered.count > LeaderCore.answeredCacheLimit {
@@ -273,6 +277,11 @@ public struct LeaderCore {
             fatalError("internal inconsistency: a failed commit cannot be undone (\(cause)): \(error)")
         }
         scopes = scopesAtLastCommit
+        // The workers given up (or whose names were taken over) in the batch
+        // stay so: their instances retire again, in the next batch's records.
+        let drops = batchDrops
+        batchDrops = []
+        for (worker, name) in drops { dropWorker(worker, named: name) }
         for request in batchApplied { unindexed[request] = nil }
         dedupRows = []
         batchReplies = [:]
@@ -402,7 +411,7 @@ public struct LeaderCore {
             // The name's earlier process is gone (disconnected, or silent
             // past the timeout): this one takes the name over, and what the
             // earlier one held retires with it.
-            recordRetirements(scopes.dropWorker(worker), named: LeaderCore.nameTakenOverTurn)
+            dropWorker(worker, named: LeaderCore.nameTakenOverTurn)
         }
         goneWorkers.remove(worker)
         workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer)
@@ -552,6 +561,12 @@ public struct LeaderCore {
                 worker: spec.worker, registration: spec.registration, revision: durable.nextRevision - 1, instances: instances
             ).encoded()))
         batchRegistrations.append(outgoing.count - 1)
+    }
+
+    /// Retires every instance `worker` holds, in a system record named `name`.
+    private mutating func dropWorker(_ worker: String, named name: String) {
+        batchDrops.append((worker, name))
+        recordRetirements(scopes.dropWorker(worker), named: name)
     }
 
     /// Scope instances that retire without a turn causing them (a worker

@@ -91,10 +91,13 @@ public struct ReplicaCore: Sendable {
     private var awaitingSnapshot = false
     /// The parts of the snapshot being received: its revision, the next part
     /// expected, and the entries so far.
-    private var snapshotParts: (revision: UInt64, next: UInt64, entries: [SnapshotEntry])?
+    private var snapshotParts: (revision: UInt64, received: [UInt64: [SnapshotEntry]], last: UInt64?)?
     private var snapshotProgress: Duration = .zero
     private var snapshotPatience: Duration
     private var catchUpFrom: UInt64?
+    private var catchUpAskedAt: Duration = .zero
+    /// A catch-up unanswered this long is asked for again.
+    public static let catchUpPatience: Duration = .seconds(2)
     /// The newest revision the leader has named (its welcomes), this epoch.
     private var leaderRevision: UInt64 = 0
     private var lastHeartbeat: Duration = .zero
@@ -119,6 +122,19 @@ public struct ReplicaCore: Sendable {
         case .published(let epoch, let records):
             if epoch == self.epoch { receive(records, now: now) }
         case .tick:
+            if awaitingSnapshot, snapshotParts != nil, now - snapshotProgress >= ReplicaCore.catchUpPatience {
+                // Some parts came, then none: the rest was lost (a connection broke).
+                requestSnapshot(now: now)
+            } else if awaitingSnapshot, now - snapshotProgress > snapshotPatience {
+                // Nothing came: a leader reading a very large state table may
+                // be slow; ask again, waiting twice as long each time (to 10 min).
+                snapshotPatience = min(snapshotPatience * 2, .seconds(600))
+                requestSnapshot(now: now)
+            }
+            if catchUpFrom != nil, now - catchUpAskedAt >= ReplicaCore.catchUpPatience {
+                // The request or its answer was lost (a connection broke): ask again.
+                askForCatchUp(now: now)
+            }
             let interval = displaced == nil ? settings.heartbeatInterval : .milliseconds(250)
             if now - lastHeartbeat >= interval {
                 lastHeartbeat = now
@@ -139,6 +155,17 @@ public struct ReplicaCore: Sendable {
         guard sequence < LeaderCore.sequenceLimit - 1 else { return nil }
         sequence += 1
         return sequence
+    }
+
+    /// Where the sync stands, in words (the simulator's traces).
+    public var summary: String {
+        var parts = ["epoch \(epoch.map(String.init) ?? "none")", "applied \(appliedRevision)", "leader said \(leaderRevision)"]
+        if awaitingSnapshot { parts.append("awaiting a snapshot\(snapshotParts.map { " (\($0.received.count) parts here)" } ?? "")") }
+        if let catchUpFrom { parts.append("catching up from \(catchUpFrom)") }
+        if !buffered.isEmpty { parts.append("\(buffered.count) records held") }
+        if rejoining { parts.append("rejoining") }
+        if displaced != nil { parts.append("displaced") }
+        return parts.joined(separator: ", ")
     }
 
     /// The encoded value of a durable entry on the replica.
@@ -164,7 +191,7 @@ public struct ReplicaCore: Sendable {
             receive(records, now: now)
             // A catch-up reply stops at about 64 KiB: ask on at once while
             // the leader is known to be further.
-            if !awaitingSnapshot, catchUpFrom == nil, appliedRevision < leaderRevision { askForCatchUp() }
+            if !awaitingSnapshot, catchUpFrom == nil, appliedRevision < leaderRevision { askForCatchUp(now: now) }
         case .reply(let reply):
             effects.append(.reply(reply))
         case .scopeRegistered(_, let registration, let revision, let members):
@@ -200,11 +227,8 @@ public struct ReplicaCore: Sendable {
             buffered = [:]
             catchUpFrom = nil
             requestSnapshot(now: now)
-        } else if awaitingSnapshot, now - snapshotProgress > snapshotPatience {
-            snapshotPatience = min(snapshotPatience * 2, .seconds(600))
-            requestSnapshot(now: now)
         } else if !awaitingSnapshot, lastRevision > appliedRevision, catchUpFrom == nil {
-            askForCatchUp()
+            askForCatchUp(now: now)
         }
     }
 
@@ -217,24 +241,29 @@ public struct ReplicaCore: Sendable {
             return
         }
         snapshotProgress = now
-        // Parts come in order over one connection, each request's as one run.
-        // A gap starts the snapshot over (once: the rest of that run is
-        // ignored until a part 0 begins another).
+        // A part came: the leader is sending, not slow — a later stall is a
+        // loss, asked for again soon, not after a longer patience.
+        snapshotPatience = settings.snapshotPatience
+        // Parts of one run share a revision; a newer revision is a new run
+        // (the leader started over), an older one is left over. Parts may
+        // come in any order: the run is whole once the last part (`more`
+        // false) and every one before it are here.
         var entries = part
+        let total: UInt64
         if partNumber > 0 || more {
-            if partNumber == 0 { snapshotParts = (revision, 0, []) }
+            if let current = snapshotParts, current.revision > revision { return }
+            if snapshotParts?.revision != revision { snapshotParts = (revision, [:], nil) }
             guard var parts = snapshotParts else { return }
-            guard parts.revision == revision, parts.next == partNumber else {
-                requestSnapshot(now: now)
-                return
-            }
-            parts.entries += part
-            parts.next += 1
+            parts.received[partNumber] = part
+            if !more { parts.last = partNumber }
             snapshotParts = parts
-            guard !more else { return }
-            entries = parts.entries
+            guard let last = parts.last, parts.received.count == Int(last) + 1 else { return }
+            entries = (0...last).flatMap { parts.received[$0] ?? [] }
+            total = last + 1
+        } else {
+            total = 1
         }
-        syncedParts = partNumber + 1
+        syncedParts = total
         snapshotParts = nil
         snapshotPatience = settings.snapshotPatience
         awaitingSnapshot = false
@@ -299,8 +328,9 @@ public struct ReplicaCore: Sendable {
         send(.snapshotRequest(inParts: true))
     }
 
-    private mutating func askForCatchUp() {
+    private mutating func askForCatchUp(now: Duration) {
         catchUpFrom = appliedRevision + 1
+        catchUpAskedAt = now
         send(.catchUpRequest(from: appliedRevision + 1))
     }
 
@@ -316,7 +346,7 @@ public struct ReplicaCore: Sendable {
             effects.append(.apply(next))
             appliedRevision = next.revision
         }
-        if !buffered.isEmpty, catchUpFrom == nil { askForCatchUp() }
+        if !buffered.isEmpty, catchUpFrom == nil { askForCatchUp(now: now) }
         // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
         if displaced == nil, now - lastHeartbeat >= .milliseconds(100) {
             lastHeartbeat = now

@@ -1,0 +1,176 @@
+import Cog
+import CogCluster
+import CogLog
+import CogWire
+import LedgerRig
+
+/// The invariants of DESIGN §8, checked after every step from what the
+/// simulation can see: the log (the truth), what the leader sent, what each
+/// worker applied and heard.
+@MainActor
+struct SimChecker {
+    /// Records read so far.
+    private var scanned: UInt64 = 0
+    private var lastEpoch: UInt64 = 0
+    /// The state table as of `scanned`, and an order-free hash of it after
+    /// each revision (index 0: the empty state).
+    private var truth: [[UInt8]: [UInt8]] = [:]
+    private var truthHash: UInt64 = 0
+    private var hashes: [UInt64] = [0]
+    /// Which record applied each request.
+    private var appliedBy: [RequestID: UInt64] = [:]
+    /// Scope instances: who holds each and from which revision on, and the
+    /// revision whose record retired it.
+    private var minted: [UInt64: (worker: String, revision: UInt64)] = [:]
+    private var retired: [UInt64: UInt64] = [:]
+    /// The final answer each request got (a later one must be the same).
+    private var answers: [RequestID: OpReply.Outcome] = [:]
+
+    // MARK: The log
+
+    /// Reads the records committed since the last look.
+    mutating func scan(_ log: MemoryLog, simulation: Simulation) {
+        while scanned < log.lastRevision {
+            let record = log.records[Int(scanned)]
+            scanned += 1
+            guard record.revision == scanned else {
+                return simulation.fail("revisions", "the record at position \(scanned) has revision \(record.revision)")
+            }
+            guard record.epoch >= lastEpoch else {
+                return simulation.fail("revisions", "revision \(record.revision) has epoch \(record.epoch), after epoch \(lastEpoch)")
+            }
+            lastEpoch = record.epoch
+            if let request = record.origin.request {
+                if let earlier = appliedBy[request] {
+                    return simulation.fail(
+                        "applied-twice", "request \(request) was applied at revision \(earlier) and again at \(record.revision)")
+                }
+                appliedBy[request] = record.revision
+            }
+            if let instance = record.origin.instance {
+                if let problem = instanceProblem(instance, worker: record.origin.worker ?? "", record: record) {
+                    return simulation.fail("dead-instance", "revision \(record.revision) (\(record.name)) ran in \(problem)")
+                }
+            }
+            for write in record.writes {
+                let key = Array(write.name.utf8) + [0] + (write.key ?? [])
+                if let old = truth[key] { truthHash &-= SimChecker.entryHash(key, old) }
+                truth[key] = write.value
+                if let new = write.value { truthHash &+= SimChecker.entryHash(key, new) }
+            }
+            for event in record.scopeEvents {
+                switch event.kind {
+                case .open: minted[event.instance] = (event.worker ?? "", record.revision)
+                case .retire: retired[event.instance] = retired[event.instance] ?? record.revision
+                }
+            }
+            hashes.append(truthHash)
+        }
+    }
+
+    /// Why `instance` could not act for `worker` in `record` (nil: it could).
+    private func instanceProblem(_ instance: UInt64, worker: String, record: TurnRecord) -> String? {
+        guard let holder = minted[instance], holder.revision < record.revision else {
+            return "instance \(instance), which the leader never gave \(worker) before it"
+        }
+        guard holder.worker == worker else { return "instance \(instance), which belongs to \(holder.worker), not \(worker)" }
+        if let end = retired[instance], end < record.revision { return "instance \(instance), retired at revision \(end)" }
+        guard instance >> 32 == record.epoch else { return "instance \(instance) of epoch \(instance >> 32), in epoch \(record.epoch)" }
+        return nil
+    }
+
+    /// The leader sent `frame`: a registration reply mints instances.
+    mutating func leaderSent(_ frame: [UInt8], simulation: Simulation) {
+        guard frame.count < 64 << 10, case .scopeRegistered(let worker, _, let revision, let members)? = try? WireMessage.decode(frame) else { return }
+        for member in members where minted[member.instance] == nil { minted[member.instance] = (worker, revision) }
+    }
+
+    // MARK: Replicas
+
+    /// A replica says it holds revision `revision`: its state must be the log's then.
+    func checkReplica(_ worker: SimWorker, at revision: UInt64, simulation: Simulation) {
+        guard revision < hashes.count else {
+            return simulation.fail("replica-ahead", "\(worker.name) applied revision \(revision); the log ends at \(hashes.count - 1)")
+        }
+        var hash: UInt64 = 0
+        for (key, value) in worker.core.encodedState { hash &+= SimChecker.entryHash(key, value) }
+        guard hash == hashes[Int(revision)] else {
+            return simulation.fail("replica-diverged", "\(worker.name)'s state at revision \(revision) is not the leader's")
+        }
+        let total = worker.cogs.peek(totalMoneyCog)
+        if worker.core.isSynced, total != Simulation.totalMoney {
+            simulation.fail("money", "\(worker.name)'s replica holds \(total) in all, not \(Simulation.totalMoney), at revision \(revision)")
+        }
+    }
+
+    // MARK: Clients
+
+    /// Whether an outcome is a refusal a retry may see change (nothing was kept).
+    static func isTransient(_ outcome: OpReply.Outcome) -> Bool {
+        switch outcome.rejection?.code {
+        case .unavailable?, .nameInUse?: true
+        default: false
+        }
+    }
+
+    /// A worker's client heard `reply`: one request id gets one answer, and an
+    /// applied answer names the record that applied it.
+    mutating func workerHeard(_ reply: OpReply, by worker: SimWorker, simulation: Simulation) {
+        guard !SimChecker.isTransient(reply.outcome) else { return }
+        if let earlier = answers[reply.request], earlier != reply.outcome {
+            return simulation.fail("two-answers", "request \(reply.request) was answered \(earlier), then \(reply.outcome)")
+        }
+        answers[reply.request] = reply.outcome
+        if case .applied(let revision) = reply.outcome {
+            guard appliedBy[reply.request] == revision else {
+                return simulation.fail(
+                    "lost-ack",
+                    "request \(reply.request) was answered applied at revision \(revision), but the log \(appliedBy[reply.request].map { "applied it at \($0)" } ?? "does not hold it")")
+            }
+        }
+    }
+
+    // MARK: The bank and the dead
+
+    /// Money is conserved: the leader's graph holds what the bank opened with.
+    func checkMoney(simulation: Simulation) {
+        guard let leader = simulation.leader else { return }
+        let total = leader.core.cogs.peek(totalMoneyCog)
+        if total != Simulation.totalMoney {
+            simulation.fail("money", "the leader's graph holds \(total) in all, not \(Simulation.totalMoney)")
+        }
+    }
+
+    /// A worker dead longer than the heartbeat timeout (while the leader
+    /// ran) holds no live instance any more.
+    func checkGivenUp(simulation: Simulation) {
+        guard simulation.leader != nil, simulation.leaderPausedUntil == nil else { return }
+        let grace = simulation.configuration.heartbeatTimeout + .milliseconds(500)
+        for worker in simulation.workers where !worker.alive {
+            guard let dead = worker.deadSince, simulation.now - max(dead, simulation.leaderUpSince) > grace else { continue }
+            let epoch = simulation.log.epoch
+            let held = minted.filter { $0.value.worker == worker.name && $0.key >> 32 == epoch && retired[$0.key] == nil }.keys.sorted()
+            if let instance = held.first {
+                return simulation.fail(
+                    "dead-holder", "\(worker.name) has been dead \(Simulation.seconds(simulation.now - dead)) s, yet instance \(instance) is live")
+            }
+        }
+    }
+
+    /// An entry's hash (64 bits, FNV-1a then a finalizer), summed over the state.
+    static func entryHash(_ key: [UInt8], _ value: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key {
+            hash ^= UInt64(byte)
+            hash &*= 0x100_0000_01b3
+        }
+        hash ^= 0xff
+        hash &*= 0x100_0000_01b3
+        for byte in value {
+            hash ^= UInt64(byte)
+            hash &*= 0x100_0000_01b3
+        }
+        hash = (hash ^ (hash >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        return hash ^ (hash >> 31)
+    }
+}

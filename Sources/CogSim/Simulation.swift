@@ -1,0 +1,751 @@
+import Cog
+import CogCluster
+import CogLog
+import CogWire
+import Foundation
+import LedgerRig
+
+/// What one simulated run does (`cogd sim`).
+public struct SimConfiguration: Sendable {
+    public var seed: UInt64
+    /// Steps with faults; then the faults stop and the run goes on until
+    /// every replica has converged (or `settleLimit` of simulated time passed).
+    public var steps: Int
+    public var workers: Int
+    /// Rules switched off, to show the checker catches their absence.
+    public var broken: Set<SimRule>
+    public var faults: Bool
+    public var heartbeatTimeout: Duration = .seconds(3)
+    /// How long, once faults stop, everything has to converge.
+    public var settleLimit: Duration = .seconds(120)
+
+    public init(seed: UInt64, steps: Int = 20_000, workers: Int = 3, broken: Set<SimRule> = [], faults: Bool = true) {
+        self.seed = seed
+        self.steps = steps
+        self.workers = workers
+        self.broken = broken
+        self.faults = faults
+    }
+}
+
+/// A rule `cogd sim --break` can switch off.
+public enum SimRule: String, Sendable, CaseIterable {
+    case instanceCheck = "instance-check"
+    case dedup
+    case heartbeatExpiry = "heartbeat-expiry"
+
+    var leaderRule: LeaderRule? {
+        switch self {
+        case .instanceCheck: .instanceCheck
+        case .dedup: .dedup
+        case .heartbeatExpiry: .heartbeatExpiry
+        }
+    }
+}
+
+/// A rule the checker saw broken.
+public struct SimViolation: Error, Sendable {
+    /// Which invariant (`lost-ack`, `applied-twice`, `replica-diverged`, …).
+    public let invariant: String
+    public let message: String
+    public let step: Int
+    public let time: Duration
+    /// The last events before it, oldest first.
+    public let trace: [String]
+}
+
+/// What a run did.
+public struct SimResult: Sendable {
+    public let seed: UInt64
+    public let steps: Int
+    public let violation: SimViolation?
+    /// A hash of the log and the replicas' ends: one seed, one fingerprint.
+    public let fingerprint: UInt64
+    public let counts: [String: Int]
+    public let revisions: UInt64
+}
+
+/// The leader core and replica cores of a small cluster, with the real
+/// graph and the Ledger rig, on a simulated network, disk and clock, driven
+/// by one seed; a checker looks at everything after every step.
+@MainActor
+public final class Simulation {
+    let configuration: SimConfiguration
+    var random: SimRandom
+    var now: Duration = .zero
+    var step = 0
+    let log = MemoryLog()
+    var leader: SimLeader?
+    var leaderIncarnation = 0
+    var leaderDownUntil: Duration?
+    var leaderPausedUntil: Duration?
+    /// When the leader last came up or back from a pause (dead workers are
+    /// given up by `heartbeatTimeout` after this).
+    var leaderUpSince: Duration = .zero
+    var workers: [SimWorker] = []
+    var packets: [Packet] = []
+    var packetOrder: UInt64 = 0
+    /// When the last in-order packet of each connection arrives.
+    var channelClock: [Int: Duration] = [:]
+    var checker = SimChecker()
+    var counts: [String: Int] = [:]
+    var trace: [String] = []
+    var violation: SimViolation?
+    var faultsOn = true
+
+    static let accounts = ["alba", "bo", "cyd", "dee", "eli", "fay", "gus", "hal"]
+    static let openingBalance = 1_000
+    static var totalMoney: Int { accounts.count * openingBalance }
+
+    public init(configuration: SimConfiguration) {
+        self.configuration = configuration
+        random = SimRandom(seed: configuration.seed)
+        faultsOn = configuration.faults
+        LedgerRig.register()
+    }
+
+    public func run() -> SimResult {
+        faultsOn = false
+        startLeader()
+        openAccounts()
+        faultsOn = configuration.faults
+        for index in 0..<configuration.workers {
+            let worker = SimWorker(index: index, name: "w\(index + 1)")
+            workers.append(worker)
+            start(worker)
+        }
+        while violation == nil, step < configuration.steps {
+            advance()
+        }
+        if violation == nil { settle() }
+        return SimResult(
+            seed: configuration.seed, steps: step, violation: violation, fingerprint: fingerprint(), counts: counts,
+            revisions: log.lastRevision)
+    }
+
+    // MARK: Steps
+
+    /// One step: time moves, faults strike, due messages arrive, every node
+    /// ticks, clients act, and the checker looks.
+    func advance() {
+        step += 1
+        now += random.milliseconds(1, 20)
+        if faultsOn { injectFaults() }
+        restartDueNodes()
+        serveLeader()
+        for worker in workers where worker.alive { serve(worker) }
+        for worker in workers where worker.alive { act(worker) }
+        check()
+    }
+
+    /// Faults stop; the network heals; every node comes back; the run goes
+    /// on until everything has converged, within `settleLimit`.
+    func settle() {
+        faultsOn = false
+        for worker in workers { worker.blockedToLeaderUntil = nil; worker.blockedFromLeaderUntil = nil }
+        if leaderPausedUntil != nil {
+            leaderPausedUntil = nil
+            leaderUpSince = now
+        }
+        note("faults stop; the network heals")
+        let deadline = now + configuration.settleLimit
+        while violation == nil {
+            if leader == nil, leaderDownUntil == nil { leaderDownUntil = now }
+            for worker in workers where !worker.alive && worker.restartAt == nil { worker.restartAt = now }
+            if let lagging = unconverged() {
+                guard now < deadline else {
+                    fail("no-convergence", "\(Int(configuration.settleLimit.components.seconds)) s after the faults stopped, \(lagging)")
+                    return
+                }
+                advance()
+            } else {
+                return
+            }
+        }
+    }
+
+    /// Why the cluster has not converged yet (nil: it has).
+    func unconverged() -> String? {
+        guard let leader else { return "the leader is down" }
+        _ = leader
+        for worker in workers {
+            guard worker.alive else { return "\(worker.name) is down" }
+            guard worker.core.isSynced, worker.core.epoch == log.epoch else { return "\(worker.name) has not synced with epoch \(log.epoch)" }
+            guard worker.core.appliedRevision == log.lastRevision else {
+                return "\(worker.name) is at revision \(worker.core.appliedRevision) of \(log.lastRevision) (\(worker.core.summary))"
+            }
+            if let oldest = worker.outstanding.first {
+                return "\(worker.name)'s request \(oldest.request) (\(oldest.op)) is unanswered"
+            }
+            guard worker.registered else { return "\(worker.name)'s scope registration is unanswered" }
+        }
+        return nil
+    }
+
+    // MARK: The leader
+
+    func startLeader() {
+        if leaderIncarnation > 0 { log.reopen() }
+        leaderIncarnation += 1
+        let node = SimLeader(simulation: self)
+        var broken = Set<LeaderRule>()
+        for rule in configuration.broken { if let rule = rule.leaderRule { broken.insert(rule) } }
+        do {
+            node.core = try LeaderCore(
+                log: log, ports: node, registry: try OpRegistry.declared(),
+                settings: LeaderCore.Settings(heartbeatTimeout: configuration.heartbeatTimeout, turnsEndpoint: "sim://turns", broken: broken))
+        } catch {
+            fail("start", "the leader core could not start: \(error)")
+            return
+        }
+        leader = node
+        leaderDownUntil = nil
+        leaderUpSince = now
+        note("leader starts (epoch \(log.epoch))")
+        if node.core.hasWork { carry(node.core.step(.endBatch, now: now)) }
+    }
+
+    func crashLeader(for downtime: Duration) {
+        guard leader != nil else { return }
+        leader = nil
+        leaderDownUntil = now + downtime
+        // Its connections break: what was on the way to or from it is lost.
+        packets.removeAll { $0.leaderIncarnation == leaderIncarnation }
+        count("leader-crashes")
+        note("leader crashes (down \(Self.shown(downtime)) s)")
+    }
+
+    /// The bank opens before the run: eight accounts of 1,000.
+    func openAccounts() {
+        guard let leader else { return }
+        for (index, account) in Simulation.accounts.enumerated() {
+            let argument = (try? CBOREncoder().encode(Opening(account: account, balance: Simulation.openingBalance))) ?? []
+            let request = OpRequest(request: RequestID(worker: "sim-setup", sequence: UInt64(index + 1)), op: "ledger.open", argument: argument)
+            carry(leader.core.step(.message(from: Array("sim-setup".utf8), frames: [WireMessage.op(request).encoded()]), now: now))
+        }
+        carry(leader.core.step(.endBatch, now: now))
+        checker.scan(log, simulation: self)
+    }
+
+    func serveLeader() {
+        guard let leader else { return }
+        if let until = leaderPausedUntil {
+            guard now >= until else { return }
+            leaderPausedUntil = nil
+            leaderUpSince = now
+            note("leader resumes")
+        }
+        var due: [Packet] = []
+        packets.removeAll { packet in
+            guard case .toLeader = packet.kind, packet.deliverAt <= now else { return false }
+            due.append(packet)
+            return true
+        }
+        for packet in due.sorted(by: Packet.inOrder) {
+            guard case .toLeader(let identity, let frame) = packet.kind, self.leader === leader else { continue }
+            carry(leader.core.step(.message(from: identity, frames: [frame]), now: now))
+        }
+        guard self.leader === leader else { return }
+        carry(leader.core.step(.tick, now: now))
+        if self.leader === leader, leader.core.hasWork { carry(leader.core.step(.endBatch, now: now)) }
+    }
+
+    /// Carries out the leader core's effects.
+    func carry(_ effects: [LeaderCore.Effect]) {
+        for effect in effects {
+            guard let leader else { return }
+            switch effect {
+            case .send(let peer, let frame):
+                checker.leaderSent(frame, simulation: self)
+                sendToWorker(peer, frame, stream: false)
+            case .sendStatus:
+                break
+            case .startSnapshot(let peer, let whole):
+                sendSnapshot(to: peer, whole: whole)
+                carry(leader.core.step(.snapshotEnded(peer), now: now))
+            case .commit(let commit):
+                if faultsOn, random.chance(0.01) {
+                    log.failingCommits = 1
+                    count("failed-commits")
+                }
+                let answer: LeaderCore.Input
+                do {
+                    let revisions = try log.append(commit, at: Date(timeIntervalSince1970: Simulation.seconds(now)))
+                    answer = .committed(revisions)
+                    count("commits")
+                } catch {
+                    answer = .commitFailed(cause: "simulated disk failure")
+                    note("a commit fails")
+                }
+                checker.scan(log, simulation: self)
+                if faultsOn, case .committed = answer, random.chance(0.003) {
+                    // Committed, but the process dies before anyone hears of it.
+                    crashLeader(for: random.milliseconds(200, 3_000))
+                    return
+                }
+                carry(leader.core.step(answer, now: now))
+            case .publish(let revisions):
+                guard let records = try? log.records(from: revisions.lowerBound, limit: revisions.count, maximumBytes: .max) else { continue }
+                let frame = WireMessage.turns(epoch: log.epoch, records: records).encoded()
+                for worker in workers where worker.alive && worker.subscribed {
+                    sendToWorker(worker.identity, frame, stream: true)
+                }
+            }
+        }
+    }
+
+    /// The state table as of now, in parts of about 512 bytes (so that
+    /// several parts, lost or reordered, are the common case).
+    func sendSnapshot(to peer: [UInt8], whole: Bool) {
+        let entries = log.stateEntries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
+        if whole {
+            sendToWorker(peer, WireMessage.snapshot(epoch: log.epoch, revision: log.lastRevision, entries: entries).encoded(), stream: false)
+            return
+        }
+        var parts: [[SnapshotEntry]] = [[]]
+        var bytes = 0
+        for entry in entries {
+            let size = WireMessage.snapshotEntrySize(name: entry.name, key: entry.key, value: entry.value)
+            if bytes + size > 512, !parts[parts.count - 1].isEmpty {
+                parts.append([])
+                bytes = 0
+            }
+            parts[parts.count - 1].append(entry)
+            bytes += size
+        }
+        for (number, part) in parts.enumerated() {
+            let message = WireMessage.snapshot(
+                epoch: log.epoch, revision: log.lastRevision, entries: part, part: UInt64(number), more: number < parts.count - 1)
+            sendToWorker(peer, message.encoded(), stream: false)
+        }
+    }
+
+    // MARK: Workers
+
+    func start(_ worker: SimWorker) {
+        worker.incarnation += 1
+        worker.alive = true
+        worker.restartAt = nil
+        worker.deadSince = nil
+        worker.identity = Array("\(worker.name)/\(worker.incarnation)".utf8)
+        worker.core = ReplicaCore(settings: ReplicaCore.Settings(name: worker.name))
+        worker.cogs = Cogs.replica()
+        worker.subscribed = false
+        worker.outstanding = []
+        worker.instances = [:]
+        worker.registered = false
+        worker.registrationSentAt = nil
+        worker.pendingRegistered = []
+        note("\(worker.name) starts (incarnation \(worker.incarnation))")
+        carry(worker, worker.core.step(.start, now: now))
+    }
+
+    func crash(_ worker: SimWorker, for downtime: Duration?) {
+        guard worker.alive else { return }
+        worker.alive = false
+        worker.deadSince = now
+        worker.restartAt = downtime.map { now + $0 }
+        packets.removeAll { $0.worker == worker.index && $0.workerIncarnation == worker.incarnation }
+        count("worker-crashes")
+        note("\(worker.name) crashes (\(downtime.map { "down \(Self.shown($0)) s" } ?? "for good"))")
+    }
+
+    func serve(_ worker: SimWorker) {
+        var due: [Packet] = []
+        packets.removeAll { packet in
+            guard packet.worker == worker.index, case .toWorker = packet.kind, packet.deliverAt <= now else { return false }
+            due.append(packet)
+            return true
+        }
+        for packet in due.sorted(by: Packet.inOrder) {
+            guard worker.alive, packet.workerIncarnation == worker.incarnation, case .toWorker(let frame, let stream) = packet.kind else { continue }
+            guard let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize) else {
+                fail("undecodable", "\(worker.name) could not decode a message the leader sent")
+                return
+            }
+            if stream {
+                guard worker.subscribed, case .turns(let epoch, let records) = message else { continue }
+                carry(worker, worker.core.step(.published(epoch: epoch, records: records), now: now))
+            } else {
+                carry(worker, worker.core.step(.leader(message), now: now))
+            }
+        }
+        if worker.alive { carry(worker, worker.core.step(.tick, now: now)) }
+    }
+
+    func carry(_ worker: SimWorker, _ effects: [ReplicaCore.Effect]) {
+        // The core's state is already past the whole step: the replica is
+        // checked once its graph has caught up with it, after the effects.
+        var applied = false
+        defer { if applied, violation == nil { checker.checkReplica(worker, at: worker.core.appliedRevision, simulation: self) } }
+        for effect in effects {
+            guard violation == nil else { return }
+            switch effect {
+            case .send(let message):
+                sendToLeader(from: worker, message.encoded())
+            case .subscribe:
+                worker.subscribed = true
+            case .applySnapshot(let revision, let entries):
+                do {
+                    try worker.cogs.applyReplicatedTurn(
+                        named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                        codec: worker.codec)
+                } catch {
+                    fail("replica-apply", "\(worker.name) could not apply a snapshot: \(error)")
+                }
+                worker.pendingRegistered = []
+                _ = revision
+                applied = true
+            case .apply(let record):
+                for event in record.scopeEvents where event.worker == worker.name && event.registration == SimWorker.registration {
+                    switch event.kind {
+                    case .open: worker.instances[event.identity ?? []] = event.instance
+                    case .retire:
+                        if worker.instances[event.identity ?? []] == event.instance { worker.instances[event.identity ?? []] = nil }
+                        worker.stale.append(event.instance)
+                    }
+                }
+                do {
+                    try worker.cogs.applyReplicatedTurn(
+                        named: record.name, writes: record.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                        codec: worker.codec)
+                } catch {
+                    fail("replica-apply", "\(worker.name) could not apply revision \(record.revision): \(error)")
+                }
+                applied = true
+                worker.adoptRegistered(upTo: record.revision)
+            case .firstSync, .registerScopesAnew:
+                worker.forgetInstances()
+                register(worker)
+            case .forgetInstances:
+                worker.forgetInstances()
+            case .reply(let reply):
+                if reply.outcome.rejection?.code == .retiredScope { count("retired-refused") }
+                checker.workerHeard(reply, by: worker, simulation: self)
+                if !SimChecker.isTransient(reply.outcome) { worker.outstanding.removeAll { $0.request == reply.request } }
+            case .registered(let registration, let revision, let members):
+                guard registration == SimWorker.registration else { continue }
+                worker.registrationSentAt = nil
+                worker.registered = true
+                worker.pendingRegistered.append((revision, members))
+                worker.adoptRegistered(upTo: worker.core.appliedRevision)
+            case .refused(let error):
+                note("\(worker.name) refused: \(error.code)")
+            }
+        }
+    }
+
+    func register(_ worker: SimWorker) {
+        worker.registered = false
+        worker.registrationSentAt = now
+        let spec = ScopeRegistration(
+            worker: worker.name, registration: SimWorker.registration, path: "Sim.greeter", source: "ledger.accounts", key: nil,
+            form: .each)
+        sendToLeader(from: worker, WireMessage.scopeRegister(spec).encoded())
+    }
+
+    /// A client's work: now and then a new op; a request or registration
+    /// unanswered for a second is sent again, as it was.
+    func act(_ worker: SimWorker) {
+        for index in worker.outstanding.indices where now - worker.outstanding[index].sentAt >= .seconds(1) {
+            worker.outstanding[index].sentAt = now
+            count("retries")
+            sendToLeader(from: worker, worker.outstanding[index].frame)
+        }
+        if let sentAt = worker.registrationSentAt, now - sentAt >= .seconds(2) {
+            register(worker)
+        }
+        guard faultsOn, worker.core.isSynced, worker.core.displaced == nil, worker.outstanding.count < 4, random.chance(0.15) else { return }
+        guard let sequence = worker.core.nextSequence() else { return }
+        let request = RequestID(worker: worker.name, sequence: sequence)
+        let op = randomOp(for: worker)
+        let frame = WireMessage.op(OpRequest(request: request, op: op.name, argument: op.argument, instance: op.instance)).encoded()
+        worker.outstanding.append(SimWorker.Outstanding(request: request, op: op.name, frame: frame, sentAt: now))
+        count("ops")
+        sendToLeader(from: worker, frame)
+    }
+
+    func randomOp(for worker: SimWorker) -> (name: String, argument: [UInt8], instance: UInt64?) {
+        let encoder = CBOREncoder()
+        let roll = random.int(0...99)
+        let account = random.pick(Simulation.accounts)
+        switch roll {
+        case 0..<50:
+            var other = random.pick(Simulation.accounts)
+            if other == account { other = Simulation.accounts[(Simulation.accounts.firstIndex(of: account)! + 1) % Simulation.accounts.count] }
+            let transfer = Transfer(from: account, to: other, amount: random.int(1...400))
+            return ("ledger.transfer", (try? encoder.encode(transfer)) ?? [], nil)
+        case 50..<75:
+            // A greeting from a scope child: mostly a live instance, sometimes
+            // one that has retired (the leader must refuse it).
+            if !worker.stale.isEmpty, random.chance(0.3) {
+                return ("ledger.greet", (try? encoder.encode(account)) ?? [], random.pick(worker.stale))
+            }
+            let members = worker.instances.keys.sorted { $0.lexicographicallyPrecedes($1) }
+            guard !members.isEmpty else { return ("ledger.greet", (try? encoder.encode(account)) ?? [], nil) }
+            let identity = random.pick(members)
+            let name = (try? CBORDecoder().decode(String.self, from: identity)) ?? account
+            return ("ledger.greet", (try? encoder.encode(name)) ?? [], worker.instances[identity])
+        case 75..<87:
+            return ("ledger.close", (try? encoder.encode(account)) ?? [], nil)
+        default:
+            return ("ledger.open", (try? encoder.encode(Opening(account: account, balance: 0))) ?? [], nil)
+        }
+    }
+
+    // MARK: The network
+
+    func sendToLeader(from worker: SimWorker, _ frame: [UInt8]) {
+        if let until = worker.blockedToLeaderUntil, now < until {
+            count("partitioned")
+            return
+        }
+        enqueue(Packet(
+            deliverAt: now, order: 0, kind: .toLeader(identity: worker.identity, frame: frame), worker: worker.index,
+            workerIncarnation: worker.incarnation, leaderIncarnation: leaderIncarnation))
+    }
+
+    func sendToWorker(_ peer: [UInt8], _ frame: [UInt8], stream: Bool) {
+        guard let worker = workers.first(where: { $0.identity == peer }), worker.alive else { return }
+        if let until = worker.blockedFromLeaderUntil, now < until {
+            count("partitioned")
+            return
+        }
+        enqueue(Packet(
+            deliverAt: now, order: 0, kind: .toWorker(frame: frame, stream: stream), worker: worker.index,
+            workerIncarnation: worker.incarnation, leaderIncarnation: leaderIncarnation))
+    }
+
+    /// Puts a packet on the wire: delayed, and with faults on, sometimes
+    /// lost, duplicated or held long enough to be overtaken.
+    func enqueue(_ packet: Packet) {
+        var packet = packet
+        if faultsOn, random.chance(0.02) {
+            count("lost")
+            return
+        }
+        let copies = faultsOn && random.chance(0.01) ? 2 : 1
+        if copies == 2 { count("duplicated") }
+        // One connection delivers in order (as TCP does); with faults on, a
+        // packet is now and then held long enough for later ones to overtake it.
+        let channel = packet.channel
+        for _ in 0..<copies {
+            packetOrder += 1
+            packet.order = packetOrder
+            if faultsOn, random.chance(0.05) {
+                packet.deliverAt = now + random.milliseconds(5, 400)
+                count("reordered")
+            } else {
+                packet.deliverAt = max(now + random.milliseconds(0, 5), channelClock[channel] ?? .zero)
+                channelClock[channel] = packet.deliverAt
+            }
+            packets.append(packet)
+        }
+    }
+
+    /// Whether the worker process that uses `peer` is running (a partition
+    /// does not close a connection; a crash does).
+    func isConnected(_ peer: [UInt8]) -> Bool {
+        workers.contains { $0.identity == peer && $0.alive }
+    }
+
+    // MARK: Faults
+
+    func injectFaults() {
+        if leader != nil, random.chance(0.0004) { crashLeader(for: random.milliseconds(300, 4_000)) }
+        if leader != nil, leaderPausedUntil == nil, random.chance(0.0004) {
+            let pause = random.milliseconds(500, 7_000)
+            leaderPausedUntil = now + pause
+            count("pauses")
+            note("leader pauses \(Self.shown(pause)) s")
+        }
+        if random.chance(0.0002) {
+            let jump = random.milliseconds(1_000, 8_000)
+            now += jump
+            leaderUpSince = now
+            count("clock-jumps")
+            note("the clock jumps \(Self.shown(jump)) s")
+        }
+        for worker in workers {
+            if worker.alive, random.chance(0.0003) {
+                crash(worker, for: random.chance(0.3) ? nil : random.milliseconds(300, 12_000))
+            }
+            if random.chance(0.0008) {
+                let length = random.milliseconds(300, 12_000)
+                switch random.int(0...2) {
+                case 0:
+                    worker.blockedToLeaderUntil = now + length
+                    worker.blockedFromLeaderUntil = now + length
+                    note("\(worker.name) is cut off from the leader for \(Self.shown(length)) s")
+                case 1:
+                    worker.blockedToLeaderUntil = now + length
+                    note("\(worker.name) cannot reach the leader for \(Self.shown(length)) s (one way)")
+                default:
+                    worker.blockedFromLeaderUntil = now + length
+                    note("the leader cannot reach \(worker.name) for \(Self.shown(length)) s (one way)")
+                }
+                count("partitions")
+            }
+        }
+    }
+
+    func restartDueNodes() {
+        if leader == nil, let until = leaderDownUntil, now >= until { startLeader() }
+        for worker in workers where !worker.alive {
+            if let at = worker.restartAt, now >= at { start(worker) }
+        }
+    }
+
+    // MARK: Checking
+
+    func check() {
+        guard violation == nil else { return }
+        checker.scan(log, simulation: self)
+        checker.checkMoney(simulation: self)
+        checker.checkGivenUp(simulation: self)
+    }
+
+    func fail(_ invariant: String, _ message: String) {
+        guard violation == nil else { return }
+        violation = SimViolation(invariant: invariant, message: message, step: step, time: now, trace: trace)
+    }
+
+    func note(_ event: String) {
+        trace.append("[\(step) t=\(Self.shown(now))] \(event)")
+        if trace.count > 40 { trace.removeFirst(trace.count - 40) }
+    }
+
+    func count(_ name: String) { counts[name, default: 0] += 1 }
+
+    /// Seconds with three decimals.
+    static func shown(_ duration: Duration) -> String {
+        let millis = duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let fraction = String(millis % 1_000)
+        return "\(millis / 1_000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// FNV-1a over the log's records and each replica's end.
+    func fingerprint() -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ bytes: some Sequence<UInt8>) {
+            for byte in bytes {
+                hash ^= UInt64(byte)
+                hash &*= 0x100_0000_01b3
+            }
+        }
+        for record in log.records {
+            mix(withUnsafeBytes(of: record.revision.bigEndian, Array.init))
+            mix(record.name.utf8)
+            mix((record.origin.request?.description ?? "-").utf8)
+            for write in record.writes { mix(write.value ?? [0xff]) }
+        }
+        for worker in workers { mix(withUnsafeBytes(of: worker.core.appliedRevision.bigEndian, Array.init)) }
+        return hash
+    }
+}
+
+/// The leader process: its core, and what the core asks of its driver.
+@MainActor
+final class SimLeader: LeaderPorts {
+    unowned let simulation: Simulation
+    var core: LeaderCore!
+
+    init(simulation: Simulation) {
+        self.simulation = simulation
+    }
+
+    func noteRunning(_ request: RequestID, op: String, digest: [UInt8]) throws(TurnStoreError) {}
+
+    func isConnected(_ peer: [UInt8], probe: [UInt8]) -> Bool { simulation.isConnected(peer) }
+}
+
+/// One worker process (and the client in it): a replica core, the replica's
+/// graph, a scope over the open accounts, and the requests it waits on.
+@MainActor
+final class SimWorker {
+    struct Outstanding {
+        let request: RequestID
+        let op: String
+        let frame: [UInt8]
+        var sentAt: Duration
+    }
+
+    static let registration: UInt64 = 1
+    let index: Int
+    let name: String
+    var incarnation = 0
+    var alive = false
+    var restartAt: Duration?
+    var deadSince: Duration?
+    var identity: [UInt8] = []
+    var core: ReplicaCore
+    var cogs = Cogs.replica()
+    let codec = ReplicaCodec()
+    var subscribed = false
+    var outstanding: [Outstanding] = []
+    /// The scope's members and the instances the leader minted for them.
+    var instances: [[UInt8]: UInt64] = [:]
+    /// Instances that retired: sent now and then, to be refused.
+    var stale: [UInt64] = []
+    var registered = false
+    var registrationSentAt: Duration?
+    var pendingRegistered: [(revision: UInt64, members: [ScopeMember])] = []
+    var blockedToLeaderUntil: Duration?
+    var blockedFromLeaderUntil: Duration?
+
+    init(index: Int, name: String) {
+        self.index = index
+        self.name = name
+        core = ReplicaCore(settings: ReplicaCore.Settings(name: name))
+    }
+
+    func forgetInstances() {
+        stale += instances.values.sorted()
+        if stale.count > 64 { stale.removeFirst(stale.count - 64) }
+        instances = [:]
+    }
+
+    /// Takes the registration replies whose revision the replica has reached.
+    func adoptRegistered(upTo revision: UInt64) {
+        var later: [(revision: UInt64, members: [ScopeMember])] = []
+        for reply in pendingRegistered {
+            guard reply.revision <= revision else {
+                later.append(reply)
+                continue
+            }
+            for member in reply.members { instances[member.identity] = member.instance }
+        }
+        pendingRegistered = later
+    }
+}
+
+/// A message on the simulated wire.
+struct Packet {
+    enum Kind {
+        case toLeader(identity: [UInt8], frame: [UInt8])
+        case toWorker(frame: [UInt8], stream: Bool)
+    }
+
+    var deliverAt: Duration
+    var order: UInt64
+    var kind: Kind
+    var worker: Int
+    var workerIncarnation: Int
+    var leaderIncarnation: Int
+
+    /// The connection it travels on: a worker's requests (each way) or its turn stream.
+    var channel: Int {
+        switch kind {
+        case .toLeader: worker * 3
+        case .toWorker(_, let stream): worker * 3 + (stream ? 2 : 1)
+        }
+    }
+
+    static func inOrder(_ a: Packet, _ b: Packet) -> Bool {
+        a.deliverAt == b.deliverAt ? a.order < b.order : a.deliverAt < b.deliverAt
+    }
+}

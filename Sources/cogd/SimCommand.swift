@@ -1,0 +1,126 @@
+import CogSim
+import Foundation
+
+/// `cogd sim`: runs the cluster's cores on a simulated network, disk and
+/// clock, one seed after another, and stops at the first broken invariant.
+enum SimCommand {
+    struct Options: Equatable {
+        var seeds: ClosedRange<UInt64> = 1...1
+        var steps = 20_000
+        var workers = 3
+        var json = false
+        var broken: [String] = []
+    }
+
+    static func parse(_ arguments: [String]) throws(Command.UsageError) -> Options {
+        var reader = OptionReader(arguments: arguments, subcommand: "sim")
+        var options = Options()
+        func whole(_ option: OptionReader.Option, _ text: String, in range: ClosedRange<UInt64>) throws(Command.UsageError) -> UInt64 {
+            guard let value = UInt64(text), range.contains(value) else {
+                throw Command.UsageError(
+                    message: "\(option.name) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'",
+                    subcommand: "sim")
+            }
+            return value
+        }
+        while let option = try reader.nextOption() {
+            switch option.name {
+            case "--seed":
+                let seed = try whole(option, try reader.value(for: option), in: 0...UInt64.max)
+                options.seeds = seed...seed
+            case "--seeds":
+                let text = try reader.value(for: option)
+                let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+                guard parts.count == 2, let low = UInt64(parts[0]), let high = UInt64(parts[1]), low <= high else {
+                    throw Command.UsageError(message: "--seeds takes a range A-B of whole numbers, A ≤ B, not '\(text)'", subcommand: "sim")
+                }
+                options.seeds = low...high
+            case "--steps": options.steps = Int(try whole(option, try reader.value(for: option), in: 1...100_000_000))
+            case "--workers": options.workers = Int(try whole(option, try reader.value(for: option), in: 1...16))
+            case "--json":
+                try reader.noValue(option)
+                options.json = true
+            case "--break":
+                let text = try reader.value(for: option)
+                guard SimRule(rawValue: text) != nil else {
+                    throw Command.UsageError(
+                        message: "--break takes one of \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")), not '\(text)'",
+                        subcommand: "sim")
+                }
+                options.broken.append(text)
+            default: throw Command.UsageError(message: "unknown option '\(option.name)'", subcommand: "sim")
+            }
+        }
+        if let extra = try reader.positional() { throw Command.UsageError(message: "unexpected argument '\(extra)'", subcommand: "sim") }
+        return options
+    }
+
+    /// Runs every seed; exits 1 at the first violation (printing the seed,
+    /// the step and the trace), 0 when all pass.
+    @MainActor
+    static func run(_ options: Options) -> Int32 {
+        // Swift seeds its hashing per process: dictionaries would iterate in
+        // another order each run. The simulator needs one seed, one run.
+        if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
+            setenv("SWIFT_DETERMINISTIC_HASHING", "1", 1)
+            let arguments = CommandLine.arguments
+            var argv = arguments.map { strdup($0) } + [nil]
+            execv("/proc/self/exe", &argv)
+            printError("Error: cannot restart cogd with deterministic hashing: \(String(cString: strerror(errno)))")
+            return 1
+        }
+        let broken = Set(options.broken.compactMap(SimRule.init(rawValue:)))
+        let started = ContinuousClock.now
+        var totalSteps = 0
+        var seedsRun = 0
+        for seed in options.seeds {
+            let simulation = Simulation(
+                configuration: SimConfiguration(seed: seed, steps: options.steps, workers: options.workers, broken: broken))
+            let result = simulation.run()
+            totalSteps += result.steps
+            seedsRun += 1
+            if options.json {
+                print(json(result))
+            }
+            if let violation = result.violation {
+                if !options.json {
+                    print("seed \(seed): FAIL at step \(violation.step) (t=\(String(format: "%.3f", seconds(violation.time))) s): \(violation.invariant): \(escaped: violation.message)")
+                    print("trace (the last events, oldest first):")
+                    for line in violation.trace { print("  \(escaped: line)") }
+                    print("reproduce: cogd sim --seed \(seed) --steps \(options.steps) --workers \(options.workers)\(options.broken.map { " --break \($0)" }.joined())")
+                }
+                return 1
+            }
+            if !options.json, options.seeds.count <= 20 || seed == options.seeds.upperBound || seedsRun % 20 == 0 {
+                print(
+                    "seed \(seed): pass — \(result.steps) steps, \(result.revisions) revisions, fingerprint \(String(result.fingerprint, radix: 16)); "
+                        + result.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            }
+        }
+        let elapsed = seconds(ContinuousClock.now - started)
+        let rate = elapsed > 0 ? Double(totalSteps) / elapsed : 0
+        if !options.json {
+            print("\(seedsRun) seed\(seedsRun == 1 ? "" : "s") passed: \(totalSteps) steps in \(String(format: "%.1f", elapsed)) s (\(Int(rate)) steps/s)")
+        }
+        return 0
+    }
+
+    static func json(_ result: SimResult) -> String {
+        var object: [String: Any] = [
+            "seed": result.seed, "steps": result.steps, "revisions": result.revisions,
+            "fingerprint": String(result.fingerprint, radix: 16), "counts": result.counts, "pass": result.violation == nil,
+        ]
+        if let violation = result.violation {
+            object["violation"] = [
+                "invariant": violation.invariant, "message": violation.message, "step": violation.step,
+                "time": seconds(violation.time), "trace": violation.trace,
+            ]
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

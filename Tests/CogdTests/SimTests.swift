@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+
+/// `cogd sim`: the real cores and graph on a simulated network, disk and
+/// clock. Each run is a separate process (the simulator needs Swift's
+/// deterministic hashing, which it sets for itself by restarting once).
+@Suite("cogd sim", .timeLimit(.minutes(3)))
+struct SimTests {
+    /// The JSON lines `cogd sim --json` printed, one per seed.
+    func runs(_ arguments: [String]) throws -> (status: Int32, runs: [[String: Any]], output: String) {
+        let result = try runCogd(["sim", "--json"] + arguments, timeout: .seconds(120))
+        let runs = result.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        return (result.status, runs, result.stdout + result.stderr)
+    }
+
+    @Test func `several seeds with every fault pass, and each run saw the faults`() throws {
+        let (status, runs, output) = try runs(["--seeds", "1-6", "--steps", "3000"])
+        #expect(status == 0, "\(output)")
+        #expect(runs.count == 6)
+        for run in runs {
+            #expect(run["pass"] as? Bool == true, "\(run)")
+            let counts = run["counts"] as? [String: Int] ?? [:]
+            #expect((counts["ops"] ?? 0) > 100, "clients sent ops: \(counts)")
+            #expect((counts["lost"] ?? 0) > 0 && (counts["retries"] ?? 0) > 0, "messages were lost and retried: \(counts)")
+            #expect((run["revisions"] as? Int ?? 0) > 50)
+        }
+        let seen = ["leader-crashes", "worker-crashes", "partitions", "failed-commits", "duplicated", "reordered", "pauses", "clock-jumps", "retired-refused"]
+        for name in seen {
+            #expect(runs.contains { ($0["counts"] as? [String: Int])?[name] ?? 0 > 0 }, "no run saw \(name)")
+        }
+    }
+
+    @Test func `one seed makes one run: the same fingerprint twice`() throws {
+        let first = try runs(["--seed", "42", "--steps", "2000"])
+        let second = try runs(["--seed", "42", "--steps", "2000"])
+        #expect(first.status == 0 && second.status == 0, "\(first.output)\(second.output)")
+        let one = try #require(first.runs.first?["fingerprint"] as? String)
+        #expect(second.runs.first?["fingerprint"] as? String == one)
+        #expect(first.runs.first?["counts"] as? [String: Int] == second.runs.first?["counts"] as? [String: Int])
+    }
+
+    @Test(arguments: [
+        ("instance-check", "dead-instance"), ("dedup", "applied-twice"), ("heartbeat-expiry", "dead-holder"),
+    ])
+    func `a switched-off rule is caught within 20 seeds`(rule: String, invariant: String) throws {
+        let (status, runs, output) = try runs(["--seeds", "1-20", "--steps", "3000", "--break", rule])
+        #expect(status == 1, "\(output)")
+        let failed = try #require(runs.last, "\(output)")
+        #expect(failed["pass"] as? Bool == false)
+        let violation = try #require(failed["violation"] as? [String: Any])
+        #expect(violation["invariant"] as? String == invariant, "\(violation)")
+        #expect(!(violation["trace"] as? [String] ?? []).isEmpty)
+    }
+
+    @Test func `a failure prints the seed, the step, the trace and how to reproduce it`() throws {
+        let result = try runCogd(["sim", "--seeds", "1-20", "--steps", "3000", "--break", "dedup"], timeout: .seconds(120))
+        #expect(result.status == 1)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let failure = try #require(lines.first { $0.contains("FAIL") }, "\(result.stdout)")
+        #expect(failure.hasPrefix("seed ") && failure.contains("at step ") && failure.contains("applied-twice: request "))
+        #expect(lines.contains("trace (the last events, oldest first):"))
+        #expect(lines.contains { $0.hasPrefix("reproduce: cogd sim --seed ") && $0.hasSuffix("--break dedup") })
+    }
+
+    @Test func `bad options are refused with a message`() throws {
+        let result = try runCogd(["sim", "--break", "nothing"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry"))
+        let range = try runCogd(["sim", "--seeds", "9-3"])
+        #expect(range.status == 64)
+        #expect(range.stderr.contains("--seeds takes a range A-B"))
+    }
+}
