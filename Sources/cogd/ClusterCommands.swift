@@ -119,6 +119,8 @@ enum ClusterCommands {
         let mechanisms = Rigs.prepare(options.rig)
         let worker: Worker
         do {
+            // A name declared twice is refused here too (the replica applies by name).
+            _ = try OpRegistry.declared()
             worker = try Worker(
                 configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint), mechanisms: mechanisms)
         } catch {
