@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "CogCluster", dependencies: ["Cog", "CogLog", "CogWire", "CThreadAffinity"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "TrailsRig", dependencies: ["Cog"]),
-        .target(name: "CogSim", dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig"]),
+        .target(name: "CogSim", dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
         .target(name: "CCogdSupport"),
         .executableTarget(
             name: "cogd",

@@ -4,6 +4,7 @@ import CogLog
 import CogWire
 import Foundation
 import LedgerRig
+import TrailsRig
 
 /// What one simulated run does (`cogd sim`).
 public struct SimConfiguration: Sendable {
@@ -102,6 +103,7 @@ public final class Simulation {
         random = SimRandom(seed: configuration.seed)
         faultsOn = configuration.faults
         LedgerRig.register()
+        TrailsRig.register()
     }
 
     public func run() -> SimResult {
@@ -177,7 +179,9 @@ public final class Simulation {
             if let oldest = worker.outstanding.first {
                 return "\(worker.name)'s request \(oldest.request) (\(oldest.op)) is unanswered"
             }
-            guard worker.registered else { return "\(worker.name)'s scope registration is unanswered" }
+            if let scope = worker.registrationSentAt.keys.sorted(by: { $0.rawValue < $1.rawValue }).first {
+                return "\(worker.name)'s registration over \(scope.source) is unanswered"
+            }
         }
         return nil
     }
@@ -333,8 +337,7 @@ public final class Simulation {
         worker.subscribed = false
         worker.outstanding = []
         worker.instances = [:]
-        worker.registered = false
-        worker.registrationSentAt = nil
+        worker.registrationSentAt = [:]
         worker.pendingRegistered = []
         note("\(worker.name) starts (incarnation \(worker.incarnation))")
         carry(worker, worker.core.step(.start, now: now))
@@ -359,8 +362,11 @@ public final class Simulation {
         }
         for packet in due.sorted(by: Packet.inOrder) {
             guard worker.alive, packet.workerIncarnation == worker.incarnation, case .toWorker(let frame, let stream) = packet.kind else { continue }
-            guard let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize) else {
-                fail("undecodable", "\(worker.name) could not decode a message the leader sent")
+            let message: WireMessage
+            do {
+                message = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+            } catch {
+                fail("undecodable", "\(worker.name) could not decode a message the leader sent: \(error.code.rawValue): \(error.message)")
                 return
             }
             if stream {
@@ -397,11 +403,12 @@ public final class Simulation {
                 _ = revision
                 applied = true
             case .apply(let record):
-                for event in record.scopeEvents where event.worker == worker.name && event.registration == SimWorker.registration {
+                for event in record.scopeEvents where event.worker == worker.name {
+                    guard let number = event.registration, let scope = SimWorker.Scope(rawValue: number) else { continue }
                     switch event.kind {
-                    case .open: worker.instances[event.identity ?? []] = event.instance
+                    case .open: worker.instances[scope, default: [:]][event.identity ?? []] = event.instance
                     case .retire:
-                        if worker.instances[event.identity ?? []] == event.instance { worker.instances[event.identity ?? []] = nil }
+                        if worker.instances[scope]?[event.identity ?? []] == event.instance { worker.instances[scope]?[event.identity ?? []] = nil }
                         worker.stale.append(event.instance)
                     }
                 }
@@ -416,7 +423,7 @@ public final class Simulation {
                 worker.adoptRegistered(upTo: record.revision)
             case .firstSync, .registerScopesAnew:
                 worker.forgetInstances()
-                register(worker)
+                for scope in SimWorker.Scope.allCases { register(worker, scope) }
             case .forgetInstances:
                 worker.forgetInstances()
             case .reply(let reply):
@@ -424,10 +431,9 @@ public final class Simulation {
                 checker.workerHeard(reply, by: worker, simulation: self)
                 if !SimChecker.isTransient(reply.outcome) { worker.outstanding.removeAll { $0.request == reply.request } }
             case .registered(let registration, let revision, let members):
-                guard registration == SimWorker.registration else { continue }
-                worker.registrationSentAt = nil
-                worker.registered = true
-                worker.pendingRegistered.append((revision, members))
+                guard let scope = SimWorker.Scope(rawValue: registration) else { continue }
+                worker.registrationSentAt[scope] = nil
+                worker.pendingRegistered.append((scope, revision, members))
                 worker.adoptRegistered(upTo: worker.core.appliedRevision)
             case .refused(let error):
                 note("\(worker.name) refused: \(error.code)")
@@ -435,12 +441,10 @@ public final class Simulation {
         }
     }
 
-    func register(_ worker: SimWorker) {
-        worker.registered = false
-        worker.registrationSentAt = now
+    func register(_ worker: SimWorker, _ scope: SimWorker.Scope) {
+        worker.registrationSentAt[scope] = now
         let spec = ScopeRegistration(
-            worker: worker.name, registration: SimWorker.registration, path: "Sim.greeter", source: "ledger.accounts", key: nil,
-            form: .each)
+            worker: worker.name, registration: scope.rawValue, path: scope.path, source: scope.source, key: nil, form: .each)
         sendToLeader(from: worker, WireMessage.scopeRegister(spec).encoded())
     }
 
@@ -452,8 +456,8 @@ public final class Simulation {
             count("retries")
             sendToLeader(from: worker, worker.outstanding[index].frame)
         }
-        if let sentAt = worker.registrationSentAt, now - sentAt >= .seconds(2) {
-            register(worker)
+        for scope in SimWorker.Scope.allCases {
+            if let sentAt = worker.registrationSentAt[scope], now - sentAt >= .seconds(2) { register(worker, scope) }
         }
         guard faultsOn, worker.core.isSynced, worker.core.displaced == nil, worker.outstanding.count < 4, random.chance(0.15) else { return }
         guard let sequence = worker.core.nextSequence() else { return }
@@ -465,32 +469,63 @@ public final class Simulation {
         sendToLeader(from: worker, frame)
     }
 
+    /// A ledger op three times in four, else a trails op; some run in a
+    /// scope instance — now and then one that has retired.
     func randomOp(for worker: SimWorker) -> (name: String, argument: [UInt8], instance: UInt64?) {
+        random.int(0...3) == 0 ? randomTrailsOp(for: worker) : randomLedgerOp(for: worker)
+    }
+
+    func randomLedgerOp(for worker: SimWorker) -> (name: String, argument: [UInt8], instance: UInt64?) {
         let encoder = CBOREncoder()
-        let roll = random.int(0...99)
         let account = random.pick(Simulation.accounts)
-        switch roll {
+        switch random.int(0...99) {
         case 0..<50:
             var other = random.pick(Simulation.accounts)
             if other == account { other = Simulation.accounts[(Simulation.accounts.firstIndex(of: account)! + 1) % Simulation.accounts.count] }
             let transfer = Transfer(from: account, to: other, amount: random.int(1...400))
             return ("ledger.transfer", (try? encoder.encode(transfer)) ?? [], nil)
         case 50..<75:
-            // A greeting from a scope child: mostly a live instance, sometimes
-            // one that has retired (the leader must refuse it).
-            if !worker.stale.isEmpty, random.chance(0.3) {
-                return ("ledger.greet", (try? encoder.encode(account)) ?? [], random.pick(worker.stale))
-            }
-            let members = worker.instances.keys.sorted { $0.lexicographicallyPrecedes($1) }
-            guard !members.isEmpty else { return ("ledger.greet", (try? encoder.encode(account)) ?? [], nil) }
-            let identity = random.pick(members)
-            let name = (try? CBORDecoder().decode(String.self, from: identity)) ?? account
-            return ("ledger.greet", (try? encoder.encode(name)) ?? [], worker.instances[identity])
+            // A greeting from the greeter scope's child for an account.
+            let (member, instance) = scopeMember(of: worker, in: .accounts)
+            let name = member.flatMap { try? CBORDecoder().decode(String.self, from: $0) } ?? account
+            return ("ledger.greet", (try? encoder.encode(name)) ?? [], instance)
         case 75..<87:
             return ("ledger.close", (try? encoder.encode(account)) ?? [], nil)
         default:
             return ("ledger.open", (try? encoder.encode(Opening(account: account, balance: 0))) ?? [], nil)
         }
+    }
+
+    func randomTrailsOp(for worker: SimWorker) -> (name: String, argument: [UInt8], instance: UInt64?) {
+        let encoder = CBOREncoder()
+        let screen = random.int(1...6)
+        switch random.int(0...99) {
+        case 0..<30:
+            return ("trails.openScreen", (try? encoder.encode(ScreenOpening(screen: screen, trail: "trail-\(random.int(1...4))"))) ?? [], nil)
+        case 30..<50:
+            return ("trails.closeScreen", (try? encoder.encode(screen)) ?? [], nil)
+        case 50..<80:
+            // A screen's child accepts its trail, with the screen as receipt.
+            let (member, instance) = scopeMember(of: worker, in: .screens)
+            let receipt = member.flatMap { try? CBORDecoder().decode(TrailScreenID.self, from: $0) } ?? screen
+            let trail = Trail(id: "trail-\(receipt)", name: "Trail \(receipt)", lengthKm: Double(random.int(1...40)) / 2)
+            return ("trails.accept", (try? encoder.encode(TrailAcceptance(trail: trail, receipt: receipt))) ?? [], instance)
+        case 80..<90:
+            return ("trails.journal", (try? encoder.encode("line \(step) from \(worker.name)")) ?? [], nil)
+        default:
+            return ("trails.tickHike", (try? encoder.encode(random.int(1...60))) ?? [], nil)
+        }
+    }
+
+    /// A member of one of the worker's scopes and its instance: mostly a
+    /// live one, sometimes a retired instance (the leader must refuse it);
+    /// none when the scope has no members.
+    func scopeMember(of worker: SimWorker, in scope: SimWorker.Scope) -> (identity: [UInt8]?, instance: UInt64?) {
+        if !worker.stale.isEmpty, random.chance(0.3) { return (nil, random.pick(worker.stale)) }
+        let members = (worker.instances[scope] ?? [:]).keys.sorted { $0.lexicographicallyPrecedes($1) }
+        guard !members.isEmpty else { return (nil, nil) }
+        let identity = random.pick(members)
+        return (identity, worker.instances[scope]?[identity])
     }
 
     // MARK: The network
@@ -674,7 +709,15 @@ final class SimWorker {
         var sentAt: Duration
     }
 
-    static let registration: UInt64 = 1
+    /// The worker's two scope registrations: a child per open account, a child per open trail screen.
+    enum Scope: UInt64, CaseIterable {
+        case accounts = 1
+        case screens = 2
+
+        var source: String { self == .accounts ? "ledger.accounts" : "trails.openScreens" }
+        var path: String { self == .accounts ? "Sim.greeter" : "Sim.screens" }
+    }
+
     let index: Int
     let name: String
     var incarnation = 0
@@ -687,13 +730,13 @@ final class SimWorker {
     let codec = ReplicaCodec()
     var subscribed = false
     var outstanding: [Outstanding] = []
-    /// The scope's members and the instances the leader minted for them.
-    var instances: [[UInt8]: UInt64] = [:]
+    /// Each scope's members and the instances the leader minted for them.
+    var instances: [Scope: [[UInt8]: UInt64]] = [:]
     /// Instances that retired: sent now and then, to be refused.
     var stale: [UInt64] = []
-    var registered = false
-    var registrationSentAt: Duration?
-    var pendingRegistered: [(revision: UInt64, members: [ScopeMember])] = []
+    /// Registrations sent and not answered yet (sent again after 2 s).
+    var registrationSentAt: [Scope: Duration] = [:]
+    var pendingRegistered: [(scope: Scope, revision: UInt64, members: [ScopeMember])] = []
     var blockedToLeaderUntil: Duration?
     var blockedFromLeaderUntil: Duration?
 
@@ -704,20 +747,20 @@ final class SimWorker {
     }
 
     func forgetInstances() {
-        stale += instances.values.sorted()
+        stale += instances.values.flatMap(\.values).sorted()
         if stale.count > 64 { stale.removeFirst(stale.count - 64) }
         instances = [:]
     }
 
     /// Takes the registration replies whose revision the replica has reached.
     func adoptRegistered(upTo revision: UInt64) {
-        var later: [(revision: UInt64, members: [ScopeMember])] = []
+        var later: [(scope: Scope, revision: UInt64, members: [ScopeMember])] = []
         for reply in pendingRegistered {
             guard reply.revision <= revision else {
                 later.append(reply)
                 continue
             }
-            for member in reply.members { instances[member.identity] = member.instance }
+            for member in reply.members { instances[reply.scope, default: [:]][member.identity] = member.instance }
         }
         pendingRegistered = later
     }

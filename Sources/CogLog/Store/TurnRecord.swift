@@ -145,7 +145,8 @@ public struct TurnWrite: Codable, Equatable, Sendable {
         name = try container.decode(String.self, forKey: .name)
         key = try container.decodeIfPresent(CBORValue.self, forKey: .key).map { CBORWriter.encode($0) }
         let released = try container.decodeIfPresent(Bool.self, forKey: .released)
-        let value = try container.decodeIfPresent(CBORValue.self, forKey: .value)
+        // Not `decodeIfPresent`: it reads a present `null` (a nil value) as absent.
+        let value = container.contains(.value) ? try container.decode(CBORValue.self, forKey: .value) : nil
         switch (released, value) {
         case (true?, nil): self.value = nil
         case (nil, let value?): self.value = CBORWriter.encode(value)
