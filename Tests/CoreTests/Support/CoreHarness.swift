@@ -122,9 +122,10 @@ final class CoreHarness {
 
     static let turnsEndpoint = "tcp://127.0.0.1:5702"
 
-    /// The ledger rig's ops, as a leader declares them.
+    /// The ledger rig's ops (and the test rig's), as a leader declares them.
     static func ledgerRegistry() throws -> OpRegistry {
         LedgerRig.register()
+        TestRig.register()
         return try OpRegistry.declared()
     }
 
@@ -284,6 +285,19 @@ enum Wire {
 
     static func greet(_ account: String, worker: String, seq: UInt64, instance: UInt64? = nil) throws -> WireMessage {
         op("ledger.greet", try CBOREncoder().encode(account), worker: worker, seq: seq, instance: instance)
+    }
+
+    /// One of the test rig's ops.
+    static func test<A: Encodable>(_ op: String, _ argument: A, worker: String = "c", seq: UInt64) throws -> WireMessage {
+        self.op(op, try CBOREncoder().encode(argument), worker: worker, seq: seq)
+    }
+
+    /// A registration of `worker`'s over a test rig source.
+    static func register(
+        _ worker: String, number: UInt64, source: String, form: ScopeRegistration.Form, key: [UInt8]? = nil, parent: UInt64? = nil,
+        path: String = "Test.scope"
+    ) -> WireMessage {
+        .scopeRegister(ScopeRegistration(worker: worker, registration: number, path: path, source: source, key: key, form: form, parent: parent))
     }
 
     /// A registration of `worker`'s over the open accounts (`each`).
