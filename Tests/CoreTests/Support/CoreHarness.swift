@@ -39,6 +39,50 @@ final class FakePorts: LeaderPorts {
     }
 }
 
+/// The leader core's view of a `MemoryLog`, whose reads can be made to
+/// fail on cue (an LMDB read error): each kind fails while its count is
+/// above zero, counting down.
+final class FlakyReads: LeaderLog {
+    let log: MemoryLog
+    var failingValueReads = 0
+    var failingDedupReads = 0
+    var failingRecordReads = 0
+
+    init(_ log: MemoryLog) {
+        self.log = log
+    }
+
+    var epoch: UInt64 { log.epoch }
+    var lastRevision: UInt64 { log.lastRevision }
+    var unindexedFrom: UInt64? { log.unindexedFrom }
+
+    private static func fail(_ count: inout Int, _ what: String) throws(TurnStoreError) {
+        guard count > 0 else { return }
+        count -= 1
+        throw TurnStoreError(code: .lmdb, message: "simulated: cannot read \(what)")
+    }
+
+    func value(name: String, key: [UInt8]?) throws(TurnStoreError) -> [UInt8]? {
+        try Self.fail(&failingValueReads, "the state table")
+        return try log.value(name: name, key: key)
+    }
+
+    func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]? {
+        try Self.fail(&failingDedupReads, "the dedup table")
+        return try log.dedupReply(for: request)
+    }
+
+    func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64? {
+        try Self.fail(&failingDedupReads, "the dedup table")
+        return try log.lastDedupSequence(worker: worker)
+    }
+
+    func records(from revision: UInt64, limit: Int, maximumBytes: Int) throws(TurnStoreError) -> [TurnRecord] {
+        try Self.fail(&failingRecordReads, "the turn log")
+        return try log.records(from: revision, limit: limit, maximumBytes: maximumBytes)
+    }
+}
+
 /// What one step or batch of the leader core sent, decoded, in order.
 struct Sent {
     /// Every message sent, with its peer, in order.
@@ -94,6 +138,8 @@ struct Sent {
 @MainActor
 final class CoreHarness {
     let log: MemoryLog
+    /// What the core reads the log through (reads fail on cue).
+    let reads: FlakyReads
     let ports = FakePorts()
     let registry: OpRegistry
     let settings: LeaderCore.Settings
@@ -113,10 +159,11 @@ final class CoreHarness {
         maximumRecordBytes: Int = LeaderCore.maximumRecordBytes
     ) throws {
         self.log = log
+        reads = FlakyReads(log)
         self.registry = try registry ?? CoreHarness.ledgerRegistry()
         settings = LeaderCore.Settings(
             heartbeatTimeout: heartbeatTimeout, maximumRecordBytes: maximumRecordBytes, turnsEndpoint: CoreHarness.turnsEndpoint)
-        core = try LeaderCore(log: log, ports: ports, registry: self.registry, settings: settings)
+        core = try LeaderCore(log: reads, ports: ports, registry: self.registry, settings: settings)
         if core.hasWork { _ = endBatch() }
     }
 
@@ -134,7 +181,7 @@ final class CoreHarness {
     /// left unindexed — unless `indexing` is false).
     func restart(indexing: Bool = true) throws {
         log.reopen()
-        core = try LeaderCore(log: log, ports: ports, registry: registry, settings: settings)
+        core = try LeaderCore(log: reads, ports: ports, registry: registry, settings: settings)
         if indexing, core.hasWork { _ = endBatch() }
     }
 
