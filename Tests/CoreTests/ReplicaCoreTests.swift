@@ -321,11 +321,14 @@ struct ReplicaCoreTests {
         #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(30)) == [.send(.catchUpRequest(from: 1))])
         let error = WireError(.unavailable, "cannot read the turn log: simulated")
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(40)) == [.refused(error)])
-        // The next heartbeat's welcome still names revision 3; a record above the gap comes too.
-        let afterWelcome = replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(50))
-        let afterRecord = replica.step(.published(epoch: 1, records: [Self.record(4)]), now: .milliseconds(60))
+        // The next heartbeats' welcomes still name revision 3; a record above the gap comes too.
+        var effects = replica.step(.published(epoch: 1, records: [Self.record(4)]), now: .milliseconds(60))
+        for second in 1...10 {
+            effects += replica.step(.tick, now: .seconds(second))
+            effects += replica.step(Self.welcome(lastRevision: 4), now: .seconds(second) + .milliseconds(10))
+        }
         withKnownIssue("ReplicaCore keeps `catchUpFrom` set when its catch-up is refused (or its answer lost): no catch-up is ever asked again and records pile up above the gap") {
-            #expect((afterWelcome + afterRecord).contains(.send(.catchUpRequest(from: 1))))
+            #expect(effects.contains(.send(.catchUpRequest(from: 1))))
         }
         #expect(replica.appliedRevision == 0)
     }
