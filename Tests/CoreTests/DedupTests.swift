@@ -179,7 +179,7 @@ struct DedupTests {
     /// The ledger's ops and `test.openAndGreet`: one request whose body
     /// settles two turns (an opening, then a greeting), so two records.
     static func registryWithTwoTurnOp() throws -> OpRegistry {
-        let ledger = try CoreHarness.ledgerRegistry()
+        let ledger = CoreHarness.ledgerRegistry()
         var runners: [String: OpRegistry.Runner] = [:]
         for name in ledger.names { runners[name] = ledger.runner(named: name) }
         let open = try #require(ledger.runner(named: "ledger.open"))

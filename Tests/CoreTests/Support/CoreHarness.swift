@@ -160,7 +160,7 @@ final class CoreHarness {
     ) throws {
         self.log = log
         reads = FlakyReads(log)
-        self.registry = try registry ?? CoreHarness.ledgerRegistry()
+        self.registry = registry ?? CoreHarness.ledgerRegistry()
         settings = LeaderCore.Settings(
             heartbeatTimeout: heartbeatTimeout, maximumRecordBytes: maximumRecordBytes, turnsEndpoint: CoreHarness.turnsEndpoint)
         core = try LeaderCore(log: reads, ports: ports, registry: self.registry, settings: settings)
@@ -169,12 +169,8 @@ final class CoreHarness {
 
     static let turnsEndpoint = "tcp://127.0.0.1:5702"
 
-    /// The ledger rig's ops (and the test rig's), as a leader declares them.
-    static func ledgerRegistry() throws -> OpRegistry {
-        LedgerRig.register()
-        TestRig.register()
-        return try OpRegistry.declared()
-    }
+    /// The ledger rig's ops and the test rig's.
+    static func ledgerRegistry() -> OpRegistry { TestRig.registry() }
 
     /// A leader restart: the log opens again under the next epoch and a new
     /// core starts over it (indexing, like `Leader`, what the previous one

@@ -1,7 +1,8 @@
 import Cog
+import CogCluster
+import LedgerRig
 
-/// Durable sources the scope tests set directly, one per selector form, and
-/// the remote ops that set them.
+/// Durable sources the scope tests set directly, one per selector form.
 enum TestRig {
     /// An `each` source: its elements are the members.
     static let members = Cog<[String]>.Manual(name: "test.members") { [] }
@@ -10,22 +11,51 @@ enum TestRig {
     /// A `bool` source: one member while true.
     static let flag = Cog<Bool>.Manual(name: "test.flag") { false }
 
-    static let setMembers = RemoteOp<[String]>(name: "test.setMembers") { c, value in c[members] = value }
-    /// Sets the members to each value in turn, all in one turn.
-    static let setMembersInSteps = RemoteOp<[[String]]>(name: "test.setMembersInSteps") { c, steps in
-        for value in steps { c[members] = value }
+    /// The ops the leader core runs in these tests: the ledger rig's, by
+    /// their names, through its public verbs, and the test rig's.
+    ///
+    /// Built by hand rather than with `OpRegistry.declared()`: that reads
+    /// every declaration made in the process so far, and the other test
+    /// modules that share it (CogTests' copy of the Trails rig beside
+    /// TrailsRig) declare some names twice on purpose — `declared()` then
+    /// refuses, depending on which tests ran first.
+    static func registry() -> OpRegistry {
+        LedgerRig.register()
+        return OpRegistry(runners: [
+            "ledger.open": runner(Opening.self) { cogs, opening in cogs.open(account: opening.account, with: opening.balance) },
+            "ledger.transfer": runner(Transfer.self) { cogs, transfer in
+                cogs.transfer(from: transfer.from, to: transfer.to, amount: transfer.amount)
+            },
+            "ledger.close": runner(String.self) { cogs, account in cogs.close(account: account) },
+            "ledger.greet": runner(String.self) { cogs, account in cogs.greet(account: account) },
+            "ledger.tellerTransfer": runner(TellerTransfer.self) { cogs, request in
+                cogs.tellerTransfer(
+                    from: request.transfer.from, to: request.transfer.to, amount: request.transfer.amount, receipt: request.receipt)
+            },
+            "test.setMembers": write([String].self) { c, value in c[members] = value },
+            // Sets the members to each value in turn, all in one turn.
+            "test.setMembersInSteps": write([[String]].self) { c, steps in
+                for value in steps { c[members] = value }
+            },
+            "test.choose": write(String?.self) { c, value in c[chosen] = value },
+            "test.setFlag": write(Bool.self) { c, value in c[flag] = value },
+        ])
     }
-    static let choose = RemoteOp<String?>(name: "test.choose") { c, value in c[chosen] = value }
-    static let setFlag = RemoteOp<Bool>(name: "test.setFlag") { c, value in c[flag] = value }
 
-    /// Touches every declaration, so `OpRegistry.declared()` has the ops.
-    static func register() {
-        _ = members
-        _ = chosen
-        _ = flag
-        _ = setMembers
-        _ = setMembersInSteps
-        _ = choose
-        _ = setFlag
+    /// An op that calls a verb of the graph: the verb's turn joins the one
+    /// the runner settles (as a `RemoteOp`'s body would run).
+    static func runner<A: Decodable>(_ type: A.Type, _ verb: @escaping @MainActor @Sendable (Cogs, A) -> Void) -> OpRegistry.Runner {
+        { cogs, bytes, codec, name in
+            let argument = try codec.decode(A.self, from: bytes)
+            return cogs.settle(named: name) { _ in verb(cogs, argument) }
+        }
+    }
+
+    /// An op whose body writes through the turn's writer.
+    static func write<A: Decodable>(_ type: A.Type, _ body: @escaping @MainActor @Sendable (Writer, A) -> Void) -> OpRegistry.Runner {
+        { cogs, bytes, codec, name in
+            let argument = try codec.decode(A.self, from: bytes)
+            return cogs.settle(named: name) { c in body(c, argument) }
+        }
     }
 }
