@@ -15,10 +15,10 @@ enum TestRig {
     /// their names, through its public verbs, and the test rig's.
     ///
     /// Built by hand rather than with `OpRegistry.declared()`: that reads
-    /// every declaration made in the process so far, and the other test
-    /// modules that share it (CogTests' copy of the Trails rig beside
-    /// TrailsRig) declare some names twice on purpose — `declared()` then
-    /// refuses, depending on which tests ran first.
+    /// every declaration made in the process so far, and the test modules
+    /// that share the process declare some names twice (CogTests' example
+    /// copy of the Trails rig and TrailsRig itself) — `declared()` then
+    /// refuses, or not, depending on which tests ran first.
     static func registry() -> OpRegistry {
         LedgerRig.register()
         return OpRegistry(runners: [
