@@ -45,6 +45,7 @@ let package = Package(
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
         .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogLog"]),
         .testTarget(name: "CogdTests", dependencies: ["cogd", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
+        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogWire", "CogLog", "Cog", "LedgerRig"]),
     ],
     swiftLanguageModes: [.v6]
 )

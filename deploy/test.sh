@@ -2,8 +2,9 @@
 # The whole test suite: installs the C libraries when missing, builds, runs
 # every test (Swift Testing), and exits non-zero on any failure.
 #
-# Two runs: first the in-process tests (the Cog graph, the log, the rigs —
-# many are async and hop to the main actor), then the tests that start real
+# Two runs: first the in-process tests (the Cog graph, the log, the rigs,
+# the leader and replica cores — many are async and hop to the main
+# actor), then the tests that start real
 # `cogd` processes and wait on them (module CogdTests). Run together, the
 # waiting tests can hold every thread of Swift's cooperative pool (two on a
 # 2-CPU machine) long enough for an async test to pass its time limit.
@@ -16,6 +17,6 @@ swift build --build-tests
 if [ "$#" -gt 0 ]; then
     timeout --signal=KILL 1200 swift test --skip-build "$@"
 else
-    timeout --signal=KILL 600 swift test --skip-build --filter '^(CogTests|CogLogTests|RigTests)\.'
+    timeout --signal=KILL 600 swift test --skip-build --filter '^(CogTests|CogLogTests|RigTests|CoreTests)\.'
     timeout --signal=KILL 1200 swift test --skip-build --filter '^CogdTests\.'
 fi
