@@ -62,7 +62,7 @@ final class LeaderStore: CogDurableStore {
     }
 
     /// `currentValue`, with a failed store read thrown instead of read as none.
-    private func currentValueOrThrow(name: String, key: [UInt8]?) throws -> [UInt8]? {
+    func currentValueOrThrow(name: String, key: [UInt8]?) throws -> [UInt8]? {
         for draft in pending.reversed() {
             if let write = draft.writes.last(where: { $0.name == name && $0.key == key }) { return write.value }
         }

@@ -128,11 +128,10 @@ struct HeartbeatTests {
         leader.advance(to: .seconds(7))
         #expect(leader.send("w", Wire.hello("w", 2)).first?.typeName == "welcome")
         let stale = leader.outcome("w", try Wire.greet("alice", worker: "w", seq: 1, instance: Wire.instance(1)))
-        withKnownIssue("commitFailed restores the scope table but not `workers`/`goneWorkers`: the retired instances are live again and no record ever ends them") {
-            #expect(stale == rejected(.retiredScope, "scope instance 4294967297 is retired or not owned by w"))
-            #expect(leader.openInstances.isEmpty)
-            #expect(leader.log.records.contains { $0.name == "cogd.workerGone" && $0.scopeEvents.map(\.instance) == [Wire.instance(1), Wire.instance(2)] })
-        }
+        #expect(stale == rejected(.retiredScope, "scope instance 4294967297 is retired or not owned by w"))
+        #expect(leader.openInstances.isEmpty)
+        #expect(leader.log.records.contains { $0.name == "cogd.workerGone" && $0.scopeEvents.map(\.instance) == [Wire.instance(1), Wire.instance(2)] })
+
     }
 
     @Test func `a failed commit of a name takeover still ends the old holder's instances`() throws {
@@ -144,10 +143,9 @@ struct HeartbeatTests {
         #expect(sent["w2"] == [.welcome(epoch: 1, lastRevision: 2, turnsEndpoint: CoreHarness.turnsEndpoint, lastSequence: 0)], "welcomed as of what is committed")
         #expect(leader.log.lastRevision == 2)
         let stale = leader.outcome("w2", try Wire.greet("alice", worker: "w", seq: 1, instance: Wire.instance(1)))
-        withKnownIssue("commitFailed restores the scope table but not `workers`: the new holder keeps the name while the old holder's instances are live again, with no record ending them") {
-            #expect(stale == rejected(.retiredScope, "scope instance 4294967297 is retired or not owned by w"))
-            #expect(leader.openInstances.isEmpty)
-            #expect(leader.log.records.contains { $0.name == "cogd.nameTakenOver" })
-        }
+        #expect(stale == rejected(.retiredScope, "scope instance 4294967297 is retired or not owned by w"))
+        #expect(leader.openInstances.isEmpty)
+        #expect(leader.log.records.contains { $0.name == "cogd.nameTakenOver" })
+
     }
 }

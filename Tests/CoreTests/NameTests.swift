@@ -121,12 +121,11 @@ struct NameTests {
         // The leader is stopped for 10 s; on its return a rival says hello first.
         leader.now = .milliseconds(10_500)
         let answer = leader.send("b", Wire.hello("w", 1))
-        withKnownIssue("LeaderCore.holdsName measures the holder's silence from its last message, not from the return from the pause") {
-            #expect(answer == [.error(Self.nameInUse(heard: "10.0"))])
-            #expect(leader.ports.probes.map(\.peer) == [peer("a")], "the holder is probed")
-            #expect(leader.openInstances == [Wire.instance(1)], "its instances stay live")
-            #expect(leader.log.lastRevision == 1, "no takeover record")
-        }
+        #expect(answer == [.error(Self.nameInUse(heard: "10.0"))])
+        #expect(leader.ports.probes.map(\.peer) == [peer("a")], "the holder is probed")
+        #expect(leader.openInstances == [Wire.instance(1)], "its instances stay live")
+        #expect(leader.log.lastRevision == 1, "no takeover record")
+
         // The worker gone rule itself honours the pause: the holder is not expired by a tick.
         #expect(leader.tick(at: .milliseconds(10_600)).commits == 0)
     }

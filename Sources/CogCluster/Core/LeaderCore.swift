@@ -147,7 +147,8 @@ public struct LeaderCore {
                 let records = try log.records(from: next, limit: 10_000, maximumBytes: .max)
                 guard let last = records.last else { break }
                 for record in records {
-                    guard let request = record.origin.request else { continue }
+                    // A request whose body settled several turns was answered with the first's revision.
+                    guard let request = record.origin.request, unindexed[request] == nil else { continue }
                     unindexed[request] = LeaderCore.dedupValue(
                         digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
                 }
@@ -277,11 +278,8 @@ public struct LeaderCore {
             fatalError("internal inconsistency: a failed commit cannot be undone (\(cause)): \(error)")
         }
         scopes = scopesAtLastCommit
-        // The workers given up (or whose names were taken over) in the batch
-        // stay so: their instances retire again, in the next batch's records.
         let drops = batchDrops
         batchDrops = []
-        for (worker, name) in drops { dropWorker(worker, named: name) }
         for request in batchApplied { unindexed[request] = nil }
         dedupRows = []
         batchReplies = [:]
@@ -308,7 +306,12 @@ public struct LeaderCore {
                     peer, WireMessage.error(WireError(.unavailable, "cannot read the dedup table: \(error.message)")).encoded())
             }
         }
-        return takeOutgoing()
+        let effects = takeOutgoing()
+        // The workers given up (or whose names were taken over) in the batch
+        // stay so: their instances retire again, in the next batch's records
+        // (after the welcomes above, which name only what is committed).
+        for (worker, name) in drops { dropWorker(worker, named: name) }
+        return effects
     }
 
     private static func peer(of effect: Effect) -> Peer {
@@ -446,7 +449,8 @@ public struct LeaderCore {
     /// Whether the process holding `worker`'s name is still there: heard
     /// within the heartbeat timeout and still connected.
     private mutating func holdsName(_ holder: WorkerState, _ worker: String, now: Duration) -> Bool {
-        guard now - holder.lastHeard < settings.heartbeatTimeout else { return false }
+        // Silence counts from the return from a pause, as for expiry.
+        guard now - max(holder.lastHeard, resumedAt) < settings.heartbeatTimeout else { return false }
         // A welcome (committed revision only) is harmless to a live holder;
         // the transport refuses it if the holder has disconnected.
         let probe = WireMessage.welcome(
@@ -550,7 +554,18 @@ public struct LeaderCore {
             return
         }
         let computed = Cogs.hasSelector(named: spec.source)
-        let current = computed ? evaluateSelector(spec.source, spec.key) : durable.currentValue(name: spec.source, key: spec.key)
+        let current: [UInt8]?
+        if computed {
+            current = evaluateSelector(spec.source, spec.key)
+        } else {
+            do {
+                current = try durable.currentValueOrThrow(name: spec.source, key: spec.key)
+            } catch {
+                // Unknown members: nothing is registered; the worker asks again.
+                refuse(peer, WireError(.unavailable, "cannot read the state table: \(error)"))
+                return
+            }
+        }
         let (instances, replaced) = scopes.register(spec, currentValue: current, computed: computed)
         // A registration number sent again replaces the registration: its
         // earlier instances retire, in a record of their own.

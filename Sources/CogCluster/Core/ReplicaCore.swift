@@ -205,18 +205,15 @@ public struct ReplicaCore: Sendable {
 
     private mutating func welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64, now: Duration) {
         rejoining = false
-        if registerOnWelcome {
-            registerOnWelcome = false
-            // Same epoch: the leader had dropped this worker; a new epoch
-            // registers anew once the snapshot is applied.
-            if self.epoch == epoch, isSynced { effects.append(.registerScopesAnew) }
-        }
-        leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
-        // Refused the name before, it now holds it: what it registered under
-        // the name retired with the holder it replaced.
-        let takesOver = displaced != nil && isSynced && self.epoch == epoch
+        // Same epoch and the leader had dropped this worker, or this process
+        // was refused the name and now holds it (what it registered retired
+        // with the holder it replaced): register anew, once. A new epoch
+        // registers anew once the snapshot is applied.
+        let dropped = registerOnWelcome || displaced != nil
+        registerOnWelcome = false
         displaced = nil
-        if takesOver { effects.append(.registerScopesAnew) }
+        if dropped, self.epoch == epoch, isSynced { effects.append(.registerScopesAnew) }
+        leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
         // A worker restarted under the same name continues above the
         // requests its earlier run sent (the leader answers those from dedup).
         sequence = max(sequence, lastSequence)
@@ -304,9 +301,10 @@ public struct ReplicaCore: Sendable {
             // The leader's commit failed: the registration it answered in
             // that batch was given up with it.
             effects.append(.registerScopesAnew)
-        } else if code == .revisionAhead, !rejoining {
+        } else if code == .revisionAhead, epoch != nil || appliedRevision > 0 {
             // The replica holds turns the leader's log does not (its data
-            // folder went back): start over from the leader's state.
+            // folder went back): start over from the leader's state (unless
+            // it already has: a second answer to an earlier hello).
             rejoining = true
             epoch = nil
             appliedRevision = 0
