@@ -59,7 +59,8 @@ struct ReadFailureTests {
         #expect(leader.send("w", Wire.hello("w", 1)).first?.typeName == "welcome")
         leader.reads.failingValueReads = 1
         let answer = leader.send("w", Wire.registerAccounts("w"))
-        #expect(answer != [.scopeRegistered(worker: "w", registration: 1, revision: 1, instances: [])])
+        #expect(answer == [.error(WireError(.registerAgain, "cannot read the state table: simulated: cannot read the state table; register the scopes again"))])
+        #expect(leader.core.errorCounts == ["register-again": 1])
 
         // Read again, the source selects alice.
         guard case .scopeRegistered(_, _, _, let members)? = leader.send("w", Wire.registerAccounts("w", number: 2)).first else {

@@ -561,8 +561,8 @@ public struct LeaderCore {
             do {
                 current = try durable.currentValueOrThrow(name: spec.source, key: spec.key)
             } catch {
-                // Unknown members: nothing is registered; the worker asks again.
-                refuse(peer, WireError(.unavailable, "cannot read the state table: \(error)"))
+                // Unknown members: nothing is registered; the worker registers anew.
+                refuse(peer, WireError(.registerAgain, "cannot read the state table: \(error); register the scopes again"))
                 return
             }
         }
