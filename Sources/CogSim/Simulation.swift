@@ -595,7 +595,9 @@ public final class Simulation {
             note("leader pauses \(Self.shown(pause)) s")
         }
         if random.chance(0.0002) {
-            let jump = random.milliseconds(1_000, 8_000)
+            // Mostly past the heartbeat timeout; now and then past the
+            // snapshot and catch-up patience too.
+            let jump = random.chance(0.2) ? random.milliseconds(30_000, 90_000) : random.milliseconds(1_000, 8_000)
             now += jump
             leaderUpSince = now
             count("clock-jumps")
