@@ -58,6 +58,8 @@ public final class Leader {
         var lastHeard: ContinuousClock.Instant
         /// The routing identity of the process that holds the name.
         var identity: [UInt8]
+        /// Whether its last heartbeat's state digest agrees with the log's (`Leader+StateDigest`).
+        var digest = StateDigestAgreement.unknown
     }
 
     public let configuration: Configuration
@@ -572,9 +574,13 @@ public final class Leader {
                     let snapshotEntries = entries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
                     stream.unsent =
                         stream.whole
-                        ? WireMessage.snapshot(epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries).encoded()
+                        ? WireMessage.snapshot(
+                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries,
+                            stateDigest: stream.reader.stateDigest
+                        ).encoded()
                         : WireMessage.snapshot(
-                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries, part: stream.part, more: more
+                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries, part: stream.part, more: more,
+                            stateDigest: stream.reader.stateDigest
                         ).encoded()
                     stream.isLast = !more
                 } catch {
@@ -675,7 +681,7 @@ public final class Leader {
             goneWorkers.remove(worker)
             workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
             sendWelcome(worker, to: identity)
-        case .heartbeat(let worker, let revision):
+        case .heartbeat(let worker, let revision, let stateDigest):
             guard !goneWorkers.contains(worker) else {
                 // Heard again after being given up: it must rejoin (hello, then
                 // register its scopes anew) before its work is admitted.
@@ -692,7 +698,8 @@ public final class Leader {
                 refuse(identity, nameInUse(worker, holder))
                 return
             }
-            workers[worker] = WorkerState(appliedRevision: revision, lastHeard: .now, identity: identity)
+            workers[worker] = WorkerState(
+                appliedRevision: revision, lastHeard: .now, identity: identity, digest: digestAgreement(revision, stateDigest))
             sendWelcome(worker, to: identity)
         case .snapshotRequest(let inParts):
             guard holdsAName(identity) else {
@@ -1044,7 +1051,8 @@ public final class Leader {
                 return LeaderStatus.Worker(
                     name: name, appliedRevision: state.appliedRevision,
                     lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
-                    secondsSinceHeard: Double(since.components.seconds) + Double(since.components.attoseconds) / 1e18)
+                    secondsSinceHeard: Double(since.components.seconds) + Double(since.components.attoseconds) / 1e18,
+                    digest: state.digest.rawValue)
             },
             errorCounts: errorCounts, openScopeInstances: scopes.openInstances, placement: placementDescription,
             commits: commitTimes.summary)

@@ -57,6 +57,14 @@ public final class Worker: CogRemoteLink {
     private var buffered: [UInt64: TurnRecord] = [:]
     /// The encoded value of every durable state applied, by `name` + key (scope members come from it).
     private var encodedState: [[UInt8]: [UInt8]] = [:]
+    /// The state digest of `encodedState` (`StateDigest`), checked against
+    /// every applied record's and reported with each heartbeat.
+    public private(set) var stateDigest = StateDigest()
+    /// How many applied records (and snapshots) carried another state
+    /// digest than the replica's; a record's mismatch re-syncs from a snapshot.
+    public private(set) var digestMismatches = 0
+    /// The last mismatch, in words (`cogd worker` logs it).
+    public private(set) var lastDigestMismatch: String?
     /// Scope registrations with the leader, by this worker's number.
     private var scopes: [UInt64: WorkerScope] = [:]
     private var nextRegistration: UInt64 = 0
@@ -226,7 +234,7 @@ public final class Worker: CogRemoteLink {
         if ContinuousClock.now - lastHeartbeat >= (displaced == nil ? configuration.heartbeatInterval : .milliseconds(250)) {
             lastHeartbeat = .now
             if displaced == nil {
-                try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
+                try send(.heartbeat(worker: configuration.name, revision: appliedRevision, stateDigest: stateDigest))
             } else {
                 try send(.hello(worker: configuration.name, lastRevision: appliedRevision))
             }
@@ -275,7 +283,7 @@ public final class Worker: CogRemoteLink {
                 catchUpFrom = appliedRevision + 1
                 try send(.catchUpRequest(from: appliedRevision + 1))
             }
-        case .snapshot(let epoch, let revision, let part, let partNumber, let more):
+        case .snapshot(let epoch, let revision, let part, let partNumber, let more, let snapshotDigest):
             guard epoch == self.epoch, awaitingSnapshot else { return }
             // Revisions stay far below 2^64 (the replica counts on from them):
             // a snapshot claiming more is refused, never trusted.
@@ -305,11 +313,14 @@ public final class Worker: CogRemoteLink {
             snapshotParts = nil
             snapshotPatience = Worker.initialSnapshotPatience
             awaitingSnapshot = false
+            let absent = statesAbsent(from: entries)
             encodedState = [:]
             for entry in entries { encodedState[Worker.stateKey(entry.name, entry.key)] = entry.value }
+            adoptSnapshotDigest(entries, snapshotDigest, revision: revision)
             let resync = isSynced
-            try cogs.applyReplicatedTurn(
-                named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+            // What the snapshot lacks holds its initial value again (as on the leader, where it has no entry).
+            try cogs.restoreDurableState(
+                named: "sync", writes: absent + entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
                 codec: replicaCodec)
             appliedRevision = revision
             syncedEpoch = epoch
@@ -416,7 +427,11 @@ public final class Worker: CogRemoteLink {
         }
         guard !awaitingSnapshot else { return }
         while let next = buffered.removeValue(forKey: appliedRevision + 1) {
-            for write in next.writes { encodedState[Worker.stateKey(write.name, write.key)] = write.value }
+            for write in next.writes {
+                let key = Worker.stateKey(write.name, write.key)
+                stateDigest.apply(name: write.name, key: write.key, old: encodedState[key], new: write.value)
+                encodedState[key] = write.value
+            }
             for event in next.scopeEvents where event.worker == configuration.name {
                 guard let registration = event.registration, let scope = scopes[registration] else { continue }
                 switch event.kind {
@@ -429,15 +444,58 @@ public final class Worker: CogRemoteLink {
                 codec: replicaCodec)
             appliedRevision = next.revision
             adoptRegistrationReplies()
+            if try digestDiffers(from: next) { break }
         }
-        if !buffered.isEmpty, catchUpFrom == nil {
+        if !buffered.isEmpty, catchUpFrom == nil, !awaitingSnapshot {
             catchUpFrom = appliedRevision + 1
             try send(.catchUpRequest(from: appliedRevision + 1))
         }
         // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
         if displaced == nil, ContinuousClock.now - lastHeartbeat >= .milliseconds(100) {
             lastHeartbeat = .now
-            try send(.heartbeat(worker: configuration.name, revision: appliedRevision))
+            try send(.heartbeat(worker: configuration.name, revision: appliedRevision, stateDigest: stateDigest))
+        }
+    }
+
+    // MARK: State digest
+
+    /// Whether the replica's state digest differs from the one `record`
+    /// carries (the state after it): then the mismatch is counted, described
+    /// and the replica re-syncs from a snapshot (records above wait for it).
+    private func digestDiffers(from record: TurnRecord) throws -> Bool {
+        guard record.stateDigest != stateDigest else { return false }
+        digestMismatches += 1
+        lastDigestMismatch =
+            "state digest mismatch at revision \(record.revision): the record says \(record.stateDigest), "
+            + "the replica has \(stateDigest); re-syncing from a snapshot"
+        try requestSnapshot()
+        return true
+    }
+
+    /// Sets the replica's digest after a snapshot: the one the leader sent
+    /// with it (its records' digests follow from it). Entries that do not
+    /// add up to it are a mismatch, counted and described — not re-synced:
+    /// the leader would send the same.
+    private func adoptSnapshotDigest(_ entries: [SnapshotEntry], _ sent: StateDigest?, revision: UInt64) {
+        let computed = StateDigest(entries: entries.lazy.map { (name: $0.name, key: $0.key, value: $0.value) })
+        stateDigest = sent ?? computed
+        guard let sent, sent != computed else { return }
+        digestMismatches += 1
+        lastDigestMismatch =
+            "state digest mismatch in the snapshot at revision \(revision): the leader says \(sent), its entries give \(computed) "
+            + "(its state table may differ from its log: run `cogd log verify` on its data folder)"
+    }
+
+    /// The states the replica holds that `entries` (a snapshot) lacks, in
+    /// key order, as writes of no value: a re-sync puts them back to their
+    /// initial values.
+    private func statesAbsent(from entries: [SnapshotEntry]) -> [CogDurableWrite] {
+        guard !encodedState.isEmpty else { return [] }
+        let kept = Set(entries.map { Worker.stateKey($0.name, $0.key) })
+        return encodedState.keys.filter { !kept.contains($0) }.sorted { $0.lexicographicallyPrecedes($1) }.map { stored in
+            let split = stored.firstIndex(of: 0) ?? stored.count
+            let key = split < stored.count ? Array(stored[(split + 1)...]) : []
+            return CogDurableWrite(name: String(decoding: stored[..<split], as: UTF8.self), key: key.isEmpty ? nil : key, value: nil)
         }
     }
 
