@@ -84,12 +84,15 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
 
     /// The entry hash of one entry given as bytes (`key` empty: keyless).
     static func entryHash(name: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> UInt128 {
-        var hasher = SHA256()
-        hasher.update(bigEndian: UInt32(truncatingIfNeeded: name.count))
-        hasher.update(name)
-        hasher.update(bigEndian: UInt32(truncatingIfNeeded: key.count))
-        hasher.update(key)
-        hasher.update(value)
-        return hasher.finishPrefix128()
+        SHA256.prefix128(count: 8 + name.count + key.count + value.count) { message in
+            func put(_ piece: UnsafeRawBufferPointer, at offset: Int) {
+                if let bytes = piece.baseAddress, piece.count > 0 { (message + offset).copyMemory(from: bytes, byteCount: piece.count) }
+            }
+            message.storeBytes(of: UInt32(truncatingIfNeeded: name.count).bigEndian, as: UInt32.self)
+            put(name, at: 4)
+            message.storeBytes(of: UInt32(truncatingIfNeeded: key.count).bigEndian, toByteOffset: 4 + name.count, as: UInt32.self)
+            put(key, at: 8 + name.count)
+            put(value, at: 8 + name.count + key.count)
+        }
     }
 }
