@@ -240,6 +240,22 @@ extension TurnRecord {
         return try CBORDecoder().decode(TurnRecord.self, from: array)
     }
 
+    /// The state digest a record's bytes carry, after checking its
+    /// checksum: its fields up to `state` are scanned, its writes and scope
+    /// events are not read (the leader reads it for a lagging worker's heartbeat).
+    static func stateDigest(of bytes: [UInt8]) throws(CodecError) -> StateDigest {
+        try TurnRecordChecksum.check(bytes)
+        var scanner = CBORScanner(bytes)
+        if scanner.mapCount() == 9, scanner.skip(text: "crc"), scanner.byteString()?.count == 4, scanner.skip(text: "rev"),
+            scanner.unsigned() != nil, scanner.skip(text: "name"), scanner.item() != nil, scanner.skip(text: "time"),
+            scanner.item() != nil, scanner.skip(text: "epoch"), scanner.unsigned() != nil, scanner.skip(text: "state"),
+            let digest = scanner.byteString().flatMap({ StateDigest(bytes: $0) })
+        {
+            return digest
+        }
+        return try decode(bytes).stateDigest
+    }
+
     /// Reads one record laid out as `encoded()` writes it, without a tree
     /// (what `tail`, `verify` and replicas read most); nil for any other
     /// layout, and for records with scope events, which the general decoder

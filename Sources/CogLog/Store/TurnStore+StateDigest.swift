@@ -109,7 +109,7 @@ extension TurnStore {
     /// The `state` of a stored record; a damaged one is refused, naming it.
     func recordDigest(_ bytes: [UInt8], revision: UInt64) throws(TurnStoreError) -> StateDigest {
         do {
-            return try TurnRecord.decode(bytes).stateDigest
+            return try TurnRecord.stateDigest(of: bytes)
         } catch {
             throw TurnStoreError(
                 code: .corrupt, message: "turn \(revision) in \(directory) is damaged: \(error) (the state digest is read from it)")
