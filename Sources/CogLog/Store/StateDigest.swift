@@ -32,6 +32,7 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
     /// The empty state's digest.
     public init() { value = 0 }
 
+    /// A digest given as its number (tests, and sums kept elsewhere).
     public init(value: UInt128) { self.value = value }
 
     /// A digest read from 16 bytes, big-endian; nil for any other length.
@@ -56,9 +57,6 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
         bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
-    /// The first 8 hex digits: enough to tell two digests apart on a status line.
-    public var short: String { String(description.prefix(8)) }
-
     /// Accounts for one write: the entry held `old` (nil: absent) and holds
     /// `new` now (nil: released).
     public mutating func apply(name: String, key: [UInt8]?, old: [UInt8]?, new: [UInt8]?) {
@@ -67,8 +65,8 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Replaces an entry whose hash was `old` (0: absent) by one whose hash
-    /// is `new` (0: released): for callers that keep entry hashes.
-    public mutating func replace(entryHash old: UInt128, with new: UInt128) {
+    /// is `new` (0: released): for callers that keep entry hashes (the store).
+    mutating func replace(entryHash old: UInt128, with new: UInt128) {
         value = value &- old &+ new
     }
 
