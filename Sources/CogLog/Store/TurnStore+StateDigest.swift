@@ -60,22 +60,39 @@ extension TurnStore {
         after.reserveCapacity(drafts.count)
         do {
             try runRead { txn in
-                for draft in drafts {
-                    for write in draft.writes {
-                        let stored = StoredKey(bytes: StateLayout.storedKey(name: write.name, key: write.key))
-                        let new = write.value.map { StateDigest.entryHash(name: write.name, key: write.key, value: $0) } ?? 0
-                        // A released entry's hash is 0: absent, as in the state table.
-                        if let known = entryHashes.updateValue(new, forKey: stored) {
-                            digest.replace(entryHash: known, with: new)
-                        } else if let held = try txn.get(self.stateHandle, stored.bytes),
-                            let value = StateLayout.value(stored: held, storedKey: stored.bytes, key: write.key)
-                        {
-                            digest.replace(entryHash: StateDigest.entryHash(name: write.name, key: write.key, value: value), with: new)
-                        } else {
-                            digest.replace(entryHash: 0, with: new)
+                // Drafts and writes are read in place: copying them retained every string and array.
+                try drafts.withUnsafeBufferPointer { drafts in
+                    for draft in drafts.indices {
+                        try drafts[draft].writes.withUnsafeBufferPointer { writes in
+                            for write in writes.indices {
+                                try TurnStore.withEntryBytes(writes.baseAddress! + write) { name, key, value in
+                                    var stored: [UInt8] = []
+                                    if StateLayout.isPlain(nameBytes: name.count, keyBytes: key?.count) {
+                                        stored.reserveCapacity(name.count + 1 + (key?.count ?? 0))
+                                        stored.append(contentsOf: name)
+                                        stored.append(0)
+                                        if let key { stored.append(contentsOf: key) }
+                                    } else {
+                                        stored = StateLayout.storedKey(name: writes[write].name, key: writes[write].key)  // under its digest (rare)
+                                    }
+                                    let keyBytes = key ?? UnsafeRawBufferPointer(start: nil, count: 0)
+                                    let new = value.map { StateDigest.entryHash(name: name, key: keyBytes, value: $0) } ?? 0
+                                    // A released entry's hash is 0: absent, as in the state table.
+                                    if let known = entryHashes.updateValue(new, forKey: StoredKey(bytes: stored)) {
+                                        digest.replace(entryHash: known, with: new)
+                                    } else if let held = try txn.get(self.stateHandle, stored),
+                                        let old = StateLayout.value(stored: held, storedKey: stored, key: writes[write].key)
+                                    {
+                                        let oldHash = old.withUnsafeBytes { StateDigest.entryHash(name: name, key: keyBytes, value: $0) }
+                                        digest.replace(entryHash: oldHash, with: new)
+                                    } else {
+                                        digest.replace(entryHash: 0, with: new)
+                                    }
+                                }
+                            }
                         }
+                        after.append(digest)
                     }
-                    after.append(digest)
                 }
             }
         } catch {
@@ -83,6 +100,28 @@ extension TurnStore {
             throw error
         }
         return after
+    }
+
+    /// Calls `body` with a write's name (UTF-8), encoded key (nil: keyless)
+    /// and encoded value (nil: released), read in place.
+    private static func withEntryBytes<T>(
+        _ write: UnsafePointer<TurnWrite>,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?, UnsafeRawBufferPointer?) throws -> T
+    ) rethrows -> T {
+        func withName(_ then: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+            if let result = try write.pointee.name.utf8.withContiguousStorageIfAvailable({ try then(UnsafeRawBufferPointer($0)) }) {
+                return result
+            }
+            return try Array(write.pointee.name.utf8).withUnsafeBytes(then)
+        }
+        return try withName { name in
+            func withValue(_ key: UnsafeRawBufferPointer?) throws -> T {
+                guard let value = write.pointee.value else { return try body(name, key, nil) }
+                return try value.withUnsafeBytes { try body(name, key, $0) }
+            }
+            guard let key = write.pointee.key else { return try withValue(nil) }
+            return try key.withUnsafeBytes { try withValue($0) }
+        }
     }
 
     /// After a commit of drafts from `firstRevision` holds: the running
