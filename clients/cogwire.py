@@ -196,7 +196,7 @@ def message(type_, body=None, v=1):
 # ---------------------------------------------------------------- checksum
 
 
-RECORD_PREFIX = bytes([0xA8, 0x63, 0x63, 0x72, 0x63, 0x44])
+RECORD_PREFIX = bytes([0xA9, 0x63, 0x63, 0x72, 0x63, 0x44])
 
 
 def crc32c(data):
@@ -211,16 +211,18 @@ def crc32c(data):
 def record_problem(record):
     """None when a turn record carries its checksum and the documented shape."""
     if not record.startswith(RECORD_PREFIX) or len(record) <= 10:
-        return "does not start with a8 63 63 72 63 44"
+        return "does not start with a9 63 63 72 63 44"
     if crc32c(record[:6] + bytes(4) + record[10:]) != int.from_bytes(record[6:10], "big"):
         return "checksum does not match"
     try:
         value = decode(record)
     except CBORError as error:
         return f"not deterministic CBOR: {error}"
-    if list(value) != ["crc", "rev", "name", "time", "epoch", "origin", "scopes", "writes"]:
+    if list(value) != ["crc", "rev", "name", "time", "epoch", "state", "origin", "scopes", "writes"]:
         return f"keys {list(value)}"
     problems = []
+    if not (isinstance(value["state"], bytes) and len(value["state"]) == 16):
+        problems.append("state")
     if not (isinstance(value["rev"], int) and value["rev"] >= 1):
         problems.append("rev")
     if not isinstance(value["name"], str):
@@ -247,6 +249,24 @@ def record_problem(record):
         elif ("value" in write) == ("released" in write) or write.get("released", True) is not True:
             problems.append(f"write with both or neither of value/released {write!r}")
     return "; ".join(problems) or None
+
+
+# ---------------------------------------------------------------- the state digest
+
+
+def entry_hash(name, encoded_key, encoded_value):
+    """turnlog.md §3a: the first 16 bytes of SHA-256 over u32 BE len(name) ‖ name ‖
+    u32 BE len(key) ‖ key (empty: keyless) ‖ value, as a big-endian number."""
+    import hashlib
+    name = name.encode()
+    key = encoded_key or b""
+    message = len(name).to_bytes(4, "big") + name + len(key).to_bytes(4, "big") + key + encoded_value
+    return int.from_bytes(hashlib.sha256(message).digest()[:16], "big")
+
+
+def state_digest(state):
+    """The digest of {(name, encoded key or b""): encoded value}: the entry hashes' sum mod 2^128, 16 bytes."""
+    return (sum(entry_hash(name, key, value) for (name, key), value in state.items()) % (1 << 128)).to_bytes(16, "big")
 
 
 # ---------------------------------------------------------------- the data folder
@@ -550,7 +570,7 @@ SHAPES = {
     "snapshot": {"epoch": (t_uint, True), "revision": (t_uint, True),
                  "entries": (t_list_of(t_shape({"name": (t_text, True), "key": (t_bytes, False),
                                                 "value": (t_bytes, True)})), True),
-                 "part": (t_uint, False), "more": (t_bool, False)},
+                 "part": (t_uint, False), "more": (t_bool, False), "stateDigest": (t_bytes, False)},
     "turns": {"epoch": (t_uint, True), "records": (t_list_of(t_map), True)},
     "reply": {"request": (t_shape(REQUEST_ID), True), "outcome": (t_map, True)},
     "error": {"code": (t_text, True), "message": (t_text, True), "request": (t_shape(REQUEST_ID), False)},

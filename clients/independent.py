@@ -28,7 +28,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cogwire import (request_digest, Checks, Deadline, Leader, Peer, Tag, CBORError, decode, encode, item_spans,  # noqa: E402
-                     message, message_problem, parse, read_folder, record_problem, state_key)
+                     entry_hash, message, message_problem, parse, read_folder, record_problem, state_digest, state_key)
 
 # Checks the leader fails today although protocol/ says otherwise:
 # {check name: "what the document says vs what the leader does"}.
@@ -63,7 +63,7 @@ def check_vectors(checks):
               "float-single-100000", "float-double-0.1", "true", "null-optional", "text-unicode", "bytes-data",
               "array-mixed-optionals", "map-sorted-keys", "struct-absent-optional", "struct-present-optional",
               "enum-no-payload", "enum-payload", "date-tag-1", "uuid-tag-37", "turn-record-system",
-              "turn-record-request", "turn-record-nil-value", "turn-record-retirement"}
+              "turn-record-request", "turn-record-nil-value", "turn-record-retirement", "state-digest"}
     hexes = {"uint-0": "00", "uint-24": "1818", "uint64-max": "1bffffffffffffffff", "int-minus-500": "3901f3",
              "int64-min": "3b7fffffffffffffff", "float-half-1.5": "f93e00", "float-single-100000": "fa47c35000",
              "float-double-0.1": "fb3fb999999999999a", "true": "f5", "null-optional": "f6", "bytes-data": "44000102ff",
@@ -115,6 +115,28 @@ def check_vectors(checks):
     checks.check("vector turn-record-nil-value: a nil value, not a release",
                  record["writes"] == [{"name": "trails.loaded", "value": None}] and record["rev"] == 43, repr(record))
 
+    # turnlog.md §3a: the state digest, computed here from its definition.
+    vector = decode((VECTORS / "turnlog" / "state-digest.cbor").read_bytes())
+    state = {(e["name"], e.get("key", b"")): e["value"] for e in vector["entries"]}
+    hashes = [entry_hash(e["name"], e.get("key"), e["value"]).to_bytes(16, "big") for e in vector["entries"]]
+    checks.check("vector state-digest: each entry's hash and the state's digest are as turnlog.md §3a computes them",
+                 hashes == [e["hash"] for e in vector["entries"]] and state_digest(state) == vector["state"]
+                 and vector["state"].hex() == "b0ab88ee559b94b568e03e92f2a95aef", repr(vector))
+    story = {1: {}}
+    after = dict(state)
+    for name in ["turn-record-request", "turn-record-nil-value", "turn-record-retirement"]:
+        record = decode((VECTORS / "turnlog" / f"{name}.cbor").read_bytes())
+        for write in record["writes"]:
+            key = (write["name"], encode(write["key"]) if "key" in write else b"")
+            after.pop(key, None) if write.get("released") else after.__setitem__(key, encode(write["value"]))
+        story[record["rev"]] = (record["state"], state_digest(after))
+    system = decode((VECTORS / "turnlog" / "turn-record-system.cbor").read_bytes())
+    first = {(w["name"], encode(w["key"]) if "key" in w else b""): encode(w["value"]) for w in system["writes"]}
+    checks.check("vectors turn-record-*: each record's state is the digest of the state after it (1 from the empty "
+                 "state, 42-44 from the state-digest vector's)",
+                 system["state"] == state_digest(first) and all(given == computed for given, computed in
+                                                                 (story[r] for r in (42, 43, 44))), repr(story))
+
     wire = {path.stem: path.read_bytes() for path in sorted((VECTORS / "cogwire").glob("*.cbor"))}
     documented = {"hello", "welcome", "heartbeat", "snapshot-request", "snapshot-request-parts", "snapshot-part",
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
@@ -147,12 +169,14 @@ def check_vectors(checks):
     wire_check("hello", "hello", lambda b: expect(b == {"worker": "w1", "lastRevision": 0}, repr(b)))
     wire_check("welcome", "welcome", lambda b: expect(
         b == {"epoch": 3, "lastRevision": 42, "turns": "tcp://127.0.0.1:5702", "lastSequence": 18}, repr(b)))
-    wire_check("heartbeat", "heartbeat", lambda b: expect(b == {"worker": "w1", "revision": 42}, repr(b)))
+    after_42 = bytes.fromhex("b0bb0fab5ad9d06be330f882b748022c")
+    wire_check("heartbeat", "heartbeat", lambda b: expect(
+        b == {"worker": "w1", "revision": 42, "stateDigest": after_42}, repr(b)))
     wire_check("snapshot-request", "snapshot-request", lambda b: expect(
         b is None and "body" not in decode(wire["snapshot-request"]), repr(b)))
     wire_check("snapshot-request-parts", "snapshot-request", lambda b: expect(b == {"parts": True}, repr(b)))
     wire_check("snapshot-part", "snapshot", lambda b: expect(
-        b == {"epoch": 3, "revision": 42, "part": 1, "more": True,
+        b == {"epoch": 3, "revision": 42, "part": 1, "more": True, "stateDigest": after_42,
               "entries": [{"name": "ledger.balance", "key": encode("a"), "value": encode(6)}]}, repr(b)))
     wire_check("catch-up-request", "catch-up-request", lambda b: expect(b == {"from": 43}, repr(b)))
     wire_check("op", "op", lambda b: expect(
@@ -179,7 +203,8 @@ def check_vectors(checks):
     wire_check("status-request", "status-request", lambda b: expect(b is None, repr(b)))
     wire_check("status", "status", lambda b: expect(
         b["epoch"] == 3 and b["revision"] == 42 and b["errorCounts"] == {"hello-first": 1}
-        and b["openScopeInstances"] == [1 << 32 | 4] and b["workers"][0]["name"] == "w1", repr(b)))
+        and b["openScopeInstances"] == [1 << 32 | 4] and b["workers"][0]["name"] == "w1"
+        and b["workers"][0]["digest"] == "agrees", repr(b)))
 
     def turns_vector(body):
         if body["epoch"] != 3 or len(body["records"]) != 1:
@@ -190,7 +215,8 @@ def check_vectors(checks):
         (start, end), = item_spans(frame, reader_body_start)
         problem = record_problem(frame[start:end])
         rec = body["records"][0]
-        return problem or expect(rec["rev"] == 43 and rec["epoch"] == 3, repr(rec))
+        written = {(w["name"], encode(w["key"])): encode(w["value"]) for w in rec["writes"]}
+        return problem or expect(rec["rev"] == 43 and rec["epoch"] == 3 and rec["state"] == state_digest(written), repr(rec))
 
     wire_check("turns", "turns", turns_vector)
 
@@ -216,6 +242,8 @@ class Worker:
         self.last_heartbeat = 0.0
         self.catch_up_pending = False
         self.events = []           # scope events seen in records, in order
+        self.digest = 0            # the replica's state digest, as a number (turnlog.md §3a)
+        self.digest_mismatches = []
 
     # -- messages
     def note_problem(self, what):
@@ -283,10 +311,16 @@ class Worker:
             self.note_problem(f"record {record['rev']} of epoch {record['epoch']} above {self.epoch}")
         for write in record["writes"]:
             key = (write["name"], encode(write["key"]) if "key" in write else b"")
+            if key in self.replica:
+                self.digest -= entry_hash(key[0], key[1], self.replica[key])
             if write.get("released"):
                 self.replica.pop(key, None)
             else:
                 self.replica[key] = encode(write["value"])
+                self.digest += entry_hash(key[0], key[1], self.replica[key])
+        self.digest %= 1 << 128
+        if record["state"] != self.digest.to_bytes(16, "big"):
+            self.digest_mismatches.append(record["rev"])
         self.events.extend((record["rev"], record["name"], event) for event in record["scopes"])
         self.records[record["rev"]] = raw
         self.applied = record["rev"]
@@ -305,7 +339,7 @@ class Worker:
             now = time.monotonic()
             if self.epoch is not None and now - self.last_heartbeat >= 1.0:
                 self.last_heartbeat = now
-                self.dealer.send(message("heartbeat", {"worker": self.name, "revision": self.applied}))
+                self.dealer.send(message("heartbeat", self.heartbeat()))
             if self.leader_revision > self.applied and not self.catch_up_pending and self.epoch is not None \
                     and self.synced:
                 self.request_catch_up()
@@ -326,6 +360,9 @@ class Worker:
         return True
 
     synced = False
+
+    def heartbeat(self):
+        return {"worker": self.name, "revision": self.applied, "stateDigest": self.digest.to_bytes(16, "big")}
 
     def take(self, predicate, seconds=10.0):
         """The first DEALER message matching `predicate`, pumping meanwhile."""
@@ -398,7 +435,8 @@ def status_problem(value):
     return shape_problem(value.get("body"), {
         "epoch": (t_uint, True), "revision": (t_uint, True),
         "workers": (t_list_of(t_shape({"name": (t_text, True), "appliedRevision": (t_uint, True),
-                                       "lag": (t_uint, True), "secondsSinceHeard": (number, True)})), True),
+                                       "lag": (t_uint, True), "secondsSinceHeard": (number, True),
+                                       "digest": (t_text, False)})), True),
         "errorCounts": (t_map, True), "openScopeInstances": (t_list_of(t_uint), True),
         "placement": (t_text, False),
         "commits": (t_shape({"count": (number, True), "window": (number, True), "p50Micros": (number, True),
@@ -480,6 +518,10 @@ def run(cogd, checks):
         for part in parts:
             for entry in part["entries"]:
                 worker.replica[(entry["name"], entry.get("key", b""))] = entry["value"]
+        worker.digest = int.from_bytes(state_digest(worker.replica), "big")
+        check("every snapshot part carries the same stateDigest, the digest its entries add up to (turnlog.md §3a)",
+              parts and all(p.get("stateDigest") == state_digest(worker.replica) for p in parts),
+              repr({p.get("stateDigest") for p in parts}))
         empty_keys = [e["name"] for p in parts for e in p["entries"] if "key" in e and e["key"] == b""]
         check("a keyless source's snapshot entry leaves `key` out (cogwire.md: `key: bytes?`)", not empty_keys,
               f"keyless entries carry key b'': {sorted(set(empty_keys))}")
@@ -492,7 +534,7 @@ def run(cogd, checks):
 
         # Heartbeats are answered by welcome; the worker appears in status.
         heard = []
-        worker.dealer.send(message("heartbeat", {"worker": worker.name, "revision": worker.applied}))
+        worker.dealer.send(message("heartbeat", worker.heartbeat()))
         worker.last_heartbeat = time.monotonic()
         before = worker.leader_revision
         got = worker.take(lambda v: True, 5)
@@ -509,6 +551,23 @@ def run(cogd, checks):
             worker.pump(lambda: False, 0.05)
         check("status lists the worker with the revision it heartbeated",
               entries and entries[0]["appliedRevision"] == worker.applied, repr(entries))
+        check("status says the state digest the worker heartbeated agrees with the leader's",
+              entries and entries[0].get("digest") == "agrees", repr(entries))
+        # A heartbeat whose digest is not the state's at that revision is shown as differing.
+        wrong = dict(worker.heartbeat(), stateDigest=bytes(16))
+        worker.dealer.send(message("heartbeat", wrong))
+        worker.last_heartbeat = time.monotonic()  # the next regular heartbeat, a second away, says agrees again
+        deadline = Deadline(5)
+        while True:
+            worker.pump(lambda: False, 0.05)
+            value, _ = status(context, leader)
+            entries = [w for w in value["body"]["workers"] if w["name"] == worker.name] if value else []
+            if (entries and entries[0].get("digest") == "differs") or deadline.passed():
+                break
+        check("status shows `differs` for a heartbeat whose state digest is not the leader's at that revision",
+              entries and entries[0].get("digest") == "differs", repr(entries))
+        worker.dealer.send(message("heartbeat", worker.heartbeat()))
+        worker.last_heartbeat = time.monotonic()
 
         # The stream: ops from a tool reach the replica in order; a dropped publication is caught up.
         worker.drop_publications = 1
@@ -652,7 +711,7 @@ def run(cogd, checks):
               repr(record))
 
         # Status, the replica, the state table.
-        worker.dealer.send(message("heartbeat", {"worker": worker.name, "revision": worker.applied}))
+        worker.dealer.send(message("heartbeat", worker.heartbeat()))
         worker.pump(lambda: False, 0.3)
         value, _ = status(context, leader)
         body = value["body"] if value else {}
@@ -665,6 +724,9 @@ def run(cogd, checks):
         check("the replica equals the leader's state table", worker.replica == folder["state"],
               f"{len(worker.replica)} vs {len(folder['state'])} entries; "
               f"differ: {sorted(set(worker.replica.items()) ^ set(folder['state'].items()))[:3]}")
+        check("every record applied carried the state digest of the replica after it (turnlog.md §3a)",
+              not worker.digest_mismatches and worker.digest.to_bytes(16, "big") == state_digest(folder["state"]),
+              f"mismatches at {worker.digest_mismatches[:5]}")
         cli = leader.cogd_cli("status", "--leader", leader.requests, "--json")
         try:
             cli_status = json.loads(cli.stdout)
@@ -703,12 +765,12 @@ def run(cogd, checks):
         check("turns keys are revisions 1..N, contiguous", sorted(turns) == list(range(1, len(turns) + 1)),
               repr(sorted(turns)[:5]))
         bad = [(rev, record_problem(raw)) for rev, raw in turns.items() if record_problem(raw)]
-        check("every stored record has its checksum and the documented 8 keys", not bad, repr(bad[:3]))
+        check("every stored record has its checksum and the documented 9 keys", not bad, repr(bad[:3]))
         check("every record the worker received is byte-identical to the stored one",
               all(turns.get(rev) == raw for rev, raw in worker.records.items()),
               repr([rev for rev, raw in worker.records.items() if turns.get(rev) != raw][:5]))
         meta = folder["meta"]
-        check("meta.schema is 3 (8 bytes big-endian)", meta.get("schema") == (3).to_bytes(8, "big"), repr(meta.get("schema")))
+        check("meta.schema is 4 (8 bytes big-endian)", meta.get("schema") == (4).to_bytes(8, "big"), repr(meta.get("schema")))
         check("meta.epoch is the welcome's epoch", meta.get("epoch") == worker.epoch.to_bytes(8, "big"), repr(meta.get("epoch")))
         check("meta values are 8 bytes, log-id 16 (turnlog.md §2's table; its rule says every one is 8)",
               all(len(v) == (16 if k == "log-id" else 8) for k, v in meta.items()) and len(meta.get("log-id", b"")) == 16,

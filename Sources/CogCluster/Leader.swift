@@ -455,9 +455,13 @@ public final class Leader {
                     let snapshotEntries = entries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
                     stream.unsent =
                         stream.whole
-                        ? WireMessage.snapshot(epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries).encoded()
+                        ? WireMessage.snapshot(
+                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries,
+                            stateDigest: stream.reader.stateDigest
+                        ).encoded()
                         : WireMessage.snapshot(
-                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries, part: stream.part, more: more
+                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries, part: stream.part, more: more,
+                            stateDigest: stream.reader.stateDigest
                         ).encoded()
                     stream.isLast = !more
                 } catch {

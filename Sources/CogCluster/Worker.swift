@@ -58,6 +58,13 @@ public final class Worker: CogRemoteLink {
     /// Why the leader refuses this process the worker name (another process
     /// holds it), until a welcome: meanwhile it says hello every 250 ms.
     public var displaced: WireError? { core.displaced }
+    /// The state digest of the replica (`protocol/turnlog.md`).
+    public var stateDigest: StateDigest { core.stateDigest }
+    /// How many applied records (and snapshots) carried another state
+    /// digest than the replica's; a record's mismatch re-syncs from a snapshot.
+    public var digestMismatches: Int { core.digestMismatches }
+    /// The last mismatch, in words (`cogd worker` logs it).
+    public var lastDigestMismatch: String? { core.lastDigestMismatch }
     /// The replies to this worker's newest requests (the last 1,024 to 2,048
     /// of them: a long-running worker keeps no history of every request).
     public private(set) var replies: [RequestID: OpReply] = [:]
@@ -233,9 +240,13 @@ public final class Worker: CogRemoteLink {
                 try socket.setHighWaterMarks(send: 1_000, receive: 100_000)
                 try socket.connect(turnsEndpoint)
                 subscriber = socket
-            case .applySnapshot(_, let entries):
-                try cogs.applyReplicatedTurn(
-                    named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+            case .applySnapshot(_, let entries, let absent):
+                // What the snapshot lacks holds its initial value again (as on
+                // the leader, where it has no entry), in the same turn.
+                try cogs.restoreDurableState(
+                    named: "sync",
+                    writes: absent.map { CogDurableWrite(name: $0.name, key: $0.key, value: nil) }
+                        + entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
                     codec: replicaCodec)
                 pendingReplies = []
             case .apply(let record):

@@ -34,12 +34,15 @@ public enum SimRule: String, Sendable, CaseIterable {
     case instanceCheck = "instance-check"
     case dedup
     case heartbeatExpiry = "heartbeat-expiry"
+    /// The replicas' check of each record's state digest.
+    case digestCheck = "digest-check"
 
     var leaderRule: LeaderRule? {
         switch self {
         case .instanceCheck: .instanceCheck
         case .dedup: .dedup
         case .heartbeatExpiry: .heartbeatExpiry
+        case .digestCheck: nil
         }
     }
 }
@@ -303,7 +306,8 @@ public final class Simulation {
     func sendSnapshot(to peer: [UInt8], whole: Bool) {
         let entries = log.stateEntries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
         if whole {
-            sendToWorker(peer, WireMessage.snapshot(epoch: log.epoch, revision: log.lastRevision, entries: entries).encoded(), stream: false)
+            let message = WireMessage.snapshot(epoch: log.epoch, revision: log.lastRevision, entries: entries, stateDigest: log.stateDigest)
+            sendToWorker(peer, message.encoded(), stream: false)
             return
         }
         var parts: [[SnapshotEntry]] = [[]]
@@ -319,7 +323,8 @@ public final class Simulation {
         }
         for (number, part) in parts.enumerated() {
             let message = WireMessage.snapshot(
-                epoch: log.epoch, revision: log.lastRevision, entries: part, part: UInt64(number), more: number < parts.count - 1)
+                epoch: log.epoch, revision: log.lastRevision, entries: part, part: UInt64(number), more: number < parts.count - 1,
+                stateDigest: log.stateDigest)
             sendToWorker(peer, message.encoded(), stream: false)
         }
     }
@@ -332,13 +337,15 @@ public final class Simulation {
         worker.restartAt = nil
         worker.deadSince = nil
         worker.identity = Array("\(worker.name)/\(worker.incarnation)".utf8)
-        worker.core = ReplicaCore(settings: ReplicaCore.Settings(name: worker.name))
+        worker.core = ReplicaCore(
+            settings: ReplicaCore.Settings(name: worker.name, checksDigest: !configuration.broken.contains(.digestCheck)))
         worker.cogs = Cogs.replica()
         worker.subscribed = false
         worker.outstanding = []
         worker.instances = [:]
         worker.registrationSentAt = [:]
         worker.pendingRegistered = []
+        worker.mismatchesSeen = 0
         note("\(worker.name) starts (incarnation \(worker.incarnation))")
         carry(worker, worker.core.step(.start, now: now))
     }
@@ -382,8 +389,17 @@ public final class Simulation {
     func carry(_ worker: SimWorker, _ effects: [ReplicaCore.Effect]) {
         // The core's state is already past the whole step: the replica is
         // checked once its graph has caught up with it, after the effects.
+        // A replica that has just found its digest wrong is re-syncing: its
+        // state is checked once the snapshot has put it right.
         var applied = false
-        defer { if applied, violation == nil { checker.checkReplica(worker, at: worker.core.appliedRevision, simulation: self) } }
+        defer {
+            if worker.core.digestMismatches != worker.mismatchesSeen {
+                worker.mismatchesSeen = worker.core.digestMismatches
+                count("digest-mismatches")
+            } else if applied, violation == nil {
+                checker.checkReplica(worker, at: worker.core.appliedRevision, simulation: self)
+            }
+        }
         for effect in effects {
             guard violation == nil else { return }
             switch effect {
@@ -391,10 +407,12 @@ public final class Simulation {
                 sendToLeader(from: worker, message.encoded())
             case .subscribe:
                 worker.subscribed = true
-            case .applySnapshot(let revision, let entries):
+            case .applySnapshot(let revision, let entries, let absent):
                 do {
-                    try worker.cogs.applyReplicatedTurn(
-                        named: "sync", writes: entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                    try worker.cogs.restoreDurableState(
+                        named: "sync",
+                        writes: absent.map { CogDurableWrite(name: $0.name, key: $0.key, value: nil) }
+                            + entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
                         codec: worker.codec)
                 } catch {
                     fail("replica-apply", "\(worker.name) could not apply a snapshot: \(error)")
@@ -604,6 +622,12 @@ public final class Simulation {
             note("the clock jumps \(Self.shown(jump)) s")
         }
         for worker in workers {
+            if worker.alive, worker.core.isSynced, random.chance(0.0003) {
+                // A replica's memory goes wrong (a bit flip, a bug applying a write).
+                worker.core.corruptState { self.random.int(0...($0 - 1)) }
+                count("corruptions")
+                note("\(worker.name)'s replica state is spoiled")
+            }
             if worker.alive, random.chance(0.0003) {
                 crash(worker, for: random.chance(0.3) ? nil : random.milliseconds(300, 12_000))
             }
@@ -739,6 +763,8 @@ final class SimWorker {
     /// Registrations sent and not answered yet (sent again after 2 s).
     var registrationSentAt: [Scope: Duration] = [:]
     var pendingRegistered: [(scope: Scope, revision: UInt64, members: [ScopeMember])] = []
+    /// The replica core's digest mismatches already seen by the checker.
+    var mismatchesSeen = 0
     var blockedToLeaderUntil: Duration?
     var blockedFromLeaderUntil: Duration?
 

@@ -17,8 +17,12 @@ public enum WireMessage: Equatable, Sendable {
     case snapshotRequest(inParts: Bool)
     /// Leader → worker: every durable entry as of `revision` — or part
     /// `part` (from 0) of them, `more` on every part but the last. All parts
-    /// of one snapshot carry the same epoch and revision.
-    case snapshot(epoch: UInt64, revision: UInt64, entries: [SnapshotEntry], part: UInt64 = 0, more: Bool = false)
+    /// of one snapshot carry the same epoch, revision and state digest (the
+    /// digest of the whole state at `revision`, which the entries of all the
+    /// parts add up to; absent from leaders before it was sent).
+    case snapshot(
+        epoch: UInt64, revision: UInt64, entries: [SnapshotEntry], part: UInt64 = 0, more: Bool = false,
+        stateDigest: StateDigest? = nil)
     /// Worker → leader: asks for the records from `from` on.
     case catchUpRequest(from: UInt64)
     /// Leader → worker (reply) or the turn stream (publication): committed records, in order.
@@ -27,8 +31,10 @@ public enum WireMessage: Equatable, Sendable {
     case op(OpRequest)
     /// Leader → requester: what happened to the op.
     case reply(OpReply)
-    /// Worker → leader: alive, holding `revision` (the leader answers `welcome`).
-    case heartbeat(worker: String, revision: UInt64)
+    /// Worker → leader: alive, holding `revision`, whose state digest its
+    /// replica has (absent from workers before it was sent); the leader
+    /// answers `welcome` and reports whether the digest agrees (`status`).
+    case heartbeat(worker: String, revision: UInt64, stateDigest: StateDigest? = nil)
     /// Leader → peer: a message was refused; serving goes on.
     case error(WireError)
     /// Worker → leader: a scope selector to track (DESIGN §6).
@@ -198,12 +204,18 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
         public var appliedRevision: UInt64
         public var lag: UInt64
         public var secondsSinceHeard: Double
+        /// Whether the state digest of the worker's replica, as its last
+        /// heartbeat reported it, is the leader's at that revision:
+        /// `agrees`, `differs`, or `unknown` (the worker sent none, or the
+        /// leader cannot tell); absent from leaders before it was reported.
+        public var digest: String?
 
-        public init(name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double) {
+        public init(name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double, digest: String? = nil) {
             self.name = name
             self.appliedRevision = appliedRevision
             self.lag = lag
             self.secondsSinceHeard = secondsSinceHeard
+            self.digest = digest
         }
     }
 
@@ -304,13 +316,14 @@ extension WireMessage {
             body = inParts ? .map([(.text("parts"), .bool(true))]) : nil
         case .statusRequest:
             body = nil
-        case .snapshot(let epoch, let revision, let entries, let part, let more):
+        case .snapshot(let epoch, let revision, let entries, let part, let more, let stateDigest):
             var fields: [(key: CBORValue, value: CBORValue)] = [
                 (.text("epoch"), .unsigned(epoch)), (.text("revision"), .unsigned(revision)),
                 (.text("entries"), tree(entries)),
             ]
             // A whole snapshot is written as before parts existed.
             if part > 0 || more { fields += [(.text("part"), .unsigned(part)), (.text("more"), .bool(more))] }
+            if let stateDigest { fields.append((.text("stateDigest"), .bytes(stateDigest.bytes))) }
             body = .map(fields)
         case .catchUpRequest(let from):
             body = tree(["from": from])
@@ -323,8 +336,10 @@ extension WireMessage {
             body = tree(request)
         case .reply(let reply):
             body = tree(reply)
-        case .heartbeat(let worker, let revision):
-            body = tree(["worker": CBORValue.text(worker), "revision": .unsigned(revision)])
+        case .heartbeat(let worker, let revision, let stateDigest):
+            var fields: [(key: CBORValue, value: CBORValue)] = [(.text("worker"), .text(worker)), (.text("revision"), .unsigned(revision))]
+            if let stateDigest { fields.append((.text("stateDigest"), .bytes(stateDigest.bytes))) }
+            body = .map(fields)
         case .error(let error):
             body = tree(error)
         case .status(let status):
@@ -343,7 +358,7 @@ extension WireMessage {
     /// The worker a request, hello, heartbeat or registration names.
     public var workerName: String? {
         switch self {
-        case .hello(let worker, _), .heartbeat(let worker, _): worker
+        case .hello(let worker, _), .heartbeat(let worker, _, _): worker
         case .op(let request): request.request.worker
         case .scopeRegister(let spec): spec.worker
         default: nil
@@ -413,11 +428,12 @@ extension WireMessage {
                 var entries: [SnapshotEntry]
                 var part: UInt64?
                 var more: Bool?
+                var stateDigest: [UInt8]?
             }
             let snapshot = try body(Snapshot.self)
             return .snapshot(
                 epoch: snapshot.epoch, revision: snapshot.revision, entries: snapshot.entries, part: snapshot.part ?? 0,
-                more: snapshot.more ?? false)
+                more: snapshot.more ?? false, stateDigest: try WireMessage.stateDigest(snapshot.stateDigest, in: "snapshot"))
         case "catch-up-request":
             struct CatchUp: Decodable { var from: UInt64 }
             return .catchUpRequest(from: try body(CatchUp.self).from)
@@ -437,9 +453,11 @@ extension WireMessage {
         case "op": return .op(try body(OpRequest.self))
         case "reply": return .reply(try body(OpReply.self))
         case "heartbeat":
-            struct Heartbeat: Decodable { var worker: String; var revision: UInt64 }
+            struct Heartbeat: Decodable { var worker: String; var revision: UInt64; var stateDigest: [UInt8]? }
             let heartbeat = try body(Heartbeat.self)
-            return .heartbeat(worker: heartbeat.worker, revision: heartbeat.revision)
+            return .heartbeat(
+                worker: heartbeat.worker, revision: heartbeat.revision,
+                stateDigest: try WireMessage.stateDigest(heartbeat.stateDigest, in: "heartbeat"))
         case "error": return .error(try body(WireError.self))
         case "status": return .status(try body(LeaderStatus.self))
         case "scope-register": return .scopeRegister(try body(ScopeRegistration.self))
@@ -452,6 +470,18 @@ extension WireMessage {
         default:
             throw WireDecodeError(code: .unknownType, message: "unknown message type `\(envelope.type)`")
         }
+    }
+}
+
+extension WireMessage {
+    /// A `stateDigest` field: absent, or exactly 16 bytes (anything else is malformed).
+    static func stateDigest(_ bytes: [UInt8]?, in type: String) throws(WireDecodeError) -> StateDigest? {
+        guard let bytes else { return nil }
+        guard let digest = StateDigest(bytes: bytes) else {
+            throw WireDecodeError(
+                code: .malformed, message: "\(type) body: a stateDigest is \(StateDigest.size) bytes, not \(bytes.count)")
+        }
+        return digest
     }
 }
 
@@ -621,7 +651,7 @@ extension WireMessage {
     /// A snapshot of `entries` in parts of about `target` bytes each (a
     /// single larger entry goes alone; no entries: one empty part).
     public static func snapshotParts(
-        epoch: UInt64, revision: UInt64, entries: [SnapshotEntry], target: Int = snapshotPartTarget
+        epoch: UInt64, revision: UInt64, entries: [SnapshotEntry], target: Int = snapshotPartTarget, stateDigest: StateDigest? = nil
     ) -> [WireMessage] {
         var groups: [[SnapshotEntry]] = [[]]
         var size = 0
@@ -635,7 +665,9 @@ extension WireMessage {
             size += entrySize
         }
         return groups.enumerated().map { index, group in
-            .snapshot(epoch: epoch, revision: revision, entries: group, part: UInt64(index), more: index < groups.count - 1)
+            .snapshot(
+                epoch: epoch, revision: revision, entries: group, part: UInt64(index), more: index < groups.count - 1,
+                stateDigest: stateDigest)
         }
     }
 

@@ -135,6 +135,7 @@ enum ClusterCommands {
         var reportedRevision: UInt64 = 0
         var reportedDisplaced = false
         var reportedSilence = false
+        var reportedMismatches = 0
         do {
             try await worker.run(until: stopper.flag) {
                 // A leader that is down, or not at that endpoint, says nothing: say so.
@@ -163,6 +164,10 @@ enum ClusterCommands {
                     print(
                         "cogd worker \(name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
                             + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""))
+                }
+                if worker.digestMismatches != reportedMismatches {
+                    reportedMismatches = worker.digestMismatches
+                    printError("cogd worker \(name): \(escaped: worker.lastDigestMismatch ?? "state digest mismatch") (\(reportedMismatches) so far)")
                 }
                 if worker.appliedRevision != reportedRevision && reportedEpoch != nil {
                     reportedRevision = worker.appliedRevision
@@ -257,7 +262,8 @@ enum ClusterCommands {
             }
             if json {
                 let workers = status.workers.map {
-                    "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag)}"
+                    "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag)"
+                        + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "") + "}"
                 }
                 print(
                     "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
@@ -273,7 +279,9 @@ enum ClusterCommands {
                 print("revision  \(status.revision)")
                 print("workers   \(status.workers.count)")
                 for worker in status.workers {
-                    print("  \(escaped: worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago")
+                    print(
+                        "  \(escaped: worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago"
+                            + (worker.digest.map { ", digest \(escaped: $0)" } ?? ""))
                 }
                 let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(escaped: $0.key) \($0.value)" }
                 print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")

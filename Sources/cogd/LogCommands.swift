@@ -114,7 +114,9 @@ enum LogCommands {
                 return 1
             }
             let range = report.turns == 0 ? "no turns" : "revisions 1…\(report.lastRevision) contiguous"
-            print("ok: \(report.turns) turns, \(range), every record decodes, state table (\(report.stateEntries) entries) equals the replay of the log")
+            print(
+                "ok: \(report.turns) turns, \(range), every record decodes and carries the state digest of the replay, "
+                    + "state table (\(report.stateEntries) entries, digest \(report.stateDigest)) equals the replay of the log")
             return 0
         } catch {
             printError("Error: \(escaped: error)")
@@ -131,7 +133,7 @@ enum LogCommands {
             }
             print(
                 "ok: upgraded \(dataFolder) from schema \(report.fromSchema) to \(TurnStore.schemaVersion): \(report.recordsRewritten) records rewritten "
-                    + "with checksums, \(report.nullWritesAsReleases) null writes recorded as releases, "
+                    + "with checksums and state digests, \(report.nullWritesAsReleases) null writes recorded as releases, "
                     + "\(report.stateEntriesRemoved) state entries they released removed")
             return 0
         } catch {

@@ -14,9 +14,43 @@ private struct Reading: Codable {
 
 private let vectorTime = Date(timeIntervalSince1970: 1_800_000_000.5)
 
+/// The state after revision 41 of the vectors' story (`state-digest`):
+/// revisions 42 to 44 (`turn-record-request`, `-nil-value`, `-retirement`)
+/// follow from it, and revision 1 (`turn-record-system`) starts from the
+/// empty state.
+private func stateBefore42() throws -> [(name: String, key: [UInt8]?, value: [UInt8])] {
+    let encoder = CBOREncoder()
+    return [
+        ("ledger.accounts", try encoder.encode("alice"), try encoder.encode(["balance": 10])),
+        ("ledger.openCount", nil, try encoder.encode(1)),
+        ("trails.filter", try encoder.encode(7), try encoder.encode("ridge")),
+        ("trails.loaded", nil, try encoder.encode(5)),
+    ]
+}
+
+/// The state-digest vector: each entry with its entry hash, and the state's digest.
+private func stateDigestVector() throws -> [UInt8] {
+    let state = try stateBefore42()
+    let entries = state.map { entry in
+        var fields: [(key: CBORValue, value: CBORValue)] = [
+            (.text("name"), .text(entry.name)), (.text("value"), .bytes(entry.value)),
+            (.text("hash"), .bytes(StateDigest(value: StateDigest.entryHash(name: entry.name, key: entry.key, value: entry.value)).bytes)),
+        ]
+        if let key = entry.key { fields.append((.text("key"), .bytes(key))) }
+        return CBORValue.map(fields)
+    }
+    return CBORWriter.encode(.map([(.text("entries"), .array(entries)), (.text("state"), .bytes(StateDigest(entries: state).bytes))]))
+}
+
 private func vectors() throws -> [(name: String, bytes: [UInt8])] {
     let encoder = CBOREncoder()
     func item<T: Encodable>(_ name: String, _ value: T) throws -> (String, [UInt8]) { (name, try encoder.encode(value)) }
+    let state = try stateBefore42()
+    var digest = StateDigest(entries: state)
+    digest.apply(name: "trails.filter", key: state[2].key, old: state[2].value, new: nil)
+    let after42 = digest
+    digest.apply(name: "trails.loaded", key: nil, old: state[3].value, new: [0xf6])
+    let after43 = digest
     return [
         try item("uint-0", 0),
         try item("uint-24", 24),
@@ -43,13 +77,14 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
             writes: [
                 TurnWrite(name: "ledger.accounts", key: try encoder.encode("alice"), value: try encoder.encode(["balance": 10])),
                 TurnWrite(name: "ledger.openCount", key: nil, value: try encoder.encode(1)),
-            ]).encoded()),
+            ],
+            stateDigest: StateDigest(entries: state.prefix(2))).encoded()),
         ("turn-record-request", TurnRecord(
             revision: 42, epoch: 3, time: vectorTime, name: "Trails.trailScreen.acceptTrail(_:receipt:)",
             origin: TurnOrigin(
                 worker: "w1", instance: 7, request: RequestID(worker: "w1", sequence: 19),
                 digest: RequestDigest.of(op: "trails.accept", argument: try encoder.encode(["receipt": 7]))),
-            writes: [TurnWrite(name: "trails.filter", key: try encoder.encode(7), value: nil)]).encoded()),
+            writes: [TurnWrite(name: "trails.filter", key: try encoder.encode(7), value: nil)], stateDigest: after42).encoded()),
         ("turn-record-retirement", TurnRecord(
             revision: 44, epoch: 3, time: vectorTime, name: "cogd.workerGone",
             writes: [],
@@ -57,10 +92,12 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
                 ScopeEvent(
                     kind: .retire, instance: 3 << 32 | 5, scope: "LedgerGreeter.greeter", identity: try encoder.encode("alice"),
                     worker: "w1", registration: 1)
-            ]).encoded()),
+            ],
+            stateDigest: after43).encoded()),
         ("turn-record-nil-value", TurnRecord(
             revision: 43, epoch: 3, time: vectorTime, name: "Trails.closeScreen()",
-            writes: [TurnWrite(name: "trails.loaded", key: nil, value: try encoder.encode(Int?.none))]).encoded()),
+            writes: [TurnWrite(name: "trails.loaded", key: nil, value: try encoder.encode(Int?.none))], stateDigest: after43).encoded()),
+        ("state-digest", try stateDigestVector()),
     ]
 }
 
@@ -96,6 +133,27 @@ struct VectorTests {
         let nilValue = try TurnRecord.decode(Array(try Data(contentsOf: folder.appendingPathComponent("turn-record-nil-value.cbor"))))
         #expect(nilValue.writes == [TurnWrite(name: "trails.loaded", key: nil, value: [0xf6])])
         #expect(nilValue.writes.first?.isRelease == false)
+    }
+
+    @Test func `the digest of a known small state equals the vector`() throws {
+        // Computed independently (Python's hashlib, `check.py`): the entry
+        // hashes, the state after revision 41, and after each record.
+        let state = try stateBefore42()
+        #expect(state.map { StateDigest(value: StateDigest.entryHash(name: $0.name, key: $0.key, value: $0.value)).description } == [
+            "25d42a232f99b293bc173c589b0a88d9", "c8bec684313e51c33245c9eac01bb187",
+            "fff07942fac1c44985af46103b6158c3", "c2281f03fa01cc14f4d3f23f5c21c7cc",
+        ])
+        #expect(StateDigest(entries: state).description == "b0ab88ee559b94b568e03e92f2a95aef")
+        #expect(StateDigest().bytes == [UInt8](repeating: 0, count: 16), "the empty state")
+        func record(_ name: String) throws -> TurnRecord {
+            try TurnRecord.decode(Array(try Data(contentsOf: folder.appendingPathComponent("\(name).cbor"))))
+        }
+        #expect(try record("turn-record-system").stateDigest.description == "ee92f0a760d80456ee5d06435b263a60")
+        #expect(try record("turn-record-request").stateDigest.description == "b0bb0fab5ad9d06be330f882b748022c")
+        #expect(try record("turn-record-nil-value").stateDigest.description == "83f80d95384562e68236d259320843d7")
+        #expect(try record("turn-record-retirement").stateDigest.description == "83f80d95384562e68236d259320843d7", "no writes: unchanged")
+        let vector = try CBORValue.parse(Array(try Data(contentsOf: folder.appendingPathComponent("state-digest.cbor"))))
+        #expect(vector["state"] == .bytes(StateDigest(entries: state).bytes))
     }
 
     @Test func `a turn-record vector with any one bit flipped is refused`() throws {

@@ -38,6 +38,15 @@ struct ClusterTests {
         #expect(commits["turnsPerCommit"] as? Double == 1, "\(status.stdout)")
         let p50 = commits["p50Micros"] as? Int ?? 0
         #expect(p50 > 0 && (commits["p99Micros"] as? Int ?? 0) >= p50, "\(status.stdout)")
+        // Each heartbeat carries the replica's state digest; the leader finds it equal to the log's at that revision.
+        var shown = ""
+        #expect(try waitUntil {
+            shown = try runCogd(["status", "--leader", ports.requests]).stdout
+            return shown.components(separatedBy: ", digest agrees").count == 3
+        }, "\(shown)")
+        let json = try runCogd(["status", "--leader", ports.requests, "--json"]).stdout
+        let digests = ((try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["workers"] as? [[String: Any]])?.map { $0["digest"] as? String }
+        #expect(digests == ["agrees", "agrees"], "\(json)")
     }
 
     @Test func `workers follow and sync turns and state larger than a request may be`() throws {
@@ -111,7 +120,7 @@ struct ClusterTests {
         var reply: OpReply.Outcome?
         while parts.last?.more ?? true, let message = try peer.next(within: .seconds(20)) {
             switch message {
-            case .snapshot(_, let revision, let entries, let part, let more): parts.append((part, revision, entries, more))
+            case .snapshot(_, let revision, let entries, let part, let more, _): parts.append((part, revision, entries, more))
             case .reply(let answer):
                 reply = answer.outcome
                 replyAfterParts = parts.count

@@ -57,16 +57,16 @@ struct LogCommandTests {
         for arguments in [["tail", "--data", folder.path], ["log", "verify", "--data", folder.path], ["log", "soak", "--data", folder.path, "--count", "1"]] {
             let refused = try runCogd(arguments)
             #expect(refused.status == 1, "\(arguments)")
-            #expect(refused.stderr.contains("has schema version 2; this cogd reads schema 3 only"), "\(arguments): \(refused.stderr)")
+            #expect(refused.stderr.contains("has schema version 2; this cogd reads schema 4 only"), "\(arguments): \(refused.stderr)")
             #expect(refused.stderr.contains(hint), "\(arguments)")
         }
         let upgrade = try runCogd(["log", "upgrade", "--data", folder.path])
         #expect(upgrade.status == 0, "\(upgrade.stderr)")
-        #expect(upgrade.stdout == "ok: upgraded \(folder.path) from schema 2 to 3: 6 records rewritten with checksums, 0 null writes recorded as releases, 0 state entries they released removed\n")
+        #expect(upgrade.stdout == "ok: upgraded \(folder.path) from schema 2 to 4: 6 records rewritten with checksums and state digests, 0 null writes recorded as releases, 0 state entries they released removed\n")
         let verify = try runCogd(["log", "verify", "--data", folder.path])
         #expect(verify.status == 0, "\(verify.stderr)")
         #expect(verify.stdout.hasPrefix("ok: 6 turns"))
-        #expect(try runCogd(["log", "upgrade", "--data", folder.path]).stdout == "ok: \(folder.path) already has schema 3; nothing to do\n")
+        #expect(try runCogd(["log", "upgrade", "--data", folder.path]).stdout == "ok: \(folder.path) already has schema 4; nothing to do\n")
     }
 
     @Test func `log verify and stats report a sound log`() throws {
@@ -75,7 +75,9 @@ struct LogCommandTests {
         _ = try runCogd(["log", "soak", "--data", folder.path, "--count", "30", "--batch", "10"])
         let verify = try runCogd(["log", "verify", "--data", folder.path])
         #expect(verify.status == 0)
-        #expect(verify.stdout.hasPrefix("ok: 30 turns, revisions 1…30 contiguous, every record decodes"))
+        #expect(verify.stdout.hasPrefix("ok: 30 turns, revisions 1…30 contiguous, every record decodes and carries the state digest of the replay"))
+        let digest = try TurnStore(directory: folder.path, mode: .reader).currentStateDigest()
+        #expect(verify.stdout.contains("state table (31 entries, digest \(digest)) equals the replay of the log"), "\(verify.stdout)")
         let stats = try runCogd(["log", "stats", "--data", folder.path, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any]
         #expect(object?["lastRevision"] as? Int == 30)

@@ -173,7 +173,7 @@ struct RobustnessTests {
             return
         }
         #expect(members.count == 1)
-        guard case .snapshot(_, let revision, let entries, _, _)? = try stranger.exchange(.snapshotRequest(inParts: false)) else {
+        guard case .snapshot(_, let revision, let entries, _, _, _)? = try stranger.exchange(.snapshotRequest(inParts: false)) else {
             Issue.record("no snapshot after hello")
             return
         }

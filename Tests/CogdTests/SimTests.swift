@@ -26,7 +26,8 @@ struct SimTests {
             #expect((counts["lost"] ?? 0) > 0 && (counts["retries"] ?? 0) > 0, "messages were lost and retried: \(counts)")
             #expect((run["revisions"] as? Int ?? 0) > 50)
         }
-        let seen = ["leader-crashes", "worker-crashes", "partitions", "failed-commits", "duplicated", "reordered", "pauses", "clock-jumps", "retired-refused"]
+        let seen = ["leader-crashes", "worker-crashes", "partitions", "failed-commits", "duplicated", "reordered", "pauses", "clock-jumps", "retired-refused", "corruptions", "digest-mismatches",
+        ]
         for name in seen {
             #expect(runs.contains { ($0["counts"] as? [String: Int])?[name] ?? 0 > 0 }, "no run saw \(name)")
         }
@@ -43,6 +44,7 @@ struct SimTests {
 
     @Test(arguments: [
         ("instance-check", "dead-instance"), ("dedup", "applied-twice"), ("heartbeat-expiry", "dead-holder"),
+        ("digest-check", "replica-diverged"),
     ])
     func `a switched-off rule is caught within 20 seeds`(rule: String, invariant: String) throws {
         let (status, runs, output) = try runs(["--seeds", "1-20", "--steps", "3000", "--break", rule])
@@ -67,7 +69,7 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogd(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry"))
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, not 'nothing'"))
         let range = try runCogd(["sim", "--seeds", "9-3"])
         #expect(range.status == 64)
         #expect(range.stderr.contains("--seeds takes a range A-B"))

@@ -15,16 +15,21 @@ struct WireVectorTests {
     private func vectors() throws -> [(String, WireMessage)] {
         let encoder = CBOREncoder()
         let request = RequestID(worker: "w1", sequence: 19)
+        // The state digest after revision 42 in the turn-record vectors' story (`protocol/vectors/README.md`).
+        let after42 = try #require(StateDigest(bytes: [
+            0xb0, 0xbb, 0x0f, 0xab, 0x5a, 0xd9, 0xd0, 0x6b, 0xe3, 0x30, 0xf8, 0x82, 0xb7, 0x48, 0x02, 0x2c,
+        ]))
+        let balance = (name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))
         return [
             ("hello", .hello(worker: "w1", lastRevision: 0)),
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
-            ("heartbeat", .heartbeat(worker: "w1", revision: 42)),
+            ("heartbeat", .heartbeat(worker: "w1", revision: 42, stateDigest: after42)),
             ("snapshot-request", .snapshotRequest(inParts: false)),
             ("snapshot-request-parts", .snapshotRequest(inParts: true)),
             ("snapshot-part", .snapshot(
                 epoch: 3, revision: 42,
                 entries: [SnapshotEntry(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))],
-                part: 1, more: true)),
+                part: 1, more: true, stateDigest: after42)),
             ("catch-up-request", .catchUpRequest(from: 43)),
             ("op", .op(OpRequest(
                 request: request, op: "ledger.transfer",
@@ -46,7 +51,7 @@ struct WireVectorTests {
             ("status-request", .statusRequest),
             ("status", .status(LeaderStatus(
                 epoch: 3, revision: 42,
-                workers: [LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5)],
+                workers: [LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5, digest: "agrees")],
                 errorCounts: ["hello-first": 1], openScopeInstances: [1 << 32 | 4]))),
             ("turns", .turns(epoch: 3, records: [
                 TurnRecord(
@@ -56,7 +61,9 @@ struct WireVectorTests {
                         digest: RequestDigest.of(
                             op: "ledger.transfer",
                             argument: try encoder.encode(["from": CBORValue.text("a"), "to": .text("b"), "amount": .unsigned(4)]))),
-                    writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))])
+                    writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))],
+                    // As if the state held only what this record wrote.
+                    stateDigest: StateDigest(entries: [balance]))
             ])),
         ]
     }
@@ -70,7 +77,7 @@ struct WireVectorTests {
                 writes: [TurnWrite(name: "v", key: nil, value: try encoder.encode(String(repeating: "x", count: size)))])
         }
         let batch = EncodedTurnBatch(records)
-        let frames = WireMessage.turnsFrames(epoch: 2, batch: batch, target: 800)
+        let frames = WireMessage.turnsFrames(epoch: 2, batch: batch, target: 900)
         var revisions: [[UInt64]] = []
         for frame in frames {
             guard case .turns(2, let decoded) = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize) else {
@@ -99,7 +106,7 @@ struct WireVectorTests {
         var gathered: [SnapshotEntry] = []
         var shape: [(part: UInt64, count: Int, more: Bool)] = []
         for part in parts {
-            guard case .snapshot(2, 9, let chunk, let number, let more) = try WireMessage.decode(part.encoded(), limit: WireMessage.maximumLeaderMessageSize) else {
+            guard case .snapshot(2, 9, let chunk, let number, let more, _) = try WireMessage.decode(part.encoded(), limit: WireMessage.maximumLeaderMessageSize) else {
                 Issue.record("not a snapshot part")
                 return
             }

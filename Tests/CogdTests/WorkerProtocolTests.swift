@@ -148,10 +148,11 @@ struct WorkerProtocolTests {
         }
         #expect(from == 1)
         let encoder = CBOREncoder()
-        let records = try (1...2).map { revision in
-            TurnRecord(
-                revision: revision, epoch: 1, time: Date(), name: "ledger.noop",
-                writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(Int(revision)))])
+        let records = try (UInt64(1)...2).map { (revision: UInt64) -> TurnRecord in
+            let write = TurnWrite(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(Int(revision)))
+            return TurnRecord(
+                revision: revision, epoch: 1, time: Date(), name: "ledger.noop", writes: [write],
+                stateDigest: StateDigest(entries: [(name: write.name, key: write.key, value: write.value!)]))
         }
         // A reply cut short (as the leader cuts them at about a megabyte). This
         // scripted leader answers no heartbeat, so only the reply itself can
@@ -242,9 +243,10 @@ struct WorkerProtocolTests {
         #expect(early == nil, "no op is sent before the replica reaches the reply's revision")
 
         // Revision 2 arrives (published until the subscription has joined).
+        let write = TurnWrite(name: "ledger.balance", key: try encoder.encode("alice"), value: try encoder.encode(3))
         let record = TurnRecord(
-            revision: 2, epoch: 1, time: Date(), name: "ledger.noop",
-            writes: [TurnWrite(name: "ledger.balance", key: try encoder.encode("alice"), value: try encoder.encode(3))])
+            revision: 2, epoch: 1, time: Date(), name: "ledger.noop", writes: [write],
+            stateDigest: StateDigest(entries: [(name: "ledger.accounts", key: nil, value: accounts), (name: write.name, key: write.key, value: write.value!)]))
         var stamped: OpRequest?
         let deadline = ContinuousClock.now + .seconds(10)
         while stamped == nil, ContinuousClock.now < deadline {
@@ -259,5 +261,75 @@ struct WorkerProtocolTests {
         }
         #expect(replica.appliedRevision == 2)
         #expect(stamped?.instance == instance, "the child's op carries the instance adopted at revision 2")
+    }
+
+    @Test func `a replica whose state differs from the leader's counts the mismatch and re-syncs from a snapshot, dropping what it held wrongly`() throws {
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try leader.replica()
+        defer { replica.close() }
+        let encoder = CBOREncoder()
+        guard try leader.welcome(replica, lastRevision: 1) else { return }
+        // The replica is given an account the leader's state does not hold (a
+        // snapshot without a digest, as an older leader sends: nothing to check it by).
+        try leader.send(.snapshot(
+            epoch: 1, revision: 1, entries: [SnapshotEntry(name: "ledger.accounts", key: nil, value: try encoder.encode(["mallory"]))]))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !replica.isSynced, ContinuousClock.now < deadline { try replica.pump(waitingUpTo: .milliseconds(50)) }
+        #expect(replica.cogs[accountsCog] == ["mallory"])
+        #expect(replica.digestMismatches == 0)
+
+        // Revision 2 carries the digest of the leader's state after it: alice's balance alone.
+        let write = TurnWrite(name: "ledger.balance", key: try encoder.encode("alice"), value: try encoder.encode(3))
+        let leaders = StateDigest(entries: [(name: write.name, key: write.key, value: write.value!)])
+        let record = TurnRecord(revision: 2, epoch: 1, time: Date(), name: "ledger.noop", writes: [write], stateDigest: leaders)
+        let isSnapshotRequest: (WireMessage) -> Bool = { $0 == .snapshotRequest(inParts: true) }
+        var asked = false
+        // Published until the subscription has joined (bounded).
+        for _ in 0..<200 where !asked {
+            try leader.publisher.send([WireMessage.turns(epoch: 1, records: [record]).encoded()])
+            asked = try leader.next(pumping: replica, within: .milliseconds(50), matching: isSnapshotRequest) != nil
+        }
+        #expect(asked, "a snapshot request follows the mismatch")
+        var replicas = leaders
+        replicas.apply(name: "ledger.accounts", key: nil, old: nil, new: try encoder.encode(["mallory"]))
+        #expect(replica.digestMismatches == 1)
+        #expect(
+            replica.lastDigestMismatch
+                == "state digest mismatch at revision 2: the record says \(leaders), the replica has \(replicas); re-syncing from a snapshot")
+        #expect(replica.appliedRevision == 2)
+        #expect(replica.stateDigest == replicas, "the replica's digest is its own until it re-syncs")
+
+        // The snapshot at revision 2: the replica drops the account the leader never had.
+        try leader.send(.snapshot(
+            epoch: 1, revision: 2, entries: [SnapshotEntry(name: write.name, key: write.key, value: write.value!)], stateDigest: leaders))
+        let resynced = ContinuousClock.now + .seconds(10)
+        while replica.stateDigest != leaders, ContinuousClock.now < resynced { try replica.pump(waitingUpTo: .milliseconds(50)) }
+        #expect(replica.stateDigest == leaders)
+        #expect(replica.cogs[accountsCog] == [], "its initial value: the snapshot does not hold it")
+        #expect(replica.digestMismatches == 1, "the snapshot agrees with its digest")
+        // Its heartbeat now reports the leader's digest at revision 2.
+        let heartbeat = try leader.next(pumping: replica, within: .seconds(5)) { if case .heartbeat(_, 2, _) = $0 { true } else { false } }
+        #expect(heartbeat == .heartbeat(worker: "w1", revision: 2, stateDigest: leaders))
+    }
+
+    @Test func `a snapshot whose entries do not add up to its digest is counted, and not asked for again`() throws {
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try leader.replica()
+        defer { replica.close() }
+        let encoder = CBOREncoder()
+        guard try leader.welcome(replica, lastRevision: 1) else { return }
+        let accounts = SnapshotEntry(name: "ledger.accounts", key: nil, value: try encoder.encode(["alice"]))
+        let claimed = StateDigest(value: 42)
+        try leader.send(.snapshot(epoch: 1, revision: 1, entries: [accounts], stateDigest: claimed))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !replica.isSynced, ContinuousClock.now < deadline { try replica.pump(waitingUpTo: .milliseconds(50)) }
+        #expect(replica.isSynced)
+        #expect(replica.digestMismatches == 1)
+        #expect(replica.lastDigestMismatch?.hasPrefix("state digest mismatch in the snapshot at revision 1: the leader says \(claimed), its entries give ") == true)
+        // The leader's records follow from the digest it sent: the replica takes it, and asks for no other snapshot (it would be the same).
+        #expect(replica.stateDigest == claimed)
+        #expect(try leader.next(pumping: replica, within: .milliseconds(300), matching: { $0 == .snapshotRequest(inParts: true) }) == nil)
     }
 }

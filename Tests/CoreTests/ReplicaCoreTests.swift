@@ -39,7 +39,7 @@ struct ReplicaCoreTests {
     static let snapshotRequest = ReplicaCore.Effect.send(.snapshotRequest(inParts: true))
 
     /// A replica started at 0, welcomed at 10 ms and synced at 20 ms at `revision`.
-    static func synced(at revision: UInt64 = 2, epoch: UInt64 = 1, settings: ReplicaCore.Settings = .init(name: "w1")) -> ReplicaCore {
+    static func synced(at revision: UInt64 = 2, epoch: UInt64 = 1, settings: ReplicaCore.Settings = .init(name: "w1", checksDigest: false)) -> ReplicaCore {
         var replica = ReplicaCore(settings: settings)
         _ = replica.step(.start, now: .zero)
         _ = replica.step(welcome(epoch: epoch, lastRevision: revision), now: .milliseconds(10))
@@ -51,7 +51,7 @@ struct ReplicaCoreTests {
     // MARK: Joining
 
     @Test func `start says hello with revision 0, and a welcome subscribes and asks for the snapshot in parts`() {
-        var replica = ReplicaCore(settings: .init(name: "w1"))
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         #expect(replica.step(.start, now: .zero) == [Self.hello])
         #expect(replica.step(Self.welcome(lastRevision: 7), now: .milliseconds(10)) == [.subscribe(Self.endpoint), Self.snapshotRequest])
         #expect(replica.epoch == 1 && !replica.isSynced)
@@ -60,7 +60,7 @@ struct ReplicaCoreTests {
     }
 
     @Test func `snapshot parts in order are applied as one, then the records held meanwhile, then the first sync`() throws {
-        var replica = ReplicaCore(settings: .init(name: "w1"))
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         _ = replica.step(.start, now: .zero)
         _ = replica.step(Self.welcome(), now: .milliseconds(10))
         #expect(replica.step(.published(epoch: 1, records: [Self.record(4), Self.record(3)]), now: .milliseconds(20)) == [], "held")
@@ -81,14 +81,14 @@ struct ReplicaCoreTests {
     }
 
     @Test func `parts out of order are assembled; some parts then silence for 2 s asks again`() {
-        var replica = ReplicaCore(settings: .init(name: "w1"))
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         _ = replica.step(.start, now: .zero)
         _ = replica.step(Self.welcome(), now: .milliseconds(10))
         #expect(replica.step(Self.snapshot(revision: 2, [Self.entry("test.c", 3)], part: 2), now: .milliseconds(20)) == [], "the last, first")
         #expect(replica.step(Self.snapshot(revision: 2, [Self.entry("test.a", 1)], part: 0, more: true), now: .milliseconds(21)) == [])
         #expect(!replica.isSynced, "part 1 is missing")
         // Part 1 never comes: 2 s after the last part, the snapshot is asked for again.
-        #expect(replica.step(.tick, now: .milliseconds(2_020)) == [.send(.heartbeat(worker: "w1", revision: 0))])
+        #expect(replica.step(.tick, now: .milliseconds(2_020)) == [.send(.heartbeat(worker: "w1", revision: 0, stateDigest: replica.stateDigest))])
         #expect(replica.step(.tick, now: .milliseconds(2_021)) == [Self.snapshotRequest])
         // The new run comes out of order too, and is whole once every part is there.
         #expect(replica.step(Self.snapshot(revision: 3, [Self.entry("test.b", 2)], part: 1), now: .milliseconds(2_030)) == [])
@@ -100,7 +100,7 @@ struct ReplicaCoreTests {
     }
 
     @Test func `a part of a newer revision starts a new run; a part of an older one is left over and ignored`() {
-        var replica = ReplicaCore(settings: .init(name: "w1"))
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         _ = replica.step(.start, now: .zero)
         _ = replica.step(Self.welcome(), now: .milliseconds(10))
         #expect(replica.step(Self.snapshot(revision: 2, [Self.entry("test.a", 1)], part: 0, more: true), now: .milliseconds(20)) == [])
@@ -114,7 +114,7 @@ struct ReplicaCoreTests {
     }
 
     @Test func `a snapshot claiming revision 2^63 or more is refused, never applied`() {
-        var replica = ReplicaCore(settings: .init(name: "w1"))
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         _ = replica.step(.start, now: .zero)
         _ = replica.step(Self.welcome(), now: .milliseconds(10))
         for revision in [UInt64(1) << 63, .max] {
@@ -129,7 +129,7 @@ struct ReplicaCoreTests {
     }
 
     @Test func `a snapshot with no part at all is asked for again after 30 s, then 60 s, doubling; a part resets it`() {
-        var replica = ReplicaCore(settings: .init(name: "w1", heartbeatInterval: .seconds(1_000)))
+        var replica = ReplicaCore(settings: .init(name: "w1", heartbeatInterval: .seconds(1_000), checksDigest: false))
         _ = replica.step(.start, now: .zero)
         _ = replica.step(Self.welcome(), now: .zero)
         #expect(replica.step(.tick, now: .seconds(30)) == [])
@@ -146,7 +146,7 @@ struct ReplicaCoreTests {
         #expect(replica.step(.tick, now: .seconds(253)) == [Self.snapshotRequest])
         #expect(
             replica.step(Self.snapshot(revision: 1, []), now: .seconds(254))
-                == [.applySnapshot(revision: 1, entries: []), .send(.heartbeat(worker: "w1", revision: 1)), .firstSync])
+                == [.applySnapshot(revision: 1, entries: []), .send(.heartbeat(worker: "w1", revision: 1, stateDigest: replica.stateDigest)), .firstSync])
         #expect(replica.step(Self.welcome(epoch: 2, lastRevision: 1), now: .seconds(255)) == [.subscribe(Self.endpoint), Self.snapshotRequest])
         #expect(replica.step(.tick, now: .seconds(286)) == [Self.snapshotRequest])
     }
@@ -190,20 +190,20 @@ struct ReplicaCoreTests {
     @Test func `applied records report progress soon, and heartbeats go out every interval`() {
         var replica = Self.synced(at: 2)
         #expect(replica.step(.tick, now: .milliseconds(500)) == [])
-        #expect(replica.step(.tick, now: .seconds(1)) == [.send(.heartbeat(worker: "w1", revision: 2))])
+        #expect(replica.step(.tick, now: .seconds(1)) == [.send(.heartbeat(worker: "w1", revision: 2, stateDigest: replica.stateDigest))])
         #expect(replica.step(.tick, now: .milliseconds(1_999)) == [])
-        #expect(replica.step(.tick, now: .seconds(2)) == [.send(.heartbeat(worker: "w1", revision: 2))])
+        #expect(replica.step(.tick, now: .seconds(2)) == [.send(.heartbeat(worker: "w1", revision: 2, stateDigest: replica.stateDigest))])
         // A record applied 100 ms or more after the last report sends one at once.
         #expect(replica.step(.published(epoch: 1, records: [Self.record(3)]), now: .milliseconds(2_050)) == [.apply(Self.record(3))])
         #expect(
             replica.step(.published(epoch: 1, records: [Self.record(4)]), now: .milliseconds(2_150))
-                == [.apply(Self.record(4)), .send(.heartbeat(worker: "w1", revision: 4))])
+                == [.apply(Self.record(4)), .send(.heartbeat(worker: "w1", revision: 4, stateDigest: replica.stateDigest))])
         #expect(replica.step(.tick, now: .milliseconds(3_149)) == [])
-        #expect(replica.step(.tick, now: .milliseconds(3_150)) == [.send(.heartbeat(worker: "w1", revision: 4))])
+        #expect(replica.step(.tick, now: .milliseconds(3_150)) == [.send(.heartbeat(worker: "w1", revision: 4, stateDigest: replica.stateDigest))])
         // Another interval.
         var quick = Self.synced(at: 0, settings: .init(name: "w1", heartbeatInterval: .milliseconds(200)))
         #expect(quick.step(.tick, now: .milliseconds(199)) == [])
-        #expect(quick.step(.tick, now: .milliseconds(200)) == [.send(.heartbeat(worker: "w1", revision: 0))])
+        #expect(quick.step(.tick, now: .milliseconds(200)) == [.send(.heartbeat(worker: "w1", revision: 0, stateDigest: quick.stateDigest))])
     }
 
     // MARK: Epochs and rejoining
@@ -218,7 +218,10 @@ struct ReplicaCoreTests {
         #expect(replica.step(Self.snapshot(epoch: 1, revision: 2, []), now: .milliseconds(33)) == [], "the old epoch's snapshot")
         #expect(
             replica.step(Self.snapshot(epoch: 2, revision: 4, [Self.entry("test.b", 1)]), now: .milliseconds(40))
-                == [.applySnapshot(revision: 4, entries: [Self.entry("test.b", 1)]), .apply(Self.record(5, epoch: 2)), .registerScopesAnew])
+                == [
+                    .applySnapshot(revision: 4, entries: [Self.entry("test.b", 1)], absent: [TurnWrite(name: "test.n", key: nil, value: nil)]),
+                    .apply(Self.record(5, epoch: 2)), .registerScopesAnew,
+                ], "what the snapshot lacks goes back to its initial value")
         #expect(replica.appliedRevision == 5 && replica.syncedEpoch == 2 && replica.syncedRevision == 4)
         #expect(replica.encodedState.count == 2, "test.b and test.n")
         #expect(replica.encodedValue("test.n", nil) == (try? CBOREncoder().encode(UInt64(5))), "as of the new epoch's record, not the old snapshot")
@@ -240,7 +243,9 @@ struct ReplicaCoreTests {
         var replica = Self.synced(at: 2)
         _ = replica.step(Self.refusal(.helloFirst), now: .milliseconds(30))
         #expect(replica.step(Self.welcome(epoch: 2, lastRevision: 1), now: .milliseconds(40)) == [.subscribe(Self.endpoint), Self.snapshotRequest])
-        #expect(replica.step(Self.snapshot(epoch: 2, revision: 1, []), now: .milliseconds(50)) == [.applySnapshot(revision: 1, entries: []), .registerScopesAnew])
+        #expect(
+            replica.step(Self.snapshot(epoch: 2, revision: 1, []), now: .milliseconds(50))
+                == [.applySnapshot(revision: 1, entries: [], absent: [TurnWrite(name: "test.n", key: nil, value: nil)]), .registerScopesAnew])
         #expect(replica.step(Self.welcome(epoch: 2, lastRevision: 1), now: .milliseconds(60)) == [])
     }
 
@@ -252,7 +257,9 @@ struct ReplicaCoreTests {
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(31)) == [.refused(error)], "an earlier hello's answer")
         #expect(replica.step(.published(epoch: 1, records: [Self.record(1)]), now: .milliseconds(32)) == [])
         #expect(replica.step(Self.welcome(lastRevision: 2), now: .milliseconds(40)) == [.subscribe(Self.endpoint), Self.snapshotRequest])
-        #expect(replica.step(Self.snapshot(revision: 2, []), now: .milliseconds(50)) == [.applySnapshot(revision: 2, entries: []), .registerScopesAnew])
+        #expect(
+            replica.step(Self.snapshot(revision: 2, []), now: .milliseconds(50))
+                == [.applySnapshot(revision: 2, entries: [], absent: [TurnWrite(name: "test.n", key: nil, value: nil)]), .registerScopesAnew])
         #expect(replica.appliedRevision == 2 && replica.encodedState.isEmpty)
     }
 
@@ -284,11 +291,11 @@ struct ReplicaCoreTests {
         #expect(replica.displaced == nil)
         // Heartbeats again, every second.
         #expect(replica.step(.tick, now: .milliseconds(1_749)) == [])
-        #expect(replica.step(.tick, now: .milliseconds(1_750)) == [.send(.heartbeat(worker: "w1", revision: 3))])
+        #expect(replica.step(.tick, now: .milliseconds(1_750)) == [.send(.heartbeat(worker: "w1", revision: 3, stateDigest: replica.stateDigest))])
     }
 
     @Test func `name-in-use before the first sync: hellos until welcomed, then a plain sync`() {
-        var replica = ReplicaCore(settings: .init(name: "w1"))
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         _ = replica.step(.start, now: .zero)
         let error = WireError(.nameInUse, "another process is connected as worker w1 (heard 0.0 s ago); each worker needs its own --name")
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(10)) == [.refused(error), .forgetInstances])
@@ -313,7 +320,7 @@ struct ReplicaCoreTests {
         let error = WireError(.registerAgain, "the commit failed: disk full; register the scopes again")
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(30)) == [.refused(error), .registerScopesAnew])
         // Not synced yet: nothing registered, nothing to do.
-        var fresh = ReplicaCore(settings: .init(name: "w1"))
+        var fresh = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         _ = fresh.step(.start, now: .zero)
         #expect(fresh.step(.leader(.error(error)), now: .milliseconds(10)) == [.refused(error)])
     }
@@ -337,7 +344,7 @@ struct ReplicaCoreTests {
     // MARK: Requests
 
     @Test func `a welcome's last sequence raises the next request's sequence, never lowers it`() {
-        var replica = ReplicaCore(settings: .init(name: "w1"))
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
         _ = replica.step(.start, now: .zero)
         #expect(replica.nextSequence() == 1)
         _ = replica.step(Self.welcome(lastSequence: 41), now: .milliseconds(10))
@@ -361,5 +368,95 @@ struct ReplicaCoreTests {
             replica.step(.leader(.scopeRegistered(worker: "w1", registration: 4, revision: 3, instances: members)), now: .milliseconds(31))
                 == [.registered(registration: 4, revision: 3, members: members)])
         #expect(replica.step(.leader(.statusRequest), now: .milliseconds(32)) == [])
+    }
+}
+
+/// The state digest each record carries (`protocol/turnlog.md`), checked by
+/// the replica after every record it applies.
+@Suite("Replica core: state digest")
+struct ReplicaDigestTests {
+    static let time = Date(timeIntervalSince1970: 1_700_000_000)
+
+    /// Record `revision` writing `test.n = revision`, carrying the digest of
+    /// the state after it (`test.n` is the whole state), or `digest` if given.
+    static func record(_ revision: UInt64, digest: StateDigest? = nil) -> TurnRecord {
+        let value = (try? CBOREncoder().encode(revision)) ?? []
+        return TurnRecord(
+            revision: revision, epoch: 1, time: time, name: "test.count", writes: [TurnWrite(name: "test.n", key: nil, value: value)],
+            stateDigest: digest ?? StateDigest(entries: [(name: "test.n", key: nil, value: value)]))
+    }
+
+    /// A replica synced at revision 2 from a snapshot holding `test.n = 2`.
+    static func synced(checksDigest: Bool = true) -> ReplicaCore {
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: checksDigest))
+        _ = replica.step(.start, now: .zero)
+        _ = replica.step(.leader(.welcome(epoch: 1, lastRevision: 2, turnsEndpoint: "tcp://127.0.0.1:5702")), now: .milliseconds(10))
+        let value = (try? CBOREncoder().encode(UInt64(2))) ?? []
+        let digest = StateDigest(entries: [(name: "test.n", key: nil, value: value)])
+        let entries = [SnapshotEntry(name: "test.n", key: nil, value: value)]
+        _ = replica.step(.leader(.snapshot(epoch: 1, revision: 2, entries: entries, stateDigest: digest)), now: .milliseconds(20))
+        #expect(replica.stateDigest == digest && replica.digestMismatches == 0)
+        return replica
+    }
+
+    @Test func `records whose digest agrees apply one after another, and heartbeats carry the digest`() {
+        var replica = Self.synced()
+        #expect(replica.step(.published(epoch: 1, records: [Self.record(3), Self.record(4)]), now: .milliseconds(30)) == [
+            .apply(Self.record(3)), .apply(Self.record(4)),
+        ])
+        #expect(replica.digestMismatches == 0 && replica.appliedRevision == 4)
+        #expect(replica.stateDigest == Self.record(4).stateDigest)
+        #expect(replica.step(.tick, now: .seconds(2)) == [.send(.heartbeat(worker: "w1", revision: 4, stateDigest: Self.record(4).stateDigest))])
+    }
+
+    @Test func `a record whose digest differs is counted, named, and the replica re-syncs; the records after it wait`() {
+        var replica = Self.synced()
+        let wrong = StateDigest(value: 42)
+        #expect(
+            replica.step(.published(epoch: 1, records: [Self.record(3, digest: wrong), Self.record(4)]), now: .milliseconds(30)) == [
+                .apply(Self.record(3, digest: wrong)), .send(.snapshotRequest(inParts: true)),
+            ])
+        #expect(replica.digestMismatches == 1 && replica.appliedRevision == 3)
+        #expect(
+            replica.lastDigestMismatch
+                == "state digest mismatch at revision 3: the record says \(wrong), the replica has \(Self.record(3).stateDigest); re-syncing from a snapshot")
+        // The snapshot puts it right; the record held above it applies.
+        let value = (try? CBOREncoder().encode(UInt64(3))) ?? []
+        let effects = replica.step(
+            .leader(.snapshot(epoch: 1, revision: 3, entries: [SnapshotEntry(name: "test.n", key: nil, value: value)], stateDigest: Self.record(3).stateDigest)),
+            now: .milliseconds(40))
+        #expect(effects.contains(.apply(Self.record(4))) && effects.contains(.registerScopesAnew))
+        #expect(replica.appliedRevision == 4 && replica.stateDigest == Self.record(4).stateDigest && replica.digestMismatches == 1)
+    }
+
+    @Test func `a spoiled replica is caught at the next record, even one that writes something else`() {
+        var replica = Self.synced()
+        replica.corruptState { _ in 0 }
+        let other = TurnRecord(
+            revision: 3, epoch: 1, time: Self.time, name: "test.other", writes: [TurnWrite(name: "test.m", key: nil, value: [0x01])],
+            stateDigest: StateDigest(entries: [
+                (name: "test.n", key: nil, value: (try? CBOREncoder().encode(UInt64(2))) ?? []), (name: "test.m", key: nil, value: [0x01]),
+            ]))
+        #expect(replica.step(.published(epoch: 1, records: [other]), now: .milliseconds(30)) == [.apply(other), .send(.snapshotRequest(inParts: true))])
+        #expect(replica.digestMismatches == 1)
+    }
+
+    @Test func `with the check switched off (cogd sim --break digest-check) a wrong digest goes unnoticed`() {
+        var replica = Self.synced(checksDigest: false)
+        #expect(replica.step(.published(epoch: 1, records: [Self.record(3, digest: StateDigest(value: 42))]), now: .milliseconds(30)) == [
+            .apply(Self.record(3, digest: StateDigest(value: 42)))
+        ])
+        #expect(replica.digestMismatches == 0)
+    }
+
+    @Test func `a snapshot whose entries do not add up to its digest is counted, named and taken (the leader would send the same)`() {
+        var replica = ReplicaCore(settings: .init(name: "w1"))
+        _ = replica.step(.start, now: .zero)
+        _ = replica.step(.leader(.welcome(epoch: 1, lastRevision: 2, turnsEndpoint: "tcp://127.0.0.1:5702")), now: .milliseconds(10))
+        let claimed = StateDigest(value: 7)
+        let effects = replica.step(.leader(.snapshot(epoch: 1, revision: 2, entries: [], stateDigest: claimed)), now: .milliseconds(20))
+        #expect(effects == [.applySnapshot(revision: 2, entries: []), .firstSync])
+        #expect(replica.digestMismatches == 1 && replica.stateDigest == claimed)
+        #expect(replica.lastDigestMismatch?.hasPrefix("state digest mismatch in the snapshot at revision 2: the leader says \(claimed), its entries give \(StateDigest())") == true)
     }
 }

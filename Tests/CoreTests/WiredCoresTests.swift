@@ -103,7 +103,7 @@ final class WiredCores {
             case .subscribe(let endpoint):
                 subscribed = endpoint
                 log.append("subscribe")
-            case .applySnapshot(let revision, _): log.append("sync at \(revision)")
+            case .applySnapshot(let revision, _, _): log.append("sync at \(revision)")
             case .apply(let record): log.append("apply \(record.revision)")
             case .firstSync: log.append("first sync")
             case .registerScopesAnew: log.append("register anew")

@@ -6,12 +6,21 @@ expectation in expected.json (where one is listed), and re-encoding the
 decoded value with cbor2's canonical (deterministic) encoder gives the same
 bytes back. Every turn record (turnlog/turn-record-*, and each record of
 cogwire/turns) must also carry its checksum (turnlog.md §3): it starts with
-a8 63 63 72 63 44 and bytes 6..10 are the CRC-32C, big-endian, of the whole
-record with those four bytes taken as zero. Run: pip install cbor2 &&
-python3 protocol/vectors/check.py
+a9 63 63 72 63 44 and bytes 6..10 are the CRC-32C, big-endian, of the whole
+record with those four bytes taken as zero.
+
+State digests (turnlog.md §3a) are computed here with hashlib, from the
+definition alone: the state-digest vector's entry hashes and sum; the
+records' `state` along the vectors' story (revision 1 from the empty state;
+42, 43 and 44 from the state-digest vector's state, the state after 41);
+the turns message's record from the empty state; the heartbeat's and the
+snapshot part's `stateDigest` (the state after 42).
+
+Run: pip install cbor2 && python3 protocol/vectors/check.py
 """
 import base64
 import datetime
+import hashlib
 import json
 import pathlib
 import sys
@@ -33,18 +42,83 @@ def crc32c(data):
     return crc ^ 0xFFFFFFFF
 
 
-RECORD_PREFIX = bytes([0xA8, 0x63, 0x63, 0x72, 0x63, 0x44])
+RECORD_PREFIX = bytes([0xA9, 0x63, 0x63, 0x72, 0x63, 0x44])
 
 
 def record_checksum_problem(record):
     """None when a turn record's bytes carry their own checksum, else what is wrong."""
     if not record.startswith(RECORD_PREFIX) or len(record) <= 10:
-        return "a turn record must start with a8 63 63 72 63 44 (its crc field)"
+        return "a turn record must start with a9 63 63 72 63 44 (its crc field)"
     computed = crc32c(record[:6] + bytes(4) + record[10:])
     stored = int.from_bytes(record[6:10], "big")
     if computed != stored:
         return f"crc {stored:08x} stored, {computed:08x} computed"
     return None
+
+
+def entry_hash(name, key, value):
+    """An entry's hash (turnlog.md §3a): the first 16 bytes of SHA-256 over the
+    name's and the encoded key's lengths (u32 big-endian) and bytes, then the
+    encoded value, as a big-endian number. `key` None: a keyless source."""
+    name = name.encode()
+    key = key or b""
+    message = len(name).to_bytes(4, "big") + name + len(key).to_bytes(4, "big") + key + value
+    return int.from_bytes(hashlib.sha256(message).digest()[:16], "big")
+
+
+def state_digest(state):
+    """The digest of a state {(name, key): value}: the sum of its entry hashes mod 2^128, as 16 bytes."""
+    total = sum(entry_hash(name, key, value) for (name, key), value in state.items())
+    return (total % (1 << 128)).to_bytes(16, "big")
+
+
+def embedded(item):
+    """The bytes of a key or value embedded in a record (the vectors are canonical)."""
+    return cbor2.dumps(item, canonical=True, datetime_as_timestamp=True, timezone=datetime.timezone.utc)
+
+
+def replay(state, record):
+    """The state after a record's writes: a value sets its entry, a release removes it."""
+    state = dict(state)
+    for write in record["writes"]:
+        entry = (write["name"], embedded(write["key"]) if "key" in write else None)
+        if write.get("released") is True:
+            state.pop(entry, None)
+        else:
+            state[entry] = embedded(write["value"])
+    return state
+
+
+def digest_problems():
+    """What is wrong with the state digests the vectors carry, computed from scratch."""
+    problems = []
+    load = lambda name: cbor2.loads((HERE / name).read_bytes())  # noqa: E731
+    vector = load("turnlog/state-digest.cbor")
+    state = {}
+    for entry in vector["entries"]:
+        computed = entry_hash(entry["name"], entry.get("key"), entry["value"]).to_bytes(16, "big")
+        if computed != entry["hash"]:
+            problems.append(f"state-digest: entry {entry['name']}: hash {entry['hash'].hex()}, computed {computed.hex()}")
+        state[(entry["name"], entry.get("key"))] = entry["value"]
+    if state_digest(state) != vector["state"]:
+        problems.append(f"state-digest: state {vector['state'].hex()}, computed {state_digest(state).hex()}")
+    story = [("turn-record-system", {})]
+    after = state
+    for name in ["turn-record-request", "turn-record-nil-value", "turn-record-retirement"]:
+        story.append((name, after))
+        after = replay(after, load(f"turnlog/{name}.cbor"))
+    after_42 = replay(state, load("turnlog/turn-record-request.cbor"))
+    for name, before in story:
+        record = load(f"turnlog/{name}.cbor")
+        if record["state"] != state_digest(replay(before, record)):
+            problems.append(f"{name}: state {record['state'].hex()}, computed {state_digest(replay(before, record)).hex()}")
+    turns = load("cogwire/turns.cbor")["body"]["records"][0]
+    if turns["state"] != state_digest(replay({}, turns)):
+        problems.append(f"cogwire/turns: state {turns['state'].hex()}, computed {state_digest(replay({}, turns)).hex()}")
+    for name in ["cogwire/heartbeat", "cogwire/snapshot-part"]:
+        if load(f"{name}.cbor")["body"]["stateDigest"] != state_digest(after_42):
+            problems.append(f"{name}: stateDigest is not the state's after revision 42 ({state_digest(after_42).hex()})")
+    return problems
 
 
 def plain(value):
@@ -98,8 +172,13 @@ def main():
             failures += 1
             continue
         print(f"ok   {name}")
-    print(f"{len(files) - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    problems = digest_problems()
+    for problem in problems:
+        print(f"FAIL {problem}")
+    if not problems:
+        print("ok   state digests (computed with hashlib)")
+    print(f"{len(files) - failures} passed, {failures} failed, state digests {'wrong' if problems else 'right'}")
+    return 1 if failures or problems else 0
 
 
 if __name__ == "__main__":

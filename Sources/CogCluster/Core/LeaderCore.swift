@@ -76,6 +76,8 @@ public struct LeaderCore {
         var lastHeard: Duration
         /// The routing identity of the process that holds the name.
         var identity: Peer
+        /// Whether its last heartbeat's state digest agrees with the log's.
+        var digest = StateDigestAgreement.unknown
     }
 
     public let settings: Settings
@@ -372,8 +374,8 @@ public struct LeaderCore {
         switch message {
         case .hello(let worker, let revision):
             hello(peer, worker, revision: revision, now: now)
-        case .heartbeat(let worker, let revision):
-            heartbeat(peer, worker, revision: revision, now: now)
+        case .heartbeat(let worker, let revision, let stateDigest):
+            heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
         case .snapshotRequest(let inParts):
             snapshotRequest(peer, inParts: inParts)
         case .catchUpRequest(let from):
@@ -421,7 +423,7 @@ public struct LeaderCore {
         sendWelcome(worker, to: peer)
     }
 
-    private mutating func heartbeat(_ peer: Peer, _ worker: String, revision: UInt64, now: Duration) {
+    private mutating func heartbeat(_ peer: Peer, _ worker: String, revision: UInt64, stateDigest: StateDigest?, now: Duration) {
         guard !goneWorkers.contains(worker) else {
             // Heard again after being given up: it must rejoin (hello, then
             // register its scopes anew) before its work is admitted.
@@ -437,8 +439,18 @@ public struct LeaderCore {
             refuse(peer, nameInUse(worker, holder, now: now))
             return
         }
-        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer)
+        workers[worker] = WorkerState(
+            appliedRevision: revision, lastHeard: now, identity: peer, digest: digestAgreement(revision, stateDigest))
         sendWelcome(worker, to: peer)
+    }
+
+    /// Compares the state digest a worker reports for `revision` with the
+    /// one the log holds for it. A record that cannot be read makes it
+    /// `unknown`: nothing is decided on it.
+    private func digestAgreement(_ revision: UInt64, _ reported: StateDigest?) -> StateDigestAgreement {
+        guard let reported, revision <= log.lastRevision else { return .unknown }
+        guard let expected = try? log.stateDigest(at: revision) else { return .unknown }
+        return expected == reported ? .agrees : .differs
     }
 
     /// Whether the connection `peer` said hello and holds a worker name.
@@ -782,7 +794,8 @@ public struct LeaderCore {
                 return LeaderStatus.Worker(
                     name: name, appliedRevision: state.appliedRevision,
                     lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
-                    secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18)
+                    secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
+                    digest: state.digest.rawValue)
             },
             errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
     }
@@ -817,6 +830,16 @@ public struct LeaderCore {
     public static let workerGoneTurn = "cogd.workerGone"
     public static let nameTakenOverTurn = "cogd.nameTakenOver"
     public static let reregisteredTurn = "cogd.scopeReregistered"
+}
+
+/// Whether a worker's replica holds the state the log says it should at the
+/// revision it applied: its heartbeat's state digest against the record's
+/// (`cogd status`, `protocol/cogwire.md` §3).
+enum StateDigestAgreement: String, Sendable {
+    case agrees, differs
+    /// The heartbeat carried no digest (an older worker), or the leader
+    /// cannot read the digest of that revision.
+    case unknown
 }
 
 /// A rule of the leader core that `cogd sim --break` can switch off, to show

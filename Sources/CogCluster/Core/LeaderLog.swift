@@ -20,6 +20,8 @@ public protocol LeaderLog: AnyObject {
     /// Committed records from `revision` on: at most `limit`, and past the
     /// first about `maximumBytes` of them.
     func records(from revision: UInt64, limit: Int, maximumBytes: Int) throws(TurnStoreError) -> [TurnRecord]
+    /// The state digest after `revision` (nil: no such record).
+    func stateDigest(at revision: UInt64) throws(TurnStoreError) -> StateDigest?
 }
 
 extension TurnStore: LeaderLog {}

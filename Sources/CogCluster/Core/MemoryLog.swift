@@ -23,6 +23,8 @@ public final class MemoryLog: LeaderLog {
     private var highestInDedup: [String: UInt64] = [:]
     /// Appends fail while this is above zero (each failure counts it down).
     public var failingCommits = 0
+    /// The state digest of `state` (`protocol/turnlog.md`).
+    public private(set) var stateDigest = StateDigest()
 
     public init(epoch: UInt64 = 1) {
         self.epoch = epoch
@@ -40,6 +42,11 @@ public final class MemoryLog: LeaderLog {
     public func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]? { dedup[request] }
 
     public func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64? { highestInDedup[worker] }
+
+    public func stateDigest(at revision: UInt64) throws(TurnStoreError) -> StateDigest? {
+        guard revision > 0 else { return StateDigest() }
+        return revision <= lastRevision ? records[Int(revision - 1)].stateDigest : nil
+    }
 
     public func records(from revision: UInt64, limit: Int, maximumBytes: Int) throws(TurnStoreError) -> [TurnRecord] {
         guard revision >= 1, revision <= lastRevision, limit > 0 else { return [] }
@@ -73,21 +80,25 @@ public final class MemoryLog: LeaderLog {
         if case .unindexedFrom(let revision)? = commit.index, !revisions.contains(revision) {
             throw TurnStoreError(code: .outOfOrder, message: "unindexed-from \(revision) is not a revision of this commit (\(revisions))")
         }
-        let encoded = EncodedTurnBatch(drafts: commit.drafts, epoch: epoch, firstRevision: first, time: time)
-        for (offset, draft) in commit.drafts.enumerated() {
-            let revision = first + UInt64(offset)
-            records.append(TurnRecord(
-                revision: revision, epoch: epoch, time: time, name: draft.name, origin: draft.origin, writes: draft.writes,
-                scopeEvents: draft.scopeEvents))
-            recordSizes.append(encoded.record(offset).count)
+        var digests: [StateDigest] = []
+        for draft in commit.drafts {
             for write in draft.writes {
                 let key = MemoryLog.stateKey(write.name, write.key)
+                stateDigest.apply(name: write.name, key: write.key, old: state[key]?.value, new: write.value)
                 if let value = write.value {
                     state[key] = StateEntry(name: write.name, key: write.key, value: value)
                 } else {
                     state[key] = nil
                 }
             }
+            digests.append(stateDigest)
+        }
+        let encoded = EncodedTurnBatch(drafts: commit.drafts, epoch: epoch, firstRevision: first, time: time, stateDigests: digests)
+        for (offset, draft) in commit.drafts.enumerated() {
+            records.append(TurnRecord(
+                revision: first + UInt64(offset), epoch: epoch, time: time, name: draft.name, origin: draft.origin,
+                writes: draft.writes, scopeEvents: draft.scopeEvents, stateDigest: digests[offset]))
+            recordSizes.append(encoded.record(offset).count)
         }
         for (request, reply) in commit.replies {
             dedup[request] = reply

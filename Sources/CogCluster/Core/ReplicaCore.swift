@@ -21,11 +21,17 @@ public struct ReplicaCore: Sendable {
         /// How long a snapshot may make no progress before it is asked for
         /// again (twice as long each time, up to ten minutes).
         public var snapshotPatience: Duration
+        /// Whether each applied record's state digest is checked (off only
+        /// in `cogd sim --break digest-check`, to show the checker notices).
+        public var checksDigest: Bool
 
-        public init(name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30)) {
+        public init(
+            name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30), checksDigest: Bool = true
+        ) {
             self.name = name
             self.heartbeatInterval = heartbeatInterval
             self.snapshotPatience = snapshotPatience
+            self.checksDigest = checksDigest
         }
     }
 
@@ -46,8 +52,9 @@ public struct ReplicaCore: Sendable {
         /// (Re)subscribe to the turn stream at this endpoint (a new epoch).
         case subscribe(String)
         /// Replace the replica's durable state with these entries, as of
-        /// `revision` (a sync).
-        case applySnapshot(revision: UInt64, entries: [SnapshotEntry])
+        /// `revision` (a sync): what the replica holds and the snapshot lacks
+        /// (`absent`, writes of no value) goes back to its initial value.
+        case applySnapshot(revision: UInt64, entries: [SnapshotEntry], absent: [TurnWrite] = [])
         /// Apply this record to the replica (the next revision).
         case apply(TurnRecord)
         /// The first snapshot (and the records held during it) is applied:
@@ -86,6 +93,14 @@ public struct ReplicaCore: Sendable {
     public private(set) var encodedState: [[UInt8]: [UInt8]] = [:]
     /// The highest request sequence used (or answered) in this name.
     public private(set) var sequence: UInt64 = 0
+    /// The state digest of `encodedState`, checked against every applied
+    /// record's and reported with each heartbeat.
+    public private(set) var stateDigest = StateDigest()
+    /// How many applied records (and snapshots) carried another state digest
+    /// than the replica's; a record's mismatch re-syncs from a snapshot.
+    public private(set) var digestMismatches = 0
+    /// The last mismatch, in words (`cogd worker` logs it).
+    public private(set) var lastDigestMismatch: String?
 
     private var buffered: [UInt64: TurnRecord] = [:]
     private var awaitingSnapshot = false
@@ -139,7 +154,7 @@ public struct ReplicaCore: Sendable {
             if now - lastHeartbeat >= interval {
                 lastHeartbeat = now
                 if displaced == nil {
-                    send(.heartbeat(worker: settings.name, revision: appliedRevision))
+                    send(.heartbeat(worker: settings.name, revision: appliedRevision, stateDigest: stateDigest))
                 } else {
                     send(.hello(worker: settings.name, lastRevision: appliedRevision))
                 }
@@ -183,8 +198,8 @@ public struct ReplicaCore: Sendable {
         switch message {
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
             welcome(epoch: epoch, lastRevision: lastRevision, turnsEndpoint: turnsEndpoint, lastSequence: lastSequence, now: now)
-        case .snapshot(let epoch, let revision, let part, let partNumber, let more):
-            snapshot(epoch: epoch, revision: revision, part: part, partNumber: partNumber, more: more, now: now)
+        case .snapshot(let epoch, let revision, let part, let partNumber, let more, let digest):
+            snapshot(epoch: epoch, revision: revision, part: part, partNumber: partNumber, more: more, digest: digest, now: now)
         case .turns(let epoch, let records):
             guard epoch == self.epoch else { return }
             catchUpFrom = nil
@@ -229,7 +244,9 @@ public struct ReplicaCore: Sendable {
         }
     }
 
-    private mutating func snapshot(epoch: UInt64, revision: UInt64, part: [SnapshotEntry], partNumber: UInt64, more: Bool, now: Duration) {
+    private mutating func snapshot(
+        epoch: UInt64, revision: UInt64, part: [SnapshotEntry], partNumber: UInt64, more: Bool, digest: StateDigest?, now: Duration
+    ) {
         guard epoch == self.epoch, awaitingSnapshot else { return }
         // Revisions stay far below 2^64 (the replica counts on from them): a
         // snapshot claiming more is refused, never trusted.
@@ -264,9 +281,11 @@ public struct ReplicaCore: Sendable {
         snapshotParts = nil
         snapshotPatience = settings.snapshotPatience
         awaitingSnapshot = false
+        let absent = statesAbsent(from: entries)
         encodedState = [:]
         for entry in entries { encodedState[ReplicaCore.stateKey(entry.name, entry.key)] = entry.value }
-        effects.append(.applySnapshot(revision: revision, entries: entries))
+        adoptSnapshotDigest(entries, digest, revision: revision)
+        effects.append(.applySnapshot(revision: revision, entries: entries, absent: absent))
         appliedRevision = revision
         syncedEpoch = epoch
         syncedRevision = revision
@@ -340,15 +359,79 @@ public struct ReplicaCore: Sendable {
         }
         guard !awaitingSnapshot else { return }
         while let next = buffered.removeValue(forKey: appliedRevision + 1) {
-            for write in next.writes { encodedState[ReplicaCore.stateKey(write.name, write.key)] = write.value }
+            for write in next.writes {
+                let key = ReplicaCore.stateKey(write.name, write.key)
+                stateDigest.apply(name: write.name, key: write.key, old: encodedState[key], new: write.value)
+                encodedState[key] = write.value
+            }
             effects.append(.apply(next))
             appliedRevision = next.revision
+            if digestDiffers(from: next, now: now) { break }
         }
-        if !buffered.isEmpty, catchUpFrom == nil { askForCatchUp(now: now) }
+        if !buffered.isEmpty, catchUpFrom == nil, !awaitingSnapshot { askForCatchUp(now: now) }
         // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
         if displaced == nil, now - lastHeartbeat >= .milliseconds(100) {
             lastHeartbeat = now
-            send(.heartbeat(worker: settings.name, revision: appliedRevision))
+            send(.heartbeat(worker: settings.name, revision: appliedRevision, stateDigest: stateDigest))
         }
+    }
+
+    // MARK: State digest
+
+    /// Whether the replica's state digest differs from the one `record`
+    /// carries (the state after it): then the mismatch is counted, described
+    /// and the replica re-syncs from a snapshot (records above wait for it).
+    private mutating func digestDiffers(from record: TurnRecord, now: Duration) -> Bool {
+        guard settings.checksDigest, record.stateDigest != stateDigest else { return false }
+        digestMismatches += 1
+        lastDigestMismatch =
+            "state digest mismatch at revision \(record.revision): the record says \(record.stateDigest), "
+            + "the replica has \(stateDigest); re-syncing from a snapshot"
+        requestSnapshot(now: now)
+        return true
+    }
+
+    /// Sets the replica's digest after a snapshot: the one the leader sent
+    /// with it (its records' digests follow from it). Entries that do not add
+    /// up to it are a mismatch, counted and described — not re-synced: the
+    /// leader would send the same.
+    private mutating func adoptSnapshotDigest(_ entries: [SnapshotEntry], _ sent: StateDigest?, revision: UInt64) {
+        let computed = StateDigest(entries: entries.lazy.map { (name: $0.name, key: $0.key, value: $0.value) })
+        stateDigest = sent ?? computed
+        guard let sent, sent != computed else { return }
+        digestMismatches += 1
+        lastDigestMismatch =
+            "state digest mismatch in the snapshot at revision \(revision): the leader says \(sent), its entries give \(computed) "
+            + "(its state table may differ from its log: run `cogd log verify` on its data folder)"
+    }
+
+    /// The states the replica holds that `entries` (a snapshot) lacks, in key
+    /// order, as writes of no value: a re-sync puts them back to their
+    /// initial values.
+    private func statesAbsent(from entries: [SnapshotEntry]) -> [TurnWrite] {
+        guard !encodedState.isEmpty else { return [] }
+        let kept = Set(entries.map { ReplicaCore.stateKey($0.name, $0.key) })
+        return encodedState.keys.filter { !kept.contains($0) }.sorted { $0.lexicographicallyPrecedes($1) }.map { stored in
+            let split = stored.firstIndex(of: 0) ?? stored.count
+            let key = split < stored.count ? Array(stored[(split + 1)...]) : []
+            return TurnWrite(name: String(decoding: stored[..<split], as: UTF8.self), key: key.isEmpty ? nil : key, value: nil)
+        }
+    }
+
+    /// Spoils one entry of the replica's state without telling anyone:
+    /// `cogd sim`'s memory fault, which the digest check must catch.
+    public mutating func corruptState(_ pick: (Int) -> Int) {
+        let keys = encodedState.keys.sorted { $0.lexicographicallyPrecedes($1) }
+        guard !keys.isEmpty else { return }
+        let key = keys[pick(keys.count)]
+        let split = key.firstIndex(of: 0) ?? key.count
+        let name = String(decoding: key[..<split], as: UTF8.self)
+        let entryKey = split < key.count - 1 ? Array(key[(split + 1)...]) : nil
+        let old = encodedState[key]
+        let spoiled = (old ?? []) + [0xff]
+        // The replica's bookkeeping follows its (wrong) state, as after a
+        // write applied wrongly: only the next record's digest can tell.
+        stateDigest.apply(name: name, key: entryKey, old: old, new: spoiled)
+        encodedState[key] = spoiled
     }
 }

@@ -6,16 +6,19 @@ internal import CLMDB
 public final class StateSnapshotReader {
     /// The revision the view holds.
     public let revision: UInt64
+    /// The state digest at `revision` (its record's): what the entries add up to.
+    public let stateDigest: StateDigest
     private let held: HeldRead
     private let stateDB: MDB_dbi
     /// The last stored key read; nil before the first part.
     private var lastKey: [UInt8]?
     public private(set) var isFinished = false
 
-    init(held: HeldRead, stateDB: MDB_dbi, revision: UInt64) {
+    init(held: HeldRead, stateDB: MDB_dbi, revision: UInt64, stateDigest: StateDigest) {
         self.held = held
         self.stateDB = stateDB
         self.revision = revision
+        self.stateDigest = stateDigest
     }
 
     /// The next entries in key order, as many as fit `maximumBytes` by

@@ -16,10 +16,14 @@ public struct TurnRecord: Codable, Equatable, Sendable {
     public var writes: [TurnWrite]
     /// Scope instances the turn opened or retired (cluster mode; empty otherwise).
     public var scopeEvents: [ScopeEvent]
+    /// The digest of the whole durable state after this turn (`StateDigest`),
+    /// set by the store at commit: a replica that applied the record checks
+    /// its own against it.
+    public var stateDigest: StateDigest
 
     public init(
         revision: UInt64, epoch: UInt64, time: Date, name: String, origin: TurnOrigin = .system,
-        writes: [TurnWrite], scopeEvents: [ScopeEvent] = []
+        writes: [TurnWrite], scopeEvents: [ScopeEvent] = [], stateDigest: StateDigest = StateDigest()
     ) {
         self.revision = revision
         self.epoch = epoch
@@ -28,10 +32,11 @@ public struct TurnRecord: Codable, Equatable, Sendable {
         self.origin = origin
         self.writes = writes
         self.scopeEvents = scopeEvents
+        self.stateDigest = stateDigest
     }
 
     enum CodingKeys: String, CodingKey {
-        case checksum = "crc", revision = "rev", epoch, time, name, origin, writes, scopeEvents = "scopes"
+        case checksum = "crc", revision = "rev", epoch, time, name, origin, writes, scopeEvents = "scopes", stateDigest = "state"
     }
 
     /// The record's `Codable` form: `crc` is four zero bytes here (the
@@ -42,6 +47,7 @@ public struct TurnRecord: Codable, Equatable, Sendable {
         try container.encode(Data(count: 4), forKey: .checksum)
         try container.encode(revision, forKey: .revision)
         try container.encode(epoch, forKey: .epoch)
+        try container.encode(Data(stateDigest.bytes), forKey: .stateDigest)
         try container.encode(time, forKey: .time)
         try container.encode(name, forKey: .name)
         try container.encode(origin, forKey: .origin)
@@ -58,6 +64,12 @@ public struct TurnRecord: Codable, Equatable, Sendable {
         origin = try container.decode(TurnOrigin.self, forKey: .origin)
         writes = try container.decode([TurnWrite].self, forKey: .writes)
         scopeEvents = try container.decode([ScopeEvent].self, forKey: .scopeEvents)
+        let digest = try container.decode([UInt8].self, forKey: .stateDigest)
+        guard let stateDigest = StateDigest(bytes: digest) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .stateDigest, in: container, debugDescription: "a state digest is \(StateDigest.size) bytes, not \(digest.count)")
+        }
+        self.stateDigest = stateDigest
     }
 }
 
@@ -190,10 +202,12 @@ struct TurnStamp {
     var revision: UInt64
     var epoch: UInt64
     var time: Date
+    /// The state's digest after the turn.
+    var stateDigest = StateDigest()
 }
 
 extension TurnRecord {
-    var stamp: TurnStamp { TurnStamp(revision: revision, epoch: epoch, time: time) }
+    var stamp: TurnStamp { TurnStamp(revision: revision, epoch: epoch, time: time, stateDigest: stateDigest) }
 
     /// What the record holds besides its stamp.
     var draft: TurnDraft { TurnDraft(name: name, origin: origin, writes: writes, scopeEvents: scopeEvents) }
@@ -226,16 +240,33 @@ extension TurnRecord {
         return try CBORDecoder().decode(TurnRecord.self, from: array)
     }
 
+    /// The state digest a record's bytes carry, after checking its
+    /// checksum: its fields up to `state` are scanned, its writes and scope
+    /// events are not read (the leader reads it for a lagging worker's heartbeat).
+    static func stateDigest(of bytes: [UInt8]) throws(CodecError) -> StateDigest {
+        try TurnRecordChecksum.check(bytes)
+        var scanner = CBORScanner(bytes)
+        if scanner.mapCount() == 9, scanner.skip(text: "crc"), scanner.byteString()?.count == 4, scanner.skip(text: "rev"),
+            scanner.unsigned() != nil, scanner.skip(text: "name"), scanner.item() != nil, scanner.skip(text: "time"),
+            scanner.item() != nil, scanner.skip(text: "epoch"), scanner.unsigned() != nil, scanner.skip(text: "state"),
+            let digest = scanner.byteString().flatMap({ StateDigest(bytes: $0) })
+        {
+            return digest
+        }
+        return try decode(bytes).stateDigest
+    }
+
     /// Reads one record laid out as `encoded()` writes it, without a tree
     /// (what `tail`, `verify` and replicas read most); nil for any other
     /// layout, and for records with scope events, which the general decoder
     /// reads instead.
     package init?(scanning scanner: inout CBORScanner) {
         let start = scanner.position
-        guard scanner.mapCount() == 8, scanner.skip(text: "crc"), scanner.byteString()?.count == 4,
+        guard scanner.mapCount() == 9, scanner.skip(text: "crc"), scanner.byteString()?.count == 4,
             scanner.skip(text: "rev"), let revision = scanner.unsigned(),
             scanner.skip(text: "name"), let name = scanner.text(), scanner.skip(text: "time"), let time = scanner.epochSeconds(),
-            scanner.skip(text: "epoch"), let epoch = scanner.unsigned(), scanner.skip(text: "origin"),
+            scanner.skip(text: "epoch"), let epoch = scanner.unsigned(),
+            scanner.skip(text: "state"), let digest = scanner.byteString().flatMap({ StateDigest(bytes: $0) }), scanner.skip(text: "origin"),
             let origin = TurnOrigin(scanning: &scanner), scanner.skip(text: "scopes"), scanner.arrayCount() == 0,
             scanner.skip(text: "writes"), let count = scanner.arrayCount(), count <= 1 << 20
         else { return nil }
@@ -262,7 +293,8 @@ extension TurnRecord {
         // frame is checked here (the store checks before scanning).
         guard scanner.checksumMatches(recordFrom: start) else { return nil }
         self.init(
-            revision: revision, epoch: epoch, time: Date(timeIntervalSince1970: time), name: name, origin: origin, writes: writes)
+            revision: revision, epoch: epoch, time: Date(timeIntervalSince1970: time), name: name, origin: origin, writes: writes,
+            stateDigest: digest)
     }
 }
 
@@ -292,6 +324,7 @@ enum TurnRecordWriter {
     static func size(_ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?) -> Int {
         typealias Span = CBORSpanWriter
         var size = 1 + Span.textSize("crc") + 5 + Span.textSize("rev") + Span.headSize(stamp.revision)
+        size += Span.textSize("state") + 1 + StateDigest.size
         size += Span.textSize("name") + Span.textSize(draft.pointee.name)
         size += Span.textSize("time") + Span.headSize(CBORTag.epochDate) + Span.floatSize(stamp.time.timeIntervalSince1970)
         size += Span.textSize("epoch") + Span.headSize(stamp.epoch)
@@ -316,9 +349,9 @@ enum TurnRecordWriter {
         _ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?, into writer: inout CBORSpanWriter,
         base: UnsafeMutablePointer<UInt8>, spans: inout [WriteSpan]
     ) {
-        // Keys in deterministic order: crc, rev, name, time, epoch, origin, scopes, writes.
+        // Keys in deterministic order: crc, rev, name, time, epoch, state, origin, scopes, writes.
         let start = writer.cursor
-        writer.head(major: 5, 8)
+        writer.head(major: 5, 9)
         writer.text("crc")
         writer.head(major: 2, 4)
         for _ in 0..<4 { writer.byte(0) }
@@ -331,6 +364,10 @@ enum TurnRecordWriter {
         writer.float(stamp.time.timeIntervalSince1970)
         writer.text("epoch")
         writer.head(major: 0, stamp.epoch)
+        writer.text("state")
+        writer.head(major: 2, UInt64(StateDigest.size))
+        let digest = stamp.stateDigest.value
+        for index in 0..<StateDigest.size { writer.byte(UInt8(truncatingIfNeeded: digest >> UInt128(8 * (StateDigest.size - 1 - index)))) }
         writer.text("origin")
         TurnOrigin.write(TurnOrigin.of(draft), into: &writer)
         writer.text("scopes")
@@ -500,9 +537,13 @@ public struct EncodedTurnBatch: Sendable {
     public static let empty = EncodedTurnBatch([])
 
     /// Encodes drafts as consecutive revisions from `firstRevision`, stamped
-    /// with `epoch` and `time` (what a group commit writes).
-    public init(drafts: [TurnDraft], epoch: UInt64, firstRevision: UInt64, time: Date = Date()) {
-        self.init(drafts: drafts) { TurnStamp(revision: firstRevision + UInt64($0), epoch: epoch, time: time) }
+    /// with `epoch` and `time` (what a group commit writes), and with the
+    /// state digests after each (`stateDigests[i]` for draft `i`; none: the
+    /// empty state's, for measuring the encoding alone).
+    public init(drafts: [TurnDraft], epoch: UInt64, firstRevision: UInt64, time: Date = Date(), stateDigests: [StateDigest]? = nil) {
+        self.init(drafts: drafts) {
+            TurnStamp(revision: firstRevision + UInt64($0), epoch: epoch, time: time, stateDigest: stateDigests?[$0] ?? StateDigest())
+        }
     }
 
     public var count: Int { ends.count }
@@ -515,13 +556,17 @@ public struct EncodedTurnBatch: Sendable {
 
 /// The checksum every turn record carries (`protocol/turnlog.md` §3).
 ///
-/// A record is a map of 8 keys whose first key, in deterministic order, is
-/// `crc`, so it starts with the 6 bytes `a8 63 63 72 63 44` (map of 8, text
+/// A record is a map of 9 keys whose first key, in deterministic order, is
+/// `crc`, so it starts with the 6 bytes `a9 63 63 72 63 44` (map of 9, text
 /// "crc", byte string of 4) and bytes 6..<10 hold the CRC-32C, big-endian,
-/// of the whole record with those 4 bytes taken as zero.
+/// of the whole record with those 4 bytes taken as zero. (Schema 3 records
+/// had 8 keys, no `state`, and start `a8 …`; only `cogd log upgrade` reads
+/// them.)
 public enum TurnRecordChecksum {
     /// The bytes every record starts with.
-    static let prefix: [UInt8] = [0xa8, 0x63, 0x63, 0x72, 0x63, 0x44]
+    static let prefix: [UInt8] = [0xa9, 0x63, 0x63, 0x72, 0x63, 0x44]
+    /// The bytes a schema 3 record starts with (8 keys: no `state`).
+    static let schema3Prefix: [UInt8] = [0xa8, 0x63, 0x63, 0x72, 0x63, 0x44]
     /// Where the checksum lies in a record.
     static let field = 6..<10
 
@@ -556,9 +601,17 @@ public enum TurnRecordChecksum {
 
     /// Throws unless `record` carries its own checksum, saying what is wrong.
     public static func check(_ record: [UInt8]) throws(CodecError) {
+        try check(record, prefix: prefix)
+    }
+
+    /// `check`, for records that start with `prefix` (a schema 3 one, for the upgrade).
+    static func check(_ record: [UInt8], prefix: [UInt8]) throws(CodecError) {
         let failure: String? = record.withUnsafeBytes { raw in
             guard raw.count > field.upperBound, raw.starts(with: prefix) else {
-                return "not a schema 3 turn record (it does not start with its `crc` field)"
+                if prefix == self.prefix, raw.starts(with: schema3Prefix) {
+                    return "a schema 3 turn record (no state digest); `cogd log upgrade` rewrites its folder as schema 4"
+                }
+                return "not a schema \(prefix == self.prefix ? 4 : 3) turn record (it does not start with its `crc` field)"
             }
             let stored = raw[field].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             let computed = compute(raw)

@@ -3,9 +3,9 @@ internal import CLMDB
 
 /// What `TurnStore.upgrade(directory:)` did.
 public struct UpgradeReport: Equatable, Sendable {
-    /// The schema the folder had (3 when there was nothing to do).
+    /// The schema the folder had (4 when there was nothing to do).
     public let fromSchema: UInt64
-    /// Records rewritten as schema 3.
+    /// Records rewritten as schema 4.
     public let recordsRewritten: Int
     /// Writes whose `null` was read as a release (what it meant to every reader of the old schema).
     public let nullWritesAsReleases: Int
@@ -14,11 +14,14 @@ public struct UpgradeReport: Equatable, Sendable {
 }
 
 extension TurnStore {
-    /// Rewrites a schema 1 or 2 folder as schema 3 (`cogd log upgrade`):
-    /// every record gets its checksum, and a write whose value is `null` —
-    /// which every reader of those schemas read as a release — becomes a
-    /// release; a state entry such a release leaves behind is removed, so the
-    /// state table stays the replay of the log. Then `meta.schema` becomes 3.
+    /// Rewrites a schema 1, 2 or 3 folder as schema 4 (`cogd log upgrade`):
+    /// every record gets the digest of the state after it (`StateDigest`,
+    /// computed along the log from revision 1, one entry hash per state
+    /// entry held in memory meanwhile) and its checksum. From schemas 1 and
+    /// 2, a write whose value is `null` — which every reader of those schemas
+    /// read as a release — becomes a release; a state entry such a release
+    /// leaves behind is removed, so the state table stays the replay of the
+    /// log. Then `meta.schema` becomes 4.
     ///
     /// Records are rewritten 10,000 to a transaction; the schema changes in
     /// the last one, so an interrupted upgrade is simply run again (records
@@ -50,28 +53,45 @@ extension TurnStore {
             var nullWrites = 0
             // Per state key: whether its last write in the log is a release.
             var releasedLast: [[UInt8]: Bool] = [:]
+            // The state digest along the log, and each entry's hash in it.
+            var digest = StateDigest()
+            var hashes: [[UInt8]: UInt128] = [:]
             var from: [UInt8]? = nil
             while true {
                 // The body may run again (a grown map): it returns its tallies instead of adding them up.
                 let chunk = try environment.write { txn in
-                    var chunk = UpgradeChunk()
+                    var chunk = UpgradeChunk(digest: digest)
                     try txn.scan(turnsDB, from: from) { key, value in
-                        guard chunk.records.count < 10_000 else {
+                        guard chunk.scanned < 10_000 else {
                             chunk.next = key
                             return false
                         }
+                        chunk.scanned += 1
                         let revision = try TurnStore.revision(key: key, directory: directory)
-                        let record: TurnRecord
+                        var record: TurnRecord
+                        var rewrite = true
                         if value.starts(with: TurnRecordChecksum.prefix), (try? TurnRecordChecksum.check(value)) != nil {
                             record = try TurnRecord.decode(value)  // rewritten by an interrupted upgrade
+                            rewrite = false
+                        } else if value.starts(with: TurnRecordChecksum.schema3Prefix),
+                            (try? TurnRecordChecksum.check(value, prefix: TurnRecordChecksum.schema3Prefix)) != nil
+                        {
+                            record = try TurnRecord.decodeSchema3(value, revision: revision)
                         } else {
                             let legacy = try TurnRecord.decodeSchema2(value, revision: revision)
                             record = legacy.record
                             chunk.nullWrites += legacy.nullWrites
-                            chunk.records.append((key, record.encoded()))
                         }
                         for write in record.writes {
-                            chunk.releasedLast[StateLayout.entry(name: write.name, key: write.key, value: nil).key] = write.value == nil
+                            let stored = StateLayout.entry(name: write.name, key: write.key, value: nil).key
+                            chunk.releasedLast[stored] = write.value == nil
+                            let new = write.value.map { StateDigest.entryHash(name: write.name, key: write.key, value: $0) }
+                            chunk.digest.replace(entryHash: chunk.hashes[stored] ?? hashes[stored] ?? 0, with: new ?? 0)
+                            chunk.hashes[stored] = new ?? 0
+                        }
+                        if rewrite || record.stateDigest != chunk.digest {
+                            record.stateDigest = chunk.digest
+                            chunk.records.append((key, record.encoded()))
                         }
                         return true
                     }
@@ -91,6 +111,8 @@ extension TurnStore {
                 rewritten += chunk.records.count
                 nullWrites += chunk.nullWrites
                 releasedLast.merge(chunk.releasedLast) { $1 }
+                hashes.merge(chunk.hashes) { $1 }
+                digest = chunk.digest
                 guard let next = chunk.next else {
                     return UpgradeReport(
                         fromSchema: schema, recordsRewritten: rewritten, nullWritesAsReleases: nullWrites,
@@ -104,6 +126,11 @@ extension TurnStore {
 
 /// One transaction's work in an upgrade.
 private struct UpgradeChunk {
+    /// The state digest after the last record scanned.
+    var digest: StateDigest
+    /// Entry hashes the chunk's writes left, by stored key (0: released).
+    var hashes: [[UInt8]: UInt128] = [:]
+    var scanned = 0
     var records: [([UInt8], [UInt8])] = []
     var nullWrites = 0
     var releasedLast: [[UInt8]: Bool] = [:]
@@ -113,6 +140,20 @@ private struct UpgradeChunk {
 }
 
 extension TurnRecord {
+    /// Reads a record as schema 3 wrote it (checksummed, no `state`): the
+    /// caller checked its checksum.
+    static func decodeSchema3(_ bytes: [UInt8], revision: UInt64) throws(TurnStoreError) -> TurnRecord {
+        do {
+            guard case .map(var fields) = try CBORValue.parse(bytes) else {
+                throw CodecError(code: .typeMismatch, path: [], message: "a record is a map")
+            }
+            fields.append((key: .text("state"), value: .bytes([UInt8](repeating: 0, count: StateDigest.size))))
+            return try CBORDecoder().decode(TurnRecord.self, fromTree: .map(fields))
+        } catch {
+            throw TurnStoreError(code: .corrupt, message: "turn \(revision) does not decode as a schema 3 record: \(error)")
+        }
+    }
+
     /// Reads a record as schemas 1 and 2 wrote it (no `crc`; a write's
     /// `value: null` meant a release to every reader then, so it is one).
     static func decodeSchema2(_ bytes: [UInt8], revision: UInt64) throws(TurnStoreError) -> (record: TurnRecord, nullWrites: Int) {
@@ -134,6 +175,7 @@ extension TurnRecord {
                         return .map(entries)
                     })
             }
+            fields.append((key: .text("state"), value: .bytes([UInt8](repeating: 0, count: StateDigest.size))))
             return (try CBORDecoder().decode(TurnRecord.self, fromTree: .map(fields)), nullWrites)
         } catch {
             throw TurnStoreError(code: .corrupt, message: "turn \(revision) does not decode as a schema 2 record: \(error)")
@@ -142,24 +184,33 @@ extension TurnRecord {
 }
 
 extension TurnStore {
-    /// Rewrites a schema 3 folder the way schema `schema` (1 or 2) left it
-    /// (tests of the upgrade and of the refusal): records without checksums,
-    /// `null` for nil values and releases alike, the state table as it was
-    /// (a nil value stored as `f6`); `except` keeps some records as they are.
+    /// Rewrites this schema's folder the way schema `schema` (1, 2 or 3)
+    /// left it (tests of the upgrade and of the refusal): records without
+    /// `state`; for 1 and 2 also without checksums, `null` for nil values and
+    /// releases alike, the state table as it was (a nil value stored as
+    /// `f6`); `except` keeps some records as they are.
     package static func rewriteAsOlderSchema(directory: String, schema: UInt64, except kept: Set<UInt64> = []) throws {
-        precondition(schema == 1 || schema == 2, "internal inconsistency: no schema \(schema) to rewrite as")
+        precondition((1...3).contains(schema), "internal inconsistency: no schema \(schema) to rewrite as")
         let store = try TurnStore(directory: directory, mode: .writer)
         defer { store.close() }
         for record in try store.records(from: 1) where !kept.contains(record.revision) {
             guard case .map(let fields) = try CBORValue.parse(try CBOREncoder().encode(record)) else { continue }
-            let old = fields.filter { $0.key != .text("crc") }.map { field -> (key: CBORValue, value: CBORValue) in
-                guard field.key == .text("writes"), case .array(let writes) = field.value else { return field }
-                return (field.key, .array(writes.map { write in
-                    guard case .map(let entries) = write else { return write }
-                    return .map(entries.map { $0.key == .text("released") ? (key: .text("value"), value: .null) : $0 })
+            let stripped = fields.filter { $0.key != .text("state") }
+            let old: [UInt8]
+            if schema == 3 {
+                var bytes = CBORWriter.encode(.map(stripped))
+                bytes.withUnsafeMutableBytes { TurnRecordChecksum.seal($0) }
+                old = bytes
+            } else {
+                old = CBORWriter.encode(.map(stripped.filter { $0.key != .text("crc") }.map { field -> (key: CBORValue, value: CBORValue) in
+                    guard field.key == .text("writes"), case .array(let writes) = field.value else { return field }
+                    return (field.key, .array(writes.map { write in
+                        guard case .map(let entries) = write else { return write }
+                        return .map(entries.map { $0.key == .text("released") ? (key: .text("value"), value: .null) : $0 })
+                    }))
                 }))
             }
-            try store.rawWrite(database: "turns", key: bytes(record.revision), value: CBORWriter.encode(.map(old)))
+            try store.rawWrite(database: "turns", key: bytes(record.revision), value: old)
         }
         try store.rawWrite(database: "meta", key: MetaKey.schema, value: bytes(schema))
         if schema == 1 { try store.rawWrite(database: "meta", key: MetaKey.lastRevision, value: bytes(store.lastRevision)) }

@@ -32,7 +32,7 @@ public final class TurnStore {
     /// The layout version this build writes (and the only one it reads:
     /// an older folder is rewritten by `TurnStore.upgrade(directory:)`,
     /// `cogd log upgrade`).
-    public static let schemaVersion: UInt64 = 3
+    public static let schemaVersion: UInt64 = 4
 
     public let directory: String
     public let mode: Mode
@@ -63,6 +63,16 @@ public final class TurnStore {
     public private(set) var logID: [UInt8]?
     /// The writer's `cogd.identity`, updated after each commit.
     private var identityFile: IdentityFile?
+    /// The writer's state digest as of `lastRevision` (`StateDigest`): read
+    /// from the last record at the first append, then kept by each commit.
+    var runningDigest: StateDigest?
+    /// The state digests of the newest revisions this writer committed, by
+    /// revision modulo their count (what a worker's heartbeat is compared with).
+    var recentDigests: [(revision: UInt64, digest: StateDigest)] = []
+    /// Entry hashes of state entries recently written, by stored key (the
+    /// old hash a write takes off, without reading and hashing the old
+    /// value again; 0: released); cleared past `entryHashCacheLimit`.
+    var entryHashes: [StoredKey: UInt128] = [:]
 
     /// Opens the store in `directory`.
     ///
@@ -249,10 +259,11 @@ public final class TurnStore {
                 message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
         }
         if schema < TurnStore.schemaVersion {
+            let lacks = schema < 3 ? "cannot tell a nil value from a release" : "carry no state digest"
             throw TurnStoreError(
                 code: .olderSchema,
                 message: "data folder \(directory) has schema version \(schema); this cogd reads schema \(TurnStore.schemaVersion) only "
-                    + "(its records cannot tell a nil value from a release) — run `cogd log upgrade --data \(directory)` to rewrite it")
+                    + "(its records \(lacks)) — run `cogd log upgrade --data \(directory)` to rewrite it")
         }
     }
 
@@ -328,18 +339,24 @@ public final class TurnStore {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
         let first = try nextRevision(count: drafts.count)
-        let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time) }
         if case .unindexedFrom(let revision)? = index, !(first..<(first + UInt64(drafts.count))).contains(revision) {
             throw TurnStoreError(
                 code: .outOfOrder,
                 message: "unindexed-from \(revision) is not a revision of this commit (\(first)..<\(first + UInt64(drafts.count)))")
         }
+        let digests = try stateDigests(after: drafts)
+        let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in
+            TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time, stateDigest: digests[$0])
+        }
         try commit(drafts, batch, firstRevision: first, replies: replies, index: index)
+        committed(digests, firstRevision: first)
         return first..<(first + UInt64(drafts.count))
     }
 
     /// Appends records that already carry their revisions (which must follow
     /// the last one), with `replies` as dedup entries, in one transaction.
+    /// Each gets the state digest this store computes after it (the one it
+    /// carries is not trusted).
     public func append(records: [TurnRecord], replies: [(RequestID, [UInt8])] = []) throws(TurnStoreError) {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
@@ -351,7 +368,15 @@ public final class TurnStore {
                 message: "turn \(record.revision) does not follow the last revision \(lastRevision + UInt64(offset))")
         }
         let drafts = records.map(\.draft)
-        try commit(drafts, EncodedTurnBatch(drafts: drafts) { records[$0].stamp }, firstRevision: lastRevision + 1, replies: replies)
+        let digests = try stateDigests(after: drafts)
+        let first = lastRevision + 1
+        let batch = EncodedTurnBatch(drafts: drafts) { index in
+            var stamp = records[index].stamp
+            stamp.stateDigest = digests[index]
+            return stamp
+        }
+        try commit(drafts, batch, firstRevision: first, replies: replies)
+        committed(digests, firstRevision: first)
     }
 
     /// The revision after the last, once `count` more revisions are known to fit.
@@ -373,6 +398,8 @@ public final class TurnStore {
         guard !contents.isEmpty || !replies.isEmpty || index != nil else { return }
         let last = firstRevision + UInt64(contents.count) - 1
         let state = StateBatch(batch)
+        // The entry hashes hold this commit's writes already: a failed commit forgets them.
+        defer { if lastRevision != last, !contents.isEmpty { entryHashes = [:] } }
         try run { () throws in
             try environment.write { (txn: Transaction) in
                 try batch.bytes.withUnsafeBytes { all in
@@ -442,9 +469,19 @@ public final class TurnStore {
     /// time while appends go on (one LMDB read transaction held open until
     /// the reader is closed; while it is, pages it sees are not reused).
     public func stateSnapshot() throws(TurnStoreError) -> StateSnapshotReader {
-        let revision = lastRevision
         let held = try run { () throws in try environment.beginHeldRead() }
-        return StateSnapshotReader(held: held, stateDB: stateDB, revision: revision)
+        // The revision and its digest as the held read sees them: the last record's.
+        let seen: (revision: UInt64, digest: StateDigest)? = try run { () throws in
+            try held.read { txn in
+                guard let last = try txn.last(turnsDB) else { return (0, try TurnStore.stateTableDigest(txn, stateDB)) }
+                let revision = try TurnStore.revision(key: last.key, directory: directory)
+                return (revision, try recordDigest(last.value, revision: revision))
+            }
+        }
+        guard let seen else {
+            throw TurnStoreError(code: .snapshotEnded, message: "the state snapshot was given up before its first read; take a new one")
+        }
+        return StateSnapshotReader(held: held, stateDB: stateDB, revision: seen.revision, stateDigest: seen.digest)
     }
 
     /// Records from `revision` on, in revision order: at most `limit` of
@@ -660,6 +697,9 @@ public struct VerifyReport: Equatable, Sendable {
     public let turns: Int
     public let lastRevision: UInt64
     public let stateEntries: Int
+    /// The state digest of the state table (which, in a sound log, every
+    /// record's digest led up to).
+    public let stateDigest: StateDigest
     /// The first problem, in words; nil when the log is sound.
     public let problem: String?
 
@@ -667,13 +707,17 @@ public struct VerifyReport: Equatable, Sendable {
 }
 
 extension TurnStore {
-    /// Checks that revisions are contiguous from 1, every record decodes, and
-    /// the state table equals the replay of the log.
+    /// Checks that revisions are contiguous from 1, every record decodes and
+    /// carries the digest of the state after it (computed along the log),
+    /// and the state table equals the replay of the log.
     public func verify() throws(TurnStoreError) -> VerifyReport {
         // One read transaction: a consistent snapshot, even beside a writer.
         try runRead { txn in
             let unindexedFrom = try TurnStore.metaNumber(txn, self.metaHandle, MetaKey.unindexedFrom, directory: self.directory)
             var replay: [[UInt8]: [UInt8]] = [:]
+            // The state digest along the log, and each entry's hash in it.
+            var digest = StateDigest()
+            var hashes: [[UInt8]: UInt128] = [:]
             var expected: UInt64 = 1
             var problem: String?
             var count = 0
@@ -702,6 +746,15 @@ extension TurnStore {
                 for write in record.writes {
                     let entry = StateLayout.entry(name: write.name, key: write.key, value: write.value)
                     replay[entry.key] = entry.value
+                    let new = write.value.map { StateDigest.entryHash(name: write.name, key: write.key, value: $0) }
+                    digest.replace(entryHash: hashes[entry.key] ?? 0, with: new ?? 0)
+                    hashes[entry.key] = new
+                }
+                guard record.stateDigest == digest else {
+                    problem =
+                        "turn \(revision) says the state digest after it is \(record.stateDigest), "
+                        + "but the replay of the log up to it gives \(digest)"
+                    return false
                 }
                 expected += 1
                 return true
@@ -711,8 +764,11 @@ extension TurnStore {
                 problem = "meta says replies are unindexed from revision \(unindexedFrom) but the log ends at \(lastRevision)"
             }
             var stored: [[UInt8]: [UInt8]] = [:]
+            var tableDigest = StateDigest()
             try txn.scan(self.stateHandle, from: nil) { key, value in
                 stored[key] = value
+                let entry = StateLayout.parse(key: key, value: value)
+                tableDigest.replace(entryHash: 0, with: StateDigest.entryHash(name: entry.name, key: entry.key, value: entry.value))
                 return true
             }
             if problem == nil {
@@ -727,8 +783,13 @@ extension TurnStore {
                 {
                     problem = "state holds \(StateLayout.parse(key: extra, value: []).name), which no turn in the log wrote"
                 }
+                if problem == nil, tableDigest != digest {
+                    // Equal tables have equal digests: only a broken hash gets here.
+                    problem = "the state table's digest is \(tableDigest), but the last record's is \(digest)"
+                }
             }
-            return VerifyReport(turns: count, lastRevision: lastRevision, stateEntries: stored.count, problem: problem)
+            return VerifyReport(
+                turns: count, lastRevision: lastRevision, stateEntries: stored.count, stateDigest: tableDigest, problem: problem)
         }
     }
 }
@@ -747,6 +808,18 @@ enum StateLayout {
     static func isPlain(nameBytes: Int, keyBytes: Int?) -> Bool {
         guard let keyBytes else { return true }
         return nameBytes + 1 + keyBytes <= maximumKeySize
+    }
+
+    /// The stored key of a name and key (`entry(…).key`, with one allocation for a plain one).
+    static func storedKey(name: String, key: [UInt8]?) -> [UInt8] {
+        let nameCount = name.utf8.count
+        guard isPlain(nameBytes: nameCount, keyBytes: key?.count) else { return entry(name: name, key: key, value: nil).key }
+        var stored: [UInt8] = []
+        stored.reserveCapacity(nameCount + 1 + (key?.count ?? 0))
+        stored.append(contentsOf: name.utf8)
+        stored.append(0)
+        if let key { stored.append(contentsOf: key) }
+        return stored
     }
 
     /// The stored key, and the stored value when `value` is one.

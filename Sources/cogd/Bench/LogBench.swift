@@ -9,7 +9,7 @@ import Foundation
 struct LogBench {
     let options: Command.BenchOptions
 
-    static let shapeNames = ["batch-1", "batch-10", "batch-100", "batch-1000", "encode", "open"]
+    static let shapeNames = ["batch-1", "batch-10", "batch-100", "batch-1000", "encode", "digest", "open"]
 
     func run() throws {
         let shapes = options.only.isEmpty ? LogBench.shapeNames : options.only
@@ -21,6 +21,8 @@ struct LogBench {
         for shape in shapes {
             if shape == "encode" {
                 report(try measureEncoding())
+            } else if shape == "digest" {
+                report(try measureEntryHash())
             } else if shape == "open" {
                 report(try measureOpen(root: root + "/open"))
             } else {
@@ -121,6 +123,24 @@ struct LogBench {
         }
         if sink == 0 { print("") }
         return BenchFigure(name: "log.encode-ns-per-turn", value: median(samples), unit: "ns", baseline: nil)
+    }
+
+    /// The state digest's entry hash alone (`--only digest`): ns per entry
+    /// of the drafts' kind (a commit hashes each write's new entry, and its
+    /// old one when that is not among the entries it keeps).
+    private func measureEntryHash() throws -> BenchFigure {
+        let writes = try drafts(1_000, offset: 0).flatMap(\.writes)
+        var samples: [Double] = []
+        var sink = UInt128(0)
+        for _ in 0..<max(3, options.runs) {
+            let start = ContinuousClock.now
+            for _ in 0..<200 {
+                for write in writes { sink &+= StateDigest.entryHash(name: write.name, key: write.key, value: write.value ?? []) }
+            }
+            samples.append(seconds(ContinuousClock.now - start) / Double(200 * writes.count) * 1e9)
+        }
+        if sink == 0 { print("") }
+        return BenchFigure(name: "log.digest-ns-per-entry", value: median(samples), unit: "ns", baseline: nil)
     }
 
     private func measureOpen(root: String) throws -> BenchFigure {

@@ -5,7 +5,7 @@ import Testing
 
 private func cbor<T: Encodable>(_ value: T) throws -> [UInt8] { try CBOREncoder().encode(value) }
 
-@Suite("Schema 3: nil values, checksums, upgrades (internal)")
+@Suite("Schema 3 and 4: nil values, checksums, state digests, upgrades (internal)")
 struct SchemaThreeTests {
     private let nilValue: [UInt8] = [0xf6]
 
@@ -57,7 +57,7 @@ struct SchemaThreeTests {
         #expect(records[3].jsonLine.contains(#"{"name": "ledger", "key": "a", "value": null, "released": true}"#))
         // On disk: a write always has `value`; a release has `released: true` and no `value`.
         let nilRecord = try #require(try store.rawRead(database: "turns", key: TurnStore.bytes(2)))
-        #expect(nilRecord.starts(with: [0xa8, 0x63, 0x63, 0x72, 0x63, 0x44]))
+        #expect(nilRecord.starts(with: [0xa9, 0x63, 0x63, 0x72, 0x63, 0x44]))
         #expect(nilRecord.suffix(7) == ArraySlice(Array("\u{65}value".utf8) + [0xf6]))
         let releaseRecord = try #require(try store.rawRead(database: "turns", key: TurnStore.bytes(4)))
         #expect(releaseRecord.suffix(10) == ArraySlice([0x68] + Array("released".utf8) + [0xf5]))
@@ -69,7 +69,7 @@ struct SchemaThreeTests {
         try writeLog(folder)
         try TurnStore.rewriteAsOlderSchema(directory: folder.path, schema: 2)
         let expected =
-            "data folder \(folder.path) has schema version 2; this cogd reads schema 3 only (its records cannot tell a nil value from a release) — run `cogd log upgrade --data \(folder.path)` to rewrite it"
+            "data folder \(folder.path) has schema version 2; this cogd reads schema 4 only (its records cannot tell a nil value from a release) — run `cogd log upgrade --data \(folder.path)` to rewrite it"
         for mode in [TurnStore.Mode.writer, .reader] {
             do {
                 _ = try TurnStore(directory: folder.path, mode: mode)
@@ -89,17 +89,40 @@ struct SchemaThreeTests {
         let report = try TurnStore.upgrade(directory: folder.path)
         #expect(report == UpgradeReport(fromSchema: 2, recordsRewritten: 4, nullWritesAsReleases: 2, stateEntriesRemoved: 1))
         let store = try TurnStore(directory: folder.path, mode: .reader)
-        #expect(try store.rawRead(database: "meta", key: Array("schema".utf8)) == TurnStore.bytes(3))
-        #expect(try store.verify().problem == nil)
+        #expect(try store.rawRead(database: "meta", key: Array("schema".utf8)) == TurnStore.bytes(4))
+        #expect(try store.verify().problem == nil, "every record carries the digest of the replay")
         let records = try store.records(from: 1)
         #expect(records.map { $0.writes[0].isRelease } == [false, true, false, true], "schema 2's null read as a release")
         #expect(try store.value(name: "trails.loaded", key: nil) == nil, "the state table follows the log it now holds")
         #expect(try store.value(name: "trails.loaded", key: nil) == nil)
         // Again: nothing to do.
         store.close()
-        #expect(try TurnStore.upgrade(directory: folder.path).fromSchema == 3)
+        #expect(try TurnStore.upgrade(directory: folder.path).fromSchema == 4)
         let writer = try TurnStore(directory: folder.path, mode: .writer)
         #expect(writer.lastRevision == 4)
+    }
+
+    @Test func `a schema 3 folder is refused until upgraded; the upgrade gives every record the digest of the state after it`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        try writeLog(folder)
+        let written = try TurnStore(directory: folder.path, mode: .reader).records(from: 1)
+        try TurnStore.rewriteAsOlderSchema(directory: folder.path, schema: 3)
+        do {
+            _ = try TurnStore(directory: folder.path, mode: .reader)
+            Issue.record("opened a schema 3 folder")
+        } catch {
+            #expect(error.code == .olderSchema)
+            #expect(error.message.contains("has schema version 3; this cogd reads schema 4 only (its records carry no state digest) — run `cogd log upgrade"))
+        }
+        // Its records start `a8 …` (8 keys: no `state`), which only the upgrade reads.
+        let data = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/data.mdb"))
+        #expect(data.range(of: Data([0xa8, 0x63, 0x63, 0x72, 0x63, 0x44])) != nil)
+        let report = try TurnStore.upgrade(directory: folder.path)
+        #expect(report == UpgradeReport(fromSchema: 3, recordsRewritten: 4, nullWritesAsReleases: 0, stateEntriesRemoved: 0))
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        #expect(try store.records(from: 1) == written, "the same records, digests included")
+        #expect(try store.verify().problem == nil)
     }
 
     @Test func `the upgrade of a schema 1 folder also drops last-revision`() throws {

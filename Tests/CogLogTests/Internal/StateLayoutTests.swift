@@ -18,6 +18,29 @@ struct StateLayoutTests {
                 == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
+    @Test func `the SHA instructions and the rounds agree on every length, streamed in any pieces, and on the FIPS examples`() {
+        #expect(hex(SHA256.softwareHash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            hex(SHA256.softwareHash([UInt8](repeating: 0x61, count: 1_000_000)))
+                == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        var generator = SplitMix64(seed: 3)
+        let bytes = (0..<700).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for count in Array(0...130) + [191, 192, 193, 255, 256, 257, 700] {
+            let message = Array(bytes.prefix(count))
+            let expected = SHA256.softwareHash(message)
+            #expect(SHA256.hash(message) == expected, "\(count) bytes (SHA instructions: \(SHA256.usesHardware))")
+            // In three pieces cut anywhere, and as the 16-byte prefix of the one-shot path.
+            let cut = count / 3, cut2 = count - count / 5
+            var streamed = SHA256()
+            message.withUnsafeBytes { all in
+                for piece in [all[..<cut], all[cut..<cut2], all[cut2...]] { streamed.update(UnsafeRawBufferPointer(rebasing: piece)) }
+            }
+            #expect(streamed.finish() == expected, "\(count) bytes in pieces")
+            let prefix = SHA256.prefix128(count: count) { out in message.withUnsafeBytes { out.copyMemory(from: $0.baseAddress!, byteCount: count) } }
+            #expect(StateDigest(value: prefix).bytes == Array(expected.prefix(16)), "\(count) bytes at once")
+        }
+    }
+
     @Test func `a key too long for LMDB is stored under its digest and reads back whole`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

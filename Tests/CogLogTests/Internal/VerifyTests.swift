@@ -42,6 +42,25 @@ struct VerifyTests {
         #expect(try store.verify().problem == "state holds ghost, which no turn in the log wrote")
     }
 
+    @Test func `a record whose state digest was altered is caught by the digest, naming its revision`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try storeWithThreeTurns(folder)
+        var record = try store.records(from: 2, limit: 1)[0]
+        let honest = record.stateDigest
+        record.stateDigest = StateDigest(value: honest.value &+ 1)
+        // Re-encoded, so its checksum is valid: only the digest is wrong.
+        let altered = record.encoded()
+        #expect(try TurnRecord.decode(altered).stateDigest == record.stateDigest)
+        try store.rawWrite(database: "turns", key: TurnStore.bytes(2), value: altered)
+        #expect(
+            try store.verify().problem
+                == "turn 2 says the state digest after it is \(record.stateDigest), but the replay of the log up to it gives \(honest)")
+        // A replica applying that record would disagree the same way; the last record holds the writer's running digest.
+        #expect(try store.stateDigest(at: 2) == honest, "the writer remembers what it committed")
+        #expect(try TurnStore(directory: folder.path, mode: .reader).stateDigest(at: 2) == record.stateDigest)
+    }
+
     @Test func `unindexed-from is set and cleared only when asked, at a revision of the commit`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
@@ -86,7 +105,7 @@ struct VerifyTests {
             Issue.record("opened a newer schema")
         } catch {
             #expect(error.code == .newerSchema)
-            #expect(error.message.contains("has schema version 99; this cogd reads up to 3"))
+            #expect(error.message.contains("has schema version 99; this cogd reads up to 4"))
         }
     }
 }

@@ -67,6 +67,11 @@ final class FlakyReads: LeaderLog {
         return try log.value(name: name, key: key)
     }
 
+    func stateDigest(at revision: UInt64) throws(TurnStoreError) -> StateDigest? {
+        try Self.fail(&failingRecordReads, "the turn log")
+        return try log.stateDigest(at: revision)
+    }
+
     func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]? {
         try Self.fail(&failingDedupReads, "the dedup table")
         return try log.dedupReply(for: request)
