@@ -18,7 +18,7 @@ import Synchronization
 /// - Important: the body must only read and write through `c` (it runs on
 ///   the leader, where nothing else of the caller exists) and must decide
 ///   receipts inside itself.
-public struct RemoteOp<Argument: Codable & Sendable>: Sendable {
+public struct RemoteOp<Argument: Codable & Sendable>: RemoteOpDeclaration {
     /// The stable name requests carry.
     public let name: String
     let body: @MainActor (Writer, Argument) -> Void
@@ -34,6 +34,10 @@ public struct RemoteOp<Argument: Codable & Sendable>: Sendable {
         site = "\(fileID):\(line)"
         RemoteOpRegistry.register(name: name, site: site, argument: Argument.self, body: body)
     }
+
+    /// Decodes the argument and runs the body as one turn named as the
+    /// leader names it (what `OpRegistry` holds for this op).
+    public var runner: OpRegistry.Runner { RemoteOpRegistry.runner(Argument.self, body: body) }
 }
 
 /// Where a replica sends remote ops: the worker's link to its leader.
@@ -118,11 +122,17 @@ enum RemoteOpRegistry {
         declarations.withLock { table in
             // The same declaration made again (a `RemoteOp` built in a function) is one declaration.
             guard table[name]?.contains(where: { $0.site == site }) != true else { return }
-            table[name, default: []].append(
-                Declaration(site: site) { cogs, bytes, codec, turnName in
-                    let argument = try codec.decode(Argument.self, from: bytes)
-                    return cogs.settle(named: turnName) { c in body(c, argument) }
-                })
+            table[name, default: []].append(Declaration(site: site, runner: runner(argument, body: body)))
+        }
+    }
+
+    /// Decodes an `Argument` and runs `body` with it as one settled turn.
+    static func runner<Argument: Codable & Sendable>(
+        _ argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) -> Void
+    ) -> OpRegistry.Runner {
+        { cogs, bytes, codec, turnName in
+            let argument = try codec.decode(Argument.self, from: bytes)
+            return cogs.settle(named: turnName) { c in body(c, argument) }
         }
     }
 
@@ -151,8 +161,47 @@ public struct OpRegistry: Sendable {
         self.runners = runners
     }
 
-    /// Every remote op declared in this process so far (a rig's
-    /// `register()` touches its declarations), after checking that no
+    /// The ops of `rigs` (a leader serves every rig it is given), after
+    /// checking that no name — of an op, a durable source or a selector —
+    /// is given to two declarations, within one rig or across them: one
+    /// declaration listed by several rigs (a rig and its variants) is one.
+    /// A declaration elsewhere in the process with a name the rigs list (a
+    /// copy of a rig's file, say) counts too: a replica applies by name.
+    ///
+    /// ```swift
+    /// let registry = try OpRegistry(rigs: [Todos.rig, Billing.rig])
+    /// let leader = try Leader(configuration: configuration, registry: registry)
+    /// ```
+    public init(rigs: [CogRig]) throws(DuplicateDeclaration) {
+        var ops: [String: [(site: String, runner: Runner)]] = [:]
+        var sources: [String: [String]] = [:]
+        var selectors: [String: [String]] = [:]
+        for rig in rigs {
+            for op in rig.ops where ops[op.name]?.contains(where: { $0.site == op.site }) != true {
+                ops[op.name, default: []].append((op.site, op.runner))
+            }
+            for source in rig.durableSources { sources[source.name, default: []].append(source.site) }
+            for selector in rig.selectors { selectors[selector.name, default: []].append(selector.site) }
+        }
+        // What else the process declared under those names (sites in declaration order after the rigs').
+        let declaredOps = RemoteOpRegistry.all
+        let declaredSources = DurableRegistry.sites
+        let declaredSelectors = SelectorRegistry.sites
+        func withDeclared(_ table: [String: [String]], _ declared: [String: [String]]) -> [String: [String]] {
+            table.reduce(into: [:]) { result, entry in result[entry.key] = entry.value + (declared[entry.key] ?? []) }
+        }
+        let opSites = withDeclared(ops.mapValues { $0.map(\.site) }, declaredOps.mapValues { $0.map(\.site) })
+        if let duplicate = DuplicateDeclaration.first(in: opSites, kind: "remote op")
+            ?? DuplicateDeclaration.first(in: withDeclared(sources, declaredSources), kind: "durable source")
+            ?? DuplicateDeclaration.first(in: withDeclared(selectors, declaredSelectors), kind: "selector")
+        {
+            throw duplicate
+        }
+        self.init(runners: ops.compactMapValues { $0.first?.runner })
+    }
+
+    /// Every remote op declared in this process so far (building a rig's
+    /// value touches its declarations), after checking that no
     /// name — of an op, a durable source or a named selector — is declared
     /// at two places.
     public static func declared() throws(DuplicateDeclaration) -> OpRegistry {

@@ -199,7 +199,7 @@ public final class Simulation {
         for rule in configuration.broken { if let rule = rule.leaderRule { broken.insert(rule) } }
         do {
             node.core = try LeaderCore(
-                log: log, ports: node, registry: try OpRegistry.declared(),
+                log: log, ports: node, registry: try OpRegistry(rigs: [LedgerRig.rig, TrailsRig.rig]),
                 settings: LeaderCore.Settings(heartbeatTimeout: configuration.heartbeatTimeout, turnsEndpoint: "sim://turns", broken: broken))
         } catch {
             fail("start", "the leader core could not start: \(error)")

@@ -5,21 +5,11 @@ import Cog
 /// of what was shown — written the way the seeds teach, run across processes.
 public enum TrailsRig {
     /// Touches every declaration so its durable sources and remote ops are
-    /// registered in this process (leaders and workers call it at start).
+    /// registered in this process: the same as building `rig`, which is what
+    /// a leader or worker uses (kept for code that only needs the
+    /// declarations registered).
     public static func register() {
-        _ = _openScreensCog
-        _ = _screenTrailCogs
-        _ = _loadedTrailCogs
-        _ = _isLoggingHikeCog
-        _ = _hikeSecondsCog
-        _ = _journalCog
-        _ = openScreenOp
-        _ = closeScreenOp
-        _ = acceptTrailOp
-        _ = startHikeOp
-        _ = stopHikeOp
-        _ = tickHikeOp
-        _ = writeJournalOp
+        _ = rig
     }
 
     /// How many lines `trails.journal` keeps: the newest, the oldest dropped

@@ -1,0 +1,250 @@
+/// An app as a distributed runtime runs it: a name, the durable sources its
+/// ops write, its remote ops, the named automatic cogs its scopes select
+/// (which the leader evaluates), and the mechanisms a worker runs. A leader
+/// serves the ops of every rig it is given; a worker runs one rig's
+/// mechanisms (`cogd worker --rig NAME`).
+///
+/// Write the rig the way the seeds teach (`+Model`, `+Cogs`, `+Mechanisms`)
+/// and list its declarations in one value, next to them:
+///
+/// ```swift
+/// public enum Todos {
+///   public static let rig = CogRig(
+///     name: "todos",
+///     summary: "a todo list",
+///     durableSources: [_todoIDsCog, _todoTitleCogs],
+///     ops: [addTodoOp, removeTodoOp],
+///     selectors: [overdueTodoIDsCog],
+///     mechanisms: { host in [ReminderMechanism(log: host.log)] })
+/// }
+/// ```
+///
+/// Then `CogdCommandLine.main(rigs: [Todos.rig])` is an executable with
+/// every subcommand `cogd` has, running that rig.
+///
+/// - Important: building the value touches every declaration it lists, which
+///   is what registers their names in the process: a replica applies a
+///   turn's writes by durable name, and a write to a name no declaration in
+///   the process has is skipped. List every durable source an op of the rig
+///   writes. Listing a declaration that cannot take part (no `name:`, a
+///   value or key type that is not `Codable`) traps at once, naming it.
+public struct CogRig: Sendable {
+    /// What `--rig` selects: unique among the rigs one executable offers.
+    public let name: String
+    /// One line for help: what the rig does.
+    public let summary: String
+    /// The version of the rig's durable types, which the author bumps when
+    /// a stored value's encoding changes in a way old code cannot read.
+    public let schemaVersion: Int
+    /// The named durable sources (manual cogs and boxes), in listing order.
+    public let durableSources: [Declaration]
+    /// The remote ops, in listing order.
+    public let ops: [any RemoteOpDeclaration]
+    /// The named automatic cogs and boxes with `Codable` values that the
+    /// rig's scopes select: the leader evaluates them after each turn
+    /// (DESIGN §6).
+    public let selectors: [Declaration]
+    /// The mechanisms a worker running this rig assembles, in order.
+    public let mechanisms: @MainActor @Sendable (Host) -> [any Mechanism]
+
+    /// A rig of these declarations. Traps, naming the declaration and the
+    /// fix, when one listed cannot take part (see `CogRig`).
+    public init(
+        name: String, summary: String = "", schemaVersion: Int = 1,
+        durableSources: [any CogRigDurableSource] = [], ops: [any RemoteOpDeclaration] = [],
+        selectors: [any CogRigSelector] = [],
+        mechanisms: @escaping @MainActor @Sendable (Host) -> [any Mechanism] = { _ in [] }
+    ) {
+        let sources = durableSources.map(\.durableSourceDeclaration)
+        let selected = selectors.map(\.selectorDeclaration)
+        for declaration in sources + selected {
+            if let problem = declaration.problem { fatalError("rig `\(name)`: \(problem)") }
+        }
+        self.init(
+            name: name, summary: summary, schemaVersion: schemaVersion, sources: sources, ops: ops, selectors: selected,
+            mechanisms: mechanisms)
+    }
+
+    private init(
+        name: String, summary: String, schemaVersion: Int, sources: [Declaration], ops: [any RemoteOpDeclaration],
+        selectors: [Declaration], mechanisms: @escaping @MainActor @Sendable (Host) -> [any Mechanism]
+    ) {
+        self.name = name
+        self.summary = summary
+        self.schemaVersion = schemaVersion
+        self.durableSources = sources
+        self.ops = ops
+        self.selectors = selectors
+        self.mechanisms = mechanisms
+    }
+
+    /// The same declarations under another name, with other mechanisms: a
+    /// variant of one app that a worker chooses by name (the Ledger rig's
+    /// `ledger-greeter` adds a greeter scope to `ledger`'s audit).
+    public func variant(
+        named name: String, summary: String, mechanisms: @escaping @MainActor @Sendable (Host) -> [any Mechanism]
+    ) -> CogRig {
+        CogRig(
+            name: name, summary: summary, schemaVersion: schemaVersion, sources: durableSources, ops: ops,
+            selectors: selectors, mechanisms: mechanisms)
+    }
+
+    /// A rig that runs no mechanisms and declares what all of `rigs` declare
+    /// (each declaration once): a pure replica of their state.
+    public static func replica(of rigs: [CogRig], name: String = "replica") -> CogRig {
+        func unique<T>(_ items: [T], by key: (T) -> String) -> [T] {
+            var seen = Set<String>()
+            return items.filter { seen.insert(key($0)).inserted }
+        }
+        return CogRig(
+            name: name, summary: "a pure replica of every rig's state; runs no mechanisms",
+            schemaVersion: rigs.map(\.schemaVersion).max() ?? 1,
+            sources: unique(rigs.flatMap(\.durableSources)) { "\($0.name) \($0.site)" },
+            ops: unique(rigs.flatMap(\.ops)) { "\($0.name) \($0.site)" },
+            selectors: unique(rigs.flatMap(\.selectors)) { "\($0.name) \($0.site)" },
+            mechanisms: { _ in [] })
+    }
+
+    /// The op names, in listing order.
+    public var opNames: [String] { ops.map(\.name) }
+
+    /// One named declaration a rig lists: its stable name and where it is.
+    public struct Declaration: Sendable, Hashable, CustomStringConvertible {
+        /// The stable name (`name:`).
+        public let name: String
+        /// Where it was declared: `fileID:line`.
+        public let site: String
+        /// Why it cannot be listed (nil: it can).
+        let problem: String?
+
+        init(name: String, site: String, problem: String? = nil) {
+            self.name = name
+            self.site = site
+            self.problem = problem
+        }
+
+        public var description: String { "\(name) (\(site))" }
+    }
+
+    /// What a worker gives the rig's mechanisms when it assembles them.
+    public struct Host: Sendable {
+        /// The worker's name (`--name`).
+        public let workerName: String
+        /// Writes one line to the worker's output, control characters
+        /// escaped (`TerminalText`): what a rig reports for operators and
+        /// tests to read (`ledger total 100`).
+        public let log: @Sendable (String) -> Void
+
+        public init(workerName: String, log: @escaping @Sendable (String) -> Void) {
+            self.workerName = workerName
+            self.log = log
+        }
+    }
+}
+
+/// A declaration a rig can list among its durable sources: a manual cog or
+/// box (or its read-only projection) with a `name:` and `Codable`,
+/// `Equatable`, `Sendable` values (keys `Codable`).
+public protocol CogRigDurableSource: Sendable {
+    /// Its stable name and site (a listing that cannot take part makes
+    /// `CogRig.init` trap, saying why).
+    var durableSourceDeclaration: CogRig.Declaration { get }
+}
+
+/// A declaration a rig can list among its selectors: a named automatic cog
+/// or box with `Codable & Equatable` values (keys `Codable`), which the
+/// leader evaluates for workers' scopes.
+public protocol CogRigSelector: Sendable {
+    /// Its stable name and site (a listing that cannot take part makes
+    /// `CogRig.init` trap, saying why).
+    var selectorDeclaration: CogRig.Declaration { get }
+}
+
+/// An op a rig can list: a stable name, where it is declared, and how the
+/// leader runs it (`RemoteOp` is one).
+public protocol RemoteOpDeclaration: Sendable {
+    /// The stable name requests carry.
+    var name: String { get }
+    /// Where it was declared: `fileID:line` (a duplicate name names both).
+    var site: String { get }
+    /// Decodes the argument and runs the body as one turn on the leader.
+    var runner: OpRegistry.Runner { get }
+}
+
+extension CogRig.Declaration {
+    /// `descriptor` (state `key`) as a listed durable source.
+    static func durableSource(_ descriptor: Descriptor, key: StateKey) -> CogRig.Declaration {
+        let name = descriptor.stableName ?? ""
+        let problem: String? =
+            if key != .none {
+                "`\(descriptor.label(for: key))` (declared at \(descriptor.site)) is one member of a box; list the box itself"
+            } else if descriptor.stableName == nil {
+                "the durable source declared at \(descriptor.site) has no stable name; give the declaration a `name:`"
+            } else if (descriptor as? DurableListing)?.isDurable != true {
+                "`\(descriptor.label)` (declared at \(descriptor.site)) is listed as a durable source, but it is not a manual "
+                    + "source whose value is Codable & Equatable & Sendable (keys Codable & Hashable)"
+            } else {
+                nil
+            }
+        return CogRig.Declaration(name: name, site: descriptor.site, problem: problem)
+    }
+
+    /// `descriptor` (state `key`) as a listed selector.
+    static func selector(_ descriptor: Descriptor, key: StateKey) -> CogRig.Declaration {
+        let name = descriptor.stableName ?? ""
+        let problem: String? =
+            if key != .none {
+                "`\(descriptor.label(for: key))` (declared at \(descriptor.site)) is one member of a box; list the box itself"
+            } else if descriptor.stableName == nil {
+                "the selector declared at \(descriptor.site) has no stable name; give the declaration a `name:`"
+            } else if (descriptor as? SelectorListing)?.isEncodableSelector != true {
+                "`\(descriptor.label)` (declared at \(descriptor.site)) is listed as a selector, but it is not an automatic "
+                    + "cog or box whose value is Codable & Equatable (keys Codable)"
+            } else {
+                nil
+            }
+        return CogRig.Declaration(name: name, site: descriptor.site, problem: problem)
+    }
+}
+
+/// A descriptor that can say whether it is durable.
+protocol DurableListing {
+    var isDurable: Bool { get }
+}
+
+extension ManualDescriptor: DurableListing {
+    var isDurable: Bool { durable != nil }
+}
+
+/// A descriptor that can say whether the leader can evaluate it by name.
+protocol SelectorListing {
+    var isEncodableSelector: Bool { get }
+}
+
+extension ComputedDescriptor: SelectorListing {
+    var isEncodableSelector: Bool { coding != nil }
+}
+
+extension Cog.Manual: CogRigDurableSource {
+    public var durableSourceDeclaration: CogRig.Declaration { .durableSource(ref.descriptor, key: ref.key) }
+}
+
+extension Cog.Projection: CogRigDurableSource {
+    public var durableSourceDeclaration: CogRig.Declaration { .durableSource(ref.descriptor, key: ref.key) }
+}
+
+extension CogBox.Manual: CogRigDurableSource {
+    public var durableSourceDeclaration: CogRig.Declaration { .durableSource(descriptor, key: .none) }
+}
+
+extension CogBox.Projection: CogRigDurableSource {
+    public var durableSourceDeclaration: CogRig.Declaration { .durableSource(descriptor, key: .none) }
+}
+
+extension Cog: CogRigSelector {
+    public var selectorDeclaration: CogRig.Declaration { .selector(ref.descriptor, key: ref.key) }
+}
+
+extension CogBox: CogRigSelector {
+    public var selectorDeclaration: CogRig.Declaration { .selector(descriptor, key: .none) }
+}

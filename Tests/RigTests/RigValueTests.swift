@@ -1,0 +1,120 @@
+import Cog
+import LedgerRig
+import Testing
+import TrailsRig
+
+/// Two declarations of one op name (distinct sites) and a durable source
+/// with a name of its own, for the duplicate checks. Their names are this
+/// test's own, so no other registry in this process meets them.
+let rigTestsBumpOp = RemoteOp<Int>(name: "rigTests.bump") { _, _ in }
+let rigTestsBumpAgainOp = RemoteOp<Int>(name: "rigTests.bump") { _, _ in }
+let rigTestsOtherOp = RemoteOp<Int>(name: "rigTests.other") { _, _ in }
+let _rigTestsCountCog = Cog<Int>.Manual(name: "rigTests.count") { 0 }
+let _rigTestsCountAgainCog = Cog<Int>.Manual(name: "rigTests.count") { 0 }
+
+@Suite("a rig is a value")
+struct RigValueTests {
+    /// What building a registry refused (nil: it did not).
+    func refusal(_ build: () throws -> OpRegistry) -> DuplicateDeclaration? {
+        do {
+            _ = try build()
+            return nil
+        } catch {
+            return error as? DuplicateDeclaration
+        }
+    }
+
+    @Test func `the Ledger rig lists the declarations its register() touched`() {
+        let rig = LedgerRig.rig
+        #expect(rig.name == "ledger" && rig.schemaVersion == 1)
+        #expect(rig.durableSources.map(\.name) == ["ledger.balance", "ledger.accounts", "ledger.greeted"])
+        #expect(rig.opNames == ["ledger.open", "ledger.transfer", "ledger.close", "ledger.greet", "ledger.tellerTransfer"])
+        #expect(rig.selectors.map(\.name) == ["ledger.wealthy", "ledger.isWealthy"])
+        #expect(rig.durableSources.allSatisfy { $0.site.hasPrefix("LedgerRig/LedgerRig+Cogs.swift:") })
+        // The variants cogd offers: the same declarations, other mechanisms.
+        #expect(LedgerRig.rigs.map(\.name) == ["ledger", "ledger-greeter", "ledger-peers", "ledger-concierge"])
+        for variant in LedgerRig.rigs {
+            #expect(variant.durableSources == rig.durableSources && variant.selectors == rig.selectors)
+            #expect(variant.ops.map(\.site) == rig.ops.map(\.site))
+        }
+        // The op that traps on demand is in no rig.
+        #expect(LedgerRig.trapOp.name == "ledger.trap")
+        #expect(!LedgerRig.rigs.contains { $0.opNames.contains("ledger.trap") })
+    }
+
+    @Test func `the Trails rig lists the declarations its register() touched`() {
+        let rig = TrailsRig.rig
+        #expect(rig.name == "trails")
+        #expect(
+            rig.durableSources.map(\.name) == [
+                "trails.openScreens", "trails.screenTrail", "trails.loaded", "trails.isLoggingHike", "trails.hikeSeconds", "trails.journal",
+            ])
+        #expect(
+            rig.opNames == [
+                "trails.openScreen", "trails.closeScreen", "trails.accept", "trails.startHike", "trails.stopHike", "trails.tickHike",
+                "trails.journal",
+            ])
+        #expect(rig.selectors.isEmpty)
+    }
+
+    @Test @MainActor func `the shipped rigs' mechanisms are the ones a worker ran before`() {
+        let host = CogRig.Host(workerName: "w") { _ in }
+        #expect(TrailsRig.rig.mechanisms(host).map(\.name) == ["TrailScreens", "HikeTimer", "Journal"])
+        #expect(LedgerRig.rig.mechanisms(host).map(\.name) == ["LedgerAudit"])
+        #expect(LedgerRig.greeterRig.mechanisms(host).map(\.name) == ["LedgerAudit", "LedgerGreeter"])
+        #expect(LedgerRig.peersRig.mechanisms(host).map(\.name) == ["LedgerAudit", "LedgerPeers"])
+        #expect(LedgerRig.conciergeRig.mechanisms(host).map(\.name) == ["LedgerAudit", "LedgerConcierge"])
+    }
+
+    @Test func `a registry built from the shipped rigs serves every op of each, once`() throws {
+        let registry = try OpRegistry(rigs: [TrailsRig.rig] + LedgerRig.rigs)
+        #expect(registry.names == (TrailsRig.rig.opNames + LedgerRig.rig.opNames).sorted())
+        let replica = CogRig.replica(of: [TrailsRig.rig] + LedgerRig.rigs)
+        #expect(replica.name == "replica")
+        #expect(replica.opNames == TrailsRig.rig.opNames + LedgerRig.rig.opNames)
+        #expect(replica.durableSources == TrailsRig.rig.durableSources + LedgerRig.rig.durableSources)
+        #expect(replica.selectors == LedgerRig.rig.selectors)
+        #expect(try OpRegistry(rigs: [replica]).names == registry.names)
+    }
+
+    @Test func `two rigs that give one op name to two declarations are refused, naming both sites`() {
+        let one = CogRig(name: "one", ops: [rigTestsBumpOp])
+        let two = CogRig(name: "two", ops: [rigTestsOtherOp, rigTestsBumpAgainOp])
+        #expect(rigTestsBumpOp.site != rigTestsBumpAgainOp.site)
+        let refused = refusal { try OpRegistry(rigs: [one, two]) }
+        #expect(refused?.kind == "remote op" && refused?.name == "rigTests.bump")
+        #expect(refused?.sites == [rigTestsBumpOp.site, rigTestsBumpAgainOp.site])
+        #expect(
+            refused?.description
+                == "the remote op name `rigTests.bump` is declared 2 times: at \(rigTestsBumpOp.site) and at \(rigTestsBumpAgainOp.site); each name needs exactly one declaration"
+        )
+        // Within one rig, too.
+        #expect(refusal { try OpRegistry(rigs: [CogRig(name: "both", ops: [rigTestsBumpOp, rigTestsBumpAgainOp])]) } == refused)
+    }
+
+    @Test func `one declaration listed by two rigs is one declaration`() throws {
+        let one = CogRig(name: "one", ops: [rigTestsOtherOp])
+        let registry = try OpRegistry(rigs: [one, one.variant(named: "one-more", summary: "", mechanisms: { _ in [] })])
+        #expect(registry.names == ["rigTests.other"])
+    }
+
+    @Test func `two durable sources with one name are refused, naming both sites`() {
+        let one = CogRig(name: "one", durableSources: [_rigTestsCountCog])
+        let two = CogRig(name: "two", durableSources: [_rigTestsCountAgainCog])
+        let sites = [one.durableSources[0].site, two.durableSources[0].site]
+        #expect(sites[0] != sites[1])
+        let refused = refusal { try OpRegistry(rigs: [one, two]) }
+        #expect(refused?.kind == "durable source" && refused?.name == "rigTests.count" && refused?.sites == sites)
+        // Even when only one is listed: the other is declared in the process, and a replica applies by name.
+        #expect(refusal { try OpRegistry(rigs: [one]) } == refused)
+    }
+
+    @Test func `listing a source without a name stops the process, saying so`() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = CogRig(name: "unnamed", durableSources: [Cog<Int>.Manual { 0 }])
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains("rig `unnamed`: the durable source declared at RigTests/RigValueTests.swift:"), "\(message)")
+        #expect(message.contains("has no stable name; give the declaration a `name:`"), "\(message)")
+    }
+}
