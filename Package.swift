@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CogLog", targets: ["CogLog"]),
         .library(name: "CogWire", targets: ["CogWire"]),
         .library(name: "CogCluster", targets: ["CogCluster"]),
+        .library(name: "CogdCommandLine", targets: ["CogdCommandLine"]),
         .executable(name: "cogd", targets: ["cogd"]),
     ],
     targets: [
@@ -38,14 +39,17 @@ let package = Package(
         .target(name: "TrailsRig", dependencies: ["Cog"]),
         .target(name: "CogSim", dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
         .target(name: "CCogdSupport"),
-        .executableTarget(
-            name: "cogd",
-            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "TrailsRig", "CLMDB", "CZMQ", "CCogdSupport"]
+        .target(
+            name: "CogdCommandLine",
+            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
+        .executableTarget(name: "cogd", dependencies: ["Cog", "CogdCommandLine", "LedgerRig", "TrailsRig"]),
+        // A user's own executable with one rig of its own (CogdTests runs it).
+        .executableTarget(name: "CounterApp", dependencies: ["Cog", "CogdCommandLine"], path: "Tests/CounterApp"),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
         .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogLog"]),
-        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
+        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogdCommandLine", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
         .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogWire", "CogLog", "Cog", "LedgerRig"]),
     ],
     swiftLanguageModes: [.v6]

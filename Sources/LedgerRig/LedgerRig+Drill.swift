@@ -15,9 +15,4 @@ extension LedgerRig {
     /// tests: in no rig, so a leader serves it only when given it too
     /// (`cogd leader --trap-op`).
     public static var trapOp: any RemoteOpDeclaration { _trapOp }
-
-    /// Registers `ledger.trap`, the op that traps on demand (drills and tests only).
-    public static func registerTrapOp() {
-        _ = _trapOp
-    }
 }

@@ -3,7 +3,7 @@ import CogWire
 import Foundation
 import Testing
 
-@testable import cogd
+@testable import CogdCommandLine
 
 @Suite("cogd leader and workers (real processes, loopback)", .serialized, .timeLimit(.minutes(2)))
 struct ClusterTests {

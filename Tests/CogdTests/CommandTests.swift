@@ -1,6 +1,6 @@
 import Testing
 
-@testable import cogd
+@testable import CogdCommandLine
 
 @Suite("cogd command line")
 struct CommandTests {

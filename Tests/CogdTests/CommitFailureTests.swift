@@ -3,7 +3,7 @@ import CogWire
 import Foundation
 import Testing
 
-@testable import cogd
+@testable import CogdCommandLine
 
 #if canImport(Glibc)
     import Glibc

@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import cogd
+@testable import CogdCommandLine
 
 #if canImport(Glibc)
     import Glibc

@@ -4,7 +4,7 @@ import CogWire
 import Foundation
 import Testing
 
-@testable import cogd
+@testable import CogdCommandLine
 
 #if canImport(Glibc)
     import Glibc

@@ -36,7 +36,8 @@ enum Command: Equatable {
         var dataFolder = Command.defaultDataFolder
         var requestsEndpoint = Command.defaultRequestsEndpoint
         var turnsEndpoint = Command.defaultTurnsEndpoint
-        var rig = "trails"
+        /// Printed in the leader's first line (it serves every rig); nil: the default rig.
+        var rig: String?
         /// A worker silent this long is gone (its scope instances retire).
         var heartbeatTimeout: Double = 5
         /// Where the serving thread runs (`--commit-cpu auto|none|LIST`).
@@ -59,7 +60,8 @@ enum Command: Equatable {
     struct WorkerOptions: Equatable {
         var leaderEndpoint = Command.defaultRequestsEndpoint
         var name = "worker-\(getpid())"
-        var rig = "trails"
+        /// The rig whose mechanisms it runs; nil: the default (the first offered).
+        var rig: String?
     }
 
     struct CallOptions: Equatable {
@@ -117,7 +119,9 @@ enum Command: Equatable {
         ("help", "show help for cogd or one subcommand"),
     ]
 
-    static func parse(_ arguments: [String]) throws(UsageError) -> Command {
+    /// The command `arguments` (after the program name) ask for; `--rig`
+    /// must name one of `rigNames`.
+    static func parse(_ arguments: [String], rigNames: [String]) throws(UsageError) -> Command {
         guard let first = arguments.first else { return .help(topic: nil) }
         let rest = Array(arguments.dropFirst())
         switch first {
@@ -143,7 +147,7 @@ enum Command: Equatable {
             return try parseLog(rest)
         case "leader", "worker", "call", "status":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
-            return try parseCluster(first, rest)
+            return try parseCluster(first, rest, rigNames: rigNames)
         case "drill":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .drill(try parseDrill(rest))
@@ -203,7 +207,7 @@ enum Command: Equatable {
         return options
     }
 
-    private static func parseCluster(_ subcommand: String, _ arguments: [String]) throws(UsageError) -> Command {
+    private static func parseCluster(_ subcommand: String, _ arguments: [String], rigNames: [String]) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: subcommand)
         var leader = LeaderOptions()
         var worker = WorkerOptions()
@@ -212,8 +216,8 @@ enum Command: Equatable {
         var json = false
         var requestID: RequestID?
         func rig(_ text: String) throws(UsageError) -> String {
-            guard Rigs.names.contains(text) else {
-                throw UsageError(message: "unknown rig '\(text)' (one of: \(Rigs.names.joined(separator: ", ")))", subcommand: subcommand)
+            guard rigNames.contains(text) else {
+                throw UsageError(message: "unknown rig '\(text)' (one of: \(rigNames.joined(separator: ", ")))", subcommand: subcommand)
             }
             return text
         }

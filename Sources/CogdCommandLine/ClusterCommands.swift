@@ -5,43 +5,66 @@ import CogWire
 import Dispatch
 import Foundation
 import LedgerRig
-import TrailsRig
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// The rigs `cogd` can run (`--rig`).
-enum Rigs {
-    static let names = ["trails", "ledger", "ledger-greeter", "ledger-peers", "ledger-concierge", "replica"]
+/// The rigs one executable offers (`--rig`): those given to
+/// `CogdCommandLine.main(rigs:)`, in order (the first is the default), then
+/// `replica` — every rig's declarations, no mechanisms — unless a given rig
+/// has that name.
+struct Rigs {
+    let all: [CogRig]
 
-    /// Registers every rig's declarations (a leader serves them all: it
-    /// hosts no mechanisms, and their durable names do not overlap).
-    @MainActor
-    static func registerAll() {
-        TrailsRig.register()
-        LedgerRig.register()
+    init(_ given: [CogRig]) {
+        guard !given.isEmpty else {
+            fatalError("CogdCommandLine.main(rigs:) was given no rig; pass at least one (`[MyApp.rig]`)")
+        }
+        var seen = Set<String>()
+        for rig in given where !seen.insert(rig.name).inserted {
+            fatalError("two rigs given to CogdCommandLine.main(rigs:) are named `\(rig.name)`; give one of them another name")
+        }
+        all = given + (seen.contains("replica") ? [] : [CogRig.replica(of: given)])
     }
 
-    /// Registers every rig's declarations (a replica applies every turn the
-    /// leader logs) and returns the worker mechanisms of the chosen one.
-    @MainActor
-    static func prepare(_ name: String) -> [any Mechanism] {
-        registerAll()
-        switch name {
-        case "trails":
-            return TrailsRig.mechanisms()
-        case "replica":
-            return []
-        case "ledger", "ledger-greeter", "ledger-peers", "ledger-concierge":
-            return LedgerRig.mechanisms(
-                greeter: name == "ledger-greeter", peers: name == "ledger-peers", concierge: name == "ledger-concierge"
-            ) { total in
-                print("ledger total \(total)")
-            }
-        default:
-            fatalError("internal inconsistency: rig \(name) passed parsing")
+    var names: [String] { all.map(\.name) }
+
+    /// What `--rig` means when not given.
+    var defaultName: String { all[0].name }
+
+    func rig(named name: String) -> CogRig? { all.first { $0.name == name } }
+
+    /// Whether the Ledger rig and the variants the drill's workers run are
+    /// offered (`drill`, `sim` and `bench cluster` exercise it). Compared by
+    /// name, then by the ops' declarations, so a rig of one's own that is
+    /// also called `ledger` does not count.
+    var offersLedger: Bool {
+        let needed = ["ledger", "ledger-greeter", "ledger-concierge"]
+        let offered = needed.compactMap { rig(named: $0) }
+        guard offered.count == needed.count else { return false }
+        let ledgerOps = Set(LedgerRig.rig.ops.map(\.site))
+        return offered.allSatisfy { Set($0.ops.map(\.site)) == ledgerOps }
+    }
+
+    /// What help adds to a subcommand that needs the Ledger rig when it is absent.
+    func ledgerNote(for subcommand: String) -> String {
+        guard !offersLedger else { return "" }
+        switch subcommand {
+        case "drill", "sim": return " — needs the ledger rig (LedgerRig.rigs), which this program does not offer"
+        case "bench": return " — cluster needs the ledger rig (LedgerRig.rigs), which this program does not offer"
+        default: return ""
         }
+    }
+
+    /// Exit status 1, after saying why, when `subcommand` needs the Ledger
+    /// rig and it is absent; nil when it is offered.
+    func ledgerMissing(for subcommand: String) -> Int32? {
+        guard !offersLedger else { return nil }
+        printError(
+            "Error: '\(CogdCommandLine.programName) \(subcommand)' exercises the ledger rig and its variants ledger-greeter and "
+                + "ledger-concierge, which this program does not offer; pass LedgerRig.rigs to CogdCommandLine.main(rigs:) to run it")
+        return 1
     }
 }
 
@@ -71,12 +94,14 @@ final class SignalStopper {
 
 enum ClusterCommands {
     @MainActor
-    static func leader(_ options: Command.LeaderOptions) -> Int32 {
+    static func leader(_ options: Command.LeaderOptions, rigs: Rigs) -> Int32 {
         let stopper = SignalStopper()
-        Rigs.registerAll()
-        if options.trapOp { LedgerRig.registerTrapOp() }
+        let rigName = options.rig ?? rigs.defaultName
         let leader: Leader
         do {
+            // Every rig's ops (a leader hosts no mechanisms); `--trap-op` adds the op that traps on demand.
+            let trap = options.trapOp ? [CogRig(name: "trap-op", ops: [LedgerRig.trapOp])] : []
+            let registry = try OpRegistry(rigs: rigs.all + trap)
             var configuration = Leader.Configuration(
                 dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
                 turnsEndpoint: options.turnsEndpoint, heartbeatTimeout: .milliseconds(Int64(options.heartbeatTimeout * 1_000)),
@@ -85,14 +110,14 @@ enum ClusterCommands {
             ).acceptingDataLoss(options.acceptDataLoss)
             configuration.maximumRecordBytes = options.maximumRecordBytes
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
-            leader = try Leader(configuration: configuration)
+            leader = try Leader(configuration: configuration, registry: registry)
         } catch {
             printError("Error: \(escaped: error)")
             return 1
         }
         print(
             "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
-                + "rig \(options.rig), epoch \(leader.epoch), revision \(leader.lastRevision)")
+                + "rig \(rigName), epoch \(leader.epoch), revision \(leader.lastRevision)")
         print("cogd leader: \(leader.placement.description)\(leader.spinDescription)")
         if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         if let crashed = leader.quarantined {
@@ -114,22 +139,26 @@ enum ClusterCommands {
     }
 
     @MainActor
-    static func worker(_ options: Command.WorkerOptions) async -> Int32 {
+    static func worker(_ options: Command.WorkerOptions, rigs: Rigs) async -> Int32 {
         let stopper = SignalStopper()
-        let mechanisms = Rigs.prepare(options.rig)
+        let rigName = options.rig ?? rigs.defaultName
+        guard let rig = rigs.rig(named: rigName) else { fatalError("internal inconsistency: rig \(rigName) passed parsing") }
         let worker: Worker
         do {
-            // A name declared twice is refused here too (the replica applies by name).
-            _ = try OpRegistry.declared()
+            // A name declared twice is refused here too (the replica applies
+            // by name); every rig's declarations are registered (a replica
+            // applies every turn the leader logs).
+            _ = try OpRegistry(rigs: rigs.all)
+            let host = CogRig.Host(workerName: options.name) { line in print(TerminalText.escaped(line)) }
             worker = try Worker(
-                configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint), mechanisms: mechanisms)
+                configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint), mechanisms: rig.mechanisms(host))
         } catch {
             printError("Error: \(escaped: error)")
             return 1
         }
         // The name is the operator's, but it is also what the leader and `status` show: print it as they do.
         let name = TerminalText.escaped(options.name)
-        print("cogd worker \(name): leader \(options.leaderEndpoint), rig \(options.rig)")
+        print("cogd worker \(name): leader \(options.leaderEndpoint), rig \(rigName)")
         fflush(nil)
         var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0

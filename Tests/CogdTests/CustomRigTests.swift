@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `CounterApp` (Tests/CounterApp): a user's own executable, one call of
+/// `CogdCommandLine.main(rigs:)` with a rig of its own, run as real
+/// processes on loopback.
+@Suite("your own executable on cogd", .timeLimit(.minutes(3)))
+struct CustomRigTests {
+    /// The `CounterApp` executable built beside `cogd`.
+    func counterApp() -> URL {
+        cogdExecutable().deletingLastPathComponent().appendingPathComponent("CounterApp")
+    }
+
+    /// Runs `CounterApp` to completion (bounded); exit status and both outputs.
+    func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = counterApp()
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        waitForExit(process, timeout: .seconds(30))
+        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    }
+
+    @Test func `a leader serves the app's op, a worker runs its mechanism and scope, and cogd reads its log`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try CogdProcess(
+            executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") }?.contains("rig counter") == true, "the leader names the default rig")
+
+        let bump = try run(["call", "counter.bump", "5", "--leader", ports.requests])
+        #expect(bump.status == 0 && bump.stdout.hasPrefix("applied revision 1"), "\(bump)")
+        // Only the given rigs' ops are served: the ledger's is unknown here.
+        let foreign = try run(["call", "ledger.open", #"{"account": "a", "balance": 1}"#, "--leader", ports.requests])
+        #expect(foreign.status == 1 && foreign.stdout.contains("no op named `ledger.open`"), "\(foreign)")
+
+        let worker = try CogdProcess(executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "w1"])
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("rig counter") } != nil)
+        #expect(worker.waitForLine { $0 == "counter 5" } != nil, "the worker's mechanism saw the replicated count")
+
+        // Opening the scope makes the worker's scope child bump by 100 (its request carries the scope instance).
+        let open = try run(["call", "counter.setBonus", "true", "--leader", ports.requests])
+        #expect(open.status == 0, "\(open)")
+        #expect(worker.waitForLine { $0 == "counter 105" } != nil, "the bonus scope's op applied")
+
+        // `cogd` itself reads the app's log (beside the running leader).
+        let tail = try runCogd(["tail", "--data", folder.path, "--json"])
+        #expect(tail.status == 0)
+        #expect(tail.stdout.contains("counter.bump") && tail.stdout.contains("counter.setBonus"), "\(tail.stdout)")
+        let status = try run(["status", "--leader", ports.requests])
+        #expect(status.status == 0 && status.stdout.contains("w1: applied"), "\(status)")
+    }
+
+    @Test func `--rig chooses among the app's rigs, and what needs the ledger rig says so`() throws {
+        let unknown = try run(["worker", "--rig", "trails"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.hasPrefix("Error: unknown rig 'trails' (one of: counter, replica)\nUsage: CounterApp worker"), "\(unknown.stderr)")
+        #expect(unknown.stderr.hasSuffix("See 'CounterApp worker --help'\n"))
+
+        let help = try run(["help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("drill     crash-and-restart drill: CounterApp drill"))
+        #expect(help.stdout.contains("needs the ledger rig"), "\(help.stdout)")
+        let workerHelp = try run(["worker", "--help"])
+        #expect(workerHelp.stdout.contains("Rigs (--rig NAME, default counter):\n  counter "), "\(workerHelp.stdout)")
+
+        for arguments in [["drill", "--seconds", "1"], ["sim", "--seed", "1"], ["bench", "cluster"]] {
+            let result = try run(arguments)
+            #expect(result.status == 1, "\(arguments): \(result)")
+            #expect(result.stderr.contains("which this program does not offer"), "\(arguments): \(result.stderr)")
+        }
+    }
+}
