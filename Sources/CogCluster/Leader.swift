@@ -36,6 +36,10 @@ public final class Leader {
         /// Go on from what data.mdb holds even when it is behind what the
         /// folder's `cogd.identity` remembers (`--accept-data-loss`).
         public var acceptDataLoss = false
+        /// The fingerprints of the rigs served: a worker whose hello names
+        /// another rig, or an incompatible version of one, is refused
+        /// `rig-mismatch` (empty: nothing is compared).
+        public var rigs: [CogRig.Fingerprint] = []
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -172,7 +176,7 @@ public final class Leader {
             log: store, ports: self, registry: registry,
             settings: LeaderCore.Settings(
                 heartbeatTimeout: configuration.heartbeatTimeout, maximumRecordBytes: configuration.maximumRecordBytes,
-                turnsEndpoint: boundTurnsEndpoint))
+                turnsEndpoint: boundTurnsEndpoint, rigs: configuration.rigs))
         if crashedCount > 0 { core.countEvent(RejectionCode.crashedLeader.rawValue) }
         // Replies a crash left unindexed are indexed now.
         if core.hasWork { try serveBatch() }

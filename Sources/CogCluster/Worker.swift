@@ -19,11 +19,17 @@ public final class Worker: CogRemoteLink {
         public var name: String
         public var leaderEndpoint: String
         public var heartbeatInterval: Duration
+        /// The fingerprint of the rig it runs, sent with each hello (nil: none is sent).
+        public var rig: CogRig.Fingerprint?
 
-        public init(name: String, leaderEndpoint: String = "tcp://127.0.0.1:5701", heartbeatInterval: Duration = .seconds(1)) {
+        public init(
+            name: String, leaderEndpoint: String = "tcp://127.0.0.1:5701", heartbeatInterval: Duration = .seconds(1),
+            rig: CogRig.Fingerprint? = nil
+        ) {
             self.name = name
             self.leaderEndpoint = leaderEndpoint
             self.heartbeatInterval = heartbeatInterval
+            self.rig = rig
         }
     }
 
@@ -58,6 +64,9 @@ public final class Worker: CogRemoteLink {
     /// Why the leader refuses this process the worker name (another process
     /// holds it), until a welcome: meanwhile it says hello every 250 ms.
     public var displaced: WireError? { core.displaced }
+    /// Why the leader refuses the rig this worker runs (`rig-mismatch`),
+    /// until a welcome: meanwhile it says hello every 5 s.
+    public var rigRefused: WireError? { core.rigRefused }
     /// The state digest of the replica (`protocol/turnlog.md`).
     public var stateDigest: StateDigest { core.stateDigest }
     /// How many applied records (and snapshots) carried another state
@@ -95,7 +104,8 @@ public final class Worker: CogRemoteLink {
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
         self.mechanisms = mechanisms
-        core = ReplicaCore(settings: ReplicaCore.Settings(name: configuration.name, heartbeatInterval: configuration.heartbeatInterval))
+        core = ReplicaCore(
+            settings: ReplicaCore.Settings(name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig))
         cogs = Cogs.replica()
         context = try ZMQContext()
         dealer = try ZMQSocket(context, .dealer)

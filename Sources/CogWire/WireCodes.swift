@@ -16,6 +16,7 @@ public enum WireErrorCode: String, Sendable, CaseIterable, Hashable {
     case revisionAhead = "revision-ahead"
     case tooManyRegistrations = "too-many-registrations"
     case registerAgain = "register-again"
+    case rigMismatch = "rig-mismatch"
     case busy
 }
 

@@ -1,3 +1,4 @@
+import Cog
 import CogLog
 import Foundation
 
@@ -5,8 +6,10 @@ import Foundation
 /// One message is one ZeroMQ frame of deterministic CBOR: a map
 /// `{"v": 1, "type": …, "body": …}`.
 public enum WireMessage: Equatable, Sendable {
-    /// Worker → leader: who it is and the last revision it holds.
-    case hello(worker: String, lastRevision: UInt64)
+    /// Worker → leader: who it is, the last revision it holds, and the
+    /// fingerprint of the rig it runs (absent from workers before it was
+    /// sent, and from tools: then nothing is compared).
+    case hello(worker: String, lastRevision: UInt64, rig: CogRig.Fingerprint? = nil)
     /// Leader → worker: the epoch, the newest revision, where turns are
     /// published, and the highest request sequence answered for this worker
     /// name (its next requests are numbered above it).
@@ -304,8 +307,10 @@ extension WireMessage {
         }
         let body: CBORValue?
         switch self {
-        case .hello(let worker, let lastRevision):
-            body = tree(["worker": CBORValue.text(worker), "lastRevision": .unsigned(lastRevision)])
+        case .hello(let worker, let lastRevision, let rig):
+            var fields: [(key: CBORValue, value: CBORValue)] = [(.text("worker"), .text(worker)), (.text("lastRevision"), .unsigned(lastRevision))]
+            if let rig { fields.append((.text("rig"), tree(rig))) }
+            body = .map(fields)
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
             body = tree([
                 "epoch": CBORValue.unsigned(epoch), "lastRevision": .unsigned(lastRevision), "turns": .text(turnsEndpoint),
@@ -358,7 +363,7 @@ extension WireMessage {
     /// The worker a request, hello, heartbeat or registration names.
     public var workerName: String? {
         switch self {
-        case .hello(let worker, _), .heartbeat(let worker, _, _): worker
+        case .hello(let worker, _, _), .heartbeat(let worker, _, _): worker
         case .op(let request): request.request.worker
         case .scopeRegister(let spec): spec.worker
         default: nil
@@ -408,9 +413,9 @@ extension WireMessage {
         }
         switch envelope.type {
         case "hello":
-            struct Hello: Decodable { var worker: String; var lastRevision: UInt64 }
+            struct Hello: Decodable { var worker: String; var lastRevision: UInt64; var rig: CogRig.Fingerprint? }
             let hello = try body(Hello.self)
-            return .hello(worker: hello.worker, lastRevision: hello.lastRevision)
+            return .hello(worker: hello.worker, lastRevision: hello.lastRevision, rig: hello.rig)
         case "welcome":
             struct Welcome: Decodable { var epoch: UInt64; var lastRevision: UInt64; var turns: String; var lastSequence: UInt64? }
             let welcome = try body(Welcome.self)

@@ -110,6 +110,8 @@ enum ClusterCommands {
             ).acceptingDataLoss(options.acceptDataLoss)
             configuration.maximumRecordBytes = options.maximumRecordBytes
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
+            // A worker whose hello names another rig, or an incompatible version of one, is refused.
+            configuration.rigs = rigs.all.map(\.fingerprint)
             leader = try Leader(configuration: configuration, registry: registry)
         } catch {
             printError("Error: \(escaped: error)")
@@ -151,7 +153,8 @@ enum ClusterCommands {
             _ = try OpRegistry(rigs: rigs.all)
             let host = CogRig.Host(workerName: options.name) { line in print(TerminalText.escaped(line)) }
             worker = try Worker(
-                configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint), mechanisms: rig.mechanisms(host))
+                configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint),
+                mechanisms: rig.mechanisms(host))
         } catch {
             printError("Error: \(escaped: error)")
             return 1
@@ -163,6 +166,7 @@ enum ClusterCommands {
         var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0
         var reportedDisplaced = false
+        var reportedRigRefused = false
         var reportedSilence = false
         var reportedMismatches = 0
         do {
@@ -184,6 +188,16 @@ enum ClusterCommands {
                         printError("cogd worker \(name): the leader refuses this name: \(escaped: refusal.message); retrying until it is free")
                     } else {
                         print("cogd worker \(name): the name is free; this process holds it now")
+                    }
+                }
+                if (worker.rigRefused != nil) != reportedRigRefused {
+                    reportedRigRefused = worker.rigRefused != nil
+                    if let refusal = worker.rigRefused {
+                        printError(
+                            "cogd worker \(name): the leader refuses this worker's rig: \(escaped: refusal.message); "
+                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until it serves a compatible one")
+                    } else {
+                        print("cogd worker \(name): the leader accepts this worker's rig")
                     }
                 }
                 if worker.isSynced && worker.syncedEpoch != reportedEpoch {

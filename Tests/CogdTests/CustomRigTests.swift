@@ -83,4 +83,41 @@ struct CustomRigTests {
             #expect(result.stderr.contains("which this program does not offer"), "\(arguments): \(result.stderr)")
         }
     }
+
+    @Test func `a worker built with an incompatible rig is refused, naming what differs; one that lacks what the leader added joins`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try CogdProcess(
+            executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil)
+
+        let renamed = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "renamed"], environment: ["COUNTER_BUILD": "renamed"])
+        defer { renamed.stop() }
+        let refusal = renamed.waitForLine { $0.contains("the leader refuses this worker's rig") }
+        #expect(
+            refusal?.contains(
+                "worker renamed's rig counter differs from the leader's: ops the leader does not serve: `counter.add`") == true,
+            "\(renamed.lines)")
+        let bumped = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "bumped"], environment: ["COUNTER_BUILD": "bumped"])
+        defer { bumped.stop() }
+        #expect(bumped.waitForLine { $0.contains("its schema version is 2, the leader's 1") } != nil, "\(bumped.lines)")
+
+        // A build from before the leader's added the bonus source and op: compatible, it syncs.
+        let older = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "older"], environment: ["COUNTER_BUILD": "older"])
+        defer { older.stop() }
+        #expect(older.waitForLine { $0.contains("synced at revision") } != nil, "\(older.lines)")
+        let bump = try run(["call", "counter.bump", "3", "--leader", ports.requests])
+        #expect(bump.status == 0, "\(bump)")
+        #expect(older.waitForLine { $0.contains("applied 1") } != nil)
+
+        // The refused workers never held their names; the leader counts the refusals.
+        let status = try run(["status", "--leader", ports.requests, "--json"])
+        #expect(status.stdout.contains(#""rig-mismatch": "#) && !status.stdout.contains(#""name": "renamed""#), "\(status)")
+        #expect(!renamed.lines.contains { $0.contains("synced at revision") })
+    }
 }

@@ -1,3 +1,4 @@
+import Cog
 import CogLog
 import CogWire
 import Foundation
@@ -22,6 +23,10 @@ struct WireVectorTests {
         let balance = (name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))
         return [
             ("hello", .hello(worker: "w1", lastRevision: 0)),
+            ("hello-rig", .hello(
+                worker: "w1", lastRevision: 42,
+                rig: CogRig.Fingerprint(
+                    name: "ledger", schemaVersion: 1, durableSources: ["ledger.accounts", "ledger.balance"], ops: ["ledger.open", "ledger.transfer"]))),
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
             ("heartbeat", .heartbeat(worker: "w1", revision: 42, stateDigest: after42)),
             ("snapshot-request", .snapshotRequest(inParts: false)),

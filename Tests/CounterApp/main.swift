@@ -3,6 +3,7 @@
 // mechanism with a watch and a scope), then one call for the command line.
 import Cog
 import CogdCommandLine
+import Foundation
 
 /// The count.
 let _countCog = Cog<Int>.Manual(name: "counter.count") { 0 }
@@ -38,11 +39,34 @@ struct CounterMechanism: Mechanism {
     }
 }
 
+/// `counter.bump` renamed (another build of the app, for the rig-version tests).
+let addOp = RemoteOp<Int>(name: "counter.add") { c, amount in
+    let (count, overflow) = c[_countCog].addingReportingOverflow(amount)
+    if !overflow { c[_countCog] = count }
+}
+
 enum Counter {
     static let rig = CogRig(
         name: "counter", summary: "a count, bumped by ops and by a bonus scope",
         durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp],
         mechanisms: { host in [CounterMechanism(log: host.log)] })
+
+    /// The rig as another build of the app declares it (`COUNTER_BUILD`):
+    /// `older`, before the bonus scope's source and op were added (a
+    /// leader of this build serves it); `renamed`, with `counter.bump`
+    /// renamed `counter.add` (refused); `bumped`, schema version 2 (refused).
+    static func build(_ name: String?) -> CogRig {
+        switch name {
+        case "older":
+            CogRig(name: "counter", durableSources: [_countCog], ops: [bumpOp], mechanisms: { _ in [] })
+        case "renamed":
+            CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [addOp, setBonusOp], mechanisms: { _ in [] })
+        case "bumped":
+            CogRig(name: "counter", schemaVersion: 2, durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [] })
+        default:
+            rig
+        }
+    }
 }
 
-await CogdCommandLine.main(rigs: [Counter.rig])
+await CogdCommandLine.main(rigs: [Counter.build(ProcessInfo.processInfo.environment["COUNTER_BUILD"])])

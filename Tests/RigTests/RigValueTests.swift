@@ -117,4 +117,32 @@ struct RigValueTests {
         #expect(message.contains("rig `unnamed`: the durable source declared at RigTests/RigValueTests.swift:"), "\(message)")
         #expect(message.contains("has no stable name; give the declaration a `name:`"), "\(message)")
     }
+
+    @Test func `a rig's fingerprint is its name, schema version, durable names and op names, sorted`() {
+        let fingerprint = LedgerRig.rig.fingerprint
+        #expect(fingerprint.name == "ledger" && fingerprint.schemaVersion == 1)
+        #expect(fingerprint.durableSources == ["ledger.accounts", "ledger.balance", "ledger.greeted"])
+        #expect(fingerprint.ops == ["ledger.close", "ledger.greet", "ledger.open", "ledger.tellerTransfer", "ledger.transfer"])
+        #expect(LedgerRig.greeterRig.fingerprint.ops == fingerprint.ops && LedgerRig.greeterRig.fingerprint.name == "ledger-greeter")
+        #expect(fingerprint.incompatibility(with: fingerprint) == nil)
+    }
+
+    @Test func `a worker may lack what the leader adds, nothing else`() {
+        let leader = CogRig.Fingerprint(name: "todos", schemaVersion: 3, durableSources: ["todos.ids", "todos.title"], ops: ["todos.add", "todos.remove"])
+        // Added at the leader: an op, a durable source.
+        #expect(CogRig.Fingerprint(name: "todos", schemaVersion: 3, durableSources: ["todos.ids"], ops: ["todos.add"]).incompatibility(with: leader) == nil)
+        // Removed or renamed at the leader.
+        let renamed = CogRig.Fingerprint(name: "todos", schemaVersion: 3, durableSources: ["todos.ids", "todos.name"], ops: ["todos.add", "todos.delete"])
+        #expect(
+            renamed.incompatibility(with: leader)
+                == "rig todos differs from the leader's: durable sources the leader does not declare: `todos.name`; "
+                + "ops the leader does not serve: `todos.delete` (a worker may lack what the leader adds, nothing else; run the leader's version of the rig)")
+        // A schema version bumped on either side.
+        let older = CogRig.Fingerprint(name: "todos", schemaVersion: 2, durableSources: ["todos.ids", "todos.title"], ops: ["todos.add", "todos.remove"])
+        #expect(older.incompatibility(with: leader)?.contains("its schema version is 2, the leader's 3") == true)
+        #expect(leader.incompatibility(with: older)?.contains("its schema version is 3, the leader's 2") == true)
+        // A long list is cut (a peer chooses it).
+        let many = CogRig.Fingerprint(name: "todos", schemaVersion: 3, durableSources: [], ops: (1...20).map { "op\($0)" })
+        #expect(many.incompatibility(with: leader)?.contains("and 12 more") == true)
+    }
 }

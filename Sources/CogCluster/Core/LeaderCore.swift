@@ -31,15 +31,21 @@ public struct LeaderCore {
         public var turnsEndpoint: String
         /// Rules switched off, to show the simulator catches their absence.
         public var broken: Set<LeaderRule>
+        /// The fingerprints of the rigs served: a hello naming a rig is
+        /// refused `rig-mismatch` unless one of them has its name and is
+        /// compatible (`CogRig.Fingerprint.incompatibility`). Empty: nothing
+        /// is compared.
+        public var rigs: [CogRig.Fingerprint]
 
         public init(
             heartbeatTimeout: Duration = .seconds(5), maximumRecordBytes: Int = LeaderCore.maximumRecordBytes,
-            turnsEndpoint: String, broken: Set<LeaderRule> = []
+            turnsEndpoint: String, broken: Set<LeaderRule> = [], rigs: [CogRig.Fingerprint] = []
         ) {
             self.heartbeatTimeout = heartbeatTimeout
             self.maximumRecordBytes = maximumRecordBytes
             self.turnsEndpoint = turnsEndpoint
             self.broken = broken
+            self.rigs = rigs
         }
     }
 
@@ -372,7 +378,11 @@ public struct LeaderCore {
             return
         }
         switch message {
-        case .hello(let worker, let revision):
+        case .hello(let worker, let revision, let rig):
+            if let rig, let refusal = rigRefusal(rig, worker: worker) {
+                refuse(peer, refusal)
+                return
+            }
             hello(peer, worker, revision: revision, now: now)
         case .heartbeat(let worker, let revision, let stateDigest):
             heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
@@ -399,6 +409,18 @@ public struct LeaderCore {
     }
 
     // MARK: Names: hello, heartbeats, holding
+
+    /// The refusal of a hello from a worker running `rig`, when no rig
+    /// served has its name or the one that has is not compatible; nil when
+    /// it may join (or no rigs are compared).
+    private func rigRefusal(_ rig: CogRig.Fingerprint, worker: String) -> WireError? {
+        guard !settings.rigs.isEmpty else { return nil }
+        guard let served = settings.rigs.first(where: { $0.name == rig.name }) else {
+            let names = settings.rigs.map { "`\($0.name)`" }.joined(separator: ", ")
+            return WireError(.rigMismatch, "worker \(worker) runs rig `\(rig.name)`, which this leader does not serve (it serves \(names))")
+        }
+        return rig.incompatibility(with: served).map { WireError(.rigMismatch, "worker \(worker)'s \($0)") }
+    }
 
     private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, now: Duration) {
         guard revision <= log.lastRevision else {

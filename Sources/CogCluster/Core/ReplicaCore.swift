@@ -1,3 +1,4 @@
+import Cog
 import CogLog
 import CogWire
 
@@ -24,14 +25,19 @@ public struct ReplicaCore: Sendable {
         /// Whether each applied record's state digest is checked (off only
         /// in `cogd sim --break digest-check`, to show the checker notices).
         public var checksDigest: Bool
+        /// The fingerprint of the rig the worker runs, sent with each hello
+        /// (nil: none is sent, nothing is compared).
+        public var rig: CogRig.Fingerprint?
 
         public init(
-            name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30), checksDigest: Bool = true
+            name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30), checksDigest: Bool = true,
+            rig: CogRig.Fingerprint? = nil
         ) {
             self.name = name
             self.heartbeatInterval = heartbeatInterval
             self.snapshotPatience = snapshotPatience
             self.checksDigest = checksDigest
+            self.rig = rig
         }
     }
 
@@ -89,6 +95,12 @@ public struct ReplicaCore: Sendable {
     /// Why the leader refuses this process the worker name (another process
     /// holds it), until a welcome: meanwhile it says hello every 250 ms.
     public private(set) var displaced: WireError?
+    /// Why the leader refuses the rig this worker runs (`rig-mismatch`),
+    /// until a welcome: meanwhile it sends nothing but a hello every
+    /// `rigRetryInterval` (a leader upgraded meanwhile takes it).
+    public private(set) var rigRefused: WireError?
+    /// How often a worker whose rig was refused says hello again.
+    public static let rigRetryInterval: Duration = .seconds(5)
     /// The encoded value of every durable entry applied, by name, 0, key.
     public private(set) var encodedState: [[UInt8]: [UInt8]] = [:]
     /// The highest request sequence used (or answered) in this name.
@@ -131,7 +143,7 @@ public struct ReplicaCore: Sendable {
         switch input {
         case .start:
             lastHeartbeat = now
-            send(.hello(worker: settings.name, lastRevision: 0))
+            sayHello(lastRevision: 0)
         case .leader(let message):
             handle(message, now: now)
         case .published(let epoch, let records):
@@ -150,13 +162,14 @@ public struct ReplicaCore: Sendable {
                 // The request or its answer was lost (a connection broke): ask again.
                 askForCatchUp(now: now)
             }
-            let interval = displaced == nil ? settings.heartbeatInterval : .milliseconds(250)
+            let interval =
+                rigRefused != nil ? ReplicaCore.rigRetryInterval : displaced == nil ? settings.heartbeatInterval : .milliseconds(250)
             if now - lastHeartbeat >= interval {
                 lastHeartbeat = now
-                if displaced == nil {
+                if displaced == nil && rigRefused == nil {
                     send(.heartbeat(worker: settings.name, revision: appliedRevision, stateDigest: stateDigest))
                 } else {
-                    send(.hello(worker: settings.name, lastRevision: appliedRevision))
+                    sayHello(lastRevision: appliedRevision)
                 }
             }
         }
@@ -180,6 +193,7 @@ public struct ReplicaCore: Sendable {
         if !buffered.isEmpty { parts.append("\(buffered.count) records held") }
         if rejoining { parts.append("rejoining") }
         if displaced != nil { parts.append("displaced") }
+        if rigRefused != nil { parts.append("rig refused") }
         return parts.joined(separator: ", ")
     }
 
@@ -193,6 +207,11 @@ public struct ReplicaCore: Sendable {
     }
 
     private mutating func send(_ message: WireMessage) { effects.append(.send(message)) }
+
+    /// Says hello, with the rig's fingerprint when the worker runs one.
+    private mutating func sayHello(lastRevision: UInt64) {
+        send(.hello(worker: settings.name, lastRevision: lastRevision, rig: settings.rig))
+    }
 
     private mutating func handle(_ message: WireMessage, now: Duration) {
         switch message {
@@ -227,6 +246,7 @@ public struct ReplicaCore: Sendable {
         let dropped = registerOnWelcome || displaced != nil
         registerOnWelcome = false
         displaced = nil
+        rigRefused = nil
         if dropped, self.epoch == epoch, isSynced { effects.append(.registerScopesAnew) }
         leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
         // A worker restarted under the same name continues above the
@@ -315,7 +335,7 @@ public struct ReplicaCore: Sendable {
             rejoining = true
             registerOnWelcome = true
             effects.append(.forgetInstances)
-            send(.hello(worker: settings.name, lastRevision: appliedRevision))
+            sayHello(lastRevision: appliedRevision)
         } else if code == .registerAgain, displaced == nil, isSynced {
             // The leader's commit failed: the registration it answered in
             // that batch was given up with it.
@@ -327,7 +347,14 @@ public struct ReplicaCore: Sendable {
             rejoining = true
             epoch = nil
             appliedRevision = 0
-            send(.hello(worker: settings.name, lastRevision: 0))
+            sayHello(lastRevision: 0)
+        } else if code == .rigMismatch {
+            // The leader serves another version of this rig (or none of its
+            // name): nothing this worker would do is safe. Say hello now and
+            // then (the leader may be upgraded meanwhile); its instances, if
+            // any, are gone.
+            if rigRefused == nil { effects.append(.forgetInstances) }
+            rigRefused = error
         } else if code == .nameInUse, displaced == nil {
             // Another process holds the name (this one started second, or was
             // replaced while frozen): its instances, if any, are gone; say
@@ -370,7 +397,7 @@ public struct ReplicaCore: Sendable {
         }
         if !buffered.isEmpty, catchUpFrom == nil, !awaitingSnapshot { askForCatchUp(now: now) }
         // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
-        if displaced == nil, now - lastHeartbeat >= .milliseconds(100) {
+        if displaced == nil, rigRefused == nil, now - lastHeartbeat >= .milliseconds(100) {
             lastHeartbeat = now
             send(.heartbeat(worker: settings.name, revision: appliedRevision, stateDigest: stateDigest))
         }

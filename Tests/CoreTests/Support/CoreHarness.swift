@@ -161,13 +161,14 @@ final class CoreHarness {
 
     init(
         log: MemoryLog = MemoryLog(), registry: OpRegistry? = nil, heartbeatTimeout: Duration = .seconds(5),
-        maximumRecordBytes: Int = LeaderCore.maximumRecordBytes
+        maximumRecordBytes: Int = LeaderCore.maximumRecordBytes, rigs: [CogRig.Fingerprint] = []
     ) throws {
         self.log = log
         reads = FlakyReads(log)
         self.registry = registry ?? CoreHarness.ledgerRegistry()
         settings = LeaderCore.Settings(
-            heartbeatTimeout: heartbeatTimeout, maximumRecordBytes: maximumRecordBytes, turnsEndpoint: CoreHarness.turnsEndpoint)
+            heartbeatTimeout: heartbeatTimeout, maximumRecordBytes: maximumRecordBytes, turnsEndpoint: CoreHarness.turnsEndpoint,
+            rigs: rigs)
         core = try LeaderCore(log: reads, ports: ports, registry: self.registry, settings: settings)
         if core.hasWork { _ = endBatch() }
     }
