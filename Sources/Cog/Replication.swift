@@ -84,8 +84,39 @@ extension Cogs {
     }
 }
 
+/// Whether a stored value still decodes as the type its declaration has now.
+public enum StoredValueCheck: Equatable, Sendable {
+    /// It decodes.
+    case decodes
+    /// No declaration in this process has that durable name (nothing here reads it).
+    case undeclared
+    /// It does not decode: why, and where the declaration is (`fileID:line`).
+    case fails(reason: String, site: String)
+}
+
+extension Cogs {
+    /// Checks that `value` (and `key`), stored under the durable name
+    /// `name`, decode as the declaration of that name in this process has
+    /// its types now — what a leader does with every state entry before it
+    /// serves, so a field renamed or retyped is refused at start instead of
+    /// trapping when an op first reads the value.
+    @MainActor
+    public static func checkStoredValue(named name: String, key: [UInt8]?, value: [UInt8], codec: any CogDurableStore) -> StoredValueCheck {
+        guard let descriptor = DurableRegistry.descriptor(named: name) as? ReplicableDescriptor & Descriptor else { return .undeclared }
+        do {
+            try descriptor.checkDecodes(key: key, value: value, codec: codec)
+            return .decodes
+        } catch {
+            return .fails(reason: "\(error)", site: descriptor.site)
+        }
+    }
+}
+
 /// Decodes and stages one replicated write, without the value's Swift type.
 protocol ReplicableDescriptor: AnyObject {
+    /// Decodes a stored key and value without staging them (throws when they do not decode).
+    @MainActor func checkDecodes(key: [UInt8]?, value: [UInt8], codec: any CogDurableStore) throws
+
     /// `value` nil: released, or — `absentIsInitial` — the source has no
     /// stored value and holds its initial one.
     @MainActor func stageReplicated(
@@ -93,6 +124,17 @@ protocol ReplicableDescriptor: AnyObject {
 }
 
 extension ManualDescriptor: ReplicableDescriptor {
+    @MainActor func checkDecodes(key: [UInt8]?, value: [UInt8], codec: any CogDurableStore) throws {
+        guard let durable else { throw NotDurable(label: label, site: site, hasName: stableName != nil) }
+        if let key {
+            guard let decodeKey = durable.decodeKey else {
+                throw ReplicationError(message: "`\(label)` is keyless but the entry has a key")
+            }
+            _ = try decodeKey(key, codec)
+        }
+        _ = try durable.decodeValue(value, codec)
+    }
+
     @MainActor func stageReplicated(
         key: [UInt8]?, value: [UInt8]?, graph: Graph, codec: any CogDurableStore, absentIsInitial: Bool
     ) throws {

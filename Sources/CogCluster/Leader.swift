@@ -128,6 +128,13 @@ public final class Leader {
         let registry = try registry ?? OpRegistry.declared()
         store = try TurnStore(
             directory: configuration.dataFolder, mode: .writer, createIfMissing: true, acceptDataLoss: configuration.acceptDataLoss)
+        // Every stored value must decode as its declaration's type now: a
+        // field renamed or retyped is refused here, not a trap later.
+        let undecodable = try StoredValueAudit.stateTable(of: store)
+        guard undecodable.isEmpty else {
+            store.close()
+            throw UndecodableStateError(findings: undecodable)
+        }
         // Before the context: ZeroMQ's threads inherit the placement, so a
         // request's wake-ups stay on the CPUs the commits run on.
         placement = try CommitPlacement.apply(configuration.commitAffinity, dataFolder: configuration.dataFolder)

@@ -77,7 +77,7 @@ public enum CogdCommandLine {
         case .tail(let options):
             return TailCommand(options: options).run()
         case .logVerify(let dataFolder):
-            return LogCommands.verify(dataFolder: dataFolder)
+            return await MainActor.run { LogCommands.verify(dataFolder: dataFolder) }
         case .logStats(let dataFolder, let json):
             return LogCommands.stats(dataFolder: dataFolder, json: json)
         case .logUpgrade(let dataFolder):

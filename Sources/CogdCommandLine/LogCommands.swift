@@ -1,3 +1,4 @@
+import CogCluster
 import CogLog
 import CogWire
 import Foundation
@@ -105,6 +106,7 @@ struct TailCommand {
 
 /// `cogd log verify` and `cogd log stats`.
 enum LogCommands {
+    @MainActor
     static func verify(dataFolder: String) -> Int32 {
         do {
             let store = try TurnStore(directory: dataFolder, mode: .reader)
@@ -113,10 +115,25 @@ enum LogCommands {
                 printError("Error: log verify: \(escaped: problem)")
                 return 1
             }
+            // The values, read with this build's declarations (its rigs).
+            let state = try StoredValueAudit.stateTable(of: store)
+            let history = try StoredValueAudit.records(of: store)
+            for finding in state { printError("Error: log verify: \(escaped: finding.description)") }
+            if history.count > state.count {
+                printError("log verify: \(history.count) writes in the records do not decode with this build's types; the first:")
+                for finding in history.listed { printError("  \(escaped: finding.description)") }
+            }
+            guard state.isEmpty else {
+                printError(
+                    "Error: log verify: \(state.count) state entr\(state.count == 1 ? "y does" : "ies do") not decode with this build's types: "
+                        + "a leader of this build refuses to start over them")
+                return 1
+            }
             let range = report.turns == 0 ? "no turns" : "revisions 1…\(report.lastRevision) contiguous"
             print(
                 "ok: \(report.turns) turns, \(range), every record decodes and carries the state digest of the replay, "
-                    + "state table (\(report.stateEntries) entries, digest \(report.stateDigest)) equals the replay of the log")
+                    + "state table (\(report.stateEntries) entries, digest \(report.stateDigest)) equals the replay of the log"
+                    + (history.count == 0 ? ", every value decodes with this build's types" : ""))
             return 0
         } catch {
             printError("Error: \(escaped: error)")

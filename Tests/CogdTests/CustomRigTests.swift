@@ -16,10 +16,11 @@ struct CustomRigTests {
     }
 
     /// Runs `CounterApp` to completion (bounded); exit status and both outputs.
-    func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    func run(_ arguments: [String], build: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = counterApp()
         process.arguments = arguments
+        if let build { process.environment = ProcessInfo.processInfo.environment.merging(["COUNTER_BUILD": build]) { $1 } }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -119,5 +120,39 @@ struct CustomRigTests {
         let status = try run(["status", "--leader", ports.requests, "--json"])
         #expect(status.stdout.contains(#""rig-mismatch": "#) && !status.stdout.contains(#""name": "renamed""#), "\(status)")
         #expect(!renamed.lines.contains { $0.contains("synced at revision") })
+    }
+
+    @Test func `a build whose durable type changed is refused at start, naming the value and the revision; log verify lists it`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        do {
+            let leader = try CogdProcess(
+                executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+            defer { leader.stop() }
+            #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil)
+            #expect(try run(["call", "counter.bump", "5", "--leader", ports.requests]).stdout.hasPrefix("applied revision 1"))
+            #expect(try run(["call", "counter.bump", "2", "--leader", ports.requests]).stdout.hasPrefix("applied revision 2"))
+        }
+        // The build that declares the count as text cannot read the numbers stored.
+        let refused = try run(["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns], build: "retyped")
+        #expect(refused.status == 1, "\(refused)")
+        #expect(
+            refused.stderr.contains(
+                "the stored value of `counter.count` (written at revision 2) does not decode as its declaration at CounterApp/Counter.swift:"),
+            "\(refused.stderr)")
+        #expect(refused.stderr.contains("The leader did not start; nothing was changed."))
+        let verify = try run(["log", "verify", "--data", folder.path], build: "retyped")
+        #expect(verify.status == 1)
+        #expect(verify.stderr.contains("Error: log verify: the stored value of `counter.count` (written at revision 2) does not decode"))
+        #expect(verify.stderr.contains("2 writes in the records do not decode with this build's types"), "\(verify.stderr)")
+        // The build that wrote them still reads them: nothing was lost.
+        let fine = try run(["log", "verify", "--data", folder.path])
+        #expect(fine.status == 0 && fine.stdout.contains("every value decodes with this build's types"), "\(fine)")
+        let leader = try CogdProcess(
+            executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil)
+        #expect(try run(["call", "counter.bump", "1", "--leader", ports.requests]).stdout.hasPrefix("applied revision 3"))
     }
 }

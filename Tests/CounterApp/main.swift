@@ -1,72 +1,7 @@
-// A user's own executable on cogd, as the tests build it: one rig written
-// the way the seeds teach (a durable source, a gate, two remote ops, a
-// mechanism with a watch and a scope), then one call for the command line.
-import Cog
+// A user's own executable on cogd: the app's declarations and its rig are in
+// Counter.swift (outside main.swift, so a declaration is made on first use,
+// as in a library); this is the one call that gives it every subcommand.
 import CogdCommandLine
 import Foundation
-
-/// The count.
-let _countCog = Cog<Int>.Manual(name: "counter.count") { 0 }
-let countCog = _countCog.readOnly
-
-/// Whether the bonus scope is open.
-let _isBonusOpenCog = Cog<Bool>.Manual(name: "counter.isBonusOpen") { false }
-let isBonusOpenCog = _isBonusOpenCog.readOnly
-
-/// Adds to the count (a count that would overflow stays where it is).
-let bumpOp = RemoteOp<Int>(name: "counter.bump") { c, amount in
-    let (count, overflow) = c[_countCog].addingReportingOverflow(amount)
-    if !overflow { c[_countCog] = count }
-}
-
-/// Opens or closes the bonus scope.
-let setBonusOp = RemoteOp<Bool>(name: "counter.setBonus") { c, open in
-    c[_isBonusOpenCog] = open
-}
-
-extension CogOps {
-    func bump(by amount: Int) { perform(bumpOp, amount) }
-}
-
-/// Logs the count as it changes, and adds a bonus of 100 each time the
-/// bonus scope opens (a request stamped with the scope's instance).
-struct CounterMechanism: Mechanism {
-    let log: @Sendable (String) -> Void
-
-    func operate(_ m: MechanismController) {
-        m.watch(countCog, initial: .run, name: "count") { _, count in log("counter \(count)") }
-        m.scope(isBonusOpenCog, name: "bonus") { s in s.bump(by: 100) }
-    }
-}
-
-/// `counter.bump` renamed (another build of the app, for the rig-version tests).
-let addOp = RemoteOp<Int>(name: "counter.add") { c, amount in
-    let (count, overflow) = c[_countCog].addingReportingOverflow(amount)
-    if !overflow { c[_countCog] = count }
-}
-
-enum Counter {
-    static let rig = CogRig(
-        name: "counter", summary: "a count, bumped by ops and by a bonus scope",
-        durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp],
-        mechanisms: { host in [CounterMechanism(log: host.log)] })
-
-    /// The rig as another build of the app declares it (`COUNTER_BUILD`):
-    /// `older`, before the bonus scope's source and op were added (a
-    /// leader of this build serves it); `renamed`, with `counter.bump`
-    /// renamed `counter.add` (refused); `bumped`, schema version 2 (refused).
-    static func build(_ name: String?) -> CogRig {
-        switch name {
-        case "older":
-            CogRig(name: "counter", durableSources: [_countCog], ops: [bumpOp], mechanisms: { _ in [] })
-        case "renamed":
-            CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [addOp, setBonusOp], mechanisms: { _ in [] })
-        case "bumped":
-            CogRig(name: "counter", schemaVersion: 2, durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [] })
-        default:
-            rig
-        }
-    }
-}
 
 await CogdCommandLine.main(rigs: [Counter.build(ProcessInfo.processInfo.environment["COUNTER_BUILD"])])
