@@ -253,11 +253,15 @@ public final class Worker: CogRemoteLink {
             case .applySnapshot(_, let entries, let absent):
                 // What the snapshot lacks holds its initial value again (as on
                 // the leader, where it has no entry), in the same turn.
-                try cogs.restoreDurableState(
-                    named: "sync",
-                    writes: absent.map { CogDurableWrite(name: $0.name, key: $0.key, value: nil) }
-                        + entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
-                    codec: replicaCodec)
+                do {
+                    try cogs.restoreDurableState(
+                        named: "sync",
+                        writes: absent.map { CogDurableWrite(name: $0.name, key: $0.key, value: nil) }
+                            + entries.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                        codec: replicaCodec)
+                } catch {
+                    throw ReplicaDecodeError(at: "the snapshot of revision \(core.syncedRevision)", error)
+                }
                 pendingReplies = []
             case .apply(let record):
                 for event in record.scopeEvents where event.worker == configuration.name {
@@ -267,9 +271,13 @@ public final class Worker: CogRemoteLink {
                     case .retire: scope.forget(event.identity ?? [], instance: event.instance)
                     }
                 }
-                try cogs.applyReplicatedTurn(
-                    named: record.name, writes: record.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
-                    codec: replicaCodec)
+                do {
+                    try cogs.applyReplicatedTurn(
+                        named: record.name, writes: record.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
+                        codec: replicaCodec)
+                } catch {
+                    throw ReplicaDecodeError(at: "revision \(record.revision) (\(record.name))", error)
+                }
                 adoptRegistrationReplies(reached: record.revision)
             case .firstSync:
                 cogs.operateReplicaMechanisms(mechanisms)
@@ -408,6 +416,20 @@ public final class Worker: CogRemoteLink {
         // Sending can consume the socket's notification of a reply already
         // waiting; look again rather than wait for the next one.
         signal()
+    }
+}
+
+/// A replicated value this worker's build cannot read (a durable type
+/// renamed or retyped since the log was written): the worker stops, saying
+/// where, instead of following the log wrongly.
+public struct ReplicaDecodeError: Error, CustomStringConvertible {
+    public let description: String
+
+    init(at place: String, _ error: any Error) {
+        description =
+            "\(place) holds a value this worker's build cannot read: \(error). Its durable types differ from the ones the log "
+            + "was written with (a field renamed or retyped); run a build that reads them, or bump the rig's schemaVersion so "
+            + "the leader refuses this build at hello"
     }
 }
 

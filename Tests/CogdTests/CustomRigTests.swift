@@ -154,5 +154,16 @@ struct CustomRigTests {
         defer { leader.stop() }
         #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil)
         #expect(try run(["call", "counter.bump", "1", "--leader", ports.requests]).stdout.hasPrefix("applied revision 3"))
+        // A worker of the retyped build (its rig's version unchanged, so the
+        // leader lets it in) stops at the snapshot, saying why, instead of
+        // following the log wrongly.
+        let worker = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "w-retyped"], environment: ["COUNTER_BUILD": "retyped"])
+        defer { worker.stop() }
+        let stopped = worker.waitForLine { $0.contains("holds a value this worker's build cannot read") }
+        #expect(stopped?.contains("the snapshot of revision 3 holds a value this worker's build cannot read") == true, "\(worker.lines)")
+        #expect(stopped?.contains("bump the rig's schemaVersion so the leader refuses this build at hello") == true)
+        #expect(waitUntil(timeout: .seconds(10)) { !worker.process.isRunning }, "the worker stopped")
+        #expect(worker.process.terminationStatus == 1)
     }
 }
