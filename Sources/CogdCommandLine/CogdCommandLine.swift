@@ -106,6 +106,10 @@ public enum CogdCommandLine {
         case .sim(let options):
             if let missing = rigs.ledgerMissing(for: "sim") { return missing }
             return await MainActor.run { SimCommand.run(options) }
+        case .keysGenerate(let name, let folder):
+            return KeysCommand.generate(name: name, folder: folder)
+        case .keysShow(let file):
+            return KeysCommand.show(file: file)
         case .notYetAvailable(let name):
             printError("Error: '\(programName) \(name)' is not yet available in this build; see README.md for what works today")
             return 1
@@ -138,6 +142,7 @@ public enum CogdCommandLine {
         case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US]"
         case "tail": "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n       \(cogd) tail --connect TURNS-ENDPOINT [--json] [--name PATTERN]"
         case "log": "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]"
+        case "keys": "Usage: \(cogd) keys generate NAME [--out DIR]\n       \(cogd) keys show FILE"
         case let name?: "Usage: \(cogd) \(name) [options]"
         case nil: "Usage: \(cogd) <subcommand> [options] [--] [args]"
         }
@@ -185,6 +190,20 @@ public enum CogdCommandLine {
                     name matches a shell pattern (`deposit*`). Default folder: ./\(Command.defaultDataFolder)
                     --connect follows a running leader's live turn stream instead (its
                     turns endpoint, default tcp://127.0.0.1:5702) until Ctrl-C.
+                    """
+            }
+            if topic == "keys" {
+                text += """
+
+                    generate  writes a new CURVE key pair in DIR (default: the working directory,
+                              made mode 0700 when missing): NAME.key, the secret key (mode 0600,
+                              created so; never overwritten), and NAME.pub, the public key.
+                              Prints the public key.
+                    show      prints the public key of a key file: a .pub file's, or the one
+                              derived from a secret key file (refused when its group or others
+                              may read it: chmod 600 FILE).
+                    Format: protocol/cogwire.md, "Security". The leader does not yet
+                    authenticate with them (CURVE and its peers file: issue 15).
                     """
             }
             if topic == "log" {

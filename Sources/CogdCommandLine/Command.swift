@@ -22,6 +22,10 @@ enum Command: Equatable {
     case status(leaderEndpoint: String, json: Bool)
     case drill(Drill.Options)
     case sim(SimCommand.Options)
+    /// Writes a CURVE key pair, `NAME.key` and `NAME.pub`, in `folder`.
+    case keysGenerate(name: String, folder: String)
+    /// Prints the public key of a key file (secret or public).
+    case keysShow(file: String)
     /// The raw ZeroMQ echo server `cogd bench cluster` runs in a child
     /// process, so its baseline crosses processes as an op does (not listed
     /// in help).
@@ -112,6 +116,7 @@ enum Command: Equatable {
         ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
+        ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--json]"),
         ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE] [--json]"),
         ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS]"),
@@ -154,6 +159,9 @@ enum Command: Equatable {
         case "sim":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .sim(try SimCommand.parse(rest))
+        case "keys":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
+            return try parseKeys(rest)
         case ClusterBench.echoServerCommand:
             guard rest.count == 1 || rest.count == 2 else {
                 throw UsageError(message: "expected ENDPOINT [COMMIT-FOLDER]", subcommand: nil)
@@ -308,6 +316,44 @@ enum Command: Equatable {
         default:
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             return .status(leaderEndpoint: leaderEndpoint, json: json)
+        }
+    }
+
+    private static func parseKeys(_ arguments: [String]) throws(UsageError) -> Command {
+        var reader = OptionReader(arguments: arguments, subcommand: "keys")
+        guard let action = try reader.positional() else {
+            throw UsageError(message: "missing action (generate or show)", subcommand: "keys")
+        }
+        var positionals: [String] = []
+        var folder: String?
+        while true {
+            if let positional = try reader.positional() {
+                positionals.append(positional)
+                continue
+            }
+            guard let option = try reader.nextOption() else { break }
+            switch option.name {
+            case "--out" where action == "generate": folder = try reader.value(for: option)
+            default: throw UsageError(message: "unknown option '\(option.name)' for keys \(action)", subcommand: "keys")
+            }
+        }
+        switch action {
+        case "generate":
+            guard positionals.count == 1 else {
+                throw UsageError(message: "keys generate takes one NAME (the files are NAME.key and NAME.pub)", subcommand: "keys")
+            }
+            guard CurveKeyPair.isValidName(positionals[0]) else {
+                throw UsageError(
+                    message: "'\(positionals[0])' cannot name a key: use 1 to 100 letters, digits, '.', '_', '-' and '@', not starting with '.' or '-'",
+                    subcommand: "keys")
+            }
+            if folder == "" { throw UsageError(message: "--out takes a folder, not an empty string", subcommand: "keys") }
+            return .keysGenerate(name: positionals[0], folder: folder ?? ".")
+        case "show":
+            guard positionals.count == 1 else { throw UsageError(message: "keys show takes one FILE", subcommand: "keys") }
+            return .keysShow(file: positionals[0])
+        default:
+            throw UsageError(message: "unknown keys action '\(action)' (one of: generate, show)", subcommand: "keys")
         }
     }
 
