@@ -97,6 +97,12 @@ enum ClusterCommands {
     static func leader(_ options: Command.LeaderOptions, rigs: Rigs) -> Int32 {
         let stopper = SignalStopper()
         let rigName = options.rig ?? rigs.defaultName
+        // Nothing is authenticated yet (CURVE: issue 15): off this host, anyone who can connect could run ops and read state.
+        let exposed = [options.requestsEndpoint, options.turnsEndpoint].filter { !WireEndpoint.isLocal($0) }
+        if !exposed.isEmpty && !options.insecure {
+            printError("Error: \(insecureBindRefusal(exposed))")
+            return 1
+        }
         let leader: Leader
         do {
             // Every rig's ops (a leader hosts no mechanisms); `--trap-op` adds the op that traps on demand.
@@ -119,7 +125,8 @@ enum ClusterCommands {
         }
         print(
             "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
-                + "rig \(rigName), epoch \(leader.epoch), revision \(leader.lastRevision)")
+                + "rig \(rigName), epoch \(leader.epoch), revision \(leader.lastRevision), "
+                + (options.insecure ? "no authentication (--insecure)" : "no authentication: loopback only"))
         print("cogd leader: \(leader.placement.description)\(leader.spinDescription)")
         if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         if let crashed = leader.quarantined {
@@ -138,6 +145,14 @@ enum ClusterCommands {
         print("cogd leader: stopped at revision \(leader.lastRevision)")
         leader.close()
         return 0
+    }
+
+    /// Why `cogd leader` refuses to bind `endpoints` (not on this host) without `--insecure`.
+    static func insecureBindRefusal(_ endpoints: [String]) -> String {
+        "\(CogdCommandLine.programName) leader serves without authentication; binding "
+            + endpoints.map { TerminalText.escaped($0) }.joined(separator: " and ")
+            + " would let anyone on the network run ops and read state — keep it on loopback, or pass --insecure to accept that "
+            + "(CURVE authentication: issue 15, not yet available)"
     }
 
     @MainActor

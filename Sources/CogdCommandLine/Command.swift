@@ -59,6 +59,8 @@ enum Command: Equatable {
         var trapOp = false
         /// Start even when data.mdb is behind what the folder remembers (`--accept-data-loss`).
         var acceptDataLoss = false
+        /// Bind endpoints off this host although nothing is authenticated (`--insecure`).
+        var insecure = false
     }
 
     struct WorkerOptions: Equatable {
@@ -110,7 +112,7 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S] [--trap-op] [--accept-data-loss]"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S] [--trap-op] [--accept-data-loss] [--insecure]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
@@ -278,6 +280,9 @@ enum Command: Equatable {
                     throw UsageError(message: "--snapshot-deadline takes seconds (more than 0, at most 86400), not '\(text)'", subcommand: subcommand)
                 }
                 leader.snapshotDeadline = seconds
+            case ("leader", "--insecure"):
+                try reader.noValue(option)
+                leader.insecure = true
             case ("leader", "--trap-op"):
                 try reader.noValue(option)
                 leader.trapOp = true
