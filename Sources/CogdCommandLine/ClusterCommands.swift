@@ -103,6 +103,7 @@ enum ClusterCommands {
             printError("Error: \(insecureBindRefusal(exposed))")
             return 1
         }
+        let notifier = ServiceNotifier()
         let leader: Leader
         do {
             // Every rig's ops (a leader hosts no mechanisms); `--trap-op` adds the op that traps on demand.
@@ -135,6 +136,12 @@ enum ClusterCommands {
                     + "the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)")
         }
         fflush(nil)
+        // The store is open and both sockets are bound: a service manager may start what depends on the leader.
+        if let failure = notifier.notify([
+            "READY=1", "STATUS=serving at revision \(leader.lastRevision), epoch \(leader.epoch)", "MAINPID=\(getpid())",
+        ]) {
+            printError("cogd leader: could not tell the service manager it is ready: \(escaped: failure)")
+        }
         do {
             try leader.run(until: stopper.flag)
         } catch {
@@ -142,6 +149,7 @@ enum ClusterCommands {
             leader.close()
             return 1
         }
+        notifier.notify(["STOPPING=1"])
         print("cogd leader: stopped at revision \(leader.lastRevision)")
         leader.close()
         return 0
@@ -178,6 +186,15 @@ enum ClusterCommands {
         let name = TerminalText.escaped(options.name)
         print("cogd worker \(name): leader \(options.leaderEndpoint), rig \(rigName)")
         fflush(nil)
+        // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
+        let notifier = ServiceNotifier()
+        var reportedReady = false
+        func notify(_ fields: [String]) {
+            if let failure = notifier.notify(fields) {
+                printError("cogd worker \(name): could not tell the service manager: \(escaped: failure)")
+            }
+        }
+        notify(["STATUS=saying hello to the leader at \(options.leaderEndpoint)"])
         var reportedEpoch: UInt64?
         var reportedRevision: UInt64 = 0
         var reportedDisplaced = false
@@ -193,6 +210,7 @@ enum ClusterCommands {
                     printError(
                         "cogd worker \(name): no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
                             + "still trying (is `cogd leader` running there?)")
+                    notify(["STATUS=no answer from the leader at \(options.leaderEndpoint); still trying"])
                 } else if silence < .seconds(3) && reportedSilence {
                     reportedSilence = false
                     print("cogd worker \(name): the leader answers again")
@@ -222,6 +240,10 @@ enum ClusterCommands {
                     print(
                         "cogd worker \(name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
                             + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""))
+                    notify(
+                        (reportedReady ? [] : ["READY=1", "MAINPID=\(getpid())"])
+                            + ["STATUS=synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"])
+                    reportedReady = true
                 }
                 if worker.digestMismatches != reportedMismatches {
                     reportedMismatches = worker.digestMismatches
@@ -238,6 +260,7 @@ enum ClusterCommands {
             worker.close()
             return 1
         }
+        notify(["STOPPING=1"])
         print("cogd worker \(name): stopped at revision \(worker.appliedRevision)")
         worker.close()
         return 0
