@@ -13,6 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh
 swift build --build-tests
+# The template package (Examples/TodoApp, which depends on this one by path),
+# built into a folder of its own under .build so the next build is
+# incremental; CogdTests' TemplatePackageTests runs the same command (then a
+# no-op) and starts the result as a leader and two workers.
+swift build --package-path Examples/TodoApp --scratch-path .build/examples/TodoApp --product todo
 # Every test bounds its own waits; this bounds each run so a hang fails CI instead of stalling it.
 if [ "$#" -gt 0 ]; then
     timeout --signal=KILL 1200 swift test --skip-build "$@"

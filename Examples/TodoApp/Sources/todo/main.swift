@@ -1,0 +1,6 @@
+// `todo`: every subcommand cogd has (leader, worker, call, status, tail,
+// log, version), running the todo rig.
+import CogdCommandLine
+import TodoApp
+
+await CogdCommandLine.main(rigs: [TodoApp.rig])

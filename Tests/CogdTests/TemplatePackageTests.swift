@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The repository's root folder (this file is Tests/CogdTests/…).
+private let repositoryRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// `Examples/TodoApp`, the template a user copies: a separate package that
+/// depends on this one by path. It is built into a folder of its own under
+/// the root's `.build`, so a second build is incremental (`deploy/test.sh`
+/// builds it before the tests run; this suite's build is then a no-op).
+enum TemplatePackage {
+    static let folder = repositoryRoot.appendingPathComponent("Examples/TodoApp")
+    static let scratch = repositoryRoot.appendingPathComponent(".build/examples/TodoApp")
+
+    /// The command `deploy/test.sh` runs too.
+    static let buildArguments = [
+        "swift", "build", "--package-path", folder.path, "--scratch-path", scratch.path, "--product", "todo",
+    ]
+
+    /// The built `todo` executable (after `build()`).
+    static var todo: URL { scratch.appendingPathComponent("debug/todo") }
+}
+
+/// Runs a program to completion with a bounded wait (SIGKILL at the
+/// deadline); its exit status and its output (stdout and stderr, in order).
+private func runBounded(
+    _ executable: URL, _ arguments: [String], timeout: Duration = .seconds(30)
+) throws -> (status: Int32, output: String) {
+    let child = try CogdProcess(executable: executable, arguments)
+    // Reads every line until the child closes its output (nil at end of file or the deadline).
+    child.waitForLine(timeout: timeout) { _ in false }
+    waitForExit(child.process, timeout: .seconds(5))
+    return (child.process.terminationStatus, child.lines.joined(separator: "\n"))
+}
+
+/// The template package: built by `swift build` and run as a leader, two
+/// workers, `call`, `status` and `tail` on loopback — what its README shows.
+@Suite("the template package Examples/TodoApp", .timeLimit(.minutes(10)))
+struct TemplatePackageTests {
+    @Test func `the template builds, and a leader, an estimating worker and a replica run the todo list`() throws {
+        // 1. It builds (incremental after deploy/test.sh; a cold build takes about a minute here).
+        let build = try runBounded(
+            URL(fileURLWithPath: "/usr/bin/env"), TemplatePackage.buildArguments, timeout: .seconds(480))
+        try #require(build.status == 0, "swift build of Examples/TodoApp failed:\n\(build.output)")
+        try #require(FileManager.default.isExecutableFile(atPath: TemplatePackage.todo.path))
+        let todo = TemplatePackage.todo
+
+        // 2. A leader and two workers: w1 runs the rig's mechanisms, w2 is a pure replica.
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try CogdProcess(
+            executable: todo, ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+        defer { leader.stop() }
+        let started = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
+        try #require(started?.contains("rig todo, epoch 1, revision 0") == true, "\(leader.lines)")
+
+        let w1 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w1"])
+        defer { w1.stop() }
+        let w2 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w2", "--rig", "replica"])
+        defer { w2.stop() }
+        #expect(w1.waitForLine { $0.hasSuffix("synced at revision 0, epoch 1") } != nil, "\(w1.lines)")
+        #expect(w2.waitForLine { $0.hasSuffix("synced at revision 0, epoch 1") } != nil, "\(w2.lines)")
+        #expect(w1.lines.contains("todos open: none"), "the report runs on w1: \(w1.lines)")
+
+        // 3. An op from the shell: applied at revision 1; w1's report sees the new todo.
+        let add = try runBounded(
+            todo, ["call", "todos.add", #"{"id": "milk", "title": "Buy milk"}"#, "--leader", ports.requests])
+        #expect(add.status == 0 && add.output.hasPrefix("applied revision 1 "), "\(add)")
+        #expect(w1.waitForLine { $0 == "todos open: milk" } != nil, "\(w1.lines)")
+
+        // 4. The scope's effect: w1's estimator (scope(each:) over the open
+        // todos) accepts an estimate with the todo as receipt, at revision 2.
+        #expect(w1.waitForLine { $0 == "todos left: 10 minutes" } != nil, "the estimate arrived: \(w1.lines)")
+
+        // 5. Completing the todo retires its scope; the report shows nothing left.
+        let complete = try runBounded(todo, ["call", "todos.complete", #""milk""#, "--leader", ports.requests])
+        #expect(complete.status == 0 && complete.output.hasPrefix("applied revision 3 "), "\(complete)")
+        #expect(w1.waitForLine { $0 == "todos left: 0 minutes" } != nil, "\(w1.lines)")
+
+        // 6. Both workers converged: each applied revision 3 and its state digest agrees with the leader's.
+        #expect(w1.waitForLine { $0.hasSuffix("w1: applied 3") } != nil, "\(w1.lines)")
+        #expect(w2.waitForLine { $0.hasSuffix("w2: applied 3") } != nil, "\(w2.lines)")
+        var status: (status: Int32, output: String) = (0, "")
+        let converged = try waitUntil {
+            status = try runBounded(todo, ["status", "--leader", ports.requests])
+            return status.output.contains("w1: applied 3, lag 0") && status.output.contains("w2: applied 3, lag 0")
+        }
+        #expect(converged, "\(status.output)")
+        #expect(status.output.contains("revision  3") && status.output.components(separatedBy: "digest agrees").count == 3, "\(status.output)")
+        #expect(status.output.contains("errors    none"), "\(status.output)")
+
+        // 7. `todo tail` prints the turns: the op, the scope's receipt-checked op (with its worker and scope instance), the completion.
+        let tail = try runBounded(todo, ["tail", "--data", folder.path])
+        #expect(tail.status == 0, "\(tail)")
+        let lines = tail.output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 7, "three turns and their four writes: \(tail.output)")
+        #expect(lines.first?.hasPrefix("#1  ") == true && lines.first?.contains("  todos.add  (worker call-") == true, "\(tail.output)")
+        #expect(lines.contains(#"    todos.ids = ["milk"]"#) && lines.contains(#"    todos.title["milk"] = "Buy milk""#), "\(tail.output)")
+        #expect(
+            lines.contains { $0.hasPrefix("#2  ") && $0.contains("  TodoEstimator.estimator.todos.acceptEstimate  (worker w1, scope #") },
+            "\(tail.output)")
+        #expect(lines.contains(#"    todos.estimate["milk"] = 10"#), "\(tail.output)")
+        #expect(lines.contains { $0.hasPrefix("#3  ") && $0.contains("  todos.complete  ") }, "\(tail.output)")
+        #expect(lines.last == #"    todos.isCompleted["milk"] = true"#, "\(tail.output)")
+
+        // 8. Everything stops cleanly on SIGINT, the leader last.
+        for (name, worker) in [("w1", w1), ("w2", w2)] {
+            worker.interrupt()
+            #expect(worker.waitForLine { $0.hasSuffix("worker \(name): stopped at revision 3") } != nil, "\(worker.lines)")
+            waitForExit(worker.process, timeout: .seconds(10))
+            #expect(worker.process.terminationStatus == 0)
+        }
+        leader.interrupt()
+        #expect(leader.waitForLine { $0 == "cogd leader: stopped at revision 3" } != nil, "\(leader.lines)")
+        waitForExit(leader.process, timeout: .seconds(10))
+        #expect(leader.process.terminationStatus == 0)
+    }
+}
