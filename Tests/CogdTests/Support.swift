@@ -38,10 +38,40 @@ func runCogd(_ arguments: [String], timeout: Duration = .seconds(60)) throws -> 
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    // Both outputs are read on their own threads while the deadline runs
+    // here: a child that hangs is killed at the deadline instead of
+    // blocking the read (and the test) for good.
+    let outData = PipeReader(out)
+    let errData = PipeReader(err)
     waitForExit(process, timeout: timeout)
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    return (process.terminationStatus, outData.text(), errData.text())
+}
+
+/// Reads a pipe to its end on a thread of its own.
+final class PipeReader: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ pipe: Pipe) {
+        let handle = pipe.fileHandleForReading
+        DispatchQueue.global().async {
+            let read = handle.readDataToEndOfFile()
+            self.lock.lock()
+            self.data = read
+            self.lock.unlock()
+            self.done.signal()
+        }
+    }
+
+    /// What was read, once the pipe ended (waiting at most 10 s more: a
+    /// grandchild may still hold the pipe open).
+    func text() -> String {
+        _ = done.wait(timeout: .now() + 10)
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: data, as: UTF8.self)
+    }
 }
 
 /// Waits (polling, bounded) for a child to exit; kills it with SIGKILL when
