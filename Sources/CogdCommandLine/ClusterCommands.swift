@@ -287,14 +287,30 @@ enum ClusterCommands {
         return nil
     }
 
+    /// `cogd call`'s exit statuses (documented in its help and the README).
+    enum CallExit {
+        static let applied: Int32 = 0
+        static let unchanged: Int32 = 0
+        /// The leader refused the request itself (an `error` answer), or another runtime failure.
+        static let failed: Int32 = 1
+        static let rejected: Int32 = 3
+        static let noAnswer: Int32 = 4
+    }
+
+    /// What `call` and `status` say when nothing answers within `timeout`.
+    static func noAnswer(from endpoint: String, within timeout: Duration) -> String {
+        "Error: no answer from the leader at \(TerminalText.escaped(endpoint)) within \(Command.secondsText(timeout)) s: "
+            + "is `\(CogdCommandLine.programName) leader` running there? (a slow leader: --timeout SECONDS)"
+    }
+
     static func call(_ options: Command.CallOptions) -> Int32 {
         let argument: [UInt8]
         do {
             // CBORValue decodes from any decoder, JSON included.
             argument = try JSONDecoder().decode(CBORValue.self, from: Data(options.json.utf8)).encodedBytes
         } catch {
-            printError("Error: the argument is not JSON: \(escaped: error)")
-            return 1
+            printError("Error: the argument is not JSON: \(escaped: CallArgument.problem(in: options.json) ?? "\(error)")")
+            return 64
         }
         // A name of its own per call: a process id comes back after a while,
         // and a reused (name, 1) would be answered from the dedup table with
@@ -306,40 +322,40 @@ enum ClusterCommands {
                     .op(OpRequest(request: requestID, op: options.op, argument: argument)), leader: options.leaderEndpoint,
                     timeout: options.timeout)
             else {
-                printError("Error: no reply from \(options.leaderEndpoint) within \(options.timeout)")
-                return 1
+                printError(noAnswer(from: options.leaderEndpoint, within: options.timeout))
+                return CallExit.noAnswer
             }
             switch answer {
             case .reply(let reply):
                 switch reply.outcome {
                 case .applied(let revision):
                     print("applied revision \(revision) (request \(escaped: reply.request))")
-                    return 0
+                    return CallExit.applied
                 case .unchanged:
-                    print("unchanged (request \(escaped: reply.request))")
-                    return 0
+                    print("unchanged: the op wrote nothing, so no new revision (request \(escaped: reply.request))")
+                    return CallExit.unchanged
                 case .rejected(let reason):
-                    print("rejected: \(escaped: reason) (request \(escaped: reply.request))")
-                    return 1
+                    printError("rejected: \(escaped: reason) (request \(escaped: reply.request))")
+                    return CallExit.rejected
                 }
             case .error(let error):
                 printError("Error: the leader refused the request: \(escaped: error)")
-                return 1
+                return CallExit.failed
             default:
                 printError("Error: unexpected answer `\(answer.typeName)`")
-                return 1
+                return CallExit.failed
             }
         } catch {
             printError("Error: \(escaped: error)")
-            return 1
+            return CallExit.failed
         }
     }
 
-    static func status(leader endpoint: String, json: Bool) -> Int32 {
+    static func status(leader endpoint: String, json: Bool, timeout: Duration) -> Int32 {
         do {
-            guard case .status(let status)? = try request(.statusRequest, leader: endpoint, timeout: .seconds(5)) else {
-                printError("Error: no status from \(endpoint) within 5s")
-                return 1
+            guard case .status(let status)? = try request(.statusRequest, leader: endpoint, timeout: timeout) else {
+                printError(noAnswer(from: endpoint, within: timeout))
+                return CallExit.noAnswer
             }
             if json {
                 let workers = status.workers.map {

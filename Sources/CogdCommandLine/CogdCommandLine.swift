@@ -44,7 +44,7 @@ public enum CogdCommandLine {
     static func run(_ arguments: [String], rigs: Rigs) async -> Int32 {
         let command: Command
         do {
-            command = try Command.parse(arguments, rigNames: rigs.names)
+            command = try Command.parse(arguments, rigNames: rigs.names, environment: ProcessInfo.processInfo.environment)
         } catch {
             printError("Error: \(escaped: error.message)")
             printError(usageLine(for: error.subcommand))
@@ -90,8 +90,8 @@ public enum CogdCommandLine {
             return await ClusterCommands.worker(options, rigs: rigs)
         case .call(let options):
             return ClusterCommands.call(options)
-        case .status(let endpoint, let json):
-            return ClusterCommands.status(leader: endpoint, json: json)
+        case .status(let endpoint, let json, let timeout):
+            return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout)
         case .echoServer(let endpoint, let commitFolder):
             return ClusterBench.serveEcho(endpoint: endpoint, commitFolder: commitFolder)
         case .drill(let options):
@@ -141,6 +141,11 @@ public enum CogdCommandLine {
         return switch subcommand {
         case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US]"
         case "tail": "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n       \(cogd) tail --connect TURNS-ENDPOINT [--json] [--name PATTERN]"
+        case "call": "Usage: \(cogd) call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N]"
+        case "status": "Usage: \(cogd) status [--leader ENDPOINT] [--timeout SECONDS] [--json]"
+        case "worker": "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"
+        case "version": "Usage: \(cogd) version"
+        case "help": "Usage: \(cogd) help [SUBCOMMAND]"
         case "log": "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]"
         case "keys": "Usage: \(cogd) keys generate NAME [--out DIR]\n       \(cogd) keys show FILE"
         case let name?: "Usage: \(cogd) \(name) [options]"
@@ -154,6 +159,7 @@ public enum CogdCommandLine {
         }
         if let topic, let entry = subcommands.first(where: { $0.name == topic }) {
             var text = "\(usageLine(for: topic))\n\n\(entry.summary)\n"
+            if let options = optionsHelp(for: topic) { text += options + "\n" }
             if topic == "leader" || topic == "worker" {
                 text += "\n" + (topic == "leader" ? "Serves the ops of every rig; --rig only names one in its first line.\n" : "")
                 text += "Rigs (--rig NAME, default \(rigs.defaultName)):\n"
@@ -185,11 +191,23 @@ public enum CogdCommandLine {
                     oldest first: revision, time, turn name, origin, then one line per write,
                     `name[key] = value` (`released` for a discard); control characters in
                     names and text print escaped (`\\n`, `\\u{1B}`). Safe beside a running
-                    writer. --follow keeps printing turns as they commit; --json prints one
-                    object per line (fields in protocol/turnlog.md); --name keeps turns whose
-                    name matches a shell pattern (`deposit*`). Default folder: ./\(Command.defaultDataFolder)
-                    --connect follows a running leader's live turn stream instead (its
-                    turns endpoint, default tcp://127.0.0.1:5702) until Ctrl-C.
+                    writer. JSON fields: protocol/turnlog.md.
+
+                    Options:
+                      --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
+                      --from REV          every turn from revision REV (default: the last 10); past the
+                                          end it says where the log ends and exits 1 (unless --follow)
+                      --last N            the last N turns (default 10)
+                      --follow            keep printing turns as they commit (default: stop at the end)
+                      --json              one JSON object per turn (default: lines)
+                      --name PATTERN      only turns whose name matches a shell pattern (default: all);
+                                          a malformed pattern (an unclosed `[`) is an error
+                      --connect ENDPOINT  follow a running leader's live turn stream instead, its turns
+                                          endpoint (HOST:PORT means tcp://HOST:PORT; the leader's default
+                                          is \(Command.defaultTurnsEndpoint)), until Ctrl-C
+
+                    Example:
+                      \(programName) tail --data cogd-data --from 100 --name 'ledger.*' --json
                     """
             }
             if topic == "keys" {

@@ -19,7 +19,7 @@ enum Command: Equatable {
     case leader(LeaderOptions)
     case worker(WorkerOptions)
     case call(CallOptions)
-    case status(leaderEndpoint: String, json: Bool)
+    case status(leaderEndpoint: String, json: Bool, timeout: Duration)
     case drill(Drill.Options)
     case sim(SimCommand.Options)
     /// Writes a CURVE key pair, `NAME.key` and `NAME.pub`, in `folder`.
@@ -35,6 +35,8 @@ enum Command: Equatable {
 
     static let defaultRequestsEndpoint = "tcp://127.0.0.1:5701"
     static let defaultTurnsEndpoint = "tcp://127.0.0.1:5702"
+    /// How long `call` and `status` wait for the leader unless given `--timeout`.
+    static let defaultTimeout: Duration = .seconds(5)
 
     struct LeaderOptions: Equatable {
         var dataFolder = Command.defaultDataFolder
@@ -74,7 +76,8 @@ enum Command: Equatable {
         var op: String
         var json: String
         var leaderEndpoint = Command.defaultRequestsEndpoint
-        var timeout: Duration = .seconds(5)
+        /// How long it waits for the answer (`--timeout`).
+        var timeout: Duration = Command.defaultTimeout
         /// A fixed request id (`worker#sequence`), to retry a request.
         var requestID: RequestID?
     }
@@ -116,8 +119,8 @@ enum Command: Equatable {
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
         ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
-        ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--request-id W#N]"),
-        ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--json]"),
+        ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N]"),
+        ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--json]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--json]"),
         ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE] [--json]"),
@@ -127,8 +130,9 @@ enum Command: Equatable {
     ]
 
     /// The command `arguments` (after the program name) ask for; `--rig`
-    /// must name one of `rigNames`.
-    static func parse(_ arguments: [String], rigNames: [String]) throws(UsageError) -> Command {
+    /// must name one of `rigNames`; `environment` supplies defaults
+    /// (`COGD_LEADER`).
+    static func parse(_ arguments: [String], rigNames: [String], environment: [String: String] = [:]) throws(UsageError) -> Command {
         guard let first = arguments.first else { return .help(topic: nil) }
         let rest = Array(arguments.dropFirst())
         switch first {
@@ -141,6 +145,7 @@ enum Command: Equatable {
             }
             return .help(topic: rest.first)
         case "version", "--version":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: "version") }
             if let extra = rest.first { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "version") }
             return .version
         case "bench":
@@ -154,7 +159,7 @@ enum Command: Equatable {
             return try parseLog(rest)
         case "leader", "worker", "call", "status":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
-            return try parseCluster(first, rest, rigNames: rigNames)
+            return try parseCluster(first, rest, rigNames: rigNames, environment: environment)
         case "drill":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return .drill(try parseDrill(rest))
@@ -217,12 +222,15 @@ enum Command: Equatable {
         return options
     }
 
-    private static func parseCluster(_ subcommand: String, _ arguments: [String], rigNames: [String]) throws(UsageError) -> Command {
+    private static func parseCluster(
+        _ subcommand: String, _ arguments: [String], rigNames: [String], environment: [String: String]
+    ) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: subcommand)
         var leader = LeaderOptions()
         var worker = WorkerOptions()
         var positionals: [String] = []
-        var leaderEndpoint = Command.defaultRequestsEndpoint
+        var leaderEndpoint: String?
+        var timeout = Command.defaultTimeout
         var json = false
         var requestID: RequestID?
         func rig(_ text: String) throws(UsageError) -> String {
@@ -239,8 +247,8 @@ enum Command: Equatable {
             guard let option = try reader.nextOption() else { break }
             switch (subcommand, option.name) {
             case ("leader", "--data"): leader.dataFolder = try reader.value(for: option)
-            case ("leader", "--requests"): leader.requestsEndpoint = try reader.value(for: option)
-            case ("leader", "--turns"): leader.turnsEndpoint = try reader.value(for: option)
+            case ("leader", "--requests"): leader.requestsEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("leader", "--turns"): leader.turnsEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: subcommand)
             case ("leader", "--rig"): leader.rig = try rig(try reader.value(for: option))
             case ("leader", "--accept-data-loss"):
                 try reader.noValue(option)
@@ -290,7 +298,9 @@ enum Command: Equatable {
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):
-                leaderEndpoint = try reader.value(for: option)
+                leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("call", "--timeout"), ("status", "--timeout"):
+                timeout = try Command.timeout(try reader.value(for: option), subcommand: subcommand)
             case ("status", "--json"):
                 try reader.noValue(option)
                 json = true
@@ -305,22 +315,34 @@ enum Command: Equatable {
                 throw UsageError(message: "unknown option '\(option.name)'", subcommand: subcommand)
             }
         }
-        switch subcommand {
-        case "leader":
+        if subcommand == "leader" {
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             return .leader(leader)
+        }
+        let leaderEndpointOrDefault: String
+        if let leaderEndpoint {
+            leaderEndpointOrDefault = leaderEndpoint
+        } else {
+            leaderEndpointOrDefault = try defaultLeaderEndpoint(environment, subcommand: subcommand)
+        }
+        switch subcommand {
         case "worker":
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
-            worker.leaderEndpoint = leaderEndpoint
+            worker.leaderEndpoint = leaderEndpointOrDefault
             return .worker(worker)
         case "call":
             guard positionals.count == 2 else {
                 throw UsageError(message: "call takes an op name and a JSON argument", subcommand: subcommand)
             }
-            return .call(CallOptions(op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpoint, requestID: requestID))
+            if let problem = CallArgument.problem(in: positionals[1]) {
+                throw UsageError(message: "the argument is not JSON: \(problem)", subcommand: subcommand)
+            }
+            return .call(
+                CallOptions(
+                    op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpointOrDefault, timeout: timeout, requestID: requestID))
         default:
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
-            return .status(leaderEndpoint: leaderEndpoint, json: json)
+            return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout)
         }
     }
 
@@ -386,8 +408,8 @@ enum Command: Equatable {
             case "--json":
                 try reader.noValue(option)
                 options.json = true
-            case "--name": options.namePattern = try reader.value(for: option)
-            case "--connect": options.connect = try reader.value(for: option)
+            case "--name": options.namePattern = try namePattern(try reader.value(for: option))
+            case "--connect": options.connect = try endpoint(try reader.value(for: option), from: option.name, subcommand: "tail")
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "tail")
             }
         }

@@ -23,6 +23,16 @@ struct TailCommand {
         do {
             var next: UInt64
             if let from = options.from {
+                // Past the end prints nothing: say which revisions exist instead (following waits for them).
+                if from > store.lastRevision {
+                    let ends = store.lastRevision == 0 ? "the log has no turns yet" : "the log ends at revision \(store.lastRevision)"
+                    guard options.follow else {
+                        let choices = store.lastRevision == 0 ? "--follow to wait" : "--from 1 to \(store.lastRevision), or --follow to wait"
+                        printError("Error: nothing from revision \(from): \(ends) (\(choices))")
+                        return 1
+                    }
+                    printError("\(CogdCommandLine.programName) tail: \(ends); waiting for revision \(from)")
+                }
                 next = from
                 next = try printRecords(store.records(from: from), after: next)
             } else {

@@ -102,7 +102,7 @@ struct CommandTests {
             return
         }
         #expect(negative.op == "trails.tickHike" && negative.json == "-5" && negative.leaderEndpoint == "tcp://127.0.0.1:9")
-        #expect(try Command.parse(["status", "--json"]) == .status(leaderEndpoint: "tcp://127.0.0.1:5701", json: true))
+        #expect(try Command.parse(["status", "--json"]) == .status(leaderEndpoint: "tcp://127.0.0.1:5701", json: true, timeout: .seconds(5)))
         #expect(throws: Command.UsageError(message: "unknown rig 'bank' (one of: trails, ledger, ledger-greeter, ledger-peers, ledger-concierge, replica)", subcommand: "leader")) {
             try Command.parse(["leader", "--rig", "bank"])
         }

@@ -28,11 +28,14 @@ struct TemporaryFolder {
 }
 
 /// Runs `cogd` with `arguments` to completion (bounded by `timeout`); returns
-/// the exit status and both outputs.
-func runCogd(_ arguments: [String], timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
+/// the exit status and both outputs. `environment` is added to this process's.
+func runCogd(
+    _ arguments: [String], timeout: Duration = .seconds(60), environment: [String: String] = [:]
+) throws -> (status: Int32, stdout: String, stderr: String) {
     let process = Process()
     process.executableURL = cogdExecutable()
     process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out

@@ -1,0 +1,51 @@
+import Cog
+import Foundation
+
+/// The JSON argument of `cogd call`: where it stops being JSON, said so a
+/// person can find it, before anything is sent.
+enum CallArgument {
+    /// What is wrong with `text` as JSON (any value, a bare number or string
+    /// too), naming the line, the column and the text there; nil when it parses.
+    ///
+    /// ```swift
+    /// CallArgument.problem(in: #"{"a": x}"#)   // "invalid value at line 1, column 7: `x}`"
+    /// ```
+    static func problem(in text: String) -> String? {
+        if text.allSatisfy(\.isWhitespace) { return "it is empty (give a JSON value: {}, 5, \"text\", true …)" }
+        let bytes = Array(text.utf8)
+        do {
+            _ = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+            return nil
+        } catch {
+            let description = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
+            // Foundation says "… around character N." (a UTF-8 offset) or "Unexpected end of file …".
+            if let range = description.range(of: "character "),
+                let offset = Int(description[range.upperBound...].prefix { $0.isNumber }), offset <= bytes.count
+            {
+                let what = description[..<range.lowerBound].replacingOccurrences(of: " around ", with: "").lowercased()
+                return "\(what) at \(position(of: offset, in: bytes)): `\(snippet(from: offset, in: bytes))`"
+            }
+            if description.contains("end of file") {
+                return "it ends at \(position(of: bytes.count, in: bytes)) before the value is complete (a missing `}`, `]` or `\"`?)"
+            }
+            return description
+        }
+    }
+
+    /// `line L, column C` (both from 1) of the byte at `offset`.
+    private static func position(of offset: Int, in bytes: [UInt8]) -> String {
+        let before = bytes[..<offset]
+        let line = before.count { $0 == 0x0a } + 1
+        let lineStart = before.lastIndex(of: 0x0a).map { $0 + 1 } ?? 0
+        let column = String(decoding: bytes[lineStart..<offset], as: UTF8.self).count + 1
+        return "line \(line), column \(column)"
+    }
+
+    /// Up to 20 characters from `offset` to the end of its line, control characters escaped.
+    private static func snippet(from offset: Int, in bytes: [UInt8]) -> String {
+        let rest = String(decoding: bytes[offset...], as: UTF8.self)
+        let line = rest.prefix { $0 != "\n" }
+        let text = line.count > 20 ? line.prefix(20) + "…" : line
+        return text.isEmpty ? "(end of line)" : TerminalText.escaped(String(text))
+    }
+}
