@@ -382,7 +382,8 @@ enum ClusterCommands {
                 }
                 let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(escaped: $0.key) \($0.value)" }
                 print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
-                print("scopes    \(status.openScopeInstances.count) open instances")
+                let open = status.openScopeInstances.count
+                print("scopes    \(open) open instance\(open == 1 ? "" : "s")")
                 if let commits = status.commits {
                     print(
                         "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "

@@ -147,6 +147,7 @@ struct CommandFeedbackTests {
         #expect(rejected.stderr.hasPrefix("rejected: unknown-op: no op named `ledger.nothing`"), "\(rejected.stderr)")
         let status = try runCogd(["status", "--leader", plain, "--timeout", "10"])
         #expect(status.status == 0 && status.stdout.contains("revision  1"), "\(status)")
+        #expect(status.stdout.contains("scopes    0 open instances\n"), "\(status)")
 
         let past = try runCogd(["tail", "--data", folder.path, "--from", "5"])
         #expect(past.status == 1 && past.stdout.isEmpty, "\(past)")
