@@ -53,7 +53,7 @@ final class LeaderStore: CogDurableStore {
         var seen = Set<[UInt8]>()
         var writes: [CogDurableWrite] = []
         for draft in drafts {
-            for write in draft.writes where seen.insert(Array(write.name.utf8) + [0] + (write.key ?? [])).inserted {
+            for write in draft.writes where seen.insert(write.entryKey).inserted {
                 writes.append(CogDurableWrite(name: write.name, key: write.key, value: try currentValueOrThrow(name: write.name, key: write.key)))
             }
         }

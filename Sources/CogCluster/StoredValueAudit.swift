@@ -38,24 +38,15 @@ public struct StoredValueAudit {
         }
         guard !failing.isEmpty else { return [] }
         // Which records wrote them last: one pass over the log, only when something fails.
-        let wanted = Set(failing.map { Array($0.entry.name.utf8) + [0] + ($0.entry.key ?? []) })
+        let wanted = Set(failing.map { TurnWrite.entryKey(name: $0.entry.name, key: $0.entry.key) })
         var writtenAt: [[UInt8]: UInt64] = [:]
-        var next: UInt64 = 1
-        while next <= store.lastRevision {
-            let records = try store.records(from: next, limit: 10_000)
-            guard let last = records.last else { break }
-            for record in records {
-                for write in record.writes {
-                    let key = Array(write.name.utf8) + [0] + (write.key ?? [])
-                    if wanted.contains(key) { writtenAt[key] = record.revision }
-                }
-            }
-            next = last.revision + 1
+        try store.forEachRecord { record in
+            for write in record.writes where wanted.contains(write.entryKey) { writtenAt[write.entryKey] = record.revision }
         }
         return failing.map { failure in
             Finding(
                 name: failure.entry.name, key: failure.entry.key,
-                revision: writtenAt[Array(failure.entry.name.utf8) + [0] + (failure.entry.key ?? [])], reason: failure.reason,
+                revision: writtenAt[TurnWrite.entryKey(name: failure.entry.name, key: failure.entry.key)], reason: failure.reason,
                 site: failure.site)
         }
     }
@@ -67,22 +58,16 @@ public struct StoredValueAudit {
         let codec = ReplicaCodec()
         var listed: [Finding] = []
         var count = 0
-        var next: UInt64 = 1
-        while next <= store.lastRevision {
-            let records = try store.records(from: next, limit: 10_000)
-            guard let last = records.last else { break }
-            for record in records {
-                for write in record.writes {
-                    guard let value = write.value,
-                        case .fails(let reason, let site) = Cogs.checkStoredValue(named: write.name, key: write.key, value: value, codec: codec)
-                    else { continue }
-                    count += 1
-                    if listed.count < limit {
-                        listed.append(Finding(name: write.name, key: write.key, revision: record.revision, reason: reason, site: site))
-                    }
+        try store.forEachRecord { record in
+            for write in record.writes {
+                guard let value = write.value,
+                    case .fails(let reason, let site) = Cogs.checkStoredValue(named: write.name, key: write.key, value: value, codec: codec)
+                else { continue }
+                count += 1
+                if listed.count < limit {
+                    listed.append(Finding(name: write.name, key: write.key, revision: record.revision, reason: reason, site: site))
                 }
             }
-            next = last.revision + 1
         }
         return (listed, count)
     }

@@ -53,7 +53,7 @@ struct SimChecker {
                 }
             }
             for write in record.writes {
-                let key = Array(write.name.utf8) + [0] + (write.key ?? [])
+                let key = write.entryKey
                 if let old = truth[key] { truthHash &-= SimChecker.entryHash(key, old) }
                 truth[key] = write.value
                 if let new = write.value { truthHash &+= SimChecker.entryHash(key, new) }

@@ -212,3 +212,16 @@ final class RawPeer {
         return replies
     }
 }
+
+/// Runs a program to completion with a bounded wait (SIGKILL at the
+/// deadline); its exit status and its output (stdout and stderr, in order).
+func runBounded(
+    _ executable: URL, _ arguments: [String], timeout: Duration = .seconds(30)
+) throws -> (status: Int32, output: String) {
+    let child = try CogdProcess(executable: executable, arguments)
+    // Reads every line until the child closes its output (nil at end of file or the deadline).
+    child.waitForLine(timeout: timeout) { _ in false }
+    waitForExit(child.process, timeout: .seconds(5))
+    return (child.process.terminationStatus, child.lines.joined(separator: "\n"))
+}
+

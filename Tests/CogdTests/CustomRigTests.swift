@@ -15,21 +15,10 @@ struct CustomRigTests {
         cogdExecutable().deletingLastPathComponent().appendingPathComponent("CounterApp")
     }
 
-    /// Runs `CounterApp` to completion (bounded); exit status and both outputs.
+    /// Runs `CounterApp` to completion (bounded); exit status and both
+    /// outputs. `build` picks another build of the app (`COUNTER_BUILD`).
     func run(_ arguments: [String], build: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = counterApp()
-        process.arguments = arguments
-        if let build { process.environment = ProcessInfo.processInfo.environment.merging(["COUNTER_BUILD": build]) { $1 } }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        waitForExit(process, timeout: .seconds(30))
-        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+        try runProgram(counterApp(), arguments, environment: build.map { ["COUNTER_BUILD": $0] } ?? [:], timeout: .seconds(30))
     }
 
     @Test func `a leader serves the app's op, a worker runs its mechanism and scope, and cogd reads its log`() throws {

@@ -17,16 +17,9 @@ struct ExternalClientTests {
     static func run(script: String) throws -> (status: Int32, output: String) {
         let repository = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [python(), repository.appendingPathComponent("clients/\(script)").path, cogdExecutable().path]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        waitForExit(process, timeout: .seconds(150))
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        return try runBounded(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [python(), repository.appendingPathComponent("clients/\(script)").path, cogdExecutable().path], timeout: .seconds(150))
     }
 
     static func expectClean(_ script: String) throws {

@@ -14,18 +14,7 @@ private let systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"
 
 /// Runs a program to completion (bounded); its status and both outputs.
 private func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    waitForExit(process, timeout: .seconds(60))
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    try runProgram(URL(fileURLWithPath: executable), arguments)
 }
 
 /// Copies of deploy/systemd's units in `folder`, `ExecStart` pointing at the

@@ -32,8 +32,15 @@ struct TemporaryFolder {
 func runCogd(
     _ arguments: [String], timeout: Duration = .seconds(60), environment: [String: String] = [:]
 ) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runProgram(cogdExecutable(), arguments, environment: environment, timeout: timeout)
+}
+
+/// Runs any program as `runCogd` runs `cogd`.
+func runProgram(
+    _ executable: URL, _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(60)
+) throws -> (status: Int32, stdout: String, stderr: String) {
     let process = Process()
-    process.executableURL = cogdExecutable()
+    process.executableURL = executable
     process.arguments = arguments
     if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     let out = Pipe()

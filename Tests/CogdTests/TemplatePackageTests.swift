@@ -26,18 +26,6 @@ enum TemplatePackage {
     static var todo: URL { scratch.appendingPathComponent("debug/todo") }
 }
 
-/// Runs a program to completion with a bounded wait (SIGKILL at the
-/// deadline); its exit status and its output (stdout and stderr, in order).
-private func runBounded(
-    _ executable: URL, _ arguments: [String], timeout: Duration = .seconds(30)
-) throws -> (status: Int32, output: String) {
-    let child = try CogdProcess(executable: executable, arguments)
-    // Reads every line until the child closes its output (nil at end of file or the deadline).
-    child.waitForLine(timeout: timeout) { _ in false }
-    waitForExit(child.process, timeout: .seconds(5))
-    return (child.process.terminationStatus, child.lines.joined(separator: "\n"))
-}
-
 /// The template package: built by `swift build` and run as a leader, two
 /// workers, `call`, `status` and `tail` on loopback — what its README shows.
 @Suite("the template package Examples/TodoApp", .timeLimit(.minutes(10)))

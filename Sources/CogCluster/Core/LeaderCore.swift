@@ -150,18 +150,15 @@ public struct LeaderCore {
         cogs = Cogs.durable(store: durable)
         scopes = ScopeTable(epoch: log.epoch)
         scopesAtLastCommit = scopes
-        if var next = log.unindexedFrom {
-            while next <= log.lastRevision {
-                let records = try log.records(from: next, limit: 10_000, maximumBytes: .max)
-                guard let last = records.last else { break }
-                for record in records {
-                    // A request whose body settled several turns was answered with the first's revision.
-                    guard let request = record.origin.request, unindexed[request] == nil else { continue }
-                    unindexed[request] = LeaderCore.dedupValue(
-                        digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
-                }
-                next = last.revision + 1
+        if let first = log.unindexedFrom {
+            var rebuilt: [RequestID: [UInt8]] = [:]
+            try log.forEachRecord(from: first) { record in
+                // A request whose body settled several turns was answered with the first's revision.
+                guard let request = record.origin.request, rebuilt[request] == nil else { return }
+                rebuilt[request] = LeaderCore.dedupValue(
+                    digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
             }
+            unindexed = rebuilt
             indexNow = true
         }
     }
@@ -221,8 +218,10 @@ public struct LeaderCore {
     /// hear, which is not the workers' silence.
     private mutating func expireSilentWorkers(now: Duration) {
         guard !settings.broken.contains(.heartbeatExpiry) else { return }
-        // In name order: the records of one tick come out the same every run.
-        for (name, state) in workers.sorted(by: { $0.key < $1.key }) where now - max(state.lastHeard, resumedAt) >= settings.heartbeatTimeout {
+        // Sorted only when someone is silent (this runs at every look), and
+        // in name order: the records of one tick come out the same every run.
+        let silent = workers.filter { now - max($0.value.lastHeard, resumedAt) >= settings.heartbeatTimeout }.keys
+        for name in silent.sorted() {
             workers[name] = nil
             goneWorkers.insert(name)
             dropWorker(name, named: LeaderCore.workerGoneTurn)

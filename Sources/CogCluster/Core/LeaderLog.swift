@@ -26,6 +26,20 @@ public protocol LeaderLog: AnyObject {
 
 extension TurnStore: LeaderLog {}
 
+extension LeaderLog {
+    /// Calls `body` with every committed record from `revision` on, in
+    /// revision order, read 10,000 at a time.
+    func forEachRecord(from revision: UInt64 = 1, _ body: (TurnRecord) -> Void) throws(TurnStoreError) {
+        var next = revision
+        while next <= lastRevision {
+            let records = try self.records(from: next, limit: 10_000, maximumBytes: .max)
+            guard let last = records.last else { return }
+            records.forEach(body)
+            next = last.revision + 1
+        }
+    }
+}
+
 /// What the leader core asks of its driver while it steps, and needs the
 /// answer to at once.
 @MainActor

@@ -36,7 +36,7 @@ public final class MemoryLog: LeaderLog {
     }
 
     public func value(name: String, key: [UInt8]?) throws(TurnStoreError) -> [UInt8]? {
-        state[MemoryLog.stateKey(name, key)]?.value
+        state[TurnWrite.entryKey(name: name, key: key)]?.value
     }
 
     public func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]? { dedup[request] }
@@ -83,7 +83,7 @@ public final class MemoryLog: LeaderLog {
         var digests: [StateDigest] = []
         for draft in commit.drafts {
             for write in draft.writes {
-                let key = MemoryLog.stateKey(write.name, write.key)
+                let key = write.entryKey
                 stateDigest.apply(name: write.name, key: write.key, old: state[key]?.value, new: write.value)
                 if let value = write.value {
                     state[key] = StateEntry(name: write.name, key: write.key, value: value)
@@ -111,9 +111,5 @@ public final class MemoryLog: LeaderLog {
         }
         lastRevision = revisions.upperBound - 1
         return revisions
-    }
-
-    static func stateKey(_ name: String, _ key: [UInt8]?) -> [UInt8] {
-        Array(name.utf8) + [0] + (key ?? [])
     }
 }

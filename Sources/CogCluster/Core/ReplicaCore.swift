@@ -199,12 +199,9 @@ public struct ReplicaCore: Sendable {
 
     /// The encoded value of a durable entry on the replica.
     public func encodedValue(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
-        encodedState[ReplicaCore.stateKey(name, key)]
+        encodedState[TurnWrite.entryKey(name: name, key: key)]
     }
 
-    static func stateKey(_ name: String, _ key: [UInt8]?) -> [UInt8] {
-        Array(name.utf8) + [0] + (key ?? [])
-    }
 
     private mutating func send(_ message: WireMessage) { effects.append(.send(message)) }
 
@@ -303,7 +300,7 @@ public struct ReplicaCore: Sendable {
         awaitingSnapshot = false
         let absent = statesAbsent(from: entries)
         encodedState = [:]
-        for entry in entries { encodedState[ReplicaCore.stateKey(entry.name, entry.key)] = entry.value }
+        for entry in entries { encodedState[TurnWrite.entryKey(name: entry.name, key: entry.key)] = entry.value }
         adoptSnapshotDigest(entries, digest, revision: revision)
         effects.append(.applySnapshot(revision: revision, entries: entries, absent: absent))
         appliedRevision = revision
@@ -387,7 +384,7 @@ public struct ReplicaCore: Sendable {
         guard !awaitingSnapshot else { return }
         while let next = buffered.removeValue(forKey: appliedRevision + 1) {
             for write in next.writes {
-                let key = ReplicaCore.stateKey(write.name, write.key)
+                let key = write.entryKey
                 stateDigest.apply(name: write.name, key: write.key, old: encodedState[key], new: write.value)
                 encodedState[key] = write.value
             }
@@ -437,7 +434,7 @@ public struct ReplicaCore: Sendable {
     /// initial values.
     private func statesAbsent(from entries: [SnapshotEntry]) -> [TurnWrite] {
         guard !encodedState.isEmpty else { return [] }
-        let kept = Set(entries.map { ReplicaCore.stateKey($0.name, $0.key) })
+        let kept = Set(entries.map { TurnWrite.entryKey(name: $0.name, key: $0.key) })
         return encodedState.keys.filter { !kept.contains($0) }.sorted { $0.lexicographicallyPrecedes($1) }.map { stored in
             let split = stored.firstIndex(of: 0) ?? stored.count
             let key = split < stored.count ? Array(stored[(split + 1)...]) : []

@@ -135,6 +135,16 @@ public struct TurnWrite: Codable, Equatable, Sendable {
 
     public var isRelease: Bool { value == nil }
 
+    /// An entry's identity in memory: its name's UTF-8, a 0, then its key —
+    /// what replicas, the in-memory log and the checkers index state by
+    /// (the LMDB key of a long key differs, `turnlog.md` §2).
+    public static func entryKey(name: String, key: [UInt8]?) -> [UInt8] {
+        Array(name.utf8) + [0] + (key ?? [])
+    }
+
+    /// This write's entry identity (`entryKey(name:key:)`).
+    public var entryKey: [UInt8] { TurnWrite.entryKey(name: name, key: key) }
+
     enum CodingKeys: String, CodingKey {
         case name, key, value, released
     }
