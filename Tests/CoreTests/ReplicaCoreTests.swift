@@ -460,3 +460,16 @@ struct ReplicaDigestTests {
         #expect(replica.lastDigestMismatch?.hasPrefix("state digest mismatch in the snapshot at revision 2: the leader says \(claimed), its entries give \(StateDigest())") == true)
     }
 }
+
+@Suite("Replica core: snapshot parts from an untrusted leader")
+struct ReplicaSnapshotBoundsTests {
+    @Test func `a last part numbered 2^64-1 neither traps nor completes the snapshot`() {
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
+        _ = replica.step(.start, now: .zero)
+        _ = replica.step(.leader(.welcome(epoch: 1, lastRevision: 1, turnsEndpoint: "tcp://127.0.0.1:5702")), now: .milliseconds(10))
+        let entry = SnapshotEntry(name: "test.a", key: nil, value: [0x01])
+        #expect(replica.step(.leader(.snapshot(epoch: 1, revision: 1, entries: [entry], part: .max)), now: .milliseconds(20)) == [])
+        #expect(replica.step(.leader(.snapshot(epoch: 1, revision: 1, entries: [], part: 0, more: true)), now: .milliseconds(21)) == [])
+        #expect(!replica.isSynced && replica.appliedRevision == 0)
+    }
+}

@@ -288,7 +288,8 @@ public struct ReplicaCore: Sendable {
             parts.received[partNumber] = part
             if !more { parts.last = partNumber }
             snapshotParts = parts
-            guard let last = parts.last, parts.received.count == Int(last) + 1 else { return }
+            // (In UInt64: a part number from the leader may be anything.)
+            guard let last = parts.last, UInt64(parts.received.count) - 1 == last else { return }
             entries = (0...last).flatMap { parts.received[$0] ?? [] }
             total = last + 1
         } else {
