@@ -40,6 +40,9 @@ public final class Leader {
         /// another rig, or an incompatible version of one, is refused
         /// `rig-mismatch` (empty: nothing is compared).
         public var rigs: [CogRig.Fingerprint] = []
+        /// CURVE on both sockets and who may connect (`--curve-secret`,
+        /// `--peers`); nil: nothing is authenticated (loopback only).
+        public var authentication: Authentication?
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -57,13 +60,27 @@ public final class Leader {
         }
     }
 
+    /// The leader's CURVE key pair and its peers file (`protocol/cogwire.md` §9).
+    public struct Authentication: Sendable {
+        public var keyPair: CurveKeyPair
+        /// The peers file: read at start, and again by `reloadPeers()` (SIGHUP).
+        public var peersFile: String
+
+        public init(keyPair: CurveKeyPair, peersFile: String) {
+            self.keyPair = keyPair
+            self.peersFile = peersFile
+        }
+    }
+
     public let configuration: Configuration
+    /// Judges each CURVE handshake (nil when nothing is authenticated).
+    private let zap: ZAPHandler?
     let store: TurnStore
     /// The rules: everything the leader decides happens in here.
     private(set) var core: LeaderCore!
     private let context: ZMQContext
     private let router: ZMQSocket
-    private let publisher: ZMQSocket
+    private var publisher: ZMQSocket
     /// When the driver started: the core's clock counts from here.
     private let start = ContinuousClock.now
     private var now: Duration { ContinuousClock.now - start }
@@ -92,7 +109,11 @@ public final class Leader {
     public static let nameTakenOverTurn = LeaderCore.nameTakenOverTurn
     public static let reregisteredTurn = LeaderCore.reregisteredTurn
     /// Error replies sent, by code (`cogd status`).
-    public var errorCounts: [String: UInt64] { core.errorCounts }
+    public var errorCounts: [String: UInt64] {
+        var counts = core.errorCounts
+        if let refused = zap?.refused, refused > 0 { counts["handshake-refused"] = refused }
+        return counts
+    }
     /// The bound endpoints (wildcard ports resolved).
     public let boundRequestsEndpoint: String
     public let boundTurnsEndpoint: String
@@ -143,7 +164,26 @@ public final class Leader {
         // then runs beside the replies' instead of ahead of them.
         streamHasOwnIOThread = !placement.spareCPUs.isEmpty
         context = try ZMQContext(ioThreads: streamHasOwnIOThread ? 2 : 1)
+        let peers: PeerTable?
+        if let authentication = configuration.authentication {
+            do {
+                peers = try PeerTable.load(path: authentication.peersFile)
+                // Before either socket binds: with no handler, ZeroMQ would
+                // accept any client that knows the leader's public key.
+                zap = try ZAPHandler(context: context, peers: peers!)
+            } catch {
+                context.close()
+                store.close()
+                throw error
+            }
+        } else {
+            peers = nil
+            zap = nil
+        }
         router = try ZMQSocket(context, .router)
+        if let authentication = configuration.authentication {
+            try router.makeCurveServer(secretKey: authentication.keyPair.secretKey, domain: ZAPHandler.requestsDomain)
+        }
         if streamHasOwnIOThread { try router.setIOThreads(0b01) }
         // A send to a peer that is no longer connected fails (EHOSTUNREACH)
         // instead of vanishing: how a hello learns whether the process that
@@ -154,12 +194,8 @@ public final class Leader {
         // of at most 4 MiB (a peer that sends faster waits, TCP pushing back).
         try router.setHighWaterMarks(send: Leader.requestsSendHighWaterMark, receive: 64)
         try router.bind(configuration.requestsEndpoint)
-        publisher = try ZMQSocket(context, .publisher)
-        if streamHasOwnIOThread { try publisher.setIOThreads(0b10) }
-        // A subscriber that falls behind loses turns past this many messages
-        // and catches up by the gap (the Clone pattern): its queue is bounded.
-        try publisher.setHighWaterMarks(send: Leader.turnsSendHighWaterMark, receive: 1_000)
-        try publisher.bind(configuration.turnsEndpoint)
+        publisher = try Leader.turnStream(
+            context, at: configuration.turnsEndpoint, ownIOThread: streamHasOwnIOThread, authentication: configuration.authentication)
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
         // A request noted as running and never answered: its body stopped the
@@ -183,10 +219,60 @@ public final class Leader {
             log: store, ports: self, registry: registry,
             settings: LeaderCore.Settings(
                 heartbeatTimeout: configuration.heartbeatTimeout, maximumRecordBytes: configuration.maximumRecordBytes,
-                turnsEndpoint: boundTurnsEndpoint, rigs: configuration.rigs))
+                turnsEndpoint: boundTurnsEndpoint, rigs: configuration.rigs, peers: peers))
         if crashedCount > 0 { core.countEvent(RejectionCode.crashedLeader.rawValue) }
         // Replies a crash left unindexed are indexed now.
         if core.hasWork { try serveBatch() }
+    }
+
+    /// The turn stream's PUB socket, bound at `endpoint`.
+    private static func turnStream(
+        _ context: ZMQContext, at endpoint: String, ownIOThread: Bool, authentication: Authentication?
+    ) throws(ZMQError) -> ZMQSocket {
+        let publisher = try ZMQSocket(context, .publisher)
+        if ownIOThread { try publisher.setIOThreads(0b10) }
+        // A subscriber that falls behind loses turns past this many messages
+        // and catches up by the gap (the Clone pattern): its queue is bounded.
+        try publisher.setHighWaterMarks(send: Leader.turnsSendHighWaterMark, receive: 1_000)
+        if let authentication {
+            try publisher.makeCurveServer(secretKey: authentication.keyPair.secretKey, domain: ZAPHandler.turnsDomain)
+        }
+        try publisher.bind(endpoint)
+        return publisher
+    }
+
+    /// Whether connections are authenticated (CURVE with a peers file).
+    public var authenticates: Bool { zap != nil }
+
+    /// What reading the peers file again changed.
+    public struct PeersReload: Sendable, Equatable {
+        public var peers: Int
+        public var removed: Int
+        public var added: Int
+    }
+
+    /// Reads the peers file again (SIGHUP): handshakes and every message
+    /// from then on are judged by it, so a removed key's connections are
+    /// refused `unknown-key` from their next message. When a key was
+    /// removed, the turn stream is opened anew: every subscriber reconnects
+    /// (and is judged again) and catches up what it missed by the gap.
+    /// A file that cannot be read or is not valid changes nothing.
+    public func reloadPeers() throws -> PeersReload {
+        guard let authentication = configuration.authentication, let zap, let old = core.peers else {
+            throw PeerTableError(path: "-", line: nil, message: "this leader authenticates nothing (no --peers), so there is nothing to reload")
+        }
+        let table = try PeerTable.load(path: authentication.peersFile)
+        let oldKeys = Set(old.peers.map(\.publicKey))
+        let newKeys = Set(table.peers.map(\.publicKey))
+        let lostStream = old.peers.filter { $0.mayReadTurns && !(table[$0.publicKey]?.mayReadTurns ?? false) }
+        zap.replace(table)
+        carryOut(core.step(.peers(table), now: now))
+        if !lostStream.isEmpty {
+            publisher.close()
+            publisher = try Leader.turnStream(
+                context, at: boundTurnsEndpoint, ownIOThread: streamHasOwnIOThread, authentication: authentication)
+        }
+        return PeersReload(peers: table.count, removed: oldKeys.subtracting(newKeys).count, added: newKeys.subtracting(oldKeys).count)
     }
 
     /// Closes sockets, the context and the store (indexing what is not yet).
@@ -197,12 +283,13 @@ public final class Leader {
         snapshotStreams = []
         router.close()
         publisher.close()
+        zap?.stop()
         context.close()
         store.close()
     }
 
     /// Serves until `stop` becomes true.
-    public func run(until stop: StopFlag) throws {
+    public func run(until stop: StopFlag, reload: ReloadFlag? = nil, onReload: (Result<PeersReload, any Error>) -> Void = { _ in }) throws {
         if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
         var lastBatch = ContinuousClock.now
         var snapshotsWaiting = false
@@ -233,6 +320,9 @@ public final class Leader {
                 sched_yield()
                 continue
             }
+            if let reload, reload.take() {
+                onReload(Result { try reloadPeers() })
+            }
             carryOut(core.step(.tick, now: now))
             // Retirement records (workers gone) commit and go out now.
             if core.hasWork { try serveBatch() }
@@ -253,11 +343,12 @@ public final class Leader {
         var takenBytes = 0
         // A batch ends at 4,096 messages or 16 MiB of them: what one batch
         // holds (its turns, records and replies) stays bounded.
-        while taken < 4_096, takenBytes < Leader.maximumBatchBytes, var frames = try router.receive() {
+        var key: String?
+        while taken < 4_096, takenBytes < Leader.maximumBatchBytes, var frames = try router.receive(userID: &key) {
             taken += 1
             takenBytes += frames.reduce(0) { $0 + $1.count }
             let identity = frames.removeFirst()
-            carryOut(core.step(.message(from: identity, frames: frames), now: now))
+            carryOut(core.step(.message(from: identity, frames: frames, key: key), now: now))
         }
         do {
             try runningNote.clear()
@@ -531,6 +622,7 @@ public final class Leader {
         var status = core.status(now: now)
         status.placement = placementDescription
         status.commits = commitTimes.summary
+        status.errorCounts = errorCounts
         return status
     }
 

@@ -10,3 +10,15 @@ public final class StopFlag: Sendable {
     public func stop() { stopped.store(true, ordering: .relaxed) }
     public var isStopped: Bool { stopped.load(ordering: .relaxed) }
 }
+
+/// Asks a running leader to read its peers file again (SIGHUP); set from a
+/// signal handler's queue, taken by the serving loop.
+public final class ReloadFlag: Sendable {
+    private let requested = Atomic<Bool>(false)
+
+    public init() {}
+
+    public func request() { requested.store(true, ordering: .relaxed) }
+    /// Whether a reload was asked for since the last call.
+    public func take() -> Bool { requested.exchange(false, ordering: .relaxed) }
+}

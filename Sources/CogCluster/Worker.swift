@@ -21,6 +21,9 @@ public final class Worker: CogRemoteLink {
         public var heartbeatInterval: Duration
         /// The fingerprint of the rig it runs, sent with each hello (nil: none is sent).
         public var rig: CogRig.Fingerprint?
+        /// Its key and the leader's public key, for a leader that
+        /// authenticates (CURVE, `protocol/cogwire.md` §9); nil: none.
+        public var keys: CurveClientKeys?
 
         public init(
             name: String, leaderEndpoint: String = "tcp://127.0.0.1:5701", heartbeatInterval: Duration = .seconds(1),
@@ -38,6 +41,8 @@ public final class Worker: CogRemoteLink {
     public let cogs: Cogs
     private let context: ZMQContext
     private let dealer: ZMQSocket
+    /// Sees the requests connection's handshakes fail (a refused key).
+    private let handshakes: HandshakeWatch
     private var subscriber: ZMQSocket?
     private let mechanisms: [any Mechanism]
     private let replicaCodec = ReplicaCodec()
@@ -67,6 +72,10 @@ public final class Worker: CogRemoteLink {
     /// Why the leader refuses the rig this worker runs (`rig-mismatch`),
     /// until a welcome: meanwhile it says hello every 5 s.
     public var rigRefused: WireError? { core.rigRefused }
+    /// Why the leader refuses this worker's key the name or what it asks
+    /// (`unknown-key`, `not-your-name`, `role-forbids`), until a welcome:
+    /// meanwhile it says hello every 5 s.
+    public var accessRefused: WireError? { core.accessRefused }
     /// The state digest of the replica (`protocol/turnlog.md`).
     public var stateDigest: StateDigest { core.stateDigest }
     /// How many applied records (and snapshots) carried another state
@@ -114,14 +123,24 @@ public final class Worker: CogRemoteLink {
         // process may speak as the name.
         try dealer.setIdentity("\(configuration.name)/\(String(UInt32.random(in: 0...UInt32.max), radix: 16))")
         try dealer.setReconnect(initial: 100, maximum: 2_000)
+        try dealer.useCurve(configuration.keys)
+        handshakes = try HandshakeWatch(dealer)
         try dealer.connect(configuration.leaderEndpoint)
         cogs.remoteLink = self
         try carryOut(core.step(.start, now: now))
     }
 
+    /// Why the leader's security handshake fails, until one succeeds
+    /// (a key not in its peers file, a wrong leader key, no key for a
+    /// leader that authenticates): ZeroMQ meanwhile keeps trying.
+    public func handshakeProblem() -> HandshakeWatch.Problem? {
+        (try? handshakes.problem()) ?? nil
+    }
+
     public func close() {
         watch([])
         dealer.close()
+        handshakes.close()
         subscriber?.close()
         context.close()
     }
@@ -248,6 +267,7 @@ public final class Worker: CogRemoteLink {
                 let socket = try ZMQSocket(context, .subscriber)
                 try socket.subscribeToAll()
                 try socket.setHighWaterMarks(send: 1_000, receive: 100_000)
+                try socket.useCurve(configuration.keys)
                 try socket.connect(turnsEndpoint)
                 subscriber = socket
             case .applySnapshot(_, let entries, let absent):

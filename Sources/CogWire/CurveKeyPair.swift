@@ -88,6 +88,23 @@ public struct CurveKeyPair: Equatable, Sendable, CustomStringConvertible {
         return true
     }
 
+    /// The Z85 text of a 32-byte key (as a ZAP request carries it).
+    public static func z85(_ key: [UInt8]) -> String {
+        precondition(key.count % 4 == 0, "internal inconsistency: Z85 encodes groups of 4 bytes")
+        var text: [UInt8] = []
+        text.reserveCapacity(key.count / 4 * 5)
+        for group in stride(from: 0, to: key.count, by: 4) {
+            var value = UInt32(key[group]) << 24 | UInt32(key[group + 1]) << 16 | UInt32(key[group + 2]) << 8 | UInt32(key[group + 3])
+            var digits = [UInt8](repeating: 0, count: 5)
+            for index in stride(from: 4, through: 0, by: -1) {
+                digits[index] = z85Alphabet[Int(value % 85)]
+                value /= 85
+            }
+            text += digits
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
     private static func requireCurve() throws(CurveKeyError) {
         guard zmq_has("curve") == 1 else {
             throw CurveKeyError(.unsupported, "this ZeroMQ was built without CURVE (zmq_has(\"curve\") is false); install a libzmq with libsodium")

@@ -18,6 +18,12 @@ public enum WireErrorCode: String, Sendable, CaseIterable, Hashable {
     case registerAgain = "register-again"
     case rigMismatch = "rig-mismatch"
     case busy
+    /// The connection's key is not in the leader's peers file (any more).
+    case unknownKey = "unknown-key"
+    /// The message acts in a worker name the connection's key does not hold.
+    case notYourName = "not-your-name"
+    /// The key's role may not send this message.
+    case roleForbids = "role-forbids"
 }
 
 /// Why an op request was refused: the code that starts a `rejected`
@@ -32,6 +38,12 @@ public enum RejectionCode: String, Sendable, CaseIterable, Hashable {
     case tooLarge = "too-large"
     case requestMismatch = "request-mismatch"
     case crashedLeader = "crashed-leader"
+    /// The connection's key is not in the leader's peers file (any more).
+    case unknownKey = "unknown-key"
+    /// The request's worker name is not one the connection's key holds.
+    case notYourName = "not-your-name"
+    /// The key's role may not run this op (an observer, or a client outside its op patterns).
+    case roleForbids = "role-forbids"
 }
 
 /// An op request refused: its code and what to say about it.

@@ -10,7 +10,7 @@ internal import CZMQ
 ///   bounded (100 ms by default), so closing never hangs on unsent messages.
 public final class ZMQSocket {
     public enum Kind: Sendable {
-        case router, dealer, publisher, subscriber, pair
+        case router, dealer, publisher, subscriber, pair, reply
 
         var rawValue: Int32 {
             switch self {
@@ -19,6 +19,7 @@ public final class ZMQSocket {
             case .publisher: ZMQ_PUB
             case .subscriber: ZMQ_SUB
             case .pair: ZMQ_PAIR
+            case .reply: ZMQ_REP
             }
         }
     }
@@ -46,7 +47,7 @@ public final class ZMQSocket {
         self.handle = nil
     }
 
-    private func live(_ operation: String) throws(ZMQError) -> UnsafeMutableRawPointer {
+    func live(_ operation: String) throws(ZMQError) -> UnsafeMutableRawPointer {
         guard let handle else {
             errno = ENOTSOCK
             throw ZMQError(operation: operation)
@@ -144,6 +145,15 @@ public final class ZMQSocket {
 
     /// Receives one multipart message; nil when none is waiting and `wait` is false.
     public func receive(wait: Bool = false) throws(ZMQError) -> [[UInt8]]? {
+        var ignored: String?
+        return try receive(wait: wait, userID: &ignored)
+    }
+
+    /// Receives one multipart message and the user id its connection was
+    /// authenticated as (the ZAP handler's answer, `ZMQ_CURVE`: the peer's
+    /// public key in Z85); `userID` is nil on a connection no ZAP handler
+    /// answered.
+    public func receive(wait: Bool = false, userID: inout String?) throws(ZMQError) -> [[UInt8]]? {
         let socket = try live("zmq_msg_recv")
         var frames: [[UInt8]] = []
         var message = zmq_msg_t()
@@ -155,7 +165,14 @@ public final class ZMQSocket {
             if !received { return nil }
             let size = zmq_msg_size(&message)
             frames.append(Array(UnsafeRawBufferPointer(start: zmq_msg_data(&message), count: size)))
-            guard zmq_msg_more(&message) != 0 else { return frames }
+            guard zmq_msg_more(&message) != 0 else {
+                // The last frame came from the peer's connection (a ROUTER
+                // makes the first itself): it carries the connection's metadata.
+                userID = zmq_msg_gets(&message, "User-Id").map {
+                    String(decoding: UnsafeRawBufferPointer(start: $0, count: strlen($0)), as: UTF8.self)
+                }
+                return frames
+            }
         }
     }
 

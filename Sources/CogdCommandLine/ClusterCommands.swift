@@ -68,6 +68,19 @@ struct Rigs {
     }
 }
 
+/// Turns SIGHUP into a request to read the peers file again.
+final class SignalReloader {
+    let flag = ReloadFlag()
+    private let source: any DispatchSourceSignal
+
+    init() {
+        signal(SIGHUP, SIG_IGN)
+        source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        source.setEventHandler { [flag] in flag.request() }
+        source.resume()
+    }
+}
+
 /// Turns SIGINT/SIGTERM into a stop request: the first drains gracefully,
 /// a second exits at once with status 1.
 final class SignalStopper {
@@ -97,9 +110,9 @@ enum ClusterCommands {
     static func leader(_ options: Command.LeaderOptions, rigs: Rigs) -> Int32 {
         let stopper = SignalStopper()
         let rigName = options.rig ?? rigs.defaultName
-        // Nothing is authenticated yet (CURVE: issue 15): off this host, anyone who can connect could run ops and read state.
+        // Without CURVE nothing is authenticated: off this host, anyone who can connect could run ops and read state.
         let exposed = [options.requestsEndpoint, options.turnsEndpoint].filter { !WireEndpoint.isLocal($0) }
-        if !exposed.isEmpty && !options.insecure {
+        if !exposed.isEmpty && !options.insecure && options.curveSecret == nil {
             printError("Error: \(insecureBindRefusal(exposed))")
             return 1
         }
@@ -119,6 +132,9 @@ enum ClusterCommands {
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
+            if let secret = options.curveSecret, let peers = options.peersFile {
+                configuration.authentication = Leader.Authentication(keyPair: try CurveKeyPair.load(secretKeyFile: secret), peersFile: peers)
+            }
             leader = try Leader(configuration: configuration, registry: registry)
         } catch {
             printError("Error: \(escaped: error)")
@@ -127,7 +143,7 @@ enum ClusterCommands {
         print(
             "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
                 + "rig \(rigName), epoch \(leader.epoch), revision \(leader.lastRevision), "
-                + (options.insecure ? "no authentication (--insecure)" : "no authentication: loopback only"))
+                + authenticationDescription(options, leader: leader))
         print("cogd leader: \(leader.placement.description)\(leader.spinDescription)")
         if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         if let crashed = leader.quarantined {
@@ -142,8 +158,20 @@ enum ClusterCommands {
         ]) {
             printError("cogd leader: could not tell the service manager it is ready: \(escaped: failure)")
         }
+        // SIGHUP reads the peers file again.
+        let reloader = SignalReloader()
         do {
-            try leader.run(until: stopper.flag)
+            try leader.run(until: stopper.flag, reload: reloader.flag) { result in
+                switch result {
+                case .success(let reload):
+                    print(
+                        "cogd leader: peers file reloaded: \(reload.peers) peer\(reload.peers == 1 ? "" : "s") "
+                            + "(\(reload.added) added, \(reload.removed) removed)")
+                case .failure(let error):
+                    printError("cogd leader: the peers file was not reloaded; the one read before still holds: \(escaped: error)")
+                }
+                fflush(nil)
+            }
         } catch {
             printError("Error: \(escaped: error)")
             leader.close()
@@ -155,12 +183,23 @@ enum ClusterCommands {
         return 0
     }
 
-    /// Why `cogd leader` refuses to bind `endpoints` (not on this host) without `--insecure`.
+    /// Why `cogd leader` refuses to bind `endpoints` (not on this host) without CURVE or `--insecure`.
     static func insecureBindRefusal(_ endpoints: [String]) -> String {
         "\(CogdCommandLine.programName) leader serves without authentication; binding "
             + endpoints.map { TerminalText.escaped($0) }.joined(separator: " and ")
-            + " would let anyone on the network run ops and read state — keep it on loopback, or pass --insecure to accept that "
-            + "(CURVE authentication: issue 15, not yet available)"
+            + " would let anyone on the network run ops and read state — authenticate with CURVE "
+            + "(`cogd keys generate leader`, then --curve-secret leader.key --peers FILE), keep it on loopback, "
+            + "or pass --insecure to accept that"
+    }
+
+    /// What the leader's first line says about authentication.
+    @MainActor
+    static func authenticationDescription(_ options: Command.LeaderOptions, leader: Leader) -> String {
+        guard let authentication = leader.configuration.authentication else {
+            return options.insecure ? "no authentication (--insecure)" : "no authentication: loopback only"
+        }
+        return "CURVE: authenticates every connection against \(TerminalText.escaped(authentication.peersFile)), "
+            + "leader key \(authentication.keyPair.publicKey)"
     }
 
     @MainActor
@@ -175,9 +214,9 @@ enum ClusterCommands {
             // applies every turn the leader logs).
             _ = try OpRegistry(rigs: rigs.all)
             let host = CogRig.Host(workerName: options.name) { line in print(TerminalText.escaped(line)) }
-            worker = try Worker(
-                configuration: .init(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint),
-                mechanisms: rig.mechanisms(host))
+            var configuration = Worker.Configuration(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint)
+            configuration.keys = try options.keys?.load()
+            worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
         } catch {
             printError("Error: \(escaped: error)")
             return 1
@@ -199,13 +238,17 @@ enum ClusterCommands {
         var reportedRevision: UInt64 = 0
         var reportedDisplaced = false
         var reportedRigRefused = false
+        var reportedAccessRefused = false
+        var reportedHandshake: HandshakeWatch.Problem?
         var reportedSilence = false
         var reportedMismatches = 0
         do {
             try await worker.run(until: stopper.flag) {
                 // A leader that is down, or not at that endpoint, says nothing: say so.
                 let silence = ContinuousClock.now - worker.lastHeardFromLeader
-                if silence >= .seconds(3) && !reportedSilence {
+                // A refused worker hears little on purpose (a refusal every 5 s): its refusal is what it reports.
+                let refused = worker.accessRefused != nil || worker.rigRefused != nil || reportedHandshake != nil
+                if silence >= .seconds(3) && !reportedSilence && !refused {
                     reportedSilence = true
                     printError(
                         "cogd worker \(name): no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
@@ -221,6 +264,26 @@ enum ClusterCommands {
                         printError("cogd worker \(name): the leader refuses this name: \(escaped: refusal.message); retrying until it is free")
                     } else {
                         print("cogd worker \(name): the name is free; this process holds it now")
+                    }
+                }
+                let handshake = worker.handshakeProblem()
+                if handshake != reportedHandshake {
+                    reportedHandshake = handshake
+                    if let handshake {
+                        printError("cogd worker \(name): \(handshake); still trying")
+                        notify(["STATUS=\(handshake)"])
+                    } else {
+                        print("cogd worker \(name): the leader accepts this key")
+                    }
+                }
+                if (worker.accessRefused != nil) != reportedAccessRefused {
+                    reportedAccessRefused = worker.accessRefused != nil
+                    if let refusal = worker.accessRefused {
+                        printError(
+                            "cogd worker \(name): the leader refuses this key: \(escaped: refusal.message); "
+                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until its peers file allows it")
+                    } else {
+                        print("cogd worker \(name): the leader accepts this key and name")
                     }
                 }
                 if (worker.rigRefused != nil) != reportedRigRefused {
@@ -266,25 +329,40 @@ enum ClusterCommands {
         return 0
     }
 
-    /// Sends one request to the leader and waits (bounded) for the answer.
-    static func request(_ message: WireMessage, leader endpoint: String, timeout: Duration) throws -> WireMessage? {
+    /// Sends one request to the leader and waits (bounded) for the answer;
+    /// a refused security handshake is thrown at once (`HandshakeRefused`).
+    static func request(
+        _ message: WireMessage, leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles? = nil
+    ) throws -> WireMessage? {
+        let curve = try keys?.load()
         let context = try ZMQContext()
         defer { context.close() }
         let socket = try ZMQSocket(context, .dealer, linger: .zero)
         defer { socket.close() }
         try socket.setIdentity("cogd-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try socket.useCurve(curve)
+        let handshakes = try HandshakeWatch(socket)
+        defer { handshakes.close() }
         try socket.connect(endpoint)
         try socket.send([message.encoded()])
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let remaining = deadline - ContinuousClock.now
-            if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(100)))[0],
+            if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
                 let frames = try socket.receive(), let frame = frames.last
             {
                 return try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
             }
+            if let problem = try handshakes.problem() { throw HandshakeRefused(endpoint: endpoint, problem: problem) }
         }
         return nil
+    }
+
+    /// The leader at `endpoint` refused the connection's security handshake.
+    struct HandshakeRefused: Error, CustomStringConvertible {
+        let endpoint: String
+        let problem: HandshakeWatch.Problem
+        var description: String { "\(problem) (leader at \(endpoint))" }
     }
 
     /// `cogd call`'s exit statuses (documented in its help and the README).
@@ -303,6 +381,24 @@ enum ClusterCommands {
             + "is `\(CogdCommandLine.programName) leader` running there? (a slow leader: --timeout SECONDS)"
     }
 
+    /// The request id of a call without `--request-id`. Under a name
+    /// (`--name`, or with keys the key file's name, as a peers file lists
+    /// it): a sequence above every earlier call's from this clock —
+    /// microseconds since 1970 times 1,000, plus a random 0 to 999, so two
+    /// calls in one microsecond rarely meet. Else a name of its own, once.
+    static func callRequestID(_ options: Command.CallOptions) -> RequestID {
+        let name = options.name ?? options.keys.map { keyFileName($0.key) }
+        guard let name else { return RequestID(worker: "call-\(UUID().uuidString.lowercased())", sequence: 1) }
+        let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
+        return RequestID(worker: name, sequence: micros * 1_000 + UInt64.random(in: 0..<1_000))
+    }
+
+    /// `NAME` of a key file `…/NAME.key` (the name `cogd keys generate NAME` gave it).
+    static func keyFileName(_ path: String) -> String {
+        let file = path.split(separator: "/").last.map(String.init) ?? path
+        return file.hasSuffix(".key") && file.count > 4 ? String(file.dropLast(4)) : file
+    }
+
     static func call(_ options: Command.CallOptions) -> Int32 {
         let argument: [UInt8]
         do {
@@ -315,12 +411,12 @@ enum ClusterCommands {
         // A name of its own per call: a process id comes back after a while,
         // and a reused (name, 1) would be answered from the dedup table with
         // an earlier call's reply instead of being run.
-        let requestID = options.requestID ?? RequestID(worker: "call-\(UUID().uuidString.lowercased())", sequence: 1)
+        let requestID = options.requestID ?? callRequestID(options)
         do {
             guard
                 let answer = try request(
                     .op(OpRequest(request: requestID, op: options.op, argument: argument)), leader: options.leaderEndpoint,
-                    timeout: options.timeout)
+                    timeout: options.timeout, keys: options.keys)
             else {
                 printError(noAnswer(from: options.leaderEndpoint, within: options.timeout))
                 return CallExit.noAnswer
@@ -351,9 +447,9 @@ enum ClusterCommands {
         }
     }
 
-    static func status(leader endpoint: String, json: Bool, timeout: Duration) -> Int32 {
+    static func status(leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil) -> Int32 {
         do {
-            guard case .status(let status)? = try request(.statusRequest, leader: endpoint, timeout: timeout) else {
+            guard case .status(let status)? = try request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys) else {
                 printError(noAnswer(from: endpoint, within: timeout))
                 return CallExit.noAnswer
             }

@@ -90,8 +90,8 @@ public enum CogdCommandLine {
             return await ClusterCommands.worker(options, rigs: rigs)
         case .call(let options):
             return ClusterCommands.call(options)
-        case .status(let endpoint, let json, let timeout):
-            return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout)
+        case .status(let endpoint, let json, let timeout, let keys):
+            return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout, keys: keys)
         case .echoServer(let endpoint, let commitFolder):
             return ClusterBench.serveEcho(endpoint: endpoint, commitFolder: commitFolder)
         case .drill(let options):
@@ -125,7 +125,7 @@ public enum CogdCommandLine {
     }()
 
     /// Ignores SIGPIPE (a closed pipe is an error to handle, not a death) and
-    /// unblocks SIGINT and SIGTERM, which a parent may have left blocked in
+    /// unblocks SIGINT, SIGTERM and SIGHUP, which a parent may have left blocked in
     /// the mask every child inherits.
     static func prepareSignals() {
         signal(SIGPIPE, SIG_IGN)
@@ -133,6 +133,7 @@ public enum CogdCommandLine {
         sigemptyset(&unblocked)
         sigaddset(&unblocked, SIGINT)
         sigaddset(&unblocked, SIGTERM)
+        sigaddset(&unblocked, SIGHUP)
         pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
     }
 

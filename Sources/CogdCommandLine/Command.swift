@@ -19,7 +19,7 @@ enum Command: Equatable {
     case leader(LeaderOptions)
     case worker(WorkerOptions)
     case call(CallOptions)
-    case status(leaderEndpoint: String, json: Bool, timeout: Duration)
+    case status(leaderEndpoint: String, json: Bool, timeout: Duration, keys: ClientKeyFiles? = nil)
     case drill(Drill.Options)
     case sim(SimCommand.Options)
     /// Writes a CURVE key pair, `NAME.key` and `NAME.pub`, in `folder`.
@@ -63,6 +63,10 @@ enum Command: Equatable {
         var acceptDataLoss = false
         /// Bind endpoints off this host although nothing is authenticated (`--insecure`).
         var insecure = false
+        /// The leader's secret key file (`--curve-secret`): CURVE on both sockets.
+        var curveSecret: String?
+        /// Who may connect, and as what (`--peers`; needed with `--curve-secret`).
+        var peersFile: String?
     }
 
     struct WorkerOptions: Equatable {
@@ -70,6 +74,8 @@ enum Command: Equatable {
         var name = "worker-\(getpid())"
         /// The rig whose mechanisms it runs; nil: the default (the first offered).
         var rig: String?
+        /// Its key and the leader's (`--key`, `--leader-key`).
+        var keys: ClientKeyFiles?
     }
 
     struct CallOptions: Equatable {
@@ -80,6 +86,11 @@ enum Command: Equatable {
         var timeout: Duration = Command.defaultTimeout
         /// A fixed request id (`worker#sequence`), to retry a request.
         var requestID: RequestID?
+        /// Its key and the leader's (`--key`, `--leader-key`).
+        var keys: ClientKeyFiles?
+        /// The name it sends as (`--name`); nil: its key file's name with
+        /// keys, else a name of its own per call.
+        var name: String?
     }
 
     /// Where `cogd` keeps its data unless told otherwise: under the working directory.
@@ -94,6 +105,8 @@ enum Command: Equatable {
         var namePattern: String?
         /// Follow the leader's live turn stream (its turns endpoint) instead of the file.
         var connect: String?
+        /// Its key and the leader's, for `--connect` (`--key`, `--leader-key`).
+        var keys: ClientKeyFiles?
     }
 
     struct BenchOptions: Equatable {
@@ -106,6 +119,8 @@ enum Command: Equatable {
         var only: [String] = []
         /// The cluster bench's leader: its `--spin-wait` (microseconds).
         var leaderSpinWaitMicroseconds = 0
+        /// The cluster bench also measures with CURVE on (`--curve`), beside the same without.
+        var curve = false
     }
 
     /// A usage error: printed as `Error: …`, the usage line and a help hint; exit 64.
@@ -115,16 +130,16 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S] [--trap-op] [--accept-data-loss] [--insecure]"),
-        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME]"),
-        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT"),
+        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S] [--trap-op] [--accept-data-loss] [--curve-secret FILE --peers FILE] [--insecure]"),
+        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--key FILE --leader-key FILE]"),
+        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
         ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
-        ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N]"),
-        ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--json]"),
+        ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
+        ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
-        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--json]"),
+        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--json]"),
         ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE] [--json]"),
-        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS]"),
+        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
     ]
@@ -153,7 +168,7 @@ enum Command: Equatable {
             return .bench(try parseBench(rest))
         case "tail":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: "tail") }
-            return .tail(try parseTail(rest))
+            return .tail(try parseTail(rest, environment: environment))
         case "log":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: "log") }
             return try parseLog(rest)
@@ -214,6 +229,9 @@ enum Command: Equatable {
             case "--json":
                 try reader.noValue(option)
                 options.json = true
+            case "--curve":
+                try reader.noValue(option)
+                options.curve = true
             case "--data": options.dataFolder = try reader.value(for: option)
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
             }
@@ -233,6 +251,9 @@ enum Command: Equatable {
         var timeout = Command.defaultTimeout
         var json = false
         var requestID: RequestID?
+        var keyFile: String?
+        var leaderKeyFile: String?
+        var callName: String?
         func rig(_ text: String) throws(UsageError) -> String {
             guard rigNames.contains(text) else {
                 throw UsageError(message: "unknown rig '\(text)' (one of: \(rigNames.joined(separator: ", ")))", subcommand: subcommand)
@@ -291,11 +312,20 @@ enum Command: Equatable {
             case ("leader", "--insecure"):
                 try reader.noValue(option)
                 leader.insecure = true
+            case ("leader", "--curve-secret"):
+                leader.curveSecret = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
+            case ("leader", "--peers"):
+                leader.peersFile = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
+            case ("worker", "--key"), ("call", "--key"), ("status", "--key"):
+                keyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
+            case ("worker", "--leader-key"), ("call", "--leader-key"), ("status", "--leader-key"):
+                leaderKeyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
             case ("leader", "--trap-op"):
                 try reader.noValue(option)
                 leader.trapOp = true
             case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try spinWait(try reader.value(for: option), option, subcommand)
             case ("worker", "--name"): worker.name = try reader.value(for: option)
+            case ("call", "--name"): callName = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):
                 leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: subcommand)
@@ -317,8 +347,18 @@ enum Command: Equatable {
         }
         if subcommand == "leader" {
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
+            switch (leader.curveSecret, leader.peersFile) {
+            case (nil, .some):
+                throw UsageError(message: "--peers needs --curve-secret too (the leader's secret key file): peers are judged by CURVE keys", subcommand: subcommand)
+            case (.some, nil):
+                throw UsageError(
+                    message: "--curve-secret needs --peers too (the file of keys that may connect): without it any key would be let in",
+                    subcommand: subcommand)
+            default: break
+            }
             return .leader(leader)
         }
+        let keys = try clientKeys(key: keyFile, leaderKey: leaderKeyFile, environment: environment, subcommand: subcommand)
         let leaderEndpointOrDefault: String
         if let leaderEndpoint {
             leaderEndpointOrDefault = leaderEndpoint
@@ -329,6 +369,7 @@ enum Command: Equatable {
         case "worker":
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             worker.leaderEndpoint = leaderEndpointOrDefault
+            worker.keys = keys
             return .worker(worker)
         case "call":
             guard positionals.count == 2 else {
@@ -339,10 +380,11 @@ enum Command: Equatable {
             }
             return .call(
                 CallOptions(
-                    op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpointOrDefault, timeout: timeout, requestID: requestID))
+                    op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpointOrDefault, timeout: timeout, requestID: requestID,
+                    keys: keys, name: callName))
         default:
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
-            return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout)
+            return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout, keys: keys)
         }
     }
 
@@ -384,9 +426,11 @@ enum Command: Equatable {
         }
     }
 
-    private static func parseTail(_ arguments: [String]) throws(UsageError) -> TailOptions {
+    private static func parseTail(_ arguments: [String], environment: [String: String]) throws(UsageError) -> TailOptions {
         var reader = OptionReader(arguments: arguments, subcommand: "tail")
         var options = TailOptions()
+        var keyFile: String?
+        var leaderKeyFile: String?
         while let option = try reader.nextOption() {
             switch option.name {
             case "--data": options.dataFolder = try reader.value(for: option)
@@ -410,6 +454,8 @@ enum Command: Equatable {
                 options.json = true
             case "--name": options.namePattern = try namePattern(try reader.value(for: option))
             case "--connect": options.connect = try endpoint(try reader.value(for: option), from: option.name, subcommand: "tail")
+            case "--key": keyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "tail")
+            case "--leader-key": leaderKeyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "tail")
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "tail")
             }
         }
@@ -419,6 +465,11 @@ enum Command: Equatable {
         if options.from != nil && options.last != nil {
             throw UsageError(message: "--from and --last cannot be used together", subcommand: "tail")
         }
+        options.keys = try clientKeys(key: keyFile, leaderKey: leaderKeyFile, environment: environment, subcommand: "tail")
+        if options.keys != nil && options.connect == nil && (keyFile != nil || leaderKeyFile != nil) {
+            throw UsageError(message: "--key and --leader-key go with --connect (reading the data folder needs no key)", subcommand: "tail")
+        }
+        if options.connect == nil { options.keys = nil }
         return options
     }
 
@@ -507,6 +558,9 @@ enum Command: Equatable {
                 result.only = shapes
             case "--leader-spin-wait" where suite == .cluster:
                 result.leaderSpinWaitMicroseconds = try spinWait(try options.value(for: option), option, "bench")
+            case "--curve" where suite == .cluster:
+                try options.noValue(option)
+                result.curve = true
             default:
                 throw UsageError(message: "unknown option '\(option.name)'", subcommand: "bench")
             }

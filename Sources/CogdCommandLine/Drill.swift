@@ -23,6 +23,9 @@ struct Drill {
         var trapEvery: Double = 6
         var seed: UInt64 = 1
         var json = false
+        /// Run the cluster with CURVE on: keys for the leader, each worker
+        /// and the drill's clients, and a peers file listing them (`--curve`).
+        var curve = false
         /// Run over this data folder (for example one prefilled with a large
         /// log) instead of a fresh one; it is kept afterwards.
         var dataFolder: String?

@@ -63,9 +63,16 @@ struct TailCommand {
             let context = try ZMQContext()
             let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
             try subscriber.subscribeToAll()
+            try subscriber.useCurve(try options.keys?.load())
+            // A leader that refuses this key says so in the handshake: said here, not waited on in silence.
+            let handshakes = try HandshakeWatch(subscriber)
             try subscriber.connect(endpoint)
             while true {
-                guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(500))[0] else { continue }
+                if let problem = try handshakes.problem() {
+                    printError("Error: \(problem) (turn stream at \(escaped: endpoint))")
+                    return 1
+                }
+                guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
                 while let frames = try subscriber.receive() {
                     guard case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
                     else { continue }

@@ -36,11 +36,15 @@ public struct LeaderCore {
         /// compatible (`CogRig.Fingerprint.incompatibility`). Empty: nothing
         /// is compared.
         public var rigs: [CogRig.Fingerprint]
+        /// Who may do what (`cogd leader --peers`): each message is judged
+        /// by its connection's key. Nil: nothing is authenticated (loopback).
+        public var peers: PeerTable?
 
         public init(
             heartbeatTimeout: Duration = .seconds(5), maximumRecordBytes: Int = LeaderCore.maximumRecordBytes,
-            turnsEndpoint: String, broken: Set<LeaderRule> = [], rigs: [CogRig.Fingerprint] = []
+            turnsEndpoint: String, broken: Set<LeaderRule> = [], rigs: [CogRig.Fingerprint] = [], peers: PeerTable? = nil
         ) {
+            self.peers = peers
             self.heartbeatTimeout = heartbeatTimeout
             self.maximumRecordBytes = maximumRecordBytes
             self.turnsEndpoint = turnsEndpoint
@@ -50,8 +54,12 @@ public struct LeaderCore {
     }
 
     public enum Input {
-        /// The frames a peer sent as one message (its identity taken off).
-        case message(from: Peer, frames: [[UInt8]])
+        /// The frames a peer sent as one message (its identity taken off),
+        /// and the public key its connection authenticated with (nil: none).
+        case message(from: Peer, frames: [[UInt8]], key: String? = nil)
+        /// The peers file was read again (SIGHUP): from the next message on,
+        /// a key no longer listed is refused `unknown-key`.
+        case peers(PeerTable)
         /// Time passed (silent workers expire).
         case tick
         /// The batch ends: commit what it wrote (or, if nothing, answer).
@@ -135,6 +143,8 @@ public struct LeaderCore {
     private var unindexed: [RequestID: [UInt8]] = [:]
     /// The commit asked for and not yet answered.
     private var committing: LeaderCommit?
+    /// Who may do what, when connections are authenticated (`Settings.peers`, reloaded by `.peers`).
+    public private(set) var peers: PeerTable?
     /// Error replies and events, by code (`cogd status`).
     public private(set) var errorCounts: [String: UInt64] = [:]
 
@@ -146,6 +156,7 @@ public struct LeaderCore {
         self.ports = ports
         self.registry = registry
         self.settings = settings
+        peers = settings.peers
         durable = LeaderStore(log: log)
         cogs = Cogs.durable(store: durable)
         scopes = ScopeTable(epoch: log.epoch)
@@ -175,12 +186,12 @@ public struct LeaderCore {
     public mutating func step(_ input: Input, now: Duration) -> [Effect] {
         observe(now)
         switch input {
-        case .message(let peer, let frames):
+        case .message(let peer, let frames, let key):
             guard frames.count == 1 else {
                 refuse(peer, WireError(.malformed, "expected one frame after the identity, got \(frames.count)"))
                 return []
             }
-            handle(peer, frames[0], now: now)
+            handle(peer, frames[0], key: key, now: now)
             // A snapshot starts at once, of what is committed before this
             // batch (the requester applies the batch's turns above it).
             defer { snapshotsToStart = [] }
@@ -196,6 +207,9 @@ public struct LeaderCore {
             return commitFailed(cause: cause)
         case .snapshotEnded(let peer):
             snapshotPeers.remove(peer)
+            return []
+        case .peers(let table):
+            peers = table
             return []
         }
     }
@@ -355,13 +369,31 @@ public struct LeaderCore {
         outgoing.append(.send(peer, OpReply(request: request, outcome: .rejected(rejection)).frame()))
     }
 
-    private mutating func handle(_ peer: Peer, _ frame: [UInt8], now: Duration) {
+    private mutating func handle(_ peer: Peer, _ frame: [UInt8], key: String?, now: Duration) {
         let message: WireMessage
         do {
             message = try WireMessage.decode(frame)
         } catch {
             refuse(peer, error.wireError)
             return
+        }
+        var role: PeerTable.Role?
+        if let peers {
+            // The key the connection authenticated with, not what a frame
+            // claims, decides who speaks and in which names.
+            switch authorize(message, key: key, in: peers) {
+            case .allowed(let allowed):
+                role = allowed
+            case .denied(let code, let why):
+                if case .op(let request) = message {
+                    // Refused without a dedup entry: the name's holder's own
+                    // request with that id still runs.
+                    reject(peer, request.request, Rejection(RejectionCode(rawValue: code.rawValue)!, why))
+                } else {
+                    refuse(peer, WireError(code, why))
+                }
+                return
+            }
         }
         if let worker = message.workerName, worker.utf8.count > LeaderCore.maximumWorkerName || worker.isEmpty || worker.utf8.contains(0) {
             // Names key the dedup table (name, 0, sequence; LMDB keys hold at most 511 bytes).
@@ -386,9 +418,9 @@ public struct LeaderCore {
         case .heartbeat(let worker, let revision, let stateDigest):
             heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
         case .snapshotRequest(let inParts):
-            snapshotRequest(peer, inParts: inParts)
+            snapshotRequest(peer, inParts: inParts, observer: role == .observer)
         case .catchUpRequest(let from):
-            catchUp(peer, from: from)
+            catchUp(peer, from: from, observer: role == .observer)
         case .op(let request):
             if let holder = workers[request.request.worker], holder.identity != peer {
                 // Not this process's name (any more): refused without a dedup
@@ -405,6 +437,54 @@ public struct LeaderCore {
         default:
             refuse(peer, WireError(.notAllowed, "`\(message.typeName)` is not a request the leader serves"))
         }
+    }
+
+    // MARK: Who may speak (authenticated connections)
+
+    enum Authorization {
+        case allowed(PeerTable.Role)
+        case denied(WireErrorCode, String)
+    }
+
+    /// Whether the connection that authenticated with `key` may send
+    /// `message` (`protocol/cogwire.md` §9): its key must be listed, its
+    /// role allow the message, and every worker name it acts in be its own.
+    func authorize(_ message: WireMessage, key: String?, in peers: PeerTable) -> Authorization {
+        guard let key else {
+            return .denied(
+                .unknownKey, "this connection is not authenticated; the leader takes only CURVE connections with a key in its peers file")
+        }
+        guard let holder = peers[key] else {
+            return .denied(.unknownKey, "key \(key) is not in the leader's peers file (removed since it connected?)")
+        }
+        let who = "key \(key) (\(holder.role.rawValue) \(holder.name), line \(holder.line) of the peers file)"
+        func forbidden(_ what: String) -> Authorization { .denied(.roleForbids, "\(who) may not \(what)") }
+        func own(_ worker: String) -> Authorization? {
+            holder.mayUse(name: worker)
+                ? nil : .denied(.notYourName, "\(who) may act only as \(holder.name), not as \(worker)")
+        }
+        switch message {
+        case .statusRequest:
+            break
+        case .hello(let worker, _, _), .heartbeat(let worker, _, _):
+            guard holder.role == .worker else { return forbidden("say hello or heartbeat: only a worker key may") }
+            if let denial = own(worker) { return denial }
+        case .scopeRegister(let spec):
+            guard holder.role == .worker else { return forbidden("register scopes: only a worker key may") }
+            if let denial = own(spec.worker) { return denial }
+        case .snapshotRequest, .catchUpRequest:
+            guard holder.role != .client else { return forbidden("read the state or the turns: only worker and observer keys may") }
+        case .op(let request):
+            guard holder.role != .observer else { return forbidden("run ops: an observer only reads") }
+            if let denial = own(request.request.worker) { return denial }
+            guard holder.mayRun(op: request.op) else {
+                let patterns = holder.ops.map(\.text).joined(separator: " ")
+                return forbidden("run `\(request.op)`: its op patterns are \(patterns)")
+            }
+        default:
+            break  // Not a request: refused `not-allowed` as from anyone.
+        }
+        return .allowed(holder.role)
     }
 
     // MARK: Names: hello, heartbeats, holding
@@ -531,8 +611,8 @@ public struct LeaderCore {
 
     // MARK: Snapshots and catch-ups
 
-    private mutating func snapshotRequest(_ peer: Peer, inParts: Bool) {
-        guard holdsAName(peer) else {
+    private mutating func snapshotRequest(_ peer: Peer, inParts: Bool, observer: Bool) {
+        guard holdsAName(peer) || observer else {
             refuse(peer, helloFirst("snapshot-request", worker: nil))
             return
         }
@@ -546,8 +626,8 @@ public struct LeaderCore {
         snapshotsToStart.append(.startSnapshot(peer, whole: !inParts))
     }
 
-    private mutating func catchUp(_ peer: Peer, from: UInt64) {
-        guard holdsAName(peer) else {
+    private mutating func catchUp(_ peer: Peer, from: UInt64, observer: Bool) {
+        guard holdsAName(peer) || observer else {
             refuse(peer, helloFirst("catch-up-request", worker: nil))
             return
         }
@@ -835,7 +915,7 @@ public struct LeaderCore {
     /// The most scope registrations one worker may hold.
     public static let maximumRegistrationsPerWorker = 4_096
     /// The longest worker name (UTF-8 bytes) admitted.
-    public static let maximumWorkerName = 255
+    public nonisolated static let maximumWorkerName = 255
     /// The most snapshots sent at once (each holds an LMDB read).
     public static let maximumSnapshotStreams = 64
     /// The records a catch-up reply holds past its first: about this many bytes.

@@ -99,7 +99,15 @@ public struct ReplicaCore: Sendable {
     /// until a welcome: meanwhile it sends nothing but a hello every
     /// `rigRetryInterval` (a leader upgraded meanwhile takes it).
     public private(set) var rigRefused: WireError?
-    /// How often a worker whose rig was refused says hello again.
+    /// Why the leader refuses this worker's key what it asks (`unknown-key`,
+    /// `not-your-name`, `role-forbids`: the peers file does not give its key
+    /// this name or role), until a welcome: meanwhile it sends nothing but a
+    /// hello every `rigRetryInterval` (the peers file may be mended and
+    /// reloaded meanwhile).
+    public private(set) var accessRefused: WireError?
+    /// Whether the leader refused the rig or the key: only hellos go out.
+    private var heldOff: Bool { rigRefused != nil || accessRefused != nil }
+    /// How often a worker whose rig or key was refused says hello again.
     public static let rigRetryInterval: Duration = .seconds(5)
     /// The encoded value of every durable entry applied, by name, 0, key.
     public private(set) var encodedState: [[UInt8]: [UInt8]] = [:]
@@ -163,10 +171,10 @@ public struct ReplicaCore: Sendable {
                 askForCatchUp(now: now)
             }
             let interval =
-                rigRefused != nil ? ReplicaCore.rigRetryInterval : displaced == nil ? settings.heartbeatInterval : .milliseconds(250)
+                heldOff ? ReplicaCore.rigRetryInterval : displaced == nil ? settings.heartbeatInterval : .milliseconds(250)
             if now - lastHeartbeat >= interval {
                 lastHeartbeat = now
-                if displaced == nil && rigRefused == nil {
+                if displaced == nil && !heldOff {
                     send(.heartbeat(worker: settings.name, revision: appliedRevision, stateDigest: stateDigest))
                 } else {
                     sayHello(lastRevision: appliedRevision)
@@ -194,6 +202,7 @@ public struct ReplicaCore: Sendable {
         if rejoining { parts.append("rejoining") }
         if displaced != nil { parts.append("displaced") }
         if rigRefused != nil { parts.append("rig refused") }
+        if accessRefused != nil { parts.append("key refused") }
         return parts.joined(separator: ", ")
     }
 
@@ -244,6 +253,7 @@ public struct ReplicaCore: Sendable {
         registerOnWelcome = false
         displaced = nil
         rigRefused = nil
+        accessRefused = nil
         if dropped, self.epoch == epoch, isSynced { effects.append(.registerScopesAnew) }
         leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
         // A worker restarted under the same name continues above the
@@ -351,8 +361,14 @@ public struct ReplicaCore: Sendable {
             // name): nothing this worker would do is safe. Say hello now and
             // then (the leader may be upgraded meanwhile); its instances, if
             // any, are gone.
-            if rigRefused == nil { effects.append(.forgetInstances) }
+            if !heldOff { effects.append(.forgetInstances) }
             rigRefused = error
+        } else if code == .unknownKey || code == .notYourName || code == .roleForbids {
+            // The peers file does not give this key what it asked for: the
+            // same holds for everything it would send. Say hello now and then
+            // (the file may be mended and reloaded meanwhile).
+            if !heldOff { effects.append(.forgetInstances) }
+            accessRefused = error
         } else if code == .nameInUse, displaced == nil {
             // Another process holds the name (this one started second, or was
             // replaced while frozen): its instances, if any, are gone; say
@@ -395,7 +411,7 @@ public struct ReplicaCore: Sendable {
         }
         if !buffered.isEmpty, catchUpFrom == nil, !awaitingSnapshot { askForCatchUp(now: now) }
         // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
-        if displaced == nil, rigRefused == nil, now - lastHeartbeat >= .milliseconds(100) {
+        if displaced == nil, !heldOff, now - lastHeartbeat >= .milliseconds(100) {
             lastHeartbeat = now
             send(.heartbeat(worker: settings.name, revision: appliedRevision, stateDigest: stateDigest))
         }

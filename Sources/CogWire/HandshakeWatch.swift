@@ -1,0 +1,98 @@
+internal import CZMQ
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Watches a client socket's security handshakes (a ZeroMQ socket monitor),
+/// so a client refused by the leader says why instead of waiting in silence:
+/// ZeroMQ itself only reconnects and tries again.
+///
+/// ```swift
+/// let watch = try HandshakeWatch(socket)   // before connect
+/// try socket.connect(endpoint)
+/// if let problem = try watch.problem() { print(problem) }
+/// ```
+///
+/// - Important: create it before `connect` (a handshake that fails first
+///   is seen), on the socket's thread; `close()` it with the socket, before
+///   the context closes (which waits for every socket).
+public final class HandshakeWatch {
+    /// Why a handshake failed.
+    public enum Problem: Equatable, Sendable, CustomStringConvertible {
+        /// The leader's ZAP handler refused this key (`status`: 400 unknown
+        /// or not allowed on that socket, 300 a temporary failure).
+        case refused(status: UInt32)
+        /// The two sides use different security mechanisms: the leader
+        /// uses CURVE and this side has no key, or the reverse.
+        case mechanismMismatch
+        /// Another protocol error (ZeroMQ's code).
+        case protocolError(UInt32)
+        /// The leader closed the connection during the handshake: under
+        /// CURVE, the leader key given is not the leader's (or, on the turn
+        /// stream, this side has no key).
+        case noDetail(errno: UInt32)
+
+        public var description: String {
+            switch self {
+            case .refused(let status):
+                "the leader refused this key (ZAP status \(status)): it is not in the leader's peers file, or its role may not use this socket"
+            case .mechanismMismatch:
+                "the leader uses another security mechanism: it authenticates with CURVE and this side has no key (--key and --leader-key, or COGD_KEY and COGD_LEADER_KEY), or the reverse"
+            case .protocolError(let code):
+                "the security handshake with the leader failed (ZeroMQ protocol error 0x\(String(code, radix: 16)))"
+            case .noDetail:
+                "the leader closed the connection during the security handshake: the leader key given (--leader-key) is not the leader's, "
+                    + "or the leader authenticates with CURVE and this side has no key (--key and --leader-key)"
+            }
+        }
+    }
+
+    private static let counter = Atomic<UInt64>(0)
+    private let monitor: ZMQSocket
+    /// Whether a handshake has succeeded since the watch began.
+    public private(set) var succeeded = false
+    private var lastProblem: Problem?
+
+    public init(_ socket: ZMQSocket) throws(ZMQError) {
+        let number = HandshakeWatch.counter.add(1, ordering: .relaxed).newValue
+        let endpoint = "inproc://cogd-handshake-\(getpid())-\(number)"
+        let watched = try socket.live("zmq_socket_monitor")
+        let events =
+            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(watched, endpoint, events) }
+        monitor = try ZMQSocket(socket.context, .pair, linger: .zero)
+        try monitor.connect(endpoint)
+    }
+
+    deinit { monitor.close() }
+
+    /// Closes the monitor's socket (before the context closes; later calls do nothing).
+    public func close() { monitor.close() }
+
+    /// Reads the events so far: the last failure when no handshake has
+    /// succeeded since it (nil when none failed, or one succeeded after).
+    public func problem() throws(ZMQError) -> Problem? {
+        while let frames = try monitor.receive(), let event = frames.first, event.count >= 6 {
+            let kind = Int32(UInt16(event[0]) | UInt16(event[1]) << 8)
+            let value = UInt32(event[2]) | UInt32(event[3]) << 8 | UInt32(event[4]) << 16 | UInt32(event[5]) << 24
+            switch kind {
+            case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+                succeeded = true
+                lastProblem = nil
+            case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+                lastProblem = .refused(status: value)
+            case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                lastProblem =
+                    (UInt32(ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) == value) ? .mechanismMismatch : .protocolError(value)
+            case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                lastProblem = .noDetail(errno: value)
+            default:
+                break
+            }
+        }
+        return lastProblem
+    }
+}
