@@ -269,8 +269,19 @@ public final class Leader {
         carryOut(core.step(.peers(table), now: now))
         if !lostStream.isEmpty {
             publisher.close()
-            publisher = try Leader.turnStream(
-                context, at: boundTurnsEndpoint, ownIOThread: streamHasOwnIOThread, authentication: authentication)
+            // ZeroMQ closes the old listener in the background: the port is
+            // free again within moments. Until the stream is open again,
+            // nothing is published (subscribers catch up by the gap).
+            let deadline = ContinuousClock.now + .seconds(5)
+            var reopened: Result<ZMQSocket, ZMQError>
+            repeat {
+                reopened = Result { () throws(ZMQError) in
+                    try Leader.turnStream(context, at: boundTurnsEndpoint, ownIOThread: streamHasOwnIOThread, authentication: authentication)
+                }
+                guard case .failure(let error) = reopened, error.code == EADDRINUSE, ContinuousClock.now < deadline else { break }
+                usleep(10_000)
+            } while true
+            publisher = try reopened.get()
         }
         return PeersReload(peers: table.count, removed: oldKeys.subtracting(newKeys).count, added: newKeys.subtracting(oldKeys).count)
     }

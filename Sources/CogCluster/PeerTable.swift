@@ -92,11 +92,10 @@ public struct PeerTable: Sendable, Equatable {
             let number = index + 1
             func problem(_ why: String) -> PeerTableError { PeerTableError(path: path, line: number, message: why) }
             var fields = rawLine.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)
-            // `#` starts a comment, except as the first field when that is a
-            // key: Z85 keys may start with `#`.
-            if let comment = fields.indices.first(where: {
-                fields[$0].hasPrefix("#") && !($0 == 0 && CurveKeyPair.isValidKey(fields[$0]))
-            }) {
+            // A field that starts with `#` starts a comment. A key may hold a
+            // `#` but never start with one: the first of each five Z85 digits
+            // is at most `%` (the group is below 2^32).
+            if let comment = fields.firstIndex(where: { $0.hasPrefix("#") }) {
                 fields.removeSubrange(comment...)
             }
             if fields.isEmpty { continue }
@@ -119,7 +118,7 @@ public struct PeerTable: Sendable, Equatable {
             case .client where ops.isEmpty:
                 throw problem("a client line lists the ops it may run after its name (for example `ledger.*`)")
             case .worker where !ops.isEmpty, .observer where !ops.isEmpty:
-                throw problem("only a client line lists op patterns (a \(role.rawValue) \(role == .worker ? "runs any op in its own names" : "runs none"))")
+                throw problem("only a client line lists op patterns (\(role == .worker ? "a worker runs any op in its own names" : "an observer runs none"))")
             default: break
             }
             if let earlier = byKey[key] {
@@ -179,6 +178,12 @@ public struct PeerTableError: Error, Equatable, CustomStringConvertible, Sendabl
     /// The line at fault (nil: the file as a whole).
     public let line: Int?
     public let message: String
+
+    public init(path: String, line: Int?, message: String) {
+        self.path = path
+        self.line = line
+        self.message = message
+    }
 
     public var description: String {
         "peers file \(path)\(line.map { " line \($0)" } ?? ""): \(message)"

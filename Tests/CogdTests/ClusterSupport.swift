@@ -163,10 +163,11 @@ final class RawPeer {
     /// `receiveHighWaterMark`: how many messages ZeroMQ takes in for this
     /// peer before it stops reading its connection (1: a peer that reads
     /// nothing leaves what the leader sends in the leader's queues).
-    init(endpoint: String, identity: String? = nil, receiveHighWaterMark: Int32? = nil) throws {
+    init(endpoint: String, identity: String? = nil, receiveHighWaterMark: Int32? = nil, keys: CurveClientKeys? = nil) throws {
         context = try ZMQContext()
         socket = try ZMQSocket(context, .dealer, linger: .zero)
         if let identity { try socket.setIdentity(identity) }
+        try socket.useCurve(keys)
         if let receiveHighWaterMark { try socket.setHighWaterMarks(send: 1_000, receive: receiveHighWaterMark) }
         try socket.connect(endpoint)
     }

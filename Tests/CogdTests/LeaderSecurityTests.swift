@@ -62,8 +62,8 @@ struct LeaderSecurityTests {
             #expect(
                 refused.stderr
                     == "Error: cogd leader serves without authentication; binding \(named) would let anyone on the network run ops "
-                    + "and read state — keep it on loopback, or pass --insecure to accept that (CURVE authentication: issue 15, "
-                    + "not yet available)\n")
+                    + "and read state — authenticate with CURVE (`cogd keys generate leader`, then --curve-secret leader.key "
+                    + "--peers FILE), keep it on loopback, or pass --insecure to accept that\n")
             #expect(refused.stdout.isEmpty)
             #expect(!FileManager.default.fileExists(atPath: folder.path), "nothing is opened before the refusal")
         }
