@@ -88,7 +88,9 @@ public struct PeerTable: Sendable, Equatable {
     public init(parsing text: String, path: String = "peers file") throws(PeerTableError) {
         var peers: [Peer] = []
         var byKey: [String: Peer] = [:]
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // "\r\n" is one Character in Swift: both line ends are named.
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        for (index, rawLine) in lines.enumerated() {
             let number = index + 1
             func problem(_ why: String) -> PeerTableError { PeerTableError(path: path, line: number, message: why) }
             var fields = rawLine.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)

@@ -46,6 +46,12 @@ struct WireVectorTests {
             ("error-version", .error(WireError(code: "version", message: "protocol version 9 is not supported (this side speaks 1)"))),
             ("error-hello-first", .error(WireError(
                 code: "hello-first", message: "`heartbeat` needs a worker that said hello on this connection (worker w1 has not); say hello first"))),
+            ("error-not-your-name", .error(WireError(
+                code: "not-your-name",
+                message: "key Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID (worker w1, line 2 of the peers file) may act only as w1, not as w2"))),
+            ("reply-role-forbids", .reply(OpReply(
+                request: RequestID(worker: "dashboard", sequence: 1),
+                outcome: .rejected(reason: "role-forbids: key JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6 (observer dashboard, line 4 of the peers file) may not run ops: an observer only reads")))),
             ("reply-request-mismatch", .reply(OpReply(
                 request: request,
                 outcome: .rejected(reason: "request-mismatch: request w1#19 was answered for another op or argument; a new request needs a new sequence")))),

@@ -1,5 +1,6 @@
 import CogCluster
 import CogWire
+import Foundation
 import Testing
 
 /// The peers file (`cogwire.md` §9): its lines, comments, roles, patterns,
@@ -59,6 +60,30 @@ struct PeerTableTests {
     @Test func `an observer's name may repeat a worker's: observers act in no name`() throws {
         let table = try PeerTable(parsing: "\(PeerTableTests.keyA) worker w*\n\(PeerTableTests.keyB) observer w1\n")
         #expect(table.count == 2)
+    }
+
+    /// `protocol/vectors/security/`: what each peers file holds, or the line it is refused at (`expected.json`).
+    @Test func `the peers file vectors parse as expected_json says`() throws {
+        let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("protocol/vectors")
+        let expected = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: vectors.appendingPathComponent("expected.json"))) as? [String: Any])
+        let files = try FileManager.default.contentsOfDirectory(atPath: vectors.appendingPathComponent("security").path).sorted()
+        #expect(files.count == 8)
+        for file in files {
+            let path = vectors.appendingPathComponent("security/\(file)").path
+            let want = expected["security/\(file)"]
+            do {
+                let table = try PeerTable.load(path: path)
+                let got = table.peers.map {
+                    ["line": $0.line, "key": $0.publicKey, "role": $0.role.rawValue, "name": $0.name.text, "ops": $0.ops.map(\.text)] as [String: Any]
+                }
+                #expect(NSArray(array: got).isEqual(want as? [Any]), "\(file): \(got)")
+            } catch {
+                let refused = (want as? [String: Any])?["refused"] as? [String: Any]
+                #expect(refused?["line"] as? Int == error.line, "\(file): \(error)")
+            }
+        }
     }
 
     @Test func `a missing file says so`() {

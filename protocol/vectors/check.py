@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks protocol/vectors/{turnlog,cogwire}/*.cbor with an off-the-shelf CBOR library.
+"""Checks protocol/vectors/{turnlog,cogwire}/*.cbor with an off-the-shelf CBOR library,
+and the peers files of security/ with a parser written from cogwire.md §9.
 
 For every vector: the bytes decode with cbor2, the decoded value equals the
 expectation in expected.json (where one is listed), and re-encoding the
@@ -138,6 +139,77 @@ def plain(value):
     return value
 
 
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def is_key(text):
+    """A CURVE key in Z85: 40 characters, each group of five below 2^32."""
+    if len(text) != 40 or any(c not in Z85 for c in text):
+        return False
+    for group in range(0, 40, 5):
+        value = 0
+        for c in text[group:group + 5]:
+            value = value * 85 + Z85.index(c)
+        if value >= 1 << 32:
+            return False
+    return True
+
+
+def overlaps(a, b):
+    """Whether some name matches both patterns (cogwire.md §9)."""
+    if a.endswith("*") and b.endswith("*"):
+        return a[:-1].startswith(b[:-1]) or b[:-1].startswith(a[:-1])
+    if a.endswith("*"):
+        return b.startswith(a[:-1])
+    if b.endswith("*"):
+        return a.startswith(b[:-1])
+    return a == b
+
+
+def parse_peers(text):
+    """The peers file's lines (cogwire.md §9), or ("refused", line)."""
+    peers = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        fields = [field for field in line.replace("\t", " ").replace("\r", " ").split(" ") if field]
+        for index, field in enumerate(fields):
+            if field.startswith("#"):
+                fields = fields[:index]
+                break
+        if not fields:
+            continue
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in "".join(fields)):
+            return ("refused", number)
+        if len(fields) < 3 or not is_key(fields[0]) or fields[1] not in ("worker", "client", "observer"):
+            return ("refused", number)
+        key, role, name, ops = fields[0], fields[1], fields[2], fields[3:]
+        if any("*" in pattern[:-1] or len(pattern.encode()) > 255 for pattern in [name] + ops):
+            return ("refused", number)
+        if (role == "client") != bool(ops):
+            return ("refused", number)
+        if any(peer["key"] == key for peer in peers):
+            return ("refused", number)
+        if role != "observer" and any(peer["role"] != "observer" and overlaps(peer["name"], name) for peer in peers):
+            return ("refused", number)
+        peers.append({"line": number, "key": key, "role": role, "name": name, "ops": ops})
+    return peers
+
+
+def peers_problems(expected):
+    """The security/ vectors: each peers file parses (or is refused at its line) as expected.json says."""
+    problems = []
+    files = sorted((HERE / "security").glob("peers*"))
+    for path in files:
+        name = f"security/{path.name}"
+        parsed = parse_peers(path.read_bytes().decode("utf-8"))
+        if isinstance(parsed, tuple):
+            parsed = {"refused": {"line": parsed[1]}}
+        if name not in expected:
+            problems.append(f"{name}: no expectation in expected.json")
+        elif parsed != expected[name]:
+            problems.append(f"{name}: parsed {parsed!r}, expected {expected[name]!r}")
+    return problems, len(files)
+
+
 def main():
     expected = json.loads((HERE / "expected.json").read_text())
     failures = 0
@@ -177,8 +249,14 @@ def main():
         print(f"FAIL {problem}")
     if not problems:
         print("ok   state digests (computed with hashlib)")
-    print(f"{len(files) - failures} passed, {failures} failed, state digests {'wrong' if problems else 'right'}")
-    return 1 if failures or problems else 0
+    peer_problems, peer_files = peers_problems(expected)
+    for problem in peer_problems:
+        print(f"FAIL {problem}")
+    if not peer_problems:
+        print(f"ok   {peer_files} peers files (parsed by the rules of cogwire.md §9)")
+    print(f"{len(files) - failures} passed, {failures} failed, state digests {'wrong' if problems else 'right'}, "
+          f"peers files {'wrong' if peer_problems else 'right'}")
+    return 1 if failures or problems or peer_problems else 0
 
 
 if __name__ == "__main__":
