@@ -449,7 +449,12 @@ enum ClusterCommands {
 
     static func status(leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil) -> Int32 {
         do {
-            guard case .status(let status)? = try request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys) else {
+            let answer = try request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys)
+            if case .error(let error)? = answer {
+                printError("Error: the leader refused the request: \(escaped: error)")
+                return CallExit.failed
+            }
+            guard case .status(let status)? = answer else {
                 printError(noAnswer(from: endpoint, within: timeout))
                 return CallExit.noAnswer
             }

@@ -8,6 +8,11 @@ extension CogdCommandLine {
               --leader ENDPOINT   the leader's requests endpoint; HOST:PORT means tcp://HOST:PORT
                                   (default: $\(Command.leaderEnvironmentVariable) when set, else \(Command.defaultRequestsEndpoint))
             """
+        let keyOptions = """
+              --key FILE          this side's secret key file, for a leader that authenticates with CURVE
+                                  (default: $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
+              --leader-key FILE   the leader's public key file (default: $\(Command.leaderKeyEnvironmentVariable) when set)
+            """
         switch topic {
         case "call":
             return """
@@ -19,10 +24,13 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --timeout SECONDS   how long to wait for the answer (default \(Command.secondsText(Command.defaultTimeout)))
                   --request-id W#N    the request's id, to retry a request (default: a new one per call)
+                  --name NAME         the worker name it sends in, numbered by the clock (default: with --key,
+                                      the key file's name — keys/ops-console.key sends as ops-console)
+                \(keyOptions)
 
                 Exit status:
                   0   applied (`applied revision R`) or unchanged (`unchanged: …`, no new revision)
-                  1   another failure (the leader refused the request itself, a socket error)
+                  1   another failure (the leader refused the request itself or this key, a socket error)
                   3   rejected: `rejected: REASON` on stderr
                   4   no answer from the leader within --timeout
                   64  a usage error, or an argument that is not JSON (says where)
@@ -41,6 +49,7 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --timeout SECONDS   how long to wait for the answer (default \(Command.secondsText(Command.defaultTimeout)))
                   --json              one JSON object instead of lines (default: lines)
+                \(keyOptions)
 
                 Exit status: 0 shown, 1 a failure, 4 no answer within --timeout, 64 a usage error.
 
@@ -54,6 +63,7 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --name NAME         this worker's name, one process per name (default worker-PID)
                   --rig NAME          the rig whose mechanisms it runs (default below)
+                \(keyOptions)
 
                 Example:
                   \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig replica
