@@ -153,6 +153,8 @@ final class CoreHarness {
     var now: Duration = .zero
     /// What a failed append is reported as.
     var commitCause = "disk full (0 bytes free in /data)"
+    /// The key each peer's connection authenticated with (none: unauthenticated).
+    var keys: [String: String] = [:]
     /// Every commit the core asked for, in order (failed ones too).
     private(set) var commits: [LeaderCommit] = []
 
@@ -161,14 +163,14 @@ final class CoreHarness {
 
     init(
         log: MemoryLog = MemoryLog(), registry: OpRegistry? = nil, heartbeatTimeout: Duration = .seconds(5),
-        maximumRecordBytes: Int = LeaderCore.maximumRecordBytes, rigs: [CogRig.Fingerprint] = []
+        maximumRecordBytes: Int = LeaderCore.maximumRecordBytes, rigs: [CogRig.Fingerprint] = [], peers: PeerTable? = nil
     ) throws {
         self.log = log
         reads = FlakyReads(log)
         self.registry = registry ?? CoreHarness.ledgerRegistry()
         settings = LeaderCore.Settings(
             heartbeatTimeout: heartbeatTimeout, maximumRecordBytes: maximumRecordBytes, turnsEndpoint: CoreHarness.turnsEndpoint,
-            rigs: rigs)
+            rigs: rigs, peers: peers)
         core = try LeaderCore(log: reads, ports: ports, registry: self.registry, settings: settings)
         if core.hasWork { _ = endBatch() }
     }
@@ -198,7 +200,7 @@ final class CoreHarness {
     func batch(frames messages: [(String, [[UInt8]])]) -> Sent {
         var sent = Sent()
         for (name, frames) in messages {
-            carryOut(core.step(.message(from: peer(name), frames: frames), now: now), into: &sent)
+            carryOut(core.step(.message(from: peer(name), frames: frames, key: keys[name]), now: now), into: &sent)
         }
         return sent + endBatch()
     }
