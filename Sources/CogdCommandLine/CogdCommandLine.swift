@@ -140,7 +140,7 @@ public enum CogdCommandLine {
     static func usageLine(for subcommand: String?) -> String {
         let cogd = programName
         return switch subcommand {
-        case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US]"
+        case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
         case "tail": "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n       \(cogd) tail --connect TURNS-ENDPOINT [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
         case "call": "Usage: \(cogd) call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"
         case "status": "Usage: \(cogd) status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"
@@ -181,6 +181,10 @@ public enum CogdCommandLine {
                       --only S1,S2    run only these shapes
                       --leader-spin-wait US
                                       cluster: start the leader with --spin-wait US
+                      --curve         cluster: then measure the round trip p50 and the 16-client
+                                      turns/s again against a second leader serving with CURVE,
+                                      beside the same without (interleaved runs; "baselineKind":
+                                      "without-curve" in JSON)
 
                     Build in release mode first: swift build -c release
                     """

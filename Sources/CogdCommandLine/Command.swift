@@ -568,6 +568,11 @@ enum Command: Equatable {
         if let extra = try options.positional() {
             throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "bench")
         }
+        if result.curve && !result.only.isEmpty && !result.only.contains(where: ClusterBench.curveShapeNames.contains) {
+            throw UsageError(
+                message: "--curve compares the \(ClusterBench.curveShapeNames.joined(separator: " and ")) shapes; add one of them to --only",
+                subcommand: "bench")
+        }
         return result
     }
 }

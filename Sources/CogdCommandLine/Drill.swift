@@ -13,6 +13,11 @@ import Foundation
 /// restarted; on another, a client sends `ledger.trap`, whose body kills the
 /// leader (`--trap-op`), and the drill restarts it when it sees it die. The
 /// verdict checks what an operator must be able to trust.
+///
+/// With `--curve` the same runs under CURVE: the leader, each worker and the
+/// drill's clients authenticate with keys made in the data folder's `keys`
+/// folder, and the leader lets in only what its peers file there lists
+/// (`LoopbackCurveKeys`).
 struct Drill {
     struct Options: Equatable {
         var workers = 2
@@ -66,6 +71,9 @@ struct Drill {
         var quarantined = 0
         /// Requests answered rejected whose turn is nevertheless in the log.
         var rejectedApplied: [String] = []
+        /// Drill clients whose last security handshake with the leader failed
+        /// (`--curve`: a key the leader does not let in), and why.
+        var handshakeProblems: [String] = []
         /// Leader processes that stopped by themselves other than of a trap request.
         var unexpectedExits: [String] = []
         /// Records named `ledger.trap` (its body never writes).
@@ -90,6 +98,9 @@ struct Drill {
             if !trapCrashLoops.isEmpty { list.append("\(trapCrashLoops.count) trap requests killed the leader more than once (first: \(trapCrashLoops[0]))") }
             if !trapRecords.isEmpty { list.append("\(trapRecords.count) records named ledger.trap (first: \(trapRecords[0]))") }
             if !unexpectedExits.isEmpty { list.append("\(unexpectedExits.count) unexpected leader exits (first: \(unexpectedExits[0]))") }
+            if !handshakeProblems.isEmpty {
+                list.append("\(handshakeProblems.count) clients not let in by the leader (first: \(handshakeProblems[0]))")
+            }
             if trapRejected + quarantined > restarts {
                 list.append("\(trapRejected + quarantined) requests answered crashed-leader over \(restarts) leader restarts")
             }
@@ -102,6 +113,15 @@ struct Drill {
 
     /// The op that traps on demand (the leaders run with `--trap-op`).
     static let trapOpName = "ledger.trap"
+
+    /// The name of worker `index` (under `--curve`, also its key's name and its peers line's).
+    static func workerName(_ index: Int) -> String { "drill-w\(index)" }
+
+    /// The name every drill client's requests carry starts so (`drill-c0-PID`):
+    /// under `--curve` the clients' peers line is `KEY client drill-c* ledger.*`.
+    static let clientNamePrefix = "drill-c"
+    /// The ops the drill's clients may run under `--curve` (open, transfer, close, trap).
+    static let clientOps = ["ledger.*"]
 
     /// How a leader process ended.
     enum LeaderEnd {
@@ -135,6 +155,15 @@ struct Drill {
         let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"
         let turns = "tcp://127.0.0.1:\(ClusterBench.freePort())"
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        // Under --curve: keys for the leader, each worker and the clients, and the peers file, in DATA/keys.
+        var curveKeys: LoopbackCurveKeys?
+        if options.curve {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            curveKeys = try LoopbackCurveKeys(
+                folder: folder + "/keys", workers: (0..<options.workers).map(Drill.workerName),
+                clientNames: Drill.clientNamePrefix + "*", clientOps: Drill.clientOps)
+        }
+        let leaderCurve = curveKeys.map { ["--curve-secret", $0.leaderSecretFile, "--peers", $0.peersFile] } ?? []
         var verdict = Verdict()
         // The leader's stderr (the last process's): why it stopped, if not by a drill kill.
         let leaderErrors = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-leader.err").path
@@ -147,7 +176,7 @@ struct Drill {
             // which Foundation learns that the child ended, so the drill
             // would never see it end).
             try Child(
-                executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns, "--trap-op"],
+                executable, ["leader", "--data", folder, "--requests", requests, "--turns", turns, "--trap-op"] + leaderCurve,
                 errors: leaderErrors, environment: ["SWIFT_BACKTRACE": "enable=no"])
         }
         var leader = try startLeader()
@@ -159,8 +188,10 @@ struct Drill {
         }
         defer { for path in workerErrors { try? FileManager.default.removeItem(atPath: path) } }
         func startWorker(_ index: Int) throws -> Child {
-            try Child(
-                executable, ["worker", "--leader", requests, "--name", "drill-w\(index)", "--rig", Drill.rig(forWorker: index)],
+            let name = Drill.workerName(index)
+            let curve = curveKeys.map { ["--key", $0.workerKeyFiles[name]!, "--leader-key", $0.leaderPublicFile] } ?? []
+            return try Child(
+                executable, ["worker", "--leader", requests, "--name", name, "--rig", Drill.rig(forWorker: index)] + curve,
                 errors: workerErrors[index], environment: ["SWIFT_BACKTRACE": "enable=no"])
         }
         var workers = try (0..<options.workers).map(startWorker)
@@ -173,7 +204,11 @@ struct Drill {
         let accounts = 10
         let opening = 1_000
         verdict.expectedTotal = accounts * opening
-        let clients = try (0..<4).map { try DrillClient(context: context, endpoint: requests, name: "drill-c\($0)-\(getpid())") }
+        let clients = try (0..<4).map {
+            try DrillClient(context: context, endpoint: requests, name: "\(Drill.clientNamePrefix)\($0)-\(getpid())", keys: curveKeys?.clients)
+        }
+        // Closed before the context (which waits for every socket).
+        defer { for client in clients { client.close() } }
         for account in 0..<accounts {
             clients[0].enqueue(op: "ledger.open", argument: ["account": .text("acct\(account)"), "balance": .unsigned(UInt64(opening))])
         }
@@ -276,19 +311,28 @@ struct Drill {
                     leaderDownSince = nil
                 }
             }
-            if !options.json && now - lastProgress >= .seconds(1) {
+            if now - lastProgress >= .seconds(1) {
                 lastProgress = now
-                let answered = clients.reduce(0) { $0 + $1.answers.count }
-                let elapsed = Int(ClusterBench.seconds(now - start))
-                print("drill t=\(elapsed)s sent \(clients.reduce(0) { $0 + $1.sent }) answered \(answered) kills leader \(verdict.leaderKills) worker \(verdict.workerKills) traps \(trapRequests.count) (leader died of \(verdict.trapCrashes))")
-                fflush(nil)
+                // The handshake events queue up: read them now and then.
+                for client in clients { try client.checkHandshakes() }
+                if !options.json {
+                    let answered = clients.reduce(0) { $0 + $1.answers.count }
+                    let elapsed = Int(ClusterBench.seconds(now - start))
+                    print("drill t=\(elapsed)s sent \(clients.reduce(0) { $0 + $1.sent }) answered \(answered) kills leader \(verdict.leaderKills) worker \(verdict.workerKills) traps \(trapRequests.count) (leader died of \(verdict.trapCrashes))")
+                    fflush(nil)
+                }
             }
+        }
+        for client in clients {
+            try client.checkHandshakes()
+            if let problem = client.handshakeProblem { verdict.handshakeProblems.append("\(client.name): \(problem)") }
         }
         // Quiesce: let workers catch up, then read the verdict.
         var status: LeaderStatus?
         let settleDeadline = ContinuousClock.now + .seconds(15)
         while ContinuousClock.now < settleDeadline {
-            if case .status(let current)? = try ClusterCommands.request(.statusRequest, leader: requests, timeout: .seconds(2)) {
+            if case .status(let current)? = try ClusterCommands.request(
+                .statusRequest, leader: requests, timeout: .seconds(2), keys: curveKeys?.clientKeyFiles) {
                 status = current
                 if current.workers.count == options.workers && current.workers.allSatisfy({ $0.lag == 0 && $0.appliedRevision == current.revision }) { break }
             }
@@ -386,7 +430,7 @@ struct Drill {
         let p50 = ClusterBench.percentile(recoveries, 0.5)
         let p99 = ClusterBench.percentile(recoveries, 0.99)
         let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
-        let command = "cogd drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)"
+        let command = "cogd drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)\(options.curve ? " --curve" : "")"
         if options.json {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
                 + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "
@@ -400,10 +444,18 @@ struct Drill {
                 + "\"trapRejectedCrashedLeader\": \(verdict.trapRejected), \"quarantined\": \(verdict.quarantined), "
                 + "\"rejectedButApplied\": \(verdict.rejectedApplied.count), \"unexpectedLeaderExits\": \(verdict.unexpectedExits.count), "
                 + "\"lastLeaderCrashedLeaderCount\": \(verdict.crashedLeaderCount.map(String.init) ?? "null"), "
+                + "\"curve\": \(options.curve), \"handshakeProblems\": \(verdict.handshakeProblems.count), "
                 + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
+        let clientsLine = "\(Drill.clientNamePrefix)*, \(Drill.clientOps.joined(separator: " "))"
+        let letIn = verdict.handshakeProblems.isEmpty ? "every client let in" : "\(verdict.handshakeProblems.count) clients NOT let in"
+        let authentication =
+            options.curve
+            ? "CURVE on: leader, \(options.workers) worker keys and a client key (\(clientsLine)) in the peers file; \(letIn)"
+            : "none (CURVE off; loopback)"
         var lines = [
             "drill verdict (seed \(options.seed))",
+            "  authentication   \(authentication)",
             "  kills            leader \(verdict.leaderKills), workers \(verdict.workerKills)",
             "  requests         sent \(verdict.sent), applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
             "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
@@ -492,6 +544,10 @@ final class Child {
 final class DrillClient {
     let socket: ZMQSocket
     let name: String
+    /// Watches the security handshakes under CURVE (nil without keys).
+    private let handshakes: HandshakeWatch?
+    /// The last handshake failure not followed by a success, as of the last `checkHandshakes()`.
+    private(set) var handshakeProblem: HandshakeWatch.Problem?
     private var nextSequence: UInt64 = 1
     private var inFlight: [RequestID: (frame: [UInt8], sentAt: ContinuousClock.Instant)] = [:]
     private(set) var answers: [RequestID: OpReply.Outcome] = [:]
@@ -499,12 +555,27 @@ final class DrillClient {
     private(set) var retried = 0
     var outstanding: Int { inFlight.count }
 
-    init(context: ZMQContext, endpoint: String, name: String) throws {
+    /// `keys`: connect with CURVE (the leader's peers file must list the pair, under a name pattern `name` matches).
+    init(context: ZMQContext, endpoint: String, name: String, keys: CurveClientKeys? = nil) throws {
         self.name = name
         socket = try ZMQSocket(context, .dealer, linger: .zero)
         try socket.setIdentity(name)
         try socket.setReconnect(initial: 20, maximum: 200)
+        try socket.useCurve(keys)
+        handshakes = keys == nil ? nil : try HandshakeWatch(socket)
         try socket.connect(endpoint)
+    }
+
+    /// Reads the handshake events so far into `handshakeProblem`: call it
+    /// now and then (the events queue up), and before judging.
+    func checkHandshakes() throws {
+        handshakeProblem = try handshakes?.problem()
+    }
+
+    /// Closes the watch and the socket (before the context closes).
+    func close() {
+        handshakes?.close()
+        socket.close()
     }
 
     @discardableResult

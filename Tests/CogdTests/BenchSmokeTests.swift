@@ -25,4 +25,34 @@ struct BenchSmokeTests {
         #expect((first["baseline"] as? Double ?? 0) > 0)
         #expect(first["ratio"] is Double)
     }
+
+    @Test func `with --curve the round trip is measured again against a CURVE leader, beside the same without`() throws {
+        let result = try runCogd(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--curve", "--json"], timeout: .seconds(100))
+        #expect(result.status == 0, "stderr: \(result.stderr)")
+        let figures = result.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        let names = figures.compactMap { $0["name"] as? String }
+        #expect(names == [
+            "cluster.round-trip.p50", "cluster.round-trip.p99", "cluster.worker-round-trip.p50", "cluster.raw-zmq-echo.p50",
+            "cluster.raw-lmdb-commit.p50", "cluster.round-trip.p50-vs-echo-with-commit", "cluster.curve.round-trip.p50",
+        ])
+        let curve = try #require(figures.last)
+        #expect((curve["value"] as? Double ?? 0) > 0, "\(curve)")
+        #expect((curve["baseline"] as? Double ?? 0) > 0, "\(curve)")
+        #expect(curve["ratio"] is Double)
+        #expect(curve["unit"] as? String == "us")
+        #expect(curve["baselineKind"] as? String == "without-curve")
+        // The raw baselines are still there, and say nothing of CURVE.
+        #expect(figures.dropLast().allSatisfy { $0["baselineKind"] == nil })
+    }
+
+    @Test func `with --curve the text output puts each CURVE figure beside the same without, as a ratio`() throws {
+        let result = try runCogd(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--curve"], timeout: .seconds(100))
+        #expect(result.status == 0, "stderr: \(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("cluster.round-trip.p50 ") && $0.contains("   raw ") }, "\(result.stdout)")
+        let curve = try #require(lines.first { $0.hasPrefix("round trip p50 with CURVE: ") }, "\(result.stdout)")
+        #expect(curve.contains(" µs vs ") && curve.contains(" µs without (") && curve.hasSuffix("×)"), "\(curve)")
+    }
 }

@@ -21,6 +21,23 @@ struct CommandTests {
         #expect(try Command.parse(["bench", "graph", "--runs=5"]) == .bench(.init(suite: .graph, runs: 5)))
     }
 
+    @Test func `bench cluster --curve needs a shape it compares with CURVE on`() throws {
+        var expected = Command.BenchOptions(suite: .cluster)
+        expected.curve = true
+        #expect(try Command.parse(["bench", "cluster", "--curve"]) == .bench(expected))
+        expected.only = ["lag", "throughput-16"]
+        #expect(try Command.parse(["bench", "cluster", "--only", "lag,throughput-16", "--curve"]) == .bench(expected))
+        #expect(
+            throws: Command.UsageError(
+                message: "--curve compares the round-trip and throughput-16 shapes; add one of them to --only", subcommand: "bench")
+        ) {
+            try Command.parse(["bench", "cluster", "--curve", "--only", "lag,throughput-4"])
+        }
+        #expect(throws: Command.UsageError(message: "unknown option '--curve'", subcommand: "bench")) {
+            try Command.parse(["bench", "log", "--curve"])
+        }
+    }
+
     @Test func `unknown subcommands, options, suites and shapes are usage errors`() {
         #expect(throws: Command.UsageError(message: "unknown subcommand 'lead'", subcommand: nil)) {
             try Command.parse(["lead"])

@@ -45,4 +45,41 @@ struct DrillTests {
         #expect((verdict["violations"] as? [String])?.isEmpty == true)
         #expect(verdict["command"] as? String == "cogd drill --workers 2 --seconds 6 --kill-leader-every 3.0 --kill-worker-every 4.0 --trap-every 2.0 --seed 7")
     }
+
+    @Test func `a drill with --curve runs under CURVE, passes, and leaves a peers file listing the worker and client keys`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let result = try runCogd(
+            [
+                "drill", "--curve", "--data", folder.path, "--workers", "2", "--seconds", "5", "--kill-leader-every", "2",
+                "--kill-worker-every", "3", "--trap-every", "2", "--seed", "3",
+            ],
+            timeout: .seconds(90))
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.last == "PASS", "\(result.stdout)")
+        #expect(
+            lines.contains {
+                $0.hasPrefix("  authentication   CURVE on: leader, 2 worker keys and a client key (drill-c*, ledger.*) in the peers file; every client let in")
+            }, "\(result.stdout)")
+        #expect(lines.contains { $0.hasPrefix("  kills            leader ") && !$0.hasPrefix("  kills            leader 0,") }, "\(result.stdout)")
+        #expect(lines.contains { $0.hasPrefix("  reproduce        cogd drill --data \(folder.path) ") && $0.hasSuffix(" --seed 3 --curve") })
+
+        // The peers file the leader ran with: each worker under its own name, the drill's clients under their prefix.
+        func publicKey(_ name: String) throws -> String {
+            let shown = try runCogd(["keys", "show", folder.path + "/keys/\(name).pub"])
+            #expect(shown.status == 0, "\(shown.stderr)")
+            return shown.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let peers = try String(contentsOfFile: folder.path + "/keys/peers", encoding: .utf8)
+        let entries = peers.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { $0.split(separator: " ").map(String.init) }
+        #expect(entries == [
+            [try publicKey("drill-w0"), "worker", "drill-w0"],
+            [try publicKey("drill-w1"), "worker", "drill-w1"],
+            [try publicKey("clients"), "client", "drill-c*", "ledger.*"],
+        ])
+        let leaderKey = try publicKey("leader")
+        #expect(!peers.contains(leaderKey), "the leader's own key is not a peer")
+        #expect(FileManager.default.fileExists(atPath: folder.path + "/keys/leader.key"))
+    }
 }

@@ -7,14 +7,18 @@ struct BenchFigure {
     let value: Double
     let unit: String
     let baseline: Double?
+    /// What the baseline is when it is not the raw LMDB or ZeroMQ figure
+    /// (`without-curve`: the same measured without CURVE); nil: raw.
+    var baselineKind: String? = nil
 
     /// Prints the figure: a text line, or with `json` one object
-    /// `{"name", "value", "unit", "baseline", "ratio"}`.
+    /// `{"name", "value", "unit", "baseline", "ratio"}` (and `"baselineKind"` when set).
     func report(json: Bool, nameWidth: Int) {
         if json {
             let baselineText = baseline.map(BenchFigure.format) ?? "null"
             let ratio = baseline.map { BenchFigure.format(value / $0) } ?? "null"
-            print("{\"name\": \"\(name)\", \"value\": \(BenchFigure.format(value)), \"unit\": \"\(unit)\", \"baseline\": \(baselineText), \"ratio\": \(ratio)}")
+            let kind = baselineKind.map { ", \"baselineKind\": \"\($0)\"" } ?? ""
+            print("{\"name\": \"\(name)\", \"value\": \(BenchFigure.format(value)), \"unit\": \"\(unit)\", \"baseline\": \(baselineText), \"ratio\": \(ratio)\(kind)}")
         } else if let baseline {
             print("\(padded(name, to: nameWidth)) \(BenchFigure.format(value)) \(unit)   raw \(BenchFigure.format(baseline)) \(unit)   ratio \(BenchFigure.format(value / baseline))")
         } else {

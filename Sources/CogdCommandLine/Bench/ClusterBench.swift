@@ -13,11 +13,21 @@ import Synchronization
 /// `cogd bench cluster`: a real `cogd leader` child on loopback, driven by
 /// DEALER clients in this process; each figure beside the raw ZeroMQ and raw
 /// LMDB figures measured in the same run.
+///
+/// With `--curve`, then, a second leader serving with CURVE (`--curve-secret`,
+/// `--peers`) and clients connecting with keys: its round trip p50 and
+/// 16-client turns/s beside the same of the first leader, measured in
+/// interleaved runs (`curveComparison`).
 @MainActor
 struct ClusterBench {
     let options: Command.BenchOptions
 
     nonisolated static let shapeNames = ["round-trip", "throughput-1", "throughput-4", "throughput-16", "lag"]
+    /// The shapes `--curve` measures with CURVE on too (when among those run).
+    nonisolated static let curveShapeNames = ["round-trip", "throughput-16"]
+    /// The name every CURVE bench client's requests carry starts so; its
+    /// peers line is `KEY client bench-curve-* ledger.*`.
+    nonisolated static let curveClientPrefix = "bench-curve-"
 
     func run() throws {
         let shapes = options.only.isEmpty ? ClusterBench.shapeNames : options.only
@@ -25,26 +35,14 @@ struct ClusterBench {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let requests = "tcp://127.0.0.1:\(Self.freePort())"
         let turns = "tcp://127.0.0.1:\(Self.freePort())"
-        let leader = Process()
-        leader.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        leader.arguments = [
-            "leader", "--data", root + "/leader", "--requests", requests, "--turns", turns,
-            "--spin-wait", String(options.leaderSpinWaitMicroseconds),
-        ]
         if options.leaderSpinWaitMicroseconds > 0 && !options.json {
             print("the leader spins \(options.leaderSpinWaitMicroseconds) µs after each batch (--leader-spin-wait)")
         }
-        leader.standardOutput = FileHandle.nullDevice
-        leader.standardError = FileHandle.nullDevice
-        try leader.run()
-        defer {
-            kill(leader.processIdentifier, SIGTERM)
-            for _ in 0..<500 where leader.isRunning { usleep(10_000) }
-            if leader.isRunning { kill(leader.processIdentifier, SIGKILL) }
-        }
+        let leader = try startLeader(data: root + "/leader", requests: requests, turns: turns, curve: nil)
+        defer { Self.stop(leader) }
         let context = try ZMQContext()
         defer { context.close() }
-        try setUpAccounts(context: context, requests: requests)
+        try setUpAccounts(context: context, requests: requests, name: "setup", keys: nil)
         for shape in shapes {
             switch shape {
             case "round-trip":
@@ -56,14 +54,42 @@ struct ClusterBench {
                 report(try throughput(clients: clients, context: context, requests: requests, root: root))
             }
         }
+        if options.curve {
+            try curveComparison(
+                context: context, plainRequests: requests, root: root, shapes: shapes.filter(Self.curveShapeNames.contains))
+        }
+    }
+
+    /// Starts a `cogd leader` child over `data` (with CURVE when given keys).
+    private func startLeader(data: String, requests: String, turns: String, curve: LoopbackCurveKeys?) throws -> Process {
+        let leader = Process()
+        leader.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        leader.arguments =
+            [
+                "leader", "--data", data, "--requests", requests, "--turns", turns,
+                "--spin-wait", String(options.leaderSpinWaitMicroseconds),
+            ] + (curve.map { ["--curve-secret", $0.leaderSecretFile, "--peers", $0.peersFile] } ?? [])
+        leader.standardOutput = FileHandle.nullDevice
+        leader.standardError = FileHandle.nullDevice
+        try leader.run()
+        return leader
+    }
+
+    /// SIGTERM, then SIGKILL if it has not stopped within 5 s.
+    private static func stop(_ leader: Process) {
+        kill(leader.processIdentifier, SIGTERM)
+        for _ in 0..<500 where leader.isRunning { usleep(10_000) }
+        if leader.isRunning { kill(leader.processIdentifier, SIGKILL) }
     }
 
     // MARK: Shapes
 
-    private func setUpAccounts(context: ZMQContext, requests: String) throws {
-        let client = try Client(context: context, endpoint: requests, name: "setup")
+    private func setUpAccounts(context: ZMQContext, requests: String, name: String, keys: CurveClientKeys?) throws {
+        let client = try Client(context: context, endpoint: requests, name: name, keys: keys)
         for account in 0..<100 {
-            _ = try client.call(op: "ledger.open", argument: Opening(account: "a\(account)", balance: 1_000_000))
+            guard try client.call(op: "ledger.open", argument: Opening(account: "a\(account)", balance: 1_000_000)) != nil else {
+                throw BenchError(message: "the leader at \(requests) did not answer ledger.open within 10 s")
+            }
         }
     }
 
@@ -96,12 +122,7 @@ struct ClusterBench {
         try ThreadAffinity.pin(unpinned)
         var index = 0
         for _ in 0..<max(3, options.runs) {
-            for round in 0..<220 {
-                let start = ContinuousClock.now
-                _ = try client.call(op: "ledger.transfer", argument: transfer(index))
-                index += 1
-                if round >= 20 { samples.append(Self.microseconds(ContinuousClock.now - start)) }
-            }
+            samples += try roundTrips(client, count: 220, warmUp: 20, index: &index)
             workerSamples += try worker.measure(count: 120, warmUp: 20, firstIndex: index)
             echoSamples += try echo.measure(count: 400, warmUp: 40)
             try ThreadAffinity.pin(commitCPUs)
@@ -134,13 +155,42 @@ struct ClusterBench {
         ]
     }
 
+    /// Round-trip times in µs of `count` transfers called one at a time, the first `warmUp` left out.
+    private func roundTrips(_ client: Client, count: Int, warmUp: Int, index: inout Int) throws -> [Double] {
+        var samples: [Double] = []
+        for round in 0..<count {
+            let start = ContinuousClock.now
+            _ = try client.call(op: "ledger.transfer", argument: transfer(index))
+            index += 1
+            if round >= warmUp { samples.append(Self.microseconds(ContinuousClock.now - start)) }
+        }
+        return samples
+    }
+
     private func throughput(clients count: Int, context: ZMQContext, requests: String, root: String) throws -> BenchFigure {
-        let window = 64
         let clients = try (0..<count).map { try Client(context: context, endpoint: requests, name: "load-\(count)-\($0)") }
-        var outstanding = [Int](repeating: 0, count: count)
         var sent = 0
+        let turnsPerSecond = try turnsPerSecond(clients, for: .seconds(3), sent: &sent)
+        let batch = min(count * Self.throughputWindow, 4_096)
+        let rawFolder = root + "/raw-\(count)"
+        let rawSeconds = try RawAppendBaseline(directory: rawFolder).run(count: batch * 50, recordSize: 160, batch: batch)
+        try? FileManager.default.removeItem(atPath: rawFolder)
+        return BenchFigure(
+            name: "cluster.turns-per-second.clients-\(count)", value: turnsPerSecond, unit: "turns/s",
+            baseline: Double(batch * 50) / rawSeconds)
+    }
+
+    /// How many requests each throughput client keeps in flight.
+    private static let throughputWindow = 64
+
+    /// Applied turns per second while `clients` each keep a window of
+    /// transfers in flight for `duration`; then waits (at most 5 s) for the
+    /// replies still due, so what is measured next starts clean.
+    private func turnsPerSecond(_ clients: [Client], for duration: Duration, sent: inout Int) throws -> Double {
+        let window = Self.throughputWindow
+        let count = clients.count
+        var outstanding = [Int](repeating: 0, count: count)
         var applied = 0
-        let duration: Duration = .seconds(3)
         let start = ContinuousClock.now
         while ContinuousClock.now - start < duration {
             for (index, client) in clients.enumerated() {
@@ -167,14 +217,94 @@ struct ClusterBench {
                 while try client.receiveReply() != nil { outstanding[index] -= 1 }
             }
         }
-        let batch = min(count * window, 4_096)
-        let rawFolder = root + "/raw-\(count)"
-        let rawSeconds = try RawAppendBaseline(directory: rawFolder).run(count: batch * 50, recordSize: 160, batch: batch)
-        try? FileManager.default.removeItem(atPath: rawFolder)
-        return BenchFigure(
-            name: "cluster.turns-per-second.clients-\(count)", value: Double(applied) / elapsed, unit: "turns/s",
-            baseline: Double(batch * 50) / rawSeconds)
+        return Double(applied) / elapsed
     }
+
+    // MARK: With CURVE
+
+    /// `--curve`: the round trip p50 and the 16-client turns/s of a second
+    /// leader, serving with CURVE (`--curve-secret`, `--peers`; its clients
+    /// connect with a key listed as `client bench-curve-* ledger.*`), each
+    /// beside the same of the leader without CURVE. Measured in interleaved
+    /// runs whose order alternates (this machine is shared and noisy: a drift
+    /// then moves both alike); the round trip is the p50 over all runs' calls,
+    /// turns/s the median of the runs'. `shapes`: which of the two to measure.
+    private func curveComparison(context: ZMQContext, plainRequests: String, root: String, shapes: [String]) throws {
+        precondition(!shapes.isEmpty, "internal inconsistency: --curve with no shape to compare passed the parser")
+        let keys = try LoopbackCurveKeys(
+            folder: root + "/keys", workers: [], clientNames: Self.curveClientPrefix + "*", clientOps: ["ledger.*"])
+        let curveRequests = "tcp://127.0.0.1:\(Self.freePort())"
+        let curveLeader = try startLeader(
+            data: root + "/leader-curve", requests: curveRequests, turns: "tcp://127.0.0.1:\(Self.freePort())", curve: keys)
+        defer { Self.stop(curveLeader) }
+        try setUpAccounts(context: context, requests: curveRequests, name: Self.curveClientPrefix + "setup", keys: keys.clients)
+        /// One side of the comparison: its clients, and what they measured.
+        final class Side {
+            let roundTripClient: Client
+            let loadClients: [Client]
+            var roundTrips: [Double] = []
+            var turnsPerSecond: [Double] = []
+            var index = 0
+            var sent = 0
+
+            init(roundTripClient: Client, loadClients: [Client]) {
+                self.roundTripClient = roundTripClient
+                self.loadClients = loadClients
+            }
+        }
+        func side(endpoint: String, prefix: String, keys: CurveClientKeys?) throws -> Side {
+            Side(
+                roundTripClient: try Client(context: context, endpoint: endpoint, name: prefix + "rtt", keys: keys),
+                loadClients: try (0..<16).map { try Client(context: context, endpoint: endpoint, name: prefix + "load-16-\($0)", keys: keys) })
+        }
+        // Names of their own: the earlier shapes' requests are in the first leader's dedup table.
+        let plain = try side(endpoint: plainRequests, prefix: "plain-", keys: nil)
+        let curve = try side(endpoint: curveRequests, prefix: Self.curveClientPrefix, keys: keys.clients)
+        let runs = max(3, options.runs)
+        for run in 0..<runs {
+            let order = run % 2 == 0 ? [plain, curve] : [curve, plain]
+            if shapes.contains("round-trip") {
+                for side in order { side.roundTrips += try roundTrips(side.roundTripClient, count: 220, warmUp: 20, index: &side.index) }
+            }
+            if shapes.contains("throughput-16") {
+                for side in order {
+                    side.turnsPerSecond.append(try turnsPerSecond(side.loadClients, for: .seconds(2), sent: &side.sent))
+                }
+            }
+        }
+        if !options.json {
+            print("with CURVE: a second leader with --curve-secret and --peers, its clients with keys; \(runs) interleaved runs")
+        }
+        if shapes.contains("round-trip") {
+            let with = Self.percentile(curve.roundTrips, 0.5)
+            let without = Self.percentile(plain.roundTrips, 0.5)
+            reportCurve(
+                BenchFigure(name: "cluster.curve.round-trip.p50", value: with, unit: "us", baseline: without, baselineKind: "without-curve"),
+                text: "round trip p50 with CURVE: \(BenchFigure.format(with)) µs vs \(BenchFigure.format(without)) µs without")
+        }
+        if shapes.contains("throughput-16") {
+            let with = BenchFigure.median(curve.turnsPerSecond)
+            let without = BenchFigure.median(plain.turnsPerSecond)
+            guard with > 0, without > 0 else {
+                throw BenchError(message: "no turn was applied in a 16-client run (\(with > 0 ? "without" : "with") CURVE)")
+            }
+            reportCurve(
+                BenchFigure(
+                    name: "cluster.curve.turns-per-second.clients-16", value: with, unit: "turns/s", baseline: without,
+                    baselineKind: "without-curve"),
+                text: "16-client turns/s with CURVE: \(BenchFigure.format(with)) vs \(BenchFigure.format(without)) without")
+        }
+    }
+
+    /// A CURVE figure: in JSON as every figure (its baseline the same without
+    /// CURVE), in text as `TEXT (RATIO×)`.
+    private func reportCurve(_ figure: BenchFigure, text: String) {
+        guard !options.json, let baseline = figure.baseline else { return figure.report(json: options.json, nameWidth: 44) }
+        print("\(text) (\(String(format: "%.2f", figure.value / baseline))×)")
+        fflush(nil)
+    }
+
+    // MARK: Replication lag
 
     private func lag(context: ZMQContext, requests: String, turns: String) throws -> BenchFigure {
         let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
@@ -342,11 +472,17 @@ struct ClusterBench {
         let socket: ZMQSocket
         let name: String
         private(set) var nextSequence: UInt64 = 1
+        /// Watches the security handshakes under CURVE (nil without keys).
+        private let handshakes: HandshakeWatch?
 
-        init(context: ZMQContext, endpoint: String, name: String) throws {
+        /// `keys`: connect with CURVE (the leader's peers file must list
+        /// the pair under a name pattern that `NAME-PID` matches).
+        init(context: ZMQContext, endpoint: String, name: String, keys: CurveClientKeys? = nil) throws {
             self.name = "\(name)-\(getpid())"
             socket = try ZMQSocket(context, .dealer, linger: .zero)
             try socket.setIdentity(self.name)
+            try socket.useCurve(keys)
+            handshakes = keys == nil ? nil : try HandshakeWatch(socket)
             try socket.connect(endpoint)
         }
 
@@ -369,6 +505,7 @@ struct ClusterBench {
             let deadline = ContinuousClock.now + .seconds(10)
             while ContinuousClock.now < deadline {
                 if try ZMQSocket.poll([socket], timeout: .milliseconds(100))[0], let reply = try receiveReply() { return reply }
+                if let problem = try handshakes?.problem() { throw BenchError(message: "client \(name): \(problem)") }
             }
             return nil
         }
