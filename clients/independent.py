@@ -141,7 +141,7 @@ def check_vectors(checks):
     documented = {"hello", "hello-rig", "welcome", "heartbeat", "snapshot-request", "snapshot-request-parts", "snapshot-part",
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
-                  "status-request", "status"}
+                  "status-request", "status", "error-not-your-name", "reply-role-forbids"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -196,6 +196,11 @@ def check_vectors(checks):
         b["request"] == {"worker": "w1", "seq": 19} and list(b["outcome"]) == ["rejected"], repr(b)))
     wire_check("error-version", "error", lambda b: expect(b["code"] == "version" and "request" not in b, repr(b)))
     wire_check("error-hello-first", "error", lambda b: expect(b["code"] == "hello-first", repr(b)))
+    wire_check("error-not-your-name", "error", lambda b: expect(
+        b["code"] == "not-your-name" and "request" not in b, repr(b)))
+    wire_check("reply-role-forbids", "reply", lambda b: expect(
+        b["request"] == {"worker": "dashboard", "seq": 1}
+        and b["outcome"]["rejected"]["reason"].startswith("role-forbids: "), repr(b)))
     wire_check("reply-request-mismatch", "reply", lambda b: expect(
         b["outcome"]["rejected"]["reason"].startswith("request-mismatch: request w1#19 "), repr(b)))
     wire_check("scope-register", "scope-register", lambda b: expect(
