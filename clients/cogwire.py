@@ -373,8 +373,9 @@ class Deadline:
 class Leader:
     """A `cogd leader` child over a fresh folder, on loopback ports of its own."""
 
-    def __init__(self, cogd, extra=(), data=None):
+    def __init__(self, cogd, extra=(), data=None, probe_curve=None):
         self.cogd = cogd
+        self.probe_curve = probe_curve  # (public, secret, leader public) the readiness probe connects with
         self.tmp = tempfile.mkdtemp(prefix="cogd-ext-")
         self.data = data or os.path.join(self.tmp, "data")
         self.requests = f"tcp://127.0.0.1:{free_port()}"
@@ -393,7 +394,7 @@ class Leader:
         while not deadline.passed():
             if self.process.poll() is not None:
                 raise RuntimeError(f"leader exited {self.process.returncode}: {self.output()}")
-            tool = Peer(context, self.requests)
+            tool = Peer(context, self.requests, curve=self.probe_curve)
             try:
                 answer = tool.ask(message("status-request"), timeout=min(1.0, deadline.left()))
                 if answer is not None:
@@ -449,14 +450,28 @@ class Peer:
 
     counter = 0
 
-    def __init__(self, context, endpoint, identity=None):
+    def __init__(self, context, endpoint, identity=None, curve=None, monitor=False):
+        """`curve`: (own public key, own secret key, the leader's public key), Z85 text or bytes,
+        for a leader that authenticates (cogwire.md §9); None speaks the NULL mechanism.
+        `monitor`: watch the connection's handshake (`handshake()`)."""
         Peer.counter += 1
         self.socket = context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.RCVHWM, 0)
         self.socket.setsockopt(zmq.SNDHWM, 0)
+        self.socket.setsockopt(zmq.SNDTIMEO, 5000)  # a DEALER with no connection made blocks a send: never for ever
         self.socket.setsockopt(zmq.IDENTITY, identity or f"tool/{os.getpid()}-{Peer.counter}-{os.urandom(4).hex()}".encode())
+        set_curve_client(self.socket, curve)
+        self.monitor = HandshakeMonitor(self.socket) if monitor else None
         self.socket.connect(endpoint)
+
+    def handshake(self, timeout):
+        return self.monitor.outcome(timeout)
+
+    def drain(self):
+        """Drops whatever is waiting (late answers of earlier requests)."""
+        while self.socket.poll(0, zmq.POLLIN):
+            self.socket.recv_multipart()
 
     def send(self, frame):
         self.socket.send(frame)
@@ -473,6 +488,161 @@ class Peer:
         return None if frames is None else frames
 
     def close(self):
+        if self.monitor is not None:
+            self.monitor.close()
+        self.socket.close(0)
+
+
+# ---------------------------------------------------------------- CURVE (cogwire.md §9)
+
+Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85_key_problem(text):
+    """None when `text` is a CURVE key as cogwire.md §9 "Key files" spells one."""
+    if len(text) != 40:
+        return f"{len(text)} characters, not 40"
+    if any(ch not in Z85_ALPHABET for ch in text):
+        return "a character outside Z85"
+    for group in range(0, 40, 5):
+        value = 0
+        for ch in text[group:group + 5]:
+            value = value * 85 + Z85_ALPHABET.index(ch)
+        if value >= 1 << 32:
+            return f"group {group // 5} encodes {value}, not below 2^32"
+    return None
+
+
+def read_key_file(path):
+    """(kind, key) of a key file (`secret-key` or `public-key`, Z85 text), parsed as §9 "Key files" says."""
+    data = open(path, "rb").read()
+    if len(data) > 4096:
+        raise ValueError(f"{path}: {len(data)} bytes, more than 4,096")
+    found = []
+    for line in data.decode("utf-8").split("\n"):
+        line = line[:-1] if line.endswith("\r") else line
+        stripped = line.strip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        found.append(stripped)
+    if len(found) != 1:
+        raise ValueError(f"{path}: {len(found)} key lines, not one")
+    kind, equals, key = found[0].partition("=")
+    kind, key = kind.strip(" \t"), key.strip(" \t")
+    if not equals or kind not in ("secret-key", "public-key") or z85_key_problem(key):
+        raise ValueError(f"{path}: not a key line: {found[0]!r}")
+    return kind, key
+
+
+def write_key_pair(directory, name):
+    """A key pair made with pyzmq, written as `cogd keys generate` documents it (NAME.key 0600, NAME.pub 0644).
+    Returns (public, secret) as Z85 text."""
+    public, secret = (key.decode() for key in zmq.curve_keypair())
+    secret_path = os.path.join(directory, f"{name}.key")
+    fd = os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"# cogd CURVE key pair {name}: the secret key. Keep it readable by its owner only (chmod 600).\n"
+                  f"secret-key = {secret}\n")
+    with open(os.path.join(directory, f"{name}.pub"), "w") as out:
+        out.write(f"# cogd CURVE key pair {name}: the public key.\npublic-key =\t{public}  \n")
+    os.chmod(os.path.join(directory, f"{name}.pub"), 0o644)
+    return public, secret
+
+
+def set_curve_client(socket, curve):
+    if curve is None:
+        return
+    public, secret, server = (key.encode() if isinstance(key, str) else key for key in curve)
+    socket.setsockopt(zmq.CURVE_SERVERKEY, server)
+    socket.setsockopt(zmq.CURVE_PUBLICKEY, public)
+    socket.setsockopt(zmq.CURVE_SECRETKEY, secret)
+
+
+def event_name(number):
+    try:
+        return zmq.Event(number).name.lower()
+    except ValueError:
+        return f"event-{number}"
+
+
+class HandshakeMonitor:
+    """What became of a socket's handshakes (ZMQ_EVENT_HANDSHAKE_*), from its monitor."""
+
+    EVENTS = {zmq.EVENT_HANDSHAKE_SUCCEEDED: "succeeded", zmq.EVENT_HANDSHAKE_FAILED_AUTH: "failed-auth",
+              zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "failed-protocol",
+              zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "failed-no-detail"}
+
+    def __init__(self, socket):
+        self.monitor = socket.get_monitor_socket()
+        self.seen = []  # (event name, value) in order, every event
+
+    def outcome(self, timeout):
+        """The first handshake outcome: ("succeeded", 0), ("failed-auth", ZAP status), … or None within `timeout`."""
+        from zmq.utils.monitor import recv_monitor_message
+        for name, value in self.seen:
+            if name in self.EVENTS.values():
+                return name, value
+        deadline = Deadline(timeout)
+        while self.monitor.poll(int(deadline.left() * 1000), zmq.POLLIN):
+            event = recv_monitor_message(self.monitor)
+            name = self.EVENTS.get(event["event"]) or event_name(event["event"])
+            self.seen.append((name, int(event["value"])))
+            if event["event"] in self.EVENTS:
+                return name, int(event["value"])
+            if deadline.passed():
+                break
+        return None
+
+    def wait_for(self, wanted, timeout, after=0):
+        """The first event named `wanted` among those seen from index `after` on: (name, value), or None."""
+        from zmq.utils.monitor import recv_monitor_message
+        deadline = Deadline(timeout)
+        while True:
+            for name, value in self.seen[after:]:
+                if name == wanted:
+                    return name, value
+            after = len(self.seen)
+            if deadline.passed() or not self.monitor.poll(int(deadline.left() * 1000), zmq.POLLIN):
+                return None
+            event = recv_monitor_message(self.monitor)
+            self.seen.append((self.EVENTS.get(event["event"]) or event_name(event["event"]), int(event["value"])))
+
+    def close(self):
+        self.monitor.close(0)
+
+
+class Subscriber:
+    """A SUB on the turn stream, subscribed to everything, NULL or CURVE."""
+
+    def __init__(self, context, endpoint, curve=None):
+        self.socket = context.socket(zmq.SUB)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
+        set_curve_client(self.socket, curve)
+        self.monitor = HandshakeMonitor(self.socket)
+        self.socket.connect(endpoint)
+        self.revisions = []  # of every record received
+        self.problems = []
+
+    def handshake(self, timeout):
+        return self.monitor.outcome(timeout)
+
+    def read(self, timeout=0.0):
+        """Reads what has come (waiting up to `timeout` for the first message); returns the revisions read."""
+        got = []
+        wait = int(timeout * 1000)
+        while self.socket.poll(wait, zmq.POLLIN):
+            wait = 0
+            value, problem, _ = parse(self.socket.recv_multipart())
+            if problem or message_problem(value, "turns"):
+                self.problems.append(problem or message_problem(value, "turns"))
+                continue
+            got.extend(record.get("rev") for record in value["body"]["records"])
+        self.revisions.extend(got)
+        return got
+
+    def close(self):
+        self.monitor.close()
         self.socket.close(0)
 
 

@@ -196,7 +196,8 @@ def check_vectors(checks):
         b["request"] == {"worker": "w1", "seq": 19} and list(b["outcome"]) == ["rejected"], repr(b)))
     wire_check("error-version", "error", lambda b: expect(b["code"] == "version" and "request" not in b, repr(b)))
     wire_check("error-hello-first", "error", lambda b: expect(b["code"] == "hello-first", repr(b)))
-    wire_check("error-not-your-name", "error", lambda b: expect(b["code"] == "not-your-name" and "request" not in b, repr(b)))
+    wire_check("error-not-your-name", "error", lambda b: expect(
+        b["code"] == "not-your-name" and "request" not in b, repr(b)))
     wire_check("reply-role-forbids", "reply", lambda b: expect(
         b["request"] == {"worker": "dashboard", "seq": 1}
         and b["outcome"]["rejected"]["reason"].startswith("role-forbids: "), repr(b)))
