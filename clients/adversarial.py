@@ -45,11 +45,6 @@ from cogwire import (Checks, Deadline, Leader, Peer, Subscriber, decode, encode,
 # Checks the leader fails today although protocol/ says otherwise:
 # {check name: "what the document says vs what the leader does"}.
 KNOWN_GAPS = {
-    "handshakes with another mechanism (NULL) are counted handshake-refused (§9 Limits)":
-        "cogwire.md §9 Limits: 'a handshake with a key not listed, another mechanism, or a client key on turns -> "
-        "ZAP 400 ... counted as handshake-refused'; the leader's handshake-refused count does not move while a "
-        "keyless (NULL) DEALER reconnects against it for 2.5 s (ZeroMQ refuses the mechanism mismatch before any "
-        "ZAP request, so the ZAP handler never sees it) - reported, not fixed here",
 }
 
 MiB = 1 << 20
@@ -836,6 +831,9 @@ def run_curve(cogd, checks):
         def refused_count():
             return ((status_of(counter) or {}).get("errorCounts") or {}).get("handshake-refused", 0)
 
+        def failed_count():
+            return ((status_of(counter) or {}).get("errorCounts") or {}).get("handshake-failed", 0)
+
         result = cli("tail", "--connect", leader.turns, "--key", os.path.join(keys, "ops-console.key"),
                      "--leader-key", leader_pub, timeout=15)
         check("cogd tail --connect with the client key exits non-zero saying the documented refusal",
@@ -844,6 +842,7 @@ def run_curve(cogd, checks):
 
         # --- the requests socket: no key, an unlisted key, the wrong leader key
         before_null = refused_count()
+        failed_before_null = failed_count()
         nokey = peer(None, monitor=True)
         outcome = nokey.handshake(1.0)
         check("a DEALER with no key (NULL) never completes a handshake on the requests socket",
@@ -855,9 +854,11 @@ def run_curve(cogd, checks):
                        message("op", {"request": {"worker": "w1", "seq": 1}, "op": "ledger.open",
                                       "argument": encode({"account": "nokey", "balance": 1})}), timeout=0.5)
         after_null = refused_count()
-        check("handshakes with another mechanism (NULL) are counted handshake-refused (§9 Limits)",
-              after_null > before_null, f"handshake-refused {before_null} before the keyless DEALER, {after_null} "
-                                        f"after ~2.5 s of it reconnecting")
+        failed_after_null = failed_count()
+        check("handshakes with another mechanism (NULL) are counted handshake-failed, not handshake-refused (§9 Limits)",
+              failed_after_null > failed_before_null and after_null == before_null,
+              f"handshake-failed {failed_before_null} -> {failed_after_null}, handshake-refused {before_null} -> "
+              f"{after_null} over ~2.5 s of a keyless DEALER reconnecting")
         stranger = peer("stranger", monitor=True)
         outcome = stranger.handshake(5)
         check("an unlisted key is refused at the requests socket's handshake (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, 400)",
@@ -877,9 +878,11 @@ def run_curve(cogd, checks):
               (outcome or ("",))[0] != "succeeded", f"{outcome!r}; events {wrong_leader.monitor.seen[:6]}")
         expect_silence("a listed key that names the wrong leader key gets no answer", wrong_leader,
                        message("status-request"), timeout=1.0)
-        note(f"handshake-refused counts: {before_null} before a keyless DEALER, {after_null} after ~2.5 s of it, "
-             f"{after_stranger} after an unlisted key's DEALER, {refused_count()} after a DEALER naming the wrong "
-             f"leader key (§9 does not say whether that one is counted)")
+        failed_before_wrong = failed_after_null
+        check("a handshake naming the wrong leader key is counted handshake-failed (§9 Limits)",
+              failed_count() > failed_before_wrong and refused_count() == after_stranger,
+              f"handshake-failed {failed_before_wrong} -> {failed_count()}, handshake-refused {after_stranger} -> "
+              f"{refused_count()}")
 
         # --- w1 says hello; its op's turn reaches the worker and observer subscribers only
         w1 = peer("w1", identity=f"w1/{os.urandom(4).hex()}".encode())
@@ -1086,8 +1089,8 @@ def run_curve(cogd, checks):
         # --- revocation: the client key leaves the peers file
         beat()
         write_peers([line_w1, line_w2, line_dash])
-        line = reload("cogd leader: peers file reloaded: 3 peers (0 added, 1 removed)")
-        check("SIGHUP without the client key: 'cogd leader: peers file reloaded: 3 peers (0 added, 1 removed)'",
+        line = reload("cogd leader: peers file reloaded: 3 peers (0 added, 0 changed, 1 removed)")
+        check("SIGHUP without the client key: 'cogd leader: peers file reloaded: 3 peers (0 added, 0 changed, 1 removed)'",
               line is not None and not line.startswith("(other line)"), repr(line))
         expect_refused("the revoked client's next message on its open connection (an op) is rejected unknown-key",
                        client, "ops-console", client_seq + 11, "ledger.open", {"account": "revoked", "balance": 1},
@@ -1114,10 +1117,9 @@ def run_curve(cogd, checks):
         # --- a key whose role changed is held to its new one: w2 becomes an observer
         line_w2_observer = f"{pub['w2']}   observer  w2"
         write_peers([line_w1, line_w2_observer, line_dash])
-        line = reload("cogd leader: peers file reloaded: 3 peers (")
-        check("SIGHUP with w2's role changed: 'cogd leader: peers file reloaded: 3 peers (…)'",
-              line is not None and not line.startswith("(other line)"), repr(line))
-        note(f"a role change is reported as {line!r} (§9 does not say whether it counts as added/removed)")
+        line = reload("cogd leader: peers file reloaded: 3 peers (0 added, 1 changed, 0 removed)")
+        check("SIGHUP with w2's role changed: 'cogd leader: peers file reloaded: 3 peers (0 added, 1 changed, 0 removed)'",
+              line == "cogd leader: peers file reloaded: 3 peers (0 added, 1 changed, 0 removed)", repr(line))
         expect_code("w2, now an observer, heartbeating on its open connection is role-forbids", w2, heartbeat("w2"),
                     "role-forbids")
         expect_refused("w2, now an observer, sending an op in its old name is rejected role-forbids", w2, "w2", 9,
@@ -1129,8 +1131,8 @@ def run_curve(cogd, checks):
         dash2_pub, dash2_sec = (key.decode() for key in zmq.curve_keypair())
         write_peers([line_w1, line_w2_observer, f"{dash2_pub}   observer  dashboard-2"])
         seen_before = len(subs["observer"].monitor.seen)
-        line = reload("cogd leader: peers file reloaded: 3 peers (1 added, 1 removed)")
-        check("SIGHUP replacing the observer: 'cogd leader: peers file reloaded: 3 peers (1 added, 1 removed)'",
+        line = reload("cogd leader: peers file reloaded: 3 peers (1 added, 0 changed, 1 removed)")
+        check("SIGHUP replacing the observer: 'cogd leader: peers file reloaded: 3 peers (1 added, 0 changed, 1 removed)'",
               line is not None and not line.startswith("(other line)"), repr(line))
         expect_code("the revoked observer's next message (a status-request) is unknown-key", observer,
                     message("status-request"), "unknown-key")

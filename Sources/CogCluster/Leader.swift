@@ -75,6 +75,11 @@ public final class Leader {
     public let configuration: Configuration
     /// Judges each CURVE handshake (nil when nothing is authenticated).
     private let zap: ZAPHandler?
+    /// See the handshakes that fail on the requests socket and the turn
+    /// stream before the ZAP handler is asked (empty when nothing is authenticated).
+    private var handshakeWatches: [HandshakeWatch] = []
+    /// Handshakes failed on sockets closed since (the turn stream re-opened).
+    private var earlierFailedHandshakes: UInt64 = 0
     let store: TurnStore
     /// The rules: everything the leader decides happens in here.
     private(set) var core: LeaderCore!
@@ -112,6 +117,8 @@ public final class Leader {
     public var errorCounts: [String: UInt64] {
         var counts = core.errorCounts
         if let refused = zap?.refused, refused > 0 { counts["handshake-refused"] = refused }
+        let failed = handshakeWatches.reduce(earlierFailedHandshakes) { $0 &+ $1.failed }
+        if failed > 0 { counts["handshake-failed"] = failed }
         return counts
     }
     /// The bound endpoints (wildcard ports resolved).
@@ -196,6 +203,9 @@ public final class Leader {
         try router.bind(configuration.requestsEndpoint)
         publisher = try Leader.turnStream(
             context, at: configuration.turnsEndpoint, ownIOThread: streamHasOwnIOThread, authentication: configuration.authentication)
+        if configuration.authentication != nil {
+            handshakeWatches = [try HandshakeWatch(router), try HandshakeWatch(publisher)]
+        }
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
         // A request noted as running and never answered: its body stopped the
@@ -247,8 +257,10 @@ public final class Leader {
     /// What reading the peers file again changed.
     public struct PeersReload: Sendable, Equatable {
         public var peers: Int
-        public var removed: Int
         public var added: Int
+        /// Keys listed before and now whose role, name or op patterns differ.
+        public var changed: Int
+        public var removed: Int
     }
 
     /// Reads the peers file again (SIGHUP): handshakes and every message
@@ -268,6 +280,12 @@ public final class Leader {
         zap.replace(table)
         carryOut(core.step(.peers(table), now: now))
         if !lostStream.isEmpty {
+            if handshakeWatches.count == 2 {
+                _ = try? handshakeWatches[1].problem()
+                earlierFailedHandshakes &+= handshakeWatches[1].failed
+                handshakeWatches[1].close()
+                handshakeWatches.removeLast()
+            }
             publisher.close()
             // ZeroMQ closes the old listener in the background: the port is
             // free again within moments. Until the stream is open again,
@@ -282,8 +300,15 @@ public final class Leader {
                 usleep(10_000)
             } while true
             publisher = try reopened.get()
+            handshakeWatches.append(try HandshakeWatch(publisher))
         }
-        return PeersReload(peers: table.count, removed: oldKeys.subtracting(newKeys).count, added: newKeys.subtracting(oldKeys).count)
+        let changed = oldKeys.intersection(newKeys).filter { key in
+            guard let before = old[key], let now = table[key] else { return false }
+            return before.role != now.role || before.name != now.name || before.ops != now.ops
+        }
+        return PeersReload(
+            peers: table.count, added: newKeys.subtracting(oldKeys).count, changed: changed.count,
+            removed: oldKeys.subtracting(newKeys).count)
     }
 
     /// Closes sockets, the context and the store (indexing what is not yet).
@@ -294,6 +319,7 @@ public final class Leader {
         snapshotStreams = []
         router.close()
         publisher.close()
+        for watch in handshakeWatches { watch.close() }
         zap?.stop()
         context.close()
         store.close()
@@ -331,6 +357,7 @@ public final class Leader {
                 sched_yield()
                 continue
             }
+            for watch in handshakeWatches { _ = try? watch.problem() }  // counts what failed
             if let reload, reload.take() {
                 onReload(Result { try reloadPeers() })
             }

@@ -5,9 +5,10 @@ import Synchronization
     import Glibc
 #endif
 
-/// Watches a client socket's security handshakes (a ZeroMQ socket monitor),
-/// so a client refused by the leader says why instead of waiting in silence:
-/// ZeroMQ itself only reconnects and tries again.
+/// Watches a socket's security handshakes (a ZeroMQ socket monitor), so a
+/// client refused by the leader says why instead of waiting in silence
+/// (ZeroMQ itself only reconnects and tries again), and the leader counts
+/// the handshakes that fail on its sockets.
 ///
 /// ```swift
 /// let watch = try HandshakeWatch(socket)   // before connect
@@ -53,6 +54,11 @@ public final class HandshakeWatch {
     private let monitor: ZMQSocket
     /// Whether a handshake has succeeded since the watch began.
     public private(set) var succeeded = false
+    /// Handshakes that failed before authentication could judge them
+    /// (another mechanism, a key that does not fit, a garbled exchange), and
+    /// those refused by the ZAP handler, since the watch began.
+    public private(set) var failed: UInt64 = 0
+    public private(set) var refused: UInt64 = 0
     private var lastProblem: Problem?
 
     public init(_ socket: ZMQSocket) throws(ZMQError) {
@@ -84,11 +90,14 @@ public final class HandshakeWatch {
                 lastProblem = nil
             case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
                 lastProblem = .refused(status: value)
+                refused &+= 1
             case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
                 lastProblem =
                     (UInt32(ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) == value) ? .mechanismMismatch : .protocolError(value)
+                failed &+= 1
             case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
                 lastProblem = .noDetail(errno: value)
+                failed &+= 1
             default:
                 break
             }

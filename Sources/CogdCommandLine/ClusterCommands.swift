@@ -166,7 +166,7 @@ enum ClusterCommands {
                 case .success(let reload):
                     print(
                         "cogd leader: peers file reloaded: \(reload.peers) peer\(reload.peers == 1 ? "" : "s") "
-                            + "(\(reload.added) added, \(reload.removed) removed)")
+                            + "(\(reload.added) added, \(reload.changed) changed, \(reload.removed) removed)")
                 case .failure(let error):
                     printError("cogd leader: the peers file was not reloaded; the one read before still holds: \(escaped: error)")
                 }
