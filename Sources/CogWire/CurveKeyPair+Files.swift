@@ -32,7 +32,9 @@ extension CurveKeyPair {
     /// - Important: refuses a file its group or others may read or write
     ///   (any of mode 077), naming the file, its mode and the fix
     ///   (`chmod 600 FILE`); the mode is read from the open file, so what is
-    ///   checked is what is read.
+    ///   checked is what is read. Group bits that are an ACL's mask pass when
+    ///   the ACL lets only this process's user read it besides the owner: how
+    ///   systemd hands a service its `LoadCredential=` files.
     public static func load(secretKeyFile path: String) throws(CurveKeyError) -> CurveKeyPair {
         let file = try readKeyFile(path)
         guard file.kind == .secret else {
@@ -126,7 +128,9 @@ extension CurveKeyPair {
         let file = try parse(bytes[..<count], path: path)
         if file.kind == .secret {
             let mode = info.st_mode & 0o777
-            guard mode & 0o077 == 0 else {
+            // An ACL that lets only this process's user read it besides the
+            // owner (systemd's LoadCredential= files) keeps it private.
+            guard FileAccess.isPrivate(descriptor, mode: mode) else {
                 throw CurveKeyError(
                     .exposedSecret,
                     "the secret key file \(path) has mode \(octal(mode)): its group or others may read or change it; "

@@ -15,6 +15,28 @@ private func mode(of path: String) -> mode_t {
     return info.st_mode & 0o777
 }
 
+/// Gives `path` a POSIX access ACL (python3 writes the attribute):
+/// `entries` are (tag, permissions, id) with the kernel's tags (1 the
+/// owner, 2 a user, 4 the group, 0x10 the mask, 0x20 others). Whether it took.
+private func setAccessACL(_ path: String, _ entries: [(tag: Int, permissions: Int, id: UInt32)]) -> Bool {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return false }
+    let script = """
+        import os, struct, sys
+        entries = [tuple(int(x) for x in e.split(":")) for e in sys.argv[2:]]
+        os.setxattr(sys.argv[1], "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries))
+        """
+    let arguments = ["-c", script, path] + entries.map { "\($0.tag):\($0.permissions):\($0.id)" }
+    return (try? runProgram(URL(fileURLWithPath: "/usr/bin/python3"), arguments))?.status == 0
+}
+
+/// Whether files in the temporary folder take ACLs (and python3 is here to give them).
+private let temporaryFilesTakeACLs: Bool = {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-acl-probe-\(UUID().uuidString)").path
+    guard FileManager.default.createFile(atPath: path, contents: Data()) else { return false }
+    defer { unlink(path) }
+    return setAccessACL(path, [(1, 6, UInt32.max), (2, 4, geteuid()), (4, 0, UInt32.max), (0x10, 4, UInt32.max), (0x20, 0, UInt32.max)])
+}()
+
 @Suite("CURVE keys: cogd keys and CurveKeyPair", .serialized, .timeLimit(.minutes(1)))
 struct KeysTests {
     @Test func `a secret key gives ZeroMQ's public key, and Z85 keys are checked`() throws {
@@ -109,6 +131,35 @@ struct KeysTests {
         #expect(try runCogd(["keys", "show", files.secretKeyFile]).status == 0, "owner read-only is fine")
         // A public key file may be read by anyone; it is not a secret key file.
         #expect(throws: CurveKeyError.self) { try CurveKeyPair.load(secretKeyFile: files.publicKeyFile) }
+    }
+
+    @Test(.enabled(if: temporaryFilesTakeACLs, "the temporary folder's file system takes no ACLs, or python3 is missing"))
+    func `a secret key only its owner and this user may read through an ACL, as systemd hands out credentials, is accepted`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let pair = try CurveKeyPair.generate()
+        let files = try pair.write(name: "leader", to: folder.path)
+        chmod(files.secretKeyFile, 0o400)
+        let owner: (Int, Int, UInt32) = (1, 4, UInt32.max)
+        let group: (Int, Int, UInt32) = (4, 0, UInt32.max)
+        let mask: (Int, Int, UInt32) = (0x10, 4, UInt32.max)
+        let others: (Int, Int, UInt32) = (0x20, 0, UInt32.max)
+        // What systemd's LoadCredential= makes on a file system with ACLs: 0400 and read for the service's user.
+        #expect(setAccessACL(files.secretKeyFile, [owner, (2, 4, geteuid()), group, mask, others]))
+        #expect(mode(of: files.secretKeyFile) == 0o440, "stat shows the ACL's mask as the group's bits")
+        let shown = try runCogd(["keys", "show", files.secretKeyFile])
+        #expect(shown.status == 0 && shown.stdout == pair.publicKey + "\n", "\(shown)")
+        #expect(try CurveKeyPair.load(secretKeyFile: files.secretKeyFile) == pair)
+        // Another user, or the group, that the ACL lets read: refused, as a group-readable mode is.
+        for (what, entries) in [
+            ("another user", [owner, (2, 4, geteuid() &+ 4242), group, mask, others]),
+            ("the group", [owner, (4, 4, UInt32.max), mask, others]),
+        ] {
+            #expect(setAccessACL(files.secretKeyFile, entries), "\(what)")
+            let refused = try runCogd(["keys", "show", files.secretKeyFile])
+            #expect(refused.status == 1, "\(what): \(refused)")
+            #expect(refused.stderr.contains("has mode 0440: its group or others may read or change it"), "\(what): \(refused)")
+        }
     }
 
     @Test func `key files that are not one valid key line are refused`() throws {

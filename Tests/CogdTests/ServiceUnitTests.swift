@@ -105,6 +105,66 @@ private func cogdWithoutWriteExecute(_ arguments: [String]) throws -> CogdProces
     return try CogdProcess(executable: URL(fileURLWithPath: python), ["-c", script, cogdExecutable().path] + arguments)
 }
 
+/// Linux's numbers for the address families the units name.
+private let addressFamilyNumbers = ["AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10, "AF_NETLINK": 16, "AF_PACKET": 17]
+
+/// The address families a unit's `RestrictAddressFamilies=` allows.
+private func allowedAddressFamilies(_ unit: UnitFile) -> [String] {
+    unit.values("RestrictAddressFamilies").flatMap { $0.split(separator: " ").map(String.init) }
+}
+
+/// Whether this host can refuse `socket()` for some address families the
+/// way `RestrictAddressFamilies=` does: a seccomp filter set from python3,
+/// written for x86_64's system call numbers.
+private let canRestrictAddressFamilies: Bool = {
+    var name = utsname()
+    uname(&name)
+    let machine = withUnsafeBytes(of: &name.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    return machine == "x86_64" && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+}()
+
+/// A program and arguments that run the rest of a command with `socket()`
+/// refused (EAFNOSUPPORT) for every address family but `families`, as
+/// systemd's `RestrictAddressFamilies=` refuses it (`ServiceHost.start(_:through:)`).
+private func restrictingAddressFamilies(to families: [String]) -> [String] {
+    let numbers = families.map { family in
+        guard let number = addressFamilyNumbers[family] else {
+            Issue.record("address family \(family) has no number here")
+            return 0
+        }
+        return number
+    }
+    // A classic BPF program over seccomp_data: not x86_64, or not socket(2): allow;
+    // socket(2) with an allowed family (its first argument): allow; else EAFNOSUPPORT.
+    let script = """
+        import ctypes, os, struct, sys
+        families = [int(f) for f in sys.argv[1].split(",")]
+        code = []
+        def op(c, k, jt=0, jf=0): code.append(struct.pack("HBBI", c, jt, jf, k))
+        last = 6 + len(families)
+        op(0x20, 4); op(0x15, 0xC000003E, 0, last - 2)
+        op(0x20, 0); op(0x15, 41, 0, last - 4)
+        op(0x20, 16)
+        for i, f in enumerate(families): op(0x15, f, last - (5 + i) - 1, 0)
+        op(0x06, 0x00050000 | 97); op(0x06, 0x7FFF0000)
+        program = ctypes.create_string_buffer(b"".join(code))
+        class Program(ctypes.Structure): _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        fprog = Program(len(code), ctypes.addressof(program))
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+            sys.exit("seccomp failed: errno %d" % ctypes.get_errno())
+        os.execv(sys.argv[2], sys.argv[2:])
+        """
+    return ["/usr/bin/python3", "-c", script, numbers.map(String.init).joined(separator: ",")]
+}
+
+/// The ExecStart shell script of a unit (`/bin/sh -c SCRIPT`), its `$$` read as `$`.
+private func execStartScript(_ unit: UnitFile) -> String {
+    let line = unit.values("ExecStart").first ?? ""
+    #expect(line.hasPrefix("/bin/sh -c '") && line.hasSuffix("'"), "\(line.prefix(80))")
+    return String(line.dropFirst("/bin/sh -c '".count).dropLast()).replacingOccurrences(of: "$$", with: "$")
+}
+
 @Suite("systemd units and the service manager", .serialized, .timeLimit(.minutes(2)))
 struct ServiceUnitTests {
     @Test(.enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed on this host"))
@@ -129,6 +189,154 @@ struct ServiceUnitTests {
             let score = overall.flatMap { line in line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) } }
             #expect(score != nil && score! <= 2.5, "\(unit): \(String(describing: overall))")
         }
+    }
+
+    @Test func `the units get their keys as credentials and pass them to cogd, and reload sends the leader SIGHUP`() throws {
+        func unit(_ name: String) throws -> UnitFile {
+            UnitFile(try String(contentsOf: ServiceHost.deployFolder.appendingPathComponent(name), encoding: .utf8))
+        }
+        let leader = try unit("cogd-leader.service")
+        #expect(leader.values("Type") == ["notify"] && leader.values("NotifyAccess") == ["main"])
+        #expect(leader.values("LoadCredential") == ["leader.key:/etc/cogd/keys/leader.key"])
+        // A missing key file leaves the word `missing` in its place, so COGD_CURVE=off needs no keys.
+        #expect(leader.values("SetCredential") == ["leader.key:missing"])
+        // The peers file is read where it is, never copied as a credential: a reload must see an edit.
+        #expect(!leader.values("LoadCredential").contains { $0.contains("peers") })
+        #expect(leader.values("ExecReload") == ["/bin/kill -HUP $MAINPID"])
+        let leaderScript = execStartScript(leader)
+        #expect(leaderScript.contains(#"key="$CREDENTIALS_DIRECTORY/leader.key""#))
+        #expect(leaderScript.contains(#"set -- --curve-secret "$key" --peers /etc/cogd/peers ;;"#))
+        #expect(leaderScript.contains(#"exec /usr/local/bin/cogd leader --data "$COGD_DATA""#) && leaderScript.hasSuffix(#" "$@""#))
+
+        let worker = try unit("cogd-worker@.service")
+        #expect(worker.values("Type") == ["notify"] && worker.values("NotifyAccess") == ["main"])
+        #expect(worker.values("LoadCredential") == ["%i.key:/etc/cogd/keys/%i.key", "leader.pub:/etc/cogd/keys/leader.pub"])
+        #expect(worker.values("SetCredential") == ["%i.key:missing", "leader.pub:missing"])
+        let workerScript = execStartScript(worker)
+        #expect(workerScript.contains(#"set -- --key "$CREDENTIALS_DIRECTORY/%i.key" --leader-key "$CREDENTIALS_DIRECTORY/leader.pub" ;;"#))
+        #expect(workerScript.contains(#"worker --leader "$COGD_REQUESTS" --name %i --rig "$COGD_RIG" "$@""#))
+
+        // What install.sh installs as /etc/cogd/cogd.env turns CURVE on; the units' default (an older file) is off.
+        let settings = try String(contentsOf: ServiceHost.deployFolder.appendingPathComponent("cogd.env"), encoding: .utf8)
+        #expect(settings.split(separator: "\n").contains("COGD_CURVE=on"))
+        #expect(leader.values("Environment").contains("COGD_CURVE=off") && worker.values("Environment").contains("COGD_CURVE=off"))
+    }
+
+    @Test func `with COGD_CURVE=on the leader and workers authenticate with their credentials, and reload reads the edited peers file`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let host = try ServiceHost(
+            root: folder.path,
+            settings: [
+                "COGD_CURVE": "on", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
+                "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none",
+            ])
+        try host.generateKeys(["leader", "w1", "w2"])
+        try host.writePeers(try host.peerLine("w1", "worker"))
+        let leader = try host.start("cogd-leader.service")
+        defer { leader.stop() }
+        let first = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
+        #expect(first?.contains("CURVE: authenticates every connection against \(host.etc)/peers") == true, "\(leader.lines)")
+        let w1 = try host.start("cogd-worker@w1.service")
+        defer { w1.stop() }
+        #expect(w1.waitForLine { $0.contains("synced at revision") } != nil, "\(w1.lines)")
+        // w2's key is not in the peers file yet: refused at the handshake.
+        let refused = try host.start("cogd-worker@w2.service")
+        #expect(refused.waitForLine { $0.contains("the leader refused this key") } != nil, "\(refused.lines)")
+        refused.stop()
+        // Listed, and `systemctl reload cogd-leader`: the leader reads the file where it is.
+        try host.writePeers(try host.peerLine("w1", "worker") + host.peerLine("w2", "worker"))
+        let reload = try host.reload("cogd-leader.service", mainPID: leader.process.processIdentifier)
+        #expect(reload.status == 0, "\(reload)")
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: peers file") } == "cogd leader: peers file reloaded: 2 peers (1 added, 0 removed)")
+        let w2 = try host.start("cogd-worker@w2.service")
+        defer { w2.stop() }
+        #expect(w2.waitForLine { $0.contains("synced at revision") } != nil, "\(w2.lines)")
+    }
+
+    @Test func `with COGD_CURVE=off and no key files the units serve loopback without authentication`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let host = try ServiceHost(
+            root: folder.path,
+            settings: [
+                "COGD_CURVE": "off", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
+                "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none",
+            ])
+        let leader = try host.start("cogd-leader.service")
+        defer { leader.stop() }
+        let first = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
+        #expect(first?.hasSuffix("no authentication: loopback only") == true, "\(leader.lines)")
+        let worker = try host.start("cogd-worker@w1.service")
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 10}"#).contains("applied"))
+    }
+
+    @Test func `with COGD_CURVE=on a missing key file stops the unit with an error naming it, and COGD_CURVE is on or off`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var settings = [
+            "COGD_CURVE": "on", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
+        ]
+        var host = try ServiceHost(root: folder.path, settings: settings)
+        for (unit, file) in [("cogd-leader.service", "leader.key"), ("cogd-worker@w1.service", "w1.key")] {
+            let stopped = try host.start(unit)
+            #expect(stopped.waitForLine(timeout: .seconds(10)) { _ in false } == nil)
+            waitForExit(stopped.process, timeout: .seconds(5))
+            #expect(stopped.process.terminationStatus == 1, "\(unit)")
+            #expect(
+                stopped.lines == [
+                    "Error: COGD_CURVE=on but \(host.keys)/\(file) is missing or empty: make it with cogd keys generate "
+                        + "\(file == "leader.key" ? "leader" : "NAME") --out \(host.keys) (deploy/systemd/install.sh does), "
+                        + "or set COGD_CURVE=off in \(host.etc)/cogd.env"
+                ], "\(unit)")
+        }
+        // The worker needs the leader's public key too.
+        try host.generateKeys(["w1"])
+        let withoutLeaderKey = try host.start("cogd-worker@w1.service")
+        #expect(withoutLeaderKey.waitForLine(timeout: .seconds(10)) { _ in false } == nil)
+        #expect(withoutLeaderKey.lines.first?.contains("\(host.keys)/leader.pub is missing or empty") == true, "\(withoutLeaderKey.lines)")
+        settings["COGD_CURVE"] = "yes"
+        host = try ServiceHost(root: folder.path, settings: settings)
+        let unknown = try host.start("cogd-leader.service")
+        #expect(unknown.waitForLine(timeout: .seconds(10)) { _ in false } == nil)
+        waitForExit(unknown.process, timeout: .seconds(5))
+        #expect(unknown.process.terminationStatus == 1)
+        #expect(unknown.lines == ["Error: COGD_CURVE in \(host.etc)/cogd.env is on or off, not yes"])
+    }
+
+    @Test(.enabled(if: canRestrictAddressFamilies, "needs python3 on x86_64 to stand in for RestrictAddressFamilies="))
+    func `the leader binds and a worker connects with only the address families their units allow`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let host = try ServiceHost(
+            root: folder.path,
+            settings: [
+                "COGD_CURVE": "on", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
+                "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none",
+            ])
+        try host.generateKeys(["leader", "w1"])
+        try host.writePeers(try host.peerLine("w1", "worker"))
+        let leaderFamilies = allowedAddressFamilies(try host.unit("cogd-leader.service"))
+        // ZeroMQ lists the interfaces (a netlink socket) when it binds tcp://: refused that, the leader never serves.
+        let withoutNetlink = try host.start(
+            "cogd-leader.service", through: restrictingAddressFamilies(to: leaderFamilies.filter { $0 != "AF_NETLINK" }))
+        #expect(withoutNetlink.waitForLine(timeout: .seconds(15)) { $0.hasPrefix("cogd leader: data") } == nil)
+        withoutNetlink.stop()
+        #expect(withoutNetlink.process.terminationStatus != 0)
+
+        let leader = try host.start("cogd-leader.service", through: restrictingAddressFamilies(to: leaderFamilies))
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil, "\(leader.lines)")
+        let worker = try host.start(
+            "cogd-worker@w1.service", through: restrictingAddressFamilies(to: allowedAddressFamilies(try host.unit("cogd-worker@.service"))))
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
     }
 
     @Test func `the leader sends READY=1 to NOTIFY_SOCKET once its store is open and its sockets are bound`() throws {

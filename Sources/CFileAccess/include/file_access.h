@@ -1,0 +1,12 @@
+#ifndef COGD_FILE_ACCESS_H
+#define COGD_FILE_ACCESS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/// The open file `fd`'s POSIX access ACL (the `system.posix_acl_access`
+/// attribute, in the kernel's layout) into `buffer`: its length in bytes;
+/// 0 when the file has none (or its file system keeps none); -1 with errno
+/// set on a failure (ERANGE: the ACL is longer than `bytes`).
+long cogd_access_acl(int fd, uint8_t *buffer, size_t bytes);
+
+#endif
