@@ -251,6 +251,17 @@ public final class Leader {
         return publisher
     }
 
+    /// The turn stream could not be bound again after a reload cut its
+    /// readers off: the leader stops (its service manager restarts it).
+    public struct TurnStreamLost: Error, CustomStringConvertible {
+        public let endpoint: String
+        public let cause: ZMQError
+        public var description: String {
+            "the peers file was reloaded, but the turn stream at \(endpoint) could not be bound again (\(cause)); "
+                + "the leader stops rather than serve without publishing"
+        }
+    }
+
     /// Whether connections are authenticated (CURVE with a peers file).
     public var authenticates: Bool { zap != nil }
 
@@ -299,7 +310,13 @@ public final class Leader {
                 guard case .failure(let error) = reopened, error.code == EADDRINUSE, ContinuousClock.now < deadline else { break }
                 usleep(10_000)
             } while true
-            publisher = try reopened.get()
+            do {
+                publisher = try reopened.get()
+            } catch {
+                // The new peers are in force, but nothing can be published:
+                // the leader cannot go on (a restart binds the stream anew).
+                throw TurnStreamLost(endpoint: boundTurnsEndpoint, cause: error)
+            }
             handshakeWatches.append(try HandshakeWatch(publisher))
         }
         let changed = oldKeys.intersection(newKeys).filter { key in
@@ -359,7 +376,11 @@ public final class Leader {
             }
             for watch in handshakeWatches { _ = try? watch.problem() }  // counts what failed
             if let reload, reload.take() {
-                onReload(Result { try reloadPeers() })
+                do {
+                    onReload(.success(try reloadPeers()))
+                } catch let error as PeerTableError {
+                    onReload(.failure(error))  // the peers read before hold
+                }
             }
             carryOut(core.step(.tick, now: now))
             // Retirement records (workers gone) commit and go out now.

@@ -43,6 +43,16 @@ public final class Worker: CogRemoteLink {
     private let dealer: ZMQSocket
     /// Sees the requests connection's handshakes fail (a refused key).
     private let handshakes: HandshakeWatch
+    /// The turn stream's endpoint and its handshakes.
+    private var subscribedEndpoint: String?
+    private var subscriberHandshakes: HandshakeWatch?
+    /// When the worker last connected again after a failed handshake.
+    private var lastHandshakeRetry = ContinuousClock.now
+    /// ZeroMQ gives up a connection whose security handshake failed (it does
+    /// not reconnect after a refusal); the worker connects again this often
+    /// while the failure lasts, so a key added to the peers file (and
+    /// reloaded) lets it in without a restart.
+    public static let handshakeRetryInterval: Duration = .seconds(5)
     private var subscriber: ZMQSocket?
     private let mechanisms: [any Mechanism]
     private let replicaCodec = ReplicaCodec()
@@ -130,6 +140,30 @@ public final class Worker: CogRemoteLink {
         try carryOut(core.step(.start, now: now))
     }
 
+    /// Connects again where a handshake was refused or broke the protocol
+    /// (at most every `handshakeRetryInterval`): ZeroMQ stops there, while
+    /// after a dropped connection it reconnects by itself (and a second
+    /// connection beside it would be refused its identity).
+    private func retryFailedHandshakes() {
+        guard ContinuousClock.now - lastHandshakeRetry >= Worker.handshakeRetryInterval else { return }
+        func givenUp(_ watch: HandshakeWatch?) -> Bool {
+            switch (try? watch?.problem()) ?? nil {
+            case .refused?, .mechanismMismatch?, .protocolError?: true
+            case .noDetail?, nil: false
+            }
+        }
+        if givenUp(handshakes) {
+            lastHandshakeRetry = .now
+            try? dealer.disconnect(configuration.leaderEndpoint)
+            try? dealer.connect(configuration.leaderEndpoint)
+        }
+        if let subscriber, let endpoint = subscribedEndpoint, givenUp(subscriberHandshakes) {
+            lastHandshakeRetry = .now
+            try? subscriber.disconnect(endpoint)
+            try? subscriber.connect(endpoint)
+        }
+    }
+
     /// Why the leader's security handshake fails, until one succeeds
     /// (a key not in its peers file, a wrong leader key, no key for a
     /// leader that authenticates): ZeroMQ meanwhile keeps trying.
@@ -142,6 +176,7 @@ public final class Worker: CogRemoteLink {
         dealer.close()
         handshakes.close()
         subscriber?.close()
+        subscriberHandshakes?.close()
         context.close()
     }
 
@@ -249,6 +284,7 @@ public final class Worker: CogRemoteLink {
                 try carryOut(core.step(.published(epoch: epoch, records: records), now: now))
             }
         }
+        retryFailedHandshakes()
         try carryOut(core.step(.tick, now: now))
         return worked
     }
@@ -264,12 +300,15 @@ public final class Worker: CogRemoteLink {
                 // (a new socket may get the same number).
                 watch([])
                 subscriber?.close()
+                subscriberHandshakes?.close()
                 let socket = try ZMQSocket(context, .subscriber)
                 try socket.subscribeToAll()
                 try socket.setHighWaterMarks(send: 1_000, receive: 100_000)
                 try socket.useCurve(configuration.keys)
+                subscriberHandshakes = try HandshakeWatch(socket)
                 try socket.connect(turnsEndpoint)
                 subscriber = socket
+                subscribedEndpoint = turnsEndpoint
             case .applySnapshot(_, let entries, let absent):
                 // What the snapshot lacks holds its initial value again (as on
                 // the leader, where it has no entry), in the same turn.

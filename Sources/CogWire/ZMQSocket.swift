@@ -107,6 +107,12 @@ public final class ZMQSocket {
         try zmqCall("zmq_connect(\(endpoint))") { zmq_connect(socket, endpoint) }
     }
 
+    /// Drops the connection to `endpoint` made by `connect`.
+    public func disconnect(_ endpoint: String) throws(ZMQError) {
+        let socket = try live("zmq_disconnect")
+        try zmqCall("zmq_disconnect(\(endpoint))") { zmq_disconnect(socket, endpoint) }
+    }
+
     /// The endpoint actually bound (after binding a wildcard port).
     public func lastEndpoint() throws(ZMQError) -> String {
         let socket = try live("zmq_getsockopt")

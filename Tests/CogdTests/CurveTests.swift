@@ -317,6 +317,24 @@ struct CurveTests {
         #expect(still.outcome == .applied(revision: 3))
     }
 
+    @Test func `a worker refused at the handshake says why, and joins without a restart once its key is listed`() throws {
+        let cluster = try CurveCluster()
+        try cluster.writePeers(["ops"])
+        let leader = try cluster.startLeader()
+        let worker = try CogdProcess(["worker", "--leader", cluster.ports.requests, "--name", "w1", "--rig", "ledger"] + cluster.keyOptions("w1"))
+        defer { worker.stop() }
+        #expect(
+            worker.waitForLine { $0.contains("the leader refused this key (ZAP status 400)") }
+                == "cogd worker w1: the leader refused this key (ZAP status 400): it is not in the leader's peers file, or its role may "
+                + "not use this socket; still trying")
+        try cluster.writePeers(["ops", "w1"])
+        kill(leader.process.processIdentifier, SIGHUP)
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: peers file reloaded: 2 peers (1 added") } != nil)
+        // ZeroMQ does not reconnect after a refusal; the worker does, every 5 s.
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("synced at revision") } != nil, "\(worker.lines)")
+        #expect(worker.lines.contains("cogd worker w1: the leader accepts this key"))
+    }
+
     @Test func `a leader with CURVE may bind beyond loopback and says it authenticates; bad key or peers files stop it`() throws {
         let cluster = try CurveCluster()
         // `lo` is an interface name — not loopback by the rule — that still binds only 127.0.0.1.

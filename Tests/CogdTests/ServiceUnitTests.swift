@@ -249,7 +249,7 @@ struct ServiceUnitTests {
         try host.writePeers(try host.peerLine("w1", "worker") + host.peerLine("w2", "worker"))
         let reload = try host.reload("cogd-leader.service", mainPID: leader.process.processIdentifier)
         #expect(reload.status == 0, "\(reload)")
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: peers file") } == "cogd leader: peers file reloaded: 2 peers (1 added, 0 removed)")
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: peers file") } == "cogd leader: peers file reloaded: 2 peers (1 added, 0 changed, 0 removed)")
         let w2 = try host.start("cogd-worker@w2.service")
         defer { w2.stop() }
         #expect(w2.waitForLine { $0.contains("synced at revision") } != nil, "\(w2.lines)")
