@@ -17,6 +17,17 @@ import CogWire
 /// instance does, so when the parent retires, the nested registration is
 /// dropped and its instances retire in the same turn (after the parent, in
 /// opening order); registered under a dead parent, it selects nothing.
+///
+/// **Groups** (`protocol/cogwire.md` §6a): a top-level selector registered
+/// by workers of one group is one registration of the group. Each of its
+/// members is placed on exactly one subscriber — the one owning the fewest
+/// of its members, the earliest to subscribe on a tie — and stays there
+/// while that worker lives. When an owner is dropped, its members retire
+/// and open again on the others; when a worker subscribes, members move to
+/// it (retired on their owner, opened on it, newest first from the most
+/// loaded) until the counts differ by at most one. Scope events name the
+/// owner and the owner's own registration number. A registration nested in
+/// a placed instance is its owner's alone, as before.
 struct ScopeTable {
     struct Registration {
         let spec: ScopeRegistration
@@ -27,9 +38,26 @@ struct ScopeTable {
         var computed = false
         /// A computed selector's encoding when last evaluated.
         var lastValue: [UInt8]?
+        /// The group whose registration this is (nil: one worker's).
+        var group: String?
+        /// A group registration's workers, in the order they subscribed,
+        /// each with its own number for the registration.
+        var subscribers: [(worker: String, registration: UInt64)] = []
+        /// The worker each open instance of a group registration is placed on.
+        var owners: [UInt64: String] = [:]
+
+        /// The worker an open instance belongs to.
+        func owner(of instance: UInt64) -> String { owners[instance] ?? spec.worker }
+
+        /// The worker's own number for this registration.
+        func number(of worker: String) -> UInt64 {
+            subscribers.first { $0.worker == worker }?.registration ?? spec.registration
+        }
     }
 
     private(set) var registrations: [String: Registration] = [:]
+    /// Each group subscription (`worker#number`) and the group registration it joined.
+    private var subscriptions: [String: String] = [:]
     /// The registrations over each durable source, and the computed ones:
     /// a turn looks only at the registrations its writes touch.
     private var bySource: [String: [String]] = [:]
@@ -53,19 +81,41 @@ struct ScopeTable {
 
     private static func key(_ worker: String, _ registration: UInt64) -> String { "\(worker)#\(registration)" }
 
+    /// A group registration's key: the group and the selector (not any
+    /// worker's number: those differ between members). `\u{1}` cannot be in
+    /// a worker name's `#`-key, so the two kinds of key never meet.
+    private static func groupKey(_ group: String, _ spec: ScopeRegistration) -> String {
+        let key = spec.key.map { $0.map { String($0, radix: 16) }.joined(separator: ".") } ?? "-"
+        return "\u{1}\(group)\u{1}\(spec.path)\u{1}\(spec.source)\u{1}\(key)\u{1}\(spec.form.rawValue)"
+    }
+
     /// Registers (or re-registers) a selector over its source's current
     /// value; returns the instances it opened, in collection order, and the
     /// retirements a re-registration caused (the instances the registration
     /// had, and what was nested in them: they are replaced, not kept). Under
     /// a parent instance that is not live (or not this worker's) it opens
     /// nothing and is not kept.
+    ///
+    /// With a `group`, a top-level selector joins the group's registration:
+    /// the members placed on this worker are returned, and `moved` holds
+    /// the retirements and openings of the members moved to it from others.
     mutating func register(
-        _ spec: ScopeRegistration, currentValue: [UInt8]?, computed: Bool = false
-    ) -> (members: [ScopeMember], retired: [ScopeEvent]) {
+        _ spec: ScopeRegistration, group: String? = nil, currentValue: [UInt8]?, computed: Bool = false
+    ) -> (members: [ScopeMember], retired: [ScopeEvent], moved: [ScopeEvent]) {
         var retired: [ScopeEvent] = []
-        drop(Self.key(spec.worker, spec.registration), events: &retired)
+        let own = Self.key(spec.worker, spec.registration)
+        if let joined = subscriptions[own] {
+            // Registered again: what it owned retires, and is placed anew below.
+            unsubscribe(spec.worker, from: joined, replace: false, events: &retired)
+        } else {
+            drop(own, events: &retired)
+        }
         retired.sort { $0.instance < $1.instance }
-        if let parent = spec.parent, live[parent] != spec.worker { return ([], retired) }
+        if let group, spec.parent == nil {
+            let (members, moved) = subscribe(spec, group: group, currentValue: currentValue, computed: computed)
+            return (members, retired, moved)
+        }
+        if let parent = spec.parent, live[parent] != spec.worker { return ([], retired, []) }
         let members = ScopeTable.members(of: currentValue, form: spec.form)
         var open: [(identity: [UInt8], instance: UInt64)] = []
         for identity in members {
@@ -75,12 +125,131 @@ struct ScopeTable {
             spec: spec, open: open, computed: computed, lastValue: currentValue)
         countByWorker[spec.worker, default: 0] += 1
         indexIsStale = true
-        return (open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }, retired)
+        return (open.map { ScopeMember(identity: $0.identity, instance: $0.instance) }, retired, [])
+    }
+
+    /// `spec.worker` joins (or creates) its group's registration: members
+    /// no one owns are placed on it, then members move to it until the
+    /// counts are within one.
+    private mutating func subscribe(
+        _ spec: ScopeRegistration, group: String, currentValue: [UInt8]?, computed: Bool
+    ) -> (members: [ScopeMember], moved: [ScopeEvent]) {
+        let key = Self.groupKey(group, spec)
+        var registration = registrations[key] ?? Registration(spec: spec, open: [], computed: computed, lastValue: currentValue, group: group)
+        registration.subscribers.append((spec.worker, spec.registration))
+        subscriptions[Self.key(spec.worker, spec.registration)] = key
+        countByWorker[spec.worker, default: 0] += 1
+        indexIsStale = true
+        let selected = ScopeTable.members(of: currentValue, form: spec.form)
+        var mine: [[UInt8]: UInt64] = [:]
+        var placed = Set(registration.open.map(\.identity))
+        for identity in selected where placed.insert(identity).inserted {
+            let instance = mint(for: spec.worker)
+            registration.open.append((identity, instance))
+            registration.owners[instance] = spec.worker
+            mine[identity] = instance
+        }
+        // Balance: from the most loaded owner, its newest member, while it
+        // holds at least two more than this worker.
+        var retirements: [ScopeEvent] = []
+        var openings: [ScopeEvent] = []
+        while true {
+            let counts = ownedCounts(registration)
+            let here = counts[spec.worker] ?? 0
+            guard let (donor, most) = counts.filter({ $0.key != spec.worker }).max(by: { ($0.value, $1.key) < ($1.value, $0.key) }),
+                most >= here + 2,
+                let index = registration.open.lastIndex(where: { registration.owner(of: $0.instance) == donor })
+            else { break }
+            let entry = registration.open.remove(at: index)
+            live[entry.instance] = nil
+            retirements.append(event(.retire, entry.instance, entry.identity, registration, owner: donor))
+            registration.owners[entry.instance] = nil
+            retireNested(under: entry.instance, events: &retirements)
+            let instance = mint(for: spec.worker)
+            registration.open.append((entry.identity, instance))
+            registration.owners[instance] = spec.worker
+            mine[entry.identity] = instance
+            openings.append(event(.open, instance, entry.identity, registration, owner: spec.worker))
+        }
+        registrations[key] = registration
+        // Nested registrations retired with a moved parent were looked up
+        // in `registrations`, which `registration` is written back to above.
+        let members = selected.compactMap { identity in mine[identity].map { ScopeMember(identity: identity, instance: $0) } }
+        return (members, retirements.sorted { $0.instance < $1.instance } + openings)
+    }
+
+    /// How many open members of a group registration each subscriber owns.
+    private func ownedCounts(_ registration: Registration) -> [String: Int] {
+        var counts = Dictionary(uniqueKeysWithValues: registration.subscribers.map { ($0.worker, 0) })
+        for entry in registration.open { counts[registration.owner(of: entry.instance), default: 0] += 1 }
+        return counts
+    }
+
+    /// The subscriber a new member of a group registration goes to: the one
+    /// owning fewest, the earliest to subscribe on a tie.
+    private func placement(in registration: Registration) -> String? {
+        let counts = ownedCounts(registration)
+        var best: (worker: String, count: Int)?
+        for subscriber in registration.subscribers {
+            let count = counts[subscriber.worker] ?? 0
+            if best == nil || count < best!.count { best = (subscriber.worker, count) }
+        }
+        return best?.worker
+    }
+
+    /// Takes `worker` out of a group registration: its members retire and,
+    /// when `replace`, open again on the other subscribers (appended to
+    /// `openings`); a registration left with no subscriber is dropped.
+    private mutating func unsubscribe(
+        _ worker: String, from key: String, replace: Bool, events: inout [ScopeEvent], openings: inout [ScopeEvent]
+    ) {
+        guard var registration = registrations[key] else { return }
+        let numbers = registration.subscribers.filter { $0.worker == worker }.map(\.registration)
+        for number in numbers { subscriptions[Self.key(worker, number)] = nil }
+        countByWorker[worker, default: numbers.count] -= numbers.count
+        if countByWorker[worker] ?? 0 <= 0 { countByWorker[worker] = nil }
+        var orphans: [[UInt8]] = []
+        var kept: [(identity: [UInt8], instance: UInt64)] = []
+        for entry in registration.open {
+            guard registration.owner(of: entry.instance) == worker else {
+                kept.append(entry)
+                continue
+            }
+            live[entry.instance] = nil
+            registration.owners[entry.instance] = nil
+            events.append(event(.retire, entry.instance, entry.identity, registration, owner: worker))
+            retireNested(under: entry.instance, events: &events)
+            orphans.append(entry.identity)
+        }
+        registration.open = kept
+        registration.subscribers.removeAll { $0.worker == worker }
+        indexIsStale = true
+        guard !registration.subscribers.isEmpty else {
+            registrations[key] = nil
+            return
+        }
+        // Re-registering (not `replace`): the orphans are placed again when it subscribes.
+        if replace {
+            for identity in orphans {
+                guard let owner = placement(in: registration) else { break }
+                let instance = mint(for: owner)
+                registration.open.append((identity, instance))
+                registration.owners[instance] = owner
+                openings.append(event(.open, instance, identity, registration, owner: owner))
+            }
+        }
+        registrations[key] = registration
+    }
+
+    private mutating func unsubscribe(_ worker: String, from key: String, replace: Bool, events: inout [ScopeEvent]) {
+        var openings: [ScopeEvent] = []
+        unsubscribe(worker, from: key, replace: replace, events: &events, openings: &openings)
+        events += openings
     }
 
     /// Whether `worker` holds registration number `registration`.
     func isRegistered(_ worker: String, _ registration: UInt64) -> Bool {
-        registrations[Self.key(worker, registration)] != nil
+        registrations[Self.key(worker, registration)] != nil || subscriptions[Self.key(worker, registration)] != nil
     }
 
     /// How many registrations `worker` holds.
@@ -126,7 +295,8 @@ struct ScopeTable {
                     kept.append(entry)
                 } else {
                     live[entry.instance] = nil
-                    retirements.append(event(.retire, entry.instance, entry.identity, registration.spec))
+                    retirements.append(event(.retire, entry.instance, entry.identity, registration, owner: registration.owner(of: entry.instance)))
+                    registration.owners[entry.instance] = nil
                     departed.append(entry.instance)
                 }
             }
@@ -142,9 +312,11 @@ struct ScopeTable {
             guard var registration = registrations[key] else { continue }
             var present = Set(registration.open.map(\.identity))
             for identity in identities where present.insert(identity).inserted {
-                let instance = mint(for: registration.spec.worker)
+                let owner = registration.group == nil ? registration.spec.worker : placement(in: registration) ?? registration.spec.worker
+                let instance = mint(for: owner)
                 registration.open.append((identity, instance))
-                events.append(event(.open, instance, identity, registration.spec))
+                if registration.group != nil { registration.owners[instance] = owner }
+                events.append(event(.open, instance, identity, registration, owner: owner))
             }
             registrations[key] = registration
         }
@@ -184,10 +356,24 @@ struct ScopeTable {
 
     /// Forgets every registration of a worker (gone, or its name taken
     /// over); returns the retirements, in opening order, for a record.
+    ///
+    /// Its members of group registrations retire and open again on the
+    /// group's other subscribers: the openings follow the retirements.
     mutating func dropWorker(_ worker: String) -> [ScopeEvent] {
         var retired: [ScopeEvent] = []
-        for key in registrations.keys.sorted() where registrations[key]?.spec.worker == worker { drop(key, events: &retired) }
-        return retired.sorted { $0.instance < $1.instance }
+        var openings: [ScopeEvent] = []
+        for key in registrations.keys.sorted() {
+            guard let registration = registrations[key] else { continue }
+            if registration.group != nil {
+                if registration.subscribers.contains(where: { $0.worker == worker }) {
+                    unsubscribe(worker, from: key, replace: true, events: &retired, openings: &openings)
+                }
+            } else if registration.spec.worker == worker {
+                drop(key, events: &retired)
+            }
+        }
+        // An opening whose instance a later drop retired (nested in it) is not kept.
+        return retired.sorted { $0.instance < $1.instance } + openings.filter { live[$0.instance] != nil }
     }
 
     var openInstances: [UInt64] { live.keys.sorted() }
@@ -200,7 +386,7 @@ struct ScopeTable {
         indexIsStale = true
         for entry in registration.open {
             live[entry.instance] = nil
-            events.append(event(.retire, entry.instance, entry.identity, registration.spec))
+            events.append(event(.retire, entry.instance, entry.identity, registration, owner: registration.owner(of: entry.instance)))
             retireNested(under: entry.instance, events: &events)
         }
     }
@@ -212,10 +398,14 @@ struct ScopeTable {
         return instance
     }
 
-    private func event(_ kind: ScopeEvent.Kind, _ instance: UInt64, _ identity: [UInt8], _ spec: ScopeRegistration) -> ScopeEvent {
+    /// A scope event of `registration` for the instance placed on `owner`
+    /// (named with the owner's own registration number).
+    private func event(
+        _ kind: ScopeEvent.Kind, _ instance: UInt64, _ identity: [UInt8], _ registration: Registration, owner: String
+    ) -> ScopeEvent {
         ScopeEvent(
-            kind: kind, instance: instance, scope: spec.path, identity: identity.isEmpty ? nil : identity,
-            worker: spec.worker, registration: spec.registration)
+            kind: kind, instance: instance, scope: registration.spec.path, identity: identity.isEmpty ? nil : identity,
+            worker: owner, registration: registration.number(of: owner))
     }
 
     /// The members a source's encoded value selects, in collection order.

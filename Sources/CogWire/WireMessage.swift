@@ -9,11 +9,14 @@ public enum WireMessage: Equatable, Sendable {
     /// Worker → leader: who it is, the last revision it holds, and the
     /// fingerprint of the rig it runs (absent from workers before it was
     /// sent, and from tools: then nothing is compared).
-    case hello(worker: String, lastRevision: UInt64, rig: CogRig.Fingerprint? = nil)
+    /// `group`: the worker group it joins (`cogwire.md` §6a; absent: none).
+    case hello(worker: String, lastRevision: UInt64, rig: CogRig.Fingerprint? = nil, group: String? = nil)
     /// Leader → worker: the epoch, the newest revision, where turns are
     /// published, and the highest request sequence answered for this worker
     /// name (its next requests are numbered above it).
-    case welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64 = 0)
+    /// `group`: the group whose scope instances the leader places this
+    /// worker's in (absent: none — each registration is the worker's own).
+    case welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64 = 0, group: String? = nil)
     /// Worker → leader: asks for the whole state, in one message or (when
     /// the worker reads parts) in `snapshot` parts of about
     /// `snapshotPartTarget` bytes each.
@@ -307,15 +310,18 @@ extension WireMessage {
         }
         let body: CBORValue?
         switch self {
-        case .hello(let worker, let lastRevision, let rig):
+        case .hello(let worker, let lastRevision, let rig, let group):
             var fields: [(key: CBORValue, value: CBORValue)] = [(.text("worker"), .text(worker)), (.text("lastRevision"), .unsigned(lastRevision))]
             if let rig { fields.append((.text("rig"), tree(rig))) }
+            if let group { fields.append((.text("group"), .text(group))) }
             body = .map(fields)
-        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
-            body = tree([
+        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, let group):
+            var fields: [String: CBORValue] = [
                 "epoch": CBORValue.unsigned(epoch), "lastRevision": .unsigned(lastRevision), "turns": .text(turnsEndpoint),
                 "lastSequence": .unsigned(lastSequence),
-            ])
+            ]
+            if let group { fields["group"] = .text(group) }
+            body = tree(fields)
         case .snapshotRequest(let inParts):
             // A whole-snapshot request has no body, as before parts existed.
             body = inParts ? .map([(.text("parts"), .bool(true))]) : nil
@@ -363,7 +369,7 @@ extension WireMessage {
     /// The worker a request, hello, heartbeat or registration names.
     public var workerName: String? {
         switch self {
-        case .hello(let worker, _, _), .heartbeat(let worker, _, _): worker
+        case .hello(let worker, _, _, _), .heartbeat(let worker, _, _): worker
         case .op(let request): request.request.worker
         case .scopeRegister(let spec): spec.worker
         default: nil
@@ -413,15 +419,21 @@ extension WireMessage {
         }
         switch envelope.type {
         case "hello":
-            struct Hello: Decodable { var worker: String; var lastRevision: UInt64; var rig: CogRig.Fingerprint? }
+            struct Hello: Decodable { var worker: String; var lastRevision: UInt64; var rig: CogRig.Fingerprint?; var group: String? }
             let hello = try body(Hello.self)
-            return .hello(worker: hello.worker, lastRevision: hello.lastRevision, rig: hello.rig)
+            return .hello(worker: hello.worker, lastRevision: hello.lastRevision, rig: hello.rig, group: hello.group)
         case "welcome":
-            struct Welcome: Decodable { var epoch: UInt64; var lastRevision: UInt64; var turns: String; var lastSequence: UInt64? }
+            struct Welcome: Decodable {
+                var epoch: UInt64
+                var lastRevision: UInt64
+                var turns: String
+                var lastSequence: UInt64?
+                var group: String?
+            }
             let welcome = try body(Welcome.self)
             return .welcome(
                 epoch: welcome.epoch, lastRevision: welcome.lastRevision, turnsEndpoint: welcome.turns,
-                lastSequence: welcome.lastSequence ?? 0)
+                lastSequence: welcome.lastSequence ?? 0, group: welcome.group)
         case "snapshot-request":
             struct Request: Decodable { var parts: Bool? }
             return .snapshotRequest(inParts: envelope.body == nil ? false : (try body(Request.self).parts ?? false))

@@ -199,7 +199,7 @@ struct ClusterTests {
         #expect(afterRestart == "applied revision 3 (request client#7)")
         // A peer saying hello in that name learns where its numbering must go on (from the dedup table).
         let welcome = try ClusterCommands.request(.hello(worker: "client", lastRevision: 0), leader: ports.requests, timeout: .seconds(10))
-        guard case .welcome(epoch: 2, lastRevision: 3, turnsEndpoint: _, lastSequence: 7)? = welcome else {
+        guard case .welcome(epoch: 2, lastRevision: 3, turnsEndpoint: _, lastSequence: 7, group: nil)? = welcome else {
             Issue.record("expected a welcome at epoch 2, revision 3, last sequence 7; got \(String(describing: welcome))")
             return
         }
@@ -250,7 +250,7 @@ struct ClusterTests {
         #expect(retries[3] == .applied(revision: 3))
         #expect(retries[UInt64(count)] == .applied(revision: UInt64(count)))
         let welcome = try ClusterCommands.request(.hello(worker: "bulk", lastRevision: 0), leader: ports.requests, timeout: .seconds(10))
-        if case .welcome(_, _, _, let lastSequence)? = welcome {
+        if case .welcome(_, _, _, let lastSequence, _)? = welcome {
             #expect(lastSequence == UInt64(count))
         } else {
             Issue.record("no welcome: \(String(describing: welcome))")

@@ -39,6 +39,10 @@ public struct LeaderCore {
         /// Who may do what (`cogd leader --peers`): each message is judged
         /// by its connection's key. Nil: nothing is authenticated (loopback).
         public var peers: PeerTable?
+        /// Whether a worker's `group` (its hello) is honoured: its top-level
+        /// scope registrations join the group's, and each instance is
+        /// placed on one member (`cogwire.md` §6a). Off: groups are ignored.
+        public var placesGroups = false
 
         public init(
             heartbeatTimeout: Duration = .seconds(5), maximumRecordBytes: Int = LeaderCore.maximumRecordBytes,
@@ -92,6 +96,9 @@ public struct LeaderCore {
         var identity: Peer
         /// Whether its last heartbeat's state digest agrees with the log's.
         var digest = StateDigestAgreement.unknown
+        /// The group its hello named, when the leader places groups (its
+        /// top-level registrations join the group's).
+        var group: String?
     }
 
     public let settings: Settings
@@ -409,12 +416,16 @@ public struct LeaderCore {
             return
         }
         switch message {
-        case .hello(let worker, let revision, let rig):
+        case .hello(let worker, let revision, let rig, let group):
             if let rig, let refusal = rigRefusal(rig, worker: worker) {
                 refuse(peer, refusal)
                 return
             }
-            hello(peer, worker, revision: revision, now: now)
+            if let group, group.isEmpty || group.utf8.count > LeaderCore.maximumWorkerName || group.utf8.contains(0) {
+                refuse(peer, WireError(.malformed, "a group is 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8 with no NUL"))
+                return
+            }
+            hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, now: now)
         case .heartbeat(let worker, let revision, let stateDigest):
             heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
         case .snapshotRequest(let inParts):
@@ -466,7 +477,7 @@ public struct LeaderCore {
         switch message {
         case .statusRequest:
             break
-        case .hello(let worker, _, _), .heartbeat(let worker, _, _):
+        case .hello(let worker, _, _, _), .heartbeat(let worker, _, _):
             guard holder.role == .worker else { return forbidden("say hello or heartbeat: only a worker key may") }
             if let denial = own(worker) { return denial }
         case .scopeRegister(let spec):
@@ -501,7 +512,7 @@ public struct LeaderCore {
         return rig.incompatibility(with: served).map { WireError(.rigMismatch, "worker \(worker)'s \($0)") }
     }
 
-    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, now: Duration) {
+    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, group: String?, now: Duration) {
         guard revision <= log.lastRevision else {
             // Its replica holds turns this log does not: another history.
             refuse(peer, WireError(
@@ -520,7 +531,11 @@ public struct LeaderCore {
             dropWorker(worker, named: LeaderCore.nameTakenOverTurn)
         }
         goneWorkers.remove(worker)
-        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer)
+        if let held = workers[worker], held.identity == peer, held.group != group {
+            // The same process, now in another group: what it held was placed for the old one.
+            dropWorker(worker, named: LeaderCore.reregisteredTurn)
+        }
+        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group)
         sendWelcome(worker, to: peer)
     }
 
@@ -541,7 +556,8 @@ public struct LeaderCore {
             return
         }
         workers[worker] = WorkerState(
-            appliedRevision: revision, lastHeard: now, identity: peer, digest: digestAgreement(revision, stateDigest))
+            appliedRevision: revision, lastHeard: now, identity: peer, digest: digestAgreement(revision, stateDigest),
+            group: holder.group)
         sendWelcome(worker, to: peer)
     }
 
@@ -595,7 +611,7 @@ public struct LeaderCore {
     private mutating func welcome(_ worker: String) throws(TurnStoreError) -> WireMessage {
         .welcome(
             epoch: epoch, lastRevision: durable.nextRevision - 1, turnsEndpoint: settings.turnsEndpoint,
-            lastSequence: try lastSequence(of: worker))
+            lastSequence: try lastSequence(of: worker), group: workers[worker]?.group)
     }
 
     /// Sends `worker`'s welcome, or `unavailable` when the highest sequence
@@ -679,10 +695,13 @@ public struct LeaderCore {
                 return
             }
         }
-        let (instances, replaced) = scopes.register(spec, currentValue: current, computed: computed)
+        let (instances, replaced, moved) = scopes.register(spec, group: holder.group, currentValue: current, computed: computed)
         // A registration number sent again replaces the registration: its
         // earlier instances retire, in a record of their own.
         recordRetirements(replaced, named: LeaderCore.reregisteredTurn)
+        // A worker joining its group's registration takes members over from
+        // the others: retired there and opened here, in a record of their own.
+        recordRetirements(moved, named: LeaderCore.scopesMovedTurn)
         outgoing.append(.send(
             peer,
             WireMessage.scopeRegistered(
@@ -931,6 +950,9 @@ public struct LeaderCore {
     public static let workerGoneTurn = "cogd.workerGone"
     public static let nameTakenOverTurn = "cogd.nameTakenOver"
     public static let reregisteredTurn = "cogd.scopeReregistered"
+    /// The system record of scope instances moved to a worker that joined
+    /// its group's registration (retired on their owner, opened on it).
+    public static let scopesMovedTurn = "cogd.scopesMoved"
 }
 
 /// Whether a worker's replica holds the state the log says it should at the

@@ -221,7 +221,7 @@ public struct ReplicaCore: Sendable {
 
     private mutating func handle(_ message: WireMessage, now: Duration) {
         switch message {
-        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence):
+        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, _):
             welcome(epoch: epoch, lastRevision: lastRevision, turnsEndpoint: turnsEndpoint, lastSequence: lastSequence, now: now)
         case .snapshot(let epoch, let revision, let part, let partNumber, let more, let digest):
             snapshot(epoch: epoch, revision: revision, part: part, partNumber: partNumber, more: more, digest: digest, now: now)

@@ -163,14 +163,17 @@ final class CoreHarness {
 
     init(
         log: MemoryLog = MemoryLog(), registry: OpRegistry? = nil, heartbeatTimeout: Duration = .seconds(5),
-        maximumRecordBytes: Int = LeaderCore.maximumRecordBytes, rigs: [CogRig.Fingerprint] = [], peers: PeerTable? = nil
+        maximumRecordBytes: Int = LeaderCore.maximumRecordBytes, rigs: [CogRig.Fingerprint] = [], peers: PeerTable? = nil,
+        placesGroups: Bool = false
     ) throws {
         self.log = log
         reads = FlakyReads(log)
         self.registry = registry ?? CoreHarness.ledgerRegistry()
-        settings = LeaderCore.Settings(
+        var settings = LeaderCore.Settings(
             heartbeatTimeout: heartbeatTimeout, maximumRecordBytes: maximumRecordBytes, turnsEndpoint: CoreHarness.turnsEndpoint,
             rigs: rigs, peers: peers)
+        settings.placesGroups = placesGroups
+        self.settings = settings
         core = try LeaderCore(log: reads, ports: ports, registry: self.registry, settings: settings)
         if core.hasWork { _ = endBatch() }
     }
