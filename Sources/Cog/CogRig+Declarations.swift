@@ -25,6 +25,21 @@ public protocol RemoteOpDeclaration: Sendable {
     var site: String { get }
     /// Decodes the argument and runs the body as one turn on the leader.
     var runner: OpRegistry.Runner { get }
+    /// One line for `cogd ops`: what the op does ("" when not given).
+    var summary: String { get }
+    /// The JSON shape of the argument (`unknown` when not derived).
+    var argumentShape: OpArgumentShape { get }
+    /// An example argument in the log's codec, for `cogd ops` (nil: none given).
+    @MainActor func encodedExample(codec: any CogDurableStore) throws -> [UInt8]?
+}
+
+extension RemoteOpDeclaration {
+    /// No summary: declarations made before `cogd ops` existed.
+    public var summary: String { "" }
+    /// Not derived: declarations made before `cogd ops` existed.
+    public var argumentShape: OpArgumentShape { .unknown }
+    /// No example: declarations made before `cogd ops` existed.
+    @MainActor public func encodedExample(codec: any CogDurableStore) throws -> [UInt8]? { nil }
 }
 
 extension CogRig.Declaration {
@@ -42,7 +57,7 @@ extension CogRig.Declaration {
             } else {
                 nil
             }
-        return CogRig.Declaration(name: name, site: descriptor.site, problem: problem)
+        return CogRig.Declaration(name: name, site: descriptor.site, isKeyed: descriptor.isKeyed, problem: problem)
     }
 
     /// `descriptor` (state `key`) as a listed selector.
@@ -59,7 +74,7 @@ extension CogRig.Declaration {
             } else {
                 nil
             }
-        return CogRig.Declaration(name: name, site: descriptor.site, problem: problem)
+        return CogRig.Declaration(name: name, site: descriptor.site, isKeyed: descriptor.isKeyed, problem: problem)
     }
 }
 

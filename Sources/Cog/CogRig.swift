@@ -114,12 +114,16 @@ public struct CogRig: Sendable {
         public let name: String
         /// Where it was declared: `fileID:line`.
         public let site: String
+        /// A box (a value per key) rather than one value: what `cogd get`
+        /// needs to tell a key with no value from a key given to a keyless source.
+        public let isKeyed: Bool
         /// Why it cannot be listed (nil: it can).
         let problem: String?
 
-        init(name: String, site: String, problem: String? = nil) {
+        init(name: String, site: String, isKeyed: Bool = false, problem: String? = nil) {
             self.name = name
             self.site = site
+            self.isKeyed = isKeyed
             self.problem = problem
         }
 

@@ -26,13 +26,41 @@ public struct RemoteOp<Argument: Codable & Sendable>: RemoteOpDeclaration {
     /// Where it was declared: `fileID:line` (a duplicate name names both).
     public let site: String
 
+    /// One line for `cogd ops`: what the op does ("" when not given).
+    public let summary: String
+
+    /// An argument to show in `cogd ops` (nil: one is made from the
+    /// argument's shape, when it can be).
+    public let example: Argument?
+
+    /// An op named `name` whose body runs as one turn with the decoded
+    /// argument. `summary` and `example` are what `cogd ops` shows beside
+    /// the argument's shape, which it derives from `Argument`:
+    ///
+    /// ```swift
+    /// let transferOp = RemoteOp<Transfer>(
+    ///   name: "ledger.transfer", summary: "moves money between two open accounts",
+    ///   example: Transfer(from: "alice", to: "bob", amount: 30)
+    /// ) { c, transfer in … }
+    /// ```
     public init(
-        name: String, fileID: StaticString = #fileID, line: UInt = #line, _ body: @escaping @MainActor (Writer, Argument) -> Void
+        name: String, summary: String = "", example: Argument? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ body: @escaping @MainActor (Writer, Argument) -> Void
     ) {
         self.name = name
         self.body = body
+        self.summary = summary
+        self.example = example
         site = "\(fileID):\(line)"
         RemoteOpRegistry.register(name: name, site: site, argument: Argument.self, body: body)
+    }
+
+    /// The JSON shape of `Argument` (what `cogd call` sends).
+    public var argumentShape: OpArgumentShape { OpArgumentShape.of(Argument.self) }
+
+    /// `example` in the log's codec (`codec.encode`); nil without one.
+    @MainActor public func encodedExample(codec: any CogDurableStore) throws -> [UInt8]? {
+        try example.map { try codec.encode($0) }
     }
 
     /// Decodes the argument and runs the body as one turn named as the

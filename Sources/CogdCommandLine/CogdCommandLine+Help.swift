@@ -1,8 +1,15 @@
+import CogCluster
+import CogLog
+import CogSim
+import CogWire
+
 extension CogdCommandLine {
-    /// What `help TOPIC` adds under the summary for the subcommands whose
-    /// page lists its options one by one: each with its default and an
-    /// example. nil: the subcommand's page says it another way.
-    static func optionsHelp(for topic: String) -> String? {
+    /// What `help TOPIC` prints under the usage line and the summary: what
+    /// the subcommand does, each option it takes with its default, and an
+    /// example. Every subcommand has one (the tests hold every option the
+    /// parser accepts to appearing here, and every page to an `Example:`),
+    /// and none sends the reader back to the help it is.
+    static func helpPage(for topic: String, rigs: Rigs) -> String {
         let cogd = programName
         let leaderOption = """
               --leader ENDPOINT   the leader's requests endpoint; HOST:PORT means tcp://HOST:PORT
@@ -13,12 +20,88 @@ extension CogdCommandLine {
                                   (default: $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
               --leader-key FILE   the leader's public key file (default: $\(Command.leaderKeyEnvironmentVariable) when set)
             """
+        let rigList = rigs.all.map { "  \(padded($0.name, to: 17)) \($0.summary)" }.joined(separator: "\n")
         switch topic {
+        case "leader":
+            return """
+
+                Owns the turn log in the data folder: runs each op as one turn, commits
+                every batch in one LMDB transaction, then publishes the turns and answers.
+                Serves the ops of every rig below (`\(cogd) ops` lists them). SIGINT or
+                SIGTERM drains and stops it (a second one: at once); SIGHUP reads --peers
+                again. Without keys it binds only this host (127.0.0.0/8, ::1, localhost,
+                ipc://) unless given --insecure.
+
+                Options:
+                  --data DIR              the data folder, made when missing (default ./\(Command.defaultDataFolder))
+                  --requests ENDPOINT     where workers and tools send requests; HOST:PORT means
+                                          tcp://HOST:PORT (default \(Command.defaultRequestsEndpoint))
+                  --turns ENDPOINT        where it publishes committed turns (default \(Command.defaultTurnsEndpoint))
+                  --rig NAME              names a rig in its first line only: it serves every rig's
+                                          ops (default \(rigs.defaultName))
+                  --heartbeat-timeout S   a worker silent this many seconds is gone and its scope
+                                          instances retire (default \(formatted(Command.LeaderOptions().heartbeatTimeout)))
+                  --commit-cpu auto|none|LIST
+                                          where the serving thread runs: auto, the CPUs that take the data
+                                          disk's interrupts; none, where the scheduler puts it; a CPU list
+                                          like 1 or 0-3,6 (default auto)
+                  --spin-wait MICROSECONDS
+                                          after each batch, look for the next request this long before
+                                          sleeping: less latency for more CPU, 0 to 1000000 (default 0: off)
+                  --snapshot-part-bytes N about how many bytes each part of a snapshot holds, 1024 to
+                                          67108864 (default \(WireMessage.snapshotPartTarget))
+                  --snapshot-deadline S   a snapshot whose requester reads nothing this long is given up
+                                          with its LMDB read (default \(formatted(Command.LeaderOptions().snapshotDeadline)))
+                  --max-record-bytes N    the largest turn record; a larger turn is undone and refused
+                                          too-large, 4096 to \(Leader.maximumRecordBytes) (default \(Leader.maximumRecordBytes))
+                  --trap-op               also serve ledger.trap, an op whose body stops the leader
+                                          (drills and tests; default off)
+                  --accept-data-loss      start even when data.mdb is missing, emptied or behind what the
+                                          folder's cogd.identity remembers (default off: refuse to start)
+                  --curve-secret FILE     the leader's secret key file: CURVE on both sockets, every
+                                          connection authenticated against --peers (default: none, no
+                                          authentication; protocol/cogwire.md §9)
+                  --peers FILE            who may connect, one `PUBLIC-KEY ROLE NAME [OP-PATTERN…]` a line,
+                                          ROLE worker, client or observer; read again on SIGHUP (default:
+                                          none; needed with --curve-secret)
+                  --insecure              without keys, bind endpoints off this host too: anyone who reaches
+                                          them runs any op and reads all state (default off: loopback only)
+
+                Rigs (--rig NAME, default \(rigs.defaultName)):
+                \(rigList)
+
+                Exit status: 0 stopped cleanly, 1 a failure (a folder it refuses, a port in use, a key or
+                peers file it cannot read), 64 a usage error.
+
+                Example:
+                  \(cogd) leader --data /var/lib/cogd --requests 0.0.0.0:5701 --turns 0.0.0.0:5702 \\
+                      --curve-secret keys/leader.key --peers peers
+                """
+        case "worker":
+            return """
+
+                Says hello to the leader, syncs its replica (a snapshot, then the turn
+                stream) and runs one rig's mechanisms on it; their ops go to the leader.
+                It keeps trying while no leader answers, saying so every few seconds.
+
+                Options:
+                \(leaderOption)
+                  --name NAME         this worker's name, one process per name (default worker-PID)
+                  --rig NAME          the rig whose mechanisms it runs; replica runs none (default \(rigs.defaultName))
+                \(keyOptions)
+
+                Rigs (--rig NAME, default \(rigs.defaultName)):
+                \(rigList)
+
+                Example:
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig replica
+                """
         case "call":
             return """
 
                 Sends one op with its argument (any JSON value: an object, a number, a
-                string, true) to the leader and prints what became of it.
+                string, true) to the leader and prints what became of it. `\(cogd) ops`
+                lists the ops, each argument's shape and an example.
 
                 Options:
                 \(leaderOption)
@@ -56,30 +139,234 @@ extension CogdCommandLine {
                 Example:
                   \(cogd) status --leader 127.0.0.1:5701 --timeout 1 --json
                 """
-        case "worker":
+        case "get":
             return """
 
+                Prints the current value of a durable source (a manual cog or box with a
+                `name:`): every key of a box, one key (KEY, as JSON: '"alice"', 5,
+                '{"id": 1}'), or the one value of a keyless source, as `name[key] = value`
+                lines (text escaped as `\(cogd) tail` escapes it). A key matches when it
+                is the one stored, or reads the same written as JSON (a UUID key by its
+                text). Reads the data folder beside a running leader, or with --leader
+                asks the leader for a snapshot of its state table (protocol/cogwire.md §5):
+                without keys it says hello under a name of its own, get-UUID, which
+                `\(cogd) status` lists until the heartbeat timeout; with keys it must be an
+                observer key (§9). A KEY that starts with `-` goes after `--`.
+
                 Options:
-                \(leaderOption)
-                  --name NAME         this worker's name, one process per name (default worker-PID)
-                  --rig NAME          the rig whose mechanisms it runs (default below)
-                \(keyOptions)
+                  --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
+                  --leader ENDPOINT   ask this leader's requests endpoint instead; HOST:PORT means
+                                      tcp://HOST:PORT (default: none — read --data)
+                  --json              one JSON object: {"name", "revision", "entries": [{"key", "value"}]},
+                                      "key" null for a keyless source (default: lines)
+                  --timeout SECONDS   with --leader, how long to wait for each answer (default \(Command.secondsText(Command.defaultTimeout)))
+                  --key FILE          with --leader under CURVE, an observer's secret key file
+                                      (default: $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
+                  --leader-key FILE   with --leader under CURVE, the leader's public key file
+                                      (default: $\(Command.leaderKeyEnvironmentVariable) when set)
+
+                Durable sources this program declares:
+                \(GetCommand.declaredSources(rigs).map { "  \(padded($0.name, to: 22)) \($0.isKeyed ? "a box: a value per key" : "one value")" }.joined(separator: "\n"))
+
+                Exit status:
+                  0   printed
+                  1   no durable source of that name (it says which this program declares), a KEY
+                      given to a keyless source, an unreadable folder, a refusal
+                  3   the source holds no stored value (for that KEY): never written, or released
+                  4   no answer from the leader within --timeout
+                  64  a usage error, or a KEY that is not JSON
 
                 Example:
-                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig replica
+                  \(cogd) get ledger.balance '"alice"' --data cogd-data
+                  \(cogd) get ledger.balance --leader 127.0.0.1:5701 --json
+                """
+        case "ops":
+            return """
+
+                Lists the ops a leader of this program serves — every op of every rig
+                built into it (a leader built from another program serves that program's)
+                — each with what it does, its argument's JSON shape, derived from the
+                argument's Swift type ("note"?: an optional field; integer | null), and an
+                example `\(cogd) call` line: the op's declared example, else one made from
+                the shape.
+
+                Options:
+                  --json              one JSON object per op: {"name", "rig", "summary", "argument",
+                                      "example"} (and "onlyWith" for an op served only with a
+                                      leader option) (default: lines)
+
+                Example:
+                  \(cogd) ops --json
+                """
+        case "tail":
+            return """
+
+                Prints the last 10 turns (or --last N, or every turn from --from REV),
+                oldest first: revision, time, turn name, origin, then one line per write,
+                `name[key] = value` (`released` for a discard); control characters in
+                names and text print escaped (`\\n`, `\\u{1B}`). Safe beside a running
+                writer. JSON fields: protocol/turnlog.md.
+
+                Options:
+                  --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
+                  --from REV          every turn from revision REV (default: the last 10); past the
+                                      end it says where the log ends and exits 1 (unless --follow)
+                  --last N            the last N turns (default 10)
+                  --follow            keep printing turns as they commit (default: stop at the end)
+                  --json              one JSON object per turn (default: lines)
+                  --name PATTERN      only turns whose name matches a shell pattern (default: all);
+                                      a malformed pattern (an unclosed `[`) is an error
+                  --connect ENDPOINT  follow a running leader's live turn stream instead, its turns
+                                      endpoint (HOST:PORT means tcp://HOST:PORT; the leader's default
+                                      is \(Command.defaultTurnsEndpoint)), until Ctrl-C (default: none — read --data)
+                  --key FILE          with --connect to a leader that authenticates with CURVE, a worker's
+                                      or observer's secret key file (default: $\(Command.keyEnvironmentVariable) when set;
+                                      needs --leader-key)
+                  --leader-key FILE   with --connect, the leader's public key file (default: $\(Command.leaderKeyEnvironmentVariable)
+                                      when set)
+
+                Example:
+                  \(cogd) tail --data cogd-data --from 100 --name 'ledger.*' --json
+                  \(cogd) tail --connect 127.0.0.1:5702 --key keys/operator.key --leader-key keys/leader.pub
+                """
+        case "log":
+            return """
+
+                Actions:
+                  verify   checks that revisions are contiguous from 1, every record decodes and
+                           carries the state digest of the replay, and the state table equals the
+                           replay of the log (and decodes with this build's types); exits 1 naming
+                           the first problem
+                  stats    counts, sizes and the revision range
+                  upgrade  rewrites a folder of an older log schema as this cogd's (schema \(TurnStore.schemaVersion));
+                           stop the leader first
+                  soak     commits synthetic turns (soak.value, soak.last) and prints each committed
+                           revision, until --count or Ctrl-C: a way to fill a log by hand
+
+                Options:
+                  --data DIR          the data folder (default ./\(Command.defaultDataFolder)); every action
+                  --json              stats: one JSON object (default: lines)
+                  --batch N           soak: turns per transaction, 1 to 100000 (default 1)
+                  --count N           soak: stop after N turns (default: none, until Ctrl-C)
+
+                Example:
+                  \(cogd) log stats --data cogd-data --json
+                """
+        case "keys":
+            return """
+
+                Actions:
+                  generate NAME  writes a new CURVE key pair in DIR, made mode 0700 when missing:
+                                 NAME.key, the secret key (mode 0600, created so; never
+                                 overwritten), and NAME.pub, the public key. Prints the public key.
+                  show FILE      prints the public key of a key file: a .pub file's, or the one
+                                 derived from a secret key file (refused when its group or others
+                                 may read it: chmod 600 FILE).
+
+                Options:
+                  --out DIR           generate: the folder (default: the working directory)
+
+                The leader takes its own with --curve-secret and lists the others in --peers;
+                worker, call, status, get and tail --connect take --key and --leader-key.
+                Format: protocol/cogwire.md §9, "Key files".
+
+                Example:
+                  \(cogd) keys generate w1 --out keys
+                  \(cogd) keys show keys/w1.pub
+                """
+        case "drill":
+            let defaults = Drill.Options()
+            return """
+
+                Runs a real leader and workers (ledger rigs) under pipelined, retried
+                transfers, SIGKILLs them on a seeded schedule, sends ledger.trap, and
+                checks that no request is lost or applied twice, money is conserved and
+                the log verifies; prints the verdict and exits 1 if any check fails.
+
+                Options:
+                  --workers N             workers, 0 to 16 (default \(defaults.workers))
+                  --seconds S             how long it runs (default \(defaults.seconds))
+                  --kill-leader-every D   about every D seconds SIGKILL the leader (default \(formatted(defaults.killLeaderEvery)))
+                  --kill-worker-every D   about every D seconds SIGKILL a worker (default \(formatted(defaults.killWorkerEvery)))
+                  --trap-every D          about every D seconds send ledger.trap; 0: never (default \(formatted(defaults.trapEvery)))
+                  --seed N                the schedule's seed (default \(defaults.seed))
+                  --curve                 run it all with CURVE keys and a peers file (default off)
+                  --data DIR              run over this folder, kept afterwards (default: a fresh temporary
+                                          folder, removed afterwards)
+                  --json                  the verdict as one JSON object (default: lines)
+
+                Example:
+                  \(cogd) drill --workers 3 --seconds 30 --seed 7 --json
+                """
+        case "sim":
+            let defaults = SimCommand.Options()
+            return """
+
+                Runs the leader's and the workers' cores (no sockets, no disk) on a
+                simulated network, disk and clock under faults chosen by the seed, checks
+                the invariants after every step, and stops at the first one broken,
+                printing the seed, the step and the trace (exit 1).
+
+                Options:
+                  --seed N            run this seed (default \(defaults.seeds.lowerBound))
+                  --seeds A-B         run seeds A to B (default: --seed's one)
+                  --steps N           steps per seed, 1 to 100000000 (default \(defaults.steps))
+                  --workers N         simulated workers, 1 to 16 (default \(defaults.workers))
+                  --break RULE        turn a rule off to see the checker catch it, again for more:
+                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")) (default: none)
+                  --json              one JSON object (default: lines)
+
+                Example:
+                  \(cogd) sim --seeds 1-50 --steps 5000
+                """
+        case "bench":
+            return """
+
+                Graph shapes:   \(GraphBench.shapeNames.joined(separator: ", "))
+                Log shapes:     \(LogBench.shapeNames.joined(separator: ", "))
+                Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
+
+                Options:
+                  --json              one JSON object per figure: {"name", "value", "unit"}; log figures
+                                      add "baseline" and "ratio", the raw LMDB figure (default: lines)
+                  --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7)
+                  --only S1,S2        run only these shapes (default: all of the suite's)
+                  --leader-spin-wait US
+                                      cluster: start the leader with --spin-wait US (default 0)
+                  --curve             cluster: then measure the round trip p50 and the 16-client
+                                      turns/s again against a second leader serving with CURVE,
+                                      beside the same without (interleaved runs; "baselineKind":
+                                      "without-curve" in JSON) (default off)
+
+                Build in release mode first: swift build -c release
+
+                Example:
+                  \(cogd) bench cluster --only round-trip --runs 3 --json
                 """
         case "version":
             return """
 
-                Takes no options. Example: \(cogd) version
+                Takes no options.
+
+                Example:
+                  \(cogd) version
                 """
         case "help":
             return """
 
-                Example: \(cogd) help call   (the same as \(cogd) call --help)
+                Prints the list of subcommands, or one subcommand's page (the same as
+                `\(cogd) SUBCOMMAND --help`). Takes no options.
+
+                Example:
+                  \(cogd) help call
                 """
         default:
-            return nil
+            return ""
         }
+    }
+
+    /// A number of seconds as help prints it: `5`, `0.5`.
+    private static func formatted(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 }

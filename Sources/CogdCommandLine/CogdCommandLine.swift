@@ -110,6 +110,10 @@ public enum CogdCommandLine {
             return KeysCommand.generate(name: name, folder: folder)
         case .keysShow(let file):
             return KeysCommand.show(file: file)
+        case .get(let options):
+            return await MainActor.run { GetCommand(options: options, rigs: rigs).run() }
+        case .ops(let json):
+            return await MainActor.run { OpsCommand(json: json, rigs: rigs).run() }
         case .notYetAvailable(let name):
             printError("Error: '\(programName) \(name)' is not yet available in this build; see README.md for what works today")
             return 1
@@ -140,15 +144,29 @@ public enum CogdCommandLine {
     static func usageLine(for subcommand: String?) -> String {
         let cogd = programName
         return switch subcommand {
+        case "leader":
+            "Usage: \(cogd) leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S]\n"
+                + "         [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S]\n"
+                + "         [--max-record-bytes N] [--trap-op] [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure]"
         case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
-        case "tail": "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n       \(cogd) tail --connect TURNS-ENDPOINT [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
+        case "tail":
+            "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n"
+                + "       \(cogd) tail --connect TURNS-ENDPOINT [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
         case "call": "Usage: \(cogd) call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"
         case "status": "Usage: \(cogd) status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"
+        case "get":
+            "Usage: \(cogd) get NAME [KEY] [--json] [--data DIR]\n"
+                + "       \(cogd) get NAME [KEY] [--json] --leader ENDPOINT [--timeout SECONDS] [--key FILE --leader-key FILE]"
+        case "ops": "Usage: \(cogd) ops [--json]"
         case "worker": "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--key FILE --leader-key FILE]"
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"
-        case "log": "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]"
+        case "log": "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]\n       \(cogd) log soak [--data DIR] [--batch N] [--count N]"
         case "keys": "Usage: \(cogd) keys generate NAME [--out DIR]\n       \(cogd) keys show FILE"
+        case "drill":
+            "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
+                + "         [--seed N] [--curve] [--data DIR] [--json]"
+        case "sim": "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE]… [--json]"
         case let name?: "Usage: \(cogd) \(name) [options]"
         case nil: "Usage: \(cogd) <subcommand> [options] [--] [args]"
         }
@@ -159,94 +177,13 @@ public enum CogdCommandLine {
             (name: entry.name, summary: programSummary(entry.summary) + rigs.ledgerNote(for: entry.name))
         }
         if let topic, let entry = subcommands.first(where: { $0.name == topic }) {
-            var text = "\(usageLine(for: topic))\n\n\(entry.summary)\n"
-            if let options = optionsHelp(for: topic) { text += options + "\n" }
-            if topic == "leader" || topic == "worker" {
-                text += "\n" + (topic == "leader" ? "Serves the ops of every rig; --rig only names one in its first line.\n" : "")
-                text += "Rigs (--rig NAME, default \(rigs.defaultName)):\n"
-                for rig in rigs.all {
-                    text += "  \(padded(rig.name, to: 17)) \(rig.summary)\n"
-                }
-            }
-            if topic == "bench" {
-                text += """
-
-                    Graph shapes: \(GraphBench.shapeNames.joined(separator: ", "))
-                    Log shapes:   \(LogBench.shapeNames.joined(separator: ", "))
-                    Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
-                    Options:
-                      --json          one JSON object per figure: {"name", "value", "unit"}
-                                      (log figures add "baseline" and "ratio": the raw LMDB figure)
-                      --runs N        timed runs per shape (median reported; default 7)
-                      --only S1,S2    run only these shapes
-                      --leader-spin-wait US
-                                      cluster: start the leader with --spin-wait US
-                      --curve         cluster: then measure the round trip p50 and the 16-client
-                                      turns/s again against a second leader serving with CURVE,
-                                      beside the same without (interleaved runs; "baselineKind":
-                                      "without-curve" in JSON)
-
-                    Build in release mode first: swift build -c release
-                    """
-            }
-            if topic == "tail" {
-                text += """
-
-                    Prints the last 10 turns (or --last N, or every turn from --from REV),
-                    oldest first: revision, time, turn name, origin, then one line per write,
-                    `name[key] = value` (`released` for a discard); control characters in
-                    names and text print escaped (`\\n`, `\\u{1B}`). Safe beside a running
-                    writer. JSON fields: protocol/turnlog.md.
-
-                    Options:
-                      --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
-                      --from REV          every turn from revision REV (default: the last 10); past the
-                                          end it says where the log ends and exits 1 (unless --follow)
-                      --last N            the last N turns (default 10)
-                      --follow            keep printing turns as they commit (default: stop at the end)
-                      --json              one JSON object per turn (default: lines)
-                      --name PATTERN      only turns whose name matches a shell pattern (default: all);
-                                          a malformed pattern (an unclosed `[`) is an error
-                      --connect ENDPOINT  follow a running leader's live turn stream instead, its turns
-                                          endpoint (HOST:PORT means tcp://HOST:PORT; the leader's default
-                                          is \(Command.defaultTurnsEndpoint)), until Ctrl-C
-
-                    Example:
-                      \(programName) tail --data cogd-data --from 100 --name 'ledger.*' --json
-                    """
-            }
-            if topic == "keys" {
-                text += """
-
-                    generate  writes a new CURVE key pair in DIR (default: the working directory,
-                              made mode 0700 when missing): NAME.key, the secret key (mode 0600,
-                              created so; never overwritten), and NAME.pub, the public key.
-                              Prints the public key.
-                    show      prints the public key of a key file: a .pub file's, or the one
-                              derived from a secret key file (refused when its group or others
-                              may read it: chmod 600 FILE).
-                    Format: protocol/cogwire.md, "Security". The leader does not yet
-                    authenticate with them (CURVE and its peers file: issue 15).
-                    """
-            }
-            if topic == "log" {
-                text += """
-
-                    verify  checks that revisions are contiguous from 1, every record decodes,
-                            and the state table equals the replay of the log; exits 1 naming
-                            the first problem
-                    stats   counts, sizes and the revision range (--json for one object)
-                    upgrade rewrites a folder of an older log schema as this cogd's (schema 3:
-                            every record gets its checksum; a schema 2 `null` write, read as a
-                            release then, is recorded as one); stop the leader first
-                    """
-            }
-            return text
+            return "\(usageLine(for: topic))\n\n\(entry.summary)\n\(helpPage(for: topic, rigs: rigs))\n"
         }
         var text = "\(programName) — Cog-style state on Linux, made multi-process\n\n\(usageLine(for: nil))\n\nSubcommands:\n"
         for entry in subcommands {
             text += "  \(padded(entry.name, to: 9)) \(entry.summary)\n"
         }
+        text += "\nEvery subcommand takes -h or --help for its page: each option with its default, and an example."
         text += "\nSee '\(programName) help <subcommand>' for one subcommand."
         return text
     }

@@ -26,6 +26,10 @@ enum Command: Equatable {
     case keysGenerate(name: String, folder: String)
     /// Prints the public key of a key file (secret or public).
     case keysShow(file: String)
+    /// The current value(s) of one durable source, from the data folder or the leader.
+    case get(GetOptions)
+    /// The ops this program's leader serves, with their arguments' shapes and examples.
+    case ops(json: Bool)
     /// The raw ZeroMQ echo server `cogd bench cluster` runs in a child
     /// process, so its baseline crosses processes as an op does (not listed
     /// in help).
@@ -109,6 +113,21 @@ enum Command: Equatable {
         var keys: ClientKeyFiles?
     }
 
+    struct GetOptions: Equatable {
+        /// The durable source's name (`ledger.balance`).
+        var name: String
+        /// One key, as JSON (`"alice"`); nil: every key of a box, or the one value.
+        var key: String?
+        var json = false
+        var dataFolder = Command.defaultDataFolder
+        /// Ask this leader (its requests endpoint) for a snapshot instead of reading the folder.
+        var leaderEndpoint: String?
+        /// How long it waits for each of the leader's answers (`--timeout`).
+        var timeout: Duration = Command.defaultTimeout
+        /// Its key and the leader's, for `--leader` (`--key`, `--leader-key`).
+        var keys: ClientKeyFiles?
+    }
+
     struct BenchOptions: Equatable {
         enum Suite: String, CaseIterable { case graph, log, cluster }
         var suite: Suite
@@ -130,14 +149,16 @@ enum Command: Equatable {
     }
 
     static let subcommands: [(name: String, summary: String)] = [
-        ("leader", "run the leader: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S] [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S] [--trap-op] [--accept-data-loss] [--curve-secret FILE --peers FILE] [--insecure]"),
+        ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--key FILE --leader-key FILE]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
-        ("log", "check, summarize or upgrade a turn log: cogd log verify|stats|upgrade [--data DIR] [--json]"),
+        ("log", "check, summarize, upgrade or fill a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"),
+        ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT]"),
+        ("ops", "list the ops the leader serves, each with its argument's shape and an example: cogd ops [--json]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
-        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--json]"),
+        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json]"),
         ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE] [--json]"),
         ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
@@ -154,6 +175,7 @@ enum Command: Equatable {
         case "-h", "--help":
             return .help(topic: nil)
         case "help":
+            if rest == ["-h"] || rest == ["--help"] { return .help(topic: "help") }
             guard rest.count <= 1 else { throw UsageError(message: "help takes at most one subcommand", subcommand: nil) }
             if let topic = rest.first, !subcommands.contains(where: { $0.name == topic }) {
                 throw UsageError(message: "unknown subcommand '\(topic)'", subcommand: nil)
@@ -184,6 +206,23 @@ enum Command: Equatable {
         case "keys":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return try parseKeys(rest)
+        case "get":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
+            return .get(try parseGet(rest, environment: environment))
+        case "ops":
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
+            var reader = OptionReader(arguments: rest, subcommand: first)
+            var json = false
+            while let option = try reader.nextOption() {
+                switch option.name {
+                case "--json":
+                    try reader.noValue(option)
+                    json = true
+                default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: first)
+                }
+            }
+            if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: first) }
+            return .ops(json: json)
         case ClusterBench.echoServerCommand:
             guard rest.count == 1 || rest.count == 2 else {
                 throw UsageError(message: "expected ENDPOINT [COMMIT-FOLDER]", subcommand: nil)
@@ -386,6 +425,62 @@ enum Command: Equatable {
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout, keys: keys)
         }
+    }
+
+    private static func parseGet(_ arguments: [String], environment: [String: String]) throws(UsageError) -> GetOptions {
+        var reader = OptionReader(arguments: arguments, subcommand: "get")
+        var positionals: [String] = []
+        var dataFolder: String?
+        var leaderEndpoint: String?
+        var timeout: Duration?
+        var json = false
+        var keyFile: String?
+        var leaderKeyFile: String?
+        while true {
+            if let positional = try reader.positional() {
+                positionals.append(positional)
+                continue
+            }
+            guard let option = try reader.nextOption() else { break }
+            switch option.name {
+            case "--data": dataFolder = try reader.value(for: option)
+            case "--leader": leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: "get")
+            case "--timeout": timeout = try Command.timeout(try reader.value(for: option), subcommand: "get")
+            case "--json":
+                try reader.noValue(option)
+                json = true
+            case "--key": keyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "get")
+            case "--leader-key": leaderKeyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "get")
+            default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "get")
+            }
+        }
+        guard (1...2).contains(positionals.count) else {
+            throw UsageError(
+                message: positionals.isEmpty
+                    ? "get takes the NAME of a durable source (and, for a box, a KEY as JSON)"
+                    : "unexpected argument '\(positionals[2])' (get takes NAME and at most one KEY)",
+                subcommand: "get")
+        }
+        guard !positionals[0].isEmpty else { throw UsageError(message: "the NAME of a durable source is empty", subcommand: "get") }
+        var options = GetOptions(name: positionals[0], key: positionals.count == 2 ? positionals[1] : nil, json: json)
+        if let key = options.key, let problem = CallArgument.problem(in: key) {
+            throw UsageError(message: "the key is not JSON (a text key is '\"alice\"'): \(problem)", subcommand: "get")
+        }
+        if dataFolder != nil && leaderEndpoint != nil {
+            throw UsageError(message: "--data and --leader cannot be used together: read the data folder, or ask the leader", subcommand: "get")
+        }
+        if leaderEndpoint == nil && timeout != nil {
+            throw UsageError(message: "--timeout goes with --leader (reading the data folder does not wait)", subcommand: "get")
+        }
+        if let dataFolder { options.dataFolder = dataFolder }
+        options.leaderEndpoint = leaderEndpoint
+        if let timeout { options.timeout = timeout }
+        let keys = try clientKeys(key: keyFile, leaderKey: leaderKeyFile, environment: environment, subcommand: "get")
+        if leaderEndpoint == nil && (keyFile != nil || leaderKeyFile != nil) {
+            throw UsageError(message: "--key and --leader-key go with --leader (reading the data folder needs no key)", subcommand: "get")
+        }
+        options.keys = leaderEndpoint == nil ? nil : keys
+        return options
     }
 
     private static func parseKeys(_ arguments: [String]) throws(UsageError) -> Command {

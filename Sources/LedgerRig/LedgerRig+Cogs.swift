@@ -49,7 +49,9 @@ public let greetedCogs = _greetedCogs.readOnly
 
 /// Counts one greeting for an open account (a count that would overflow
 /// stays where it is).
-let greetOp = RemoteOp<String>(name: "ledger.greet") { c, account in
+let greetOp = RemoteOp<String>(
+    name: "ledger.greet", summary: "counts one greeting for an open account (the argument: its name)", example: "alice"
+) { c, account in
     guard c[_accountsCog].contains(account) else { return }
     let (count, overflow) = c[_greetedCogs[account]].addingReportingOverflow(1)
     guard !overflow else { return }
@@ -59,7 +61,11 @@ let greetOp = RemoteOp<String>(name: "ledger.greet") { c, account in
 /// A transfer a scope child makes on behalf of an account: refused (no
 /// change) unless the receipt's account is still open — the receipt check
 /// inside the writer body.
-let tellerTransferOp = RemoteOp<TellerTransfer>(name: "ledger.tellerTransfer") { c, request in
+let tellerTransferOp = RemoteOp<TellerTransfer>(
+    name: "ledger.tellerTransfer",
+    summary: "a transfer made for an account's scope; changes nothing unless the receipt's account is still open",
+    example: TellerTransfer(transfer: Transfer(from: "alice", to: "bob", amount: 5), receipt: "alice")
+) { c, request in
     guard c[_accountsCog].contains(request.receipt) else { return }
     move(request.transfer, in: c)
 }
@@ -67,7 +73,11 @@ let tellerTransferOp = RemoteOp<TellerTransfer>(name: "ledger.tellerTransfer") {
 /// Opens an account once; opening it again changes nothing. Refuses a
 /// negative balance and one that would make the bank's total overflow, so
 /// the total (and with it every balance) always fits in an `Int`.
-let openAccountOp = RemoteOp<Opening>(name: "ledger.open") { c, opening in
+let openAccountOp = RemoteOp<Opening>(
+    name: "ledger.open",
+    summary: "opens an account with a starting balance (0 or more); opening it again changes nothing",
+    example: Opening(account: "alice", balance: 100)
+) { c, opening in
     let accounts = c[_accountsCog]
     guard !accounts.contains(opening.account), opening.balance >= 0 else { return }
     let (total, exact) = bankTotal(accounts) { c[_balanceCogs[$0]] }
@@ -77,14 +87,20 @@ let openAccountOp = RemoteOp<Opening>(name: "ledger.open") { c, opening in
 }
 
 /// Closes an open account whose balance is zero (money stays conserved).
-let closeAccountOp = RemoteOp<String>(name: "ledger.close") { c, account in
+let closeAccountOp = RemoteOp<String>(
+    name: "ledger.close", summary: "closes an open account whose balance is 0 (the argument: its name)", example: "bob"
+) { c, account in
     guard c[_accountsCog].contains(account), c[_balanceCogs[account]] == 0 else { return }
     c[_accountsCog].removeAll { $0 == account }
 }
 
 /// Moves money between open accounts; refuses overdrafts, unknown accounts
 /// and non-positive amounts (the turn then changes nothing).
-let transferOp = RemoteOp<Transfer>(name: "ledger.transfer") { c, transfer in
+let transferOp = RemoteOp<Transfer>(
+    name: "ledger.transfer",
+    summary: "moves money between two open accounts; an overdraft, an unknown account or an amount under 1 changes nothing",
+    example: Transfer(from: "alice", to: "bob", amount: 30)
+) { c, transfer in
     move(transfer, in: c)
 }
 

@@ -6,7 +6,10 @@ import Cog
 /// `rejected("crashed-leader: …")` and never runs it again. Served only by
 /// a leader given `LedgerRig.trapOp` (`cogd leader --trap-op`): an unknown
 /// op everywhere else.
-let _trapOp = RemoteOp<String>(name: "ledger.trap") { _, reason in
+let _trapOp = RemoteOp<String>(
+    name: "ledger.trap", summary: "stops the leader that runs it, once (drills and tests; the argument: a reason)",
+    example: "drill"
+) { _, reason in
     fatalError("ledger.trap: trapping on demand (\(String(reflecting: reason)))")
 }
 

@@ -34,35 +34,45 @@ public let currentScreenCog = Cog<TrailScreenID?>(name: "trails.currentScreen") 
     return openScreens.last
 }
 
-let openScreenOp = RemoteOp<ScreenOpening>(name: "trails.openScreen") { c, opening in
+let openScreenOp = RemoteOp<ScreenOpening>(
+    name: "trails.openScreen", summary: "opens screen N showing a trail (a worker then loads it); an open screen stays as it is",
+    example: ScreenOpening(screen: 1, trail: "ridge")
+) { c, opening in
     guard !c[_openScreensCog].contains(opening.screen) else { return }
     c[_screenTrailCogs[opening.screen]] = opening.trail
     c[_openScreensCog].append(opening.screen)
 }
 
-let closeScreenOp = RemoteOp<TrailScreenID>(name: "trails.closeScreen") { c, screen in
+let closeScreenOp = RemoteOp<TrailScreenID>(
+    name: "trails.closeScreen", summary: "closes a screen and drops its loaded trail (the argument: the screen)", example: 1
+) { c, screen in
     c[_openScreensCog].removeAll { $0 == screen }
     c[_loadedTrailCogs[screen]] = nil
 }
 
 /// Publishes a loaded trail only for a screen that is still open (the receipt check).
-let acceptTrailOp = RemoteOp<TrailAcceptance>(name: "trails.accept") { c, acceptance in
+let acceptTrailOp = RemoteOp<TrailAcceptance>(
+    name: "trails.accept", summary: "publishes a loaded trail for the screen named by the receipt, if it is still open",
+    example: TrailAcceptance(trail: Trail(id: "ridge", name: "Ridge Loop", lengthKm: 12.5), receipt: 1)
+) { c, acceptance in
     guard c[_openScreensCog].contains(acceptance.receipt) else { return }
     c[_loadedTrailCogs[acceptance.receipt]] = acceptance.trail
 }
 
-let startHikeOp = RemoteOp<Bool>(name: "trails.startHike") { c, _ in
+let startHikeOp = RemoteOp<Bool>(name: "trails.startHike", summary: "opens the hike logger (the argument is ignored)", example: true) { c, _ in
     c[_isLoggingHikeCog] = true
 }
 
-let stopHikeOp = RemoteOp<Bool>(name: "trails.stopHike") { c, _ in
+let stopHikeOp = RemoteOp<Bool>(name: "trails.stopHike", summary: "closes the hike logger (the argument is ignored)", example: false) { c, _ in
     c[_isLoggingHikeCog] = false
 }
 
 /// Adds a positive number of seconds while the logger is open; refuses
 /// (writes nothing) a tick that is zero or negative (the timer only moves
 /// forward) or that would overflow the timer.
-let tickHikeOp = RemoteOp<Int>(name: "trails.tickHike") { c, seconds in
+let tickHikeOp = RemoteOp<Int>(
+    name: "trails.tickHike", summary: "adds seconds (1 or more) to the hike timer while the logger is open", example: 5
+) { c, seconds in
     guard c[_isLoggingHikeCog], seconds > 0 else { return }
     let (total, overflow) = c[_hikeSecondsCog].addingReportingOverflow(seconds)
     guard !overflow else { return }
@@ -71,7 +81,10 @@ let tickHikeOp = RemoteOp<Int>(name: "trails.tickHike") { c, seconds in
 
 /// Appends a line (cut to `TrailsRig.journalLineByteLimit` bytes) and drops
 /// the oldest lines beyond `TrailsRig.journalLineLimit`.
-let writeJournalOp = RemoteOp<String>(name: "trails.journal") { c, line in
+let writeJournalOp = RemoteOp<String>(
+    name: "trails.journal", summary: "appends a line to the journal (cut to 200 bytes; the newest 100 lines kept)",
+    example: "reached the ridge"
+) { c, line in
     var journal = c[_journalCog]
     journal.append(TrailsRig.journalLine(line))
     if journal.count > TrailsRig.journalLineLimit { journal.removeFirst(journal.count - TrailsRig.journalLineLimit) }

@@ -128,6 +128,43 @@ struct CommandTests {
         }
     }
 
+    @Test func `get and ops parse their options`() throws {
+        var get = Command.GetOptions(name: "ledger.balance", key: #""alice""#, json: true)
+        #expect(try Command.parse(["get", "ledger.balance", #""alice""#, "--json"]) == .get(get))
+        get.key = nil
+        get.json = false
+        get.leaderEndpoint = "tcp://127.0.0.1:5701"
+        get.timeout = .seconds(2)
+        #expect(try Command.parse(["get", "--leader", "127.0.0.1:5701", "ledger.balance", "--timeout=2"]) == .get(get))
+        // A key that starts with `-` goes after `--`.
+        #expect(try Command.parse(["get", "--", "ledger.balance", "-5"]) == .get(Command.GetOptions(name: "ledger.balance", key: "-5")))
+        // Keys from the environment only count with --leader.
+        let environment = ["COGD_KEY": "a.key", "COGD_LEADER_KEY": "l.pub"]
+        #expect(try Command.parse(["get", "x"], environment: environment) == .get(Command.GetOptions(name: "x")))
+        guard case .get(let withKeys) = try Command.parse(["get", "x", "--leader", "127.0.0.1:1"], environment: environment) else {
+            Issue.record("get --leader did not parse")
+            return
+        }
+        #expect(withKeys.keys == Command.ClientKeyFiles(key: "a.key", leaderKey: "l.pub"))
+        #expect(try Command.parse(["ops"]) == .ops(json: false))
+        #expect(try Command.parse(["ops", "--json"]) == .ops(json: true))
+        #expect(try Command.parse(["get", "--help"]) == .help(topic: "get"))
+        #expect(try Command.parse(["ops", "-h"]) == .help(topic: "ops"))
+        let refusals: [([String], String)] = [
+            (["get"], "get takes the NAME of a durable source (and, for a box, a KEY as JSON)"),
+            (["get", "a", "1", "2"], "unexpected argument '2' (get takes NAME and at most one KEY)"),
+            (["get", "a", "alice"], "the key is not JSON (a text key is '\"alice\"'): invalid value at line 1, column 1: `alice`"),
+            (["get", "a", "--data", "d", "--leader", "127.0.0.1:1"], "--data and --leader cannot be used together: read the data folder, or ask the leader"),
+            (["get", "a", "--timeout", "1"], "--timeout goes with --leader (reading the data folder does not wait)"),
+            (["get", "a", "--key", "k", "--leader-key", "l"], "--key and --leader-key go with --leader (reading the data folder needs no key)"),
+            (["get", "a", "--follow"], "unknown option '--follow'"),
+            (["ops", "ledger"], "unexpected argument 'ledger'"),
+        ]
+        for (arguments, message) in refusals {
+            #expect(throws: Command.UsageError(message: message, subcommand: arguments[0])) { try Command.parse(arguments) }
+        }
+    }
+
     @Test func `drill parses its options`() throws {
         var options = Drill.Options()
         options.workers = 3

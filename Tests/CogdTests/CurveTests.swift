@@ -209,6 +209,23 @@ struct CurveTests {
         #expect(status.errorCounts["role-forbids"] == 6)
     }
 
+    @Test func `cogd get --leader reads with an observer key, and a client or worker key is told to use one`() throws {
+        let cluster = try CurveCluster()
+        _ = try cluster.startLeader()
+        let opened = try runCogd(["call", "ledger.open", #"{"account": "a", "balance": 5}"#, "--leader", cluster.ports.requests] + cluster.keyOptions("ops"))
+        #expect(opened.status == 0, "\(opened)")
+        let observer = try runCogd(["get", "ledger.balance", "--leader", cluster.ports.requests] + cluster.keyOptions("dash"))
+        #expect(observer.status == 0 && observer.stdout == "ledger.balance[\"a\"] = 5\n", "\(observer)")
+        for name in ["ops", "w1"] {
+            let refused = try runCogd(["get", "ledger.balance", "--leader", cluster.ports.requests] + cluster.keyOptions(name))
+            #expect(refused.status == 1 && refused.stdout.isEmpty, "\(name): \(refused)")
+            #expect(refused.stderr.hasPrefix("Error: the leader refused the snapshot: "), "\(name): \(refused.stderr)")
+            #expect(refused.stderr.contains("only an observer key may ask for"), "\(name): \(refused.stderr)")
+        }
+        let noKey = try runCogd(["get", "ledger.balance", "--leader", cluster.ports.requests, "--timeout", "2"])
+        #expect(noKey.status == 1 && noKey.stderr.contains("(leader at \(cluster.ports.requests))"), "\(noKey)")
+    }
+
     @Test func `a request id forged in another key's name neither runs nor stops the holder's own`() throws {
         let cluster = try CurveCluster()
         _ = try cluster.startLeader()

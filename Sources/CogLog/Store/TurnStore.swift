@@ -465,6 +465,26 @@ public final class TurnStore {
         }
     }
 
+    /// The entries of one durable source (every key of a box, or the one
+    /// value of a keyless source), in key order, and the revision they are
+    /// as of — both from one read, so a writer beside it cannot split them
+    /// (`cogd get`).
+    public func state(named name: String) throws(TurnStoreError) -> (revision: UInt64, entries: [StateEntry]) {
+        let prefix = Array(name.utf8) + [0]
+        return try run { () throws in
+            try environment.read { (txn: Transaction) in
+                try refreshMeta(txn)
+                var entries: [StateEntry] = []
+                try txn.scan(stateDB, from: prefix) { key, value in
+                    guard key.starts(with: prefix) else { return false }
+                    entries.append(StateLayout.parse(key: key, value: value))
+                    return true
+                }
+                return (lastRevision, entries)
+            }
+        }
+    }
+
     /// A view of the state table as of the last commit, read a part at a
     /// time while appends go on (one LMDB read transaction held open until
     /// the reader is closed; while it is, pages it sees are not reused).

@@ -1,0 +1,250 @@
+import Cog
+import CogLog
+import CogWire
+import Foundation
+
+/// `cogd get NAME [KEY]`: the current value(s) of one durable source — every
+/// key of a box, one key, or the one value of a keyless source — read from
+/// the data folder (beside a running leader, as `tail` reads it) or from a
+/// snapshot the leader sends (`--leader`).
+struct GetCommand {
+    let options: Command.GetOptions
+    let rigs: Rigs
+
+    /// `cogd get`'s exit statuses (documented in its help and the README).
+    enum Exit {
+        static let found: Int32 = 0
+        /// No such durable source, a key given to a keyless one, or another failure.
+        static let failed: Int32 = 1
+        /// The source is known but holds no stored value (for that key).
+        static let noValue: Int32 = 3
+        static let noAnswer: Int32 = 4
+    }
+
+    /// What was read: the entries of the source and the revision they are as of.
+    struct State {
+        var revision: UInt64
+        var entries: [StateEntry]
+    }
+
+    @MainActor
+    func run() -> Int32 {
+        let state: State
+        if let endpoint = options.leaderEndpoint {
+            do {
+                guard let answer = try LeaderSnapshot.state(named: options.name, leader: endpoint, timeout: options.timeout, keys: options.keys)
+                else {
+                    printError(ClusterCommands.noAnswer(from: endpoint, within: options.timeout))
+                    return Exit.noAnswer
+                }
+                state = answer
+            } catch let refused as LeaderSnapshot.Refused {
+                printError("Error: the leader refused the snapshot: \(escaped: refused.error)")
+                if let hint = refused.hint { printError(hint) }
+                return Exit.failed
+            } catch {
+                printError("Error: \(escaped: error)")
+                return Exit.failed
+            }
+        } else {
+            do {
+                let store = try TurnStore(directory: options.dataFolder, mode: .reader)
+                defer { store.close() }
+                let read = try store.state(named: options.name)
+                state = State(revision: read.revision, entries: read.entries)
+            } catch {
+                printError("Error: \(escaped: error)")
+                return Exit.failed
+            }
+        }
+        return report(state)
+    }
+
+    /// Prints what `state` holds for the name (and key) asked for, or says
+    /// why nothing is printed; returns the exit status.
+    @MainActor
+    private func report(_ state: State) -> Int32 {
+        let name = options.name
+        let declared = rigs.all.lazy.flatMap(\.durableSources).first { $0.name == name }
+        if state.entries.isEmpty && declared == nil {
+            if rigs.all.contains(where: { $0.selectors.contains { $0.name == name } }) || Cogs.hasSelector(named: name) {
+                printError(
+                    "Error: `\(escaped: name)` is an automatic cog, computed from other values and never stored; "
+                        + "\(CogdCommandLine.programName) get reads durable sources (this program declares: \(declaredNames.joined(separator: ", ")))")
+            } else {
+                printError(
+                    "Error: no durable source named `\(escaped: name)`: the state holds nothing under that name and this program "
+                        + "declares no such source (it declares: \(declaredNames.joined(separator: ", ")))")
+            }
+            return Exit.failed
+        }
+        let isKeyed = declared?.isKeyed ?? state.entries.contains { $0.key != nil }
+        // In key order, whichever way they were read (a long key's entry is stored under its digest).
+        var entries = state.entries.sorted { ($0.key ?? []).lexicographicallyPrecedes($1.key ?? []) }
+        if let keyText = options.key {
+            guard isKeyed else {
+                printError("Error: `\(escaped: name)` holds one value, not a value per key: leave out the key")
+                return Exit.failed
+            }
+            let wanted = GetCommand.canonical(json: keyText) ?? []
+            entries = entries.filter { $0.key.map { GetCommand.matches($0, wanted) } ?? false }
+        }
+        if options.json {
+            let items = entries.map { entry in
+                "{\"key\": \(entry.key.map { CBORText.json(bytes: $0) } ?? "null"), \"value\": \(CBORText.json(bytes: entry.value))}"
+            }
+            print("{\"name\": \(CBORText.quoted(name)), \"revision\": \(state.revision), \"entries\": [\(items.joined(separator: ", "))]}")
+        } else {
+            for entry in entries {
+                let key = entry.key.map { "[\(CBORText.display(bytes: $0))]" } ?? ""
+                print("\(escaped: name)\(key) = \(CBORText.display(bytes: entry.value))")
+            }
+        }
+        guard entries.isEmpty else { return Exit.found }
+        let initial = "so it reads as its declared initial value"
+        if let keyText = options.key {
+            printError(
+                "`\(escaped: name)[\(escaped: keyText)]` has no stored value at revision \(state.revision): never written, or released, "
+                    + initial)
+        } else if isKeyed {
+            printError("`\(escaped: name)` has no key with a stored value at revision \(state.revision): none was written, or all were released")
+        } else {
+            printError("`\(escaped: name)` has no stored value at revision \(state.revision): never written, or released, \(initial)")
+        }
+        return Exit.noValue
+    }
+
+    /// The durable sources the program's rigs declare, in name order.
+    private var declaredNames: [String] { GetCommand.declaredSources(rigs).map(\.name) }
+
+    /// The durable sources `rigs` declare, each once, in name order.
+    static func declaredSources(_ rigs: Rigs) -> [CogRig.Declaration] {
+        var seen = Set<String>()
+        return rigs.all.flatMap(\.durableSources).filter { seen.insert($0.name).inserted }.sorted { $0.name < $1.name }
+    }
+
+    /// `json` in the log's deterministic CBOR, as `cogd call` sends an
+    /// argument; nil when it is not JSON.
+    static func canonical(json: String) -> [UInt8]? {
+        (try? JSONDecoder().decode(CBORValue.self, from: Data(json.utf8)))?.encodedBytes
+    }
+
+    /// Whether a stored key is the one asked for: the same bytes, or the same
+    /// once written as JSON (`--json` prints it) and read back as `cogd call`
+    /// reads an argument — so `1` finds a key stored as the float 1.0, and a
+    /// UUID key is found by its text.
+    static func matches(_ stored: [UInt8], _ wanted: [UInt8]) -> Bool {
+        stored == wanted || canonical(json: CBORText.json(bytes: stored)) == wanted
+    }
+}
+
+/// Reads one durable source's entries from a snapshot the leader sends:
+/// `protocol/cogwire.md` has no message for one value, so `cogd get
+/// --leader` asks for the whole state table in parts (§5) and keeps the
+/// entries of the name it wants. Without keys a connection must say hello
+/// before it may ask (§2 `hello-first`): it says hello as a tool under a
+/// name of its own, `get-` and a UUID, sending no rig, so it holds no one
+/// else's name, registers nothing and leaves no record; the leader lists it
+/// among its workers until the heartbeat timeout. With keys it must be an
+/// observer key, which asks without a hello (§9, "Roles").
+enum LeaderSnapshot {
+    /// The leader answered with an `error`.
+    struct Refused: Error {
+        let error: WireError
+        /// What to do about it, when there is something to say.
+        var hint: String? {
+            switch error.knownCode {
+            case .roleForbids?, .helloFirst?:
+                "cogd get --leader reads the state from a snapshot, which under CURVE only an observer key may ask for "
+                    + "(protocol/cogwire.md §9): use a key the peers file lists as `observer`, or read the data folder with --data"
+            default: nil
+            }
+        }
+    }
+
+    /// The leader's snapshot broke the protocol (parts out of their run, a digest that does not add up).
+    struct Malformed: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The entries named `name` in the leader's state table and the
+    /// revision of the snapshot they came from; nil when the leader stays
+    /// silent for `timeout` (at any step).
+    static func state(
+        named name: String, leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles?
+    ) throws -> GetCommand.State? {
+        let curve = try keys?.load()
+        let context = try ZMQContext()
+        defer { context.close() }
+        let socket = try ZMQSocket(context, .dealer, linger: .zero)
+        defer { socket.close() }
+        let tool = "get-\(UUID().uuidString.lowercased())"
+        try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
+        try socket.useCurve(curve)
+        let handshakes = try HandshakeWatch(socket)
+        defer { handshakes.close() }
+        try socket.connect(endpoint)
+
+        /// The leader's next message, nil after `timeout` of silence.
+        func next() throws -> WireMessage? {
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                let remaining = deadline - ContinuousClock.now
+                if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
+                    let frames = try socket.receive(), let frame = frames.last
+                {
+                    let message = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+                    if case .error(let error) = message { throw Refused(error: error) }
+                    return message
+                }
+                if let problem = try handshakes.problem() { throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem) }
+            }
+            return nil
+        }
+
+        if curve == nil {
+            try socket.send([WireMessage.hello(worker: tool, lastRevision: 0).encoded()])
+            while true {
+                guard let answer = try next() else { return nil }
+                if case .welcome = answer { break }
+            }
+        }
+        try socket.send([WireMessage.snapshotRequest(inParts: true).encoded()])
+        // Parts of one run (same epoch and revision) by number, each kept as
+        // the entries of `name` and the sum of all its entries' hashes: the
+        // whole table never sits in memory, yet the parts must add up to the
+        // snapshot's state digest. A part 0 of a newer revision starts a new
+        // run (the leader started over).
+        var run: (epoch: UInt64, revision: UInt64, digest: StateDigest?)?
+        var parts: [UInt64: (named: [StateEntry], hashes: UInt128)] = [:]
+        var last: UInt64?
+        while true {
+            guard let message = try next() else { return nil }
+            guard case .snapshot(let epoch, let revision, let entries, let part, let more, let stateDigest) = message else { continue }
+            if let current = run, (epoch, revision) != (current.epoch, current.revision) {
+                guard part == 0, revision > current.revision || epoch != current.epoch else { continue }
+                parts = [:]
+                last = nil
+            }
+            run = (epoch, revision, stateDigest)
+            parts[part] = (
+                entries.filter { $0.name == name }.map { StateEntry(name: $0.name, key: $0.key, value: $0.value) },
+                StateDigest(entries: entries.map { (name: $0.name, key: $0.key, value: $0.value) }).value
+            )
+            if !more { last = part }
+            guard let last, parts.count == Int(clamping: last) + 1 else { continue }
+            var named: [StateEntry] = []
+            var sum: UInt128 = 0
+            for index in 0...last {
+                guard let kept = parts[index] else { throw Malformed(description: "the leader's snapshot has no part \(index)") }
+                named += kept.named
+                sum &+= kept.hashes
+            }
+            // Every entry counts toward the digest, so none was lost between parts.
+            if let expected = run?.digest, StateDigest(value: sum) != expected {
+                throw Malformed(description: "the leader's snapshot of revision \(revision) does not add up to its state digest: try again")
+            }
+            return GetCommand.State(revision: revision, entries: named)
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+
+/// `cogd get` on a data folder a real leader writes, and through the
+/// leader's snapshot (`--leader`); loopback only, every process stopped.
+@Suite("cogd get prints current values")
+struct GetCommandTests {
+    /// A leader over a fresh folder with two accounts (alice 70, bob 35 after
+    /// a transfer) and a journal line holding an escape sequence: revision 4.
+    private static func startLedger(_ folder: TemporaryFolder, _ ports: ClusterPorts, options: [String] = []) throws -> CogdProcess {
+        let leader = try ports.startLeader(data: folder.path, options: options)
+        for (op, argument) in [
+            ("ledger.open", #"{"account": "alice", "balance": 100}"#), ("ledger.open", #"{"account": "bob", "balance": 5}"#),
+            ("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 30}"#), ("trails.journal", #""bell\u001b[2J""#),
+        ] {
+            let call = try runCogd(["call", op, argument, "--leader", ports.requests])
+            #expect(call.status == 0 && call.stdout.hasPrefix("applied revision"), "\(op): \(call)")
+        }
+        return leader
+    }
+
+    @Test func `get reads a box, one key and a keyless value from the folder of a running leader`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try GetCommandTests.startLedger(folder, ports)
+        defer { leader.stop() }
+        func get(_ arguments: String...) throws -> (status: Int32, stdout: String, stderr: String) {
+            try runCogd(["get"] + arguments + ["--data", folder.path])
+        }
+
+        let box = try get("ledger.balance")
+        // In the state table's key order: CBOR's, shorter text first.
+        #expect(box.status == 0 && box.stdout == "ledger.balance[\"bob\"] = 35\nledger.balance[\"alice\"] = 70\n" && box.stderr.isEmpty, "\(box)")
+        let one = try get("ledger.balance", #""alice""#)
+        #expect(one.status == 0 && one.stdout == "ledger.balance[\"alice\"] = 70\n", "\(one)")
+        let accounts = try get("ledger.accounts")
+        #expect(accounts.status == 0 && accounts.stdout == "ledger.accounts = [\"alice\", \"bob\"]\n", "\(accounts)")
+        // A value from the file is escaped for the terminal: the escape sequence prints as text.
+        let journal = try get("trails.journal")
+        #expect(journal.status == 0 && journal.stdout == "trails.journal = [\"bell\\u{1B}[2J\"]\n", "\(journal)")
+
+        let json = try get("ledger.balance", "--json")
+        #expect(json.status == 0, "\(json)")
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(object?["name"] as? String == "ledger.balance" && object?["revision"] as? Int == 4, "\(json.stdout)")
+        let entries = object?["entries"] as? [[String: Any]] ?? []
+        #expect(entries.map { "\($0["key"] ?? "")=\($0["value"] ?? "")" } == ["bob=35", "alice=70"], "\(json.stdout)")
+        let keyless = try get("ledger.accounts", "--json")
+        #expect(keyless.stdout == "{\"name\": \"ledger.accounts\", \"revision\": 4, \"entries\": [{\"key\": null, \"value\": [\"alice\", \"bob\"]}]}\n", "\(keyless)")
+        let escapedJSON = try get("trails.journal", "--json")
+        #expect(escapedJSON.stdout.contains(#"["bell\u001b[2J"]"#) && !escapedJSON.stdout.contains("\u{1B}"), "\(escapedJSON)")
+
+        // Nothing stored: said on stderr, exit 3.
+        let missingKey = try get("ledger.balance", #""zed""#)
+        #expect(missingKey.status == 3 && missingKey.stdout.isEmpty, "\(missingKey)")
+        #expect(missingKey.stderr.hasPrefix("`ledger.balance[\"zed\"]` has no stored value at revision 4: never written, or released"), "\(missingKey.stderr)")
+        let neverWritten = try get("trails.hikeSeconds")
+        #expect(neverWritten.status == 3 && neverWritten.stderr.hasPrefix("`trails.hikeSeconds` has no stored value at revision 4"), "\(neverWritten)")
+        let emptyBox = try get("ledger.greeted", "--json")
+        #expect(emptyBox.status == 3 && emptyBox.stdout == "{\"name\": \"ledger.greeted\", \"revision\": 4, \"entries\": []}\n", "\(emptyBox)")
+        #expect(emptyBox.stderr.contains("has no key with a stored value"), "\(emptyBox)")
+
+        // No such name, a key for a keyless source, a key that is not JSON.
+        let unknown = try get("ledger.nope")
+        #expect(unknown.status == 1 && unknown.stdout.isEmpty, "\(unknown)")
+        #expect(unknown.stderr.hasPrefix("Error: no durable source named `ledger.nope`: ") && unknown.stderr.contains("ledger.balance"), "\(unknown.stderr)")
+        let hostile = try get("evil\u{1B}[2J")
+        #expect(hostile.status == 1 && hostile.stderr.contains("`evil\\u{1B}[2J`") && !hostile.stderr.contains("\u{1B}"), "\(hostile)")
+        let computed = try get("ledger.wealthy")
+        #expect(computed.status == 1 && computed.stderr.contains("is an automatic cog"), "\(computed)")
+        let keyForOne = try get("ledger.accounts", #""alice""#)
+        #expect(keyForOne.status == 1 && keyForOne.stderr == "Error: `ledger.accounts` holds one value, not a value per key: leave out the key\n", "\(keyForOne)")
+        let notJSON = try get("ledger.balance", "alice")
+        #expect(notJSON.status == 64 && notJSON.stderr.hasPrefix("Error: the key is not JSON (a text key is '\"alice\"')"), "\(notJSON)")
+    }
+
+    @Test func `get --leader reads the same from the leader's snapshot, and says when nothing answers`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        // Small snapshot parts, and accounts with long names: the state comes in several parts.
+        let leader = try GetCommandTests.startLedger(folder, ports, options: ["--snapshot-part-bytes", "1024"])
+        defer { leader.stop() }
+        for index in 1...12 {
+            let account = String(repeating: "x", count: 100) + "\(index)"
+            let call = try runCogd(["call", "ledger.open", #"{"account": "\#(account)", "balance": \#(index)}"#, "--leader", ports.requests])
+            #expect(call.status == 0, "\(call)")
+        }
+        let many = try runCogd(["get", "ledger.balance", "--leader", ports.requests])
+        #expect(many.status == 0 && many.stdout.split(separator: "\n").count == 14, "\(many)")
+        for arguments in [["ledger.balance"], ["ledger.balance", #""bob""#], ["trails.journal", "--json"], ["ledger.greeted"]] {
+            let fromFolder = try runCogd(["get"] + arguments + ["--data", folder.path])
+            let fromLeader = try runCogd(["get"] + arguments + ["--leader", ports.requests])
+            #expect(fromLeader.status == fromFolder.status && fromLeader.stdout == fromFolder.stdout, "\(arguments): \(fromLeader) vs \(fromFolder)")
+            #expect(fromLeader.stderr == fromFolder.stderr, "\(arguments)")
+        }
+        let unknown = try runCogd(["get", "ledger.nope", "--leader", ports.requests])
+        #expect(unknown.status == 1 && unknown.stderr.hasPrefix("Error: no durable source named `ledger.nope`"), "\(unknown)")
+
+        let port = freePort()
+        let silent = try runCogd(["get", "ledger.balance", "--leader", "127.0.0.1:\(port)", "--timeout", "0.5"], timeout: .seconds(20))
+        #expect(silent.status == 4 && silent.stdout.isEmpty, "\(silent)")
+        #expect(silent.stderr.hasPrefix("Error: no answer from the leader at tcp://127.0.0.1:\(port) within 0.5 s"), "\(silent)")
+    }
+}
