@@ -99,8 +99,11 @@ struct ScopeTable {
     /// With a `group`, a top-level selector joins the group's registration:
     /// the members placed on this worker are returned, and `moved` holds
     /// the retirements and openings of the members moved to it from others.
+    ///
+    /// `exclusive` false (the simulator's `--break exclusive-placement`)
+    /// places every member on a joining worker, beside its owner.
     mutating func register(
-        _ spec: ScopeRegistration, group: String? = nil, currentValue: [UInt8]?, computed: Bool = false
+        _ spec: ScopeRegistration, group: String? = nil, currentValue: [UInt8]?, computed: Bool = false, exclusive: Bool = true
     ) -> (members: [ScopeMember], retired: [ScopeEvent], moved: [ScopeEvent]) {
         var retired: [ScopeEvent] = []
         let own = Self.key(spec.worker, spec.registration)
@@ -112,7 +115,7 @@ struct ScopeTable {
         }
         retired.sort { $0.instance < $1.instance }
         if let group, spec.parent == nil {
-            let (members, moved) = subscribe(spec, group: group, currentValue: currentValue, computed: computed)
+            let (members, moved) = subscribe(spec, group: group, currentValue: currentValue, computed: computed, exclusive: exclusive)
             return (members, retired, moved)
         }
         if let parent = spec.parent, live[parent] != spec.worker { return ([], retired, []) }
@@ -132,7 +135,7 @@ struct ScopeTable {
     /// no one owns are placed on it, then members move to it until the
     /// counts are within one.
     private mutating func subscribe(
-        _ spec: ScopeRegistration, group: String, currentValue: [UInt8]?, computed: Bool
+        _ spec: ScopeRegistration, group: String, currentValue: [UInt8]?, computed: Bool, exclusive: Bool
     ) -> (members: [ScopeMember], moved: [ScopeEvent]) {
         let key = Self.groupKey(group, spec)
         var registration = registrations[key] ?? Registration(spec: spec, open: [], computed: computed, lastValue: currentValue, group: group)
@@ -142,7 +145,7 @@ struct ScopeTable {
         indexIsStale = true
         let selected = ScopeTable.members(of: currentValue, form: spec.form)
         var mine: [[UInt8]: UInt64] = [:]
-        var placed = Set(registration.open.map(\.identity))
+        var placed = exclusive ? Set(registration.open.map(\.identity)) : []
         for identity in selected where placed.insert(identity).inserted {
             let instance = mint(for: spec.worker)
             registration.open.append((identity, instance))

@@ -25,6 +25,13 @@ struct SimChecker {
     private var retired: [UInt64: UInt64] = [:]
     /// The final answer each request got (a later one must be the same).
     private var answers: [RequestID: OpReply.Outcome] = [:]
+    /// With groups: the live instance of each member of each scope (by
+    /// path) in the current epoch — at most one (`cogwire.md` §6a).
+    private var owned: [String: [[UInt8]: UInt64]] = [:]
+    private var ownedEpoch: UInt64 = 0
+    /// Registration replies not yet counted: each takes effect after the
+    /// record of its revision (a move retires on the old owner there first).
+    private var pendingReplies: [(path: String, revision: UInt64, members: [ScopeMember])] = []
 
     // MARK: The log
 
@@ -58,14 +65,56 @@ struct SimChecker {
                 truth[key] = write.value
                 if let new = write.value { truthHash &+= SimChecker.entryHash(key, new) }
             }
+            if simulation.configuration.groups, record.origin.request == nil, record.scopeEvents.contains(where: { $0.kind == .open }) {
+                // Members moved to a joining worker, or re-placed from a gone one.
+                simulation.count(record.name == LeaderCore.scopesMovedTurn ? "group-moves" : "group-replacements")
+            }
             for event in record.scopeEvents {
                 switch event.kind {
-                case .open: minted[event.instance] = (event.worker ?? "", record.revision)
-                case .retire: retired[event.instance] = retired[event.instance] ?? record.revision
+                case .open:
+                    minted[event.instance] = (event.worker ?? "", record.revision)
+                    if simulation.configuration.groups {
+                        placed(event.instance, path: event.scope, identity: event.identity ?? [], at: record.revision, simulation: simulation)
+                    }
+                case .retire:
+                    retired[event.instance] = retired[event.instance] ?? record.revision
+                    if owned[event.scope]?[event.identity ?? []] == event.instance { owned[event.scope]?[event.identity ?? []] = nil }
                 }
             }
             hashes.append(truthHash)
+            takeReplies(upTo: scanned, simulation: simulation)
         }
+        takeReplies(upTo: scanned, simulation: simulation)
+    }
+
+    /// Counts the registration replies of revisions up to `revision`.
+    private mutating func takeReplies(upTo revision: UInt64, simulation: Simulation) {
+        guard !pendingReplies.isEmpty else { return }
+        let due = pendingReplies.filter { $0.revision <= revision }
+        pendingReplies.removeAll { $0.revision <= revision }
+        for reply in due {
+            for member in reply.members { placed(member.instance, path: reply.path, identity: member.identity, at: reply.revision, simulation: simulation) }
+        }
+    }
+
+    /// A group's member opened on an instance: no other instance of it may be live.
+    private mutating func placed(_ instance: UInt64, path: String, identity: [UInt8], at revision: UInt64, simulation: Simulation) {
+        let epoch = instance >> 32
+        if epoch > ownedEpoch {
+            // A new epoch ended every instance of the older ones, by rule.
+            owned = [:]
+            ownedEpoch = epoch
+        }
+        // A reply counted after the record that already retired its instance (moved on).
+        guard epoch == ownedEpoch, retired[instance] == nil else { return }
+        if let other = owned[path]?[identity], other != instance, retired[other] == nil {
+            let holder = minted[other]?.worker ?? "?"
+            return simulation.fail(
+                "double-owned",
+                "at revision \(revision) member \(CBORText.display(bytes: identity)) of \(path) got instance \(instance) for \(minted[instance]?.worker ?? "?") "
+                    + "while instance \(other) of \(holder) is live")
+        }
+        owned[path, default: [:]][identity] = instance
     }
 
     /// Why `instance` could not act for `worker` in `record` (nil: it could).
@@ -81,8 +130,13 @@ struct SimChecker {
 
     /// The leader sent `frame`: a registration reply mints instances.
     mutating func leaderSent(_ frame: [UInt8], simulation: Simulation) {
-        guard frame.count < 64 << 10, case .scopeRegistered(let worker, _, let revision, let members)? = try? WireMessage.decode(frame) else { return }
+        guard frame.count < 64 << 10, case .scopeRegistered(let worker, let registration, let revision, let members)? = try? WireMessage.decode(frame)
+        else { return }
         for member in members where minted[member.instance] == nil { minted[member.instance] = (worker, revision) }
+        if simulation.configuration.groups, let scope = SimWorker.Scope(rawValue: registration) {
+            pendingReplies.append((scope.path, revision, members))
+            takeReplies(upTo: scanned, simulation: simulation)
+        }
     }
 
     // MARK: Replicas

@@ -17,6 +17,9 @@ public struct SimConfiguration: Sendable {
     public var broken: Set<SimRule>
     public var faults: Bool
     public var heartbeatTimeout: Duration = .seconds(3)
+    /// The workers form one group (`cogwire.md` §6a): the leader places each
+    /// scope member on one of them, and the checker holds it to that.
+    public var groups = false
     /// How long, once faults stop, everything has to converge.
     public var settleLimit: Duration = .seconds(120)
 
@@ -36,12 +39,15 @@ public enum SimRule: String, Sendable, CaseIterable {
     case heartbeatExpiry = "heartbeat-expiry"
     /// The replicas' check of each record's state digest.
     case digestCheck = "digest-check"
+    /// One owner per scope member in a group (with `--groups`).
+    case exclusivePlacement = "exclusive-placement"
 
     var leaderRule: LeaderRule? {
         switch self {
         case .instanceCheck: .instanceCheck
         case .dedup: .dedup
         case .heartbeatExpiry: .heartbeatExpiry
+        case .exclusivePlacement: .exclusivePlacement
         case .digestCheck: nil
         }
     }
@@ -200,7 +206,12 @@ public final class Simulation {
         do {
             node.core = try LeaderCore(
                 log: log, ports: node, registry: try OpRegistry(rigs: [LedgerRig.rig, TrailsRig.rig]),
-                settings: LeaderCore.Settings(heartbeatTimeout: configuration.heartbeatTimeout, turnsEndpoint: "sim://turns", broken: broken))
+                settings: {
+                    var settings = LeaderCore.Settings(
+                        heartbeatTimeout: configuration.heartbeatTimeout, turnsEndpoint: "sim://turns", broken: broken)
+                    settings.placesGroups = configuration.groups
+                    return settings
+                }())
         } catch {
             fail("start", "the leader core could not start: \(error)")
             return
@@ -338,7 +349,8 @@ public final class Simulation {
         worker.deadSince = nil
         worker.identity = Array("\(worker.name)/\(worker.incarnation)".utf8)
         worker.core = ReplicaCore(
-            settings: ReplicaCore.Settings(name: worker.name, checksDigest: !configuration.broken.contains(.digestCheck)))
+            settings: ReplicaCore.Settings(
+                name: worker.name, checksDigest: !configuration.broken.contains(.digestCheck), group: configuration.groups ? "sim" : nil))
         worker.cogs = Cogs.replica()
         worker.subscribed = false
         worker.outstanding = []

@@ -312,8 +312,11 @@ extension CogdCommandLine {
                   --seeds A-B         run seeds A to B (default: --seed's one)
                   --steps N           steps per seed, 1 to 100000000 (default \(defaults.steps))
                   --workers N         simulated workers, 1 to 16 (default \(defaults.workers))
+                  --groups            the workers form one group: the leader places each scope member on
+                                      one of them, and the checker holds it to that (default: off)
                   --break RULE        turn a rule off to see the checker catch it, again for more:
-                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")) (default: none)
+                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")) (default: none;
+                                      exclusive-placement needs --groups)
                   --json              one JSON object (default: lines)
 
                 Example:

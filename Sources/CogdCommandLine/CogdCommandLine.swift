@@ -166,7 +166,7 @@ public enum CogdCommandLine {
         case "drill":
             "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
                 + "         [--seed N] [--curve] [--data DIR] [--json]"
-        case "sim": "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE]… [--json]"
+        case "sim": "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE]… [--json]"
         case let name?: "Usage: \(cogd) \(name) [options]"
         case nil: "Usage: \(cogd) <subcommand> [options] [--] [args]"
         }

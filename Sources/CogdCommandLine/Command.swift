@@ -159,7 +159,7 @@ enum Command: Equatable {
         ("ops", "list the ops the leader serves, each with its argument's shape and an example: cogd ops [--json]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json]"),
-        ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--break RULE] [--json]"),
+        ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE] [--json]"),
         ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),

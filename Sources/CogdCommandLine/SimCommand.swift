@@ -10,6 +10,8 @@ enum SimCommand {
         var workers = 3
         var json = false
         var broken: [String] = []
+        /// The workers form one group: the leader places each scope member on one of them (`--groups`).
+        var groups = false
     }
 
     static func parse(_ arguments: [String]) throws(Command.UsageError) -> Options {
@@ -40,6 +42,9 @@ enum SimCommand {
             case "--json":
                 try reader.noValue(option)
                 options.json = true
+            case "--groups":
+                try reader.noValue(option)
+                options.groups = true
             case "--break":
                 let text = try reader.value(for: option)
                 guard SimRule(rawValue: text) != nil else {
@@ -52,6 +57,9 @@ enum SimCommand {
             }
         }
         if let extra = try reader.positional() { throw Command.UsageError(message: "unexpected argument '\(extra)'", subcommand: "sim") }
+        if options.broken.contains(SimRule.exclusivePlacement.rawValue) && !options.groups {
+            throw Command.UsageError(message: "--break exclusive-placement needs --groups (placement is a rule of groups)", subcommand: "sim")
+        }
         return options
     }
 
@@ -74,8 +82,9 @@ enum SimCommand {
         var totalSteps = 0
         var seedsRun = 0
         for seed in options.seeds {
-            let simulation = Simulation(
-                configuration: SimConfiguration(seed: seed, steps: options.steps, workers: options.workers, broken: broken))
+            var configuration = SimConfiguration(seed: seed, steps: options.steps, workers: options.workers, broken: broken)
+            configuration.groups = options.groups
+            let simulation = Simulation(configuration: configuration)
             let result = simulation.run()
             totalSteps += result.steps
             seedsRun += 1
@@ -87,7 +96,9 @@ enum SimCommand {
                     print("seed \(seed): FAIL at step \(violation.step) (t=\(String(format: "%.3f", seconds(violation.time))) s): \(violation.invariant): \(escaped: violation.message)")
                     print("trace (the last events, oldest first):")
                     for line in violation.trace { print("  \(escaped: line)") }
-                    print("reproduce: cogd sim --seed \(seed) --steps \(options.steps) --workers \(options.workers)\(options.broken.map { " --break \($0)" }.joined())")
+                    print(
+                        "reproduce: cogd sim --seed \(seed) --steps \(options.steps) --workers \(options.workers)"
+                            + (options.groups ? " --groups" : "") + options.broken.map { " --break \($0)" }.joined())
                 }
                 return 1
             }

@@ -56,6 +56,21 @@ struct SimTests {
         #expect(!(violation["trace"] as? [String] ?? []).isEmpty)
     }
 
+    @Test func `with --groups each scope member has one owner in the group through every fault; moves and re-placements happen`() throws {
+        let (status, runs, output) = try runs(["--seeds", "1-6", "--steps", "3000", "--groups"])
+        #expect(status == 0, "\(output)")
+        #expect(runs.count == 6)
+        #expect(runs.allSatisfy { $0["pass"] as? Bool == true }, "\(output)")
+        let counts = runs.map { $0["counts"] as? [String: Int] ?? [:] }
+        #expect(counts.contains { ($0["group-moves"] ?? 0) > 0 }, "a joining worker took members over: \(counts)")
+        #expect(counts.contains { ($0["group-replacements"] ?? 0) > 0 }, "a gone worker's members were placed on others: \(counts)")
+        // Switched off, the checker sees a member owned twice.
+        let broken = try self.runs(["--seeds", "1-5", "--steps", "3000", "--groups", "--break", "exclusive-placement"])
+        #expect(broken.status == 1)
+        let violation = try #require(broken.runs.last?["violation"] as? [String: Any], "\(broken.output)")
+        #expect(violation["invariant"] as? String == "double-owned")
+    }
+
     @Test func `a failure prints the seed, the step, the trace and how to reproduce it`() throws {
         let result = try runCogd(["sim", "--seeds", "1-20", "--steps", "3000", "--break", "dedup"], timeout: .seconds(120))
         #expect(result.status == 1)
@@ -69,7 +84,10 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogd(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, not 'nothing'"))
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, not 'nothing'"))
+        let placement = try runCogd(["sim", "--break", "exclusive-placement"])
+        #expect(placement.status == 64)
+        #expect(placement.stderr.contains("--break exclusive-placement needs --groups"))
         let range = try runCogd(["sim", "--seeds", "9-3"])
         #expect(range.status == 64)
         #expect(range.stderr.contains("--seeds takes a range A-B"))

@@ -695,7 +695,9 @@ public struct LeaderCore {
                 return
             }
         }
-        let (instances, replaced, moved) = scopes.register(spec, group: holder.group, currentValue: current, computed: computed)
+        let (instances, replaced, moved) = scopes.register(
+            spec, group: holder.group, currentValue: current, computed: computed,
+            exclusive: !settings.broken.contains(.exclusivePlacement))
         // A registration number sent again replaces the registration: its
         // earlier instances retire, in a record of their own.
         recordRetirements(replaced, named: LeaderCore.reregisteredTurn)
@@ -974,4 +976,7 @@ public enum LeaderRule: String, Sendable, CaseIterable {
     case dedup
     /// Giving up workers silent past the heartbeat timeout.
     case heartbeatExpiry = "heartbeat-expiry"
+    /// Placing each member of a group's registration on one worker (broken:
+    /// a worker joining a group gets every member, beside their owners).
+    case exclusivePlacement = "exclusive-placement"
 }

@@ -28,11 +28,14 @@ public struct ReplicaCore: Sendable {
         /// The fingerprint of the rig the worker runs, sent with each hello
         /// (nil: none is sent, nothing is compared).
         public var rig: CogRig.Fingerprint?
+        /// The worker group named in each hello (`cogwire.md` §6a; nil: none).
+        public var group: String?
 
         public init(
             name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30), checksDigest: Bool = true,
-            rig: CogRig.Fingerprint? = nil
+            rig: CogRig.Fingerprint? = nil, group: String? = nil
         ) {
+            self.group = group
             self.name = name
             self.heartbeatInterval = heartbeatInterval
             self.snapshotPatience = snapshotPatience
@@ -216,7 +219,7 @@ public struct ReplicaCore: Sendable {
 
     /// Says hello, with the rig's fingerprint when the worker runs one.
     private mutating func sayHello(lastRevision: UInt64) {
-        send(.hello(worker: settings.name, lastRevision: lastRevision, rig: settings.rig))
+        send(.hello(worker: settings.name, lastRevision: lastRevision, rig: settings.rig, group: settings.group))
     }
 
     private mutating func handle(_ message: WireMessage, now: Duration) {
