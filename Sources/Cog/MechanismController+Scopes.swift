@@ -137,19 +137,27 @@ extension MechanismController {
         guard retirement == nil else { return }
         var child: MechanismController?
         let remote = remoteScope(ref, path: path, form: .bool)
+        var lastValue = false
+        // Placed in a group: open only while the member is placed here.
+        let reconcile: @MainActor (Bool) -> Void = { [weak self] value in
+            guard let self, self.retirement == nil else { return }
+            let isOpen = value && (remote.map { !$0.isPlaced || $0.owns([]) } ?? true)
+            if isOpen, child == nil {
+                let opened = self.openChild(path: path)
+                opened.instanceSlot = remote?.childSlot(identity: [])
+                child = opened
+                body(opened)
+            } else if !isOpen, let open = child {
+                child = nil
+                self.retireChildren([open])
+            }
+        }
         addReaction(
-            ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
-                let isOpen = c.graph.read(ref, as: Bool.self, trackedBy: c.node)
-                if isOpen, child == nil {
-                    let opened = self.openChild(path: path)
-                    opened.instanceSlot = remote?.childSlot(identity: [])
-                    child = opened
-                    body(opened)
-                } else if !isOpen, let open = child {
-                    child = nil
-                    self.retireChildren([open])
-                }
+            ReactionNode(label: path, recordsEffect: false) { c in
+                lastValue = c.graph.read(ref, as: Bool.self, trackedBy: c.node)
+                reconcile(lastValue)
             })
+        if let remote, remote.isPlaced { remote.whenPlacementChanges { reconcile(lastValue) } }
     }
 
     private func identityScope<Identity: Equatable>(
@@ -159,23 +167,31 @@ extension MechanismController {
         guard retirement == nil else { return }
         var current: (identity: Identity, child: MechanismController)?
         let remote = remoteScope(ref, path: path, form: .optional)
+        var last: (selected: Identity?, encoded: [UInt8]?) = (nil, nil)
+        // Placed in a group: open only while the member is placed here.
+        let reconcile: @MainActor (Identity?, [UInt8]?) -> Void = { [weak self] selected, encoded in
+            guard let self, self.retirement == nil else { return }
+            let placedHere = remote.map { !$0.isPlaced || encoded.map($0.owns) == true } ?? true
+            let wanted = placedHere ? selected : nil
+            if let open = current, let wanted, open.identity == wanted { return }
+            if let open = current {
+                current = nil
+                self.retireChildren([open.child])
+            }
+            if let wanted {
+                let opened = self.openChild(path: path)
+                if let remote, let encoded { opened.instanceSlot = remote.childSlot(identity: encoded) }
+                current = (wanted, opened)
+                body(wanted, opened)
+            }
+        }
         addReaction(
-            ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
+            ReactionNode(label: path, recordsEffect: false) { c in
                 let selected = c.graph.read(ref, as: Identity?.self, trackedBy: c.node)
-                if let open = current, let selected, open.identity == selected { return }
-                if let open = current {
-                    current = nil
-                    self.retireChildren([open.child])
-                }
-                if let selected {
-                    let opened = self.openChild(path: path)
-                    if let remote, let identity = remote.memberIdentities().first {
-                        opened.instanceSlot = remote.childSlot(identity: identity)
-                    }
-                    current = (selected, opened)
-                    body(selected, opened)
-                }
+                last = (selected, remote?.memberIdentities().first)
+                reconcile(last.selected, last.encoded)
             })
+        if let remote, remote.isPlaced { remote.whenPlacementChanges { reconcile(last.selected, last.encoded) } }
     }
 
     private func eachScope<Identity: Hashable>(
@@ -185,8 +201,51 @@ extension MechanismController {
         guard retirement == nil else { return }
         var open: [(identity: Identity, child: MechanismController)] = []
         let remote = remoteScope(ref, path: path, form: .each)
+        let placed = remote?.isPlaced == true
+        var last: (selected: [Identity], encoded: [[UInt8]]?) = ([], nil)
+        // `encoded`: the members' encodings when already known (placed:
+        // read with the selection, so the two agree); else read when a
+        // child opens, as only then are they needed.
+        let reconcile: @MainActor ([Identity], [[UInt8]]?) -> Void = { [weak self] all, encoded in
+            guard let self, self.retirement == nil else { return }
+            var selected = all
+            var encodings = encoded
+            if placed, let remote, let encoded {
+                // Placed in a group: children only for the members placed here.
+                let here = all.indices.filter { $0 < encoded.count && remote.owns(encoded[$0]) }
+                selected = here.map { all[$0] }
+                encodings = here.map { encoded[$0] }
+            }
+            let members = Set(selected)
+            if open.count > 0 {
+                var kept: [(identity: Identity, child: MechanismController)] = []
+                kept.reserveCapacity(open.count)
+                var departed: [MechanismController] = []
+                for entry in open {
+                    if members.contains(entry.identity) {
+                        kept.append(entry)
+                    } else {
+                        departed.append(entry.child)
+                    }
+                }
+                if !departed.isEmpty {
+                    open = kept
+                    self.retireChildren(departed)
+                }
+            }
+            guard open.count < selected.count else { return }
+            var present = Set<Identity>(minimumCapacity: open.count)
+            for entry in open { present.insert(entry.identity) }
+            let slots = encodings ?? remote?.memberIdentities() ?? []
+            for (index, identity) in selected.enumerated() where !present.contains(identity) {
+                let opened = self.openChild(path: path)
+                if let remote, index < slots.count { opened.instanceSlot = remote.childSlot(identity: slots[index]) }
+                open.append((identity, opened))
+                body(identity, opened)
+            }
+        }
         addReaction(
-            ReactionNode(label: path, recordsEffect: false) { [unowned self] c in
+            ReactionNode(label: path, recordsEffect: false) { c in
                 let selected = c.graph.read(ref, as: [Identity].self, trackedBy: c.node)
                 var members = Set<Identity>(minimumCapacity: selected.count)
                 for identity in selected where !members.insert(identity).inserted {
@@ -194,32 +253,9 @@ extension MechanismController {
                         "scope(each:) `\(path)` selected `\(identity)` twice; each identity names one lifetime, "
                             + "so the collection must not repeat one")
                 }
-                if open.count > 0 {
-                    var kept: [(identity: Identity, child: MechanismController)] = []
-                    kept.reserveCapacity(open.count)
-                    var departed: [MechanismController] = []
-                    for entry in open {
-                        if members.contains(entry.identity) {
-                            kept.append(entry)
-                        } else {
-                            departed.append(entry.child)
-                        }
-                    }
-                    if !departed.isEmpty {
-                        open = kept
-                        self.retireChildren(departed)
-                    }
-                }
-                guard open.count < selected.count else { return }
-                var present = Set<Identity>(minimumCapacity: open.count)
-                for entry in open { present.insert(entry.identity) }
-                let encoded = remote?.memberIdentities() ?? []
-                for (index, identity) in selected.enumerated() where !present.contains(identity) {
-                    let opened = self.openChild(path: path)
-                    if let remote, index < encoded.count { opened.instanceSlot = remote.childSlot(identity: encoded[index]) }
-                    open.append((identity, opened))
-                    body(identity, opened)
-                }
+                last = (selected, placed ? remote?.memberIdentities() ?? [] : nil)
+                reconcile(last.selected, last.encoded)
             })
+        if placed, let remote { remote.whenPlacementChanges { reconcile(last.selected, last.encoded) } }
     }
 }

@@ -107,6 +107,20 @@ public protocol CogRemoteScope: AnyObject {
     func memberIdentities() -> [[UInt8]]
     /// The instance slot of a child opened for the member `identity`.
     func childSlot(identity: [UInt8]) -> CogInstanceSlot
+    /// Whether the leader places this selector's members on the workers of
+    /// a group (`cogwire.md` §6a): then a child is open only for a member
+    /// placed here.
+    var isPlaced: Bool { get }
+    /// Whether the member `identity` is placed on this worker now.
+    func owns(_ identity: [UInt8]) -> Bool
+    /// Runs `action` whenever what is placed here changes.
+    func whenPlacementChanges(_ action: @escaping @MainActor () -> Void)
+}
+
+extension CogRemoteScope {
+    public var isPlaced: Bool { false }
+    public func owns(_ identity: [UInt8]) -> Bool { true }
+    public func whenPlacementChanges(_ action: @escaping @MainActor () -> Void) {}
 }
 
 /// The leader-minted instance of one scope child, filled in when the

@@ -225,11 +225,12 @@ public final class Leader {
             }
             try runningNote.clear()
         }
-        core = try LeaderCore(
-            log: store, ports: self, registry: registry,
-            settings: LeaderCore.Settings(
-                heartbeatTimeout: configuration.heartbeatTimeout, maximumRecordBytes: configuration.maximumRecordBytes,
-                turnsEndpoint: boundTurnsEndpoint, rigs: configuration.rigs, peers: peers))
+        var settings = LeaderCore.Settings(
+            heartbeatTimeout: configuration.heartbeatTimeout, maximumRecordBytes: configuration.maximumRecordBytes,
+            turnsEndpoint: boundTurnsEndpoint, rigs: configuration.rigs, peers: peers)
+        // Only a worker whose hello names a group (`cogd worker --group`) is placed.
+        settings.placesGroups = true
+        core = try LeaderCore(log: store, ports: self, registry: registry, settings: settings)
         if crashedCount > 0 { core.countEvent(RejectionCode.crashedLeader.rawValue) }
         // Replies a crash left unindexed are indexed now.
         if core.hasWork { try serveBatch() }

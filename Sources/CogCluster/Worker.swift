@@ -24,6 +24,10 @@ public final class Worker: CogRemoteLink {
         /// Its key and the leader's public key, for a leader that
         /// authenticates (CURVE, `protocol/cogwire.md` §9); nil: none.
         public var keys: CurveClientKeys?
+        /// The worker group it joins (`cogwire.md` §6a): with a leader that
+        /// places groups, each scope child of a top-level selector opens on
+        /// one worker of the group only. Nil: every child opens here.
+        public var group: String?
 
         public init(
             name: String, leaderEndpoint: String = "tcp://127.0.0.1:5701", heartbeatInterval: Duration = .seconds(1),
@@ -124,7 +128,9 @@ public final class Worker: CogRemoteLink {
         self.configuration = configuration
         self.mechanisms = mechanisms
         core = ReplicaCore(
-            settings: ReplicaCore.Settings(name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig))
+            settings: ReplicaCore.Settings(
+                name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig,
+                group: configuration.group))
         cogs = Cogs.replica()
         context = try ZMQContext()
         dealer = try ZMQSocket(context, .dealer)
@@ -323,13 +329,16 @@ public final class Worker: CogRemoteLink {
                 }
                 pendingReplies = []
             case .apply(let record):
+                var placementsChanged: [WorkerScope] = []
                 for event in record.scopeEvents where event.worker == configuration.name {
                     guard let registration = event.registration, let scope = scopes[registration] else { continue }
                     switch event.kind {
                     case .open: scope.opened(event.identity ?? [], instance: event.instance)
                     case .retire: scope.forget(event.identity ?? [], instance: event.instance)
                     }
+                    if scope.isPlaced, !placementsChanged.contains(where: { $0 === scope }) { placementsChanged.append(scope) }
                 }
+                defer { for scope in placementsChanged { scope.placementChanged() } }
                 do {
                     try cogs.applyReplicatedTurn(
                         named: record.name, writes: record.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
@@ -344,6 +353,7 @@ public final class Worker: CogRemoteLink {
                 try registerScopesAnew()
             case .forgetInstances:
                 for scope in scopes.values { scope.forgetInstances() }
+                for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
             case .reply(let reply):
                 keep(reply)
             case .registered(let registration, let revision, let members):
@@ -433,8 +443,9 @@ public final class Worker: CogRemoteLink {
         for reply in pendingReplies {
             if reply.revision > reached {
                 later.append(reply)
-            } else {
-                scopes[reply.registration]?.adopt(reply.members)
+            } else if let scope = scopes[reply.registration] {
+                scope.adopt(reply.members)
+                if scope.isPlaced { scope.placementChanged() }
             }
         }
         pendingReplies = later
@@ -542,6 +553,21 @@ final class WorkerScope: CogRemoteScope {
         let slot = CogInstanceSlot(instance: instances[identity])
         slots[identity] = slot
         return slot
+    }
+
+    /// A top-level selector of a worker whose leader places its group's
+    /// scopes: a child opens only for a member placed here.
+    var isPlaced: Bool { spec.parent == nil && worker.core.placedGroup != nil }
+
+    func owns(_ identity: [UInt8]) -> Bool { instances[identity] != nil }
+
+    private var placementActions: [@MainActor () -> Void] = []
+
+    func whenPlacementChanges(_ action: @escaping @MainActor () -> Void) { placementActions.append(action) }
+
+    /// What is placed here changed (a reply, an open or retire event, instances forgotten).
+    func placementChanged() {
+        for action in placementActions { action() }
     }
 
     /// Identities an event changed since the registration was (re)sent: a

@@ -216,6 +216,7 @@ enum ClusterCommands {
             let host = CogRig.Host(workerName: options.name) { line in print(TerminalText.escaped(line)) }
             var configuration = Worker.Configuration(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint)
             configuration.keys = try options.keys?.load()
+            configuration.group = options.group
             worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
         } catch {
             printError("Error: \(escaped: error)")
@@ -223,7 +224,9 @@ enum ClusterCommands {
         }
         // The name is the operator's, but it is also what the leader and `status` show: print it as they do.
         let name = TerminalText.escaped(options.name)
-        print("cogd worker \(name): leader \(options.leaderEndpoint), rig \(rigName)")
+        print(
+            "cogd worker \(name): leader \(options.leaderEndpoint), rig \(rigName)"
+                + (options.group.map { ", group \(TerminalText.escaped($0))" } ?? ""))
         fflush(nil)
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
         let notifier = ServiceNotifier()

@@ -88,6 +88,10 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --name NAME         this worker's name, one process per name (default worker-PID)
                   --rig NAME          the rig whose mechanisms it runs; replica runs none (default \(rigs.defaultName))
+                  --group NAME        join a worker group: each child of a top-level scope opens on one
+                                      worker of the group, moving when that worker goes (default: none,
+                                      every child opens here; the mechanisms' top-level reactions and
+                                      tasks still run on every worker)
                 \(keyOptions)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):

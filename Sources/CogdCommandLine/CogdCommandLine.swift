@@ -158,7 +158,7 @@ public enum CogdCommandLine {
             "Usage: \(cogd) get NAME [KEY] [--json] [--data DIR]\n"
                 + "       \(cogd) get NAME [KEY] [--json] --leader ENDPOINT [--timeout SECONDS] [--key FILE --leader-key FILE]"
         case "ops": "Usage: \(cogd) ops [--json]"
-        case "worker": "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--key FILE --leader-key FILE]"
+        case "worker": "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"
         case "log": "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]\n       \(cogd) log soak [--data DIR] [--batch N] [--count N]"

@@ -80,6 +80,8 @@ enum Command: Equatable {
         var rig: String?
         /// Its key and the leader's (`--key`, `--leader-key`).
         var keys: ClientKeyFiles?
+        /// The worker group it joins (`--group`; nil: none).
+        var group: String?
     }
 
     struct CallOptions: Equatable {
@@ -150,7 +152,7 @@ enum Command: Equatable {
 
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
-        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--key FILE --leader-key FILE]"),
+        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
         ("log", "check, summarize, upgrade or fill a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
@@ -366,6 +368,12 @@ enum Command: Equatable {
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("call", "--name"): callName = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
+            case ("worker", "--group"):
+                let text = try reader.value(for: option)
+                guard !text.isEmpty, text.utf8.count <= 255, !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
+                    throw UsageError(message: "--group takes a name of 1 to 255 bytes with no control characters, not '\(text)'", subcommand: subcommand)
+                }
+                worker.group = text
             case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):
                 leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: subcommand)
             case ("call", "--timeout"), ("status", "--timeout"):

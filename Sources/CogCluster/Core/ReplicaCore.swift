@@ -108,6 +108,9 @@ public struct ReplicaCore: Sendable {
     /// hello every `rigRetryInterval` (the peers file may be mended and
     /// reloaded meanwhile).
     public private(set) var accessRefused: WireError?
+    /// The group the leader places this worker's scopes in (its last
+    /// `welcome`'s `group`; nil: each registration is this worker's own).
+    public private(set) var placedGroup: String?
     /// Whether the leader refused the rig or the key: only hellos go out.
     private var heldOff: Bool { rigRefused != nil || accessRefused != nil }
     /// How often a worker whose rig or key was refused says hello again.
@@ -224,7 +227,8 @@ public struct ReplicaCore: Sendable {
 
     private mutating func handle(_ message: WireMessage, now: Duration) {
         switch message {
-        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, _):
+        case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, let group):
+            placedGroup = group
             welcome(epoch: epoch, lastRevision: lastRevision, turnsEndpoint: turnsEndpoint, lastSequence: lastSequence, now: now)
         case .snapshot(let epoch, let revision, let part, let partNumber, let more, let digest):
             snapshot(epoch: epoch, revision: revision, part: part, partNumber: partNumber, more: more, digest: digest, now: now)
