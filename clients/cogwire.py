@@ -736,7 +736,7 @@ REQUEST_ID = {"worker": (t_text, True), "seq": (t_uint, True)}
 
 SHAPES = {
     "welcome": {"epoch": (t_uint, True), "lastRevision": (t_uint, True), "turns": (t_text, True),
-                "lastSequence": (t_uint, False)},
+                "lastSequence": (t_uint, False), "group": (t_text, False)},
     "snapshot": {"epoch": (t_uint, True), "revision": (t_uint, True),
                  "entries": (t_list_of(t_shape({"name": (t_text, True), "key": (t_bytes, False),
                                                 "value": (t_bytes, True)})), True),

@@ -141,7 +141,7 @@ def check_vectors(checks):
     documented = {"hello", "hello-rig", "welcome", "heartbeat", "snapshot-request", "snapshot-request-parts", "snapshot-part",
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
-                  "status-request", "status", "error-not-your-name", "reply-role-forbids"}
+                  "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -196,6 +196,9 @@ def check_vectors(checks):
         b["request"] == {"worker": "w1", "seq": 19} and list(b["outcome"]) == ["rejected"], repr(b)))
     wire_check("error-version", "error", lambda b: expect(b["code"] == "version" and "request" not in b, repr(b)))
     wire_check("error-hello-first", "error", lambda b: expect(b["code"] == "hello-first", repr(b)))
+    wire_check("hello-group", "hello", lambda b: expect(b == {"worker": "w1", "lastRevision": 0, "group": "greeters"}, repr(b)))
+    wire_check("welcome-group", "welcome", lambda b: expect(
+        b == {"epoch": 3, "lastRevision": 42, "turns": "tcp://127.0.0.1:5702", "lastSequence": 0, "group": "greeters"}, repr(b)))
     wire_check("error-not-your-name", "error", lambda b: expect(
         b["code"] == "not-your-name" and "request" not in b, repr(b)))
     wire_check("reply-role-forbids", "reply", lambda b: expect(

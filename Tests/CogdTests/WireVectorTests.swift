@@ -28,6 +28,8 @@ struct WireVectorTests {
                 rig: CogRig.Fingerprint(
                     name: "ledger", schemaVersion: 1, durableSources: ["ledger.accounts", "ledger.balance"], ops: ["ledger.open", "ledger.transfer"]))),
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
+            ("hello-group", .hello(worker: "w1", lastRevision: 0, group: "greeters")),
+            ("welcome-group", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 0, group: "greeters")),
             ("heartbeat", .heartbeat(worker: "w1", revision: 42, stateDigest: after42)),
             ("snapshot-request", .snapshotRequest(inParts: false)),
             ("snapshot-request-parts", .snapshotRequest(inParts: true)),
