@@ -215,8 +215,17 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
         /// `agrees`, `differs`, or `unknown` (the worker sent none, or the
         /// leader cannot tell); absent from leaders before it was reported.
         public var digest: String?
+        /// The worker group it is placed in (`cogwire.md` §6a; absent: none).
+        public var group: String?
+        /// How many open scope instances it owns (absent from leaders before it was reported).
+        public var instances: UInt64?
 
-        public init(name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double, digest: String? = nil) {
+        public init(
+            name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double, digest: String? = nil, group: String? = nil,
+            instances: UInt64? = nil
+        ) {
+            self.group = group
+            self.instances = instances
             self.name = name
             self.appliedRevision = appliedRevision
             self.lag = lag

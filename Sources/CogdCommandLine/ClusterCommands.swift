@@ -464,7 +464,9 @@ enum ClusterCommands {
             if json {
                 let workers = status.workers.map {
                     "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag)"
-                        + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "") + "}"
+                        + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "")
+                        + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
+                        + ($0.instances.map { ", \"instances\": \($0)" } ?? "") + "}"
                 }
                 print(
                     "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
@@ -482,12 +484,18 @@ enum ClusterCommands {
                 for worker in status.workers {
                     print(
                         "  \(escaped: worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago"
-                            + (worker.digest.map { ", digest \(escaped: $0)" } ?? ""))
+                            + (worker.digest.map { ", digest \(escaped: $0)" } ?? "")
+                            + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? ""))
                 }
                 let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(escaped: $0.key) \($0.value)" }
                 print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
                 let open = status.openScopeInstances.count
                 print("scopes    \(open) open instance\(open == 1 ? "" : "s")")
+                let groups = Dictionary(grouping: status.workers.filter { $0.group != nil }, by: { $0.group ?? "" })
+                for (group, members) in groups.sorted(by: { $0.key < $1.key }) {
+                    let owned = members.map { "\(escaped: $0.name) \($0.instances ?? 0)" }.joined(separator: ", ")
+                    print("group     \(escaped: group): \(members.count) member\(members.count == 1 ? "" : "s") (instances owned: \(owned))")
+                }
                 if let commits = status.commits {
                     print(
                         "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "

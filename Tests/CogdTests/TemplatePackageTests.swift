@@ -87,7 +87,8 @@ struct TemplatePackageTests {
         let tail = try runBounded(todo, ["tail", "--data", folder.path])
         #expect(tail.status == 0, "\(tail)")
         let lines = tail.output.split(separator: "\n").map(String.init)
-        #expect(lines.count == 7, "three turns and their four writes: \(tail.output)")
+        #expect(lines.count == 9, "three turns, their four writes, and the estimator's instance opening and retiring: \(tail.output)")
+        #expect(lines.contains { $0.hasPrefix(#"    opens  TodoEstimator.estimator["milk"] #"#) && $0.hasSuffix(" on w1") }, "\(tail.output)")
         #expect(lines.first?.hasPrefix("#1  ") == true && lines.first?.contains("  todos.add  (worker call-") == true, "\(tail.output)")
         #expect(lines.contains(#"    todos.ids = ["milk"]"#) && lines.contains(#"    todos.title["milk"] = "Buy milk""#), "\(tail.output)")
         #expect(
@@ -95,7 +96,8 @@ struct TemplatePackageTests {
             "\(tail.output)")
         #expect(lines.contains(#"    todos.estimate["milk"] = 10"#), "\(tail.output)")
         #expect(lines.contains { $0.hasPrefix("#3  ") && $0.contains("  todos.complete  ") }, "\(tail.output)")
-        #expect(lines.last == #"    todos.isCompleted["milk"] = true"#, "\(tail.output)")
+        #expect(lines.contains(#"    todos.isCompleted["milk"] = true"#), "\(tail.output)")
+        #expect(lines.last?.hasPrefix(#"    retires TodoEstimator.estimator["milk"] #"#) == true, "completing it retires its estimator: \(tail.output)")
 
         // 8. Everything stops cleanly on SIGINT, the leader last.
         for (name, worker) in [("w1", w1), ("w2", w2)] {

@@ -53,6 +53,12 @@ struct WorkerGroupTests {
         let byWorker = Dictionary(grouping: greeters, by: { $0.origin.worker ?? "" }).mapValues(\.count)
         #expect(byWorker == ["g1": 3, "g2": 3], "spread across the group, balanced: \(byWorker)")
         #expect(try ports.openScopeInstances().count == 6, "one instance per account, not one per worker")
+        let status = try runCogd(["status", "--leader", ports.requests])
+        #expect(status.stdout.contains("group     greeters: 2 members (instances owned: g1 3, g2 3)"), "\(status.stdout)")
+        let tail = try runCogd(["tail", "--data", folder.path])
+        // Each opening names its owner (one that came with a registration reply, not a turn, is in no record).
+        let opens = tail.stdout.split(separator: "\n").filter { $0.hasPrefix("    opens  LedgerGreeter.greeter[") }
+        #expect(!opens.isEmpty && opens.allSatisfy { $0.hasSuffix(" on g1") || $0.hasSuffix(" on g2") }, "\(tail.stdout)")
 
         // g1 killed: after the heartbeat timeout its accounts open on g2 (a new lifetime: greeted again).
         let g1Accounts = Set(greeters.filter { $0.origin.worker == "g1" }.flatMap { $0.writes.compactMap { try? CBORDecoder().decode(String.self, from: $0.key ?? []) } })

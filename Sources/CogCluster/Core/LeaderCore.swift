@@ -909,6 +909,8 @@ public struct LeaderCore {
     /// The workers as the leader sees them now, and the open instances.
     public func status(now: Duration) -> LeaderStatus {
         let last = log.lastRevision
+        var owned: [String: UInt64] = [:]
+        for owner in scopes.live.values { owned[owner, default: 0] += 1 }
         return LeaderStatus(
             epoch: epoch, revision: last,
             workers: workers.sorted { $0.key < $1.key }.map { name, state in
@@ -917,7 +919,7 @@ public struct LeaderCore {
                     name: name, appliedRevision: state.appliedRevision,
                     lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                     secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
-                    digest: state.digest.rawValue)
+                    digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0)
             },
             errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
     }

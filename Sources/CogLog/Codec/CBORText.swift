@@ -197,6 +197,13 @@ extension TurnRecord {
             let value = write.value.map { CBORText.display(bytes: $0) } ?? "released"
             lines.append("    \(TerminalText.escaped(write.name))\(key) = \(value)")
         }
+        // Scope instances the turn opened or retired (placements and moves
+        // in a worker group among them), after the writes.
+        for event in scopeEvents {
+            let member = event.identity.map { "[\(CBORText.display(bytes: $0))]" } ?? ""
+            let owner = event.worker.map { " on \(TerminalText.escaped($0))" } ?? ""
+            lines.append("    \(event.kind == .open ? "opens " : "retires") \(TerminalText.escaped(event.scope))\(member) #\(event.instance)\(owner)")
+        }
         return lines
     }
 }
