@@ -141,7 +141,8 @@ def check_vectors(checks):
     documented = {"hello", "hello-rig", "welcome", "heartbeat", "snapshot-request", "snapshot-request-parts", "snapshot-part",
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
-                  "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group"}
+                  "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
+                  "error-compacted"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -199,6 +200,8 @@ def check_vectors(checks):
     wire_check("hello-group", "hello", lambda b: expect(b == {"worker": "w1", "lastRevision": 0, "group": "greeters"}, repr(b)))
     wire_check("welcome-group", "welcome", lambda b: expect(
         b == {"epoch": 3, "lastRevision": 42, "turns": "tcp://127.0.0.1:5702", "lastSequence": 0, "group": "greeters"}, repr(b)))
+    wire_check("error-compacted", "error", lambda b: expect(
+        b["code"] == "compacted" and "request" not in b and "keeps revisions 40 to 42" in b["message"], repr(b)))
     wire_check("error-not-your-name", "error", lambda b: expect(
         b["code"] == "not-your-name" and "request" not in b, repr(b)))
     wire_check("reply-role-forbids", "reply", lambda b: expect(

@@ -43,6 +43,12 @@ public final class Leader {
         /// CURVE on both sockets and who may connect (`--curve-secret`,
         /// `--peers`); nil: nothing is authenticated (loopback only).
         public var authentication: Authentication?
+        /// How much of the turn log to keep (`--retain-turns`, `--retain-age`,
+        /// `--retain-bytes`): older records, and the dedup entries stored
+        /// before the first revision kept, are removed a bounded number at a
+        /// time — in each batch's commit, and between batches while idle
+        /// (`protocol/turnlog.md` §2a). Default: everything.
+        public var retention: Retention = .everything
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -145,6 +151,8 @@ public final class Leader {
 
     public var epoch: UInt64 { store.epoch }
     public var lastRevision: UInt64 { store.lastRevision }
+    /// The oldest revision the log keeps (1 until retention removed older ones).
+    public var firstRevision: UInt64 { store.firstRevision }
     /// The leader's graph (what its op bodies ran on).
     public var cogs: Cogs { core.cogs }
 
@@ -351,8 +359,8 @@ public final class Leader {
         while !stop.isStopped {
             let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
             let timeout: Duration
-            if spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting) {
-                timeout = .zero  // look for requests without sleeping: parts are ready to go
+            if spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting) || prunedBacklog {
+                timeout = .zero  // look for requests without sleeping: parts (or old records) are ready to go
             } else if !snapshotStreams.isEmpty || !backlogs.isEmpty {
                 timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue
             } else {
@@ -386,6 +394,7 @@ public final class Leader {
             carryOut(core.step(.tick, now: now))
             // Retirement records (workers gone) commit and go out now.
             if core.hasWork { try serveBatch() }
+            if !ready[0] { pruneBetweenBatches() }
         }
         try serveBatch()
         // What slow readers are still owed goes out if they read within a second.
@@ -444,7 +453,9 @@ public final class Leader {
                 let start = ContinuousClock.now
                 let answer: LeaderCore.Input
                 do {
-                    let revisions = try store.append(commit.drafts, replies: commit.replies, index: commit.index)
+                    let revisions = try store.append(
+                        commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention)
+                    if let pruned = store.lastPruned { prunedBacklog = pruned.more }
                     commitTimes.record(ContinuousClock.now - start, turns: revisions.count)
                     answer = .committed(revisions)
                 } catch {
@@ -452,6 +463,22 @@ public final class Leader {
                 }
                 carryOut(core.step(answer, now: now))
             }
+        }
+    }
+
+    /// With no batch to serve, removes what retention no longer keeps: at
+    /// once while the last pass left more (one bounded transaction a pass,
+    /// so a request waits for at most one), else once a second (records age
+    /// while nothing is committed). A failure is counted (`prune-failed`)
+    /// and tried again later; serving goes on.
+    private func pruneBetweenBatches() {
+        guard configuration.retention != .everything, prunedBacklog || ContinuousClock.now - lastIdlePrune >= .seconds(1) else { return }
+        lastIdlePrune = .now
+        do {
+            prunedBacklog = try store.prune(configuration.retention, now: Date()).more
+        } catch {
+            prunedBacklog = false
+            core.countEvent("prune-failed")
         }
     }
 
@@ -475,6 +502,11 @@ public final class Leader {
         var bytes = 0
     }
     private var backlogs: [[UInt8]: PeerBacklog] = [:]
+    /// Whether the last pass of retention stopped at its limit: the serving
+    /// loop prunes again at once while no batch comes.
+    private var prunedBacklog = false
+    /// When the serving loop last pruned between batches.
+    private var lastIdlePrune = ContinuousClock.now
     /// The most bytes of messages the leader holds for one peer that reads slowly.
     public static let maximumBacklogBytes = 16 << 20
 

@@ -97,6 +97,9 @@ public final class Worker: CogRemoteLink {
     public var digestMismatches: Int { core.digestMismatches }
     /// The last mismatch, in words (`cogd worker` logs it).
     public var lastDigestMismatch: String? { core.lastDigestMismatch }
+    /// How many catch-ups the leader answered `compacted` (the records were
+    /// no longer in its log, `protocol/cogwire.md` §5), each followed by a snapshot.
+    public var compactedCatchUps: Int { core.compactedCatchUps }
     /// The replies to this worker's newest requests (the last 1,024 to 2,048
     /// of them: a long-running worker keeps no history of every request).
     public private(set) var replies: [RequestID: OpReply] = [:]

@@ -24,6 +24,9 @@ public enum WireErrorCode: String, Sendable, CaseIterable, Hashable {
     case notYourName = "not-your-name"
     /// The key's role may not send this message.
     case roleForbids = "role-forbids"
+    /// A catch-up from a revision the leader's log no longer keeps
+    /// (retention removed it): the worker syncs from a snapshot instead.
+    case compacted
 }
 
 /// Why an op request was refused: the code that starts a `rejected`
@@ -44,6 +47,9 @@ public enum RejectionCode: String, Sendable, CaseIterable, Hashable {
     case notYourName = "not-your-name"
     /// The key's role may not run this op (an observer, or a client outside its op patterns).
     case roleForbids = "role-forbids"
+    /// A retry of a request answered so long ago that retention removed
+    /// its answer from the dedup table: it is not run again.
+    case expired
 }
 
 /// An op request refused: its code and what to say about it.

@@ -129,6 +129,7 @@ enum ClusterCommands {
                 snapshotPartBytes: options.snapshotPartBytes
             ).acceptingDataLoss(options.acceptDataLoss)
             configuration.maximumRecordBytes = options.maximumRecordBytes
+            configuration.retention = options.retention
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
@@ -145,6 +146,11 @@ enum ClusterCommands {
                 + "rig \(rigName), epoch \(leader.epoch), revision \(leader.lastRevision), "
                 + authenticationDescription(options, leader: leader))
         print("cogd leader: \(leader.placement.description)\(leader.spinDescription)")
+        print(
+            "cogd leader: retention \(options.retention)"
+                + (options.retention == .everything
+                    ? " (--retain-turns N, --retain-age DURATION or --retain-bytes SIZE to remove old ones)"
+                    : leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)"))
         if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         if let crashed = leader.quarantined {
             printError(
@@ -245,6 +251,8 @@ enum ClusterCommands {
         var reportedHandshake: HandshakeWatch.Problem?
         var reportedSilence = false
         var reportedMismatches = 0
+        var reportedCompacted = 0
+        var reportedResync: UInt64 = 0
         do {
             try await worker.run(until: stopper.flag) {
                 // A leader that is down, or not at that endpoint, says nothing: say so.
@@ -303,6 +311,7 @@ enum ClusterCommands {
                     // The snapshot's revision: turns applied after it in the same pass are reported next.
                     reportedEpoch = worker.syncedEpoch
                     reportedRevision = worker.syncedRevision
+                    reportedResync = worker.syncedRevision
                     print(
                         "cogd worker \(name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
                             + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""))
@@ -310,6 +319,14 @@ enum ClusterCommands {
                         (reportedReady ? [] : ["READY=1", "MAINPID=\(getpid())"])
                             + ["STATUS=synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"])
                     reportedReady = true
+                }
+                if worker.compactedCatchUps != reportedCompacted && worker.syncedRevision != reportedResync {
+                    // A catch-up the leader could not serve (its retention removed those turns), then a snapshot.
+                    reportedCompacted = worker.compactedCatchUps
+                    reportedResync = worker.syncedRevision
+                    print(
+                        "cogd worker \(name): the turns it lacked are no longer in the leader's log (retention); "
+                            + "re-synced from a snapshot at revision \(worker.syncedRevision)")
                 }
                 if worker.digestMismatches != reportedMismatches {
                     reportedMismatches = worker.digestMismatches

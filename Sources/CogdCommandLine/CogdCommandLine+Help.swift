@@ -54,6 +54,15 @@ extension CogdCommandLine {
                                           with its LMDB read (default \(formatted(Command.LeaderOptions().snapshotDeadline)))
                   --max-record-bytes N    the largest turn record; a larger turn is undone and refused
                                           too-large, 4096 to \(Leader.maximumRecordBytes) (default \(Leader.maximumRecordBytes))
+                  --retain-turns N        keep the newest N turns, at least 1; older ones, and the answers
+                                          stored with them, are removed a few at a time (default: keep
+                                          every turn; give at most one --retain-* option)
+                  --retain-age DURATION   keep the turns of the last DURATION: 30s, 15m, 12h, 7d (default: all)
+                  --retain-bytes SIZE     keep the newest turns within SIZE of the turns table: 512MiB, 10GiB,
+                                          500MB, at least 1MiB (default: all). With any of the three, the
+                                          state table keeps every current value, a worker behind the first
+                                          turn kept re-syncs from a snapshot and an expired retry is refused
+                                          (protocol/turnlog.md §2a)
                   --trap-op               also serve ledger.trap, an op whose body stops the leader
                                           (drills and tests; default off)
                   --accept-data-loss      start even when data.mdb is missing, emptied or behind what the
@@ -241,9 +250,22 @@ extension CogdCommandLine {
                            carries the state digest of the replay, and the state table equals the
                            replay of the log (and decodes with this build's types); exits 1 naming
                            the first problem
-                  stats    counts, sizes and the revision range
-                  upgrade  rewrites a folder of an older log schema as this cogd's (schema \(TurnStore.schemaVersion));
-                           stop the leader first
+                           — on a log whose oldest turns retention removed: contiguous from the
+                           first kept revision, every record's checksum, the state digest of each
+                           record whose writes touch only entries written since, and the state
+                           table against the last record (protocol/turnlog.md §3a)
+                  stats    the first and last revision kept, counts, record bytes, sizes, the file
+                           size and LMDB's free pages
+                  upgrade  rewrites a folder of an older log schema as this cogd's (schema \(TurnStore.wholeLogSchemaVersion);
+                           one whose old turns retention removed is schema \(TurnStore.schemaVersion)); stop the leader first
+                  compact  removes every turn but the newest --keep N, and the answers stored before
+                           them, with no leader running (it refuses while one holds the folder); the
+                           file keeps its size, its freed pages are reused by later commits
+                  backup DEST
+                           writes a consistent, compacted copy of the log into DEST, a new or empty
+                           folder, beside a running leader: data.mdb as of one moment and a
+                           cogd.identity naming its last revision; a leader started on it (or on a
+                           copy of it put where the old folder was) serves from there
                   soak     commits synthetic turns (soak.value, soak.last) and prints each committed
                            revision, until --count or Ctrl-C: a way to fill a log by hand
 
@@ -252,9 +274,11 @@ extension CogdCommandLine {
                   --json              stats: one JSON object (default: lines)
                   --batch N           soak: turns per transaction, 1 to 100000 (default 1)
                   --count N           soak: stop after N turns (default: none, until Ctrl-C)
+                  --keep N            compact: how many of the newest turns to keep, 1 or more (no default)
 
                 Example:
                   \(cogd) log stats --data cogd-data --json
+                  \(cogd) log backup /backups/cogd-$(date +%F) --data /var/lib/cogd/data
                 """
         case "keys":
             return """

@@ -82,6 +82,10 @@ public enum CogdCommandLine {
             return LogCommands.stats(dataFolder: dataFolder, json: json)
         case .logUpgrade(let dataFolder):
             return LogCommands.upgrade(dataFolder: dataFolder)
+        case .logCompact(let dataFolder, let keep):
+            return LogCommands.compact(dataFolder: dataFolder, keep: keep)
+        case .logBackup(let dataFolder, let destination):
+            return LogCommands.backup(dataFolder: dataFolder, destination: destination)
         case .logSoak(let dataFolder, let batch, let count):
             return LogCommands.soak(dataFolder: dataFolder, batch: batch, count: count)
         case .leader(let options):
@@ -147,7 +151,8 @@ public enum CogdCommandLine {
         case "leader":
             "Usage: \(cogd) leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S]\n"
                 + "         [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S]\n"
-                + "         [--max-record-bytes N] [--trap-op] [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure]"
+                + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE] [--trap-op]\n"
+                + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure]"
         case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
         case "tail":
             "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n"
@@ -161,7 +166,9 @@ public enum CogdCommandLine {
         case "worker": "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"
-        case "log": "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]\n       \(cogd) log soak [--data DIR] [--batch N] [--count N]"
+        case "log":
+            "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]\n       \(cogd) log soak [--data DIR] [--batch N] [--count N]\n"
+                + "       \(cogd) log compact --keep N [--data DIR]\n       \(cogd) log backup DEST [--data DIR]"
         case "keys": "Usage: \(cogd) keys generate NAME [--out DIR]\n       \(cogd) keys show FILE"
         case "drill":
             "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"

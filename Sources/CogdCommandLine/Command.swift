@@ -13,6 +13,10 @@ enum Command: Equatable {
     case logVerify(dataFolder: String)
     case logStats(dataFolder: String, json: Bool)
     case logUpgrade(dataFolder: String)
+    /// Removes every turn record but the newest `keep`, with no leader running.
+    case logCompact(dataFolder: String, keep: UInt64)
+    /// Writes a consistent, compacted copy of the folder's log into `destination`.
+    case logBackup(dataFolder: String, destination: String)
     /// Commits synthetic turns in a loop, printing each committed revision
     /// (the crash test's child, and a way to fill a log by hand).
     case logSoak(dataFolder: String, batch: Int, count: Int?)
@@ -71,6 +75,8 @@ enum Command: Equatable {
         var curveSecret: String?
         /// Who may connect, and as what (`--peers`; needed with `--curve-secret`).
         var peersFile: String?
+        /// How much of the turn log to keep (`--retain-turns`, `--retain-age`, `--retain-bytes`; default everything).
+        var retention: Retention = .everything
     }
 
     struct WorkerOptions: Equatable {
@@ -154,7 +160,7 @@ enum Command: Equatable {
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
-        ("log", "check, summarize, upgrade or fill a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json]"),
+        ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json] | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"),
         ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT]"),
@@ -353,6 +359,12 @@ enum Command: Equatable {
             case ("leader", "--insecure"):
                 try reader.noValue(option)
                 leader.insecure = true
+            case ("leader", "--retain-turns"), ("leader", "--retain-age"), ("leader", "--retain-bytes"):
+                guard leader.retention == .everything else {
+                    throw UsageError(
+                        message: "give one of --retain-turns, --retain-age and --retain-bytes (\(option.name) after another)", subcommand: subcommand)
+                }
+                leader.retention = try retention(option.name, try reader.value(for: option), subcommand: subcommand)
             case ("leader", "--curve-secret"):
                 leader.curveSecret = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
             case ("leader", "--peers"):
@@ -576,17 +588,54 @@ enum Command: Equatable {
         return options
     }
 
+    /// The retention a leader option asks for.
+    static func retention(_ option: String, _ text: String, subcommand: String) throws(UsageError) -> Retention {
+        switch option {
+        case "--retain-turns":
+            guard let count = UInt64(text), count >= 1 else {
+                throw UsageError(message: "--retain-turns takes a number of turns (1 or more), not '\(text)'", subcommand: subcommand)
+            }
+            return .turns(count)
+        case "--retain-age":
+            guard let seconds = Retention.parseDuration(text) else {
+                throw UsageError(
+                    message: "--retain-age takes a duration: a whole number and s, m, h or d (30s, 15m, 12h, 7d), not '\(text)'",
+                    subcommand: subcommand)
+            }
+            return .age(seconds: seconds)
+        default:
+            guard let bytes = Retention.parseSize(text), bytes >= 1 << 20 else {
+                throw UsageError(
+                    message: "--retain-bytes takes a size of at least 1MiB: bytes, or a number and KiB, MiB, GiB, TiB (or KB, MB, GB, TB), "
+                        + "like 512MiB or 10GiB, not '\(text)'",
+                    subcommand: subcommand)
+            }
+            return .bytes(bytes)
+        }
+    }
+
     private static func parseLog(_ arguments: [String]) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: "log")
         guard let action = try reader.positional() else {
-            throw UsageError(message: "missing action (verify, stats or upgrade)", subcommand: "log")
+            throw UsageError(message: "missing action (verify, stats, upgrade, compact or backup)", subcommand: "log")
         }
         var dataFolder = Command.defaultDataFolder
         var json = false
         var batch = 1
         var count: Int?
+        var keep: UInt64?
+        var destination: String?
+        if action == "backup" {
+            destination = try reader.positional()
+        }
         while let option = try reader.nextOption() {
             switch option.name {
+            case "--keep" where action == "compact":
+                let text = try reader.value(for: option)
+                guard let value = UInt64(text), value >= 1 else {
+                    throw UsageError(message: "--keep takes a number of turns (1 or more), not '\(text)'", subcommand: "log")
+                }
+                keep = value
             case "--data": dataFolder = try reader.value(for: option)
             case "--json" where action == "stats":
                 try reader.noValue(option)
@@ -606,6 +655,13 @@ enum Command: Equatable {
             default: throw UsageError(message: "unknown option '\(option.name)' for log \(action)", subcommand: "log")
             }
         }
+        if action == "backup", destination == nil, let positional = try reader.positional() {
+            destination = positional
+            while let option = try reader.nextOption() {
+                guard option.name == "--data" else { throw UsageError(message: "unknown option '\(option.name)' for log backup", subcommand: "log") }
+                dataFolder = try reader.value(for: option)
+            }
+        }
         if let extra = try reader.positional() {
             throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "log")
         }
@@ -614,7 +670,18 @@ enum Command: Equatable {
         case "stats": return .logStats(dataFolder: dataFolder, json: json)
         case "upgrade": return .logUpgrade(dataFolder: dataFolder)
         case "soak": return .logSoak(dataFolder: dataFolder, batch: batch, count: count)
-        default: throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats, upgrade)", subcommand: "log")
+        case "compact":
+            guard let keep else {
+                throw UsageError(message: "log compact needs --keep N: how many of the newest turns to keep", subcommand: "log")
+            }
+            return .logCompact(dataFolder: dataFolder, keep: keep)
+        case "backup":
+            guard let destination, !destination.isEmpty else {
+                throw UsageError(message: "log backup needs DEST: the new or empty folder to write the copy into", subcommand: "log")
+            }
+            return .logBackup(dataFolder: dataFolder, destination: destination)
+        default:
+            throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats, upgrade, compact, backup)", subcommand: "log")
         }
     }
 

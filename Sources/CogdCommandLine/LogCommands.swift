@@ -23,6 +23,13 @@ struct TailCommand {
         do {
             var next: UInt64
             if let from = options.from {
+                // Below what retention kept: say which revisions remain.
+                if from < store.firstRevision {
+                    printError(
+                        "Error: revision \(from) is no longer in the log: retention removed revisions 1…\(store.firstRevision - 1); "
+                            + "it keeps \(store.firstRevision)…\(store.lastRevision) (--from \(store.firstRevision) to \(store.lastRevision))")
+                    return 1
+                }
                 // Past the end prints nothing: say which revisions exist instead (following waits for them).
                 if from > store.lastRevision {
                     let ends = store.lastRevision == 0 ? "the log has no turns yet" : "the log ends at revision \(store.lastRevision)"
@@ -87,6 +94,11 @@ struct TailCommand {
 
     /// Prints the records that match `--name`; returns the revision after the last one seen.
     private func printRecords(_ records: [TurnRecord], after next: UInt64) throws -> UInt64 {
+        if let first = records.first, next > 0, first.revision > next {
+            // A follower that fell behind the writer's retention: say what it could not print.
+            printError(
+                "\(CogdCommandLine.programName) tail: revisions \(next)…\(first.revision - 1) were removed by retention before they could be printed")
+        }
         var next = next
         for record in records {
             next = record.revision + 1
@@ -146,11 +158,25 @@ enum LogCommands {
                         + "a leader of this build refuses to start over them")
                 return 1
             }
-            let range = report.turns == 0 ? "no turns" : "revisions 1…\(report.lastRevision) contiguous"
+            let decodes = history.count == 0 ? ", every value decodes with this build's types" : ""
+            guard report.firstRevision > 1 else {
+                let range = report.turns == 0 ? "no turns" : "revisions 1…\(report.lastRevision) contiguous"
+                print(
+                    "ok: \(report.turns) turns, \(range), every record decodes and carries the state digest of the replay, "
+                        + "state table (\(report.stateEntries) entries, digest \(report.stateDigest)) equals the replay of the log" + decodes)
+                return 0
+            }
+            let unchecked = report.turns - report.digestsChecked
+            let before = "before revision \(report.firstRevision)"
             print(
-                "ok: \(report.turns) turns, \(range), every record decodes and carries the state digest of the replay, "
-                    + "state table (\(report.stateEntries) entries, digest \(report.stateDigest)) equals the replay of the log"
-                    + (history.count == 0 ? ", every value decodes with this build's types" : ""))
+                "ok: \(report.turns) turns, revisions \(report.firstRevision)…\(report.lastRevision) contiguous "
+                    + "(retention removed revisions 1…\(report.firstRevision - 1)), every record decodes; "
+                    + "\(report.digestsChecked) \(report.digestsChecked == 1 ? "carries" : "carry") the state digest of the replay from the first kept one"
+                    + (unchecked > 0
+                        ? " (\(unchecked) not checked: \(unchecked == 1 ? "it overwrites" : "they overwrite") values written \(before))" : "")
+                    + "; the state table (\(report.stateEntries) entries, digest \(report.stateDigest)) holds what the kept records wrote last "
+                    + "and adds up to the last record's digest (\(report.entriesFromRemovedRecords) of its entries last written \(before))"
+                    + decodes)
             return 0
         } catch {
             printError("Error: \(escaped: error)")
@@ -161,14 +187,75 @@ enum LogCommands {
     static func upgrade(dataFolder: String) -> Int32 {
         do {
             let report = try TurnStore.upgrade(directory: dataFolder)
-            guard report.fromSchema != TurnStore.schemaVersion else {
-                print("ok: \(dataFolder) already has schema \(TurnStore.schemaVersion); nothing to do")
+            guard report.fromSchema < TurnStore.wholeLogSchemaVersion else {
+                print("ok: \(dataFolder) already has schema \(report.fromSchema); nothing to do")
                 return 0
             }
             print(
-                "ok: upgraded \(dataFolder) from schema \(report.fromSchema) to \(TurnStore.schemaVersion): \(report.recordsRewritten) records rewritten "
+                "ok: upgraded \(dataFolder) from schema \(report.fromSchema) to \(TurnStore.wholeLogSchemaVersion): \(report.recordsRewritten) records rewritten "
                     + "with checksums and state digests, \(report.nullWritesAsReleases) null writes recorded as releases, "
                     + "\(report.stateEntriesRemoved) state entries they released removed")
+            return 0
+        } catch {
+            printError("Error: \(escaped: error)")
+            return 1
+        }
+    }
+
+    /// `cogd log compact --keep N`: removes every turn but the newest N, with no leader running.
+    static func compact(dataFolder: String, keep: UInt64) -> Int32 {
+        guard FileManager.default.fileExists(atPath: dataFolder + "/data.mdb") else {
+            printError("Error: data folder \(escaped: dataFolder) holds no turn log (no data.mdb)")
+            return 1
+        }
+        let store: TurnStore
+        do {
+            store = try TurnStore(directory: dataFolder, mode: .writer)
+        } catch where error.code == .locked {
+            printError(
+                "Error: \(escaped: error.message): a leader serves from this folder. Stop it first, or let it remove old turns "
+                    + "while it serves (cogd leader --retain-turns \(keep))")
+            return 1
+        } catch {
+            printError("Error: \(escaped: error)")
+            return 1
+        }
+        defer { store.close() }
+        do {
+            let before = store.firstRevision
+            let report = try store.compact(keep: keep)
+            let stats = try store.statistics()
+            var line =
+                report.records == 0
+                ? "ok: nothing to remove: \(dataFolder) keeps revisions \(store.firstRevision)…\(store.lastRevision)"
+                : "ok: removed revisions \(before)…\(report.firstRevision - 1) (\(report.records) turns); \(dataFolder) keeps revisions "
+                    + "\(report.firstRevision)…\(store.lastRevision)"
+            line += "; removed \(report.dedupEntries) dedup answers stored before them"
+            line += "; data.mdb stays \(bytes(stats.fileBytes)) (\(stats.freePages) pages free for later commits; `\(CogdCommandLine.programName) log backup` writes a compacted copy)"
+            print(line)
+            if let unindexed = store.unindexedFrom, store.lastRevision - store.firstRevision + 1 > keep {
+                printError(
+                    "\(CogdCommandLine.programName) log compact: revisions from \(unindexed) on were kept: they hold replies not yet in the dedup table "
+                        + "(the leader stopped without indexing them). A leader indexes them when it opens the folder; compact again after that")
+            }
+            return 0
+        } catch {
+            printError("Error: \(escaped: error)")
+            return 1
+        }
+    }
+
+    /// `cogd log backup DEST`: a consistent, compacted copy of the log, beside a running leader.
+    static func backup(dataFolder: String, destination: String) -> Int32 {
+        do {
+            let store = try TurnStore(directory: dataFolder, mode: .reader)
+            defer { store.close() }
+            let report = try store.backup(to: destination)
+            let range = report.lastRevision == 0 ? "no turns" : "revisions \(report.firstRevision)…\(report.lastRevision)"
+            print(
+                "ok: backed up \(dataFolder) to \(destination): \(range), epoch \(report.epoch), state digest \(report.stateDigest); "
+                    + "data.mdb \(bytes(report.bytes)) (the folder's is \(bytes(report.sourceBytes)))"
+                    + (report.identityWritten ? ", and a cogd.identity naming that revision" : ""))
             return 0
         } catch {
             printError("Error: \(escaped: error)")
@@ -186,17 +273,29 @@ enum LogCommands {
                         + "\"turns\": \(stats.turns), \"stateEntries\": \(stats.stateEntries), \"dedupEntries\": \(stats.dedupEntries), "
                         + "\"unindexedFrom\": \(store.unindexedFrom.map(String.init) ?? "null"), "
                         + "\"turnsBytes\": \(stats.turnsBytes), \"stateBytes\": \(stats.stateBytes), \"fileBytes\": \(stats.fileBytes), "
-                        + "\"mapBytes\": \(stats.mapBytes)}")
+                        + "\"mapBytes\": \(stats.mapBytes), \"recordBytes\": \(stats.recordBytes), \"dedupBytes\": \(stats.dedupBytes), "
+                        + "\"pageSize\": \(stats.pageSize), \"usedPages\": \(stats.usedPages), \"freePages\": \(stats.freePages), "
+                        + "\"expiredNames\": \(stats.expiredNames)}")
             } else {
                 let range = stats.turns == 0 ? "none" : "\(stats.firstRevision)…\(stats.lastRevision)"
                 print("data folder  \(dataFolder)")
                 print("epoch        \(stats.epoch)")
-                print("revisions    \(range) (\(stats.turns) turns)")
+                print(
+                    "revisions    \(range) (\(stats.turns) turns\(stats.firstRevision > 1 ? "; retention removed 1…\(stats.firstRevision - 1)" : ""))")
+                print("records      \(bytes(stats.recordBytes))")
                 print("state        \(stats.stateEntries) entries")
                 print(
                     "dedup        \(stats.dedupEntries) entries"
                         + (store.unindexedFrom.map { " (applied requests' replies from revision \($0) on are in their records, not yet indexed)" } ?? ""))
-                print("sizes        turns \(bytes(stats.turnsBytes)), state \(bytes(stats.stateBytes)), file \(bytes(stats.fileBytes)) (map \(bytes(stats.mapBytes)))")
+                if stats.expiredNames > 0 {
+                    print("expired      \(stats.expiredNames) worker names whose oldest answers retention removed")
+                }
+                print(
+                    "sizes        turns \(bytes(stats.turnsBytes)), state \(bytes(stats.stateBytes)), dedup \(bytes(stats.dedupBytes)), "
+                        + "file \(bytes(stats.fileBytes)) (map \(bytes(stats.mapBytes)))")
+                print(
+                    "pages        \(stats.usedPages) used (\(bytes(stats.pageSize)) each), \(stats.freePages) of them free "
+                        + "(\(bytes(stats.freePages * stats.pageSize)), reused by later commits before the file grows)")
             }
             return 0
         } catch {

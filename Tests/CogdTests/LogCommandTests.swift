@@ -57,7 +57,7 @@ struct LogCommandTests {
         for arguments in [["tail", "--data", folder.path], ["log", "verify", "--data", folder.path], ["log", "soak", "--data", folder.path, "--count", "1"]] {
             let refused = try runCogd(arguments)
             #expect(refused.status == 1, "\(arguments)")
-            #expect(refused.stderr.contains("has schema version 2; this cogd reads schema 4 only"), "\(arguments): \(refused.stderr)")
+            #expect(refused.stderr.contains("has schema version 2; this cogd reads schemas 4 and 5 only"), "\(arguments): \(refused.stderr)")
             #expect(refused.stderr.contains(hint), "\(arguments)")
         }
         let upgrade = try runCogd(["log", "upgrade", "--data", folder.path])

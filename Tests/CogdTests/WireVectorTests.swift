@@ -48,6 +48,9 @@ struct WireVectorTests {
             ("error-version", .error(WireError(code: "version", message: "protocol version 9 is not supported (this side speaks 1)"))),
             ("error-hello-first", .error(WireError(
                 code: "hello-first", message: "`heartbeat` needs a worker that said hello on this connection (worker w1 has not); say hello first"))),
+            ("error-compacted", .error(WireError(
+                code: "compacted",
+                message: "revision 3 is no longer in the log: it keeps revisions 40 to 42; sync from a snapshot (snapshot-request)"))),
             ("error-not-your-name", .error(WireError(
                 code: "not-your-name",
                 message: "key Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID (worker w1, line 2 of the peers file) may act only as w1, not as w2"))),

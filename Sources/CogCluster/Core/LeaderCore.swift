@@ -653,6 +653,15 @@ public struct LeaderCore {
             refuse(peer, WireError(.busy, "one catch-up per batch; ask again once the answer to the first arrives"))
             return
         }
+        let first = log.firstRevision
+        if from < first, first > 1 {
+            // Retention removed those records: only a snapshot brings this peer up.
+            refuse(peer, WireError(
+                .compacted,
+                "revision \(from) is no longer in the log: it keeps revisions \(first) to \(log.lastRevision); "
+                    + "sync from a snapshot (snapshot-request)"))
+            return
+        }
         do {
             let records = try log.records(from: from, limit: 10_000, maximumBytes: LeaderCore.catchUpReplyBytes)
             outgoing.append(.send(peer, WireMessage.turns(epoch: epoch, records: records).encoded()))
@@ -771,6 +780,18 @@ public struct LeaderCore {
             do {
                 if let stored = try log.dedupReply(for: id) {
                     return answer(id, stored: stored, digest: digest)
+                }
+                if let expired = try log.expiredSequence(worker: id.worker), id.sequence <= expired {
+                    // Answered before retention removed the answer: a retry
+                    // that can no longer be answered the same is not run again.
+                    count(.expired)
+                    return OpReply(
+                        request: id,
+                        outcome: .rejected(Rejection(
+                            .expired,
+                            "request \(id) was answered long ago and its answer is no longer kept (the leader's retention removed "
+                                + "answers up to \(id.worker)#\(expired)); it is not run again — a new request needs a new sequence"))
+                    ).frame()
                 }
             } catch {
                 // Unknown whether it ran: never run it on a guess.

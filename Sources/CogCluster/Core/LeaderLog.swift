@@ -8,6 +8,8 @@ public protocol LeaderLog: AnyObject {
     var epoch: UInt64 { get }
     /// The newest committed revision (0: none).
     var lastRevision: UInt64 { get }
+    /// The oldest revision the log keeps (1 until retention removed older records).
+    var firstRevision: UInt64 { get }
     /// From this revision on, records may name applied requests whose
     /// replies are not in the dedup table yet (`turnlog.md` §2).
     var unindexedFrom: UInt64? { get }
@@ -15,8 +17,12 @@ public protocol LeaderLog: AnyObject {
     func value(name: String, key: [UInt8]?) throws(TurnStoreError) -> [UInt8]?
     /// The stored reply to a request (digest, then the reply frame).
     func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]?
-    /// The highest sequence the dedup table holds for `worker`.
+    /// The highest sequence answered for `worker`: the dedup table's, or
+    /// one whose answer retention removed.
     func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64?
+    /// The highest sequence of `worker` whose answer retention removed from
+    /// the dedup table (nil: none).
+    func expiredSequence(worker: String) throws(TurnStoreError) -> UInt64?
     /// Committed records from `revision` on: at most `limit`, and past the
     /// first about `maximumBytes` of them.
     func records(from revision: UInt64, limit: Int, maximumBytes: Int) throws(TurnStoreError) -> [TurnRecord]

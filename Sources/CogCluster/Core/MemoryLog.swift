@@ -10,6 +10,8 @@ import Foundation
 public final class MemoryLog: LeaderLog {
     public private(set) var epoch: UInt64
     public private(set) var lastRevision: UInt64 = 0
+    /// The oldest revision kept (`prune(below:)` raises it).
+    public private(set) var firstRevision: UInt64 = 1
     public private(set) var unindexedFrom: UInt64?
     /// Every committed record, in revision order (record `r` at `r - 1`).
     public private(set) var records: [TurnRecord] = []
@@ -21,6 +23,10 @@ public final class MemoryLog: LeaderLog {
     public private(set) var dedup: [RequestID: [UInt8]] = [:]
     /// The highest sequence in `dedup` per worker.
     private var highestInDedup: [String: UInt64] = [:]
+    /// The revision the log ended at when each dedup entry was stored.
+    private var answeredAt: [RequestID: UInt64] = [:]
+    /// Per worker, the highest sequence whose dedup entry `prune` removed.
+    private var expired: [String: UInt64] = [:]
     /// Appends fail while this is above zero (each failure counts it down).
     public var failingCommits = 0
     /// The state digest of `state` (`protocol/turnlog.md`).
@@ -41,14 +47,33 @@ public final class MemoryLog: LeaderLog {
 
     public func dedupReply(for request: RequestID) throws(TurnStoreError) -> [UInt8]? { dedup[request] }
 
-    public func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64? { highestInDedup[worker] }
+    public func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64? {
+        [highestInDedup[worker], expired[worker]].compactMap { $0 }.max()
+    }
+
+    public func expiredSequence(worker: String) throws(TurnStoreError) -> UInt64? { expired[worker] }
 
     public func stateDigest(at revision: UInt64) throws(TurnStoreError) -> StateDigest? {
         guard revision > 0 else { return StateDigest() }
-        return revision <= lastRevision ? records[Int(revision - 1)].stateDigest : nil
+        return revision >= firstRevision && revision <= lastRevision ? records[Int(revision - 1)].stateDigest : nil
+    }
+
+    /// Removes what retention would (`TurnStore.prune`): the records below
+    /// `revision` — never the newest, nor one at or above `unindexedFrom` —
+    /// and the dedup entries stored while the log ended before the new
+    /// first revision (their sequences become the names' expired ones).
+    public func prune(below revision: UInt64) {
+        let bound = min(revision, lastRevision, unindexedFrom ?? .max)
+        if bound > firstRevision { firstRevision = bound }
+        for (request, at) in answeredAt where max(at, 1) < firstRevision {
+            dedup[request] = nil
+            answeredAt[request] = nil
+            expired[request.worker] = max(expired[request.worker] ?? 0, request.sequence)
+        }
     }
 
     public func records(from revision: UInt64, limit: Int, maximumBytes: Int) throws(TurnStoreError) -> [TurnRecord] {
+        let revision = max(revision, firstRevision)
         guard revision >= 1, revision <= lastRevision, limit > 0 else { return [] }
         var result: [TurnRecord] = []
         var bytes = 0
@@ -102,6 +127,7 @@ public final class MemoryLog: LeaderLog {
         }
         for (request, reply) in commit.replies {
             dedup[request] = reply
+            answeredAt[request] = revisions.upperBound - 1
             highestInDedup[request.worker] = max(highestInDedup[request.worker] ?? 0, request.sequence)
         }
         switch commit.index {

@@ -127,6 +127,9 @@ public struct ReplicaCore: Sendable {
     public private(set) var digestMismatches = 0
     /// The last mismatch, in words (`cogd worker` logs it).
     public private(set) var lastDigestMismatch: String?
+    /// How many catch-ups the leader answered `compacted` (the records were
+    /// no longer in its log), each followed by a snapshot.
+    public private(set) var compactedCatchUps = 0
 
     private var buffered: [UInt64: TurnRecord] = [:]
     private var awaitingSnapshot = false
@@ -244,7 +247,7 @@ public struct ReplicaCore: Sendable {
         case .scopeRegistered(_, let registration, let revision, let members):
             effects.append(.registered(registration: registration, revision: revision, members: members))
         case .error(let error):
-            refused(error)
+            refused(error, now: now)
         default:
             break
         }
@@ -337,10 +340,17 @@ public struct ReplicaCore: Sendable {
         }
     }
 
-    private mutating func refused(_ error: WireError) {
+    private mutating func refused(_ error: WireError, now: Duration) {
         effects.append(.refused(error))
         let code = error.knownCode
-        if code == .gone || code == .helloFirst, displaced == nil {
+        if code == .compacted {
+            // The records it asked for are no longer in the leader's log
+            // (retention removed them): the state comes from a snapshot, and
+            // the records held above it apply after it.
+            catchUpFrom = nil
+            compactedCatchUps += 1
+            if !awaitingSnapshot { requestSnapshot(now: now) }
+        } else if code == .gone || code == .helloFirst, displaced == nil {
             // The leader gave this worker up (silent too long) and retired its
             // instances, or does not know this connection (it restarted, or
             // forgot a worker it gave up long ago): say hello — again at each

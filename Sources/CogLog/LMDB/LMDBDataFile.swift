@@ -22,6 +22,8 @@ enum LMDBDataFile {
         var pageSize: UInt32
         var lastPage: UInt64
         var transaction: UInt64
+        /// The root page of the free database (`P_INVALID`, all ones: empty).
+        var freeRoot: UInt64 = .max
     }
 
     /// Throws unless `directory/data.mdb` is absent, empty (LMDB creates it),
@@ -61,9 +63,27 @@ enum LMDBDataFile {
             throw TurnStoreError(code: .corrupt, message: "\(path) is damaged: its meta page claims \(current.lastPage) as its last page")
         }
         let minimum = max(needed, 2 * UInt64(first.pageSize))
-        guard size >= minimum else {
+        // The size again, after the meta pages were read: a writer extends the
+        // file before it writes the meta page that counts the new pages, so
+        // a size read before the meta could be older than it (beside a
+        // writer that commits, that was a false "truncated").
+        guard fstat(descriptor, &status) == 0 else {
+            throw TurnStoreError(code: .lmdb, message: "cannot stat \(path): \(String(cString: strerror(errno)))")
+        }
+        let sizeNow = UInt64(max(0, status.st_size))
+        // A commit can count pages it took from the end of the file and freed
+        // again before it ended ("loose" pages, e.g. a leaf emptied by a
+        // deletion) without writing them: the file then ends before the last
+        // page the meta names, and those pages are on LMDB's free list, never
+        // read. Only then is a shorter file sound.
+        if sizeNow < minimum, sizeNow >= 2 * UInt64(first.pageSize),
+            tailIsFree(descriptor, current, filePages: sizeNow / UInt64(current.pageSize))
+        {
+            return
+        }
+        guard sizeNow >= minimum else {
             throw TurnStoreError(
-                code: .corrupt, message: "data.mdb is truncated: \(size) bytes, LMDB's meta page says at least \(minimum) (\(path))")
+                code: .corrupt, message: "data.mdb is truncated: \(sizeNow) bytes, LMDB's meta page says at least \(minimum) (\(path))")
         }
     }
 
@@ -78,6 +98,72 @@ enum LMDBDataFile {
         }
         let pageSize = little(40, UInt32.self)
         guard little(16, UInt32.self) == magic, pageSize >= 512, pageSize <= 65_536, pageSize & (pageSize - 1) == 0 else { return nil }
-        return Meta(pageSize: pageSize, lastPage: little(136, UInt64.self), transaction: little(144, UInt64.self))
+        return Meta(
+            pageSize: pageSize, lastPage: little(136, UInt64.self), transaction: little(144, UInt64.self), freeRoot: little(80, UInt64.self))
+    }
+
+    /// Whether every page from `filePages` to the meta's last page is on the
+    /// free list of `meta`, read with `pread` from the file (never mapped:
+    /// a page past its end is a short read, not a SIGBUS). The free list is
+    /// LMDB's free database: branch pages (flag 0x01) whose nodes name child
+    /// pages, leaf pages (0x02) whose values are lists of page numbers (the
+    /// first element the count), inline or on overflow pages (node flag
+    /// 0x01, `F_BIGDATA`). A file whose pages say anything else, or a walk
+    /// past its limits, is not taken as sound.
+    static func tailIsFree(_ descriptor: Int32, _ meta: Meta, filePages: UInt64) -> Bool {
+        let pageSize = Int(meta.pageSize)
+        guard meta.lastPage >= filePages, meta.lastPage - filePages < 4_096, meta.freeRoot < filePages else { return false }
+        var missing = Set(filePages...meta.lastPage)
+        var pending: [(page: UInt64, depth: Int)] = [(meta.freeRoot, 0)]
+        var visited = 0
+        func read(_ offset: UInt64, _ count: Int) -> [UInt8]? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            let (end, overflow) = offset.addingReportingOverflow(UInt64(count))
+            guard !overflow, end <= UInt64(Int64.max) else { return nil }
+            let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, count, off_t(offset)) }
+            return got == count ? bytes : nil
+        }
+        func u16(_ bytes: [UInt8], _ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
+        func u64(_ bytes: [UInt8], _ at: Int) -> UInt64 { (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[at + $1]) << (8 * $1) } }
+        while let (number, depth) = pending.popLast() {
+            visited += 1
+            guard visited <= 1_000_000, depth <= 64, number < filePages,
+                let page = read(number * UInt64(pageSize), pageSize), u64(page, 0) == number
+            else { return false }
+            let flags = u16(page, 10)
+            let lower = u16(page, 12)
+            guard flags & 0x03 != 0, lower >= 16, lower <= pageSize else { return false }
+            for index in 0..<((lower - 16) / 2) {
+                let node = u16(page, 16 + 2 * index)
+                guard node >= lower, node + 8 <= pageSize else { return false }
+                let keySize = u16(page, node + 6)
+                let dataAt = node + 8 + keySize
+                if flags & 0x01 != 0 {
+                    // A branch node: the child's page number in lo, hi and flags.
+                    let child = UInt64(u16(page, node)) | UInt64(u16(page, node + 2)) << 16 | UInt64(u16(page, node + 4)) << 32
+                    pending.append((child, depth + 1))
+                    continue
+                }
+                let dataSize = u16(page, node) | u16(page, node + 2) << 16
+                let list: [UInt8]
+                if u16(page, node + 4) & 0x01 != 0 {
+                    guard dataAt + 8 <= pageSize else { return false }
+                    let overflowPage = u64(page, dataAt)
+                    guard overflowPage < filePages, dataSize <= 64 << 20,
+                        let bytes = read(overflowPage * UInt64(pageSize) + 16, dataSize)
+                    else { return false }
+                    list = bytes
+                } else {
+                    guard dataAt + dataSize <= pageSize else { return false }
+                    list = Array(page[dataAt..<(dataAt + dataSize)])
+                }
+                guard list.count >= 8 else { return false }
+                let count = Int(clamping: u64(list, 0))
+                guard count <= list.count / 8 - 1 else { return false }
+                for entry in 0..<count { missing.remove(u64(list, 8 + 8 * entry)) }
+                if missing.isEmpty { return true }
+            }
+        }
+        return missing.isEmpty
     }
 }

@@ -154,6 +154,44 @@ final class LMDBEnvironment {
         mapSize = doubled
     }
 
+    /// Writes a consistent copy of the environment as it is now — one read
+    /// transaction's view — to `directory/data.mdb` (`mdb_env_copy2`); with
+    /// `compact`, free pages are left out and the pages renumbered
+    /// (`MDB_CP_COMPACT`). The folder must exist and hold no `data.mdb`.
+    ///
+    /// - Important: the read it holds while it copies keeps the writer from
+    ///   reusing pages freed meanwhile, so the file a writer grows may grow more.
+    func copy(to directory: String, compact: Bool) throws(LMDBError) {
+        try lmdb("mdb_env_copy2(\(directory))") { mdb_env_copy2(env, directory, compact ? UInt32(MDB_CP_COMPACT) : 0) }
+    }
+
+    /// How the file's pages are used, as of `txn`: the page size, the pages
+    /// the environment has ever used (the file is at least that long) and
+    /// the pages on LMDB's free list (reused by later commits; those freed
+    /// after the oldest open read only once it ends).
+    func pageUse(in txn: Transaction) throws(LMDBError) -> (pageSize: Int, usedPages: Int, freePages: Int) {
+        var info = MDB_envinfo()
+        try lmdb("mdb_env_info") { mdb_env_info(env, &info) }
+        var stat = MDB_stat()
+        try lmdb("mdb_env_stat") { mdb_env_stat(env, &stat) }
+        // The free list is database 0 (`FREE_DBI`): each value is a list of
+        // page numbers whose first element is its count (`mdb_stat -f`).
+        var free = 0
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open(free list)") { mdb_cursor_open(txn.handle, 0, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var data = MDB_val()
+        var found = try lmdb("mdb_cursor_get(free list, FIRST)") { mdb_cursor_get(cursor, &key, &data, MDB_FIRST) }
+        while found {
+            if data.mv_size >= MemoryLayout<Int>.size, let base = data.mv_data {
+                free += max(0, base.loadUnaligned(as: Int.self))
+            }
+            found = try lmdb("mdb_cursor_get(free list, NEXT)") { mdb_cursor_get(cursor, &key, &data, MDB_NEXT) }
+        }
+        return (Int(stat.ms_psize), info.me_last_pgno + 1, free)
+    }
+
     /// Page size and entry counts of one database.
     func statistics(of dbi: MDB_dbi, in txn: Transaction) throws(LMDBError) -> (entries: Int, pages: Int, pageSize: Int) {
         var stat = MDB_stat()
@@ -276,6 +314,57 @@ struct Transaction {
             guard try body(keyBytes, valueBytes) else { return }
             found = try lmdb("mdb_cursor_get(NEXT)") { mdb_cursor_get(cursor, &key, &data, MDB_NEXT) }
         }
+    }
+
+    /// Deletes entries from the start of `dbi`, in key order, while
+    /// `delete` says so (given each key and value), at most `limit` of
+    /// them; returns the keys deleted, in order.
+    func deleteLeading(
+        _ dbi: MDB_dbi, limit: Int, while delete: ([UInt8], UnsafeRawBufferPointer) throws -> Bool
+    ) throws -> [[UInt8]] {
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open") { mdb_cursor_open(handle, dbi, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        var deleted: [[UInt8]] = []
+        var key = MDB_val()
+        var data = MDB_val()
+        while deleted.count < limit, try lmdb("mdb_cursor_get(FIRST)", { mdb_cursor_get(cursor, &key, &data, MDB_FIRST) }) {
+            let keyBytes = Array(UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size))
+            guard try delete(keyBytes, UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size)) else { break }
+            try lmdb("mdb_cursor_del") { mdb_cursor_del(cursor, 0) }
+            deleted.append(keyBytes)
+        }
+        return deleted
+    }
+
+    /// The first entry in key order.
+    func first(_ dbi: MDB_dbi) throws -> (key: [UInt8], value: [UInt8])? {
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open") { mdb_cursor_open(handle, dbi, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var data = MDB_val()
+        guard try lmdb("mdb_cursor_get(FIRST)", { mdb_cursor_get(cursor, &key, &data, MDB_FIRST) }) else { return nil }
+        return (
+            Array(UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size)),
+            Array(UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size))
+        )
+    }
+
+    /// The sum of the sizes of every value in `dbi` (the values are not read).
+    func valueBytes(_ dbi: MDB_dbi) throws -> Int {
+        var cursor: OpaquePointer?
+        try lmdb("mdb_cursor_open") { mdb_cursor_open(handle, dbi, &cursor) }
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var data = MDB_val()
+        var total = 0
+        var found = try lmdb("mdb_cursor_get(FIRST)") { mdb_cursor_get(cursor, &key, &data, MDB_FIRST) }
+        while found {
+            total += data.mv_size
+            found = try lmdb("mdb_cursor_get(NEXT)") { mdb_cursor_get(cursor, &key, &data, MDB_NEXT) }
+        }
+        return total
     }
 
     /// The last key in `dbi` that is less than `bound`, if any.

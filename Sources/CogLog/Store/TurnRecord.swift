@@ -266,6 +266,17 @@ extension TurnRecord {
         return try decode(bytes).stateDigest
     }
 
+    /// The commit time a record's bytes carry, in seconds since 1970 (its
+    /// fields up to `time` are scanned, nothing else is read); nil when
+    /// they are not laid out as `encoded()` writes them.
+    static func time(of bytes: [UInt8]) -> Double? {
+        var scanner = CBORScanner(bytes)
+        guard scanner.mapCount() == 9, scanner.skip(text: "crc"), scanner.byteString()?.count == 4, scanner.skip(text: "rev"),
+            scanner.unsigned() != nil, scanner.skip(text: "name"), scanner.item() != nil, scanner.skip(text: "time")
+        else { return nil }
+        return scanner.epochSeconds()
+    }
+
     /// Reads one record laid out as `encoded()` writes it, without a tree
     /// (what `tail`, `verify` and replicas read most); nil for any other
     /// layout, and for records with scope events, which the general decoder

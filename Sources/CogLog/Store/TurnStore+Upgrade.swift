@@ -3,7 +3,7 @@ internal import CLMDB
 
 /// What `TurnStore.upgrade(directory:)` did.
 public struct UpgradeReport: Equatable, Sendable {
-    /// The schema the folder had (4 when there was nothing to do).
+    /// The schema the folder had (4 or 5 when there was nothing to do).
     public let fromSchema: UInt64
     /// Records rewritten as schema 4.
     public let recordsRewritten: Int
@@ -14,7 +14,8 @@ public struct UpgradeReport: Equatable, Sendable {
 }
 
 extension TurnStore {
-    /// Rewrites a schema 1, 2 or 3 folder as schema 4 (`cogd log upgrade`):
+    /// Rewrites a schema 1, 2 or 3 folder as schema 4 (`cogd log upgrade`;
+    /// a schema 4 or 5 folder is left as it is):
     /// every record gets the digest of the state after it (`StateDigest`,
     /// computed along the log from revision 1, one entry hash per state
     /// entry held in memory meanwhile) and its checksum. From schemas 1 and
@@ -43,9 +44,9 @@ extension TurnStore {
                 throw TurnStoreError(code: .corrupt, message: "data folder \(directory) is not a turn log (a database is missing)")
             }
             let schema = try environment.read { txn in
-                try metaNumber(txn, metaDB, MetaKey.schema, directory: directory) ?? (try txn.last(turnsDB) == nil ? schemaVersion : 1)
+                try metaNumber(txn, metaDB, MetaKey.schema, directory: directory) ?? (try txn.last(turnsDB) == nil ? wholeLogSchemaVersion : 1)
             }
-            if schema == schemaVersion {
+            if (wholeLogSchemaVersion...schemaVersion).contains(schema) {
                 return UpgradeReport(fromSchema: schema, recordsRewritten: 0, nullWritesAsReleases: 0, stateEntriesRemoved: 0)
             }
             if schema > schemaVersion { try refuseSchema(schema, directory: directory) }
@@ -104,7 +105,7 @@ extension TurnStore {
                             if try txn.delete(stateDB, key) { chunk.stateEntriesRemoved += 1 }
                         }
                         _ = try txn.delete(metaDB, MetaKey.lastRevision)
-                        try txn.put(metaDB, MetaKey.schema, bytes(schemaVersion))
+                        try txn.put(metaDB, MetaKey.schema, bytes(wholeLogSchemaVersion))
                     }
                     return chunk
                 }

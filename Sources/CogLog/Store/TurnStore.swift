@@ -10,8 +10,10 @@ internal import CLMDB
 /// Databases (see `protocol/turnlog.md`): `turns` (revision → record),
 /// `state` (durable name and key → latest value, updated in the same
 /// transaction as the turn, so opening needs no replay), `dedup` (request id
-/// → reply; applied requests' replies indexed in bulk, see `unindexedFrom`) and
-/// `meta` (schema version, epoch, unindexed-from).
+/// → reply; applied requests' replies indexed in bulk, see `unindexedFrom`),
+/// `meta` (schema version, epoch, unindexed-from, first-revision), and for
+/// retention `dedup-order` (when each reply was stored) and `dedup-expired`
+/// (per worker name, the highest sequence whose reply retention removed).
 ///
 /// ```swift
 /// let store = try TurnStore(directory: "data", mode: .writer, createIfMissing: true)
@@ -29,10 +31,16 @@ public final class TurnStore {
         case reader
     }
 
-    /// The layout version this build writes (and the only one it reads:
-    /// an older folder is rewritten by `TurnStore.upgrade(directory:)`,
-    /// `cogd log upgrade`).
-    public static let schemaVersion: UInt64 = 4
+    /// The newest layout version this build reads and writes: schema 5, a
+    /// log whose oldest records retention may have removed
+    /// (`meta.first-revision`). A folder is schema 4 — a log whole from
+    /// revision 1, which builds before retention read too — until its first
+    /// records are removed. Older folders are rewritten by
+    /// `TurnStore.upgrade(directory:)` (`cogd log upgrade`).
+    public static let schemaVersion: UInt64 = 5
+    /// The layout of a log kept whole from revision 1 (what a new folder
+    /// gets, and what `cogd log upgrade` writes).
+    public static let wholeLogSchemaVersion: UInt64 = 4
 
     public let directory: String
     public let mode: Mode
@@ -41,12 +49,21 @@ public final class TurnStore {
     let stateDB: MDB_dbi
     let dedupDB: MDB_dbi
     let metaDB: MDB_dbi
+    /// When each dedup entry was stored (retention removes old ones); nil for
+    /// a reader of a folder no writer of this build has opened.
+    let dedupOrderDB: MDB_dbi?
+    /// Per worker name, the highest request sequence whose dedup entry
+    /// retention removed (nil: as `dedupOrderDB`).
+    let dedupExpiredDB: MDB_dbi?
     private var lockDescriptor: Int32 = -1
 
     /// The epoch this open runs under (writer), or the last one written (reader).
     public private(set) var epoch: UInt64 = 0
     /// The newest committed revision (0 for an empty log). A reader refreshes it on each read.
     public private(set) var lastRevision: UInt64 = 0
+    /// The oldest revision the log keeps: 1 until retention removed older
+    /// records (`meta.first-revision`). A reader refreshes it on each read.
+    public internal(set) var firstRevision: UInt64 = 1
     /// From this revision on, records may name applied requests whose
     /// replies are not in `dedup` yet (only in the records: `origin.request`
     /// and the revision); nil when every reply is indexed. The leader
@@ -55,6 +72,8 @@ public final class TurnStore {
     /// The encoded records of the last append, in order (the leader publishes
     /// these bytes instead of encoding each record again).
     public private(set) var lastAppended = EncodedTurnBatch.empty
+    /// What the last append's retention removed (nil: it pruned nothing, or was not asked to).
+    public internal(set) var lastPruned: PruneReport?
     /// Reader slots of dead processes cleared at open.
     public private(set) var clearedStaleReaders = 0
 
@@ -117,13 +136,15 @@ public final class TurnStore {
             }
             let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
             clearedStaleReaders = try environment.clearStaleReaders()
-            let names = ["turns", "state", "dedup", "meta"]
+            let names = ["turns", "state", "dedup", "meta", "dedup-order", "dedup-expired"]
             let handles = try environment.openDatabases(names)
-            if let missing = handles.firstIndex(where: { $0 == nil }) {
+            // The last two came with retention: a folder written before has none (a writer makes them).
+            if let missing = handles.prefix(4).firstIndex(where: { $0 == nil }) {
                 throw TurnStoreError(code: .corrupt, message: "data folder \(directory) has no `\(names[missing])` database")
             }
             self.environment = environment
             (turnsDB, stateDB, dedupDB, metaDB) = (handles[0]!, handles[1]!, handles[2]!, handles[3]!)
+            (dedupOrderDB, dedupExpiredDB) = (handles[4], handles[5])
         } catch let error as TurnStoreError {
             TurnStore.unlock(lockDescriptor)
             throw error
@@ -136,6 +157,7 @@ public final class TurnStore {
         }
         do {
             try openMeta(remembered: remembered, acceptDataLoss: acceptDataLoss)
+            if mode == .writer { try orderUnorderedAnswers() }
             if mode == .writer, let logID {
                 identityFile = try IdentityFile(
                     directory: directory, identity: LogIdentity(logID: logID, epoch: epoch, revision: lastRevision))
@@ -196,6 +218,11 @@ public final class TurnStore {
         static let lastRevision = Array("last-revision".utf8)
         static let unindexedFrom = Array("unindexed-from".utf8)
         static let logID = Array("log-id".utf8)
+        /// The oldest revision kept (schema 5; absent: 1).
+        static let firstRevision = Array("first-revision".utf8)
+        /// The revision the log ended at when a writer first kept
+        /// `dedup-order`; every dedup entry stored before is in it since.
+        static let dedupOrderSince = Array("dedup-order-since".utf8)
     }
 
     private func openMeta(remembered: LogIdentity?, acceptDataLoss: Bool) throws(TurnStoreError) {
@@ -230,7 +257,10 @@ public final class TurnStore {
                     }
                     self.logID = logID
                     unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
-                    try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
+                    firstRevision = try TurnStore.metaNumber(txn, metaDB, MetaKey.firstRevision, directory: directory) ?? 1
+                    // A log stays schema 4 until retention first removes records (then 5).
+                    let schema = try TurnStore.metaNumber(txn, metaDB, MetaKey.schema, directory: directory)
+                    try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(schema ?? TurnStore.wholeLogSchemaVersion))
                     try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
                 }
             } else {
@@ -258,12 +288,12 @@ public final class TurnStore {
                 code: .newerSchema,
                 message: "data folder \(directory) has schema version \(schema); this cogd reads up to \(TurnStore.schemaVersion) — upgrade cogd")
         }
-        if schema < TurnStore.schemaVersion {
+        if schema < TurnStore.wholeLogSchemaVersion {
             let lacks = schema < 3 ? "cannot tell a nil value from a release" : "carry no state digest"
             throw TurnStoreError(
                 code: .olderSchema,
-                message: "data folder \(directory) has schema version \(schema); this cogd reads schema \(TurnStore.schemaVersion) only "
-                    + "(its records \(lacks)) — run `cogd log upgrade --data \(directory)` to rewrite it")
+                message: "data folder \(directory) has schema version \(schema); this cogd reads schemas \(TurnStore.wholeLogSchemaVersion) "
+                    + "and \(TurnStore.schemaVersion) only (its records \(lacks)) — run `cogd log upgrade --data \(directory)` to rewrite it")
         }
     }
 
@@ -287,6 +317,7 @@ public final class TurnStore {
         epoch = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
         lastRevision = try lastLoggedRevision(txn)
         unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
+        firstRevision = try TurnStore.metaNumber(txn, metaDB, MetaKey.firstRevision, directory: directory) ?? 1
     }
 
     /// A meta number; a value that is not 8 bytes is refused (never read in part).
@@ -331,9 +362,14 @@ public final class TurnStore {
     /// returns the revisions the drafts got. `index` records, in the same
     /// transaction, that applied requests' replies start to be left out of
     /// `dedup` (from one of this commit's revisions) or that all are in it now.
+    /// `retention` other than `.everything` also removes, in the same
+    /// transaction, a bounded number of the oldest records and dedup entries
+    /// it no longer keeps (about twice what the commit adds, at least 1,024;
+    /// `lastPruned` says what went).
     @discardableResult
     public func append(
-        _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil, at time: Date = Date()
+        _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil, retention: Retention = .everything,
+        at time: Date = Date()
     ) throws(TurnStoreError) -> Range<UInt64> {
         guard mode == .writer else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
@@ -348,7 +384,7 @@ public final class TurnStore {
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in
             TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time, stateDigest: digests[$0])
         }
-        try commit(drafts, batch, firstRevision: first, replies: replies, index: index)
+        try commit(drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, now: time)
         committed(digests, firstRevision: first)
         return first..<(first + UInt64(drafts.count))
     }
@@ -393,15 +429,22 @@ public final class TurnStore {
     /// in one durable transaction.
     private func commit(
         _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])],
-        index: DedupIndexChange? = nil
+        index: DedupIndexChange? = nil, retention: Retention = .everything, now: Date = Date()
     ) throws(TurnStoreError) {
+        lastPruned = nil
         guard !contents.isEmpty || !replies.isEmpty || index != nil else { return }
         let last = firstRevision + UInt64(contents.count) - 1
         let state = StateBatch(batch)
+        let unindexedAfter: UInt64?
+        switch index {
+        case .unindexedFrom(let revision)?: unindexedAfter = min(revision, unindexedFrom ?? revision)
+        case .indexed?: unindexedAfter = nil
+        case nil: unindexedAfter = unindexedFrom
+        }
         // The entry hashes hold this commit's writes already: a failed commit forgets them.
         defer { if lastRevision != last, !contents.isEmpty { entryHashes = [:] } }
-        try run { () throws in
-            try environment.write { (txn: Transaction) in
+        let pruned = try run { () throws in
+            try environment.write { (txn: Transaction) -> PruneReport? in
                 try batch.bytes.withUnsafeBytes { all in
                     try txn.withCursor(turnsDB) { turns in
                         var start = 0
@@ -420,13 +463,20 @@ public final class TurnStore {
                     }
                 }
                 for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
+                try recordDedupOrder(txn, replies.map(\.0), answeredAt: last)
                 switch index {
                 case .unindexedFrom(let revision)?: try txn.put(metaDB, MetaKey.unindexedFrom, TurnStore.bytes(revision))
                 case .indexed?: _ = try txn.delete(metaDB, MetaKey.unindexedFrom)
                 case nil: break
                 }
+                guard retention != .everything else { return nil }
+                let added = contents.count + replies.count
+                return try prune(
+                    txn, retention, now: now, lastRevision: last, unindexedFrom: unindexedAfter,
+                    recordLimit: max(TurnStore.pruneLimit, 2 * contents.count), dedupLimit: max(TurnStore.pruneLimit, 2 * added))
             }
         }
+        if let pruned { pruneCommitted(pruned) }
         switch index {
         case .unindexedFrom(let revision)?: unindexedFrom = revision
         case .indexed?: unindexedFrom = nil
@@ -543,17 +593,27 @@ public final class TurnStore {
 
     // MARK: Dedup
 
-    /// The highest request sequence of `worker` the dedup table holds.
+    /// The highest request sequence of `worker` answered: the highest the
+    /// dedup table holds, or that retention removed from it (`expiredSequence`).
     public func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64? {
         let prefix = Array(worker.utf8) + [0]
         return try run { () throws in
             try environment.read { (txn: Transaction) in
+                let expired = try self.expiredSequence(txn, worker: worker)
                 guard let key = try txn.lastKey(dedupDB, before: prefix + [UInt8](repeating: 0xff, count: 9)),
                     key.count == prefix.count + 8, Array(key.prefix(prefix.count)) == prefix
-                else { return nil }
-                return TurnStore.number(Array(key.suffix(8)))
+                else { return expired }
+                return max(TurnStore.number(Array(key.suffix(8))), expired ?? 0)
             }
         }
+    }
+
+    /// The highest request sequence of `worker` whose answer retention
+    /// removed from the dedup table (nil: none): a request of that name at
+    /// or below it that has no dedup entry was answered long ago, and a
+    /// retry of it is refused `expired`, never run again.
+    public func expiredSequence(worker: String) throws(TurnStoreError) -> UInt64? {
+        try run { () throws in try environment.read { (txn: Transaction) in try self.expiredSequence(txn, worker: worker) } }
     }
 
     /// The stored reply to a request, if it was applied before.
@@ -573,22 +633,18 @@ public final class TurnStore {
                 let turns = try environment.statistics(of: turnsDB, in: txn)
                 let state = try environment.statistics(of: stateDB, in: txn)
                 let dedup = try environment.statistics(of: dedupDB, in: txn)
-                let first = try txn.get(turnsDB, TurnStore.bytes(1)) == nil ? (lastRevision == 0 ? 0 : nil) : 1
-                var firstRevision: UInt64 = 0
-                if first == nil {
-                    try txn.scan(turnsDB, from: nil) { key, _ in
-                        firstRevision = TurnStore.number(key)
-                        return false
-                    }
-                } else {
-                    firstRevision = UInt64(first!)
-                }
+                // The first revision stored (0: none), which a sound log's meta.first-revision names.
+                let firstRevision = try txn.first(turnsDB).map { TurnStore.number($0.key) } ?? 0
                 let fileSize = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
+                let pages = try environment.pageUse(in: txn)
+                let expiredNames = try dedupExpiredDB.map { try environment.statistics(of: $0, in: txn).entries } ?? 0
                 return StoreStatistics(
                     epoch: epoch, firstRevision: firstRevision, lastRevision: lastRevision, turns: turns.entries,
                     stateEntries: state.entries, dedupEntries: dedup.entries,
                     turnsBytes: turns.pages * turns.pageSize, stateBytes: state.pages * state.pageSize,
-                    fileBytes: fileSize, mapBytes: environment.mapSize)
+                    fileBytes: fileSize, mapBytes: environment.mapSize, recordBytes: try txn.valueBytes(turnsDB),
+                    dedupBytes: dedup.pages * dedup.pageSize, pageSize: pages.pageSize, usedPages: pages.usedPages,
+                    freePages: pages.freePages, expiredNames: expiredNames)
             }
         }
     }
@@ -708,6 +764,17 @@ public struct StoreStatistics: Equatable, Sendable {
     public let stateBytes: Int
     public let fileBytes: Int
     public let mapBytes: Int
+    /// The bytes of the records kept (their stored size, summed).
+    public let recordBytes: Int
+    /// The pages of the `dedup` table, in bytes.
+    public let dedupBytes: Int
+    /// LMDB's page size, the pages the file has ever used (it is at least
+    /// that long), and the pages on its free list (reused by later commits).
+    public let pageSize: Int
+    public let usedPages: Int
+    public let freePages: Int
+    /// Worker names whose oldest answers retention removed (`dedup-expired`).
+    public let expiredNames: Int
 }
 
 // MARK: - Verification
@@ -715,11 +782,22 @@ public struct StoreStatistics: Equatable, Sendable {
 /// What `verify()` found: nothing, or the first problem.
 public struct VerifyReport: Equatable, Sendable {
     public let turns: Int
+    /// The oldest revision the log keeps (1: the whole log).
+    public let firstRevision: UInt64
     public let lastRevision: UInt64
     public let stateEntries: Int
     /// The state digest of the state table (which, in a sound log, every
     /// record's digest led up to).
     public let stateDigest: StateDigest
+    /// How many records' `state` was checked against the replay: every one
+    /// of a whole log; of a log whose oldest records retention removed, those
+    /// that write only entries an earlier kept record wrote (the others
+    /// overwrite values whose earlier bytes went with the removed records).
+    public let digestsChecked: Int
+    /// State entries no kept record writes: their values came from removed
+    /// records, so only the state table's digest (against the last record's)
+    /// vouches for them. 0 for a whole log.
+    public let entriesFromRemovedRecords: Int
     /// The first problem, in words; nil when the log is sound.
     public let problem: String?
 
@@ -727,20 +805,40 @@ public struct VerifyReport: Equatable, Sendable {
 }
 
 extension TurnStore {
-    /// Checks that revisions are contiguous from 1, every record decodes and
-    /// carries the digest of the state after it (computed along the log),
-    /// and the state table equals the replay of the log.
+    /// Checks the log (`cogd log verify`, `protocol/turnlog.md` §3a).
+    ///
+    /// A whole log (`firstRevision` 1): revisions are contiguous from 1,
+    /// every record passes its checksum, decodes and carries the digest of
+    /// the state after it (computed along the log from the empty state), and
+    /// the state table equals the replay of the log.
+    ///
+    /// A log whose oldest records retention removed starts from its first
+    /// kept record, whose predecessor state is gone: revisions are
+    /// contiguous from `meta.first-revision` to the last, every record
+    /// passes its checksum and decodes; a record's `state` is checked
+    /// against its predecessor's plus its writes when every entry it writes
+    /// was written by an earlier kept record (the others are counted in
+    /// `digestsChecked`'s complement); every entry a kept record writes
+    /// holds the last value written (or is absent, released); and the state
+    /// table's digest equals the last record's.
     public func verify() throws(TurnStoreError) -> VerifyReport {
         // One read transaction: a consistent snapshot, even beside a writer.
         try runRead { txn in
             let unindexedFrom = try TurnStore.metaNumber(txn, self.metaHandle, MetaKey.unindexedFrom, directory: self.directory)
-            var replay: [[UInt8]: [UInt8]] = [:]
-            // The state digest along the log, and each entry's hash in it.
-            var digest = StateDigest()
+            let first = try TurnStore.metaNumber(txn, self.metaHandle, MetaKey.firstRevision, directory: self.directory) ?? 1
+            let whole = first == 1
+            // Per stored key, the last value a kept record wrote (nil: released).
+            var written: [[UInt8]: [UInt8]?] = [:]
+            // The digest along the log (nil: not known yet, before the first
+            // kept record of a pruned log), and each written entry's hash in
+            // it (0: absent); an entry no kept record wrote has none.
+            var running: StateDigest? = whole ? StateDigest() : nil
             var hashes: [[UInt8]: UInt128] = [:]
-            var expected: UInt64 = 1
+            var lastStated: StateDigest?
+            var expected = first
             var problem: String?
             var count = 0
+            var checked = 0
             try txn.scan(self.turnsHandle, from: nil) { key, value in
                 count += 1
                 guard key.count == 8 else {
@@ -748,6 +846,10 @@ extension TurnStore {
                     return false
                 }
                 let revision = TurnStore.number(key)
+                if revision < first {
+                    problem = "the log holds revision \(revision), below meta.first-revision \(first) (the oldest revision it keeps)"
+                    return false
+                }
                 guard revision == expected else {
                     problem = "revision \(expected) is missing (the next stored one is \(revision))"
                     return false
@@ -763,25 +865,44 @@ extension TurnStore {
                     problem = "turn stored under \(revision) says it is revision \(record.revision)"
                     return false
                 }
+                var digest = running ?? StateDigest()
+                var known = running != nil
                 for write in record.writes {
                     let entry = StateLayout.entry(name: write.name, key: write.key, value: write.value)
-                    replay[entry.key] = entry.value
-                    let new = write.value.map { StateDigest.entryHash(name: write.name, key: write.key, value: $0) }
-                    digest.replace(entryHash: hashes[entry.key] ?? 0, with: new ?? 0)
+                    written.updateValue(entry.value, forKey: entry.key)
+                    let new = write.value.map { StateDigest.entryHash(name: write.name, key: write.key, value: $0) } ?? 0
+                    if let old = hashes[entry.key] ?? (whole ? 0 : nil) {
+                        digest.replace(entryHash: old, with: new)
+                    } else {
+                        known = false  // its value before came from a removed record
+                    }
                     hashes[entry.key] = new
                 }
-                guard record.stateDigest == digest else {
-                    problem =
-                        "turn \(revision) says the state digest after it is \(record.stateDigest), "
-                        + "but the replay of the log up to it gives \(digest)"
-                    return false
+                if known {
+                    guard record.stateDigest == digest else {
+                        problem =
+                            "turn \(revision) says the state digest after it is \(record.stateDigest), "
+                            + "but the replay of the log up to it gives \(digest)"
+                        return false
+                    }
+                    checked += 1
                 }
+                running = known ? digest : record.stateDigest
+                lastStated = record.stateDigest
                 expected += 1
                 return true
             }
-            let lastRevision = expected - 1
+            let lastRevision = count == 0 ? 0 : expected - 1
+            if problem == nil, count == 0, !whole {
+                problem = "meta.first-revision is \(first), but the log holds no records (retention always keeps the newest)"
+            }
             if problem == nil, let unindexedFrom, unindexedFrom > lastRevision {
                 problem = "meta says replies are unindexed from revision \(unindexedFrom) but the log ends at \(lastRevision)"
+            }
+            if problem == nil, let unindexedFrom, unindexedFrom < first {
+                problem =
+                    "meta says replies are unindexed from revision \(unindexedFrom), but the log keeps revisions from \(first) only: "
+                    + "records holding replies not in dedup were removed"
             }
             var stored: [[UInt8]: [UInt8]] = [:]
             var tableDigest = StateDigest()
@@ -791,25 +912,34 @@ extension TurnStore {
                 tableDigest.replace(entryHash: 0, with: StateDigest.entryHash(name: entry.name, key: entry.key, value: entry.value))
                 return true
             }
+            var fromRemoved = 0
             if problem == nil {
-                let replayed = replay.compactMapValues { $0 }
-                for key in replayed.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where stored[key] != replayed[key] {
+                for key in written.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where stored[key] != written[key]! {
                     let entry = StateLayout.parse(key: key, value: [])
-                    problem = "state of \(entry.name)\(entry.key.map { "[\($0.count) key bytes]" } ?? "") differs from the replay of the log"
+                    let what = "\(entry.name)\(entry.key.map { "[\($0.count) key bytes]" } ?? "")"
+                    problem =
+                        written[key]! == nil
+                        ? "state holds \(what), which the last record that wrote it released"
+                        : "state of \(what) differs from the replay of the log"
                     break
                 }
-                if problem == nil,
-                    let extra = stored.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }).first(where: { replayed[$0] == nil })
-                {
+                let unwritten = stored.keys.filter { written[$0] == nil }
+                if whole, problem == nil, let extra = unwritten.sorted(by: { $0.lexicographicallyPrecedes($1) }).first {
                     problem = "state holds \(StateLayout.parse(key: extra, value: []).name), which no turn in the log wrote"
                 }
-                if problem == nil, tableDigest != digest {
-                    // Equal tables have equal digests: only a broken hash gets here.
-                    problem = "the state table's digest is \(tableDigest), but the last record's is \(digest)"
+                if !whole { fromRemoved = unwritten.count }
+                let expectedDigest = whole ? running ?? StateDigest() : lastStated ?? StateDigest()
+                if problem == nil, tableDigest != expectedDigest {
+                    problem =
+                        whole
+                        // Equal tables have equal digests: only a broken hash gets here.
+                        ? "the state table's digest is \(tableDigest), but the last record's is \(expectedDigest)"
+                        : "the state table's digest is \(tableDigest), but the last record says the state after it is \(expectedDigest)"
                 }
             }
             return VerifyReport(
-                turns: count, lastRevision: lastRevision, stateEntries: stored.count, stateDigest: tableDigest, problem: problem)
+                turns: count, firstRevision: first, lastRevision: lastRevision, stateEntries: stored.count, stateDigest: tableDigest,
+                digestsChecked: checked, entriesFromRemovedRecords: fromRemoved, problem: problem)
         }
     }
 }

@@ -69,7 +69,7 @@ struct SchemaThreeTests {
         try writeLog(folder)
         try TurnStore.rewriteAsOlderSchema(directory: folder.path, schema: 2)
         let expected =
-            "data folder \(folder.path) has schema version 2; this cogd reads schema 4 only (its records cannot tell a nil value from a release) — run `cogd log upgrade --data \(folder.path)` to rewrite it"
+            "data folder \(folder.path) has schema version 2; this cogd reads schemas 4 and 5 only (its records cannot tell a nil value from a release) — run `cogd log upgrade --data \(folder.path)` to rewrite it"
         for mode in [TurnStore.Mode.writer, .reader] {
             do {
                 _ = try TurnStore(directory: folder.path, mode: mode)
@@ -113,7 +113,7 @@ struct SchemaThreeTests {
             Issue.record("opened a schema 3 folder")
         } catch {
             #expect(error.code == .olderSchema)
-            #expect(error.message.contains("has schema version 3; this cogd reads schema 4 only (its records carry no state digest) — run `cogd log upgrade"))
+            #expect(error.message.contains("has schema version 3; this cogd reads schemas 4 and 5 only (its records carry no state digest) — run `cogd log upgrade"))
         }
         // Its records start `a8 …` (8 keys: no `state`), which only the upgrade reads.
         let data = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/data.mdb"))

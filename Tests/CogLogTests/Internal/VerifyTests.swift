@@ -105,7 +105,67 @@ struct VerifyTests {
             Issue.record("opened a newer schema")
         } catch {
             #expect(error.code == .newerSchema)
-            #expect(error.message.contains("has schema version 99; this cogd reads up to 4"))
+            #expect(error.message.contains("has schema version 99; this cogd reads up to 5"))
         }
+    }
+    /// Ten turns over accounts a and b (alternating), pruned to the newest six (5…10).
+    private func prunedStore(_ folder: TemporaryFolder) throws -> TurnStore {
+        let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        try store.append([TurnDraft(name: "keep()", writes: [TurnWrite(name: "kept", key: nil, value: try cbor(1))])])
+        for n in 2...10 {
+            try store.append([TurnDraft(name: "set()", writes: [TurnWrite(name: "ledger", key: try cbor(n % 2 == 0 ? "a" : "b"), value: try cbor(n))])])
+        }
+        #expect(try store.prune(.turns(6)).firstRevision == 5)
+        return store
+    }
+
+    @Test func `a pruned log is checked from its first kept revision`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try prunedStore(folder)
+        let report = try store.verify()
+        #expect(report.problem == nil)
+        // 5 (b) and 6 (a) write what removed records wrote last; 7…10 rewrite them: checked.
+        #expect(report.digestsChecked == 4 && report.entriesFromRemovedRecords == 1)
+        #expect(try store.rawRead(database: "meta", key: TurnStore.MetaKey.schema) == TurnStore.bytes(5))
+
+        // A kept record lost.
+        let eight = try store.rawRead(database: "turns", key: TurnStore.bytes(8))
+        try store.rawWrite(database: "turns", key: TurnStore.bytes(8), value: nil)
+        #expect(try store.verify().problem == "revision 8 is missing (the next stored one is 9)")
+        try store.rawWrite(database: "turns", key: TurnStore.bytes(8), value: eight)
+        // One below the first kept revision.
+        try store.rawWrite(database: "turns", key: TurnStore.bytes(3), value: eight)
+        #expect(try store.verify().problem == "the log holds revision 3, below meta.first-revision 5 (the oldest revision it keeps)")
+        try store.rawWrite(database: "turns", key: TurnStore.bytes(3), value: nil)
+        #expect(try store.verify().isSound)
+    }
+
+    @Test func `in a pruned log a wrong digest, a wrong value and a wrong entry from removed records are caught`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let store = try prunedStore(folder)
+        // A checked record's digest.
+        var record = try store.records(from: 8, limit: 1)[0]
+        let honest = record.encoded()
+        record.stateDigest = StateDigest(value: record.stateDigest.value &+ 1)
+        try store.rawWrite(database: "turns", key: TurnStore.bytes(8), value: record.encoded())
+        #expect(try store.verify().problem?.hasPrefix("turn 8 says the state digest after it is") == true)
+        try store.rawWrite(database: "turns", key: TurnStore.bytes(8), value: honest)
+        // A value a kept record wrote.
+        let a = StateLayout.entry(name: "ledger", key: try cbor("a"), value: nil).key
+        try store.rawWrite(database: "state", key: a, value: try cbor(99))
+        #expect(try store.verify().problem == "state of ledger[2 key bytes] differs from the replay of the log")
+        try store.rawWrite(database: "state", key: a, value: try cbor(10))
+        // The entry only removed records wrote: the table no longer adds up to the last record's digest.
+        let kept = StateLayout.entry(name: "kept", key: nil, value: nil).key
+        try store.rawWrite(database: "state", key: kept, value: try cbor(2))
+        #expect(try store.verify().problem?.hasPrefix("the state table's digest is") == true)
+        try store.rawWrite(database: "state", key: kept, value: try cbor(1))
+        // Replies unindexed from a revision retention removed.
+        try store.rawWrite(database: "meta", key: TurnStore.MetaKey.unindexedFrom, value: TurnStore.bytes(3))
+        #expect(try store.verify().problem?.hasPrefix("meta says replies are unindexed from revision 3, but the log keeps revisions from 5") == true)
+        try store.rawWrite(database: "meta", key: TurnStore.MetaKey.unindexedFrom, value: nil)
+        #expect(try store.verify().isSound)
     }
 }

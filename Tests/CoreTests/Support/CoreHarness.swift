@@ -54,6 +54,7 @@ final class FlakyReads: LeaderLog {
 
     var epoch: UInt64 { log.epoch }
     var lastRevision: UInt64 { log.lastRevision }
+    var firstRevision: UInt64 { log.firstRevision }
     var unindexedFrom: UInt64? { log.unindexedFrom }
 
     private static func fail(_ count: inout Int, _ what: String) throws(TurnStoreError) {
@@ -80,6 +81,11 @@ final class FlakyReads: LeaderLog {
     func lastDedupSequence(worker: String) throws(TurnStoreError) -> UInt64? {
         try Self.fail(&failingDedupReads, "the dedup table")
         return try log.lastDedupSequence(worker: worker)
+    }
+
+    func expiredSequence(worker: String) throws(TurnStoreError) -> UInt64? {
+        try Self.fail(&failingDedupReads, "the dedup table")
+        return try log.expiredSequence(worker: worker)
     }
 
     func records(from revision: UInt64, limit: Int, maximumBytes: Int) throws(TurnStoreError) -> [TurnRecord] {
