@@ -225,6 +225,9 @@ extension CogdCommandLine {
                   --from REV          every turn from revision REV (default: the last 10); past the
                                       end it says where the log ends and exits 1 (unless --follow)
                   --last N            the last N turns (default 10)
+                  --to REV            stop after revision REV, also when following (default: no end)
+                  --count N           stop after N turns printed (those --name matches), also when
+                                      following or with --connect (default: no limit)
                   --follow            keep printing turns as they commit (default: stop at the end)
                   --json              one JSON object per turn (default: lines)
                   --name PATTERN      only turns whose name matches a shell pattern (default: all);
@@ -240,6 +243,8 @@ extension CogdCommandLine {
 
                 Example:
                   \(cogd) tail --data cogd-data --from 100 --name 'ledger.*' --json
+                  \(cogd) tail --data cogd-data --from 100 --to 200
+                  \(cogd) tail --data cogd-data --follow --count 5
                   \(cogd) tail --connect 127.0.0.1:5702 --key keys/operator.key --leader-key keys/leader.pub
                 """
         case "log":

@@ -155,8 +155,8 @@ public enum CogdCommandLine {
                 + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure]"
         case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
         case "tail":
-            "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN]\n"
-                + "       \(cogd) tail --connect TURNS-ENDPOINT [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
+            "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
+                + "       \(cogd) tail --connect TURNS-ENDPOINT [--count N] [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
         case "call": "Usage: \(cogd) call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"
         case "status": "Usage: \(cogd) status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"
         case "get":

@@ -119,6 +119,10 @@ enum Command: Equatable {
         var connect: String?
         /// Its key and the leader's, for `--connect` (`--key`, `--leader-key`).
         var keys: ClientKeyFiles?
+        /// Stop after this revision (`--to`).
+        var to: UInt64?
+        /// Stop after printing this many turns (`--count`).
+        var count: Int?
     }
 
     struct GetOptions: Equatable {
@@ -159,7 +163,7 @@ enum Command: Equatable {
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"),
-        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
+        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--to REV] [--count N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
         ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json] | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"),
@@ -561,6 +565,18 @@ enum Command: Equatable {
                     throw UsageError(message: "--last takes a count (1 or more), not '\(text)'", subcommand: "tail")
                 }
                 options.last = count
+            case "--to":
+                let text = try reader.value(for: option)
+                guard let revision = UInt64(text), revision >= 1 else {
+                    throw UsageError(message: "--to takes a revision (1 or more), not '\(text)'", subcommand: "tail")
+                }
+                options.to = revision
+            case "--count":
+                let text = try reader.value(for: option)
+                guard let count = Int(text), count >= 1 else {
+                    throw UsageError(message: "--count takes a number of turns (1 or more), not '\(text)'", subcommand: "tail")
+                }
+                options.count = count
             case "--follow":
                 try reader.noValue(option)
                 options.follow = true
@@ -579,6 +595,12 @@ enum Command: Equatable {
         }
         if options.from != nil && options.last != nil {
             throw UsageError(message: "--from and --last cannot be used together", subcommand: "tail")
+        }
+        if options.count != nil && options.last != nil {
+            throw UsageError(message: "--count and --last cannot be used together (--last N prints the newest N)", subcommand: "tail")
+        }
+        if let from = options.from, let to = options.to, to < from {
+            throw UsageError(message: "--to \(to) is before --from \(from)", subcommand: "tail")
         }
         options.keys = try clientKeys(key: keyFile, leaderKey: leaderKeyFile, environment: environment, subcommand: "tail")
         if options.keys != nil && options.connect == nil && (keyFile != nil || leaderKeyFile != nil) {

@@ -10,6 +10,13 @@ import Foundation
 /// `cogd tail`: prints turns from the log, safe beside a running writer.
 struct TailCommand {
     let options: Command.TailOptions
+    /// How far it has got against `--to` and `--count`.
+    private let progress = Progress()
+
+    private final class Progress {
+        var printed = 0
+        var done = false
+    }
 
     func run() -> Int32 {
         if let endpoint = options.connect { return followStream(endpoint) }
@@ -42,6 +49,7 @@ struct TailCommand {
                 }
                 next = from
                 next = try printRecords(store.records(from: from), after: next)
+                if progress.done { return 0 }
             } else {
                 let wanted = options.last ?? 10
                 let records = options.namePattern == nil ? try store.lastRecords(wanted) : try lastMatching(store, wanted)
@@ -49,7 +57,7 @@ struct TailCommand {
                 next = try printRecords(records, after: next)
                 next = max(next, store.lastRevision + 1)
             }
-            guard options.follow else { return 0 }
+            guard options.follow, !progress.done else { return 0 }
             while true {
                 let records = try store.records(from: next, limit: 1_000)
                 if records.isEmpty {
@@ -57,6 +65,7 @@ struct TailCommand {
                     continue
                 }
                 next = try printRecords(records, after: next)
+                if progress.done { return 0 }
             }
         } catch {
             printError("Error: \(escaped: error)")
@@ -84,6 +93,7 @@ struct TailCommand {
                     guard case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
                     else { continue }
                     _ = try printRecords(records, after: 0)
+                    if progress.done { return 0 }
                 }
             }
         } catch {
@@ -101,8 +111,18 @@ struct TailCommand {
         }
         var next = next
         for record in records {
+            if let to = options.to, record.revision > to {
+                progress.done = true
+                break
+            }
             next = record.revision + 1
             guard matches(record.name) else { continue }
+            defer {
+                progress.printed += 1
+                if let count = options.count, progress.printed >= count { progress.done = true }
+                if let to = options.to, record.revision >= to { progress.done = true }
+            }
+            if progress.done { break }
             if options.json {
                 print(record.jsonLine)
             } else {

@@ -25,6 +25,28 @@ struct LogCommandTests {
         #expect(filtered.stdout.isEmpty)
     }
 
+    @Test func `tail stops at --to and after --count, also when following`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        #expect(try runCogd(["log", "soak", "--data", folder.path, "--count", "12", "--batch", "4"]).status == 0)
+        func revisions(_ arguments: [String]) throws -> [String] {
+            let result = try runCogd(["tail", "--data", folder.path] + arguments, timeout: .seconds(20))
+            #expect(result.status == 0, "\(arguments): \(result)")
+            return result.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }.map { String($0.prefix { $0 != " " }) }
+        }
+        #expect(try revisions(["--from", "3", "--to", "5"]) == ["#3", "#4", "#5"])
+        #expect(try revisions(["--from", "10", "--count", "2"]) == ["#10", "#11"])
+        // Following ends once the count (or --to) is reached, instead of waiting for more.
+        #expect(try revisions(["--from", "11", "--follow", "--count", "2"]) == ["#11", "#12"])
+        #expect(try revisions(["--from", "12", "--follow", "--to", "12"]) == ["#12"])
+        let clash = try runCogd(["tail", "--data", folder.path, "--from", "5", "--to", "3"])
+        #expect(clash.status == 64)
+        #expect(clash.stderr.hasPrefix("Error: --to 3 is before --from 5"))
+        let both = try runCogd(["tail", "--data", folder.path, "--last", "3", "--count", "2"])
+        #expect(both.status == 64)
+        #expect(both.stderr.hasPrefix("Error: --count and --last cannot be used together"))
+    }
+
     @Test func `tail and verify show a nil value as a value and only a discard as released`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
