@@ -263,12 +263,14 @@ struct ServiceUnitTests {
             root: folder.path,
             settings: [
                 "COGD_CURVE": "off", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
-                "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none",
+                "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none", "COGD_RETAIN": "--retain-turns 5000",
             ])
         let leader = try host.start("cogd-leader.service")
         defer { leader.stop() }
         let first = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
         #expect(first?.hasSuffix("no authentication: loopback only") == true, "\(leader.lines)")
+        let retention = leader.waitForLine { $0.hasPrefix("cogd leader: retention") }
+        #expect(retention?.contains("5000") == true, "COGD_RETAIN reaches the leader: \(leader.lines)")
         let worker = try host.start("cogd-worker@w1.service")
         defer { worker.stop() }
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
