@@ -175,8 +175,6 @@ struct ScopeTable {
             openings.append(event(.open, instance, entry.identity, registration, owner: spec.worker))
         }
         registrations[key] = registration
-        // Nested registrations retired with a moved parent were looked up
-        // in `registrations`, which `registration` is written back to above.
         let members = selected.compactMap { identity in mine[identity].map { ScopeMember(identity: identity, instance: $0) } }
         return (members, retirements.sorted { $0.instance < $1.instance } + openings)
     }

@@ -550,33 +550,21 @@ enum Command: Equatable {
         var options = TailOptions()
         var keyFile: String?
         var leaderKeyFile: String?
+        /// The option's value as a whole number of 1 or more; `what` names it in the error.
+        func atLeastOne<Number: FixedWidthInteger>(_ option: OptionReader.Option, _ what: String) throws(UsageError) -> Number {
+            let text = try reader.value(for: option)
+            guard let value = Number(text), value >= 1 else {
+                throw UsageError(message: "\(option.name) takes \(what) (1 or more), not '\(text)'", subcommand: "tail")
+            }
+            return value
+        }
         while let option = try reader.nextOption() {
             switch option.name {
             case "--data": options.dataFolder = try reader.value(for: option)
-            case "--from":
-                let text = try reader.value(for: option)
-                guard let revision = UInt64(text), revision >= 1 else {
-                    throw UsageError(message: "--from takes a revision (1 or more), not '\(text)'", subcommand: "tail")
-                }
-                options.from = revision
-            case "--last":
-                let text = try reader.value(for: option)
-                guard let count = Int(text), count >= 1 else {
-                    throw UsageError(message: "--last takes a count (1 or more), not '\(text)'", subcommand: "tail")
-                }
-                options.last = count
-            case "--to":
-                let text = try reader.value(for: option)
-                guard let revision = UInt64(text), revision >= 1 else {
-                    throw UsageError(message: "--to takes a revision (1 or more), not '\(text)'", subcommand: "tail")
-                }
-                options.to = revision
-            case "--count":
-                let text = try reader.value(for: option)
-                guard let count = Int(text), count >= 1 else {
-                    throw UsageError(message: "--count takes a number of turns (1 or more), not '\(text)'", subcommand: "tail")
-                }
-                options.count = count
+            case "--from": options.from = try atLeastOne(option, "a revision")
+            case "--last": options.last = try atLeastOne(option, "a count")
+            case "--to": options.to = try atLeastOne(option, "a revision")
+            case "--count": options.count = try atLeastOne(option, "a number of turns")
             case "--follow":
                 try reader.noValue(option)
                 options.follow = true

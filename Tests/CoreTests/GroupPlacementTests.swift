@@ -89,6 +89,14 @@ struct GroupPlacementTests {
         #expect(leader.openInstances == [])
     }
 
+    @Test func `a group with a control character, or empty, is malformed`() throws {
+        let leader = try CoreHarness(placesGroups: true)
+        for group in ["", "g\u{1}x", "tab\there"] {
+            #expect(leader.error("w", .hello(worker: "w", lastRevision: 0, group: group))?.code == "malformed", "\(group)")
+        }
+        #expect(leader.send("w", Self.grouped("w")).first?.typeName == "welcome")
+    }
+
     @Test func `without group placement a group is ignored: each worker's registration is its own, as before`() throws {
         let leader = try CoreHarness()
         _ = try Self.setMembers(leader, ["a"], seq: 1)

@@ -421,8 +421,12 @@ public struct LeaderCore {
                 refuse(peer, refusal)
                 return
             }
-            if let group, group.isEmpty || group.utf8.count > LeaderCore.maximumWorkerName || group.utf8.contains(0) {
-                refuse(peer, WireError(.malformed, "a group is 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8 with no NUL"))
+            if let group,
+                group.isEmpty || group.utf8.count > LeaderCore.maximumWorkerName
+                    || group.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f })
+            {
+                // No control characters: a group names a key of the scope table (`\u{1}` separates its parts) and is printed.
+                refuse(peer, WireError(.malformed, "a group is 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8 with no control characters"))
                 return
             }
             hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, now: now)
