@@ -75,6 +75,12 @@ extension CogdCommandLine {
                                           none; needed with --curve-secret)
                   --insecure              without keys, bind endpoints off this host too: anyone who reaches
                                           them runs any op and reads all state (default off: loopback only)
+                  --metrics HOST:PORT     serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
+                                          there, like 127.0.0.1:9464 (default: off; protocol/metrics.md)
+                  --log-format text|json  the log on stderr: one line per event with time and level
+                                          (default text, or $\(Command.logFormatEnvironmentVariable))
+                  --log-level LEVEL       debug, info, warn or error: the least that is logged
+                                          (default info, or $\(Command.logLevelEnvironmentVariable))
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
@@ -85,6 +91,7 @@ extension CogdCommandLine {
                 Example:
                   \(cogd) leader --data /var/lib/cogd --requests 0.0.0.0:5701 --turns 0.0.0.0:5702 \\
                       --curve-secret keys/leader.key --peers peers
+                  \(cogd) leader --metrics 127.0.0.1:9464 --log-format json --log-level warn
                 """
         case "worker":
             return """
@@ -101,6 +108,13 @@ extension CogdCommandLine {
                                       worker of the group, moving when that worker goes (default: none,
                                       every child opens here; the mechanisms' top-level reactions and
                                       tasks still run on every worker)
+                  --metrics HOST:PORT serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
+                                      there, like 127.0.0.1:9465 (default: off; protocol/metrics.md)
+                  --log-format text|json
+                                      the log on stderr: one line per event with time and level
+                                      (default text, or $\(Command.logFormatEnvironmentVariable))
+                  --log-level LEVEL   debug, info, warn or error; debug adds a line per revision
+                                      applied (default info, or $\(Command.logLevelEnvironmentVariable))
                 \(keyOptions)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
@@ -108,6 +122,7 @@ extension CogdCommandLine {
 
                 Example:
                   \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig replica
+                  \(cogd) worker --name worker-1 --metrics 127.0.0.1:9465 --log-level debug
                 """
         case "call":
             return """

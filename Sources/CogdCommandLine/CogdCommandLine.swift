@@ -152,7 +152,8 @@ public enum CogdCommandLine {
             "Usage: \(cogd) leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S]\n"
                 + "         [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S]\n"
                 + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE] [--trap-op]\n"
-                + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure]"
+                + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
+                + "         [--log-format text|json] [--log-level debug|info|warn|error]"
         case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
         case "tail":
             "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
@@ -163,7 +164,9 @@ public enum CogdCommandLine {
             "Usage: \(cogd) get NAME [KEY] [--json] [--data DIR]\n"
                 + "       \(cogd) get NAME [KEY] [--json] --leader ENDPOINT [--timeout SECONDS] [--key FILE --leader-key FILE]"
         case "ops": "Usage: \(cogd) ops [--json]"
-        case "worker": "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"
+        case "worker":
+            "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]\n"
+                + "         [--metrics HOST:PORT] [--log-format text|json] [--log-level debug|info|warn|error]"
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"
         case "log":

@@ -77,6 +77,11 @@ enum Command: Equatable {
         var peersFile: String?
         /// How much of the turn log to keep (`--retain-turns`, `--retain-age`, `--retain-bytes`; default everything).
         var retention: Retention = .everything
+        /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics HOST:PORT`; nil: nowhere).
+        var metrics: String?
+        /// The operator's log (`--log-format`, `--log-level`).
+        var logFormat = OperatorLog.defaultFormat
+        var logLevel = OperatorLog.defaultLevel
     }
 
     struct WorkerOptions: Equatable {
@@ -88,6 +93,11 @@ enum Command: Equatable {
         var keys: ClientKeyFiles?
         /// The worker group it joins (`--group`; nil: none).
         var group: String?
+        /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics HOST:PORT`; nil: nowhere).
+        var metrics: String?
+        /// The operator's log (`--log-format`, `--log-level`).
+        var logFormat = OperatorLog.defaultFormat
+        var logLevel = OperatorLog.defaultLevel
     }
 
     struct CallOptions: Equatable {
@@ -162,7 +172,7 @@ enum Command: Equatable {
 
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
-        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"),
+        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE] [--metrics HOST:PORT] [OPTION…]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--to REV] [--count N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
         ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json] | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
@@ -297,6 +307,15 @@ enum Command: Equatable {
         var reader = OptionReader(arguments: arguments, subcommand: subcommand)
         var leader = LeaderOptions()
         var worker = WorkerOptions()
+        // The log's format and level may come from the environment (an option wins).
+        if subcommand == "leader" || subcommand == "worker", let text = environment[Command.logFormatEnvironmentVariable], !text.isEmpty {
+            let format = try logFormat(text, from: "$" + Command.logFormatEnvironmentVariable, subcommand: subcommand)
+            (leader.logFormat, worker.logFormat) = (format, format)
+        }
+        if subcommand == "leader" || subcommand == "worker", let text = environment[Command.logLevelEnvironmentVariable], !text.isEmpty {
+            let level = try logLevel(text, from: "$" + Command.logLevelEnvironmentVariable, subcommand: subcommand)
+            (leader.logLevel, worker.logLevel) = (level, level)
+        }
         var positionals: [String] = []
         var leaderEndpoint: String?
         var timeout = Command.defaultTimeout
@@ -381,6 +400,12 @@ enum Command: Equatable {
                 try reader.noValue(option)
                 leader.trapOp = true
             case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try spinWait(try reader.value(for: option), option, subcommand)
+            case ("leader", "--metrics"): leader.metrics = try metricsAddress(try reader.value(for: option), subcommand: subcommand)
+            case ("worker", "--metrics"): worker.metrics = try metricsAddress(try reader.value(for: option), subcommand: subcommand)
+            case ("leader", "--log-format"): leader.logFormat = try logFormat(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("worker", "--log-format"): worker.logFormat = try logFormat(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("leader", "--log-level"): leader.logLevel = try logLevel(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("worker", "--log-level"): worker.logLevel = try logLevel(try reader.value(for: option), from: option.name, subcommand: subcommand)
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("call", "--name"): callName = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
@@ -449,6 +474,33 @@ enum Command: Equatable {
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout, keys: keys)
         }
+    }
+
+    static let logFormatEnvironmentVariable = "COGD_LOG_FORMAT"
+    static let logLevelEnvironmentVariable = "COGD_LOG_LEVEL"
+
+    /// `--metrics`'s HOST:PORT (`[IPv6]:PORT` too; port 0 picks a free one).
+    private static func metricsAddress(_ text: String, subcommand: String) throws(UsageError) -> String {
+        guard let colon = text.lastIndex(of: ":"), colon != text.startIndex, UInt16(text[text.index(after: colon)...]) != nil,
+            !text.hasPrefix("tcp://"), !text.hasPrefix("http")
+        else {
+            throw UsageError(message: "--metrics takes HOST:PORT, like 127.0.0.1:9464, not '\(text)'", subcommand: subcommand)
+        }
+        return text
+    }
+
+    private static func logFormat(_ text: String, from source: String, subcommand: String) throws(UsageError) -> OperatorLog.Format {
+        guard let format = OperatorLog.Format(rawValue: text) else {
+            throw UsageError(message: "\(source) takes text or json, not '\(text)'", subcommand: subcommand)
+        }
+        return format
+    }
+
+    private static func logLevel(_ text: String, from source: String, subcommand: String) throws(UsageError) -> OperatorLog.Level {
+        guard let level = OperatorLog.Level(rawValue: text) else {
+            throw UsageError(message: "\(source) takes debug, info, warn or error, not '\(text)'", subcommand: subcommand)
+        }
+        return level
     }
 
     private static func parseGet(_ arguments: [String], environment: [String: String]) throws(UsageError) -> GetOptions {

@@ -42,7 +42,8 @@ final class CogdProcess {
     ) throws {
         process.executableURL = executable
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // Workers log each revision applied only at debug; tests wait for those lines.
+        process.environment = ProcessInfo.processInfo.environment.merging(["COGD_LOG_LEVEL": "debug"]) { $1 }.merging(environment) { $1 }
         if let input { process.standardInput = input }
         if let directory { process.currentDirectoryURL = directory }
         process.standardOutput = output
