@@ -251,6 +251,7 @@ enum ClusterCommands {
                 + (options.group.map { ", group \(TerminalText.escaped($0))" } ?? ""))
         var metricsServer: MetricsServer?
         if let address = options.metrics, let board {
+            worker.publish(to: board)  // ready or not, and why, from the first request on
             do {
                 metricsServer = try MetricsServer(address: address, board: board)
                 print("cogd worker \(name): metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)")

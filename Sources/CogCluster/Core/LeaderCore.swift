@@ -251,7 +251,9 @@ public struct LeaderCore {
         // in name order: the records of one tick come out the same every run.
         let silent = workers.filter { now - max($0.value.lastHeard, resumedAt) >= settings.heartbeatTimeout }.keys
         for name in silent.sorted() {
-            note(.timedOut(worker: name, seconds: Double((now - max(workers[name]!.lastHeard, resumedAt)).components.seconds)))
+            if let state = workers[name] {
+                note(.timedOut(worker: name, seconds: Double((now - max(state.lastHeard, resumedAt)).components.seconds)))
+            }
             workers[name] = nil
             goneWorkers.insert(name)
             dropWorker(name, named: LeaderCore.workerGoneTurn)

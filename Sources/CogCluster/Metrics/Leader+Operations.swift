@@ -28,6 +28,9 @@ struct LeaderOperations {
     var slowCommits: UInt64 = 0
     var slowestCommit: Duration = .zero
     var lastSlowCommitLine: ContinuousClock.Instant?
+    /// Name conflicts by worker name since its last line, and when that was
+    /// (a refused process says hello every 250 ms: one line per name per 10 s).
+    var conflicts: [String: (lastLine: ContinuousClock.Instant, since: UInt64)] = [:]
 
     static let recentCommitsKept = 4_096
     static let fileUseInterval: Duration = .seconds(5)
@@ -92,10 +95,23 @@ extension Leader {
                     .info, "worker-replaced", "worker \(TerminalText.escaped(worker)): a new process took the name over from one that is gone",
                     ["worker": .text(worker)])
             case .nameConflict(let worker):
+                let now = ContinuousClock.now
+                if let earlier = operations.conflicts[worker], now - earlier.lastLine < .seconds(10) {
+                    operations.conflicts[worker]!.since += 1
+                    continue
+                }
+                // Bounded: names seen once long ago are forgotten (a line may then come sooner).
+                if operations.conflicts.count >= 1_024 {
+                    operations.conflicts = operations.conflicts.filter { now - $0.value.lastLine < .seconds(10) }
+                    if operations.conflicts.count >= 1_024 { operations.conflicts = [:] }
+                }
+                let more = operations.conflicts[worker]?.since ?? 0
+                operations.conflicts[worker] = (now, 0)
                 log.log(
                     .warn, "name-conflict",
-                    "another process asked for worker name \(TerminalText.escaped(worker)) while its holder is connected; refused name-in-use",
-                    ["worker": .text(worker)])
+                    "another process asked for worker name \(TerminalText.escaped(worker)) while its holder is connected; refused name-in-use"
+                        + (more > 0 ? " (\(more) more refusals since the last line)" : ""),
+                    ["worker": .text(worker), "more": .number(Double(more))])
             }
         }
         let now = ContinuousClock.now
