@@ -183,6 +183,10 @@ struct MetricsEndpointTests {
         let timedOut = event("worker-timed-out")
         #expect(timedOut?["level"] as? String == "warn" && timedOut?["worker"] as? String == name, "\(leader.lines)")
         #expect(timedOut?["time"] is String)
+        // Rejections are summarised per code, with their count.
+        #expect(try ports.call("ledger.nope", "{}").contains("rejected: unknown-op"))
+        let rejections = event("rejections")
+        #expect(rejections?["code"] as? String == "unknown-op" && (rejections?["count"] as? Int) == 1, "\(leader.lines)")
         #expect(!leader.lines.contains { $0.contains("\u{1B}") }, "no raw escape reaches the log")
     }
 
