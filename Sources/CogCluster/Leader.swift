@@ -469,8 +469,9 @@ public final class Leader {
                     let revisions = try store.append(
                         commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention)
                     if let pruned = store.lastPruned { prunedBacklog = pruned.more }
-                    commitTimes.record(ContinuousClock.now - start, turns: revisions.count)
-                    noteCommit(ContinuousClock.now - start, turns: revisions.count, lastRevision: revisions.upperBound &- 1)
+                    let took = ContinuousClock.now - start
+                    commitTimes.record(took, turns: revisions.count)
+                    noteCommit(took, turns: revisions.count, lastRevision: revisions.upperBound &- 1)
                     answer = .committed(revisions)
                 } catch {
                     answer = .commitFailed(cause: Leader.commitFailureCause(error, dataFolder: configuration.dataFolder))
