@@ -135,6 +135,31 @@ struct MetricsEndpointTests {
         #expect(workerReady == (200, "ready: synced, applied revision 2, epoch 1\n"))
     }
 
+    @Test func `a worker counts its rejoin and re-sync after the leader restarts`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let workerMetrics = freePort()
+        var leader = try ports.startLeader(data: folder.path)
+        let worker = try CogdProcess([
+            "worker", "--leader", ports.requests, "--name", "w1", "--rig", "replica", "--metrics", "127.0.0.1:\(workerMetrics)",
+        ])
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("cogd worker w1: synced at revision 0, epoch 1") } != nil, "\(worker.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "a", "balance": 1}"#).hasPrefix("applied revision 1"))
+        leader.interrupt()
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: stopped") } != nil)
+        leader.stop()
+        leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("cogd worker w1: synced at revision 1, epoch 2") } != nil, "\(worker.lines)")
+        let (samples, _) = try MetricsEndpointTests.scrape(workerMetrics)
+        #expect(samples["cogd_worker_resyncs_total"] == 1, "\(samples)")
+        #expect((samples["cogd_worker_reconnects_total"] ?? 0) >= 1, "\(samples)")
+        #expect(samples["cogd_worker_applied_revision"] == 1)
+        #expect(try MetricsEndpointTests.get(workerMetrics, "/readyz") == (200, "ready: synced, applied revision 1, epoch 2\n"))
+    }
+
     @Test func `the metrics server answers what it does not serve, refuses bad requests, and keeps serving`() throws {
         let port = freePort()
         let ports = ClusterPorts()
@@ -178,6 +203,8 @@ struct MetricsEndpointTests {
             }
         }
         let joined = event("worker-joined")
+        let streamed = event("snapshot-streamed")
+        #expect(streamed?["level"] as? String == "info" && (streamed?["peer"] as? String)?.hasPrefix(name + "/") == true, "\(leader.lines)")
         #expect(joined?["level"] as? String == "info" && joined?["worker"] as? String == name, "\(leader.lines)")
         #expect((joined?["time"] as? String)?.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression) != nil)
         let timedOut = event("worker-timed-out")
