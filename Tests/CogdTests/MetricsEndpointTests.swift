@@ -135,6 +135,60 @@ struct MetricsEndpointTests {
         #expect(workerReady == (200, "ready: synced, applied revision 2, epoch 1\n"))
     }
 
+    /// A connected TCP socket to 127.0.0.1:`port` (closed by the caller).
+    static func connectSocket(_ port: Int) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return fd
+    }
+
+    /// Reads what the server sends on `fd` until it closes (bounded).
+    static func readAll(_ fd: Int32) -> String {
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var response: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            let read = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if read <= 0 { break }
+            response += chunk[0..<read]
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    @Test func `idle and surplus connections are answered 408 and 503 and cost the server nothing after`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let port = freePort()
+        let leader = try ports.startLeader(data: folder.path, options: ["--metrics", "127.0.0.1:\(port)"])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: metrics at") } != nil)
+        // Sixteen connections that send half a request head and wait.
+        let idle = (0..<16).map { _ in MetricsEndpointTests.connectSocket(port) }
+        for fd in idle { _ = Array("GET /metr".utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+        usleep(300_000)
+        // The seventeenth is turned away at once.
+        let surplus = try MetricsEndpointTests.get(port, "/healthz")
+        #expect(surplus.status == 503 && surplus.body.hasPrefix("too many connections (at most 16)"), "\(surplus)")
+        // The sixteen get 408 once their 5 s are up, and are closed.
+        let answers = idle.map { fd in
+            defer { close(fd) }
+            return MetricsEndpointTests.readAll(fd)
+        }
+        #expect(answers.allSatisfy { $0.hasPrefix("HTTP/1.1 408 Request Timeout\r\n") }, "\(answers.first ?? "")")
+        #expect(try MetricsEndpointTests.get(port, "/healthz") == (200, "ok\n"))
+        let (samples, _) = try MetricsEndpointTests.scrape(port)
+        #expect(samples[#"cogd_metrics_http_responses_total{code="408"}"#] == 16, "\(samples)")
+        #expect(samples[#"cogd_metrics_http_responses_total{code="503"}"#] == 1)
+    }
+
     @Test func `a worker counts its rejoin and re-sync after the leader restarts`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
