@@ -11,9 +11,9 @@ import Foundation
 struct TailCommand {
     let options: Command.TailOptions
     /// How far it has got against `--to` and `--count`.
-    private let progress = Progress()
+    let progress = Progress()
 
-    private final class Progress {
+    final class Progress {
         var printed = 0
         var done = false
     }
@@ -29,7 +29,29 @@ struct TailCommand {
         }
         do {
             var next: UInt64
-            if let from = options.from {
+            var from = options.from
+            if let since = options.since {
+                let moment = since.date()
+                let found = try TailSince.firstRevision(atOrAfter: moment, first: store.firstRevision, last: store.lastRevision) { revision in
+                    try store.records(from: revision, limit: 1).first.map { $0.revision == revision ? $0.time : .distantFuture }
+                }
+                if let found {
+                    from = found
+                } else {
+                    // Every turn is older (or there is none): say what the newest is, or wait for a newer one.
+                    let newest = try store.lastRevision == 0 ? nil : store.records(from: store.lastRevision, limit: 1).first
+                    let ends =
+                        newest.map { "the newest turn, revision \($0.revision), is from \(CBORText.iso8601($0.time.timeIntervalSince1970))" }
+                        ?? "the log has no turns yet"
+                    guard options.follow else {
+                        printError("Error: no turn since \(since): \(ends) (an earlier --since, or --follow to wait)")
+                        return 1
+                    }
+                    printError("\(CogdCommandLine.programName) tail: no turn since \(since) yet: \(ends); waiting for newer ones")
+                    from = store.lastRevision + 1
+                }
+            }
+            if let from {
                 // Below what retention kept: say which revisions remain.
                 if from < store.firstRevision {
                     printError(
@@ -38,7 +60,7 @@ struct TailCommand {
                     return 1
                 }
                 // Past the end prints nothing: say which revisions exist instead (following waits for them).
-                if from > store.lastRevision {
+                if from > store.lastRevision, options.since == nil {
                     let ends = store.lastRevision == 0 ? "the log has no turns yet" : "the log ends at revision \(store.lastRevision)"
                     guard options.follow else {
                         let choices = store.lastRevision == 0 ? "--follow to wait" : "--from 1 to \(store.lastRevision), or --follow to wait"
@@ -73,37 +95,8 @@ struct TailCommand {
         }
     }
 
-    /// Follows the leader's PUB socket (`--connect`): prints each turn as it is published.
-    private func followStream(_ endpoint: String) -> Int32 {
-        do {
-            let context = try ZMQContext()
-            let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
-            try subscriber.subscribeToAll()
-            try subscriber.useCurve(try options.keys?.load())
-            // A leader that refuses this key says so in the handshake: said here, not waited on in silence.
-            let handshakes = try HandshakeWatch(subscriber)
-            try subscriber.connect(endpoint)
-            while true {
-                if let problem = try handshakes.problem() {
-                    printError("Error: \(problem) (turn stream at \(escaped: endpoint))")
-                    return 1
-                }
-                guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
-                while let frames = try subscriber.receive() {
-                    guard case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
-                    else { continue }
-                    _ = try printRecords(records, after: 0)
-                    if progress.done { return 0 }
-                }
-            }
-        } catch {
-            printError("Error: \(escaped: error)")
-            return 1
-        }
-    }
-
     /// Prints the records that match `--name`; returns the revision after the last one seen.
-    private func printRecords(_ records: [TurnRecord], after next: UInt64) throws -> UInt64 {
+    func printRecords(_ records: [TurnRecord], after next: UInt64) throws -> UInt64 {
         if let first = records.first, next > 0, first.revision > next {
             // A follower that fell behind the writer's retention: say what it could not print.
             printError(
