@@ -234,7 +234,10 @@ extension CogdCommandLine {
                 Prints the last 10 turns (or --last N, or every turn from --from REV),
                 oldest first: revision, time, turn name, origin, then one line per write,
                 `name[key] = value` (`released` for a discard); control characters in
-                names and text print escaped (`\\n`, `\\u{1B}`). Safe beside a running
+                names and text print escaped (`\\n`, `\\u{1B}`). A scope instance prints
+                as #EPOCH.N (its number is EPOCH << 32 | N; --json gives the number),
+                after its scope and member (`scope TrailScreens.trailScreen[1] #1.1`)
+                once tail has printed the turn that opened it. Safe beside a running
                 writer. JSON fields: protocol/turnlog.md.
 
                 Options:

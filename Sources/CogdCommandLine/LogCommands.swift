@@ -16,7 +16,13 @@ struct TailCommand {
     final class Progress {
         var printed = 0
         var done = false
+        /// Scope instances seen opening, by number: their labels name the
+        /// turns that come from them (at most `TailCommand.scopeLabelLimit`).
+        var scopes: [UInt64: String] = [:]
     }
+
+    /// The most instance labels `tail` remembers (an instance retired is forgotten).
+    static let scopeLabelLimit = 100_000
 
     func run() -> Int32 {
         if let endpoint = options.connect { return followStream(endpoint) }
@@ -109,6 +115,11 @@ struct TailCommand {
                 break
             }
             next = record.revision + 1
+            for event in record.scopeEvents where event.kind == .open && progress.scopes.count < TailCommand.scopeLabelLimit {
+                progress.scopes[event.instance] = TurnRecord.scopeLabel(event)
+            }
+            // Forgotten once retired, after the record that retires it is printed.
+            defer { for event in record.scopeEvents where event.kind == .retire { progress.scopes[event.instance] = nil } }
             guard matches(record.name) else { continue }
             defer {
                 progress.printed += 1
@@ -119,7 +130,7 @@ struct TailCommand {
             if options.json {
                 print(record.jsonLine)
             } else {
-                for line in record.displayLines { print(line) }
+                for line in record.displayLines(scopes: progress.scopes) { print(line) }
             }
         }
         fflush(nil)
