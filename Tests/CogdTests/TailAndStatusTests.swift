@@ -97,6 +97,19 @@ private func printedRevisions(_ output: String) -> [Int] {
     output.split(separator: "\n").compactMap { line in line.hasPrefix("#") ? Int(line.dropFirst().prefix { $0 != " " }) : nil }
 }
 
+/// Opens accounts (`PREFIX0`, `PREFIX1`, …) until `tail` exits, having
+/// printed a line starting with `line` (at most 40, each waited on 250 ms:
+/// a subscriber joins ZeroMQ's stream asynchronously), then waits for its exit.
+private func openAccounts(until tail: CogdProcess, has line: String, ports: ClusterPorts, prefix: String) throws {
+    var account = 0
+    while tail.process.isRunning && account < 40 {
+        _ = try ports.call("ledger.open", #"{"account": "\#(prefix)\#(account)", "balance": 1}"#)
+        account += 1
+        _ = tail.waitForLine(timeout: .milliseconds(250)) { $0.hasPrefix(line) }
+    }
+    waitForExit(tail.process, timeout: .seconds(10))
+}
+
 @Suite("tail --since and --connect, status --watch, on real processes", .serialized, .timeLimit(.minutes(3)))
 struct TailAndStatusTests {
     @Test func `tail --since starts at the first turn committed at or after the time, and says when none is that new`() throws {
@@ -146,13 +159,7 @@ struct TailAndStatusTests {
         defer { tail.stop() }
         #expect(tail.waitForLine { $0.hasPrefix("#3 ") } != nil, "the catch-up printed revision 3: \(tail.lines)")
         // Live turns: the stream may take a moment to reach this subscriber, and a gap is asked for; bounded.
-        var account = 0
-        while tail.process.isRunning && account < 40 {
-            _ = try ports.call("ledger.open", #"{"account": "d\#(account)", "balance": 1}"#)
-            account += 1
-            _ = tail.waitForLine(timeout: .milliseconds(250)) { $0.hasPrefix("#5 ") }
-        }
-        waitForExit(tail.process, timeout: .seconds(10))
+        try openAccounts(until: tail, has: "#5 ", ports: ports, prefix: "d")
         #expect(tail.process.terminationStatus == 0, "\(tail.lines)")
         #expect(printedRevisions(tail.lines.joined(separator: "\n")) == [2, 3, 4, 5], "\(tail.lines)")
         // The catch-up's hello is a tool's: no one else's name, nothing written.
@@ -180,13 +187,7 @@ struct TailAndStatusTests {
         let ahead = try CogdProcess(["tail", "--connect", ports.turns, "--leader", ports.requests, "--from", "4", "--count", "1"])
         defer { ahead.stop() }
         #expect(ahead.waitForLine { $0 == "cogd tail: the leader's log ends at revision 2; waiting for revision 4" } != nil, "\(ahead.lines)")
-        var account = 0
-        while ahead.process.isRunning && account < 40 {
-            _ = try ports.call("ledger.open", #"{"account": "e\#(account)", "balance": 1}"#)
-            account += 1
-            _ = ahead.waitForLine(timeout: .milliseconds(250)) { $0.hasPrefix("#4 ") }
-        }
-        waitForExit(ahead.process, timeout: .seconds(10))
+        try openAccounts(until: ahead, has: "#4 ", ports: ports, prefix: "e")
         #expect(printedRevisions(ahead.lines.joined(separator: "\n")) == [4], "revision 3 is skipped, 4 printed: \(ahead.lines)")
 
         // A requests endpoint where nothing answers: named, exit 4.
