@@ -47,7 +47,7 @@ enum StatusCommand {
             let rest = watch - (ContinuousClock.now - started)
             if rest > .zero {
                 let parts = rest.components
-                usleep(UInt32(clamping: parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000))
+                Thread.sleep(forTimeInterval: Double(parts.seconds) + Double(parts.attoseconds) / 1e18)
             }
         }
         return status
