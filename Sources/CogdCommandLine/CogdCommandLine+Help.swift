@@ -237,8 +237,9 @@ extension CogdCommandLine {
                 names and text print escaped (`\\n`, `\\u{1B}`). A scope instance prints
                 as #EPOCH.N (its number is EPOCH << 32 | N; --json gives the number),
                 after its scope and member (`scope TrailScreens.trailScreen[1] #1.1`)
-                once tail has printed the turn that opened it. Safe beside a running
-                writer. JSON fields: protocol/turnlog.md.
+                when tail finds the turn that opened it (among those it prints or the
+                \(TailCommand.scopeLookback) before). Safe beside a running writer. JSON
+                fields: protocol/turnlog.md.
 
                 Options:
                   --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))

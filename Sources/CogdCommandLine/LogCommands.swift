@@ -23,6 +23,28 @@ struct TailCommand {
 
     /// The most instance labels `tail` remembers (an instance retired is forgotten).
     static let scopeLabelLimit = 100_000
+    /// How many turns before the first printed `tail` reads, at most, for the
+    /// openings of the instances the printed ones come from.
+    static let scopeLookback: UInt64 = 10_000
+
+    /// Looks back from `first` (at most `scopeLookback` turns) for the turns
+    /// that opened the instances `records` come from or retire, so those are
+    /// named too (`scope TrailScreens.trailScreen[1] #1.1`), not only numbered.
+    private func seedScopeLabels(_ store: TurnStore, before first: UInt64, for records: [TurnRecord]) throws {
+        var wanted = Set(records.compactMap(\.origin.instance) + records.flatMap { $0.scopeEvents.filter { $0.kind == .retire }.map(\.instance) })
+        for record in records { for event in record.scopeEvents where event.kind == .open { wanted.remove(event.instance) } }
+        var end = min(first, store.lastRevision + 1)
+        let floor = max(store.firstRevision, first > TailCommand.scopeLookback ? first - TailCommand.scopeLookback : 1)
+        while !wanted.isEmpty && end > floor {
+            let start = max(floor, end > 1_000 ? end - 1_000 : 1)
+            for record in try store.records(from: start, limit: Int(end - start)) {
+                for event in record.scopeEvents where event.kind == .open && wanted.remove(event.instance) != nil {
+                    progress.scopes[event.instance] = TurnRecord.scopeLabel(event)
+                }
+            }
+            end = start
+        }
+    }
 
     func run() -> Int32 {
         if let endpoint = options.connect { return followStream(endpoint) }
@@ -76,12 +98,15 @@ struct TailCommand {
                     printError("\(CogdCommandLine.programName) tail: \(ends); waiting for revision \(from)")
                 }
                 next = from
-                next = try printRecords(store.records(from: from), after: next)
+                let records = try store.records(from: from)
+                try seedScopeLabels(store, before: from, for: records)
+                next = try printRecords(records, after: next)
                 if progress.done { return 0 }
             } else {
                 let wanted = options.last ?? 10
                 let records = options.namePattern == nil ? try store.lastRecords(wanted) : try lastMatching(store, wanted)
                 next = (records.last?.revision ?? store.lastRevision) + 1
+                if let first = records.first { try seedScopeLabels(store, before: first.revision, for: records) }
                 next = try printRecords(records, after: next)
                 next = max(next, store.lastRevision + 1)
             }

@@ -1,4 +1,5 @@
 import CogCluster
+import CogLog
 import CogWire
 import Foundation
 import Testing
@@ -133,6 +134,40 @@ struct TailAndStatusTests {
         #expect(future.status == 1)
         #expect(future.stdout.isEmpty)
         #expect(future.stderr.hasPrefix("Error: no turn since 2999-01-01T00:00:00.000Z: the newest turn, revision 6, is from "), "\(future.stderr)")
+    }
+
+    @Test func `tail names a scope instance by the turn that opened it, looking back before what it prints`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let cart: UInt64 = 1 << 32 | 1
+        do {
+            let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+            let encoder = CBOREncoder()
+            try store.append([TurnDraft(
+                name: "shop.open", writes: [],
+                scopeEvents: [ScopeEvent(kind: .open, instance: cart, scope: "Shop.cart", identity: try encoder.encode("ann"), worker: "w1")])])
+            for index in 1...5 {
+                try store.append([TurnDraft(name: "shop.tick", writes: [TurnWrite(name: "shop.ticks", key: nil, value: try encoder.encode(index))])])
+            }
+            try store.append([TurnDraft(
+                name: "Shop.cart.shop.add", origin: TurnOrigin(worker: "w1", instance: cart),
+                writes: [TurnWrite(name: "shop.items", key: try encoder.encode("ann"), value: try encoder.encode(1))])])
+            try store.append([TurnDraft(
+                name: "Shop.cart.shop.add", origin: TurnOrigin(worker: "w1", instance: 1 << 32 | 9),
+                writes: [TurnWrite(name: "shop.items", key: try encoder.encode("bob"), value: try encoder.encode(1))])])
+            try store.append([TurnDraft(
+                name: "shop.close", writes: [],
+                scopeEvents: [ScopeEvent(kind: .retire, instance: cart, scope: "Shop.cart", identity: try encoder.encode("ann"), worker: "w1")])])
+            store.close()
+        }
+        for arguments in [["--last", "3"], ["--from", "7"]] {
+            let tail = try runCogd(["tail", "--data", folder.path] + arguments)
+            #expect(tail.status == 0, "\(tail)")
+            let lines = tail.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.contains { $0.hasPrefix("#7  ") && $0.hasSuffix(#"  Shop.cart.shop.add  (worker w1, scope Shop.cart["ann"] #1.1, epoch 1)"#) }, "\(arguments): \(lines)")
+            #expect(lines.contains { $0.hasPrefix("#8  ") && $0.hasSuffix("  Shop.cart.shop.add  (worker w1, scope #1.9, epoch 1)") }, "never seen opening: by number: \(lines)")
+            #expect(lines.contains(#"    retires Shop.cart["ann"] #1.1 on w1"#), "\(lines)")
+        }
     }
 
     @Test func `tail --connect to an endpoint where nothing answers names it and exits 4 within --timeout`() throws {
