@@ -142,7 +142,7 @@ def check_vectors(checks):
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
-                  "error-compacted"}
+                  "error-compacted", "status-uptime"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -220,6 +220,9 @@ def check_vectors(checks):
         b["epoch"] == 3 and b["revision"] == 42 and b["errorCounts"] == {"hello-first": 1}
         and b["openScopeInstances"] == [1 << 32 | 4] and b["workers"][0]["name"] == "w1"
         and b["workers"][0]["digest"] == "agrees", repr(b)))
+    wire_check("status-uptime", "status", lambda b: expect(
+        b["version"] == "0.1.0" and b["uptimeSeconds"] == 3723.5 and b["heartbeatTimeoutSeconds"] == 5.0
+        and [w["name"] for w in b["workers"]] == ["w1", "w2"] and b["workers"][1]["secondsSinceHeard"] == 3.25, repr(b)))
 
     def turns_vector(body):
         if body["epoch"] != 3 or len(body["records"]) != 1:
@@ -455,7 +458,8 @@ def status_problem(value):
         "errorCounts": (t_map, True), "openScopeInstances": (t_list_of(t_uint), True),
         "placement": (t_text, False),
         "commits": (t_shape({"count": (number, True), "window": (number, True), "p50Micros": (number, True),
-                             "p99Micros": (number, True), "turnsPerCommit": (number, True)}), False)})
+                             "p99Micros": (number, True), "turnsPerCommit": (number, True)}), False),
+        "version": (t_text, False), "uptimeSeconds": (number, False), "heartbeatTimeoutSeconds": (number, False)})
 
 
 def outcome_kind(outcome):

@@ -70,16 +70,21 @@ for name in worker-1 worker-2; do
   grep -m 1 "synced at revision" "$logs/$name.log"
 done
 
+# Each call names who sends it (--name): the log and the replies show
+# `ranger` and `hiker` instead of a random name per call.
+first=$(( $("$cogd" status --leader "$requests" --json | sed -n 's/.*"revision": \([0-9]*\).*/\1/p' | head -n 1) + 1 ))
 echo "== a little activity =="
-"$cogd" call trails.openScreen '{"screen": 1, "trail": "ridge"}' --leader "$requests"
-"$cogd" call trails.openScreen '{"screen": 2, "trail": "lake"}' --leader "$requests"
-"$cogd" call trails.closeScreen '2' --leader "$requests"       # closed while its load is out: never accepted
-"$cogd" call trails.startHike 'true' --leader "$requests"
+"$cogd" call trails.openScreen '{"screen": 1, "trail": "ridge"}' --leader "$requests" --name ranger
+"$cogd" call trails.openScreen '{"screen": 2, "trail": "lake"}' --leader "$requests" --name ranger
+"$cogd" call trails.closeScreen '2' --leader "$requests" --name ranger   # closed while its load is out: never accepted
+"$cogd" call trails.startHike 'true' --leader "$requests" --name hiker
 sleep 2.5                                                      # loads answer after 1 s; the hike timer ticks each second
-"$cogd" call trails.stopHike 'false' --leader "$requests"
+"$cogd" call trails.stopHike 'false' --leader "$requests" --name hiker
 sleep 0.3
 echo "== the turn log =="
-"$cogd" tail --data "$data" --last 12
+# From the first of this run's turns: each scope instance is named where
+# the turn that opened it is shown (`scope TrailScreens.trailScreen[1] #1.1`).
+"$cogd" tail --data "$data" --from "$first"
 echo "== the cluster =="
 "$cogd" status --leader "$requests"
 

@@ -732,6 +732,11 @@ public final class Leader {
         status.placement = placementDescription
         status.commits = commitTimes.summary
         status.errorCounts = errorCounts
+        status.version = CogdVersion.current
+        let uptime = now.components
+        status.uptimeSeconds = Double(uptime.seconds) + Double(uptime.attoseconds) / 1e18
+        let timeout = configuration.heartbeatTimeout.components
+        status.heartbeatTimeoutSeconds = Double(timeout.seconds) + Double(timeout.attoseconds) / 1e18
         return status
     }
 

@@ -244,6 +244,14 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     public var placement: String?
     /// The leader's durable commits (absent from leaders before they were reported).
     public var commits: Commits?
+    /// The cogd version the leader runs (`cogd version`; absent from leaders before it was reported).
+    public var version: String?
+    /// Seconds since the leader started serving (absent from leaders before it was reported).
+    public var uptimeSeconds: Double?
+    /// The leader's `--heartbeat-timeout`: a worker silent this long is
+    /// given up (absent from leaders before it was reported; `cogd status`
+    /// then assumes the default, 5 s).
+    public var heartbeatTimeoutSeconds: Double?
 
     /// How long the leader's LMDB commits take: what durability costs it now.
     public struct Commits: Codable, Equatable, Sendable {

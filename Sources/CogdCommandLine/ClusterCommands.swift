@@ -512,64 +512,10 @@ enum ClusterCommands {
         }
     }
 
-    static func status(leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil) -> Int32 {
-        do {
-            let answer = try request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys)
-            if case .error(let error)? = answer {
-                printError("Error: the leader refused the request: \(escaped: error)")
-                return CallExit.failed
-            }
-            guard case .status(let status)? = answer else {
-                printError(noAnswer(from: endpoint, within: timeout))
-                return CallExit.noAnswer
-            }
-            if json {
-                let workers = status.workers.map {
-                    "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag)"
-                        + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "")
-                        + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
-                        + ($0.instances.map { ", \"instances\": \($0)" } ?? "") + "}"
-                }
-                print(
-                    "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
-                        + "\"errors\": {\(status.errorCounts.sorted { $0.key < $1.key }.map { "\(CBORText.quoted($0.key)): \($0.value)" }.joined(separator: ", "))}, "
-                        + "\"openScopeInstances\": \(status.openScopeInstances)"
-                        + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "")
-                        + (status.commits.map {
-                            ", \"commits\": {\"count\": \($0.count), \"window\": \($0.window), \"p50Micros\": \(Int($0.p50Micros.rounded())), "
-                                + "\"p99Micros\": \(Int($0.p99Micros.rounded())), \"turnsPerCommit\": \(($0.turnsPerCommit * 100).rounded() / 100)}"
-                        } ?? "") + "}")
-            } else {
-                print("epoch     \(status.epoch)")
-                print("revision  \(status.revision)")
-                print("workers   \(status.workers.count)")
-                for worker in status.workers {
-                    print(
-                        "  \(escaped: worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago"
-                            + (worker.digest.map { ", digest \(escaped: $0)" } ?? "")
-                            + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? ""))
-                }
-                let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(escaped: $0.key) \($0.value)" }
-                print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
-                let open = status.openScopeInstances.count
-                print("scopes    \(open) open instance\(open == 1 ? "" : "s")")
-                let groups = Dictionary(grouping: status.workers.filter { $0.group != nil }, by: { $0.group ?? "" })
-                for (group, members) in groups.sorted(by: { $0.key < $1.key }) {
-                    let owned = members.map { "\(escaped: $0.name) \($0.instances ?? 0)" }.joined(separator: ", ")
-                    print("group     \(escaped: group): \(members.count) member\(members.count == 1 ? "" : "s") (instances owned: \(owned))")
-                }
-                if let commits = status.commits {
-                    print(
-                        "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "
-                            + "p99 \(Int(commits.p99Micros.rounded())) µs, \(String(format: "%.1f", commits.turnsPerCommit)) turns each)")
-                }
-                if let placement = status.placement { print("placement \(escaped: placement)") }
-            }
-            return 0
-        } catch {
-            printError("Error: \(escaped: error)")
-            return 1
-        }
+    static func status(
+        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil
+    ) -> Int32 {
+        StatusCommand.run(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count)
     }
 }
 

@@ -92,7 +92,7 @@ struct TemplatePackageTests {
         #expect(lines.first?.hasPrefix("#1  ") == true && lines.first?.contains("  todos.add  (worker call-") == true, "\(tail.output)")
         #expect(lines.contains(#"    todos.ids = ["milk"]"#) && lines.contains(#"    todos.title["milk"] = "Buy milk""#), "\(tail.output)")
         #expect(
-            lines.contains { $0.hasPrefix("#2  ") && $0.contains("  TodoEstimator.estimator.todos.acceptEstimate  (worker w1, scope #") },
+            lines.contains { $0.hasPrefix("#2  ") && $0.contains(#"  TodoEstimator.estimator.todos.acceptEstimate  (worker w1, scope TodoEstimator.estimator["milk"] #"#) },
             "\(tail.output)")
         #expect(lines.contains(#"    todos.estimate["milk"] = 10"#), "\(tail.output)")
         #expect(lines.contains { $0.hasPrefix("#3  ") && $0.contains("  todos.complete  ") }, "\(tail.output)")
