@@ -147,6 +147,16 @@ public struct ScopeRegistration: Codable, Equatable, Sendable {
     /// in (nil for a mechanism's own scope): its instances end with that one.
     public var parent: UInt64?
 
+    /// The `source` of a mechanism's root registration (`cogwire.md` §6a):
+    /// a worker of a group registers each mechanism's app-lifetime root as a
+    /// `bool` selector over it, which the leader holds `true` (one member,
+    /// the root), so the root is placed on one member like a scope child.
+    /// Its `path` is the mechanism's name.
+    public static let rootSource = "cogd.root"
+
+    /// Whether this is a mechanism's root registration.
+    public var isRoot: Bool { source == ScopeRegistration.rootSource && parent == nil }
+
     public init(
         worker: String, registration: UInt64, path: String, source: String, key: [UInt8]?, form: Form, parent: UInt64? = nil
     ) {

@@ -86,7 +86,7 @@ enum Command: Equatable {
         var rig: String?
         /// Its key and the leader's (`--key`, `--leader-key`).
         var keys: ClientKeyFiles?
-        /// The worker group it joins (`--group`; nil: none).
+        /// The worker group it joins (`--group`; nil: the one named after its rig).
         var group: String?
     }
 

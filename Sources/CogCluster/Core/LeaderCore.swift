@@ -697,7 +697,10 @@ public struct LeaderCore {
         }
         let computed = Cogs.hasSelector(named: spec.source)
         let current: [UInt8]?
-        if computed {
+        if spec.isRoot {
+            // A mechanism's root: one member, always selected (§6a).
+            current = [0xf5]
+        } else if computed {
             current = evaluateSelector(spec.source, spec.key)
         } else {
             do {

@@ -200,7 +200,9 @@ extension TurnRecord {
         // Scope instances the turn opened or retired (placements and moves
         // in a worker group among them), after the writes.
         for event in scopeEvents {
-            let member = event.identity.map { "[\(CBORText.display(bytes: $0))]" } ?? ""
+            // A mechanism's root (`cogwire.md` §6a): a scope named by no `.`, with no member identity.
+            let isRoot = event.identity == nil && !event.scope.contains(".")
+            let member = event.identity.map { "[\(CBORText.display(bytes: $0))]" } ?? (isRoot ? " (root)" : "")
             let owner = event.worker.map { " on \(TerminalText.escaped($0))" } ?? ""
             lines.append("    \(event.kind == .open ? "opens " : "retires") \(TerminalText.escaped(event.scope))\(member) #\(event.instance)\(owner)")
         }
