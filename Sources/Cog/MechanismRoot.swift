@@ -41,7 +41,8 @@ public final class CogRootGate {
     /// The root is placed here as `instance`, or (nil) not here: a change of
     /// instance retires the open lifetime and opens a new one.
     public func place(_ instance: UInt64?) {
-        guard instance != placedInstance, let root, !root.isRetired else { return }
+        guard let root, !root.isRetired else { return }
+        if let instance, instance == placedInstance { return }
         if let open = lifetime {
             lifetime = nil
             root.retireChildren([open])

@@ -229,13 +229,17 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
         public var group: String?
         /// How many open scope instances it owns (absent from leaders before it was reported).
         public var instances: UInt64?
+        /// The mechanisms whose root is placed on it (`cogwire.md` §6a), by
+        /// name, sorted; absent when none (and from leaders before it was reported).
+        public var roots: [String]?
 
         public init(
             name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double, digest: String? = nil, group: String? = nil,
-            instances: UInt64? = nil
+            instances: UInt64? = nil, roots: [String]? = nil
         ) {
             self.group = group
             self.instances = instances
+            self.roots = roots
             self.name = name
             self.appliedRevision = appliedRevision
             self.lag = lag

@@ -484,7 +484,8 @@ enum ClusterCommands {
                     "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag)"
                         + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "")
                         + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
-                        + ($0.instances.map { ", \"instances\": \($0)" } ?? "") + "}"
+                        + ($0.instances.map { ", \"instances\": \($0)" } ?? "")
+                        + ($0.roots.map { ", \"roots\": [\($0.map(CBORText.quoted).joined(separator: ", "))]" } ?? "") + "}"
                 }
                 print(
                     "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
@@ -513,6 +514,12 @@ enum ClusterCommands {
                 for (group, members) in groups.sorted(by: { $0.key < $1.key }) {
                     let owned = members.map { "\(escaped: $0.name) \($0.instances ?? 0)" }.joined(separator: ", ")
                     print("group     \(escaped: group): \(members.count) member\(members.count == 1 ? "" : "s") (instances owned: \(owned))")
+                    // Where each mechanism's root is placed: its top-level reactions and tasks run there (§6a).
+                    let roots = members.flatMap { member in (member.roots ?? []).map { (mechanism: $0, worker: member.name) } }
+                        .sorted { ($0.mechanism, $0.worker) < ($1.mechanism, $1.worker) }
+                    if !roots.isEmpty {
+                        print("          roots: " + roots.map { "\(escaped: $0.mechanism) on \(escaped: $0.worker)" }.joined(separator: ", "))
+                    }
                 }
                 if let commits = status.commits {
                     print(

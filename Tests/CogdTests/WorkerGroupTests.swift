@@ -114,6 +114,8 @@ struct WorkerGroupTests {
         let rootInstance = try #require(greeted.first?.origin.instance, "the herald's requests are stamped")
         #expect(greeted.allSatisfy { $0.origin.instance == rootInstance })
         // The audit is a top-level reaction too: only its root's owner prints the totals.
+        let status = try runCogd(["status", "--leader", ports.requests]).stdout
+        #expect(status.contains("group     ledger-herald: 2 members (instances owned: h1 2, h2 0)\n          roots: LedgerAudit on h1, LedgerHerald on h1\n"), "\(status)")
         #expect(first.waitForLine { $0 == "ledger total 20" } != nil, "\(first.lines)")
         #expect(!second.lines.contains { $0.hasPrefix("ledger total") }, "\(second.lines)")
 
@@ -133,6 +135,8 @@ struct WorkerGroupTests {
         #expect(try greetings(accounts + ["erin"]) == Dictionary(uniqueKeysWithValues: (accounts + ["erin"]).map { ($0, 1) }), "heralded once, by h2 only")
         let last = try #require(try heraldGreetings().last)
         #expect(last.origin.worker == "h2" && last.origin.instance == newRoot)
+        let moved = try runCogd(["status", "--leader", ports.requests, "--json"]).stdout
+        #expect(moved.contains(#"{"name": "h2", "#) && moved.contains(#""group": "ledger-herald", "instances": 2, "roots": ["LedgerAudit", "LedgerHerald"]}"#), "\(moved)")
         let tail = try runCogd(["tail", "--data", folder.path])
         #expect(tail.stdout.contains("    retires LedgerHerald (root) #\(rootInstance) on h1"), "\(tail.stdout)")
         #expect(tail.stdout.contains("    opens  LedgerHerald (root) #\(newRoot) on h2"), "\(tail.stdout)")

@@ -939,6 +939,7 @@ public struct LeaderCore {
         let last = log.lastRevision
         var owned: [String: UInt64] = [:]
         for owner in scopes.live.values { owned[owner, default: 0] += 1 }
+        let roots = scopes.rootsByWorker
         return LeaderStatus(
             epoch: epoch, revision: last,
             workers: workers.sorted { $0.key < $1.key }.map { name, state in
@@ -947,7 +948,7 @@ public struct LeaderCore {
                     name: name, appliedRevision: state.appliedRevision,
                     lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                     secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
-                    digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0)
+                    digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name])
             },
             errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
     }
