@@ -16,7 +16,8 @@ struct WorkerGroupTests {
     let ports = ClusterPorts()
 
     func startGrouped(_ name: String) throws -> CogdProcess {
-        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", name, "--rig", "ledger-greeter", "--group", "greeters"])
+        // No --group: workers of one rig form the group named after it.
+        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", name, "--rig", "ledger-greeter"])
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(name) synced: \(worker.lines)")
         return worker
     }
@@ -57,7 +58,7 @@ struct WorkerGroupTests {
         #expect(try ports.openScopeInstances().count == 6 + 2, "one instance per account, not one per worker")
         let status = try runCogd(["status", "--leader", ports.requests])
         // g1 registered first: it also owns both mechanisms' roots.
-        #expect(status.stdout.contains("group     greeters: 2 members (instances owned: g1 5, g2 3)"), "\(status.stdout)")
+        #expect(status.stdout.contains("group     ledger-greeter: 2 members (instances owned: g1 5, g2 3)"), "\(status.stdout)")
         let tail = try runCogd(["tail", "--data", folder.path])
         // Each opening names its owner (one that came with a registration reply, not a turn, is in no record).
         let opens = tail.stdout.split(separator: "\n").filter { $0.hasPrefix("    opens  LedgerGreeter.greeter[") }
