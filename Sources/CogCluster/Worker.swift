@@ -394,6 +394,8 @@ public final class Worker: CogRemoteLink {
     public var codec: any CogDurableStore { replicaCodec }
 
     public func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
+        // A root placed elsewhere (§6a): its request is not sent.
+        if owner?.owningSlot?.isRetired == true { return }
         guard let sequence = core.nextSequence() else {
             // The leader never answers a sequence this high (a request in
             // this name claimed it): refuse locally instead of overflowing.
@@ -409,8 +411,6 @@ public final class Worker: CogRemoteLink {
             return
         }
         let turnName = owner.map { "\($0.path).\(name)" } ?? name
-        // A retired owner's request (a placed root moved away) is not sent.
-        if owner?.owningSlot?.isRetired == true { return }
         guard let slot = owner?.owningSlot else {
             try? send(.op(OpRequest(request: request, op: name, argument: bytes, instance: nil, name: turnName)))
             return
