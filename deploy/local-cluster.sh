@@ -57,12 +57,14 @@ pids+=($!)
 names+=(leader)
 for _ in $(seq 1 100); do grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null && break; sleep 0.05; done
 head -n 1 "$logs/leader.log"
-# worker-1 runs the rig's mechanisms; worker-2 is a pure replica (running the
-# mechanisms on both would do every effect twice: two ticks a second).
+# Both run the rig's mechanisms and, with no --group, form the worker group
+# `trails` (named after the rig): each effect happens on one of them (one tick
+# a second, each screen's load once). `--group NAME` with a name of its own
+# would make a worker run everything itself; `--rig replica` only replicates.
 "$cogd" worker --leader "$requests" --name worker-1 --rig trails > "$logs/worker-1.log" 2>&1 &
 pids+=($!)
 names+=(worker-1)
-"$cogd" worker --leader "$requests" --name worker-2 --rig replica > "$logs/worker-2.log" 2>&1 &
+"$cogd" worker --leader "$requests" --name worker-2 --rig trails > "$logs/worker-2.log" 2>&1 &
 pids+=($!)
 names+=(worker-2)
 for name in worker-1 worker-2; do

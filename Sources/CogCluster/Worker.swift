@@ -401,6 +401,8 @@ public final class Worker: CogRemoteLink {
     public var codec: any CogDurableStore { replicaCodec }
 
     public func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
+        // A root placed elsewhere (§6a): its request is not sent.
+        if owner?.owningSlot?.isRetired == true { return }
         guard let sequence = core.nextSequence() else {
             // The leader never answers a sequence this high (a request in
             // this name claimed it): refuse locally instead of overflowing.
@@ -443,6 +445,24 @@ public final class Worker: CogRemoteLink {
         scopes[nextRegistration] = scope
         try? register(scope)
         return scope
+    }
+
+    public func placeRoot(mechanism: String, gate: CogRootGate) -> Bool {
+        guard core.placedGroup != nil else { return false }
+        pruneRetiredScopes()
+        nextRegistration += 1
+        let spec = ScopeRegistration(
+            worker: configuration.name, registration: nextRegistration, path: mechanism, source: ScopeRegistration.rootSource,
+            key: nil, form: .bool)
+        // The leader holds the root selected (one member, identity empty).
+        let scope = WorkerScope(spec: spec, parent: nil, worker: self, currentEncoding: { [0xf5] })
+        scope.whenPlacementChanges { [weak scope, weak gate] in
+            guard let scope else { return }
+            gate?.place(scope.instance(of: []))
+        }
+        scopes[nextRegistration] = scope
+        try? register(scope)
+        return true
     }
 
     /// Adopts the registration replies the replica has caught up with
@@ -570,6 +590,9 @@ final class WorkerScope: CogRemoteScope {
     var isPlaced: Bool { spec.parent == nil && worker.core.placedGroup != nil }
 
     func owns(_ identity: [UInt8]) -> Bool { instances[identity] != nil }
+
+    /// The instance the member `identity` is placed here with.
+    func instance(of identity: [UInt8]) -> UInt64? { instances[identity] }
 
     private var placementActions: [@MainActor () -> Void] = []
 

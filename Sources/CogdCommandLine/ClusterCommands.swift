@@ -238,7 +238,8 @@ enum ClusterCommands {
             let host = CogRig.Host(workerName: options.name) { line in print(TerminalText.escaped(line)) }
             var configuration = Worker.Configuration(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint)
             configuration.keys = try options.keys?.load()
-            configuration.group = options.group
+            // No --group: the rig's name, so the workers of one rig share its work (`cogwire.md` §6a).
+            configuration.group = options.group ?? rigName
             worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
         } catch {
             printError("Error: \(escaped: error)")
@@ -248,7 +249,7 @@ enum ClusterCommands {
         let name = TerminalText.escaped(options.name)
         print(
             "cogd worker \(name): leader \(options.leaderEndpoint), rig \(rigName)"
-                + (options.group.map { ", group \(TerminalText.escaped($0))" } ?? ""))
+                + ", group \(TerminalText.escaped(options.group ?? rigName))")
         var metricsServer: MetricsServer?
         if let address = options.metrics, let board {
             worker.publish(to: board)  // ready or not, and why, from the first request on

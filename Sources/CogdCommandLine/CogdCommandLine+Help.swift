@@ -104,10 +104,12 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --name NAME         this worker's name, one process per name (default worker-PID)
                   --rig NAME          the rig whose mechanisms it runs; replica runs none (default \(rigs.defaultName))
-                  --group NAME        join a worker group: each child of a top-level scope opens on one
-                                      worker of the group, moving when that worker goes (default: none,
-                                      every child opens here; the mechanisms' top-level reactions and
-                                      tasks still run on every worker)
+                  --group NAME        the worker group it joins: each mechanism's top-level reactions and
+                                      tasks, and each child of a top-level scope, run on one worker of
+                                      the group, moving when that worker goes (default: the rig's name,
+                                      so workers of one rig share its work; a name no other worker uses,
+                                      e.g. --group worker-1, runs everything here; --rig replica only
+                                      replicates)
                   --metrics HOST:PORT serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
                                       there, like 127.0.0.1:9465 (default: off; protocol/metrics.md)
                   --log-format text|json
@@ -121,7 +123,9 @@ extension CogdCommandLine {
                 \(rigList)
 
                 Example:
-                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig replica
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig trails
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-2 --rig trails --group solo-2
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-3 --rig replica
                   \(cogd) worker --name worker-1 --metrics 127.0.0.1:9465 --log-level debug
                 """
         case "call":
@@ -170,7 +174,8 @@ extension CogdCommandLine {
                   --json              one JSON object instead of lines (default: lines), with the same
                                       fields: version, uptimeSeconds, heartbeatTimeoutSeconds, epoch,
                                       revision, workers [{name, appliedRevision, lag, secondsSinceHeard,
-                                      silent, digest?, group?, instances?}], errors {code: count},
+                                      silent, digest?, group?, instances?, roots?}], errors {code:
+                                      count},
                                       openScopeInstances, placement?, commits? {count, window,
                                       p50Micros, p99Micros, turnsPerCommit} (? absent when the leader
                                       does not report it; version and uptimeSeconds null from older

@@ -94,7 +94,7 @@ enum Command: Equatable {
         var rig: String?
         /// Its key and the leader's (`--key`, `--leader-key`).
         var keys: ClientKeyFiles?
-        /// The worker group it joins (`--group`; nil: none).
+        /// The worker group it joins (`--group`; nil: the one named after its rig).
         var group: String?
         /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics HOST:PORT`; nil: nowhere).
         var metrics: String?

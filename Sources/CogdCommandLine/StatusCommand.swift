@@ -122,6 +122,13 @@ enum StatusCommand {
         for (group, members) in groups.sorted(by: { $0.key < $1.key }) {
             let owned = members.map { "\(TerminalText.escaped($0.name)) \($0.instances ?? 0)" }.joined(separator: ", ")
             lines.append("group     \(TerminalText.escaped(group)): \(members.count) member\(members.count == 1 ? "" : "s") (instances owned: \(owned))")
+            // Where each mechanism's root is placed: its top-level reactions and tasks run there (§6a).
+            let roots = members.flatMap { member in (member.roots ?? []).map { (mechanism: $0, worker: member.name) } }
+                .sorted { ($0.mechanism, $0.worker) < ($1.mechanism, $1.worker) }
+            if !roots.isEmpty {
+                lines.append(
+                    "          roots: " + roots.map { "\(TerminalText.escaped($0.mechanism)) on \(TerminalText.escaped($0.worker))" }.joined(separator: ", "))
+            }
         }
         if let commits = status.commits {
             lines.append(
@@ -148,7 +155,8 @@ enum StatusCommand {
                 + "\"silent\": \(isSilent($0.secondsSinceHeard, heartbeatTimeout: timeout))"
                 + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "")
                 + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
-                + ($0.instances.map { ", \"instances\": \($0)" } ?? "") + "}"
+                + ($0.instances.map { ", \"instances\": \($0)" } ?? "")
+                + ($0.roots.map { ", \"roots\": [\($0.map(CBORText.quoted).joined(separator: ", "))]" } ?? "") + "}"
         }
         return "{\"version\": \(status.version.map(CBORText.quoted) ?? "null"), "
             + "\"uptimeSeconds\": \(status.uptimeSeconds.map(number) ?? "null"), "

@@ -115,8 +115,11 @@ struct ClusterPorts {
         return leader
     }
 
-    func startWorker(_ name: String, rig: String = "ledger") throws -> CogdProcess {
-        let worker = try CogdProcess(["worker", "--leader", requests, "--name", name, "--rig", rig])
+    /// A worker in a group of its own (`--group` its name, or `group`), so it
+    /// runs every effect of its rig itself (without `--group`, workers of one
+    /// rig share them).
+    func startWorker(_ name: String, rig: String = "ledger", group: String? = nil) throws -> CogdProcess {
+        let worker = try CogdProcess(["worker", "--leader", requests, "--name", name, "--rig", rig, "--group", group ?? name])
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "worker \(name) synced")
         return worker
     }

@@ -617,8 +617,10 @@ struct ScopeStampingTests {
         let takeover = try store.records(from: 4, limit: 1).first
         #expect(takeover?.name == "cogd.nameTakenOver" && takeover?.writes.isEmpty == true)
         // The greeters of alice and bob (opened for the first run at revision 3).
-        #expect(takeover?.scopeEvents.map(\.kind) == [.retire, .retire], "\(String(describing: takeover))")
-        #expect(takeover?.scopeEvents.allSatisfy { $0.worker == "w1" && $0.scope == "LedgerGreeter.greeter" } == true)
+        // And the roots of its two mechanisms (§6a: a worker of a group, here its own, registers them).
+        #expect(takeover?.scopeEvents.map(\.kind) == [.retire, .retire, .retire, .retire], "\(String(describing: takeover))")
+        #expect(takeover?.scopeEvents.map(\.scope).sorted() == ["LedgerAudit", "LedgerGreeter", "LedgerGreeter.greeter", "LedgerGreeter.greeter"])
+        #expect(takeover?.scopeEvents.allSatisfy { $0.worker == "w1" } == true)
         let greetings = try store.records(from: 1).filter { $0.name == "LedgerGreeter.greeter.ledger.greet" }
         // Each child sends a greeting, then a transfer: the first run used 1
         // and 2, the second goes on at 3.
@@ -669,10 +671,12 @@ struct ScopeStampingTests {
         leader = try ports.startLeader(data: folder.path)
         #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("cogd worker w1: synced at") && $0.hasSuffix("epoch 2") } != nil)
         #expect(try ports.call("ledger.open", #"{"account": "carol", "balance": 0}"#).hasPrefix("applied"))
+        // A worker of a group (here its own) opens its desk again for the new
+        // instance (a new lifetime, §6a): bob's desk greets bob again. Then
         // bob's desk greets carol; carol's desk greets bob and carol.
-        #expect(try waitUntil { try store.greetings(of: "carol") == 2 && store.greetings(of: "bob") == 3 })
+        #expect(try waitUntil { try store.greetings(of: "carol") == 2 && store.greetings(of: "bob") == 4 })
         let later = try store.records(from: closing.revision + 1).filter { $0.name == "LedgerPeers.desk.peer.ledger.greet" }
-        #expect(later.count == 3)
+        #expect(later.count == 4)
         #expect(later.allSatisfy { $0.epoch == 2 && ($0.origin.instance ?? 0) >> 32 == 2 })
     }
 
@@ -716,7 +720,7 @@ struct SilentWorkerTests {
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
         #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil)
         func openInstances() throws -> [Int] { try ports.openScopeInstances() }
-        #expect(try openInstances().count == 1)
+        #expect(try openInstances().count == 1 + 2, "alice's greeter and the two mechanisms' roots")
         worker.killHard()
         // Wait for the leader to notice the silence: bounded by the timeout plus slack.
         let deadline = ContinuousClock.now + .seconds(10)
@@ -741,7 +745,8 @@ struct SilentWorkerTests {
         }
         func openInstances() throws -> [Int] { try ports.openScopeInstances() }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
-        #expect(try waitUntil { try openInstances().count == 1 })
+        // alice's greeter and the two mechanisms' roots.
+        #expect(try waitUntil { try openInstances().count == 3 })
         let before = try openInstances()
 
         // Frozen past the heartbeat timeout: given up, its instance retired.
@@ -754,7 +759,7 @@ struct SilentWorkerTests {
         // Thawed: it hears `gone`, says hello, registers its scope anew, and
         // its greeter child (still open) gets a new instance.
         worker.resume()
-        #expect(try waitUntil { let open = try openInstances(); return open.count == 1 && open != before })
+        #expect(try waitUntil { let open = try openInstances(); return open.count == 3 && Set(open).isDisjoint(with: before) })
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied"))
         let store = try TurnStore(directory: folder.path, mode: .reader)
         #expect(try waitUntil { try store.greetings(of: "bob") == 1 })
@@ -770,7 +775,7 @@ struct SilentWorkerTests {
         defer { leader.stop() }
         let first = try ports.startWorker("w1")
         defer { first.stop() }
-        let second = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger"])
+        let second = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger", "--group", "w1"])
         defer { second.stop() }
         let refusal = second.waitForLine { $0.contains("the leader refuses this name") }
         #expect(refusal?.contains("another process is connected as worker w1") == true, "\(second.lines)")
@@ -790,9 +795,10 @@ struct SilentWorkerTests {
         // The first stops: its connection closes, and the second takes the name.
         first.stop()
         #expect(second.waitForLine { $0.hasSuffix(" cogd worker w1: the name is free; this process holds it now") } != nil)
-        #expect(second.waitForLine { $0.contains("cogd worker w1: synced at revision 1") } != nil, "\(second.lines)")
-        #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 2}"#).hasPrefix("applied revision 2"))
-        #expect(second.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil)
+        // Revision 2 retires the first process's audit root (§6a), taken over with the name.
+        #expect(second.waitForLine { $0.contains("cogd worker w1: synced at revision 2") } != nil, "\(second.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 2}"#).hasPrefix("applied revision 3"))
+        #expect(second.waitForLine { $0.hasSuffix(" cogd worker w1: applied 3") } != nil)
     }
 
     @Test func `a frozen worker replaced under its name is refused when it thaws`() throws {
@@ -811,7 +817,7 @@ struct SilentWorkerTests {
         old.pause()
         // A replacement under the same name: refused while the frozen one may
         // still be heard from, then it holds the name and greets alice again.
-        let replacement = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger-greeter"])
+        let replacement = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger-greeter", "--group", "w1"])
         defer { replacement.stop() }
         #expect(replacement.waitForLine { $0.contains("cogd worker w1: synced at revision") } != nil)
         // Revision 3 records the frozen process's greeter instance retiring
@@ -828,10 +834,11 @@ struct SilentWorkerTests {
         let store = try TurnStore(directory: folder.path, mode: .reader)
         let retirement = try store.records(from: 3, limit: 1).first
         #expect(["cogd.workerGone", "cogd.nameTakenOver"].contains(retirement?.name ?? ""), "\(String(describing: retirement))")
-        #expect(retirement?.scopeEvents.map(\.kind) == [.retire] && retirement?.origin.isSystem == true)
+        // alice's greeter and the two mechanisms' roots.
+        #expect(retirement?.scopeEvents.map(\.kind) == [.retire, .retire, .retire] && retirement?.origin.isSystem == true)
         #expect(try store.greetings(of: "alice") == 2)
         #expect(try store.greetings(of: "bob") == 1)
-        #expect(try ports.openScopeInstances().count == 2, "the holder's two greeter children")
+        #expect(try ports.openScopeInstances().count == 2 + 2, "the holder's two greeter children and its two roots")
     }
 }
 

@@ -71,7 +71,8 @@ struct TerminalEscapingTests {
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
         let name = "w\u{1B}[2J\nfake: applied 99"
-        let worker = try ports.startWorker(name, rig: "replica")
+        // (A group name takes no control characters: the name's would be refused.)
+        let worker = try ports.startWorker(name, rig: "replica", group: "replicas")
         defer { worker.stop() }
         #expect(worker.lines.contains { $0.contains(#"cogd worker w\u{1B}[2J\nfake: applied 99: synced at revision 0"#) }, "\(worker.lines)")
         #expect(!worker.lines.contains { holdsUnsafe($0) })

@@ -67,7 +67,12 @@ struct WireVectorTests {
             ("status-request", .statusRequest),
             ("status", .status(LeaderStatus(
                 epoch: 3, revision: 42,
-                workers: [LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5, digest: "agrees")],
+                workers: [
+                    LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5, digest: "agrees"),
+                    LeaderStatus.Worker(
+                        name: "w2", appliedRevision: 42, lag: 0, secondsSinceHeard: 0.25, digest: "agrees", group: "bank", instances: 2,
+                        roots: ["Bank"]),
+                ],
                 errorCounts: ["hello-first": 1], openScopeInstances: [1 << 32 | 4]))),
             ("status-uptime", .status({
                 var status = LeaderStatus(

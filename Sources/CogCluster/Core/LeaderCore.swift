@@ -715,7 +715,10 @@ public struct LeaderCore {
         }
         let computed = Cogs.hasSelector(named: spec.source)
         let current: [UInt8]?
-        if computed {
+        if spec.isRoot {
+            // A mechanism's root: one member, always selected (§6a).
+            current = [0xf5]
+        } else if computed {
             current = evaluateSelector(spec.source, spec.key)
         } else {
             do {
@@ -972,13 +975,14 @@ public struct LeaderCore {
         let last = log.lastRevision
         var owned: [String: UInt64] = [:]
         for owner in scopes.live.values { owned[owner, default: 0] += 1 }
+        let roots = scopes.rootsByWorker
         return workers.sorted { $0.key < $1.key }.map { name, state in
             let since = (now - state.lastHeard).components
             return LeaderStatus.Worker(
                 name: name, appliedRevision: state.appliedRevision,
                 lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                 secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
-                digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0)
+                digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name])
         }
     }
 

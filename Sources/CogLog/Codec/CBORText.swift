@@ -191,7 +191,9 @@ extension TurnRecord {
     /// What a scope event names, `Scope.path[member]`, escaped: how `cogd
     /// tail` names an instance it saw open (`displayLines(scopes:)`).
     public static func scopeLabel(_ event: ScopeEvent) -> String {
-        TerminalText.escaped(event.scope) + (event.identity.map { "[\(CBORText.display(bytes: $0))]" } ?? "")
+        // A mechanism's root (`cogwire.md` §6a): a scope named by no `.`, with no member identity.
+        let isRoot = event.identity == nil && !event.scope.contains(".")
+        return TerminalText.escaped(event.scope) + (event.identity.map { "[\(CBORText.display(bytes: $0))]" } ?? (isRoot ? " (root)" : ""))
     }
 
     /// The lines of `displayLines`, naming the instance a turn came from
