@@ -189,6 +189,11 @@ struct GroupLogCheck {
         if instance.owner != record.origin.worker {
             foreignEffects.append("revision \(record.revision) (\(record.name)) from \(record.origin.worker ?? "?"), instance \(number) is \(instance.owner)'s")
         }
+        let greeted = record.writes.filter { $0.name == "ledger.greeted" }.compactMap { Self.account($0.key) }
+        if let other = greeted.first(where: { $0 != instance.member }) {
+            // A child stamped its request with another member's instance: its effect lands under the wrong owner.
+            foreignEffects.append("revision \(record.revision) (\(record.name)) greets \(other) with instance \(number), which is \(instance.member)'s")
+        }
         if record.name.hasSuffix("ledger.greet") {
             for index in moves.indices where moves[index].members.contains(instance.member) && moves[index].live[instance.member] == nil {
                 // A greeting from an instance opened since the kill, on another worker.
