@@ -334,10 +334,11 @@ extension CogdCommandLine {
                   --heartbeat-timeout S   with --group-workers: the leader's, after which a killed worker's
                                           accounts move (default \(formatted(defaults.heartbeatTimeout)))
 
-                A group drill's verdict adds, read from the turn log: revisions where an
-                account had two live instances (must be 0), times an account had no live
-                owner past heartbeat timeout + 1 s of its owner's kill (0), effects applied
-                twice for one instance or from a retired one (0), and for each kill the
+                A group drill's verdict adds, read from the turn log: times an account had
+                two live instances (must be 0), times an account had no live owner past
+                heartbeat timeout + 1 s of its owner's kill (0), effects applied twice for
+                one instance, from a retired or another worker's one, or for another
+                account than the instance's (0), and for each kill the
                 time to its accounts' reopening on a survivor and to their greeters' first
                 greeting there (p50, p99, max), beside the heartbeat timeout; it fails if a
                 kill's accounts are not all greeted again within heartbeat timeout + 1 s.
