@@ -117,7 +117,15 @@ extension MechanismController {
             } catch {
                 return nil
             }
-            return link.registerScope(path: path, source: source, key: key, form: form, parent: scopeParentSlot, currentEncoding: nil)
+            // The members as the graph holds them now, not as the worker's
+            // table does: that one runs ahead (it takes a whole `turns`
+            // message before the replica applies its records one by one), and
+            // a child paired by position with a later member list would take
+            // another member's instance (and placement).
+            let stateKey = ref.key
+            return link.registerScope(
+                path: path, source: source, key: key, form: form, parent: scopeParentSlot,
+                currentEncoding: { [graph] in (try? descriptor.encodedValue(stateKey, graph: graph, codec: link.codec)) ?? nil })
         }
         guard let selector = SelectorRegistry.selector(named: source), selector === ref.descriptor else { return nil }
         let key: [UInt8]?

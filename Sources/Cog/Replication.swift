@@ -215,11 +215,18 @@ extension Cogs {
 /// Encodes a durable declaration's key without its Swift types.
 protocol DurableKeyEncoding: AnyObject {
     @MainActor func encodedKey(_ key: StateKey, codec: any CogDurableStore) throws -> [UInt8]?
+    /// The graph's current value of the state, encoded as the log stores it.
+    @MainActor func encodedValue(_ key: StateKey, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]?
 }
 
 extension ManualDescriptor: DurableKeyEncoding {
     @MainActor func encodedKey(_ key: StateKey, codec: any CogDurableStore) throws -> [UInt8]? {
         guard let durable else { throw NotDurable(label: label, site: site, hasName: stableName != nil) }
         return try durable.encodeKey?(key, codec)
+    }
+
+    @MainActor func encodedValue(_ key: StateKey, graph: Graph, codec: any CogDurableStore) throws -> [UInt8]? {
+        guard let durable else { return nil }
+        return try durable.encodeValue(graph.peek(StateRef(descriptor: self, key: key), as: Value.self), codec)
     }
 }

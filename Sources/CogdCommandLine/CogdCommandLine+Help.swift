@@ -385,9 +385,25 @@ extension CogdCommandLine {
                   --data DIR              run over this folder, kept afterwards (default: a fresh temporary
                                           folder, removed afterwards)
                   --json                  the verdict as one JSON object (default: lines)
+                  --group-workers N       instead, a worker group: N workers, 1 to 16, of the ledger-greeter
+                                          rig in one group (--group drill), a greeter per account; every
+                                          --kill-worker-every seconds (default \(formatted(Drill.Options.groupKillWorkerEvery)) here) SIGKILL one and
+                                          start another; no leader kills, no traps (default off)
+                  --heartbeat-timeout S   with --group-workers: the leader's, after which a killed worker's
+                                          accounts move (default \(formatted(defaults.heartbeatTimeout)))
+
+                A group drill's verdict adds, read from the turn log: times an account had
+                two live instances (must be 0), times an account had no live owner past
+                heartbeat timeout + 1 s of its owner's kill (0), effects applied twice for
+                one instance, from a retired or another worker's one, or for another
+                account than the instance's (0), and for each kill the
+                time to its accounts' reopening on a survivor and to their greeters' first
+                greeting there (p50, p99, max), beside the heartbeat timeout; it fails if a
+                kill's accounts are not all greeted again within heartbeat timeout + 1 s.
 
                 Example:
                   \(cogd) drill --workers 3 --seconds 30 --seed 7 --json
+                  \(cogd) drill --group-workers 3 --seconds 120 --heartbeat-timeout 2
                 """
         case "sim":
             let defaults = SimCommand.Options()
@@ -419,6 +435,12 @@ extension CogdCommandLine {
                 Graph shapes:   \(GraphBench.shapeNames.joined(separator: ", "))
                 Log shapes:     \(LogBench.shapeNames.joined(separator: ", "))
                 Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
+                Groups shapes:  \(GroupBench.shapeNames.joined(separator: ", ")) (a leader and a group of
+                                that many ledger-greeter workers: greeter children opened and greeted
+                                per second beside raw LMDB appends/s; with 2 and 4, the time from a
+                                member's SIGKILL to its accounts reopened and greeted on the others,
+                                p50/p99, beside the heartbeat timeout, 2 s, as "baselineKind":
+                                "heartbeat-timeout")
 
                 Options:
                   --json              one JSON object per figure: {"name", "value", "unit"}; log figures
@@ -436,6 +458,7 @@ extension CogdCommandLine {
 
                 Example:
                   \(cogd) bench cluster --only round-trip --runs 3 --json
+                  \(cogd) bench groups --runs 5
                 """
         case "version":
             return """

@@ -61,11 +61,13 @@ public enum CogdCommandLine {
             switch options.suite {
             case .graph:
                 await MainActor.run { GraphBench(options: options).run() }
-            case .log, .cluster:
-                if options.suite == .cluster, let missing = rigs.ledgerMissing(for: "bench cluster") { return missing }
+            case .log, .cluster, .groups:
+                if options.suite != .log, let missing = rigs.ledgerMissing(for: "bench \(options.suite.rawValue)") { return missing }
                 do {
                     if options.suite == .log {
                         try LogBench(options: options).run()
+                    } else if options.suite == .groups {
+                        try GroupBench(options: options).run()
                     } else {
                         // On the main actor: one shape drives an in-process `Worker`.
                         try await MainActor.run { try ClusterBench(options: options).run() }
@@ -155,7 +157,7 @@ public enum CogdCommandLine {
                 + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE] [--trap-op]\n"
                 + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
                 + "         [--log-format text|json] [--log-level debug|info|warn|error]"
-        case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
+        case "bench": "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
         case "tail":
             "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
                 + "       \(cogd) tail --connect TURNS-ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--to REV]\n"
@@ -177,7 +179,8 @@ public enum CogdCommandLine {
         case "keys": "Usage: \(cogd) keys generate NAME [--out DIR]\n       \(cogd) keys show FILE"
         case "drill":
             "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
-                + "         [--seed N] [--curve] [--data DIR] [--json]"
+                + "         [--seed N] [--curve] [--data DIR] [--json]\n"
+                + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR] [--json]"
         case "sim": "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE]… [--json]"
         case let name?: "Usage: \(cogd) \(name) [options]"
         case nil: "Usage: \(cogd) <subcommand> [options] [--] [args]"

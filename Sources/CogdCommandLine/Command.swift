@@ -162,7 +162,7 @@ enum Command: Equatable {
     }
 
     struct BenchOptions: Equatable {
-        enum Suite: String, CaseIterable { case graph, log, cluster }
+        enum Suite: String, CaseIterable { case graph, log, cluster, groups }
         var suite: Suite
         var json = false
         /// Timed runs per shape; the median is reported.
@@ -191,9 +191,9 @@ enum Command: Equatable {
         ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT]"),
         ("ops", "list the ops the leader serves, each with its argument's shape and an example: cogd ops [--json]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
-        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json]"),
+        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json] | --group-workers N [--heartbeat-timeout S] …"),
         ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE] [--json]"),
-        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve]"),
+        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
     ]
@@ -269,6 +269,7 @@ enum Command: Equatable {
     private static func parseDrill(_ arguments: [String]) throws(UsageError) -> Drill.Options {
         var reader = OptionReader(arguments: arguments, subcommand: "drill")
         var options = Drill.Options()
+        var given = Set<String>()
         func number(_ option: OptionReader.Option, _ text: String) throws(UsageError) -> Double {
             guard let value = Double(text), value > 0 else {
                 throw UsageError(message: "\(option.name) takes a positive number, not '\(text)'", subcommand: "drill")
@@ -305,8 +306,25 @@ enum Command: Equatable {
                 try reader.noValue(option)
                 options.curve = true
             case "--data": options.dataFolder = try reader.value(for: option)
+            case "--group-workers":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), value >= 1, value <= 16 else {
+                    throw UsageError(message: "--group-workers takes a whole number from 1 to 16, not '\(text)'", subcommand: "drill")
+                }
+                options.groupWorkers = value
+            case "--heartbeat-timeout": options.heartbeatTimeout = try number(option, try reader.value(for: option))
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
             }
+            given.insert(option.name)
+        }
+        if options.groupWorkers > 0 {
+            // A group drill kills workers only, without CURVE.
+            if let other = ["--workers", "--kill-leader-every", "--trap-every", "--curve"].first(where: given.contains) {
+                throw UsageError(message: "\(other) does not apply to a group drill (--group-workers)", subcommand: "drill")
+            }
+            if !given.contains("--kill-worker-every") { options.killWorkerEvery = Drill.Options.groupKillWorkerEvery }
+        } else if given.contains("--heartbeat-timeout") {
+            throw UsageError(message: "--heartbeat-timeout applies to a group drill (with --group-workers)", subcommand: "drill")
         }
         if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
         return options
@@ -816,10 +834,10 @@ enum Command: Equatable {
     private static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
         var options = OptionReader(arguments: arguments, subcommand: "bench")
         guard let suiteName = try options.positional() else {
-            throw UsageError(message: "missing suite (one of: graph, log, cluster)", subcommand: "bench")
+            throw UsageError(message: "missing suite (one of: graph, log, cluster, groups)", subcommand: "bench")
         }
         guard let suite = BenchOptions.Suite(rawValue: suiteName) else {
-            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph, log, cluster)", subcommand: "bench")
+            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph, log, cluster, groups)", subcommand: "bench")
         }
         var result = BenchOptions(suite: suite)
         while let option = try options.nextOption() {
@@ -840,6 +858,7 @@ enum Command: Equatable {
                 case .graph: GraphBench.shapeNames
                 case .log: LogBench.shapeNames
                 case .cluster: ClusterBench.shapeNames
+                case .groups: GroupBench.shapeNames
                 }
                 if let unknown = shapes.first(where: { !known.contains($0) }) {
                     throw UsageError(

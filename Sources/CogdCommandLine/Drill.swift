@@ -34,6 +34,13 @@ struct Drill {
         /// Run over this data folder (for example one prefilled with a large
         /// log) instead of a fresh one; it is kept afterwards.
         var dataFolder: String?
+        /// Run a group of this many workers instead (`--group-workers`, 0: off):
+        /// `GroupDrill`, worker kills only.
+        var groupWorkers = 0
+        /// The leader's heartbeat timeout in a group drill (`--heartbeat-timeout`).
+        var heartbeatTimeout: Double = 2
+        /// How often a group drill kills a worker unless `--kill-worker-every` says.
+        static let groupKillWorkerEvery: Double = 5
     }
 
     struct Verdict {
@@ -150,6 +157,10 @@ struct Drill {
     }
 
     mutating func run() throws -> Int32 {
+        if options.groupWorkers > 0 {
+            var group = GroupDrill(options: options)
+            return try group.run()
+        }
         let folder = options.dataFolder ?? FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
         defer { if options.dataFolder == nil { try? FileManager.default.removeItem(atPath: folder) } }
         let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"

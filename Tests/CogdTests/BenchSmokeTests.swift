@@ -4,7 +4,7 @@ import Testing
 /// The cluster bench runs end to end (real leader child, echo servers, an
 /// in-process worker) and prints one JSON object per figure. Speed is not
 /// judged here (`cogd bench` on a release build is where it is).
-@Suite("cogd bench cluster (smoke)", .serialized, .timeLimit(.minutes(2)))
+@Suite("cogd bench cluster and groups (smoke)", .serialized, .timeLimit(.minutes(2)))
 struct BenchSmokeTests {
     @Test func `the round-trip shape prints its figures beside their baselines`() throws {
         let result = try runCogd(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--json"], timeout: .seconds(90))
@@ -54,5 +54,26 @@ struct BenchSmokeTests {
         #expect(lines.contains { $0.hasPrefix("cluster.round-trip.p50 ") && $0.contains("   raw ") }, "\(result.stdout)")
         let curve = try #require(lines.first { $0.hasPrefix("round trip p50 with CURVE: ") }, "\(result.stdout)")
         #expect(curve.contains(" µs vs ") && curve.contains(" µs without (") && curve.hasSuffix("×)"), "\(curve)")
+    }
+
+    @Test func `bench groups with two workers prints the child ops per second beside raw LMDB, and the move beside the heartbeat timeout`() throws {
+        let result = try runCogd(["bench", "groups", "--only", "workers-2", "--runs", "1", "--json"], timeout: .seconds(110))
+        #expect(result.status == 0, "stderr: \(result.stderr)")
+        let figures = result.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        #expect(figures.compactMap { $0["name"] as? String } == [
+            "groups.workers-2.child-ops-per-second", "groups.workers-2.move-reopened.p50", "groups.workers-2.move-live.p50",
+            "groups.workers-2.move-live.p99",
+        ])
+        let rate = try #require(figures.first)
+        #expect(rate["unit"] as? String == "ops/s")
+        #expect((rate["value"] as? Double ?? 0) > 0 && (rate["baseline"] as? Double ?? 0) > 0, "\(rate)")
+        #expect(rate["ratio"] is Double && rate["baselineKind"] == nil, "beside the raw LMDB figure: \(rate)")
+        for move in figures.dropFirst() {
+            #expect(move["unit"] as? String == "ms")
+            #expect((move["value"] as? Double ?? 0) > 0, "\(move)")
+            #expect(move["baseline"] as? Double == 2000 && move["baselineKind"] as? String == "heartbeat-timeout", "\(move)")
+        }
     }
 }

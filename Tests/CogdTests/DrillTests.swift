@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import CogdCommandLine
+
 @Suite("cogd drill", .timeLimit(.minutes(2)))
 struct DrillTests {
     @Test func `a short drill with leader and worker kills loses nothing and conserves money`() throws {
@@ -81,5 +83,65 @@ struct DrillTests {
         let leaderKey = try publicKey("leader")
         #expect(!peers.contains(leaderKey), "the leader's own key is not a peer")
         #expect(FileManager.default.fileExists(atPath: folder.path + "/keys/leader.key"))
+    }
+
+    @Test func `a group drill: kills move each account to a live worker once, never owned twice, no effect twice`() throws {
+        let result = try runCogd(
+            ["drill", "--group-workers", "2", "--seconds", "7", "--kill-worker-every", "3", "--seed", "5", "--json"],
+            timeout: .seconds(100))
+        let verdict = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)\(result.stderr)")
+        // Whether each kill's accounts were greeted again within heartbeat timeout + 1 s is a matter of speed (a
+        // debug build on a busy machine may miss it; the release drill is where it is judged): every other check must hold.
+        let violations = try #require(verdict["violations"] as? [String])
+        #expect(violations.allSatisfy { $0.contains("kills not moved within the window") }, "\(violations)")
+        #expect(result.status == (violations.isEmpty ? 0 : 1), "\(result.stderr)")
+        #expect(verdict["groupWorkers"] as? Int == 2)
+        #expect(verdict["workerKills"] as? Int == 2, "one kill every 3 s in 7 s")
+        // With 24 accounts on two workers, each victim owned some: its accounts moved and greeted again.
+        #expect(verdict["killsOfOwners"] as? Int == 2)
+        #expect((verdict["killsMovedInWindow"] as? Int == 2) == violations.isEmpty)
+        #expect(verdict["doubleOwnership"] as? Int == 0)
+        #expect(verdict["unownedAccounts"] as? Int == 0)
+        #expect(verdict["ownedFromRevision"] is Int)
+        #expect(verdict["effectsDuplicated"] as? Int == 0)
+        #expect(verdict["effectsFromRetiredOrForeign"] as? Int == 0)
+        // Every opening greets once and makes one teller transfer: more effects than instances, at most twice as many.
+        let effects = try #require(verdict["scopeEffects"] as? Int)
+        let instances = try #require(verdict["scopeInstances"] as? Int)
+        #expect(instances >= 24 && effects > instances && effects <= 2 * instances, "\(effects) effects of \(instances) instances")
+        #expect(verdict["lost"] as? Int == 0)
+        #expect(verdict["duplicated"] as? Int == 0)
+        #expect(verdict["logSound"] as? Bool == true)
+        #expect(verdict["moneyConserved"] as? Bool == true)
+        #expect(verdict["replicasConverged"] as? Bool == true)
+        #expect(verdict["heartbeatTimeoutMs"] as? Double == 2000)
+        #expect(verdict["moveWindowMs"] as? Double == 3000)
+        // Each kill's accounts reopened elsewhere, then greeted there (a figure, not null: every one of them was).
+        let reopen = try #require(verdict["reopenMsP50"] as? Double)
+        let live = try #require(verdict["liveMsMax"] as? Double)
+        #expect(reopen <= live, "reopened after \(reopen) ms, live after \(live) ms")
+        #expect(verdict["command"] as? String == "cogd drill --group-workers 2 --seconds 7 --kill-worker-every 3.0 --heartbeat-timeout 2.0 --seed 5")
+    }
+
+    @Test func `a group drill kills a worker every 5 s unless told, and refuses the other drill's options`() throws {
+        var expected = Drill.Options()
+        expected.groupWorkers = 3
+        expected.seconds = 120
+        expected.killWorkerEvery = 5
+        #expect(try Command.parse(["drill", "--group-workers", "3", "--seconds", "120"]) == .drill(expected))
+        expected.killWorkerEvery = 2
+        expected.heartbeatTimeout = 1.5
+        #expect(
+            try Command.parse(["drill", "--group-workers", "3", "--seconds", "120", "--kill-worker-every", "2", "--heartbeat-timeout", "1.5"])
+                == .drill(expected))
+        #expect(throws: Command.UsageError(message: "--curve does not apply to a group drill (--group-workers)", subcommand: "drill")) {
+            try Command.parse(["drill", "--group-workers", "2", "--curve"])
+        }
+        #expect(throws: Command.UsageError(message: "--heartbeat-timeout applies to a group drill (with --group-workers)", subcommand: "drill")) {
+            try Command.parse(["drill", "--heartbeat-timeout", "2"])
+        }
+        #expect(throws: Command.UsageError(message: "--group-workers takes a whole number from 1 to 16, not '0'", subcommand: "drill")) {
+            try Command.parse(["drill", "--group-workers", "0"])
+        }
     }
 }

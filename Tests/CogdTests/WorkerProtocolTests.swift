@@ -263,6 +263,58 @@ struct WorkerProtocolTests {
         #expect(stamped?.instance == instance, "the child's op carries the instance adopted at revision 2")
     }
 
+    @Test func `records that come in one message open each child with its own member's instance`() throws {
+        let leader = try ScriptedLeader()
+        defer { leader.close() }
+        let replica = try leader.replica(LedgerRig.mechanisms(greeter: true))
+        defer { replica.close() }
+        let encoder = CBOREncoder()
+        guard try leader.welcome(replica, lastRevision: 1) else { return }
+        try leader.send(.snapshot(epoch: 1, revision: 1, entries: [SnapshotEntry(name: "ledger.accounts", key: nil, value: try encoder.encode(["alice"]))]))
+        guard case .scopeRegister(let spec)? = try leader.next(pumping: replica, matching: { if case .scopeRegister = $0 { true } else { false } }) else {
+            Issue.record("no scope registration")
+            return
+        }
+        func instance(_ n: UInt64) -> UInt64 { 1 << 32 | n }
+        try leader.send(.scopeRegistered(
+            worker: "w1", registration: spec.registration, revision: 1,
+            instances: [ScopeMember(identity: try encoder.encode("alice"), instance: instance(1))]))
+        // Bob opens at revision 2; alice closes and carol opens at revision 3 — both records in one message,
+        // so the replica's table is at revision 3 while its graph applies revision 2 (bob is second in both lists).
+        func event(_ kind: ScopeEvent.Kind, _ n: UInt64, _ account: String) throws -> ScopeEvent {
+            ScopeEvent(
+                kind: kind, instance: instance(n), scope: "LedgerGreeter.greeter", identity: try encoder.encode(account), worker: "w1",
+                registration: spec.registration)
+        }
+        func accounts(_ names: [String]) throws -> TurnWrite { TurnWrite(name: "ledger.accounts", key: nil, value: try encoder.encode(names)) }
+        let second = try accounts(["alice", "bob"])
+        let third = try accounts(["bob", "carol"])
+        let records = [
+            TurnRecord(
+                revision: 2, epoch: 1, time: Date(), name: "ledger.open", writes: [second], scopeEvents: [try event(.open, 2, "bob")],
+                stateDigest: StateDigest(entries: [(name: second.name, key: nil, value: second.value!)])),
+            TurnRecord(
+                revision: 3, epoch: 1, time: Date(), name: "ledger.open", writes: [third],
+                scopeEvents: [try event(.retire, 1, "alice"), try event(.open, 3, "carol")],
+                stateDigest: StateDigest(entries: [(name: third.name, key: nil, value: third.value!)])),
+        ]
+        var greetings: [String: UInt64?] = [:]
+        let deadline = ContinuousClock.now + .seconds(10)
+        while greetings.count < 3, ContinuousClock.now < deadline {
+            if replica.appliedRevision < 3 { try leader.publisher.send([WireMessage.turns(epoch: 1, records: records).encoded()]) }
+            for _ in 0..<20 {
+                try replica.pump()
+                while let frames = try leader.router.receive() {
+                    guard case .op(let request)? = try? WireMessage.decode(frames[frames.count - 1]), request.op == "ledger.greet" else { continue }
+                    greetings[try CBORDecoder().decode(String.self, from: request.argument)] = request.instance
+                }
+                usleep(1_000)
+            }
+        }
+        #expect(replica.appliedRevision == 3)
+        #expect(greetings == ["alice": instance(1), "bob": instance(2), "carol": instance(3)], "each greeting carries its own member's instance")
+    }
+
     @Test func `a replica whose state differs from the leader's counts the mismatch and re-syncs from a snapshot, dropping what it held wrongly`() throws {
         let leader = try ScriptedLeader()
         defer { leader.close() }
