@@ -21,4 +21,7 @@ extension Cogs {
 
     /// Seam for the graph bench: states waiting for their grace to pass.
     package var statesInGrace: Int { graph.lifetimes.waitingCount }
+
+    /// Seam for the graph bench: states this runtime holds.
+    package var liveStateCount: Int { graph.liveStateCount }
 }

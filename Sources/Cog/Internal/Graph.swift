@@ -131,6 +131,11 @@ final class Graph {
         return create(ref)
     }
 
+    /// How many states this runtime holds now (the bench's leak check).
+    var liveStateCount: Int {
+        singles.reduce(0) { $0 + ($1 == nil ? 0 : 1) } + keyed.reduce(0) { $0 + ($1?.nodes.count ?? 0) }
+    }
+
     /// The node for `ref` if this runtime has made it.
     func existingNode(for ref: StateRef) -> Node? {
         let id = ref.descriptor.id
