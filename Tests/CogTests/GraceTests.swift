@@ -248,6 +248,22 @@ struct GraceTests {
         #expect(clock.maximumActiveSleeperCount == 1)
     }
 
+    @Test func `L2 tearing a runtime down cancels its grace timer and starts no other`() async throws {
+        let clock = TestClock()
+        do {
+            let (cogs, m) = Cogs.forTestingWithController(clock: clock, whileObservedGrace: .seconds(1))
+            let tripledCog = Cog<Int>(name: "tripled") { c in c[_baseCog] * 3 }
+            m.watch(tripledCog, initial: .run) { _, _ in }
+            _ = cogs.peek(Cog<Int>(name: "once") { _ in 1 })
+            try await clock.waitForScheduledSleep()
+            #expect(clock.activeSleeperCount == 1)
+            #expect(cogs.peek(tripledCog) == 6)
+        }
+        #expect(clock.activeSleeperCount == 0)
+        await Task.yield()
+        #expect(clock.activeSleeperCount == 0, "dropping the watch's lease at teardown started no timer")
+    }
+
     @Test func `L2 a negative grace is refused when the runtime is made`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {

@@ -57,8 +57,13 @@ final class Lifetimes {
         (descriptor as? any LifetimeDeclaring)?.grace(whileObserved: whileObservedGrace)
     }
 
-    /// Stops the timer (the runtime is going away).
+    /// Set when the runtime goes away: no timer starts again.
+    fileprivate var stopped = false
+
+    /// Stops the timer for good (the runtime is going away; its teardown
+    /// drops every lease, which must not start new grace).
     func stop() {
+        stopped = true
         timer?.cancel()
         timer = nil
         timerDeadline = nil
@@ -163,7 +168,7 @@ extension Graph {
     }
 
     private func startGrace(_ node: Node) {
-        guard let grace = node.grace else { return }
+        guard let grace = node.grace, !lifetimes.stopped else { return }
         let lifetimes = self.lifetimes
         if lifetimes.expiring {
             // Orphaned by a release in this pass: due now, released with it.
