@@ -68,10 +68,30 @@ extension GraphBench {
         let registrationsAfter = cogs.liveRegistrationCount
         let statesAfter = cogs.liveStateCount
         let rssAfter = currentResidentBytes()
+        // A one-shot read of a clean state nobody observes renews its grace;
+        // beside it the same read of a pinned state, which renews nothing.
+        let reads = 100_000
+        let renewing = BenchRig.graceDoubleCogs[-1]
+        let pinned = BenchRig.graceDoubleCogs[-2]
+        _ = cogs.peek(renewing)
+        _ = cogs[pinned]
+        var renewSamples: [Double] = []
+        var pinnedSamples: [Double] = []
+        for _ in 0..<cycles {
+            var start = ContinuousClock.now
+            for _ in 0..<reads { sink.value &+= cogs.peek(renewing) }
+            renewSamples.append(nanoseconds(ContinuousClock.now - start) / Double(reads))
+            start = ContinuousClock.now
+            for _ in 0..<reads { sink.value &+= cogs.peek(pinned) }
+            pinnedSamples.append(nanoseconds(ContinuousClock.now - start) / Double(reads))
+        }
         return [
             Figure(
                 name: "graph.grace.release-and-recreate", value: median(samples), unit: "us/child",
                 baseline: median(baselines), baselineName: "scopes open-and-retire"),
+            Figure(
+                name: "graph.grace.peek-renewing", value: median(renewSamples), unit: "ns/read",
+                baseline: median(pinnedSamples), baselineName: "pinned peek"),
             Figure(
                 name: "graph.grace.live-registrations", value: Double(registrationsAfter), unit: "",
                 baseline: Double(registrationsBefore), baselineName: "before"),
