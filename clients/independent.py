@@ -142,7 +142,7 @@ def check_vectors(checks):
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
-                  "error-compacted"}
+                  "error-compacted", "status-uptime"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -219,7 +219,12 @@ def check_vectors(checks):
     wire_check("status", "status", lambda b: expect(
         b["epoch"] == 3 and b["revision"] == 42 and b["errorCounts"] == {"hello-first": 1}
         and b["openScopeInstances"] == [1 << 32 | 4] and b["workers"][0]["name"] == "w1"
-        and b["workers"][0]["digest"] == "agrees", repr(b)))
+        and b["workers"][0]["digest"] == "agrees" and "roots" not in b["workers"][0]
+        and b["workers"][1]["group"] == "bank" and b["workers"][1]["instances"] == 2
+        and b["workers"][1]["roots"] == ["Bank"], repr(b)))
+    wire_check("status-uptime", "status", lambda b: expect(
+        b["version"] == "0.1.0" and b["uptimeSeconds"] == 3723.5 and b["heartbeatTimeoutSeconds"] == 5.0
+        and [w["name"] for w in b["workers"]] == ["w1", "w2"] and b["workers"][1]["secondsSinceHeard"] == 3.25, repr(b)))
 
     def turns_vector(body):
         if body["epoch"] != 3 or len(body["records"]) != 1:
@@ -451,11 +456,13 @@ def status_problem(value):
         "epoch": (t_uint, True), "revision": (t_uint, True),
         "workers": (t_list_of(t_shape({"name": (t_text, True), "appliedRevision": (t_uint, True),
                                        "lag": (t_uint, True), "secondsSinceHeard": (number, True),
-                                       "digest": (t_text, False)})), True),
+                                       "digest": (t_text, False), "group": (t_text, False),
+                                       "instances": (t_uint, False), "roots": (t_list_of(t_text), False)})), True),
         "errorCounts": (t_map, True), "openScopeInstances": (t_list_of(t_uint), True),
         "placement": (t_text, False),
         "commits": (t_shape({"count": (number, True), "window": (number, True), "p50Micros": (number, True),
-                             "p99Micros": (number, True), "turnsPerCommit": (number, True)}), False)})
+                             "p99Micros": (number, True), "turnsPerCommit": (number, True)}), False),
+        "version": (t_text, False), "uptimeSeconds": (number, False), "heartbeatTimeoutSeconds": (number, False)})
 
 
 def outcome_kind(outcome):

@@ -13,6 +13,8 @@ PY=/usr/bin/python3
 [ -x "$PY" ] && "$PY" -c 'import zmq' 2>/dev/null || missing+=(python3-zmq)
 [ -x "$PY" ] && "$PY" -c 'import cbor2' 2>/dev/null || missing+=(python3-cbor2)
 [ -x "$PY" ] && "$PY" -c 'import lmdb' 2>/dev/null || missing+=(python3-lmdb)
+# MetricsEndpointTests parse /metrics with the Prometheus project's own text parser.
+[ -x "$PY" ] && "$PY" -c 'import prometheus_client.parser' 2>/dev/null || missing+=(python3-prometheus-client)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -57,12 +57,14 @@ pids+=($!)
 names+=(leader)
 for _ in $(seq 1 100); do grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null && break; sleep 0.05; done
 head -n 1 "$logs/leader.log"
-# worker-1 runs the rig's mechanisms; worker-2 is a pure replica (running the
-# mechanisms on both would do every effect twice: two ticks a second).
+# Both run the rig's mechanisms and, with no --group, form the worker group
+# `trails` (named after the rig): each effect happens on one of them (one tick
+# a second, each screen's load once). `--group NAME` with a name of its own
+# would make a worker run everything itself; `--rig replica` only replicates.
 "$cogd" worker --leader "$requests" --name worker-1 --rig trails > "$logs/worker-1.log" 2>&1 &
 pids+=($!)
 names+=(worker-1)
-"$cogd" worker --leader "$requests" --name worker-2 --rig replica > "$logs/worker-2.log" 2>&1 &
+"$cogd" worker --leader "$requests" --name worker-2 --rig trails > "$logs/worker-2.log" 2>&1 &
 pids+=($!)
 names+=(worker-2)
 for name in worker-1 worker-2; do
@@ -70,16 +72,21 @@ for name in worker-1 worker-2; do
   grep -m 1 "synced at revision" "$logs/$name.log"
 done
 
+# Each call names who sends it (--name): the log and the replies show
+# `ranger` and `hiker` instead of a random name per call.
+first=$(( $("$cogd" status --leader "$requests" --json | sed -n 's/.*"revision": \([0-9]*\).*/\1/p' | head -n 1) + 1 ))
 echo "== a little activity =="
-"$cogd" call trails.openScreen '{"screen": 1, "trail": "ridge"}' --leader "$requests"
-"$cogd" call trails.openScreen '{"screen": 2, "trail": "lake"}' --leader "$requests"
-"$cogd" call trails.closeScreen '2' --leader "$requests"       # closed while its load is out: never accepted
-"$cogd" call trails.startHike 'true' --leader "$requests"
+"$cogd" call trails.openScreen '{"screen": 1, "trail": "ridge"}' --leader "$requests" --name ranger
+"$cogd" call trails.openScreen '{"screen": 2, "trail": "lake"}' --leader "$requests" --name ranger
+"$cogd" call trails.closeScreen '2' --leader "$requests" --name ranger   # closed while its load is out: never accepted
+"$cogd" call trails.startHike 'true' --leader "$requests" --name hiker
 sleep 2.5                                                      # loads answer after 1 s; the hike timer ticks each second
-"$cogd" call trails.stopHike 'false' --leader "$requests"
+"$cogd" call trails.stopHike 'false' --leader "$requests" --name hiker
 sleep 0.3
 echo "== the turn log =="
-"$cogd" tail --data "$data" --last 12
+# From the first of this run's turns: each scope instance is named where
+# the turn that opened it is shown (`scope TrailScreens.trailScreen[1] #1.1`).
+"$cogd" tail --data "$data" --from "$first"
 echo "== the cluster =="
 "$cogd" status --leader "$requests"
 

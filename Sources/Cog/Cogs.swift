@@ -52,6 +52,9 @@ public final class Cogs: CogOps {
 
     // MARK: Pinning reads
 
+    /// How many times a reaction's body (`run`, `watch`) has run in this graph.
+    public var reactionsRun: UInt64 { graph.reactionsRun }
+
     /// Reads an automatic cog and keeps it alive (a pinning read).
     @inlinable
     public subscript<V>(_ cog: Cog<V>) -> V { graph.pinningRead(cog.ref, as: V.self) }

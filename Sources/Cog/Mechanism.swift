@@ -83,6 +83,10 @@ extension Cogs {
                 fatalError("two mechanisms are named `\(name)`; give one of them an explicit `name`")
             }
             let controller = MechanismController(graph: graph, path: name, parent: nil)
+            if let link = graph.remoteLink {
+                let gate = CogRootGate(root: controller)
+                if link.placeRoot(mechanism: name, gate: gate) { controller.rootGate = gate }
+            }
             self.mechanisms.append(mechanism)
             controllers.append(controller)
             mechanism.operate(controller)

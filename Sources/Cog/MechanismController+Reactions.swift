@@ -17,6 +17,10 @@ extension MechanismController {
         _ body: @escaping @MainActor (ReactionReader) -> Void
     ) {
         guard retirement == nil else { return }
+        if let gate = rootGate {
+            gate.add { $0.run(fileID: fileID, line: line, body) }
+            return
+        }
         addReaction(ReactionNode(label: compose(nil, fileID: fileID, line: line), body: body))
     }
 
@@ -90,6 +94,10 @@ extension MechanismController {
         read: @escaping @MainActor (ReactionReader) -> V
     ) {
         guard retirement == nil else { return }
+        if let gate = rootGate {
+            gate.add { $0.watchValue(label: label, initial: initial, body, read: read) }
+            return
+        }
         var last: V?
         addReaction(
             ReactionNode(label: label) { c in
@@ -125,17 +133,50 @@ extension MechanismController {
     ///
     /// - Important: once retired, returns an already-cancelled task whose
     ///   operation never starts. A scope keeps every task it started until it
-    ///   retires.
+    ///   retires. On a worker of a group, a mechanism's own task runs only
+    ///   while its root is placed there (`cogwire.md` §6a), started anew in
+    ///   each of the root's lifetimes; the task returned is the one started
+    ///   now, or an already-cancelled one where the root is not placed.
     @discardableResult
     public func task(
         name: String, _ operation: sending @escaping @isolated(any) () async throws -> Void
     ) -> Task<Void, any Error> {
+        if retirement == nil, let gate = rootGate {
+            var started: Task<Void, any Error>?
+            let body = TaskBody(operation)
+            gate.add { started = $0.task(name: name, body: body) }
+            return started ?? Self.inertTask()
+        }
         guard retirement == nil else {
             let inert = Task<Void, any Error> {}
             inert.cancel()
             return inert
         }
         let task = Task(name: "\(path).\(name)", operation: operation)
+        tasks.append(task)
+        return task
+    }
+}
+
+/// A task's operation kept to start in each lifetime of a placed root.
+@MainActor
+final class TaskBody {
+    let operation: @isolated(any) () async throws -> Void
+    init(_ operation: @escaping @isolated(any) () async throws -> Void) { self.operation = operation }
+}
+
+extension MechanismController {
+    /// An already-cancelled task whose operation never starts.
+    fileprivate static func inertTask() -> Task<Void, any Error> {
+        let inert = Task<Void, any Error> {}
+        inert.cancel()
+        return inert
+    }
+
+    /// Starts a lifetime's copy of a placed root's task.
+    fileprivate func task(name: String, body: TaskBody) -> Task<Void, any Error> {
+        guard retirement == nil else { return Self.inertTask() }
+        let task = Task<Void, any Error>(name: "\(path).\(name)") { @MainActor in try await body.operation() }
         tasks.append(task)
         return task
     }

@@ -117,7 +117,7 @@ extension MechanismController {
             } catch {
                 return nil
             }
-            return link.registerScope(path: path, source: source, key: key, form: form, parent: owningSlot, currentEncoding: nil)
+            return link.registerScope(path: path, source: source, key: key, form: form, parent: scopeParentSlot, currentEncoding: nil)
         }
         guard let selector = SelectorRegistry.selector(named: source), selector === ref.descriptor else { return nil }
         let key: [UInt8]?
@@ -127,7 +127,7 @@ extension MechanismController {
             return nil
         }
         return link.registerScope(
-            path: path, source: source, key: key, form: form, parent: owningSlot,
+            path: path, source: source, key: key, form: form, parent: scopeParentSlot,
             currentEncoding: { [graph] in (try? selector.encodedValue(key: key, graph: graph, codec: link.codec)) ?? nil })
     }
 
@@ -137,6 +137,11 @@ extension MechanismController {
         guard retirement == nil else { return }
         var child: MechanismController?
         let remote = remoteScope(ref, path: path, form: .bool)
+        // A local scope of a placed root lives in the root's lifetimes.
+        if remote == nil, let gate = rootGate {
+            gate.add { $0.boolScope(ref, path: path, body) }
+            return
+        }
         var lastValue = false
         // Placed in a group: open only while the member is placed here.
         let reconcile: @MainActor (Bool) -> Void = { [weak self] value in
@@ -167,6 +172,10 @@ extension MechanismController {
         guard retirement == nil else { return }
         var current: (identity: Identity, child: MechanismController)?
         let remote = remoteScope(ref, path: path, form: .optional)
+        if remote == nil, let gate = rootGate {
+            gate.add { $0.identityScope(ref, as: Identity.self, path: path, body) }
+            return
+        }
         var last: (selected: Identity?, encoded: [UInt8]?) = (nil, nil)
         // Placed in a group: open only while the member is placed here.
         let reconcile: @MainActor (Identity?, [UInt8]?) -> Void = { [weak self] selected, encoded in
@@ -201,6 +210,10 @@ extension MechanismController {
         guard retirement == nil else { return }
         var open: [(identity: Identity, child: MechanismController)] = []
         let remote = remoteScope(ref, path: path, form: .each)
+        if remote == nil, let gate = rootGate {
+            gate.add { $0.eachScope(ref, as: Identity.self, path: path, body) }
+            return
+        }
         let placed = remote?.isPlaced == true
         var last: (selected: [Identity], encoded: [[UInt8]]?) = ([], nil)
         // `encoded`: the members' encodings when already known (placed:

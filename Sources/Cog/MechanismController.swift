@@ -36,7 +36,16 @@ public final class MechanismController: CogOps, TurnOwner {
     /// The instance this controller's work belongs to: its own, or that of the
     /// nearest enclosing scope child that has one (a scope the leader does not
     /// track lives inside its parent's instance).
-    public var owningSlot: CogInstanceSlot? { instanceSlot ?? parent?.owningSlot }
+    public var owningSlot: CogInstanceSlot? { instanceSlot ?? parent?.owningSlot ?? rootGate?.requestSlot }
+
+    /// The instance a scope declared here is nested in (nil for a
+    /// mechanism's own scopes, its root placed or not).
+    var scopeParentSlot: CogInstanceSlot? { instanceSlot ?? parent?.scopeParentSlot }
+
+    /// On a worker of a group: the placement of this mechanism's root
+    /// (`CogRootGate`); its own reactions, tasks and local scopes run in the
+    /// gate's lifetimes. Nil elsewhere.
+    public internal(set) var rootGate: CogRootGate?
 
     init(graph: Graph, path: String, parent: MechanismController?) {
         self.graph = graph

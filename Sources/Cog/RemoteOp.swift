@@ -92,6 +92,16 @@ public protocol CogRemoteLink: AnyObject {
 
     /// The codec the replica uses (to encode a selector's key).
     var codec: any CogDurableStore { get }
+
+    /// Whether the leader places the root of the mechanism named
+    /// `mechanism` (a worker of a group, `cogwire.md` §6a): then the link
+    /// registers it and tells `gate` where it is placed, and the
+    /// mechanism's own reactions and tasks run only while it is placed here.
+    func placeRoot(mechanism: String, gate: CogRootGate) -> Bool
+}
+
+extension CogRemoteLink {
+    public func placeRoot(mechanism: String, gate: CogRootGate) -> Bool { false }
 }
 
 /// How a scope turns its selected value into members.

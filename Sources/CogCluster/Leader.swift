@@ -49,6 +49,11 @@ public final class Leader {
         /// time — in each batch's commit, and between batches while idle
         /// (`protocol/turnlog.md` §2a). Default: everything.
         public var retention: Retention = .everything
+        /// Where the serving loop publishes its figures for `--metrics`
+        /// (`MetricsServer`; nil: none are kept for anyone).
+        public var metricsBoard: MetricsBoard?
+        /// The operator's log (`--log-format`, `--log-level`; nil: none).
+        public var operatorLog: OperatorLog?
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -94,10 +99,15 @@ public final class Leader {
     private var publisher: ZMQSocket
     /// When the driver started: the core's clock counts from here.
     private let start = ContinuousClock.now
-    private var now: Duration { ContinuousClock.now - start }
+    var now: Duration { ContinuousClock.now - start }
+    /// What the operator sees: `/metrics` figures, the log's rate limits (`Leader+Operations.swift`).
+    var operations = LeaderOperations()
     /// Snapshots asked for in parts, being sent a part at a time between
     /// batches (so a large state does not stop the serving).
     private var snapshotStreams: [SnapshotStream] = []
+    var snapshotStreamCount: Int { snapshotStreams.count }
+    /// The core's events for the operator's log since the last call.
+    func takeCoreEvents() -> [LeaderCore.Event] { core.takeEvents() }
     /// A batch takes messages until they reach this many bytes (or 4,096 of them).
     public static let maximumBatchBytes = 16 << 20
     /// Messages ZeroMQ may queue for one peer of the requests socket, and
@@ -356,7 +366,10 @@ public final class Leader {
         if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
         var lastBatch = ContinuousClock.now
         var snapshotsWaiting = false
+        configuration.metricsBoard?.setReadiness(true, "serving at \(boundRequestsEndpoint), epoch \(epoch)")
+        defer { configuration.metricsBoard?.setReadiness(false, "stopping") }
         while !stop.isStopped {
+            operationsPass()
             let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
             let timeout: Duration
             if spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting) || prunedBacklog {
@@ -456,7 +469,9 @@ public final class Leader {
                     let revisions = try store.append(
                         commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention)
                     if let pruned = store.lastPruned { prunedBacklog = pruned.more }
-                    commitTimes.record(ContinuousClock.now - start, turns: revisions.count)
+                    let took = ContinuousClock.now - start
+                    commitTimes.record(took, turns: revisions.count)
+                    noteCommit(took, turns: revisions.count, lastRevision: revisions.upperBound &- 1)
                     answer = .committed(revisions)
                 } catch {
                     answer = .commitFailed(cause: Leader.commitFailureCause(error, dataFolder: configuration.dataFolder))
@@ -608,6 +623,7 @@ public final class Leader {
         }
         do {
             snapshotStreams.append(SnapshotStream(identity: identity, reader: try store.stateSnapshot(), whole: whole))
+            noteSnapshotStarted()
         } catch {
             endSnapshot(to: identity, refusal: WireError(.unavailable, "cannot read the state table: \(error.message)"))
         }
@@ -698,6 +714,7 @@ public final class Leader {
             stream.part += 1
             stream.progress = .now
             if stream.isLast {
+                noteSnapshotStreamed(to: stream.identity, parts: stream.part, revision: stream.reader.revision)
                 stream.reader.close()
                 snapshotStreams.remove(at: index)
                 endSnapshot(to: stream.identity)
@@ -715,6 +732,11 @@ public final class Leader {
         status.placement = placementDescription
         status.commits = commitTimes.summary
         status.errorCounts = errorCounts
+        status.version = CogdVersion.current
+        let uptime = now.components
+        status.uptimeSeconds = Double(uptime.seconds) + Double(uptime.attoseconds) / 1e18
+        let timeout = configuration.heartbeatTimeout.components
+        status.heartbeatTimeoutSeconds = Double(timeout.seconds) + Double(timeout.attoseconds) / 1e18
         return status
     }
 

@@ -379,6 +379,15 @@ struct ScopeTable {
 
     var openInstances: [UInt64] { live.keys.sorted() }
 
+    /// The mechanisms whose root each worker owns (`cogwire.md` §6a), sorted.
+    var rootsByWorker: [String: [String]] {
+        var roots: [String: [String]] = [:]
+        for registration in registrations.values where registration.spec.isRoot {
+            for entry in registration.open { roots[registration.owner(of: entry.instance), default: []].append(registration.spec.path) }
+        }
+        return roots.mapValues { $0.sorted() }
+    }
+
     /// Removes a registration, retiring its open instances and what is nested in them.
     private mutating func drop(_ key: String, events: inout [ScopeEvent]) {
         guard let registration = registrations.removeValue(forKey: key) else { return }

@@ -126,6 +126,8 @@ public final class Worker: CogRemoteLink {
     private var waits: UInt64 = 0
     /// When the leader last sent this worker anything (its start, before then).
     public private(set) var lastHeardFromLeader = ContinuousClock.now
+    /// What the operator sees (`/metrics`, `Worker+Operations.swift`).
+    public internal(set) var operations = WorkerOperations()
 
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
@@ -279,6 +281,7 @@ public final class Worker: CogRemoteLink {
                 undecodableMessages += 1
                 continue
             }
+            if case .welcome(_, let lastRevision, _, _, _) = message { operations.sawRevision(lastRevision) }
             try carryOut(core.step(.leader(message), now: now))
         }
         if let subscriber {
@@ -290,6 +293,7 @@ public final class Worker: CogRemoteLink {
                     undecodableMessages += 1
                     continue
                 }
+                if let last = records.last { operations.sawRevision(last.revision) }
                 try carryOut(core.step(.published(epoch: epoch, records: records), now: now))
             }
         }
@@ -303,6 +307,7 @@ public final class Worker: CogRemoteLink {
         for effect in effects {
             switch effect {
             case .send(let message):
+                if case .hello = message { operations.hellos &+= 1 }
                 try send(message)
             case .subscribe(let turnsEndpoint):
                 // Stop watching the old socket's descriptor before it closes
@@ -331,6 +336,7 @@ public final class Worker: CogRemoteLink {
                     throw ReplicaDecodeError(at: "the snapshot of revision \(core.syncedRevision)", error)
                 }
                 pendingReplies = []
+                operations.snapshotsApplied &+= 1
             case .apply(let record):
                 var placementsChanged: [WorkerScope] = []
                 for event in record.scopeEvents where event.worker == configuration.name {
@@ -358,6 +364,7 @@ public final class Worker: CogRemoteLink {
                 for scope in scopes.values { scope.forgetInstances() }
                 for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
             case .reply(let reply):
+                operations.count(reply.outcome)
                 keep(reply)
             case .registered(let registration, let revision, let members):
                 pendingReplies.append((registration, revision, members))
@@ -394,6 +401,8 @@ public final class Worker: CogRemoteLink {
     public var codec: any CogDurableStore { replicaCodec }
 
     public func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
+        // A root placed elsewhere (§6a): its request is not sent.
+        if owner?.owningSlot?.isRetired == true { return }
         guard let sequence = core.nextSequence() else {
             // The leader never answers a sequence this high (a request in
             // this name claimed it): refuse locally instead of overflowing.
@@ -436,6 +445,24 @@ public final class Worker: CogRemoteLink {
         scopes[nextRegistration] = scope
         try? register(scope)
         return scope
+    }
+
+    public func placeRoot(mechanism: String, gate: CogRootGate) -> Bool {
+        guard core.placedGroup != nil else { return false }
+        pruneRetiredScopes()
+        nextRegistration += 1
+        let spec = ScopeRegistration(
+            worker: configuration.name, registration: nextRegistration, path: mechanism, source: ScopeRegistration.rootSource,
+            key: nil, form: .bool)
+        // The leader holds the root selected (one member, identity empty).
+        let scope = WorkerScope(spec: spec, parent: nil, worker: self, currentEncoding: { [0xf5] })
+        scope.whenPlacementChanges { [weak scope, weak gate] in
+            guard let scope else { return }
+            gate?.place(scope.instance(of: []))
+        }
+        scopes[nextRegistration] = scope
+        try? register(scope)
+        return true
     }
 
     /// Adopts the registration replies the replica has caught up with
@@ -563,6 +590,9 @@ final class WorkerScope: CogRemoteScope {
     var isPlaced: Bool { spec.parent == nil && worker.core.placedGroup != nil }
 
     func owns(_ identity: [UInt8]) -> Bool { instances[identity] != nil }
+
+    /// The instance the member `identity` is placed here with.
+    func instance(of identity: [UInt8]) -> UInt64? { instances[identity] }
 
     private var placementActions: [@MainActor () -> Void] = []
 

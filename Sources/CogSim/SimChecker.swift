@@ -73,6 +73,8 @@ struct SimChecker {
                 switch event.kind {
                 case .open:
                     minted[event.instance] = (event.worker ?? "", record.revision)
+                    // The mechanism's root opened (again) on a member: `placed` holds it to one owner too.
+                    if event.scope == SimWorker.Scope.root.path { simulation.count("root-moves") }
                     if simulation.configuration.groups {
                         placed(event.instance, path: event.scope, identity: event.identity ?? [], at: record.revision, simulation: simulation)
                     }

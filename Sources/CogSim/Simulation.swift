@@ -453,7 +453,7 @@ public final class Simulation {
                 worker.adoptRegistered(upTo: record.revision)
             case .firstSync, .registerScopesAnew:
                 worker.forgetInstances()
-                for scope in SimWorker.Scope.allCases { register(worker, scope) }
+                for scope in SimWorker.Scope.registered(grouped: configuration.groups) { register(worker, scope) }
             case .forgetInstances:
                 worker.forgetInstances()
             case .reply(let reply):
@@ -474,7 +474,7 @@ public final class Simulation {
     func register(_ worker: SimWorker, _ scope: SimWorker.Scope) {
         worker.registrationSentAt[scope] = now
         let spec = ScopeRegistration(
-            worker: worker.name, registration: scope.rawValue, path: scope.path, source: scope.source, key: nil, form: .each)
+            worker: worker.name, registration: scope.rawValue, path: scope.path, source: scope.source, key: nil, form: scope.form)
         sendToLeader(from: worker, WireMessage.scopeRegister(spec).encoded())
     }
 
@@ -486,7 +486,7 @@ public final class Simulation {
             count("retries")
             sendToLeader(from: worker, worker.outstanding[index].frame)
         }
-        for scope in SimWorker.Scope.allCases {
+        for scope in SimWorker.Scope.registered(grouped: configuration.groups) {
             if let sentAt = worker.registrationSentAt[scope], now - sentAt >= .seconds(2) { register(worker, scope) }
         }
         guard faultsOn, worker.core.isSynced, worker.core.displaced == nil, worker.outstanding.count < 4, random.chance(0.15) else { return }
@@ -514,6 +514,11 @@ public final class Simulation {
             if other == account { other = Simulation.accounts[(Simulation.accounts.firstIndex(of: account)! + 1) % Simulation.accounts.count] }
             let transfer = Transfer(from: account, to: other, amount: random.int(1...400))
             return ("ledger.transfer", (try? encoder.encode(transfer)) ?? [], nil)
+        case 50..<60 where configuration.groups:
+            // A greeting from the mechanism's root: stamped with the root's
+            // instance where this worker holds it (or a retired one).
+            let (_, instance) = scopeMember(of: worker, in: .root)
+            return ("ledger.greet", (try? encoder.encode("root")) ?? [], instance)
         case 50..<75:
             // A greeting from the greeter scope's child for an account.
             let (member, instance) = scopeMember(of: worker, in: .accounts)
@@ -747,13 +752,34 @@ final class SimWorker {
         var sentAt: Duration
     }
 
-    /// The worker's two scope registrations: a child per open account, a child per open trail screen.
+    /// The worker's scope registrations: a child per open account, a child
+    /// per open trail screen, and (in a group) the mechanism's root, which
+    /// the leader places on one member (`cogwire.md` §6a).
     enum Scope: UInt64, CaseIterable {
         case accounts = 1
         case screens = 2
+        case root = 3
 
-        var source: String { self == .accounts ? "ledger.accounts" : "trails.openScreens" }
-        var path: String { self == .accounts ? "Sim.greeter" : "Sim.screens" }
+        var source: String {
+            switch self {
+            case .accounts: "ledger.accounts"
+            case .screens: "trails.openScreens"
+            case .root: ScopeRegistration.rootSource
+            }
+        }
+
+        var path: String {
+            switch self {
+            case .accounts: "Sim.greeter"
+            case .screens: "Sim.screens"
+            case .root: "Sim"
+            }
+        }
+
+        var form: ScopeRegistration.Form { self == .root ? .bool : .each }
+
+        /// The scopes a worker registers: the root only in a group.
+        static func registered(grouped: Bool) -> [Scope] { grouped ? allCases : [.accounts, .screens] }
     }
 
     let index: Int

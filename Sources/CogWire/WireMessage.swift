@@ -147,6 +147,16 @@ public struct ScopeRegistration: Codable, Equatable, Sendable {
     /// in (nil for a mechanism's own scope): its instances end with that one.
     public var parent: UInt64?
 
+    /// The `source` of a mechanism's root registration (`cogwire.md` §6a):
+    /// a worker of a group registers each mechanism's app-lifetime root as a
+    /// `bool` selector over it, which the leader holds `true` (one member,
+    /// the root), so the root is placed on one member like a scope child.
+    /// Its `path` is the mechanism's name.
+    public static let rootSource = "cogd.root"
+
+    /// Whether this is a mechanism's root registration.
+    public var isRoot: Bool { source == ScopeRegistration.rootSource && parent == nil }
+
     public init(
         worker: String, registration: UInt64, path: String, source: String, key: [UInt8]?, form: Form, parent: UInt64? = nil
     ) {
@@ -219,13 +229,17 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
         public var group: String?
         /// How many open scope instances it owns (absent from leaders before it was reported).
         public var instances: UInt64?
+        /// The mechanisms whose root is placed on it (`cogwire.md` §6a), by
+        /// name, sorted; absent when none (and from leaders before it was reported).
+        public var roots: [String]?
 
         public init(
             name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double, digest: String? = nil, group: String? = nil,
-            instances: UInt64? = nil
+            instances: UInt64? = nil, roots: [String]? = nil
         ) {
             self.group = group
             self.instances = instances
+            self.roots = roots
             self.name = name
             self.appliedRevision = appliedRevision
             self.lag = lag
@@ -244,6 +258,14 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     public var placement: String?
     /// The leader's durable commits (absent from leaders before they were reported).
     public var commits: Commits?
+    /// The cogd version the leader runs (`cogd version`; absent from leaders before it was reported).
+    public var version: String?
+    /// Seconds since the leader started serving (absent from leaders before it was reported).
+    public var uptimeSeconds: Double?
+    /// The leader's `--heartbeat-timeout`: a worker silent this long is
+    /// given up (absent from leaders before it was reported; `cogd status`
+    /// then assumes the default, 5 s).
+    public var heartbeatTimeoutSeconds: Double?
 
     /// How long the leader's LMDB commits take: what durability costs it now.
     public struct Commits: Codable, Equatable, Sendable {

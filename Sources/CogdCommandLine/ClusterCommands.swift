@@ -131,6 +131,8 @@ enum ClusterCommands {
             configuration.maximumRecordBytes = options.maximumRecordBytes
             configuration.retention = options.retention
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
+            configuration.operatorLog = OperatorLog(source: "cogd leader", format: options.logFormat, minimum: options.logLevel)
+            if options.metrics != nil { configuration.metricsBoard = MetricsBoard() }
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
             if let secret = options.curveSecret, let peers = options.peersFile {
@@ -152,6 +154,18 @@ enum ClusterCommands {
                     ? " (--retain-turns N, --retain-age DURATION or --retain-bytes SIZE to remove old ones)"
                     : leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)"))
         if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
+        var metricsServer: MetricsServer?
+        if let address = options.metrics, let board = leader.configuration.metricsBoard {
+            do {
+                metricsServer = try MetricsServer(address: address, board: board)
+                print("cogd leader: metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)")
+            } catch {
+                printError("Error: \(escaped: error)")
+                leader.close()
+                return 1
+            }
+        }
+        defer { metricsServer?.stop() }
         if let crashed = leader.quarantined {
             printError(
                 "cogd leader: quarantined request \(TerminalText.quoted(crashed.request.description)) (op \(TerminalText.quoted(crashed.op))): "
@@ -214,6 +228,8 @@ enum ClusterCommands {
         let rigName = options.rig ?? rigs.defaultName
         guard let rig = rigs.rig(named: rigName) else { fatalError("internal inconsistency: rig \(rigName) passed parsing") }
         let worker: Worker
+        let log = OperatorLog(source: "cogd worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
+        let board = options.metrics.map { _ in MetricsBoard() }
         do {
             // A name declared twice is refused here too (the replica applies
             // by name); every rig's declarations are registered (a replica
@@ -222,7 +238,8 @@ enum ClusterCommands {
             let host = CogRig.Host(workerName: options.name) { line in print(TerminalText.escaped(line)) }
             var configuration = Worker.Configuration(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint)
             configuration.keys = try options.keys?.load()
-            configuration.group = options.group
+            // No --group: the rig's name, so the workers of one rig share its work (`cogwire.md` §6a).
+            configuration.group = options.group ?? rigName
             worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
         } catch {
             printError("Error: \(escaped: error)")
@@ -232,7 +249,20 @@ enum ClusterCommands {
         let name = TerminalText.escaped(options.name)
         print(
             "cogd worker \(name): leader \(options.leaderEndpoint), rig \(rigName)"
-                + (options.group.map { ", group \(TerminalText.escaped($0))" } ?? ""))
+                + ", group \(TerminalText.escaped(options.group ?? rigName))")
+        var metricsServer: MetricsServer?
+        if let address = options.metrics, let board {
+            worker.publish(to: board)  // ready or not, and why, from the first request on
+            do {
+                metricsServer = try MetricsServer(address: address, board: board)
+                print("cogd worker \(name): metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)")
+            } catch {
+                printError("Error: \(escaped: error)")
+                worker.close()
+                return 1
+            }
+        }
+        defer { metricsServer?.stop() }
         fflush(nil)
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
         let notifier = ServiceNotifier()
@@ -255,56 +285,65 @@ enum ClusterCommands {
         var reportedResync: UInt64 = 0
         do {
             try await worker.run(until: stopper.flag) {
+                if let board { worker.publish(to: board) }
                 // A leader that is down, or not at that endpoint, says nothing: say so.
                 let silence = ContinuousClock.now - worker.lastHeardFromLeader
                 // A refused worker hears little on purpose (a refusal every 5 s): its refusal is what it reports.
                 let refused = worker.accessRefused != nil || worker.rigRefused != nil || reportedHandshake != nil
                 if silence >= .seconds(3) && !reportedSilence && !refused {
                     reportedSilence = true
-                    printError(
-                        "cogd worker \(name): no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
-                            + "still trying (is `cogd leader` running there?)")
+                    log.log(
+                        .warn, "leader-silent",
+                        "no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
+                            + "still trying (is `cogd leader` running there?)",
+                        ["leader": .text(options.leaderEndpoint), "silent_seconds": .number(Double(silence.components.seconds))])
                     notify(["STATUS=no answer from the leader at \(options.leaderEndpoint); still trying"])
                 } else if silence < .seconds(3) && reportedSilence {
                     reportedSilence = false
-                    print("cogd worker \(name): the leader answers again")
+                    log.log(.info, "leader-answers", "the leader answers again", ["leader": .text(options.leaderEndpoint)])
                 }
                 if (worker.displaced != nil) != reportedDisplaced {
                     reportedDisplaced = worker.displaced != nil
                     if let refusal = worker.displaced {
-                        printError("cogd worker \(name): the leader refuses this name: \(escaped: refusal.message); retrying until it is free")
+                        log.log(
+                            .warn, "name-refused", "the leader refuses this name: \(escaped: refusal.message); retrying until it is free",
+                            ["reason": .text(refusal.message)])
                     } else {
-                        print("cogd worker \(name): the name is free; this process holds it now")
+                        log.log(.info, "name-free", "the name is free; this process holds it now")
                     }
                 }
                 let handshake = worker.handshakeProblem()
                 if handshake != reportedHandshake {
                     reportedHandshake = handshake
                     if let handshake {
-                        printError("cogd worker \(name): \(handshake); still trying")
+                        log.log(.warn, "handshake-failed", "\(handshake); still trying", ["reason": .text("\(handshake)")])
                         notify(["STATUS=\(handshake)"])
                     } else {
-                        print("cogd worker \(name): the leader accepts this key")
+                        log.log(.info, "handshake-accepted", "the leader accepts this key")
                     }
                 }
                 if (worker.accessRefused != nil) != reportedAccessRefused {
                     reportedAccessRefused = worker.accessRefused != nil
                     if let refusal = worker.accessRefused {
-                        printError(
-                            "cogd worker \(name): the leader refuses this key: \(escaped: refusal.message); "
-                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until its peers file allows it")
+                        log.log(
+                            .warn, "key-refused",
+                            "the leader refuses this key: \(escaped: refusal.message); "
+                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until its peers file allows it",
+                            ["reason": .text(refusal.message)])
                     } else {
-                        print("cogd worker \(name): the leader accepts this key and name")
+                        log.log(.info, "key-accepted", "the leader accepts this key and name")
                     }
                 }
                 if (worker.rigRefused != nil) != reportedRigRefused {
                     reportedRigRefused = worker.rigRefused != nil
                     if let refusal = worker.rigRefused {
-                        printError(
-                            "cogd worker \(name): the leader refuses this worker's rig: \(escaped: refusal.message); "
-                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until it serves a compatible one")
+                        log.log(
+                            .warn, "rig-refused",
+                            "the leader refuses this worker's rig: \(escaped: refusal.message); "
+                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until it serves a compatible one",
+                            ["reason": .text(refusal.message)])
                     } else {
-                        print("cogd worker \(name): the leader accepts this worker's rig")
+                        log.log(.info, "rig-accepted", "the leader accepts this worker's rig")
                     }
                 }
                 if worker.isSynced && worker.syncedEpoch != reportedEpoch {
@@ -312,9 +351,12 @@ enum ClusterCommands {
                     reportedEpoch = worker.syncedEpoch
                     reportedRevision = worker.syncedRevision
                     reportedResync = worker.syncedRevision
-                    print(
-                        "cogd worker \(name): synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
-                            + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""))
+                    log.log(
+                        .info, worker.operations.snapshotsApplied > 1 ? "resynced" : "synced",
+                        "synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
+                            + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""),
+                        ["revision": .number(Double(worker.syncedRevision)), "epoch": .number(Double(worker.syncedEpoch ?? 0)),
+                         "parts": .number(Double(worker.syncedParts))])
                     notify(
                         (reportedReady ? [] : ["READY=1", "MAINPID=\(getpid())"])
                             + ["STATUS=synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"])
@@ -324,17 +366,21 @@ enum ClusterCommands {
                     // A catch-up the leader could not serve (its retention removed those turns), then a snapshot.
                     reportedCompacted = worker.compactedCatchUps
                     reportedResync = worker.syncedRevision
-                    print(
-                        "cogd worker \(name): the turns it lacked are no longer in the leader's log (retention); "
-                            + "re-synced from a snapshot at revision \(worker.syncedRevision)")
+                    log.log(
+                        .info, "resynced",
+                        "the turns it lacked are no longer in the leader's log (retention); "
+                            + "re-synced from a snapshot at revision \(worker.syncedRevision)",
+                        ["revision": .number(Double(worker.syncedRevision))])
                 }
                 if worker.digestMismatches != reportedMismatches {
                     reportedMismatches = worker.digestMismatches
-                    printError("cogd worker \(name): \(escaped: worker.lastDigestMismatch ?? "state digest mismatch") (\(reportedMismatches) so far)")
+                    log.log(
+                        .error, "digest-mismatch", "\(escaped: worker.lastDigestMismatch ?? "state digest mismatch") (\(reportedMismatches) so far)",
+                        ["detail": .text(worker.lastDigestMismatch ?? ""), "count": .number(Double(reportedMismatches))])
                 }
                 if worker.appliedRevision != reportedRevision && reportedEpoch != nil {
                     reportedRevision = worker.appliedRevision
-                    print("cogd worker \(name): applied \(reportedRevision)")
+                    log.log(.debug, "applied", "applied \(reportedRevision)", ["revision": .number(Double(reportedRevision))])
                 }
                 fflush(nil)
             }
@@ -467,64 +513,10 @@ enum ClusterCommands {
         }
     }
 
-    static func status(leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil) -> Int32 {
-        do {
-            let answer = try request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys)
-            if case .error(let error)? = answer {
-                printError("Error: the leader refused the request: \(escaped: error)")
-                return CallExit.failed
-            }
-            guard case .status(let status)? = answer else {
-                printError(noAnswer(from: endpoint, within: timeout))
-                return CallExit.noAnswer
-            }
-            if json {
-                let workers = status.workers.map {
-                    "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag)"
-                        + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "")
-                        + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
-                        + ($0.instances.map { ", \"instances\": \($0)" } ?? "") + "}"
-                }
-                print(
-                    "{\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
-                        + "\"errors\": {\(status.errorCounts.sorted { $0.key < $1.key }.map { "\(CBORText.quoted($0.key)): \($0.value)" }.joined(separator: ", "))}, "
-                        + "\"openScopeInstances\": \(status.openScopeInstances)"
-                        + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "")
-                        + (status.commits.map {
-                            ", \"commits\": {\"count\": \($0.count), \"window\": \($0.window), \"p50Micros\": \(Int($0.p50Micros.rounded())), "
-                                + "\"p99Micros\": \(Int($0.p99Micros.rounded())), \"turnsPerCommit\": \(($0.turnsPerCommit * 100).rounded() / 100)}"
-                        } ?? "") + "}")
-            } else {
-                print("epoch     \(status.epoch)")
-                print("revision  \(status.revision)")
-                print("workers   \(status.workers.count)")
-                for worker in status.workers {
-                    print(
-                        "  \(escaped: worker.name): applied \(worker.appliedRevision), lag \(worker.lag), heard \(String(format: "%.1f", worker.secondsSinceHeard))s ago"
-                            + (worker.digest.map { ", digest \(escaped: $0)" } ?? "")
-                            + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? ""))
-                }
-                let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(escaped: $0.key) \($0.value)" }
-                print("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
-                let open = status.openScopeInstances.count
-                print("scopes    \(open) open instance\(open == 1 ? "" : "s")")
-                let groups = Dictionary(grouping: status.workers.filter { $0.group != nil }, by: { $0.group ?? "" })
-                for (group, members) in groups.sorted(by: { $0.key < $1.key }) {
-                    let owned = members.map { "\(escaped: $0.name) \($0.instances ?? 0)" }.joined(separator: ", ")
-                    print("group     \(escaped: group): \(members.count) member\(members.count == 1 ? "" : "s") (instances owned: \(owned))")
-                }
-                if let commits = status.commits {
-                    print(
-                        "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "
-                            + "p99 \(Int(commits.p99Micros.rounded())) µs, \(String(format: "%.1f", commits.turnsPerCommit)) turns each)")
-                }
-                if let placement = status.placement { print("placement \(escaped: placement)") }
-            }
-            return 0
-        } catch {
-            printError("Error: \(escaped: error)")
-            return 1
-        }
+    static func status(
+        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil
+    ) -> Int32 {
+        StatusCommand.run(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count)
     }
 }
 

@@ -75,6 +75,12 @@ extension CogdCommandLine {
                                           none; needed with --curve-secret)
                   --insecure              without keys, bind endpoints off this host too: anyone who reaches
                                           them runs any op and reads all state (default off: loopback only)
+                  --metrics HOST:PORT     serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
+                                          there, like 127.0.0.1:9464 (default: off; protocol/metrics.md)
+                  --log-format text|json  the log on stderr: one line per event with time and level
+                                          (default text, or $\(Command.logFormatEnvironmentVariable))
+                  --log-level LEVEL       debug, info, warn or error: the least that is logged
+                                          (default info, or $\(Command.logLevelEnvironmentVariable))
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
@@ -85,6 +91,7 @@ extension CogdCommandLine {
                 Example:
                   \(cogd) leader --data /var/lib/cogd --requests 0.0.0.0:5701 --turns 0.0.0.0:5702 \\
                       --curve-secret keys/leader.key --peers peers
+                  \(cogd) leader --metrics 127.0.0.1:9464 --log-format json --log-level warn
                 """
         case "worker":
             return """
@@ -97,17 +104,29 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --name NAME         this worker's name, one process per name (default worker-PID)
                   --rig NAME          the rig whose mechanisms it runs; replica runs none (default \(rigs.defaultName))
-                  --group NAME        join a worker group: each child of a top-level scope opens on one
-                                      worker of the group, moving when that worker goes (default: none,
-                                      every child opens here; the mechanisms' top-level reactions and
-                                      tasks still run on every worker)
+                  --group NAME        the worker group it joins: each mechanism's top-level reactions and
+                                      tasks, and each child of a top-level scope, run on one worker of
+                                      the group, moving when that worker goes (default: the rig's name,
+                                      so workers of one rig share its work; a name no other worker uses,
+                                      e.g. --group worker-1, runs everything here; --rig replica only
+                                      replicates)
+                  --metrics HOST:PORT serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
+                                      there, like 127.0.0.1:9465 (default: off; protocol/metrics.md)
+                  --log-format text|json
+                                      the log on stderr: one line per event with time and level
+                                      (default text, or $\(Command.logFormatEnvironmentVariable))
+                  --log-level LEVEL   debug, info, warn or error; debug adds a line per revision
+                                      applied (default info, or $\(Command.logLevelEnvironmentVariable))
                 \(keyOptions)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
 
                 Example:
-                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig replica
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig trails
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-2 --rig trails --group solo-2
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-3 --rig replica
+                  \(cogd) worker --name worker-1 --metrics 127.0.0.1:9465 --log-level debug
                 """
         case "call":
             return """
@@ -137,20 +156,38 @@ extension CogdCommandLine {
         case "status":
             return """
 
-                Prints the leader's epoch and revision, each worker's applied revision,
-                lag and state digest, error counts, open scope instances, commit times
-                and placement.
+                Prints the leader's version and uptime, epoch and revision, each worker's
+                applied revision, lag, when it was last heard and state digest, error
+                counts, open scope instances, commit times and placement. A worker is
+                marked SILENT when no heartbeat came for more than half the leader's
+                heartbeat timeout and more than 2 s (workers send one every second, so
+                two or more are missing); the leader gives it up at the whole timeout
+                (`leader --heartbeat-timeout`, default 5 s).
 
                 Options:
                 \(leaderOption)
                   --timeout SECONDS   how long to wait for the answer (default \(Command.secondsText(Command.defaultTimeout)))
-                  --json              one JSON object instead of lines (default: lines)
+                  --watch [SECONDS]   ask again every SECONDS and redraw (on a terminal; else one report
+                                      after another, --json one object a line) until Ctrl-C
+                                      (default: once; SECONDS default \(Command.secondsText(Command.defaultWatchInterval)))
+                  --count N           with --watch, stop after N reports (default: until Ctrl-C)
+                  --json              one JSON object instead of lines (default: lines), with the same
+                                      fields: version, uptimeSeconds, heartbeatTimeoutSeconds, epoch,
+                                      revision, workers [{name, appliedRevision, lag, secondsSinceHeard,
+                                      silent, digest?, group?, instances?, roots?}], errors {code:
+                                      count},
+                                      openScopeInstances, placement?, commits? {count, window,
+                                      p50Micros, p99Micros, turnsPerCommit} (? absent when the leader
+                                      does not report it; version and uptimeSeconds null from older
+                                      leaders)
                 \(keyOptions)
 
-                Exit status: 0 shown, 1 a failure, 4 no answer within --timeout, 64 a usage error.
+                Exit status: 0 shown, 1 a failure, 4 no answer within --timeout (with --watch: the
+                last report's), 64 a usage error.
 
                 Example:
                   \(cogd) status --leader 127.0.0.1:5701 --timeout 1 --json
+                  \(cogd) status --watch 1 --count 3
                 """
         case "get":
             return """
@@ -217,14 +254,23 @@ extension CogdCommandLine {
                 Prints the last 10 turns (or --last N, or every turn from --from REV),
                 oldest first: revision, time, turn name, origin, then one line per write,
                 `name[key] = value` (`released` for a discard); control characters in
-                names and text print escaped (`\\n`, `\\u{1B}`). Safe beside a running
-                writer. JSON fields: protocol/turnlog.md.
+                names and text print escaped (`\\n`, `\\u{1B}`). A scope instance prints
+                as #EPOCH.N (its number is EPOCH << 32 | N; --json gives the number),
+                after its scope and member (`scope TrailScreens.trailScreen[1] #1.1`)
+                when tail finds the turn that opened it (among those it prints or the
+                \(TailCommand.scopeLookback) before). Safe beside a running writer. JSON
+                fields: protocol/turnlog.md.
 
                 Options:
                   --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
                   --from REV          every turn from revision REV (default: the last 10); past the
                                       end it says where the log ends and exits 1 (unless --follow)
                   --last N            the last N turns (default 10)
+                  --since TIME        from the first turn committed at or after TIME, by the records'
+                                      times (the writer's clock): an RFC 3339 time, 2026-12-01T20:15:00Z
+                                      or with an offset (+01:00), or a duration before now — a whole
+                                      number and s, m, h or d (90s, 10m, 2h, 7d); also with --connect
+                                      (default: the last 10)
                   --to REV            stop after revision REV, also when following (default: no end)
                   --count N           stop after N turns printed (those --name matches), also when
                                       following or with --connect (default: no limit)
@@ -234,10 +280,20 @@ extension CogdCommandLine {
                                       a malformed pattern (an unclosed `[`) is an error
                   --connect ENDPOINT  follow a running leader's live turn stream instead, its turns
                                       endpoint (HOST:PORT means tcp://HOST:PORT; the leader's default
-                                      is \(Command.defaultTurnsEndpoint)), until Ctrl-C (default: none — read --data)
+                                      is \(Command.defaultTurnsEndpoint)), until Ctrl-C (default: none — read --data).
+                                      Nothing answering there within --timeout is an error (exit 4);
+                                      \(Command.secondsText(TailCommand.quietNotice)) s without a turn, it says so on stderr and keeps
+                                      waiting. With --from REV or --since TIME it first catches up
+                                      from the leader's requests endpoint (--leader), then follows
+                  --leader ENDPOINT   with --connect and --from or --since, the leader's requests
+                                      endpoint it catches up from (default: $\(Command.leaderEnvironmentVariable) when set, else
+                                      \(Command.defaultRequestsEndpoint)); without keys it says hello there as a
+                                      tool, tail-UUID, which `status` lists until the heartbeat timeout
+                  --timeout SECONDS   with --connect, how long to wait for the stream's connection and
+                                      for each answer while catching up (default \(Command.secondsText(Command.defaultTimeout)))
                   --key FILE          with --connect to a leader that authenticates with CURVE, a worker's
-                                      or observer's secret key file (default: $\(Command.keyEnvironmentVariable) when set;
-                                      needs --leader-key)
+                                      or observer's secret key file (--from and --since: an observer's)
+                                      (default: $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
                   --leader-key FILE   with --connect, the leader's public key file (default: $\(Command.leaderKeyEnvironmentVariable)
                                       when set)
 
@@ -245,6 +301,8 @@ extension CogdCommandLine {
                   \(cogd) tail --data cogd-data --from 100 --name 'ledger.*' --json
                   \(cogd) tail --data cogd-data --from 100 --to 200
                   \(cogd) tail --data cogd-data --follow --count 5
+                  \(cogd) tail --data cogd-data --since 10m --name 'trails.*'
+                  \(cogd) tail --connect 127.0.0.1:5702 --from 1 --leader 127.0.0.1:5701 --timeout 2
                   \(cogd) tail --connect 127.0.0.1:5702 --key keys/operator.key --leader-key keys/leader.pub
                 """
         case "log":

@@ -1,4 +1,5 @@
 import CCogdSupport
+import CogCluster
 import Cog
 import Foundation
 internal import CLMDB
@@ -94,8 +95,8 @@ public enum CogdCommandLine {
             return await ClusterCommands.worker(options, rigs: rigs)
         case .call(let options):
             return ClusterCommands.call(options)
-        case .status(let endpoint, let json, let timeout, let keys):
-            return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout, keys: keys)
+        case .status(let endpoint, let json, let timeout, let keys, let watch, let count):
+            return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count)
         case .echoServer(let endpoint, let commitFolder):
             return ClusterBench.serveEcho(endpoint: endpoint, commitFolder: commitFolder)
         case .drill(let options):
@@ -152,18 +153,22 @@ public enum CogdCommandLine {
             "Usage: \(cogd) leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S]\n"
                 + "         [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S]\n"
                 + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE] [--trap-op]\n"
-                + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure]"
+                + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
+                + "         [--log-format text|json] [--log-level debug|info|warn|error]"
         case "bench": "Usage: \(cogd) bench graph|log|cluster [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
         case "tail":
-            "Usage: \(cogd) tail [--data DIR] [--from REV | --last N] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
-                + "       \(cogd) tail --connect TURNS-ENDPOINT [--count N] [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
+            "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
+                + "       \(cogd) tail --connect TURNS-ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--to REV]\n"
+                + "         [--count N] [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
         case "call": "Usage: \(cogd) call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"
-        case "status": "Usage: \(cogd) status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"
+        case "status": "Usage: \(cogd) status [--leader ENDPOINT] [--timeout SECONDS] [--watch [SECONDS] [--count N]] [--json] [--key FILE --leader-key FILE]"
         case "get":
             "Usage: \(cogd) get NAME [KEY] [--json] [--data DIR]\n"
                 + "       \(cogd) get NAME [KEY] [--json] --leader ENDPOINT [--timeout SECONDS] [--key FILE --leader-key FILE]"
         case "ops": "Usage: \(cogd) ops [--json]"
-        case "worker": "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"
+        case "worker":
+            "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]\n"
+                + "         [--metrics HOST:PORT] [--log-format text|json] [--log-level debug|info|warn|error]"
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"
         case "log":
@@ -206,7 +211,7 @@ public enum CogdCommandLine {
         var patch: Int32 = 0
         zmq_version(&major, &minor, &patch)
         let lmdb = String(cString: mdb_version(nil, nil, nil))
-        return "cogd 0.1.0\n\(lmdb)\nZeroMQ \(major).\(minor).\(patch)"
+        return "cogd \(CogdVersion.current)\n\(lmdb)\nZeroMQ \(major).\(minor).\(patch)"
     }
 }
 

@@ -23,7 +23,8 @@ enum Command: Equatable {
     case leader(LeaderOptions)
     case worker(WorkerOptions)
     case call(CallOptions)
-    case status(leaderEndpoint: String, json: Bool, timeout: Duration, keys: ClientKeyFiles? = nil)
+    /// `watch`: ask again this often, redrawing, until interrupted or `count` reports are shown.
+    case status(leaderEndpoint: String, json: Bool, timeout: Duration, keys: ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil)
     case drill(Drill.Options)
     case sim(SimCommand.Options)
     /// Writes a CURVE key pair, `NAME.key` and `NAME.pub`, in `folder`.
@@ -45,6 +46,8 @@ enum Command: Equatable {
     static let defaultTurnsEndpoint = "tcp://127.0.0.1:5702"
     /// How long `call` and `status` wait for the leader unless given `--timeout`.
     static let defaultTimeout: Duration = .seconds(5)
+    /// How often `status --watch` asks unless given seconds.
+    static let defaultWatchInterval: Duration = .seconds(2)
 
     struct LeaderOptions: Equatable {
         var dataFolder = Command.defaultDataFolder
@@ -77,6 +80,11 @@ enum Command: Equatable {
         var peersFile: String?
         /// How much of the turn log to keep (`--retain-turns`, `--retain-age`, `--retain-bytes`; default everything).
         var retention: Retention = .everything
+        /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics HOST:PORT`; nil: nowhere).
+        var metrics: String?
+        /// The operator's log (`--log-format`, `--log-level`).
+        var logFormat = OperatorLog.defaultFormat
+        var logLevel = OperatorLog.defaultLevel
     }
 
     struct WorkerOptions: Equatable {
@@ -86,8 +94,13 @@ enum Command: Equatable {
         var rig: String?
         /// Its key and the leader's (`--key`, `--leader-key`).
         var keys: ClientKeyFiles?
-        /// The worker group it joins (`--group`; nil: none).
+        /// The worker group it joins (`--group`; nil: the one named after its rig).
         var group: String?
+        /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics HOST:PORT`; nil: nowhere).
+        var metrics: String?
+        /// The operator's log (`--log-format`, `--log-level`).
+        var logFormat = OperatorLog.defaultFormat
+        var logLevel = OperatorLog.defaultLevel
     }
 
     struct CallOptions: Equatable {
@@ -123,6 +136,14 @@ enum Command: Equatable {
         var to: UInt64?
         /// Stop after printing this many turns (`--count`).
         var count: Int?
+        /// Start at the first turn committed at or after this time (`--since`).
+        var since: TailSince?
+        /// The leader's requests endpoint, which `--connect` asks for the
+        /// turns before the live stream (`--from`, `--since`): `--leader`,
+        /// else `COGD_LEADER`, else the default.
+        var leader = Command.defaultRequestsEndpoint
+        /// How long `--connect` waits for the stream's connection and for each answer (`--timeout`).
+        var timeout: Duration = Command.defaultTimeout
     }
 
     struct GetOptions: Equatable {
@@ -162,11 +183,11 @@ enum Command: Equatable {
 
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
-        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]"),
-        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N] [--to REV] [--count N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--key FILE --leader-key FILE]"),
+        ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE] [--metrics HOST:PORT] [OPTION…]"),
+        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--key FILE --leader-key FILE]"),
         ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json] | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
-        ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--json] [--key FILE --leader-key FILE]"),
+        ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--watch [SECONDS] [--count N]] [--json] [--key FILE --leader-key FILE]"),
         ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT]"),
         ("ops", "list the ops the leader serves, each with its argument's shape and an example: cogd ops [--json]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
@@ -297,6 +318,15 @@ enum Command: Equatable {
         var reader = OptionReader(arguments: arguments, subcommand: subcommand)
         var leader = LeaderOptions()
         var worker = WorkerOptions()
+        // The log's format and level may come from the environment (an option wins).
+        if subcommand == "leader" || subcommand == "worker", let text = environment[Command.logFormatEnvironmentVariable], !text.isEmpty {
+            let format = try logFormat(text, from: "$" + Command.logFormatEnvironmentVariable, subcommand: subcommand)
+            (leader.logFormat, worker.logFormat) = (format, format)
+        }
+        if subcommand == "leader" || subcommand == "worker", let text = environment[Command.logLevelEnvironmentVariable], !text.isEmpty {
+            let level = try logLevel(text, from: "$" + Command.logLevelEnvironmentVariable, subcommand: subcommand)
+            (leader.logLevel, worker.logLevel) = (level, level)
+        }
         var positionals: [String] = []
         var leaderEndpoint: String?
         var timeout = Command.defaultTimeout
@@ -305,6 +335,8 @@ enum Command: Equatable {
         var keyFile: String?
         var leaderKeyFile: String?
         var callName: String?
+        var watch: Duration?
+        var watchCount: Int?
         func rig(_ text: String) throws(UsageError) -> String {
             guard rigNames.contains(text) else {
                 throw UsageError(message: "unknown rig '\(text)' (one of: \(rigNames.joined(separator: ", ")))", subcommand: subcommand)
@@ -381,6 +413,12 @@ enum Command: Equatable {
                 try reader.noValue(option)
                 leader.trapOp = true
             case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try spinWait(try reader.value(for: option), option, subcommand)
+            case ("leader", "--metrics"): leader.metrics = try metricsAddress(try reader.value(for: option), subcommand: subcommand)
+            case ("worker", "--metrics"): worker.metrics = try metricsAddress(try reader.value(for: option), subcommand: subcommand)
+            case ("leader", "--log-format"): leader.logFormat = try logFormat(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("worker", "--log-format"): worker.logFormat = try logFormat(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("leader", "--log-level"): leader.logLevel = try logLevel(try reader.value(for: option), from: option.name, subcommand: subcommand)
+            case ("worker", "--log-level"): worker.logLevel = try logLevel(try reader.value(for: option), from: option.name, subcommand: subcommand)
             case ("worker", "--name"): worker.name = try reader.value(for: option)
             case ("call", "--name"): callName = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
@@ -397,6 +435,23 @@ enum Command: Equatable {
             case ("status", "--json"):
                 try reader.noValue(option)
                 json = true
+            case ("status", "--watch"):
+                // The interval is optional: `--watch`, `--watch 5` or `--watch=5` (status takes no other argument).
+                var text = option.inlineValue
+                if text == nil { text = try reader.positional() }
+                watch = Command.defaultWatchInterval
+                if let text {
+                    guard let seconds = Double(text), seconds >= 0.1, seconds <= 86_400 else {
+                        throw UsageError(message: "--watch takes seconds between reports (0.1 to 86400), not '\(text)'", subcommand: subcommand)
+                    }
+                    watch = .milliseconds(Int64((seconds * 1_000).rounded()))
+                }
+            case ("status", "--count"):
+                let text = try reader.value(for: option)
+                guard let value = Int(text), value >= 1 else {
+                    throw UsageError(message: "--count takes a number of reports (1 or more), not '\(text)'", subcommand: subcommand)
+                }
+                watchCount = value
             case ("call", "--request-id"):
                 let text = try reader.value(for: option)
                 let parts = text.split(separator: "#")
@@ -447,8 +502,38 @@ enum Command: Equatable {
                     keys: keys, name: callName))
         default:
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
-            return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout, keys: keys)
+            if watchCount != nil && watch == nil {
+                throw UsageError(message: "--count goes with --watch (how many reports to show before stopping)", subcommand: subcommand)
+            }
+            return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout, keys: keys, watch: watch, count: watchCount)
         }
+    }
+
+    static let logFormatEnvironmentVariable = "COGD_LOG_FORMAT"
+    static let logLevelEnvironmentVariable = "COGD_LOG_LEVEL"
+
+    /// `--metrics`'s HOST:PORT (`[IPv6]:PORT` too; port 0 picks a free one).
+    private static func metricsAddress(_ text: String, subcommand: String) throws(UsageError) -> String {
+        guard let colon = text.lastIndex(of: ":"), colon != text.startIndex, UInt16(text[text.index(after: colon)...]) != nil,
+            !text.hasPrefix("tcp://"), !text.hasPrefix("http")
+        else {
+            throw UsageError(message: "--metrics takes HOST:PORT, like 127.0.0.1:9464, not '\(text)'", subcommand: subcommand)
+        }
+        return text
+    }
+
+    private static func logFormat(_ text: String, from source: String, subcommand: String) throws(UsageError) -> OperatorLog.Format {
+        guard let format = OperatorLog.Format(rawValue: text) else {
+            throw UsageError(message: "\(source) takes text or json, not '\(text)'", subcommand: subcommand)
+        }
+        return format
+    }
+
+    private static func logLevel(_ text: String, from source: String, subcommand: String) throws(UsageError) -> OperatorLog.Level {
+        guard let level = OperatorLog.Level(rawValue: text) else {
+            throw UsageError(message: "\(source) takes debug, info, warn or error, not '\(text)'", subcommand: subcommand)
+        }
+        return level
     }
 
     private static func parseGet(_ arguments: [String], environment: [String: String]) throws(UsageError) -> GetOptions {
@@ -550,6 +635,8 @@ enum Command: Equatable {
         var options = TailOptions()
         var keyFile: String?
         var leaderKeyFile: String?
+        var leaderEndpoint: String?
+        var timeout: Duration?
         /// The option's value as a whole number of 1 or more; `what` names it in the error.
         func atLeastOne<Number: FixedWidthInteger>(_ option: OptionReader.Option, _ what: String) throws(UsageError) -> Number {
             let text = try reader.value(for: option)
@@ -573,6 +660,9 @@ enum Command: Equatable {
                 options.json = true
             case "--name": options.namePattern = try namePattern(try reader.value(for: option))
             case "--connect": options.connect = try endpoint(try reader.value(for: option), from: option.name, subcommand: "tail")
+            case "--since": options.since = try TailSince.parse(try reader.value(for: option))
+            case "--leader": leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: "tail")
+            case "--timeout": timeout = try Command.timeout(try reader.value(for: option), subcommand: "tail")
             case "--key": keyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "tail")
             case "--leader-key": leaderKeyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "tail")
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "tail")
@@ -583,6 +673,27 @@ enum Command: Equatable {
         }
         if options.from != nil && options.last != nil {
             throw UsageError(message: "--from and --last cannot be used together", subcommand: "tail")
+        }
+        if options.since != nil && (options.from != nil || options.last != nil) {
+            throw UsageError(message: "--since cannot be used with --from or --last: each says where to start", subcommand: "tail")
+        }
+        if options.connect == nil {
+            if leaderEndpoint != nil {
+                throw UsageError(message: "--leader goes with --connect (it is where --connect catches up from; reading the data folder needs none)", subcommand: "tail")
+            }
+            if timeout != nil {
+                throw UsageError(message: "--timeout goes with --connect (reading the data folder does not wait)", subcommand: "tail")
+            }
+        } else {
+            if options.last != nil {
+                throw UsageError(message: "--last reads the data folder; with --connect, start with --from REV or --since TIME", subcommand: "tail")
+            }
+            if let leaderEndpoint {
+                options.leader = leaderEndpoint
+            } else {
+                options.leader = try defaultLeaderEndpoint(environment, subcommand: "tail")
+            }
+            if let timeout { options.timeout = timeout }
         }
         if options.count != nil && options.last != nil {
             throw UsageError(message: "--count and --last cannot be used together (--last N prints the newest N)", subcommand: "tail")

@@ -11,11 +11,39 @@ import Foundation
 struct TailCommand {
     let options: Command.TailOptions
     /// How far it has got against `--to` and `--count`.
-    private let progress = Progress()
+    let progress = Progress()
 
-    private final class Progress {
+    final class Progress {
         var printed = 0
         var done = false
+        /// Scope instances seen opening, by number: their labels name the
+        /// turns that come from them (at most `TailCommand.scopeLabelLimit`).
+        var scopes: [UInt64: String] = [:]
+    }
+
+    /// The most instance labels `tail` remembers (an instance retired is forgotten).
+    static let scopeLabelLimit = 100_000
+    /// How many turns before the first printed `tail` reads, at most, for the
+    /// openings of the instances the printed ones come from.
+    static let scopeLookback: UInt64 = 10_000
+
+    /// Looks back from `first` (at most `scopeLookback` turns) for the turns
+    /// that opened the instances `records` come from or retire, so those are
+    /// named too (`scope TrailScreens.trailScreen[1] #1.1`), not only numbered.
+    private func seedScopeLabels(_ store: TurnStore, before first: UInt64, for records: [TurnRecord]) throws {
+        var wanted = Set(records.compactMap(\.origin.instance) + records.flatMap { $0.scopeEvents.filter { $0.kind == .retire }.map(\.instance) })
+        for record in records { for event in record.scopeEvents where event.kind == .open { wanted.remove(event.instance) } }
+        var end = min(first, store.lastRevision + 1)
+        let floor = max(store.firstRevision, first > TailCommand.scopeLookback ? first - TailCommand.scopeLookback : 1)
+        while !wanted.isEmpty && end > floor {
+            let start = max(floor, end > 1_000 ? end - 1_000 : 1)
+            for record in try store.records(from: start, limit: Int(end - start)) {
+                for event in record.scopeEvents where event.kind == .open && wanted.remove(event.instance) != nil {
+                    progress.scopes[event.instance] = TurnRecord.scopeLabel(event)
+                }
+            }
+            end = start
+        }
     }
 
     func run() -> Int32 {
@@ -29,7 +57,29 @@ struct TailCommand {
         }
         do {
             var next: UInt64
-            if let from = options.from {
+            var from = options.from
+            if let since = options.since {
+                let moment = since.date()
+                let found = try TailSince.firstRevision(atOrAfter: moment, first: store.firstRevision, last: store.lastRevision) { revision in
+                    try store.records(from: revision, limit: 1).first.map { $0.revision == revision ? $0.time : .distantFuture }
+                }
+                if let found {
+                    from = found
+                } else {
+                    // Every turn is older (or there is none): say what the newest is, or wait for a newer one.
+                    let newest = try store.lastRevision == 0 ? nil : store.records(from: store.lastRevision, limit: 1).first
+                    let ends =
+                        newest.map { "the newest turn, revision \($0.revision), is from \(CBORText.iso8601($0.time.timeIntervalSince1970))" }
+                        ?? "the log has no turns yet"
+                    guard options.follow else {
+                        printError("Error: no turn since \(since): \(ends) (an earlier --since, or --follow to wait)")
+                        return 1
+                    }
+                    printError("\(CogdCommandLine.programName) tail: no turn since \(since) yet: \(ends); waiting for newer ones")
+                    from = store.lastRevision + 1
+                }
+            }
+            if let from {
                 // Below what retention kept: say which revisions remain.
                 if from < store.firstRevision {
                     printError(
@@ -38,7 +88,7 @@ struct TailCommand {
                     return 1
                 }
                 // Past the end prints nothing: say which revisions exist instead (following waits for them).
-                if from > store.lastRevision {
+                if from > store.lastRevision, options.since == nil {
                     let ends = store.lastRevision == 0 ? "the log has no turns yet" : "the log ends at revision \(store.lastRevision)"
                     guard options.follow else {
                         let choices = store.lastRevision == 0 ? "--follow to wait" : "--from 1 to \(store.lastRevision), or --follow to wait"
@@ -48,12 +98,15 @@ struct TailCommand {
                     printError("\(CogdCommandLine.programName) tail: \(ends); waiting for revision \(from)")
                 }
                 next = from
-                next = try printRecords(store.records(from: from), after: next)
+                let records = try store.records(from: from)
+                try seedScopeLabels(store, before: from, for: records)
+                next = try printRecords(records, after: next)
                 if progress.done { return 0 }
             } else {
                 let wanted = options.last ?? 10
                 let records = options.namePattern == nil ? try store.lastRecords(wanted) : try lastMatching(store, wanted)
                 next = (records.last?.revision ?? store.lastRevision) + 1
+                if let first = records.first { try seedScopeLabels(store, before: first.revision, for: records) }
                 next = try printRecords(records, after: next)
                 next = max(next, store.lastRevision + 1)
             }
@@ -73,37 +126,8 @@ struct TailCommand {
         }
     }
 
-    /// Follows the leader's PUB socket (`--connect`): prints each turn as it is published.
-    private func followStream(_ endpoint: String) -> Int32 {
-        do {
-            let context = try ZMQContext()
-            let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
-            try subscriber.subscribeToAll()
-            try subscriber.useCurve(try options.keys?.load())
-            // A leader that refuses this key says so in the handshake: said here, not waited on in silence.
-            let handshakes = try HandshakeWatch(subscriber)
-            try subscriber.connect(endpoint)
-            while true {
-                if let problem = try handshakes.problem() {
-                    printError("Error: \(problem) (turn stream at \(escaped: endpoint))")
-                    return 1
-                }
-                guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
-                while let frames = try subscriber.receive() {
-                    guard case .turns(_, let records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
-                    else { continue }
-                    _ = try printRecords(records, after: 0)
-                    if progress.done { return 0 }
-                }
-            }
-        } catch {
-            printError("Error: \(escaped: error)")
-            return 1
-        }
-    }
-
     /// Prints the records that match `--name`; returns the revision after the last one seen.
-    private func printRecords(_ records: [TurnRecord], after next: UInt64) throws -> UInt64 {
+    func printRecords(_ records: [TurnRecord], after next: UInt64) throws -> UInt64 {
         if let first = records.first, next > 0, first.revision > next {
             // A follower that fell behind the writer's retention: say what it could not print.
             printError(
@@ -116,6 +140,11 @@ struct TailCommand {
                 break
             }
             next = record.revision + 1
+            for event in record.scopeEvents where event.kind == .open && progress.scopes.count < TailCommand.scopeLabelLimit {
+                progress.scopes[event.instance] = TurnRecord.scopeLabel(event)
+            }
+            // Forgotten once retired, after the record that retires it is printed.
+            defer { for event in record.scopeEvents where event.kind == .retire { progress.scopes[event.instance] = nil } }
             guard matches(record.name) else { continue }
             defer {
                 progress.printed += 1
@@ -126,7 +155,7 @@ struct TailCommand {
             if options.json {
                 print(record.jsonLine)
             } else {
-                for line in record.displayLines { print(line) }
+                for line in record.displayLines(scopes: progress.scopes) { print(line) }
             }
         }
         fflush(nil)

@@ -51,3 +51,16 @@ struct LedgerConciergeMechanism: Mechanism {
         }
     }
 }
+
+/// Greets each account opened while it runs, once, from a top-level
+/// reaction of its own (no scope): in a worker group the leader places the
+/// mechanism's root on one member, so each new account is greeted once by
+/// the group, and after its owner goes, by the member the root moved to
+/// (`cogwire.md` §6a). Its requests carry the root's instance.
+struct LedgerHeraldMechanism: Mechanism {
+    func operate(_ m: MechanismController) {
+        m.watch(accountsCog, initial: .skip, name: "herald") { [weak m] old, new in
+            for account in new where !old.contains(account) { m?.greet(account: account) }
+        }
+    }
+}

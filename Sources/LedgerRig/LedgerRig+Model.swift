@@ -16,13 +16,14 @@ public enum LedgerRig {
     /// child per account that greets it; `concierge` greets each wealthy
     /// account from a scope over an automatic cog.
     public static func mechanisms(
-        greeter: Bool = false, peers: Bool = false, concierge: Bool = false,
+        greeter: Bool = false, peers: Bool = false, concierge: Bool = false, herald: Bool = false,
         onTotalChange: @escaping @MainActor (Int) -> Void = { _ in }
     ) -> [any Mechanism] {
         var mechanisms: [any Mechanism] = [LedgerAuditMechanism(onTotalChange: onTotalChange)]
         if greeter { mechanisms.append(LedgerGreeterMechanism()) }
         if peers { mechanisms.append(LedgerPeersMechanism()) }
         if concierge { mechanisms.append(LedgerConciergeMechanism()) }
+        if herald { mechanisms.append(LedgerHeraldMechanism()) }
         return mechanisms
     }
 }

@@ -30,8 +30,14 @@ extension LedgerRig {
         named: "ledger-concierge", summary: "ledger plus a concierge scope over the wealthy accounts (an automatic cog)",
         mechanisms: { host in mechanisms(concierge: true, onTotalChange: audit(host)) })
 
+    /// `ledger` plus a herald: a top-level reaction greeting each account
+    /// opened while it runs (one member of a worker group runs it).
+    public static let heraldRig = rig.variant(
+        named: "ledger-herald", summary: "ledger plus a herald greeting each new account from a top-level reaction",
+        mechanisms: { host in mechanisms(herald: true, onTotalChange: audit(host)) })
+
     /// `ledger` and its variants, in the order `cogd` offers them.
-    public static let rigs = [rig, greeterRig, peersRig, conciergeRig]
+    public static let rigs = [rig, greeterRig, peersRig, conciergeRig, heraldRig]
 
     /// The audit's report: one line per total.
     private static func audit(_ host: CogRig.Host) -> @MainActor (Int) -> Void {

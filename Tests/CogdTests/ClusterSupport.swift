@@ -42,7 +42,8 @@ final class CogdProcess {
     ) throws {
         process.executableURL = executable
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // Workers log each revision applied only at debug; tests wait for those lines.
+        process.environment = ProcessInfo.processInfo.environment.merging(["COGD_LOG_LEVEL": "debug"]) { $1 }.merging(environment) { $1 }
         if let input { process.standardInput = input }
         if let directory { process.currentDirectoryURL = directory }
         process.standardOutput = output
@@ -114,8 +115,11 @@ struct ClusterPorts {
         return leader
     }
 
-    func startWorker(_ name: String, rig: String = "ledger") throws -> CogdProcess {
-        let worker = try CogdProcess(["worker", "--leader", requests, "--name", name, "--rig", rig])
+    /// A worker in a group of its own (`--group` its name, or `group`), so it
+    /// runs every effect of its rig itself (without `--group`, workers of one
+    /// rig share them).
+    func startWorker(_ name: String, rig: String = "ledger", group: String? = nil) throws -> CogdProcess {
+        let worker = try CogdProcess(["worker", "--leader", requests, "--name", name, "--rig", rig, "--group", group ?? name])
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "worker \(name) synced")
         return worker
     }

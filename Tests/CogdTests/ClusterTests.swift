@@ -18,15 +18,15 @@ struct ClusterTests {
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 100}"#).hasPrefix("applied revision 1"))
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 50}"#).hasPrefix("applied revision 2"))
         #expect(try ports.call("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 30}"#).hasPrefix("applied revision 3"))
-        #expect(first.waitForLine { $0 == "cogd worker w1: applied 3" } != nil)
+        #expect(first.waitForLine { $0.hasSuffix(" cogd worker w1: applied 3") } != nil)
         #expect(first.lines.contains("ledger total 150"))
         let late = try ports.startWorker("late")
         defer { late.stop() }
-        #expect(late.lines.contains { $0.hasPrefix("cogd worker late: synced at revision 3") })
+        #expect(late.lines.contains { $0.contains("cogd worker late: synced at revision 3") })
         #expect(late.waitForLine { $0 == "ledger total 150" } != nil)
         #expect(try ports.call("ledger.transfer", #"{"from": "bob", "to": "alice", "amount": 5}"#).hasPrefix("applied revision 4"))
-        #expect(first.waitForLine { $0 == "cogd worker w1: applied 4" } != nil)
-        #expect(late.waitForLine { $0 == "cogd worker late: applied 4" } != nil)
+        #expect(first.waitForLine { $0.hasSuffix(" cogd worker w1: applied 4") } != nil)
+        #expect(late.waitForLine { $0.hasSuffix(" cogd worker late: applied 4") } != nil)
         let status = try runCogd(["status", "--leader", ports.requests, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
         #expect(object?["revision"] as? Int == 4)
@@ -67,11 +67,11 @@ struct ClusterTests {
         }
         #expect(try open(big, 1) == .applied(revision: 1))
         #expect(try open("small", 2) == .applied(revision: 2))
-        #expect(first.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "the live worker applied the big turn: \(first.lines)")
+        #expect(first.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil, "the live worker applied the big turn: \(first.lines)")
         #expect(first.lines.contains("ledger total 14"))
         let late = try ports.startWorker("late")
         defer { late.stop() }
-        #expect(late.lines.contains { $0.hasPrefix("cogd worker late: synced at revision 2") }, "\(late.lines)")
+        #expect(late.lines.contains { $0.contains("cogd worker late: synced at revision 2") }, "\(late.lines)")
         #expect(late.waitForLine { $0 == "ledger total 14" } != nil)
     }
 
@@ -92,7 +92,7 @@ struct ClusterTests {
         defer { late.stop() }
         let synced = late.lines.first { $0.contains("synced at revision") } ?? ""
         #expect(
-            synced.range(of: #"^cogd worker late: synced at revision 7, epoch 1 \(snapshot in [2-9] parts\)$"#, options: .regularExpression) != nil,
+            synced.range(of: #"cogd worker late: synced at revision 7, epoch 1 \(snapshot in [2-9] parts\)$"#, options: .regularExpression) != nil,
             "\(late.lines)")
         #expect(late.waitForLine { $0 == "ledger total 49" } != nil)
     }
@@ -148,12 +148,12 @@ struct ClusterTests {
         defer { worker.stop() }
         let silence = worker.waitForLine(timeout: .seconds(15)) { $0.contains("no answer from the leader") }
         #expect(
-            silence?.hasPrefix("cogd worker early: no answer from the leader at \(ports.requests) for 3 s; still trying") == true,
+            silence?.contains("cogd worker early: no answer from the leader at \(ports.requests) for 3 s; still trying") == true,
             "\(worker.lines)")
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
-        #expect(worker.waitForLine { $0 == "cogd worker early: the leader answers again" } != nil)
-        #expect(worker.waitForLine { $0.hasPrefix("cogd worker early: synced at revision 0") } != nil)
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker early: the leader answers again") } != nil)
+        #expect(worker.waitForLine { $0.contains("cogd worker early: synced at revision 0") } != nil)
     }
 
     @Test func `tail --connect follows the live turn stream`() throws {
@@ -301,14 +301,14 @@ struct ClusterTests {
         let worker = try ports.startWorker("w1")
         defer { worker.stop() }
         #expect(try ports.call("ledger.open", #"{"account": "a", "balance": 7}"#).hasPrefix("applied revision 1"))
-        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 1" } != nil)
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 1") } != nil)
         leader.killHard()
         leader.stop()
         leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
-        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("cogd worker w1: synced at revision 1, epoch 2") } != nil)
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("cogd worker w1: synced at revision 1, epoch 2") } != nil)
         #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 3}"#).hasPrefix("applied revision 2"))
-        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil)
         #expect(worker.waitForLine { $0 == "ledger total 10" } != nil)
     }
 
@@ -575,7 +575,7 @@ struct ScopeStampingTests {
         let worker = try ports.startWorker("w1", rig: "ledger-greeter")
         defer { worker.stop() }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 3}"#).hasPrefix("applied revision 1"))
-        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "the greeter's turn was applied")
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil, "the greeter's turn was applied")
         let store = try TurnStore(directory: folder.path, mode: .reader)
         let records = try store.records(from: 1)
         let greeting = try #require(records.first { $0.name == "LedgerGreeter.greeter.ledger.greet" })
@@ -603,7 +603,7 @@ struct ScopeStampingTests {
         do {
             let worker = try ports.startWorker("w1", rig: "ledger-greeter")
             defer { worker.stop() }
-            #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "alice was greeted")
+            #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil, "alice was greeted")
         }
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 5}"#).hasPrefix("applied revision 3"))
         // The second run greets both accounts again. Numbered from 1 again, its
@@ -612,13 +612,15 @@ struct ScopeStampingTests {
         let again = try ports.startWorker("w1", rig: "ledger-greeter")
         defer { again.stop() }
         // Revision 4: the first run's greeter instance retires as the name is taken over.
-        #expect(again.waitForLine { $0 == "cogd worker w1: applied 6" } != nil, "both greetings were applied: \(again.lines)")
+        #expect(again.waitForLine { $0.hasSuffix(" cogd worker w1: applied 6") } != nil, "both greetings were applied: \(again.lines)")
         let store = try TurnStore(directory: folder.path, mode: .reader)
         let takeover = try store.records(from: 4, limit: 1).first
         #expect(takeover?.name == "cogd.nameTakenOver" && takeover?.writes.isEmpty == true)
         // The greeters of alice and bob (opened for the first run at revision 3).
-        #expect(takeover?.scopeEvents.map(\.kind) == [.retire, .retire], "\(String(describing: takeover))")
-        #expect(takeover?.scopeEvents.allSatisfy { $0.worker == "w1" && $0.scope == "LedgerGreeter.greeter" } == true)
+        // And the roots of its two mechanisms (§6a: a worker of a group, here its own, registers them).
+        #expect(takeover?.scopeEvents.map(\.kind) == [.retire, .retire, .retire, .retire], "\(String(describing: takeover))")
+        #expect(takeover?.scopeEvents.map(\.scope).sorted() == ["LedgerAudit", "LedgerGreeter", "LedgerGreeter.greeter", "LedgerGreeter.greeter"])
+        #expect(takeover?.scopeEvents.allSatisfy { $0.worker == "w1" } == true)
         let greetings = try store.records(from: 1).filter { $0.name == "LedgerGreeter.greeter.ledger.greet" }
         // Each child sends a greeting, then a transfer: the first run used 1
         // and 2, the second goes on at 3.
@@ -667,12 +669,14 @@ struct ScopeStampingTests {
         leader.killHard()
         leader.stop()
         leader = try ports.startLeader(data: folder.path)
-        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("cogd worker w1: synced at") && $0.hasSuffix("epoch 2") } != nil)
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("cogd worker w1: synced at") && $0.hasSuffix("epoch 2") } != nil)
         #expect(try ports.call("ledger.open", #"{"account": "carol", "balance": 0}"#).hasPrefix("applied"))
+        // A worker of a group (here its own) opens its desk again for the new
+        // instance (a new lifetime, §6a): bob's desk greets bob again. Then
         // bob's desk greets carol; carol's desk greets bob and carol.
-        #expect(try waitUntil { try store.greetings(of: "carol") == 2 && store.greetings(of: "bob") == 3 })
+        #expect(try waitUntil { try store.greetings(of: "carol") == 2 && store.greetings(of: "bob") == 4 })
         let later = try store.records(from: closing.revision + 1).filter { $0.name == "LedgerPeers.desk.peer.ledger.greet" }
-        #expect(later.count == 3)
+        #expect(later.count == 4)
         #expect(later.allSatisfy { $0.epoch == 2 && ($0.origin.instance ?? 0) >> 32 == 2 })
     }
 
@@ -714,9 +718,9 @@ struct SilentWorkerTests {
         let worker = try ports.startWorker("w1", rig: "ledger-greeter")
         defer { worker.stop() }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
-        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil)
         func openInstances() throws -> [Int] { try ports.openScopeInstances() }
-        #expect(try openInstances().count == 1)
+        #expect(try openInstances().count == 1 + 2, "alice's greeter and the two mechanisms' roots")
         worker.killHard()
         // Wait for the leader to notice the silence: bounded by the timeout plus slack.
         let deadline = ContinuousClock.now + .seconds(10)
@@ -741,7 +745,8 @@ struct SilentWorkerTests {
         }
         func openInstances() throws -> [Int] { try ports.openScopeInstances() }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 1}"#).hasPrefix("applied revision 1"))
-        #expect(try waitUntil { try openInstances().count == 1 })
+        // alice's greeter and the two mechanisms' roots.
+        #expect(try waitUntil { try openInstances().count == 3 })
         let before = try openInstances()
 
         // Frozen past the heartbeat timeout: given up, its instance retired.
@@ -754,7 +759,7 @@ struct SilentWorkerTests {
         // Thawed: it hears `gone`, says hello, registers its scope anew, and
         // its greeter child (still open) gets a new instance.
         worker.resume()
-        #expect(try waitUntil { let open = try openInstances(); return open.count == 1 && open != before })
+        #expect(try waitUntil { let open = try openInstances(); return open.count == 3 && Set(open).isDisjoint(with: before) })
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied"))
         let store = try TurnStore(directory: folder.path, mode: .reader)
         #expect(try waitUntil { try store.greetings(of: "bob") == 1 })
@@ -770,12 +775,12 @@ struct SilentWorkerTests {
         defer { leader.stop() }
         let first = try ports.startWorker("w1")
         defer { first.stop() }
-        let second = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger"])
+        let second = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger", "--group", "w1"])
         defer { second.stop() }
         let refusal = second.waitForLine { $0.contains("the leader refuses this name") }
         #expect(refusal?.contains("another process is connected as worker w1") == true, "\(second.lines)")
         #expect(try ports.call("ledger.open", #"{"account": "a", "balance": 1}"#).hasPrefix("applied revision 1"))
-        #expect(first.waitForLine { $0 == "cogd worker w1: applied 1" } != nil, "the first process keeps working")
+        #expect(first.waitForLine { $0.hasSuffix(" cogd worker w1: applied 1") } != nil, "the first process keeps working")
         #expect(!second.lines.contains { $0.contains("synced") })
         let status = try runCogd(["status", "--leader", ports.requests, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
@@ -789,10 +794,11 @@ struct SilentWorkerTests {
 
         // The first stops: its connection closes, and the second takes the name.
         first.stop()
-        #expect(second.waitForLine { $0 == "cogd worker w1: the name is free; this process holds it now" } != nil)
-        #expect(second.waitForLine { $0.hasPrefix("cogd worker w1: synced at revision 1") } != nil, "\(second.lines)")
-        #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 2}"#).hasPrefix("applied revision 2"))
-        #expect(second.waitForLine { $0 == "cogd worker w1: applied 2" } != nil)
+        #expect(second.waitForLine { $0.hasSuffix(" cogd worker w1: the name is free; this process holds it now") } != nil)
+        // Revision 2 retires the first process's audit root (§6a), taken over with the name.
+        #expect(second.waitForLine { $0.contains("cogd worker w1: synced at revision 2") } != nil, "\(second.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "b", "balance": 2}"#).hasPrefix("applied revision 3"))
+        #expect(second.waitForLine { $0.hasSuffix(" cogd worker w1: applied 3") } != nil)
     }
 
     @Test func `a frozen worker replaced under its name is refused when it thaws`() throws {
@@ -807,31 +813,32 @@ struct SilentWorkerTests {
             old.resume()
             old.stop()
         }
-        #expect(old.waitForLine { $0 == "cogd worker w1: applied 2" } != nil, "the first process greeted alice")
+        #expect(old.waitForLine { $0.hasSuffix(" cogd worker w1: applied 2") } != nil, "the first process greeted alice")
         old.pause()
         // A replacement under the same name: refused while the frozen one may
         // still be heard from, then it holds the name and greets alice again.
-        let replacement = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger-greeter"])
+        let replacement = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger-greeter", "--group", "w1"])
         defer { replacement.stop() }
-        #expect(replacement.waitForLine { $0.hasPrefix("cogd worker w1: synced at revision") } != nil)
+        #expect(replacement.waitForLine { $0.contains("cogd worker w1: synced at revision") } != nil)
         // Revision 3 records the frozen process's greeter instance retiring
         // (given up for silence, or its name taken over); 4 greets alice again.
-        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 4" } != nil)
+        #expect(replacement.waitForLine { $0.hasSuffix(" cogd worker w1: applied 4") } != nil)
 
         // Thawed, the old process is refused the name, and its children send nothing.
         old.resume()
         let refusal = old.waitForLine { $0.contains("the leader refuses this name") }
         #expect(refusal?.contains("another process is connected as worker w1") == true, "\(old.lines)")
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied revision 5"))
-        #expect(replacement.waitForLine { $0 == "cogd worker w1: applied 6" } != nil, "the holder greeted bob")
-        #expect(old.waitForLine { $0 == "cogd worker w1: applied 6" } != nil, "the refused process still replicates")
+        #expect(replacement.waitForLine { $0.hasSuffix(" cogd worker w1: applied 6") } != nil, "the holder greeted bob")
+        #expect(old.waitForLine { $0.hasSuffix(" cogd worker w1: applied 6") } != nil, "the refused process still replicates")
         let store = try TurnStore(directory: folder.path, mode: .reader)
         let retirement = try store.records(from: 3, limit: 1).first
         #expect(["cogd.workerGone", "cogd.nameTakenOver"].contains(retirement?.name ?? ""), "\(String(describing: retirement))")
-        #expect(retirement?.scopeEvents.map(\.kind) == [.retire] && retirement?.origin.isSystem == true)
+        // alice's greeter and the two mechanisms' roots.
+        #expect(retirement?.scopeEvents.map(\.kind) == [.retire, .retire, .retire] && retirement?.origin.isSystem == true)
         #expect(try store.greetings(of: "alice") == 2)
         #expect(try store.greetings(of: "bob") == 1)
-        #expect(try ports.openScopeInstances().count == 2, "the holder's two greeter children")
+        #expect(try ports.openScopeInstances().count == 2 + 2, "the holder's two greeter children and its two roots")
     }
 }
 

@@ -120,7 +120,7 @@ struct CommandTests {
         }
         #expect(negative.op == "trails.tickHike" && negative.json == "-5" && negative.leaderEndpoint == "tcp://127.0.0.1:9")
         #expect(try Command.parse(["status", "--json"]) == .status(leaderEndpoint: "tcp://127.0.0.1:5701", json: true, timeout: .seconds(5)))
-        #expect(throws: Command.UsageError(message: "unknown rig 'bank' (one of: trails, ledger, ledger-greeter, ledger-peers, ledger-concierge, replica)", subcommand: "leader")) {
+        #expect(throws: Command.UsageError(message: "unknown rig 'bank' (one of: trails, ledger, ledger-greeter, ledger-peers, ledger-concierge, ledger-herald, replica)", subcommand: "leader")) {
             try Command.parse(["leader", "--rig", "bank"])
         }
         #expect(throws: Command.UsageError(message: "call takes an op name and a JSON argument", subcommand: "call")) {

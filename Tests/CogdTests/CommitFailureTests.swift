@@ -53,7 +53,7 @@ struct CommitFailureTests {
         #expect(try CommitFailureTests.accounts(in: folder.path) == (1...applied).map(name))
         // The leader keeps serving; a smaller turn applies; the worker's replica agrees.
         #expect(try ports.call("ledger.transfer", #"{"from": "\#(name(1))", "to": "\#(name(2))", "amount": 1}"#).hasPrefix("applied revision \(applied + 1)"))
-        #expect(worker.waitForLine { $0 == "cogd worker w1: applied \(applied + 1)" } != nil)
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied \(applied + 1)") } != nil)
         let verify = try runCogd(["log", "verify", "--data", folder.path])
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         #expect(try ports.errorCounts()["too-large"] == 10 - applied)

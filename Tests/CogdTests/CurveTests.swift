@@ -226,6 +226,23 @@ struct CurveTests {
         #expect(noKey.status == 1 && noKey.stderr.contains("(leader at \(cluster.ports.requests))"), "\(noKey)")
     }
 
+    @Test func `tail --connect --from catches up with an observer key, without a hello; a worker key is told to use one`() throws {
+        let cluster = try CurveCluster()
+        _ = try cluster.startLeader()
+        let opened = try runCogd(["call", "ledger.open", #"{"account": "a", "balance": 5}"#, "--leader", cluster.ports.requests] + cluster.keyOptions("ops"))
+        #expect(opened.status == 0, "\(opened)")
+        let base = ["tail", "--connect", cluster.ports.turns, "--leader", cluster.ports.requests, "--from", "1", "--timeout", "3"]
+        let observer = try runCogd(base + ["--count", "1"] + cluster.keyOptions("dash"), timeout: .seconds(30))
+        #expect(observer.status == 0, "\(observer)")
+        #expect(observer.stdout.hasPrefix("#1  ") && observer.stdout.contains("  ledger.open  (worker ops, request ops#"), "\(observer.stdout)")
+        let worker = try runCogd(base + cluster.keyOptions("w1"), timeout: .seconds(30))
+        #expect(worker.status == 1 && worker.stdout.isEmpty, "\(worker)")
+        #expect(
+            worker.stderr.hasPrefix("Error: the leader at \(cluster.ports.requests) refused to send turns: hello-first: ")
+                && worker.stderr.contains("under CURVE, --from and --since catch up with an observer key"),
+            "\(worker.stderr)")
+    }
+
     @Test func `a request id forged in another key's name neither runs nor stops the holder's own`() throws {
         let cluster = try CurveCluster()
         _ = try cluster.startLeader()
@@ -341,15 +358,15 @@ struct CurveTests {
         let worker = try CogdProcess(["worker", "--leader", cluster.ports.requests, "--name", "w1", "--rig", "ledger"] + cluster.keyOptions("w1"))
         defer { worker.stop() }
         #expect(
-            worker.waitForLine { $0.contains("the leader refused this key (ZAP status 400)") }
-                == "cogd worker w1: the leader refused this key (ZAP status 400): it is not in the leader's peers file, or its role may "
-                + "not use this socket; still trying")
+            worker.waitForLine { $0.contains("the leader refused this key (ZAP status 400)") }?.hasSuffix(
+                " WARN  cogd worker w1: the leader refused this key (ZAP status 400): it is not in the leader's peers file, or its role may "
+                    + "not use this socket; still trying") == true)
         try cluster.writePeers(["ops", "w1"])
         kill(leader.process.processIdentifier, SIGHUP)
         #expect(leader.waitForLine { $0.hasPrefix("cogd leader: peers file reloaded: 2 peers (1 added") } != nil)
         // ZeroMQ does not reconnect after a refusal; the worker does, every 5 s.
         #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("synced at revision") } != nil, "\(worker.lines)")
-        #expect(worker.lines.contains("cogd worker w1: the leader accepts this key"))
+        #expect(worker.lines.contains { $0.hasSuffix(" INFO  cogd worker w1: the leader accepts this key") }, "\(worker.lines)")
     }
 
     @Test func `a leader with CURVE may bind beyond loopback and says it authenticates; bad key or peers files stop it`() throws {

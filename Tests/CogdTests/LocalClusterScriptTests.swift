@@ -82,4 +82,37 @@ struct LocalClusterScriptTests {
             try? FileManager.default.removeItem(atPath: String(logs))
         }
     }
+
+    @Test func `the demo names who calls and which scope each turn comes from, not UUIDs and instance numbers`() throws {
+        let folder = TemporaryFolder()
+        let ports = ClusterPorts()
+        let demo = try CogdProcess(
+            executable: URL(fileURLWithPath: "/bin/bash"), ["deploy/local-cluster.sh", "--demo"],
+            environment: ["COGD": cogdExecutable().path, "COGD_DATA": folder.path, "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns],
+            directory: repositoryRoot)
+        defer {
+            killProcesses(mentioning: [folder.path, ports.requests])
+            demo.stop()
+            folder.cleanUp()
+        }
+        #expect(demo.waitForLine(timeout: .seconds(90)) { $0.contains("stopped leader and workers") } != nil, "\(demo.lines)")
+        let output = demo.lines.joined(separator: "\n")
+        #expect(output.contains("applied revision 1 (request ranger#"), "\(output)")
+        #expect(output.contains("  trails.openScreen  (worker ranger, request ranger#"), "\(output)")
+        #expect(output.contains("  trails.startHike  (worker hiker, request hiker#"), "\(output)")
+        // The two workers form one group (the rig's): which of them a child or a
+        // mechanism's root lands on depends on which registered first.
+        func matches(_ pattern: String) -> Bool { output.range(of: pattern, options: .regularExpression) != nil }
+        #expect(matches(#"\n    opens  TrailScreens\.trailScreen\[1\] #1\.[0-9]+ on worker-[12]\n"#), "\(output)")
+        #expect(
+            matches(#"  TrailScreens\.trailScreen\.trails\.accept  \(worker worker-[12], scope TrailScreens\.trailScreen\[1\] #1\.[0-9]+, request worker-[12]#"#),
+            "\(output)")
+        #expect(matches(#"\(worker worker-[12], scope HikeTimer\.hikeTimer #1\.[0-9]+, request worker-[12]#"#), "\(output)")
+        #expect(matches(#"\n          roots: HikeTimer on worker-[12], Journal on worker-[12], TrailScreens on worker-[12]\n"#), "\(output)")
+        #expect(!output.contains("call-"), "no call's random name: \(output)")
+        #expect(output.range(of: #" #[0-9]{6,}"#, options: .regularExpression) == nil, "no raw instance number: \(output)")
+        if let logs = demo.lines.last(where: { $0.contains("(logs in ") })?.split(separator: "(logs in ").last?.dropLast() {
+            try? FileManager.default.removeItem(atPath: String(logs))
+        }
+    }
 }

@@ -31,7 +31,7 @@ struct RigArithmeticTests {
         defer { worker.stop() }
         #expect(worker.waitForLine { $0 == "ledger total \(max)" } != nil, "\(worker.lines)")
         #expect(try ports.call("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 5}"#).hasPrefix("applied revision 5"))
-        #expect(worker.waitForLine { $0 == "cogd worker w1: applied 5" } != nil)
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 5") } != nil)
         #expect(leader.process.isRunning)
     }
 }

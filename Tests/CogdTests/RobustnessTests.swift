@@ -226,7 +226,7 @@ struct RobustnessTests {
         let worker = try ports.startWorker("big", rig: "ledger-greeter")
         defer { worker.stop() }
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 5}"#).hasPrefix("applied revision 2"))
-        #expect(worker.waitForLine { $0 == "cogd worker big: applied 2" } != nil, "\(worker.lines)")
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker big: applied 2") } != nil, "\(worker.lines)")
         #expect(worker.process.isRunning, "the worker did not trap numbering its greetings")
     }
 
@@ -300,7 +300,7 @@ struct RobustnessTests {
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
         let worker = try ports.startWorker("steady", rig: "ledger-greeter")
         defer { worker.stop() }
-        #expect(worker.waitForLine { $0 == "cogd worker steady: applied 2" } != nil, "alice was greeted")
+        #expect(worker.waitForLine { $0.hasSuffix(" cogd worker steady: applied 2") } != nil, "alice was greeted")
         var revision = 2
         for round in 1...3 {
             leader.pause()
@@ -309,7 +309,7 @@ struct RobustnessTests {
             revision += 1
             #expect(try ports.call("ledger.open", #"{"account": "a\#(round)", "balance": 0}"#).hasPrefix("applied revision \(revision)"))
             revision += 1  // the new account's greeting
-            #expect(worker.waitForLine { $0 == "cogd worker steady: applied \(revision)" } != nil, "round \(round): \(worker.lines.suffix(3))")
+            #expect(worker.waitForLine { $0.hasSuffix(" cogd worker steady: applied \(revision)") } != nil, "round \(round): \(worker.lines.suffix(3))")
             // Once its heartbeat reports that revision, a worker given up at
             // the resume would have heard `gone` (counted) by now.
             let reported = waitUntil {

@@ -259,11 +259,13 @@ struct ServiceUnitTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
+        let metricsPort = freePort()
         let host = try ServiceHost(
             root: folder.path,
             settings: [
                 "COGD_CURVE": "off", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
                 "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none", "COGD_RETAIN": "--retain-turns 5000",
+                "COGD_LEADER_METRICS": "127.0.0.1:\(metricsPort)", "COGD_LOG_FORMAT": "json",
             ])
         let leader = try host.start("cogd-leader.service")
         defer { leader.stop() }
@@ -275,6 +277,10 @@ struct ServiceUnitTests {
         defer { worker.stop() }
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 10}"#).contains("applied"))
+        // COGD_LEADER_METRICS and COGD_LOG_FORMAT reach the leader.
+        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: metrics at http://127.0.0.1:\(metricsPort)/metrics") } != nil, "\(leader.lines)")
+        #expect(try MetricsEndpointTests.get(metricsPort, "/readyz").status == 200)
+        #expect(leader.waitForLine { $0.hasPrefix("{") && $0.contains(#""event":"worker-joined""#) } != nil, "\(leader.lines)")
     }
 
     @Test func `with COGD_CURVE=on a missing key file stops the unit with an error naming it, and COGD_CURVE is on or off`() throws {

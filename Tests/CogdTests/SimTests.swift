@@ -64,6 +64,7 @@ struct SimTests {
         let counts = runs.map { $0["counts"] as? [String: Int] ?? [:] }
         #expect(counts.contains { ($0["group-moves"] ?? 0) > 0 }, "a joining worker took members over: \(counts)")
         #expect(counts.contains { ($0["group-replacements"] ?? 0) > 0 }, "a gone worker's members were placed on others: \(counts)")
+        #expect(counts.contains { ($0["root-moves"] ?? 0) > 0 }, "a gone worker's mechanism root opened on another: \(counts)")
         // Switched off, the checker sees a member owned twice.
         let broken = try self.runs(["--seeds", "1-5", "--steps", "3000", "--groups", "--break", "exclusive-placement"])
         #expect(broken.status == 1)

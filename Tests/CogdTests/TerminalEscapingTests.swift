@@ -71,9 +71,10 @@ struct TerminalEscapingTests {
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
         let name = "w\u{1B}[2J\nfake: applied 99"
-        let worker = try ports.startWorker(name, rig: "replica")
+        // (A group name takes no control characters: the name's would be refused.)
+        let worker = try ports.startWorker(name, rig: "replica", group: "replicas")
         defer { worker.stop() }
-        #expect(worker.lines.contains { $0.hasPrefix(#"cogd worker w\u{1B}[2J\nfake: applied 99: synced at revision 0"#) }, "\(worker.lines)")
+        #expect(worker.lines.contains { $0.contains(#"cogd worker w\u{1B}[2J\nfake: applied 99: synced at revision 0"#) }, "\(worker.lines)")
         #expect(!worker.lines.contains { holdsUnsafe($0) })
 
         let status = try runCogd(["status", "--leader", ports.requests])
@@ -86,6 +87,10 @@ struct TerminalEscapingTests {
         let json = try runCogd(["status", "--leader", ports.requests, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect((object?["workers"] as? [[String: Any]])?.first?["name"] as? String == name)
+        // The leader's log of the join: escaped, on one line.
+        let joined = leader.waitForLine { $0.contains(" joined at revision 0") }
+        #expect(joined?.hasSuffix(#" INFO  cogd leader: worker w\u{1B}[2J\nfake: applied 99 joined at revision 0 in group replicas"#) == true, "\(leader.lines)")
+        #expect(!leader.lines.contains { holdsUnsafe($0) })
     }
 }
 

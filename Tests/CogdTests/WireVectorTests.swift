@@ -67,8 +67,26 @@ struct WireVectorTests {
             ("status-request", .statusRequest),
             ("status", .status(LeaderStatus(
                 epoch: 3, revision: 42,
-                workers: [LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5, digest: "agrees")],
+                workers: [
+                    LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5, digest: "agrees"),
+                    LeaderStatus.Worker(
+                        name: "w2", appliedRevision: 42, lag: 0, secondsSinceHeard: 0.25, digest: "agrees", group: "bank", instances: 2,
+                        roots: ["Bank"]),
+                ],
                 errorCounts: ["hello-first": 1], openScopeInstances: [1 << 32 | 4]))),
+            ("status-uptime", .status({
+                var status = LeaderStatus(
+                    epoch: 3, revision: 42,
+                    workers: [
+                        LeaderStatus.Worker(name: "w1", appliedRevision: 41, lag: 1, secondsSinceHeard: 0.5, digest: "agrees"),
+                        LeaderStatus.Worker(name: "w2", appliedRevision: 38, lag: 4, secondsSinceHeard: 3.25, digest: "agrees"),
+                    ],
+                    errorCounts: ["hello-first": 1], openScopeInstances: [1 << 32 | 4])
+                status.version = "0.1.0"
+                status.uptimeSeconds = 3_723.5
+                status.heartbeatTimeoutSeconds = 5
+                return status
+            }())),
             ("turns", .turns(epoch: 3, records: [
                 TurnRecord(
                     revision: 43, epoch: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), name: "ledger.transfer",

@@ -1,4 +1,5 @@
 import CogLog
+import CogWire
 import Foundation
 import Testing
 
@@ -15,7 +16,8 @@ struct WorkerGroupTests {
     let ports = ClusterPorts()
 
     func startGrouped(_ name: String) throws -> CogdProcess {
-        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", name, "--rig", "ledger-greeter", "--group", "greeters"])
+        // No --group: workers of one rig form the group named after it.
+        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", name, "--rig", "ledger-greeter"])
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(name) synced: \(worker.lines)")
         return worker
     }
@@ -52,9 +54,11 @@ struct WorkerGroupTests {
         let greeters = try records().filter { $0.name.hasSuffix("ledger.greet") }
         let byWorker = Dictionary(grouping: greeters, by: { $0.origin.worker ?? "" }).mapValues(\.count)
         #expect(byWorker == ["g1": 3, "g2": 3], "spread across the group, balanced: \(byWorker)")
-        #expect(try ports.openScopeInstances().count == 6, "one instance per account, not one per worker")
+        // One instance per account (not one per worker), and the group's two mechanism roots.
+        #expect(try ports.openScopeInstances().count == 6 + 2, "one instance per account, not one per worker")
         let status = try runCogd(["status", "--leader", ports.requests])
-        #expect(status.stdout.contains("group     greeters: 2 members (instances owned: g1 3, g2 3)"), "\(status.stdout)")
+        // g1 registered first: it also owns both mechanisms' roots.
+        #expect(status.stdout.contains("group     ledger-greeter: 2 members (instances owned: g1 5, g2 3)"), "\(status.stdout)")
         let tail = try runCogd(["tail", "--data", folder.path])
         // Each opening names its owner (one that came with a registration reply, not a turn, is in no record).
         let opens = tail.stdout.split(separator: "\n").filter { $0.hasPrefix("    opens  LedgerGreeter.greeter[") }
@@ -66,7 +70,9 @@ struct WorkerGroupTests {
         #expect(waitUntil(timeout: .seconds(20)) { (try? greetings(accounts))?.filter { g1Accounts.contains($0.key) }.values.allSatisfy { $0 == 2 } == true })
         let gone = try #require(try records().last { $0.name == "cogd.workerGone" })
         #expect(gone.scopeEvents.filter { $0.kind == .retire }.allSatisfy { $0.worker == "g1" })
-        #expect(gone.scopeEvents.filter { $0.kind == .open }.map(\.worker) == Array(repeating: "g2", count: 3))
+        // g1 registered first, so it held both mechanisms' roots: they move to g2 with its accounts.
+        #expect(gone.scopeEvents.filter { $0.kind == .open }.map(\.worker) == Array(repeating: "g2", count: 5))
+        #expect(gone.scopeEvents.filter { $0.kind == .open && $0.identity == nil }.map(\.scope).sorted() == ["LedgerAudit", "LedgerGreeter"])
         #expect(try greetings(accounts).filter { !g1Accounts.contains($0.key) }.values.allSatisfy { $0 == 1 }, "g2's own accounts were not touched")
 
         // A third worker joins: members move to it until the counts are within one.
@@ -76,6 +82,96 @@ struct WorkerGroupTests {
         let moved = try #require(try records().last { $0.name == "cogd.scopesMoved" })
         #expect(moved.scopeEvents.filter { $0.kind == .open }.map(\.worker) == ["g3", "g3", "g3"])
         #expect(waitUntil { (try? records())?.filter { $0.name.hasSuffix("ledger.greet") && $0.origin.worker == "g3" }.count == 3 })
-        #expect(try ports.openScopeInstances().count == 6)
+        #expect(try ports.openScopeInstances().count == 6 + 2)
+    }
+
+    func startHerald(_ name: String, group: [String] = []) throws -> CogdProcess {
+        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", name, "--rig", "ledger-herald"] + group)
+        #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(name) synced: \(worker.lines)")
+        return worker
+    }
+
+    /// The `ledger.greet` records (the herald's greetings), in log order.
+    func heraldGreetings() throws -> [TurnRecord] { try records().filter { $0.name.hasSuffix("ledger.greet") } }
+
+    @Test func `two workers of one rig form one group with no flag: the mechanism's top-level reaction runs on one of them and moves when it is killed`() throws {
+        defer { folder.cleanUp() }
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 2)
+        defer { leader.stop() }
+        let first = try startHerald("h1")
+        defer { first.stop() }
+        #expect(first.lines.contains { $0.hasSuffix(", group ledger-herald") }, "the rig's name is the default group: \(first.lines)")
+        let second = try startHerald("h2")
+        defer { second.stop() }
+        #expect(waitUntil { ((try? runCogd(["status", "--leader", ports.requests]).stdout) ?? "").contains("group     ledger-herald: 2 members") })
+        let accounts = ["alice", "bob", "carol", "dave"]
+        for account in accounts { #expect(try ports.call("ledger.open", #"{"account": "\#(account)", "balance": 5}"#).hasPrefix("applied")) }
+        #expect(waitUntil { (try? greetings(accounts))?.values.allSatisfy { $0 >= 1 } == true }, "every account heralded")
+        usleep(500_000)  // a second greeting would come now, were the reaction running on both workers
+        #expect(try greetings(accounts) == Dictionary(uniqueKeysWithValues: accounts.map { ($0, 1) }), "the herald ran once per account")
+        let greeted = try heraldGreetings()
+        // h1 registered first: it holds the root, and each greeting carries the root's instance.
+        #expect(Set(greeted.map { $0.origin.worker ?? "" }) == ["h1"], "\(greeted.map(\.origin))")
+        let rootInstance = try #require(greeted.first?.origin.instance, "the herald's requests are stamped")
+        #expect(greeted.allSatisfy { $0.origin.instance == rootInstance })
+        // The audit is a top-level reaction too: only its root's owner prints the totals.
+        let status = try runCogd(["status", "--leader", ports.requests]).stdout
+        #expect(status.contains("group     ledger-herald: 2 members (instances owned: h1 2, h2 0)\n          roots: LedgerAudit on h1, LedgerHerald on h1\n"), "\(status)")
+        #expect(first.waitForLine { $0 == "ledger total 20" } != nil, "\(first.lines)")
+        #expect(!second.lines.contains { $0.hasPrefix("ledger total") }, "\(second.lines)")
+
+        // h1 killed: past the heartbeat timeout the roots open on h2, which heralds what opens next, once.
+        first.killHard()
+        #expect(waitUntil(timeout: .seconds(20)) { (try? records())?.contains { $0.name == "cogd.workerGone" } == true })
+        let gone = try #require(try records().last { $0.name == "cogd.workerGone" })
+        let roots = gone.scopeEvents.filter { $0.identity == nil }
+        #expect(roots.filter { $0.kind == .retire }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h1", "LedgerHerald h1"])
+        #expect(roots.filter { $0.kind == .open }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h2", "LedgerHerald h2"])
+        #expect(roots.contains { $0.kind == .retire && $0.instance == rootInstance })
+        let newRoot = try #require(roots.first { $0.kind == .open && $0.scope == "LedgerHerald" }?.instance)
+        #expect(second.waitForLine { $0 == "ledger total 20" } != nil, "h2's audit opened: \(second.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "erin", "balance": 5}"#).hasPrefix("applied"))
+        #expect(waitUntil { (try? greetings(["erin"]))?["erin"] == 1 })
+        usleep(500_000)
+        #expect(try greetings(accounts + ["erin"]) == Dictionary(uniqueKeysWithValues: (accounts + ["erin"]).map { ($0, 1) }), "heralded once, by h2 only")
+        let last = try #require(try heraldGreetings().last)
+        #expect(last.origin.worker == "h2" && last.origin.instance == newRoot)
+        let moved = try runCogd(["status", "--leader", ports.requests, "--json"]).stdout
+        #expect(moved.contains(#"{"name": "h2", "#) && moved.contains(#""group": "ledger-herald", "instances": 2, "roots": ["LedgerAudit", "LedgerHerald"]}"#), "\(moved)")
+        let tail = try runCogd(["tail", "--data", folder.path])
+        #expect(tail.stdout.contains("    retires LedgerHerald (root) #\(rootInstance >> 32).\(rootInstance & 0xffff_ffff) on h1"), "\(tail.stdout)")
+        #expect(tail.stdout.contains("    opens  LedgerHerald (root) #\(newRoot >> 32).\(newRoot & 0xffff_ffff) on h2"), "\(tail.stdout)")
+    }
+
+    @Test func `a root's owner given up for silence: its late requests, stamped with the old root instance, are rejected as retired`() throws {
+        defer { folder.cleanUp() }
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 1)
+        defer { leader.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
+        // A scripted member of the group registers the herald's root first, so it owns it.
+        let peer = try RawPeer(endpoint: ports.requests)
+        #expect(try peer.exchange(.hello(worker: "r1", lastRevision: 0, group: "ledger-herald"))?.typeName == "welcome")
+        let root = ScopeRegistration(worker: "r1", registration: 1, path: "LedgerHerald", source: ScopeRegistration.rootSource, key: nil, form: .bool)
+        guard case .scopeRegistered(_, _, _, let members)? = try peer.exchange(.scopeRegister(root)), let old = members.first?.instance else {
+            Issue.record("the root was not placed on r1")
+            return
+        }
+        #expect(members.map(\.identity) == [[]], "the root is one member with an empty identity")
+        let worker = try startHerald("h2")
+        defer { worker.stop() }
+        // r1 never heartbeats: past the timeout its root opens on h2, which heralds the next account.
+        #expect(waitUntil(timeout: .seconds(20)) { (try? records())?.contains { $0.name == "cogd.workerGone" } == true })
+        let gone = try #require(try records().last { $0.name == "cogd.workerGone" })
+        #expect(gone.scopeEvents.map { "\($0.kind == .open ? "open" : "retire") \($0.scope) \($0.worker ?? "")" } == ["retire LedgerHerald r1", "open LedgerHerald h2"])
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 5}"#).hasPrefix("applied"))
+        #expect(waitUntil { (try? greetings(["bob"]))?["bob"] == 1 })
+        // r1 comes back and sends what it had in flight, stamped with its root instance: refused.
+        #expect(try peer.exchange(.hello(worker: "r1", lastRevision: 0, group: "ledger-herald"))?.typeName == "welcome")
+        guard case .reply(let late)? = try peer.exchange([try RobustnessTests.greetFrame("bob", worker: "r1", sequence: 1, instance: old)]) else {
+            Issue.record("no reply")
+            return
+        }
+        #expect(late.outcome == .rejected(reason: "retired-scope: scope instance \(old) is retired or not owned by r1"))
+        #expect(try greetings(["alice", "bob"]) == ["alice": 0, "bob": 1], "no effect of the moved root was applied")
     }
 }

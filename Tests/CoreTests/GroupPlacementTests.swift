@@ -109,4 +109,41 @@ struct GroupPlacementTests {
         ])
         #expect(leader.log.lastRevision == 1, "nothing moved")
     }
+
+    static func root(_ worker: String, number: UInt64) -> WireMessage {
+        .scopeRegister(ScopeRegistration(worker: worker, registration: number, path: "Herald", source: ScopeRegistration.rootSource, key: nil, form: .bool))
+    }
+
+    static func rootEvent(_ kind: ScopeEvent.Kind, _ n: UInt64, _ worker: String, _ registration: UInt64) -> ScopeEvent {
+        ScopeEvent(kind: kind, instance: Wire.instance(n), scope: "Herald", identity: nil, worker: worker, registration: registration)
+    }
+
+    @Test func `a mechanism's root is one member placed on one worker: a join leaves it, a silent owner's root opens on a survivor, the old owner's root requests are retired`() throws {
+        let leader = try CoreHarness(heartbeatTimeout: .seconds(5), placesGroups: true)
+        _ = leader.send("w1", Self.grouped("w1"))
+        // Selected whatever the state table holds (no source `cogd.root` exists): one member, identity empty.
+        #expect(leader.send("w1", Self.root("w1", number: 1)) == [
+            .scopeRegistered(worker: "w1", registration: 1, revision: 0, instances: [ScopeMember(identity: [], instance: Wire.instance(1))])
+        ])
+        _ = leader.send("w2", Self.grouped("w2"))
+        #expect(leader.send("w2", Self.root("w2", number: 3)) == [.scopeRegistered(worker: "w2", registration: 3, revision: 0, instances: [])])
+        #expect(leader.log.lastRevision == 0, "a join moves no root (its owner holds 1, the newcomer 0)")
+        #expect(leader.outcome("w1", try Wire.greet("x", worker: "w1", seq: 1, instance: Wire.instance(1)))?.rejection == nil, "the owner's root request is admitted")
+        #expect(leader.outcome("w2", try Wire.greet("x", worker: "w2", seq: 1, instance: Wire.instance(1)))?.rejection?.code == .retiredScope)
+        let before = leader.log.lastRevision
+        for second in 1...6 {
+            leader.now = .seconds(second)
+            _ = leader.send("w2", Wire.heartbeat("w2"))
+            _ = leader.tick(at: .seconds(second))
+        }
+        let gone = try #require(leader.log.records.last)
+        #expect(gone.revision == before + 1 && gone.name == LeaderCore.workerGoneTurn)
+        #expect(gone.scopeEvents == [Self.rootEvent(.retire, 1, "w1", 1), Self.rootEvent(.open, 2, "w2", 3)])
+        #expect(leader.openInstances == [Wire.instance(2)])
+        // w1 comes back: its late request on the old root is refused; the root stays on w2.
+        #expect(leader.send("w1", Self.grouped("w1")).first?.typeName == "welcome")
+        #expect(leader.outcome("w1", try Wire.greet("x", worker: "w1", seq: 2, instance: Wire.instance(1)))?.rejection?.code == .retiredScope)
+        #expect(leader.send("w1", Self.root("w1", number: 1)) == [.scopeRegistered(worker: "w1", registration: 1, revision: gone.revision, instances: [])])
+        #expect(leader.openInstances == [Wire.instance(2)])
+    }
 }

@@ -32,7 +32,7 @@ struct RigValueTests {
         #expect(rig.selectors.map(\.name) == ["ledger.wealthy", "ledger.isWealthy"])
         #expect(rig.durableSources.allSatisfy { $0.site.hasPrefix("LedgerRig/LedgerRig+Cogs.swift:") })
         // The variants cogd offers: the same declarations, other mechanisms.
-        #expect(LedgerRig.rigs.map(\.name) == ["ledger", "ledger-greeter", "ledger-peers", "ledger-concierge"])
+        #expect(LedgerRig.rigs.map(\.name) == ["ledger", "ledger-greeter", "ledger-peers", "ledger-concierge", "ledger-herald"])
         for variant in LedgerRig.rigs {
             #expect(variant.durableSources == rig.durableSources && variant.selectors == rig.selectors)
             #expect(variant.ops.map(\.site) == rig.ops.map(\.site))

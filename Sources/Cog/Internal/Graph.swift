@@ -576,8 +576,12 @@ final class Graph {
         runningReactions = wasRunning
     }
 
+    /// Reaction bodies run so far (`Cogs.reactionsRun`; a worker's `/metrics`).
+    @usableFromInline var reactionsRun: UInt64 = 0
+
     /// Called by a consumer just before its body runs.
     func reactionWillRun(_ node: ReactionNode) {
+        reactionsRun &+= 1
         if node.recordsEffect {
             history.record(.effect, turn: history.turnNumber, name: node.label)
             turnChain.reactionRan(named: node.label)

@@ -154,6 +154,14 @@ public struct LeaderCore {
     public private(set) var peers: PeerTable?
     /// Error replies and events, by code (`cogd status`).
     public private(set) var errorCounts: [String: UInt64] = [:]
+    /// Op requests answered, by `RequestOutcome` (`/metrics`).
+    public private(set) var requestOutcomes: [String: UInt64] = [:]
+    /// The outcome of the request `run` answered last.
+    private var lastOutcome = RequestOutcome.rejected
+    /// Events for the operator's log, until the driver takes them.
+    private var pendingEvents: [Event] = []
+    /// Events not kept because `maximumPendingEvents` were waiting.
+    public private(set) var droppedEvents: UInt64 = 0
 
     /// Starts from what `log` holds: the replies left unindexed by the
     /// previous process (its records name them) are rebuilt and indexed with
@@ -243,6 +251,9 @@ public struct LeaderCore {
         // in name order: the records of one tick come out the same every run.
         let silent = workers.filter { now - max($0.value.lastHeard, resumedAt) >= settings.heartbeatTimeout }.keys
         for name in silent.sorted() {
+            if let state = workers[name] {
+                note(.timedOut(worker: name, seconds: Double((now - max(state.lastHeard, resumedAt)).components.seconds)))
+            }
             workers[name] = nil
             goneWorkers.insert(name)
             dropWorker(name, named: LeaderCore.workerGoneTurn)
@@ -441,9 +452,13 @@ public struct LeaderCore {
                 // Not this process's name (any more): refused without a dedup
                 // entry, so the holder's own request with that id still runs.
                 reject(peer, request.request, Rejection(.nameInUse, nameInUse(request.request.worker, holder, now: now).message))
+                requestOutcomes[RequestOutcome.rejected.rawValue, default: 0] += 1
+                note(.nameConflict(worker: request.request.worker))
                 return
             }
+            lastOutcome = .rejected
             outgoing.append(.send(peer, run(request)))
+            requestOutcomes[lastOutcome.rawValue, default: 0] += 1
             batchOpReplies.append((outgoing.count - 1, request.request))
         case .statusRequest:
             outgoing.append(.sendStatus(peer))
@@ -527,8 +542,10 @@ public struct LeaderCore {
         if let holder = workers[worker], holder.identity != peer {
             guard !holdsName(holder, worker, now: now) else {
                 refuse(peer, nameInUse(worker, holder, now: now))
+                note(.nameConflict(worker: worker))
                 return
             }
+            note(.nameTakenOver(worker: worker))
             // The name's earlier process is gone (disconnected, or silent
             // past the timeout): this one takes the name over, and what the
             // earlier one held retires with it.
@@ -539,6 +556,7 @@ public struct LeaderCore {
             // The same process, now in another group: what it held was placed for the old one.
             dropWorker(worker, named: LeaderCore.reregisteredTurn)
         }
+        if workers[worker]?.identity != peer { note(.joined(worker: worker, group: group, revision: revision)) }
         workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group)
         sendWelcome(worker, to: peer)
     }
@@ -697,7 +715,10 @@ public struct LeaderCore {
         }
         let computed = Cogs.hasSelector(named: spec.source)
         let current: [UInt8]?
-        if computed {
+        if spec.isRoot {
+            // A mechanism's root: one member, always selected (§6a).
+            current = [0xf5]
+        } else if computed {
             current = evaluateSelector(spec.source, spec.key)
         } else {
             do {
@@ -822,6 +843,11 @@ public struct LeaderCore {
                 outcome = .rejected(rejection)
             }
         }
+        switch outcome {
+        case .applied: lastOutcome = .applied
+        case .unchanged: lastOutcome = .unchanged
+        case .rejected: lastOutcome = .rejected
+        }
         let frame = OpReply(request: id, outcome: outcome).frame()
         let stored = LeaderCore.dedupValue(digest: digest, frame: frame)
         batchReplies[id] = stored
@@ -898,9 +924,13 @@ public struct LeaderCore {
     /// argument than the request first answered under its id: then it is
     /// refused `request-mismatch` (and that refusal is kept nowhere).
     private mutating func answer(_ request: RequestID, stored: [UInt8], digest: [UInt8]) -> [UInt8] {
-        guard stored.count > RequestDigest.size else { return stored }  // not written by this leader: answered as stored
+        guard stored.count > RequestDigest.size else {
+            lastOutcome = .deduplicated
+            return stored  // not written by this leader: answered as stored
+        }
         let storedDigest = Array(stored.prefix(RequestDigest.size))
         guard storedDigest == digest || storedDigest == LeaderCore.unknownDigest else {
+            lastOutcome = .rejected
             count(.requestMismatch)
             return OpReply(
                 request: request,
@@ -908,6 +938,7 @@ public struct LeaderCore {
                     .requestMismatch, "request \(request) was answered for another op or argument; a new request needs a new sequence"))
             ).frame()
         }
+        lastOutcome = .deduplicated
         return Array(stored.dropFirst(RequestDigest.size))
     }
 
@@ -933,20 +964,64 @@ public struct LeaderCore {
 
     /// The workers as the leader sees them now, and the open instances.
     public func status(now: Duration) -> LeaderStatus {
+        LeaderStatus(epoch: epoch, revision: log.lastRevision, workers: workerStatus(now: now), errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
+    }
+
+    /// How many scope instances are open now.
+    public var openScopeInstanceCount: Int { scopes.live.count }
+
+    /// The workers as the leader sees them now, in name order.
+    public func workerStatus(now: Duration) -> [LeaderStatus.Worker] {
         let last = log.lastRevision
         var owned: [String: UInt64] = [:]
         for owner in scopes.live.values { owned[owner, default: 0] += 1 }
-        return LeaderStatus(
-            epoch: epoch, revision: last,
-            workers: workers.sorted { $0.key < $1.key }.map { name, state in
-                let since = (now - state.lastHeard).components
-                return LeaderStatus.Worker(
-                    name: name, appliedRevision: state.appliedRevision,
-                    lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
-                    secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
-                    digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0)
-            },
-            errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
+        let roots = scopes.rootsByWorker
+        return workers.sorted { $0.key < $1.key }.map { name, state in
+            let since = (now - state.lastHeard).components
+            return LeaderStatus.Worker(
+                name: name, appliedRevision: state.appliedRevision,
+                lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
+                secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
+                digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name])
+        }
+    }
+
+    // MARK: Operator events and outcomes (`/metrics`, the leader's log)
+
+    /// What became of an op request: the reply's outcome, or answered from dedup.
+    public enum RequestOutcome: String, Sendable, CaseIterable {
+        case applied, unchanged, rejected, deduplicated
+    }
+
+    /// Something about the workers an operator wants in the log.
+    public enum Event: Sendable, Equatable {
+        /// A process said hello as `worker` (first, or after being given up or replaced).
+        case joined(worker: String, group: String?, revision: UInt64)
+        /// Silent past the heartbeat timeout: given up, its instances retired.
+        case timedOut(worker: String, seconds: Double)
+        /// A new process took over the name of one that is gone.
+        case nameTakenOver(worker: String)
+        /// A process was refused a name another live process holds.
+        case nameConflict(worker: String)
+    }
+
+    /// The most events kept until the driver takes them (more are counted in `droppedEvents`).
+    public static let maximumPendingEvents = 1_024
+
+    /// Appends `event` for the driver, while fewer than `maximumPendingEvents` wait.
+    private mutating func note(_ event: Event) {
+        guard pendingEvents.count < LeaderCore.maximumPendingEvents else {
+            droppedEvents &+= 1
+            return
+        }
+        pendingEvents.append(event)
+    }
+
+    /// The events since the last call, oldest first.
+    public mutating func takeEvents() -> [Event] {
+        guard !pendingEvents.isEmpty else { return [] }
+        defer { pendingEvents = [] }
+        return pendingEvents
     }
 
     /// Counts an event the driver saw (`send-dropped`, …) with the core's.

@@ -180,14 +180,35 @@ extension TurnRecord {
     /// The record as people read it (`cogd tail`): a header line, then one
     /// line per write, `name[key] = value`. Names and text from the record
     /// are escaped (`TerminalText`), so a record is always these lines.
-    public var displayLines: [String] {
+    public var displayLines: [String] { displayLines(scopes: [:]) }
+
+    /// A scope instance as people read it: `#EPOCH.N`, from its number
+    /// `EPOCH << 32 | N` (`protocol/cogwire.md` §6): `#1.3` is 4294967299.
+    public static func instanceText(_ instance: UInt64) -> String {
+        "#\(instance >> 32).\(instance & 0xffff_ffff)"
+    }
+
+    /// What a scope event names, `Scope.path[member]`, escaped: how `cogd
+    /// tail` names an instance it saw open (`displayLines(scopes:)`).
+    public static func scopeLabel(_ event: ScopeEvent) -> String {
+        // A mechanism's root (`cogwire.md` §6a): a scope named by no `.`, with no member identity.
+        let isRoot = event.identity == nil && !event.scope.contains(".")
+        return TerminalText.escaped(event.scope) + (event.identity.map { "[\(CBORText.display(bytes: $0))]" } ?? (isRoot ? " (root)" : ""))
+    }
+
+    /// The lines of `displayLines`, naming the instance a turn came from
+    /// (`scope TrailScreens.trailScreen[1] #1.1`) when `scopes` holds its
+    /// label (`scopeLabel` of the event that opened it), else by number.
+    public func displayLines(scopes: [UInt64: String]) -> [String] {
         let originText: String
         if self.origin.isSystem {
             originText = "system"
         } else {
             var parts: [String] = []
             if let worker = self.origin.worker { parts.append("worker \(TerminalText.escaped(worker))") }
-            if let instance = self.origin.instance { parts.append("scope #\(instance)") }
+            if let instance = self.origin.instance {
+                parts.append("scope " + (scopes[instance].map { "\($0) " } ?? "") + TurnRecord.instanceText(instance))
+            }
             if let request = self.origin.request { parts.append("request \(TerminalText.escaped(request.description))") }
             originText = parts.joined(separator: ", ")
         }
@@ -200,9 +221,9 @@ extension TurnRecord {
         // Scope instances the turn opened or retired (placements and moves
         // in a worker group among them), after the writes.
         for event in scopeEvents {
-            let member = event.identity.map { "[\(CBORText.display(bytes: $0))]" } ?? ""
             let owner = event.worker.map { " on \(TerminalText.escaped($0))" } ?? ""
-            lines.append("    \(event.kind == .open ? "opens " : "retires") \(TerminalText.escaped(event.scope))\(member) #\(event.instance)\(owner)")
+            lines.append(
+                "    \(event.kind == .open ? "opens " : "retires") \(TurnRecord.scopeLabel(event)) \(TurnRecord.instanceText(event.instance))\(owner)")
         }
         return lines
     }

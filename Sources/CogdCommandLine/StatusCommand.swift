@@ -1,0 +1,173 @@
+import Cog
+import CogCluster
+import CogLog
+import CogWire
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cogd status`: the leader's `status` reply as lines or one JSON object,
+/// once or, with `--watch`, again and again.
+enum StatusCommand {
+    /// The heartbeat timeout a leader that does not report its own is taken to have (the default).
+    static let assumedHeartbeatTimeout = 5.0
+
+    /// Whether a worker not heard from for `seconds` counts as silent: more
+    /// than half the leader's heartbeat timeout and more than 2 s (workers
+    /// send a heartbeat every second, so at least two are missing). The
+    /// leader gives it up at the whole timeout.
+    static func isSilent(_ seconds: Double, heartbeatTimeout: Double?) -> Bool {
+        seconds > max((heartbeatTimeout ?? assumedHeartbeatTimeout) / 2, 2)
+    }
+
+    /// One report, or with `watch` one every `watch` until interrupted or
+    /// `count` are shown; the exit status is the last report's.
+    static func run(
+        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watch: Duration?, count: Int?
+    ) -> Int32 {
+        guard let watch else { return report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: nil) }
+        let redraws = isatty(STDOUT_FILENO) == 1 && !json
+        var shown = 0
+        var status: Int32 = 0
+        while count.map({ shown < $0 }) ?? true {
+            let started = ContinuousClock.now
+            if redraws {
+                print("\u{1B}[H\u{1B}[2J", terminator: "")
+            } else if shown > 0 && !json {
+                print("")
+            }
+            status = report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: watch)
+            shown += 1
+            fflush(nil)
+            // A refused key or another failure will not mend by asking again.
+            if status == ClusterCommands.CallExit.failed { return status }
+            guard count.map({ shown < $0 }) ?? true else { break }
+            let rest = watch - (ContinuousClock.now - started)
+            if rest > .zero {
+                let parts = rest.components
+                Thread.sleep(forTimeInterval: Double(parts.seconds) + Double(parts.attoseconds) / 1e18)
+            }
+        }
+        return status
+    }
+
+    /// Asks once and prints what the leader said (or why nothing).
+    private static func report(leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watching: Duration?) -> Int32 {
+        do {
+            let answer = try ClusterCommands.request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys)
+            if case .error(let error)? = answer {
+                printError("Error: the leader refused the request: \(escaped: error)")
+                return ClusterCommands.CallExit.failed
+            }
+            guard case .status(let status)? = answer else {
+                if watching != nil && !json { print("\(escaped: endpoint) at \(CBORText.iso8601(Date().timeIntervalSince1970)): no answer") }
+                printError(ClusterCommands.noAnswer(from: endpoint, within: timeout))
+                return ClusterCommands.CallExit.noAnswer
+            }
+            if json {
+                print(jsonText(status))
+            } else {
+                if let watching {
+                    print(
+                        "\(escaped: endpoint) at \(CBORText.iso8601(Date().timeIntervalSince1970)), every \(Command.secondsText(watching)) s "
+                            + "(Ctrl-C stops)")
+                }
+                for line in lines(status) { print(line) }
+            }
+            return 0
+        } catch {
+            printError("Error: \(escaped: error)")
+            return ClusterCommands.CallExit.failed
+        }
+    }
+
+    /// `seconds` as people read an uptime: `42 s`, `3 min 5 s`, `2 h 7 min`, `3 d 4 h`.
+    static func uptimeText(_ seconds: Double) -> String {
+        let whole = Int(seconds.rounded(.down))
+        let (days, hours, minutes, rest) = (whole / 86_400, whole / 3_600 % 24, whole / 60 % 60, whole % 60)
+        if days > 0 { return "\(days) d \(hours) h" }
+        if hours > 0 { return "\(hours) h \(minutes) min" }
+        if minutes > 0 { return "\(minutes) min \(rest) s" }
+        return "\(rest) s"
+    }
+
+    /// The report as lines (names and text from the leader escaped).
+    static func lines(_ status: LeaderStatus) -> [String] {
+        var lines: [String] = []
+        let version = status.version.map { "cogd \(TerminalText.escaped($0))" } ?? "version not reported (an older leader)"
+        lines.append("leader    \(version)" + (status.uptimeSeconds.map { ", up \(uptimeText($0))" } ?? ""))
+        lines.append("epoch     \(status.epoch)")
+        lines.append("revision  \(status.revision)")
+        let timeout = status.heartbeatTimeoutSeconds
+        let silent = status.workers.filter { isSilent($0.secondsSinceHeard, heartbeatTimeout: timeout) }.count
+        lines.append("workers   \(status.workers.count)" + (silent > 0 ? " (\(silent) silent)" : ""))
+        for worker in status.workers {
+            let heard = String(format: "%.1f", worker.secondsSinceHeard)
+            let silence =
+                isSilent(worker.secondsSinceHeard, heartbeatTimeout: timeout)
+                ? " — SILENT: no heartbeat for \(heard) s (given up at \(Command.secondsText(.milliseconds(Int64(((timeout ?? assumedHeartbeatTimeout) * 1_000).rounded())))) s)"
+                : ""
+            lines.append(
+                "  \(TerminalText.escaped(worker.name)): applied \(worker.appliedRevision), lag \(worker.lag), heard \(heard)s ago"
+                    + (worker.digest.map { ", digest \(TerminalText.escaped($0))" } ?? "")
+                    + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? "") + silence)
+        }
+        let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(TerminalText.escaped($0.key)) \($0.value)" }
+        lines.append("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
+        let open = status.openScopeInstances.count
+        lines.append("scopes    \(open) open instance\(open == 1 ? "" : "s")")
+        let groups = Dictionary(grouping: status.workers.filter { $0.group != nil }, by: { $0.group ?? "" })
+        for (group, members) in groups.sorted(by: { $0.key < $1.key }) {
+            let owned = members.map { "\(TerminalText.escaped($0.name)) \($0.instances ?? 0)" }.joined(separator: ", ")
+            lines.append("group     \(TerminalText.escaped(group)): \(members.count) member\(members.count == 1 ? "" : "s") (instances owned: \(owned))")
+            // Where each mechanism's root is placed: its top-level reactions and tasks run there (§6a).
+            let roots = members.flatMap { member in (member.roots ?? []).map { (mechanism: $0, worker: member.name) } }
+                .sorted { ($0.mechanism, $0.worker) < ($1.mechanism, $1.worker) }
+            if !roots.isEmpty {
+                lines.append(
+                    "          roots: " + roots.map { "\(TerminalText.escaped($0.mechanism)) on \(TerminalText.escaped($0.worker))" }.joined(separator: ", "))
+            }
+        }
+        if let commits = status.commits {
+            lines.append(
+                "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "
+                    + "p99 \(Int(commits.p99Micros.rounded())) µs, \(String(format: "%.1f", commits.turnsPerCommit)) turns each)")
+        }
+        if let placement = status.placement { lines.append("placement \(TerminalText.escaped(placement))") }
+        return lines
+    }
+
+    /// A number as JSON: at most three decimals.
+    private static func number(_ value: Double) -> String {
+        guard value.isFinite else { return "null" }
+        let rounded = (value * 1_000).rounded() / 1_000
+        return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : String(rounded)
+    }
+
+    /// The report as one JSON object; its fields are listed in `cogd status --help` and the README, and stay.
+    static func jsonText(_ status: LeaderStatus) -> String {
+        let timeout = status.heartbeatTimeoutSeconds
+        let workers = status.workers.map {
+            "{\"name\": \(CBORText.quoted($0.name)), \"appliedRevision\": \($0.appliedRevision), \"lag\": \($0.lag), "
+                + "\"secondsSinceHeard\": \(number($0.secondsSinceHeard)), "
+                + "\"silent\": \(isSilent($0.secondsSinceHeard, heartbeatTimeout: timeout))"
+                + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "")
+                + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
+                + ($0.instances.map { ", \"instances\": \($0)" } ?? "")
+                + ($0.roots.map { ", \"roots\": [\($0.map(CBORText.quoted).joined(separator: ", "))]" } ?? "") + "}"
+        }
+        return "{\"version\": \(status.version.map(CBORText.quoted) ?? "null"), "
+            + "\"uptimeSeconds\": \(status.uptimeSeconds.map(number) ?? "null"), "
+            + "\"heartbeatTimeoutSeconds\": \(number(timeout ?? assumedHeartbeatTimeout)), "
+            + "\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
+            + "\"errors\": {\(status.errorCounts.sorted { $0.key < $1.key }.map { "\(CBORText.quoted($0.key)): \($0.value)" }.joined(separator: ", "))}, "
+            + "\"openScopeInstances\": \(status.openScopeInstances)"
+            + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "")
+            + (status.commits.map {
+                ", \"commits\": {\"count\": \($0.count), \"window\": \($0.window), \"p50Micros\": \(Int($0.p50Micros.rounded())), "
+                    + "\"p99Micros\": \(Int($0.p99Micros.rounded())), \"turnsPerCommit\": \(($0.turnsPerCommit * 100).rounded() / 100)}"
+            } ?? "") + "}"
+    }
+}

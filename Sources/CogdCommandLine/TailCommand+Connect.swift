@@ -1,0 +1,285 @@
+import CogCluster
+import CogLog
+import CogWire
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension TailCommand {
+    /// How long `--connect` waits in silence before it says that nothing
+    /// arrives (once per quiet stretch; it keeps waiting).
+    static let quietNotice: Duration = .seconds(10)
+
+    /// Follows the leader's turn stream (`--connect`): waits (bounded by
+    /// `--timeout`) for the stream's connection, catches up through the
+    /// leader's requests endpoint from `--from` or `--since` when given,
+    /// then prints each turn as it is published, filling any gap the same way.
+    func followStream(_ endpoint: String) -> Int32 {
+        var catchUp: CatchUpClient?
+        do {
+            let curve = try options.keys?.load()
+            let context = try ZMQContext()
+            defer { context.close() }
+            let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
+            defer { subscriber.close() }
+            try subscriber.subscribeToAll()
+            try subscriber.useCurve(curve)
+            // A leader that refuses this key says so in the handshake: said here, not waited on in silence.
+            let handshakes = try HandshakeWatch(subscriber)
+            defer { handshakes.close() }
+            defer { catchUp?.close() }
+            try subscriber.connect(endpoint)
+            let connectDeadline = ContinuousClock.now + options.timeout
+            while true {
+                if let problem = try handshakes.problem() {
+                    printError("Error: \(problem) (turn stream at \(escaped: endpoint))")
+                    return 1
+                }
+                if handshakes.succeeded { break }
+                guard ContinuousClock.now < connectDeadline else {
+                    printError(
+                        "Error: nothing answers at \(escaped: endpoint) within \(Command.secondsText(options.timeout)) s: is "
+                            + "`\(CogdCommandLine.programName) leader` serving its turn stream there (its --turns, default "
+                            + "\(Command.defaultTurnsEndpoint))? (a slow network: --timeout SECONDS)")
+                    return ClusterCommands.CallExit.noAnswer
+                }
+                usleep(10_000)
+            }
+            // 0: print whatever the stream brings; else the next revision to print.
+            var next: UInt64 = 0
+            if options.from != nil || options.since != nil {
+                let client = try CatchUpClient(context: context, endpoint: options.leader, curve: curve, timeout: options.timeout)
+                catchUp = client
+                guard let start = try startRevision(client) else { return 1 }
+                next = start
+                guard let caughtUp = try self.catchUp(from: next, client) else { return 1 }
+                next = caughtUp
+                if progress.done { return 0 }
+            }
+            var lastHeard = ContinuousClock.now
+            var quietReported = false
+            while true {
+                if let problem = try handshakes.problem() {
+                    printError("Error: \(problem) (turn stream at \(escaped: endpoint))")
+                    return 1
+                }
+                let quiet = ContinuousClock.now - lastHeard
+                if quiet >= TailCommand.quietNotice && !quietReported {
+                    quietReported = true
+                    printError(
+                        "\(CogdCommandLine.programName) tail: no turns from \(escaped: endpoint) for \(quiet.components.seconds) s; "
+                            + "still waiting (Ctrl-C stops)")
+                }
+                guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
+                while let frames = try subscriber.receive() {
+                    guard case .turns(_, var records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
+                    else { continue }
+                    lastHeard = ContinuousClock.now
+                    quietReported = false
+                    guard let client = catchUp else {
+                        _ = try printRecords(records, after: 0)
+                        if progress.done { return 0 }
+                        continue
+                    }
+                    records.removeAll { $0.revision < next }
+                    if let first = records.first, first.revision > next {
+                        // Published before this subscription took, or dropped: asked for, in order.
+                        guard let caughtUp = try self.catchUp(from: next, client) else { return 1 }
+                        next = caughtUp
+                        if progress.done { return 0 }
+                        records.removeAll { $0.revision < next }
+                    }
+                    next = try printRecords(records, after: next)
+                    if progress.done { return 0 }
+                }
+            }
+        } catch let refused as LeaderSnapshot.Refused {
+            let hint =
+                [.roleForbids, .helloFirst].contains(refused.error.knownCode)
+                ? "; under CURVE, --from and --since catch up with an observer key (protocol/cogwire.md §9)" : ""
+            printError("Error: the leader at \(escaped: options.leader) refused to send turns: \(escaped: refused.error)\(hint)")
+            return 1
+        } catch let noAnswer as CatchUpClient.NoAnswer {
+            printError(ClusterCommands.noAnswer(from: noAnswer.endpoint, within: options.timeout) + " (--leader: the requests endpoint --connect catches up from)")
+            return ClusterCommands.CallExit.noAnswer
+        } catch {
+            printError("Error: \(escaped: error)")
+            return 1
+        }
+    }
+
+    /// The revision `--from` or `--since` names on the leader, saying when
+    /// it is past the end (then it waits for it); nil after an error is printed.
+    private func startRevision(_ client: CatchUpClient) throws -> UInt64? {
+        let last = try client.lastRevision()
+        if let from = options.from {
+            if from > last {
+                let ends = last == 0 ? "the leader's log has no turns yet" : "the leader's log ends at revision \(last)"
+                printError("\(CogdCommandLine.programName) tail: \(ends); waiting for revision \(from)")
+            }
+            return from
+        }
+        guard let since = options.since else { return last + 1 }
+        let moment = since.date()
+        var newest: TurnRecord?
+        let found = try TailSince.firstRevision(atOrAfter: moment, first: 1, last: last) { revision in
+            guard case .records(let records) = try client.records(from: revision), let record = records.first else { return nil }
+            if record.revision == last { newest = record }
+            return record.revision == revision ? record.time : .distantFuture
+        }
+        if let found { return found }
+        let ends =
+            newest.map { "the newest turn, revision \($0.revision), is from \(CBORText.iso8601($0.time.timeIntervalSince1970))" }
+            ?? (last == 0 ? "the leader's log has no turns yet" : "the leader's log ends at revision \(last)")
+        printError("\(CogdCommandLine.programName) tail: no turn since \(since) yet: \(ends); waiting for newer ones")
+        return last + 1
+    }
+
+    /// Prints the leader's turns from `from` to its end, asking in steps;
+    /// returns the revision after the last one printed, nil after an error is printed.
+    private func catchUp(from: UInt64, _ client: CatchUpClient) throws -> UInt64? {
+        var next = from
+        while !progress.done {
+            switch try client.records(from: next) {
+            case .removed(let message):
+                printError("Error: \(escaped: message)")
+                return nil
+            case .records(let records):
+                guard !records.isEmpty else { return next }
+                next = try printRecords(records, after: next)
+            }
+        }
+        return next
+    }
+}
+
+/// Asks the leader's requests endpoint for turns (`catch-up-request`,
+/// `protocol/cogwire.md` §3) and its last revision (`status-request`), as
+/// `cogd get --leader` asks for a snapshot: without keys it must say hello
+/// first (`hello-first`), so it says hello as a tool under a name of its
+/// own, `tail-` and a UUID, with no rig — it holds no one else's name,
+/// registers nothing and writes nothing, and `cogd status` lists it until
+/// the heartbeat timeout (then it says hello again when it next asks). With
+/// keys it needs an observer key, which asks without a hello (a worker key
+/// would have to say hello in its worker's name, displacing it).
+final class CatchUpClient {
+    /// The leader said nothing for the whole timeout.
+    struct NoAnswer: Error {
+        let endpoint: String
+    }
+
+    enum Answer {
+        /// The records from the revision asked for on (none: it is past the end).
+        case records([TurnRecord])
+        /// Retention removed that revision: the leader's words, which revisions it keeps.
+        case removed(String)
+    }
+
+    private let socket: ZMQSocket
+    private let handshakes: HandshakeWatch
+    private let endpoint: String
+    private let timeout: Duration
+    private let tool = "tail-\(UUID().uuidString.lowercased())"
+    private let saysHello: Bool
+    private var greeted = false
+
+    init(context: ZMQContext, endpoint: String, curve: CurveClientKeys?, timeout: Duration) throws {
+        self.endpoint = endpoint
+        self.timeout = timeout
+        saysHello = curve == nil
+        socket = try ZMQSocket(context, .dealer, linger: .zero)
+        try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
+        try socket.useCurve(curve)
+        handshakes = try HandshakeWatch(socket)
+        try socket.connect(endpoint)
+    }
+
+    /// Closes the socket (before its context closes).
+    func close() {
+        handshakes.close()
+        socket.close()
+    }
+
+    /// The leader's next message; throws `NoAnswer` after `timeout` of silence.
+    private func next() throws -> WireMessage {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let remaining = deadline - ContinuousClock.now
+            if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
+                let frames = try socket.receive(), let frame = frames.last,
+                let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+            {
+                return message
+            }
+            if let problem = try handshakes.problem() { throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem) }
+        }
+        throw NoAnswer(endpoint: endpoint)
+    }
+
+    /// The revision the leader's log ends at now.
+    func lastRevision() throws -> UInt64 {
+        try socket.send([WireMessage.statusRequest.encoded()])
+        while true {
+            switch try next() {
+            case .status(let status): return status.revision
+            case .error(let error): throw LeaderSnapshot.Refused(error: error)
+            default: continue
+            }
+        }
+    }
+
+    /// The leader's records from `revision` on (a catch-up reply: up to 10,000, about 64 KiB).
+    func records(from revision: UInt64) throws -> Answer {
+        var helloRetried = false
+        while true {
+            if saysHello && !greeted {
+                try socket.send([WireMessage.hello(worker: tool, lastRevision: 0).encoded()])
+                while true {
+                    if case .welcome = try next() { break }
+                }
+                greeted = true
+            }
+            try socket.send([WireMessage.catchUpRequest(from: revision).encoded()])
+            let answer = try answer()
+            switch answer {
+            case .records(let records): return .records(records)
+            case .removed(let message): return .removed(message)
+            case .helloFirst(let error):
+                // Given up after the heartbeat timeout: say hello again, once.
+                guard saysHello && !helloRetried else { throw LeaderSnapshot.Refused(error: error) }
+                helloRetried = true
+                greeted = false
+            case .busy:
+                usleep(20_000)
+            }
+        }
+    }
+
+    private enum Reply {
+        case records([TurnRecord])
+        case removed(String)
+        case helloFirst(WireError)
+        case busy
+    }
+
+    private func answer() throws -> Reply {
+        while true {
+            switch try next() {
+            case .turns(_, let records): return .records(records)
+            case .error(let error):
+                switch error.knownCode {
+                case .compacted?:
+                    // The leader's advice is a worker's (a snapshot); what a reader needs is which revisions remain.
+                    let words = error.message.components(separatedBy: "; sync from a snapshot").first ?? error.message
+                    return .removed("\(words) (the leader at \(endpoint); --from a kept revision)")
+                case .helloFirst?: return .helloFirst(error)
+                case .busy?: return .busy
+                default: throw LeaderSnapshot.Refused(error: error)
+                }
+            default: continue
+            }
+        }
+    }
+}
