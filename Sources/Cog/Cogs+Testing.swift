@@ -8,4 +8,20 @@ extension Cogs {
     package func registerAsyncCompletionCheck(_ acknowledgement: MainActorCleanupAcknowledgement) {
         graph.asyncCompletionCheckAcknowledgements.append(acknowledgement)
     }
+
+    /// Seam for `CogTesting`: acknowledge at the next release by grace.
+    package func registerGraceRelease(_ acknowledgement: MainActorCleanupAcknowledgement) {
+        graph.lifetimes.releaseAcknowledgements.append(acknowledgement)
+    }
+
+    /// Seam for `CogTesting`: acknowledge when the grace timer next checks its states.
+    package func registerGraceReleaseCheck(_ acknowledgement: MainActorCleanupAcknowledgement) {
+        graph.lifetimes.checkAcknowledgements.append(acknowledgement)
+    }
+
+    /// Seam for the graph bench: states waiting for their grace to pass.
+    package var statesInGrace: Int { graph.lifetimes.waitingCount }
+
+    /// Seam for the graph bench: states this runtime holds.
+    package var liveStateCount: Int { graph.liveStateCount }
 }

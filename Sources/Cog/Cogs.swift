@@ -24,10 +24,23 @@ public final class Cogs: CogOps {
         graph = Graph(durableStore: durableStore)
     }
 
+    /// A runtime whose unobserved states expire after `whileObservedGrace`
+    /// on `clock` (tests inject a `TestClock`; the default is 30 s).
+    package init(
+        durableStore: (any CogDurableStore)? = nil, clock: any Clock<Duration>, whileObservedGrace: Duration,
+        parksDurableSources: Bool = false
+    ) {
+        graph = Graph(
+            durableStore: durableStore,
+            lifetimes: Lifetimes(
+                clock: clock, whileObservedGrace: whileObservedGrace, parksDurableSources: parksDurableSources))
+    }
+
     /// Teardown: every scope's reactions and tasks end first (two passes,
     /// marks then teardown), exports finish, and only then are the retained
     /// mechanisms released (seeds §6.2).
     isolated deinit {
+        graph.lifetimes.stop()
         for controller in controllers.reversed() { controller.retire(.runtimeEnded) }
         for export in exports {
             graph.unregister(export.node)
@@ -53,6 +66,7 @@ public final class Cogs: CogOps {
     public subscript<V>(_ cog: Cog<V>.Projection) -> V { graph.pinningRead(cog.ref, as: V.self) }
     /// Reads an async cog's last accepted value (or its default), starting its work on first demand.
     public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> V {
+        graph.pin(cog.ref)
         let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)
         graph.runDeferredWorkIfIdle()
         return value
@@ -104,8 +118,12 @@ public final class Cogs: CogOps {
     public struct Status {
         let graph: Graph
 
-        /// The async cog's status; starts its work on first demand.
-        public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> CogStatus<V> { peek(cog) }
+        /// The async cog's status; starts its work on first demand and, like
+        /// any `cogs[x]` read, keeps the state alive until the runtime ends.
+        public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> CogStatus<V> {
+            graph.pin(cog.ref)
+            return peek(cog)
+        }
 
         /// The async cog's status, without pinning.
         public func peek<V: Sendable>(_ cog: Cog<V>.Async) -> CogStatus<V> {

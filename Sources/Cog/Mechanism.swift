@@ -103,8 +103,13 @@ extension Cogs {
 
     /// A replica's runtime: in memory, changed only by applied turns, with
     /// its mechanisms operated by the worker after the first sync.
-    public static func replica() -> Cogs {
-        Cogs()
+    /// Unobserved states expire after `whileObservedGrace` on `clock`, as in
+    /// any runtime; a replicated source's value outlives its node (the next
+    /// read gets it back), because the replica holds the only copy here.
+    public static func replica(
+        clock: any Clock<Duration> = ContinuousClock(), whileObservedGrace: Duration = .seconds(30)
+    ) -> Cogs {
+        Cogs(clock: clock, whileObservedGrace: whileObservedGrace, parksDurableSources: true)
     }
 
     /// Operates mechanisms on a replica after its first sync (workers only).

@@ -8,14 +8,22 @@ extension Cogs {
     /// then operate in order, as at assembly. Runtimes made here are never
     /// installed: make as many as tests need, one per test.
     ///
+    /// `clock` and `whileObservedGrace` decide when unobserved automatic,
+    /// async and `.whileObserved` states are released (30 s on the
+    /// continuous clock by default); a test injects a `TestClock`.
+    ///
     /// ```swift
     /// let cogs = Cogs.forTesting(seeding: { $0.seed(_countCog, to: 5) })
+    /// let clock = TestClock()
+    /// let graced = Cogs.forTesting(clock: clock, whileObservedGrace: .seconds(1))
     /// ```
     public static func forTesting(
+        clock: any Clock<Duration> = ContinuousClock(),
+        whileObservedGrace: Duration = .seconds(30),
         seeding: ((Cogs) -> Void)? = nil,
         mechanisms: [any Mechanism] = []
     ) -> Cogs {
-        let cogs = Cogs()
+        let cogs = Cogs(clock: clock, whileObservedGrace: whileObservedGrace)
         seeding?(cogs)
         cogs.operate(mechanisms)
         return cogs
@@ -35,6 +43,18 @@ extension Cogs {
     public func acknowledgeNextAsyncCompletionCheck(with acknowledgement: MainActorCleanupAcknowledgement) {
         registerAsyncCompletionCheck(acknowledgement)
     }
+
+    /// Registers `acknowledgement` to be acknowledged when the next state is
+    /// released because its grace passed with no consumer.
+    public func acknowledgeNextDerivedRelease(with acknowledgement: MainActorCleanupAcknowledgement) {
+        registerGraceRelease(acknowledgement)
+    }
+
+    /// Registers `acknowledgement` to be acknowledged the next time the grace
+    /// timer checks its states (whether or not it releases any).
+    public func acknowledgeNextDerivedReleaseCheck(with acknowledgement: MainActorCleanupAcknowledgement) {
+        registerGraceReleaseCheck(acknowledgement)
+    }
 }
 
 /// The mechanism `forTestingWithController` adds last: it hands its
@@ -51,11 +71,15 @@ extension Cogs {
     /// app-lifetime mechanism operating last (named `CogTesting.Probe`), so a
     /// test can register reactions and scopes directly.
     public static func forTestingWithController(
+        clock: any Clock<Duration> = ContinuousClock(),
+        whileObservedGrace: Duration = .seconds(30),
         seeding: ((Cogs) -> Void)? = nil,
         mechanisms: [any Mechanism] = []
     ) -> (cogs: Cogs, controller: MechanismController) {
         var probe: MechanismController?
-        let cogs = forTesting(seeding: seeding, mechanisms: mechanisms + [ProbeMechanism { probe = $0 }])
+        let cogs = forTesting(
+            clock: clock, whileObservedGrace: whileObservedGrace, seeding: seeding,
+            mechanisms: mechanisms + [ProbeMechanism { probe = $0 }])
         guard let probe else { fatalError("internal inconsistency: the probe mechanism did not operate") }
         return (cogs, probe)
     }
@@ -66,10 +90,12 @@ extension Cogs {
     /// `DurableTurnStore` in a temporary folder).
     public static func forTesting(
         store: any CogDurableStore,
+        clock: any Clock<Duration> = ContinuousClock(),
+        whileObservedGrace: Duration = .seconds(30),
         seeding: ((Cogs) -> Void)? = nil,
         mechanisms: [any Mechanism] = []
     ) -> Cogs {
-        let cogs = Cogs(durableStore: store)
+        let cogs = Cogs(durableStore: store, clock: clock, whileObservedGrace: whileObservedGrace)
         seeding?(cogs)
         cogs.operate(mechanisms)
         return cogs

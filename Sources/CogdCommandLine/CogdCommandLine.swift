@@ -60,7 +60,7 @@ public enum CogdCommandLine {
         case .bench(let options):
             switch options.suite {
             case .graph:
-                await MainActor.run { GraphBench(options: options).run() }
+                await GraphBench(options: options).run()
             case .log, .cluster, .groups:
                 if options.suite != .log, let missing = rigs.ledgerMissing(for: "bench \(options.suite.rawValue)") { return missing }
                 do {

@@ -83,6 +83,8 @@ extension Graph {
         if let observer {
             track(node, into: observer)
             track(node.valueCell, into: observer)
+        } else if node.observers.isEmpty && !node.pinned {
+            demandedOnce(node)
         }
         return node.valueCell.value
     }
@@ -94,6 +96,8 @@ extension Graph {
         if let observer {
             track(node, into: observer)
             track(node.statusCell, into: observer)
+        } else if node.observers.isEmpty && !node.pinned {
+            demandedOnce(node)
         }
         return node.statusCell.value
     }
@@ -118,7 +122,12 @@ extension Graph {
             } catch {
                 result = .failure(error)
             }
-            guard let self, let node else { return }
+            guard let self else { return }
+            guard let node else {
+                // Released by grace and gone: the result is dropped, still checked.
+                self.droppedResultOfReleasedState()
+                return
+            }
             self.deliver(result, generation: generation, to: node)
         }
         let current = node.statusCell.value
@@ -185,6 +194,7 @@ extension Graph {
         }
         let handle = CogRefresh<Value>()
         node.refreshes.append((node.generation, handle))
+        if node.observers.isEmpty && !node.pinned { demandedOnce(node) }
         runDeferredWorkIfIdle()
         return handle
     }

@@ -39,6 +39,11 @@ final class Graph {
     private func isComputing(_ node: Node) -> Bool {
         computingStack.last?.toOpaque() == Unmanaged.passUnretained(node).toOpaque()
     }
+    /// Whether graph code is running now (a settle, a computation, the FIFO).
+    var isBusyWithGraphWork: Bool {
+        !computingStack.isEmpty || !settleStack.isEmpty || draining || runningReactions
+    }
+
     /// The deepest nesting of computations a cold read may cause.
     static let maximumNestedComputations = 128
 
@@ -82,8 +87,12 @@ final class Graph {
     /// Releases of durable states made by the running turn.
     private var durableReleases: [CogDurableWrite] = []
 
-    init(durableStore: (any CogDurableStore)? = nil) {
+    /// Grace expiry: states waiting to be released, and the one timer.
+    let lifetimes: Lifetimes
+
+    init(durableStore: (any CogDurableStore)? = nil, lifetimes: Lifetimes = Lifetimes()) {
         self.durableStore = durableStore
+        self.lifetimes = lifetimes
     }
 
     /// Loads a durable source's stored value, checking its name is its own.
@@ -122,6 +131,11 @@ final class Graph {
         return create(ref)
     }
 
+    /// How many states this runtime holds now (the bench's leak check).
+    var liveStateCount: Int {
+        singles.reduce(0) { $0 + ($1 == nil ? 0 : 1) } + keyed.reduce(0) { $0 + ($1?.nodes.count ?? 0) }
+    }
+
     /// The node for `ref` if this runtime has made it.
     func existingNode(for ref: StateRef) -> Node? {
         let id = ref.descriptor.id
@@ -134,7 +148,8 @@ final class Graph {
     }
 
     private func create(_ ref: StateRef) -> Node {
-        let node = ref.descriptor.makeNode(key: ref.key, graph: self)
+        let node = makeNode(for: ref)
+        node.grace = lifetimes.grace(of: ref.descriptor)
         let id = ref.descriptor.id
         if case .none = ref.key {
             while singles.count <= id { singles.append(nil) }
@@ -148,7 +163,7 @@ final class Graph {
         return node
     }
 
-    private func removeFromTable(_ node: Node) {
+    func removeFromTable(_ node: Node) {
         guard let descriptor = node.descriptor else { return }
         let id = descriptor.id
         if case .none = node.key {
@@ -186,6 +201,7 @@ final class Graph {
         }
         let node = node(for: ref)
         if node.state != .clean || node.busy { settle(node) }
+        if node.observers.isEmpty && node.grace != nil && !node.pinned { demandedOnce(node) }
         return node
     }
 
@@ -205,8 +221,9 @@ final class Graph {
 
     @usableFromInline
     func resolvePinned(_ ref: StateRef) -> Node {
-        let node = resolve(ref, trackedBy: nil)
+        let node = node(for: ref)
         node.pinned = true
+        if node.state != .clean || node.busy { settle(node) }
         runDeferredWorkIfIdle()
         return node
     }
@@ -316,7 +333,8 @@ final class Graph {
         observer.trackIndex = index + 1
     }
 
-    /// Cuts `observer`'s edges from position `count` on.
+    /// Cuts `observer`'s edges from position `count` on (a source left with
+    /// no consumer starts its grace).
     @usableFromInline
     func trimSources(of observer: Node, to count: Int) {
         var index = observer.sources.count
@@ -339,6 +357,7 @@ final class Graph {
             moved.node.sources[moved.sourceSlot].observerSlot = slot
         }
         source.observers.removeLast()
+        if last == 0 && source.grace != nil { lastConsumerLeft(source) }
     }
 
     // MARK: Push
@@ -652,6 +671,7 @@ final class Graph {
 
     /// Releases a replicated state (a release the leader logged).
     func releaseReplicated(_ ref: StateRef) {
+        lifetimes.forgetParked(ref)
         guard let node = existingNode(for: ref) else { return }
         release(node)
     }

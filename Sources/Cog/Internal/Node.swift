@@ -32,8 +32,14 @@ class Node {
     @exclusivity(unchecked) @usableFromInline final var trackIndex = 0
     /// Kept alive by a pinning read (`cogs[x]`) until `discard`.
     @exclusivity(unchecked) final var pinned = false
-    /// Removed from its runtime (by `discard`); any later use is a bug.
+    /// Removed from its runtime (by `discard` or grace); any later use is a bug.
     @exclusivity(unchecked) final var released = false
+    /// How long the state outlives its last consumer; nil: it never expires
+    /// (`.app` sources, cells, consumers). Set by the graph when it is made.
+    @exclusivity(unchecked) final var grace: Duration?
+    /// When the graph releases it unless a consumer or a one-shot read comes
+    /// first (an offset on the runtime's grace clock); nil: not waiting.
+    @exclusivity(unchecked) final var graceDeadline: Duration?
 
     @exclusivity(unchecked) final var sources = LinkList<SourceLink>()
     @exclusivity(unchecked) final var observers = LinkList<ObserverLink>()

@@ -13,7 +13,7 @@ struct GraphBench {
 
     nonisolated static let shapeNames = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold",
-        "scopes", "quiet-reactions",
+        "scopes", "quiet-reactions", "grace",
     ]
     let sink = BenchSink()
 
@@ -21,9 +21,12 @@ struct GraphBench {
         let name: String
         let value: Double
         let unit: String
+        /// What the figure is compared with (the grace shape), and its name.
+        var baseline: Double? = nil
+        var baselineName: String? = nil
     }
 
-    func run() {
+    func run() async {
         var figures: [Figure] = []
         let shapes = options.only.isEmpty ? GraphBench.shapeNames : options.only
         #if DEBUG
@@ -32,7 +35,7 @@ struct GraphBench {
             }
         #endif
         for shape in shapes {
-            let shapeFigures = measure(shape)
+            let shapeFigures = shape == "grace" ? await measureGrace() : measure(shape)
             for figure in shapeFigures {
                 report(figure)
             }
@@ -43,8 +46,17 @@ struct GraphBench {
     }
 
     private func report(_ figure: Figure) {
-        if options.json {
+        if options.json, let baseline = figure.baseline, let kind = figure.baselineName {
+            let ratio = baseline == 0 ? "null" : formatted(figure.value / baseline)
+            print(
+                "{\"name\": \"\(figure.name)\", \"value\": \(formatted(figure.value)), \"unit\": \"\(figure.unit)\", "
+                    + "\"baseline\": \(formatted(baseline)), \"ratio\": \(ratio), \"baselineKind\": \"\(kind)\"}")
+        } else if options.json {
             print("{\"name\": \"\(figure.name)\", \"value\": \(formatted(figure.value)), \"unit\": \"\(figure.unit)\"}")
+        } else if let baseline = figure.baseline, let kind = figure.baselineName {
+            let name = padded(figure.name, to: 34)
+            let ratio = baseline == 0 ? "" : "   ratio \(formatted(figure.value / baseline))"
+            print("\(name) \(formatted(figure.value)) \(figure.unit)   \(kind) \(formatted(baseline)) \(figure.unit)\(ratio)")
         } else {
             let name = padded(figure.name, to: 34)
             print("\(name) \(formatted(figure.value)) \(figure.unit)")
@@ -180,11 +192,11 @@ struct GraphBench {
         return median(samples)
     }
 
-    private func nanoseconds(_ duration: Duration) -> Double {
+    func nanoseconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) * 1e9 + Double(duration.components.attoseconds) / 1e9
     }
 
-    private func median(_ values: [Double]) -> Double {
+    func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }
         let middle = sorted.count / 2
