@@ -192,7 +192,7 @@ func stderrText(_ result: ExitTest.Result?) -> String {
 
 /// The log's codec, for a replica applying records in a test.
 @MainActor
-private final class TestCodec: CogDurableStore {
+final class TestCodec: CogDurableStore {
     func encode<T: Encodable>(_ value: T) throws -> [UInt8] { try CBOREncoder().encode(value) }
     func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try CBORDecoder().decode(type, from: bytes) }
     func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { nil }
