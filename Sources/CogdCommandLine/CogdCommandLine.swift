@@ -59,7 +59,7 @@ public enum CogdCommandLine {
         case .bench(let options):
             switch options.suite {
             case .graph:
-                await MainActor.run { GraphBench(options: options).run() }
+                await GraphBench(options: options).run()
             case .log, .cluster:
                 if options.suite == .cluster, let missing = rigs.ledgerMissing(for: "bench cluster") { return missing }
                 do {

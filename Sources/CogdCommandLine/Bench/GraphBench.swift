@@ -13,7 +13,7 @@ struct GraphBench {
 
     nonisolated static let shapeNames = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold",
-        "scopes", "quiet-reactions",
+        "scopes", "quiet-reactions", "stream",
     ]
     let sink = BenchSink()
 
@@ -21,9 +21,11 @@ struct GraphBench {
         let name: String
         let value: Double
         let unit: String
+        /// The raw figure measured beside it (without Cog), if any.
+        var baseline: Double? = nil
     }
 
-    func run() {
+    func run() async {
         var figures: [Figure] = []
         let shapes = options.only.isEmpty ? GraphBench.shapeNames : options.only
         #if DEBUG
@@ -32,7 +34,13 @@ struct GraphBench {
             }
         #endif
         for shape in shapes {
-            let shapeFigures = measure(shape)
+            let shapeFigures: [Figure]
+            if shape == "stream" {
+                let (elementTurn, raw) = await measureStream()
+                shapeFigures = [Figure(name: "graph.stream", value: elementTurn, unit: "ns/element-turn", baseline: raw)]
+            } else {
+                shapeFigures = measure(shape)
+            }
             for figure in shapeFigures {
                 report(figure)
             }
@@ -43,6 +51,11 @@ struct GraphBench {
     }
 
     private func report(_ figure: Figure) {
+        if let baseline = figure.baseline {
+            BenchFigure(name: figure.name, value: figure.value, unit: figure.unit, baseline: baseline)
+                .report(json: options.json, nameWidth: 34)
+            return
+        }
         if options.json {
             print("{\"name\": \"\(figure.name)\", \"value\": \(formatted(figure.value)), \"unit\": \"\(figure.unit)\"}")
         } else {
@@ -180,7 +193,7 @@ struct GraphBench {
         return median(samples)
     }
 
-    private func nanoseconds(_ duration: Duration) -> Double {
+    func nanoseconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) * 1e9 + Double(duration.components.attoseconds) / 1e9
     }
 
