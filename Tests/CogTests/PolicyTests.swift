@@ -14,20 +14,6 @@ private func runsByInput(_ inputs: [Int]) -> RunsByInput {
     Dictionary(uniqueKeysWithValues: inputs.map { ($0, ControlledWork<Int>()) })
 }
 
-@MainActor
-private func nextStart(_ work: ControlledWork<Int>) async -> Int? {
-    var iterator = work.starts.makeAsyncIterator()
-    return await iterator.next()
-}
-
-/// An acknowledgement for the runtime's next async completion check.
-@MainActor
-private func nextCompletionCheck(_ cogs: Cogs) -> MainActorCleanupAcknowledgement {
-    let acknowledgement = MainActorCleanupAcknowledgement()
-    cogs.acknowledgeNextAsyncCompletionCheck(with: acknowledgement)
-    return acknowledgement
-}
-
 /// An async cog under `policy` whose run for each draft is that draft's
 /// `ControlledWork`, watched so every draft change reaches the selector; the
 /// recorder collects the published values in order.
@@ -51,17 +37,17 @@ struct PolicyTests {
     func queueRunsInInputOrder() async {
         let runs = runsByInput([10, 20, 30])
         let (cogs, saveCog, values) = watchedSave(.queue, runs: runs)
-        #expect(await nextStart(runs[10]!) == 0)
+        #expect(await nextStart(runs[10]!.starts) == 0)
         cogs.turn(_draftCog, to: 20)
         cogs.turn(_draftCog, to: 30)
         #expect(runs[20]!.generationCount == 0)
         #expect(runs[30]!.generationCount == 0)
         runs[10]!.succeed(0, with: 1)
-        #expect(await nextStart(runs[20]!) == 0)
+        #expect(await nextStart(runs[20]!.starts) == 0)
         #expect(runs[30]!.generationCount == 0)
         runs[20]!.succeed(0, with: 2)
-        #expect(await nextStart(runs[30]!) == 0)
-        let last = nextCompletionCheck(cogs)
+        #expect(await nextStart(runs[30]!.starts) == 0)
+        let last = completionChecks(cogs, count: 1)[0]
         runs[30]!.succeed(0, with: 3)
         await last.wait()
         #expect(values.values == [1, 2, 3])
@@ -77,15 +63,15 @@ struct PolicyTests {
     func queueGoesOnAfterAFailure() async {
         let runs = runsByInput([10, 20])
         let (cogs, saveCog, values) = watchedSave(.queue, runs: runs)
-        #expect(await nextStart(runs[10]!) == 0)
+        #expect(await nextStart(runs[10]!.starts) == 0)
         cogs.turn(_draftCog, to: 20)
         runs[10]!.fail(0, with: SaveFailed())
-        #expect(await nextStart(runs[20]!) == 0)
+        #expect(await nextStart(runs[20]!.starts) == 0)
         let failed = cogs.status[saveCog]
         // The failure was published, then the next run showed pending (keeping the error's value).
         #expect(cogs.debugHistory.turnNames.suffix(2) == ["save.failure", "save.pending"])
         #expect(failed.kind == .pending)
-        let last = nextCompletionCheck(cogs)
+        let last = completionChecks(cogs, count: 1)[0]
         runs[20]!.succeed(0, with: 2)
         await last.wait()
         #expect(values.values == [2])
@@ -99,15 +85,15 @@ struct PolicyTests {
     func exhaustLatestCatchesUpOnce() async {
         let runs = runsByInput([10, 20, 30])
         let (cogs, saveCog, values) = watchedSave(.exhaustLatest, runs: runs)
-        #expect(await nextStart(runs[10]!) == 0)
+        #expect(await nextStart(runs[10]!.starts) == 0)
         cogs.turn(_draftCog, to: 20)
         cogs.turn(_draftCog, to: 30)
         #expect(runs[20]!.generationCount == 0)
         #expect(runs[30]!.generationCount == 0)
         #expect(runs[10]!.generationCount == 1)
         runs[10]!.succeed(0, with: 1)
-        #expect(await nextStart(runs[30]!) == 0)
-        let last = nextCompletionCheck(cogs)
+        #expect(await nextStart(runs[30]!.starts) == 0)
+        let last = completionChecks(cogs, count: 1)[0]
         runs[30]!.succeed(0, with: 3)
         await last.wait()
         #expect(values.values == [1, 3])
@@ -123,12 +109,12 @@ struct PolicyTests {
     func mergedPublishesInLandingOrder() async {
         let runs = runsByInput([10, 20, 30])
         let (cogs, saveCog, values) = watchedSave(.merged, runs: runs)
-        #expect(await nextStart(runs[10]!) == 0)
+        #expect(await nextStart(runs[10]!.starts) == 0)
         cogs.turn(_draftCog, to: 20)
-        #expect(await nextStart(runs[20]!) == 0)
+        #expect(await nextStart(runs[20]!.starts) == 0)
         cogs.turn(_draftCog, to: 30)
-        #expect(await nextStart(runs[30]!) == 0)
-        let checks = (0..<3).map { _ in nextCompletionCheck(cogs) }
+        #expect(await nextStart(runs[30]!.starts) == 0)
+        let checks = completionChecks(cogs, count: 3)
         runs[30]!.succeed(0, with: 3)
         await checks[0].wait()
         runs[10]!.succeed(0, with: 1)
@@ -181,7 +167,7 @@ struct PolicyTests {
         _ = cogs[streamed]
         var starts = stream.starts.makeAsyncIterator()
         #expect(await starts.next() == 0)
-        let published = nextCompletionCheck(cogs)
+        let published = completionChecks(cogs, count: 1)[0]
         stream.yield(6, to: 0)
         await published.wait()
         #expect(cogs.peek(streamed) == 6)
@@ -193,7 +179,7 @@ struct PolicyTests {
         let saveCog = Cog<Int>.Async(.queue, default: 0, name: "save") { _ in work.makeWork() }
         let cogs = Cogs.forTesting()
         let first = cogs.refresh(saveCog)
-        #expect(await nextStart(work) == 0)
+        #expect(await nextStart(work.starts) == 0)
         let second = cogs.refresh(saveCog)
         let third = cogs.refresh(saveCog)
         #expect(work.generationCount == 1)
@@ -203,14 +189,14 @@ struct PolicyTests {
             return
         }
         #expect(error as? SaveFailed == SaveFailed())
-        #expect(await nextStart(work) == 1)
+        #expect(await nextStart(work.starts) == 1)
         work.succeed(1, with: 2)
         guard case .success(let two) = await second.outcome else {
             Issue.record("the second refresh did not succeed")
             return
         }
         #expect(two == 2)
-        #expect(await nextStart(work) == 2)
+        #expect(await nextStart(work.starts) == 2)
         work.succeed(2, with: 3)
         guard case .success(let three) = await third.outcome else {
             Issue.record("the third refresh did not succeed")

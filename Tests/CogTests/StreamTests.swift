@@ -12,26 +12,16 @@ private struct Reading: Sendable {
 
 private let _feedCog = Cog<Int>.Manual(name: "stream.feed") { 1 }
 
+/// A `price` async cog over a `ControlledStream`, read once in a fresh
+/// runtime, with generation 0 started.
 @MainActor
-private func nextStart<V>(_ stream: ControlledStream<V>) async -> Int? {
-    var iterator = stream.starts.makeAsyncIterator()
-    return await iterator.next()
-}
-
-/// Acknowledgements for the runtime's next `count` async completion checks
-/// (one per delivered element, one per ended stream).
-@MainActor
-private func completionChecks(_ cogs: Cogs, count: Int) -> [MainActorCleanupAcknowledgement] {
-    (0..<count).map { _ in
-        let acknowledgement = MainActorCleanupAcknowledgement()
-        cogs.acknowledgeNextAsyncCompletionCheck(with: acknowledgement)
-        return acknowledgement
-    }
-}
-
-@MainActor
-private func waitAll(_ checks: [MainActorCleanupAcknowledgement]) async {
-    for check in checks { await check.wait() }
+private func startedPrice(default defaultValue: Int = 0) async -> (ControlledStream<Int>, Cog<Int>.Async, Cogs) {
+    let prices = ControlledStream<Int>()
+    let priceCog = Cog<Int>.Async(default: defaultValue, name: "price") { _ in prices.makeWork() }
+    let cogs = Cogs.forTesting()
+    _ = cogs[priceCog]
+    #expect(await nextStart(prices.starts) == 0)
+    return (prices, priceCog, cogs)
 }
 
 /// A stream that ignores cancellation: elements reach a replaced generation's
@@ -97,7 +87,7 @@ struct StreamTests {
         let values = Recorder<Int>()
         let (cogs, m) = Cogs.forTestingWithController()
         m.watch(priceCog, initial: .skip, name: "price") { _, value in values.append(value) }
-        #expect(await nextStart(prices) == 0)
+        #expect(await nextStart(prices.starts) == 0)
         let checks = completionChecks(cogs, count: 3)
         prices.yield(5, to: 0)
         prices.yield(7, to: 0)
@@ -119,7 +109,7 @@ struct StreamTests {
         let priceCog = Cog<Int>.Async(default: -1, name: "price") { _ in prices.makeWork() }
         let cogs = Cogs.forTesting()
         #expect(cogs[priceCog] == -1)
-        #expect(await nextStart(prices) == 0)
+        #expect(await nextStart(prices.starts) == 0)
         let waiting = cogs.status[priceCog]
         #expect(waiting.kind == .pending)
         #expect(waiting.value == -1)
@@ -150,7 +140,7 @@ struct StreamTests {
         await waitAll(first)
         #expect(values.values == [1])
         cogs.turn(_feedCog, to: 2)
-        #expect(await nextStart(controlled) == 0)
+        #expect(await nextStart(controlled.starts) == 0)
         // The replaced stream still hands over an element: checked, dropped,
         // and its iteration ends (two checks), with no failure published.
         let late = completionChecks(cogs, count: 2)
@@ -168,11 +158,7 @@ struct StreamTests {
 
     @Test("STREAM-04 a natural end publishes nothing and keeps the last element as the success")
     func naturalEndKeepsTheLastSuccess() async {
-        let prices = ControlledStream<Int>()
-        let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in prices.makeWork() }
-        let cogs = Cogs.forTesting()
-        _ = cogs[priceCog]
-        #expect(await nextStart(prices) == 0)
+        let (prices, priceCog, cogs) = await startedPrice()
         let checks = completionChecks(cogs, count: 2)
         prices.yield(8, to: 0)
         prices.finish(0)
@@ -189,11 +175,7 @@ struct StreamTests {
 
     @Test("STREAM-05 a stream that ends before any element stays pending on the default")
     func emptyEndStaysPending() async {
-        let prices = ControlledStream<Int>()
-        let priceCog = Cog<Int>.Async(default: 42, name: "price") { _ in prices.makeWork() }
-        let cogs = Cogs.forTesting()
-        _ = cogs[priceCog]
-        #expect(await nextStart(prices) == 0)
+        let (prices, priceCog, cogs) = await startedPrice(default: 42)
         let checks = completionChecks(cogs, count: 1)
         prices.finish(0)
         await waitAll(checks)
@@ -208,11 +190,7 @@ struct StreamTests {
 
     @Test("STREAM-06 a stream that throws publishes one failure and is not restarted")
     func throwIsOneFailure() async {
-        let prices = ControlledStream<Int>()
-        let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in prices.makeWork() }
-        let cogs = Cogs.forTesting()
-        _ = cogs[priceCog]
-        #expect(await nextStart(prices) == 0)
+        let (prices, priceCog, cogs) = await startedPrice()
         let checks = completionChecks(cogs, count: 2)
         prices.yield(4, to: 0)
         prices.fail(0, with: FeedBroke())
@@ -232,15 +210,11 @@ struct StreamTests {
 
     @Test("STREAM-07 cancellation Cog caused is silent: a replaced stream publishes no failure")
     func cogCausedCancellationIsSilent() async {
-        let prices = ControlledStream<Int>()
-        let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in prices.makeWork() }
-        let cogs = Cogs.forTesting()
-        _ = cogs[priceCog]
-        #expect(await nextStart(prices) == 0)
+        let (prices, priceCog, cogs) = await startedPrice()
         // The refresh cancels generation 0, whose iterator throws CancellationError.
         let ended = completionChecks(cogs, count: 1)
         _ = cogs.refresh(priceCog)
-        #expect(await nextStart(prices) == 1)
+        #expect(await nextStart(prices.starts) == 1)
         await waitAll(ended)
         let status = cogs.status[priceCog]
         #expect(status.kind == .pending)
@@ -258,7 +232,7 @@ struct StreamTests {
         m.status.watch(priceCog, initial: .skip, name: "status") { _, status in
             statuses.append("\(status.kind) \(status.value)")
         }
-        #expect(await nextStart(prices) == 0)
+        #expect(await nextStart(prices.starts) == 0)
         let checks = completionChecks(cogs, count: 5)
         for element in [5, 5, 6, 6, 5] { prices.yield(element, to: 0) }
         await waitAll(checks)
@@ -276,7 +250,7 @@ struct StreamTests {
         let seen = Recorder<Int>()
         let (cogs, m) = Cogs.forTestingWithController()
         m.watch(readingCog, initial: .skip, name: "reading") { _, reading in seen.append(reading.celsius) }
-        #expect(await nextStart(readings) == 0)
+        #expect(await nextStart(readings.starts) == 0)
         let checks = completionChecks(cogs, count: 3)
         for celsius in [20, 20, 20] { readings.yield(Reading(celsius: celsius), to: 0) }
         await waitAll(checks)
@@ -296,7 +270,7 @@ struct StreamTests {
         prices.fail(0, with: FeedBroke())
         #expect(prices.generationCount == 0)
         _ = cogs[priceCog]
-        #expect(await nextStart(prices) == 0)
+        #expect(await nextStart(prices.starts) == 0)
         prices.yield(2, to: 7)
         prices.finish(3)
         prices.fail(5, with: FeedBroke())
@@ -319,13 +293,13 @@ struct StreamTests {
         let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in prices.makeWork() }
         let cogs = Cogs.forTesting()
         let first = cogs.refresh(priceCog)
-        #expect(await nextStart(prices) == 0)
+        #expect(await nextStart(prices.starts) == 0)
         let second = cogs.refresh(priceCog)
         guard case .superseded = await first.outcome else {
             Issue.record("the first refresh was not superseded")
             return
         }
-        #expect(await nextStart(prices) == 1)
+        #expect(await nextStart(prices.starts) == 1)
         prices.yield(10, to: 0)
         prices.yield(11, to: 1)
         guard case .success(let value) = await second.outcome else {

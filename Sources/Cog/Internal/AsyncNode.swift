@@ -139,24 +139,13 @@ extension Graph {
         node.work = work
         switch work.body {
         case .run(let operation):
-            node.task = Task { [weak self, weak node] in
-                let result: Result<Value, any Error>
-                do {
-                    result = .success(try await operation())
-                } catch {
-                    result = .failure(error)
-                }
-                guard let self, let node else { return }
-                self.deliver(result, generation: generation, to: node)
+            node.task = oneShotTask(operation, node: node) { graph, node, result in
+                graph.deliver(result, generation: generation, to: node)
             }
         case .stream(let iterate):
             node.task = streamTask(iterate, generation: generation, node: node)
         }
-        let current = node.statusCell.value
-        let pending = CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil)
-        systemTurn(named: "\(node.label).pending") { [unowned self] _ in
-            self.stage(pending, into: node.statusCell)
-        }
+        publishPending(of: node)
     }
 
     /// Publishes a finished generation's result, unless a newer generation

@@ -33,7 +33,19 @@ extension Graph {
         guard case .run(let operation) = work.body else {
             preconditionFailure("\(node.label): an ordered policy runs one-shot work only (RunWork)")
         }
-        node.runs[generation] = Task { [weak self, weak node] in
+        node.runs[generation] = oneShotTask(operation, node: node) { graph, node, result in
+            graph.deliverRun(result, generation: generation, to: node)
+        }
+        publishPending(of: node)
+    }
+
+    /// The task that runs one-shot work off the graph's actor and hands its
+    /// result back on it, unless the runtime or the state is gone by then.
+    func oneShotTask<Value: Sendable>(
+        _ operation: @escaping @Sendable () async throws -> Value, node: AsyncNode<Value>,
+        deliver: @escaping @MainActor (Graph, AsyncNode<Value>, Result<Value, any Error>) -> Void
+    ) -> Task<Void, Never> {
+        Task { [weak self, weak node] in
             let result: Result<Value, any Error>
             do {
                 result = .success(try await operation())
@@ -41,8 +53,12 @@ extension Graph {
                 result = .failure(error)
             }
             guard let self, let node else { return }
-            self.deliverRun(result, generation: generation, to: node)
+            deliver(self, node, result)
         }
+    }
+
+    /// Shows the state as pending (keeping its value) as a system turn.
+    func publishPending<Value: Sendable>(of node: AsyncNode<Value>) {
         let current = node.statusCell.value
         let pending = CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil)
         systemTurn(named: "\(node.label).pending") { [unowned self] _ in
