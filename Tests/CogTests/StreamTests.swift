@@ -287,6 +287,35 @@ struct StreamTests {
         #expect(prices.generationCount == 1)
     }
 
+    @Test("STREAM-11 a refresh runs the selector again, so a single-pass AsyncStream is made fresh for it")
+    func refreshMakesAFreshSequence() async {
+        let feeds = Recorder<AsyncStream<Int>.Continuation>()
+        let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in
+            let (elements, continuation) = AsyncStream.makeStream(of: Int.self)
+            feeds.append(continuation)
+            return .stream(elements)
+        }
+        let cogs = Cogs.forTesting()
+        let first = cogs.refresh(priceCog)
+        feeds.values[0].yield(1)
+        guard case .success(let one) = await first.outcome else {
+            Issue.record("the first generation published nothing")
+            return
+        }
+        #expect(one == 1)
+        let second = cogs.refresh(priceCog)
+        #expect(feeds.values.count == 2)
+        feeds.values[0].yield(98)  // the replaced generation's stream was cancelled
+        feeds.values[1].yield(2)
+        guard case .success(let two) = await second.outcome else {
+            Issue.record("the refreshed generation published nothing")
+            return
+        }
+        #expect(two == 2)
+        #expect(cogs.peek(priceCog) == 2)
+        feeds.values[1].finish()
+    }
+
     @Test("STREAM-11 refresh restarts a stream; its handle resolves with the new generation's first element")
     func refreshRestartsTheStream() async {
         let prices = ControlledStream<Int>()

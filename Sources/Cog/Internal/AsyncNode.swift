@@ -202,7 +202,14 @@ extension Graph {
         if node.state != .clean || node.work == nil {
             settle(node)
         } else if let work = node.work {
-            accept(work, into: node)
+            if case .stream = work.body {
+                // A sequence may be single-pass (an `AsyncStream` is): the
+                // selector runs again to make the new generation's.
+                node.state = .dirty
+                settle(node)
+            } else {
+                accept(work, into: node)
+            }
         }
         let handle = CogRefresh<Value>()
         node.refreshes.append((node.generation, handle))

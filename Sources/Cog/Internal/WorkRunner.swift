@@ -58,11 +58,14 @@ extension Graph {
     }
 
     /// Shows the state as pending (keeping its value) as a system turn.
+    /// The status it keeps is the one current when the turn runs (a result
+    /// queued before it may have changed it).
     func publishPending<Value: Sendable>(of node: AsyncNode<Value>) {
-        let current = node.statusCell.value
-        let pending = CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil)
         systemTurn(named: "\(node.label).pending") { [unowned self] _ in
-            self.stage(pending, into: node.statusCell)
+            let current = node.statusCell.staged ?? node.statusCell.value
+            self.stage(
+                CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil),
+                into: node.statusCell)
         }
     }
 
