@@ -173,6 +173,40 @@ struct PolicyTests {
         #expect(cogs.peek(streamed) == 6)
     }
 
+    @Test("D24 each key of an ordered box keeps its own queue")
+    func keyedQueuesAreIndependent() async {
+        let work = ControlledWork<String>()
+        let reportCogs = CogBox<String, Int>.Async(.queue, default: "none", name: "report") { _, _ in
+            work.makeWork()
+        }
+        let cogs = Cogs.forTesting()
+        let a = cogs.refresh(reportCogs[1])
+        #expect(await nextStart(work.starts) == 0)
+        let aAgain = cogs.refresh(reportCogs[1])
+        // Key 1 is busy, so its second run waits; key 2 starts at once.
+        let b = cogs.refresh(reportCogs[2])
+        #expect(await nextStart(work.starts) == 1)
+        work.succeed(1, with: "two")
+        guard case .success("two") = await b.outcome else {
+            Issue.record("key 2 did not load on its own")
+            return
+        }
+        #expect(work.generationCount == 2)
+        work.succeed(0, with: "one")
+        guard case .success("one") = await a.outcome else {
+            Issue.record("key 1's first run did not load")
+            return
+        }
+        #expect(await nextStart(work.starts) == 2)
+        work.succeed(2, with: "one again")
+        guard case .success("one again") = await aAgain.outcome else {
+            Issue.record("key 1's queued run did not load")
+            return
+        }
+        #expect(cogs.peek(reportCogs[1]) == "one again")
+        #expect(cogs.peek(reportCogs[2]) == "two")
+    }
+
     @Test("POLICY-06 under .queue each refresh is its own run, and its handle resolves with that run's outcome")
     func queuedRefreshesResolveInOrder() async {
         let work = ControlledWork<Int>()
