@@ -25,16 +25,17 @@ extension Cog where Value: Sendable {
             fileID: StaticString = #fileID, line: UInt = #line,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
         ) {
-            self.init(defaultValue, equalsRule: nil, name: name, fileID: fileID, line: line, selector)
+            self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
         }
 
         init(
-            _ defaultValue: Value, equalsRule: (@MainActor (Value, Value) -> Bool)?,
+            _ defaultValue: Value, equalsRule: (@MainActor (Value, Value) -> Bool)?, policy: AsyncRunPolicy,
             name: String?, fileID: StaticString, line: UInt,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
         ) {
             let descriptor = AsyncDescriptor<Value>(
                 selector: { reader, _ in selector(reader) }, defaultValue: defaultValue, equals: equalsRule,
+                policy: policy,
                 name: name, fileID: fileID, line: line, isKeyed: false)
             self.ref = StateRef(descriptor: descriptor, key: .none)
         }
@@ -51,7 +52,8 @@ extension Cog.Async where Value: Equatable {
         fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
     ) {
-        self.init(defaultValue, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line, selector)
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: .latest, name: name, fileID: fileID, line: line, selector)
     }
 }
 
@@ -66,17 +68,17 @@ extension CogBox where Value: Sendable {
             fileID: StaticString = #fileID, line: UInt = #line,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
         ) {
-            self.init(defaultValue, equalsRule: nil, name: name, fileID: fileID, line: line, selector)
+            self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
         }
 
         init(
-            _ defaultValue: Value, equalsRule: (@MainActor (Value, Value) -> Bool)?,
+            _ defaultValue: Value, equalsRule: (@MainActor (Value, Value) -> Bool)?, policy: AsyncRunPolicy,
             name: String?, fileID: StaticString, line: UInt,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
         ) {
             self.descriptor = AsyncDescriptor<Value>(
                 selector: { reader, key in selector(reader, unwrapKey(key, as: Key.self)) },
-                defaultValue: defaultValue, equals: equalsRule,
+                defaultValue: defaultValue, equals: equalsRule, policy: policy,
                 name: name, fileID: fileID, line: line, isKeyed: true)
         }
 
@@ -94,6 +96,7 @@ extension CogBox.Async where Value: Equatable {
         fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
     ) {
-        self.init(defaultValue, equalsRule: { $0 == $1 }, name: name, fileID: fileID, line: line, selector)
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: .latest, name: name, fileID: fileID, line: line, selector)
     }
 }

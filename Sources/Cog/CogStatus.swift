@@ -38,12 +38,15 @@ extension CogStatus: Sendable where Value: Sendable {}
 ///   return .run { try await service.forecast(for: zip) }
 /// }
 /// ```
+///
+/// `.stream(_:)` (in `Cog+Stream.swift`) makes work whose every element is
+/// a result; only `.latest` async cogs take `Work`, so only they stream.
 public struct Work<Value: Sendable>: Sendable {
-    let operation: @Sendable () async throws -> Value
+    let body: WorkBody<Value>
 
     /// One-shot work: the returned value (or thrown error) is the generation's result.
     public static func run(_ operation: @escaping @Sendable () async throws -> Value) -> Work {
-        Work(operation: operation)
+        Work(body: .run(operation))
     }
 }
 

@@ -38,6 +38,12 @@ public final class ControlledWork<Value: Sendable>: Sendable {
         .run { [self] in try await self.runGeneration() }
     }
 
+    /// The same, for an async cog with an ordered policy (`.queue`,
+    /// `.exhaustLatest`, `.merged`), whose selector returns `RunWork`.
+    public func makeWork() -> RunWork<Value> {
+        .run { [self] in try await self.runGeneration() }
+    }
+
     /// Finishes generation `generation` with `value`.
     public func succeed(_ generation: Int, with value: Value) {
         finish(generation, with: .success(value))

@@ -444,7 +444,8 @@ extension CogdCommandLine {
 
                 Options:
                   --json              one JSON object per figure: {"name", "value", "unit"}; log figures
-                                      add "baseline" and "ratio", the raw LMDB figure (default: lines)
+                                      add "baseline" and "ratio", the raw LMDB figure, and graph.stream
+                                      the raw AsyncStream iteration (default: lines)
                   --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7)
                   --only S1,S2        run only these shapes (default: all of the suite's)
                   --leader-spin-wait US

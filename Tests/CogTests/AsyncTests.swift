@@ -13,16 +13,6 @@ extension CogOps {
     fileprivate func setZip(_ zip: Int) { turn(_zipCog, to: zip) }
 }
 
-/// Waits until the runtime has checked `count` finished generations.
-@MainActor
-private func completionChecks(_ cogs: Cogs, count: Int) -> [MainActorCleanupAcknowledgement] {
-    (0..<count).map { _ in
-        let acknowledgement = MainActorCleanupAcknowledgement()
-        cogs.acknowledgeNextAsyncCompletionCheck(with: acknowledgement)
-        return acknowledgement
-    }
-}
-
 @MainActor
 private func nextStart(_ work: ControlledWork<Int>) async -> Int? {
     var iterator = work.starts.makeAsyncIterator()

@@ -26,3 +26,26 @@ func stderrText(_ result: ExitTest.Result?) -> String {
 /// type named exactly `Mechanism` (the module is also named `Cog`, so
 /// `Cog.Mechanism` cannot qualify it).
 typealias MechanismProtocol = Mechanism
+
+/// Acknowledgements for the runtime's next `count` async completion checks
+/// (a finished run, a delivered stream element, an ended stream).
+@MainActor
+func completionChecks(_ cogs: Cogs, count: Int) -> [MainActorCleanupAcknowledgement] {
+    (0..<count).map { _ in
+        let acknowledgement = MainActorCleanupAcknowledgement()
+        cogs.acknowledgeNextAsyncCompletionCheck(with: acknowledgement)
+        return acknowledgement
+    }
+}
+
+@MainActor
+func waitAll(_ checks: [MainActorCleanupAcknowledgement]) async {
+    for check in checks { await check.wait() }
+}
+
+/// The next generation a `ControlledWork` or `ControlledStream` announces.
+@MainActor
+func nextStart(_ starts: AsyncStream<Int>) async -> Int? {
+    var iterator = starts.makeAsyncIterator()
+    return await iterator.next()
+}

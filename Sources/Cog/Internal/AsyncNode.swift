@@ -2,15 +2,17 @@ final class AsyncDescriptor<Value: Sendable>: Descriptor, @unchecked Sendable {
     let selector: @MainActor (Reader<CogStatus<Value>>, StateKey) -> Work<Value>
     let defaultValue: Value
     let equals: (@MainActor (Value, Value) -> Bool)?
+    let policy: AsyncRunPolicy
 
     init(
         selector: @escaping @MainActor (Reader<CogStatus<Value>>, StateKey) -> Work<Value>,
-        defaultValue: Value, equals: (@MainActor (Value, Value) -> Bool)?,
+        defaultValue: Value, equals: (@MainActor (Value, Value) -> Bool)?, policy: AsyncRunPolicy,
         name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
     ) {
         self.selector = selector
         self.defaultValue = defaultValue
         self.equals = equals
+        self.policy = policy
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
     }
 
@@ -38,14 +40,27 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
     let valueCell: ManualNode<Value>
     let statusCell: ManualNode<CogStatus<Value>>
 
-    /// The generation in flight or last finished; -1 before the first.
+    let policy: AsyncRunPolicy
+    /// `==` for an `Equatable` value: a stream drops an element equal to the one before it.
+    let elementEquals: (@MainActor (Value, Value) -> Bool)?
+
+    /// The generation in flight or last finished (`.latest`), or the newest
+    /// input (ordered policies); -1 before the first.
     var generation = -1
     var work: Work<Value>?
+    /// The `.latest` generation's task.
     var task: Task<Void, Never>?
+    /// Ordered policies: the runs in flight, by generation.
+    var runs: [Int: Task<Void, Never>] = [:]
+    /// Ordered policies: inputs waiting for a run (`.queue`: in input order;
+    /// `.exhaustLatest`: at most the newest one).
+    var waiting: [(generation: Int, work: Work<Value>)] = []
     var refreshes: [(generation: Int, handle: CogRefresh<Value>)] = []
 
     init(descriptor: AsyncDescriptor<Value>, key: StateKey) {
         self.selector = descriptor.selector
+        self.policy = descriptor.policy
+        self.elementEquals = descriptor.equals
         let label = descriptor.label(for: key)
         let equals = descriptor.equals
         self.valueCell = ManualNode(cellLabel: label, value: descriptor.defaultValue, equals: equals)
@@ -65,8 +80,19 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
 
     override func recompute(graph: Graph) -> Bool {
         let work = graph.tracking(self) { selector(Reader(graph: graph, node: self), key) }
-        graph.startGeneration(of: self, running: work)
+        graph.accept(work, into: self)
         return false
+    }
+
+    /// Cancels every run and stream this state has in flight and forgets
+    /// the inputs waiting for one; their late results are dropped because
+    /// the caller marks the node released (or starts a newer generation).
+    func cancelAllWork() {
+        task?.cancel()
+        task = nil
+        for run in runs.values { run.cancel() }
+        runs = [:]
+        waiting = []
     }
 }
 
@@ -115,38 +141,30 @@ extension Graph {
         let generation = node.generation
         resolveRefreshes(of: node, through: generation - 1, with: .superseded)
         node.work = work
-        node.task = Task { [weak self, weak node] in
-            let result: Result<Value, any Error>
-            do {
-                result = .success(try await work.operation())
-            } catch {
-                result = .failure(error)
+        switch work.body {
+        case .run(let operation):
+            node.task = oneShotTask(operation, node: node) { graph, node, result in
+                graph.deliver(result, generation: generation, to: node)
             }
-            guard let self else { return }
-            guard let node else {
-                // Released by grace and gone: the result is dropped, still checked.
-                self.droppedResultOfReleasedState()
-                return
-            }
-            self.deliver(result, generation: generation, to: node)
+        case .stream(let iterate):
+            node.task = streamTask(iterate, generation: generation, node: node)
         }
-        let current = node.statusCell.value
-        let pending = CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil)
-        systemTurn(named: "\(node.label).pending") { [unowned self] _ in
-            self.stage(pending, into: node.statusCell)
-        }
+        publishPending(of: node)
     }
 
     /// Publishes a finished generation's result, unless a newer generation
     /// replaced it or the state was released.
     func deliver<Value: Sendable>(_ result: Result<Value, any Error>, generation: Int, to node: AsyncNode<Value>) {
-        defer {
-            if !asyncCompletionCheckAcknowledgements.isEmpty {
-                asyncCompletionCheckAcknowledgements.removeFirst().acknowledge()
-            }
-        }
+        defer { acknowledgeAsyncCompletionCheck() }
         guard !node.released, generation == node.generation else { return }
         node.task = nil
+        publish(result, of: node)
+        resolveRefreshes(of: node, through: generation, with: CogRefresh<Value>.Outcome(result))
+    }
+
+    /// One result as its own system turn: a success sets the value and the
+    /// status, a failure only the status (keeping the last good value).
+    func publish<Value: Sendable>(_ result: Result<Value, any Error>, of node: AsyncNode<Value>) {
         switch result {
         case .success(let value):
             systemTurn(named: "\(node.label).success") { [unowned self] _ in
@@ -154,7 +172,6 @@ extension Graph {
                 self.stage(
                     CogStatus(kind: .success, value: value, hasSucceeded: true, error: nil), into: node.statusCell)
             }
-            resolveRefreshes(of: node, through: generation, with: .success(value))
         case .failure(let error):
             systemTurn(named: "\(node.label).failure") { [unowned self] _ in
                 let current = node.statusCell.staged ?? node.statusCell.value
@@ -162,11 +179,10 @@ extension Graph {
                     CogStatus(kind: .failure, value: current.value, hasSucceeded: current.hasSucceeded, error: error),
                     into: node.statusCell)
             }
-            resolveRefreshes(of: node, through: generation, with: .failure(error))
         }
     }
 
-    private func resolveRefreshes<Value: Sendable>(
+    func resolveRefreshes<Value: Sendable>(
         of node: AsyncNode<Value>, through generation: Int, with outcome: CogRefresh<Value>.Outcome
     ) {
         guard !node.refreshes.isEmpty else { return }
@@ -190,7 +206,14 @@ extension Graph {
         if node.state != .clean || node.work == nil {
             settle(node)
         } else if let work = node.work {
-            startGeneration(of: node, running: work)
+            if case .stream = work.body {
+                // A sequence may be single-pass (an `AsyncStream` is): the
+                // selector runs again to make the new generation's.
+                node.state = .dirty
+                settle(node)
+            } else {
+                accept(work, into: node)
+            }
         }
         let handle = CogRefresh<Value>()
         node.refreshes.append((node.generation, handle))

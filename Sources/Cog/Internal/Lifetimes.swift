@@ -135,8 +135,7 @@ protocol WorkReleasing: AnyObject {
 
 extension AsyncNode: WorkReleasing {
     func releaseWork() {
-        task?.cancel()
-        task = nil
+        cancelAllWork()  // the one-shot run or stream, and every ordered run and waiting input
         work = nil
         let pending = refreshes
         refreshes = []

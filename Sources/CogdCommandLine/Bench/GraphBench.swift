@@ -13,7 +13,7 @@ struct GraphBench {
 
     nonisolated static let shapeNames = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold",
-        "scopes", "quiet-reactions", "grace",
+        "scopes", "quiet-reactions", "grace", "stream",
     ]
     let sink = BenchSink()
 
@@ -21,7 +21,8 @@ struct GraphBench {
         let name: String
         let value: Double
         let unit: String
-        /// What the figure is compared with (the grace shape), and its name.
+        /// What the figure is compared with (the grace and stream shapes) and,
+        /// when it is not the raw figure without Cog, its name.
         var baseline: Double? = nil
         var baselineName: String? = nil
     }
@@ -35,7 +36,15 @@ struct GraphBench {
             }
         #endif
         for shape in shapes {
-            let shapeFigures = shape == "grace" ? await measureGrace() : measure(shape)
+            let shapeFigures: [Figure]
+            if shape == "grace" {
+                shapeFigures = await measureGrace()
+            } else if shape == "stream" {
+                let (elementTurn, raw) = await measureStream()
+                shapeFigures = [Figure(name: "graph.stream", value: elementTurn, unit: "ns/element-turn", baseline: raw)]
+            } else {
+                shapeFigures = measure(shape)
+            }
             for figure in shapeFigures {
                 report(figure)
             }
@@ -46,6 +55,11 @@ struct GraphBench {
     }
 
     private func report(_ figure: Figure) {
+        if figure.baselineName == nil, let baseline = figure.baseline {
+            BenchFigure(name: figure.name, value: figure.value, unit: figure.unit, baseline: baseline)
+                .report(json: options.json, nameWidth: 34)
+            return
+        }
         if options.json, let baseline = figure.baseline, let kind = figure.baselineName {
             let ratio = baseline == 0 ? "null" : formatted(figure.value / baseline)
             print(
