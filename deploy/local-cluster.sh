@@ -10,13 +10,50 @@
 # reaches only this script; it sends each child exactly one SIGINT (a second
 # signal means "exit now" to cogd), waits for it and prints its stop line and
 # exit status. A second Ctrl-C while they drain is passed on: they exit at once.
+#
+# Variables (each optional):
+#   COGD           the cogd binary (default .build/release/cogd in the repository;
+#                  a relative path is taken from the directory you run the script in,
+#                  a bare name is looked up in PATH)
+#   COGD_DATA      the leader's data folder (default cogd-data in the repository;
+#                  a relative path is taken from the directory you run the script in)
+#   COGD_REQUESTS  the leader's requests endpoint (default tcp://127.0.0.1:5701)
+#   COGD_TURNS     the leader's turn stream (default tcp://127.0.0.1:5702)
+# Arguments: --demo stops everything after the demo; --help prints this.
 set -euo pipefail
 set -m
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+  exit 0
+fi
+caller="$PWD"
+# A relative path given by the caller means from the caller's directory (the script then works from the repository).
+from_caller() {
+  case "$1" in
+    /*) printf '%s\n' "$1" ;;
+    *) printf '%s\n' "$caller/$1" ;;
+  esac
+}
 cd "$(dirname "$0")/.."
-cogd="${COGD:-.build/release/cogd}"
-data="${COGD_DATA:-cogd-data}"
+if [ -n "${COGD:-}" ]; then
+  case "$COGD" in
+    */*) cogd="$(from_caller "$COGD")" ;;
+    *) cogd="$(command -v "$COGD" || printf '%s\n' "$COGD")" ;;
+  esac
+else
+  cogd="$PWD/.build/release/cogd"
+fi
+if [ -n "${COGD_DATA:-}" ]; then data="$(from_caller "$COGD_DATA")"; else data="cogd-data"; fi
 requests="${COGD_REQUESTS:-tcp://127.0.0.1:5701}"
 turns="${COGD_TURNS:-tcp://127.0.0.1:5702}"
+if [ ! -f "$cogd" ] || [ ! -x "$cogd" ]; then
+  if [ -n "${COGD:-}" ]; then
+    echo "local-cluster.sh: COGD=$COGD: no executable cogd at $cogd" >&2
+  else
+    echo "local-cluster.sh: no cogd at $cogd: build it first (swift build -c release), or set COGD=PATH" >&2
+  fi
+  exit 1
+fi
 logs="$(mktemp -d)"
 pids=()
 names=()
@@ -85,7 +122,8 @@ sleep 2.5                                                      # loads answer af
 sleep 0.3
 echo "== the turn log =="
 # From the first of this run's turns: each scope instance is named where
-# the turn that opened it is shown (`scope TrailScreens.trailScreen[1] #1.1`).
+# the turn that opened it is shown (`scope TrailScreens.trailScreen[1] #1.N`;
+# the mechanisms' roots take the first numbers, so N depends on registration order).
 "$cogd" tail --data "$data" --from "$first"
 echo "== the cluster =="
 "$cogd" status --leader "$requests"

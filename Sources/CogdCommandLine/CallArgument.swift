@@ -32,6 +32,22 @@ enum CallArgument {
         }
     }
 
+    /// How a text is written in JSON, when `text` is a bare word that is no
+    /// JSON value (`bob` gives `a text is written '"bob"' in JSON`); nil otherwise.
+    static func textHint(for text: String) -> String? {
+        let word = text.trimmingCharacters(in: .whitespaces)
+        guard let first = word.unicodeScalars.first, first.properties.isAlphabetic, word.count <= 40,
+            word.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || "0123456789._-".unicodeScalars.contains($0) })
+        else { return nil }
+        return "a text is written '\"\(word)\"' in JSON"
+    }
+
+    /// What `call` says of an argument that is not JSON: where, and the hint for a bare word.
+    static func refusal(of text: String) -> String? {
+        guard let problem = problem(in: text) else { return nil }
+        return "the argument is not JSON\(textHint(for: text).map { " (\($0))" } ?? ""): \(problem)"
+    }
+
     /// `line L, column C` (both from 1) of the byte at `offset`.
     private static func position(of offset: Int, in bytes: [UInt8]) -> String {
         let before = bytes[..<offset]

@@ -118,6 +118,8 @@ enum ClusterCommands {
         }
         let notifier = ServiceNotifier()
         let leader: Leader
+        // A folder this start makes is removed again when the leader cannot bind (nothing was served from it).
+        let folderExisted = FileManager.default.fileExists(atPath: options.dataFolder)
         do {
             // Every rig's ops (a leader hosts no mechanisms); `--trap-op` adds the op that traps on demand.
             let trap = options.trapOp ? [CogRig(name: "trap-op", ops: [LedgerRig.trapOp])] : []
@@ -139,6 +141,13 @@ enum ClusterCommands {
                 configuration.authentication = Leader.Authentication(keyPair: try CurveKeyPair.load(secretKeyFile: secret), peersFile: peers)
             }
             leader = try Leader(configuration: configuration, registry: registry)
+        } catch let error as TurnStoreError where error.code == .locked {
+            printError("Error: \(escaped: error.message): a leader serves from this folder; stop it first, or use another --data")
+            return 1
+        } catch let error as ZMQError where error.operation.hasPrefix("zmq_bind(") {
+            let removed = !folderExisted && (try? FileManager.default.removeItem(atPath: options.dataFolder)) != nil
+            printError("Error: \(escaped: bindFailure(error, options, removedFolder: removed))")
+            return 1
         } catch {
             printError("Error: \(escaped: error)")
             return 1
@@ -395,8 +404,24 @@ enum ClusterCommands {
         return 0
     }
 
+    /// What a leader says when it cannot bind one of its endpoints: which
+    /// option names it and, when the address is taken, what likely holds it.
+    static func bindFailure(_ error: ZMQError, _ options: Command.LeaderOptions, removedFolder: Bool) -> String {
+        let endpoint = String(error.operation.dropFirst("zmq_bind(".count).dropLast())
+        let option = endpoint == options.turnsEndpoint && endpoint != options.requestsEndpoint ? "--turns" : "--requests"
+        let removed = removedFolder ? " (the data folder \(options.dataFolder) this start had made was removed)" : ""
+        guard error.code == EADDRINUSE else {
+            return "cannot listen on \(endpoint) (\(option)): \(error.message)\(removed)"
+        }
+        // Only the requests endpoint answers `status`.
+        let ask = option == "--requests" ? " (`\(CogdCommandLine.programName) status --leader \(endpoint)` asks it)" : ""
+        return "cannot listen on \(endpoint) (\(option)): something already listens there, likely another leader\(ask); "
+            + "stop it, or give \(option) another endpoint\(removed)"
+    }
+
     /// Sends one request to the leader and waits (bounded) for the answer;
-    /// a refused security handshake is thrown at once (`HandshakeRefused`).
+    /// a refused security handshake is thrown at once (`HandshakeRefused`),
+    /// an endpoint that is a turn stream as `EndpointHandshake.WrongEndpoint`.
     static func request(
         _ message: WireMessage, leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles? = nil
     ) throws -> WireMessage? {
@@ -407,7 +432,7 @@ enum ClusterCommands {
         defer { socket.close() }
         try socket.setIdentity("cogd-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try socket.useCurve(curve)
-        let handshakes = try HandshakeWatch(socket)
+        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
         defer { handshakes.close() }
         try socket.connect(endpoint)
         try socket.send([message.encoded()])
@@ -419,8 +444,9 @@ enum ClusterCommands {
             {
                 return try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
             }
-            if let problem = try handshakes.problem() { throw HandshakeRefused(endpoint: endpoint, problem: problem) }
+            try handshakes.check()
         }
+        try handshakes.checkSilence()
         return nil
     }
 
@@ -471,7 +497,7 @@ enum ClusterCommands {
             // CBORValue decodes from any decoder, JSON included.
             argument = try JSONDecoder().decode(CBORValue.self, from: Data(options.json.utf8)).encodedBytes
         } catch {
-            printError("Error: the argument is not JSON: \(escaped: CallArgument.problem(in: options.json) ?? "\(error)")")
+            printError("Error: \(escaped: CallArgument.refusal(of: options.json) ?? "the argument is not JSON: \(error)")")
             return 64
         }
         // A name of its own per call: a process id comes back after a while,
@@ -497,7 +523,7 @@ enum ClusterCommands {
                     print("unchanged: the op wrote nothing, so no new revision (request \(escaped: reply.request))")
                     return CallExit.unchanged
                 case .rejected(let reason):
-                    printError("rejected: \(escaped: reason) (request \(escaped: reply.request))")
+                    printError("rejected: \(escaped: reason) (request \(escaped: reply.request))\(unknownOpHint(reason, op: options.op))")
                     return CallExit.rejected
                 }
             case .error(let error):
@@ -507,10 +533,24 @@ enum ClusterCommands {
                 printError("Error: unexpected answer `\(answer.typeName)`")
                 return CallExit.failed
             }
+        } catch let wrong as EndpointHandshake.WrongEndpoint {
+            printError("Error: \(escaped: wrong)")
+            return CallExit.noAnswer
         } catch {
             printError("Error: \(escaped: error)")
             return CallExit.failed
         }
+    }
+
+    /// The next step after an `unknown-op` rejection: where ops are listed
+    /// (empty for any other reason).
+    static func unknownOpHint(_ reason: String, op: String) -> String {
+        guard Rejection(reason: reason)?.code == .unknownOp else { return "" }
+        let program = CogdCommandLine.programName
+        if op == LedgerRig.trapOp.name {
+            return " (`\(program) ops` lists \(op) as served only by a leader started with `\(program) leader --trap-op`)"
+        }
+        return " (`\(program) ops` lists the ops this \(program) serves)"
     }
 
     static func status(

@@ -119,6 +119,12 @@ extension CogdCommandLine {
                                       applied (default info, or $\(Command.logLevelEnvironmentVariable))
                 \(keyOptions)
 
+                Exit status:
+                  0   stopped by SIGINT or SIGTERM (it prints the revision it stopped at)
+                  1   a failure: a key file it cannot read, a metrics address it cannot bind,
+                      a socket error (a leader that is down or refuses it is waited on, not one)
+                  64  a usage error
+
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
 
@@ -152,6 +158,9 @@ extension CogdCommandLine {
 
                 Example:
                   \(cogd) call ledger.open '{"account": "alice", "balance": 100}' --leader 127.0.0.1:5701 --timeout 2
+                  \(cogd) call ledger.transfer '{"from": "alice", "to": "bob", "amount": 30}' --request-id console#7
+                  (the same line again: answered from the first run, not applied twice)
+                  \(cogd) call ledger.close '"bob"' --name ops-console
                 """
         case "status":
             return """
@@ -162,7 +171,10 @@ extension CogdCommandLine {
                 marked SILENT when no heartbeat came for more than half the leader's
                 heartbeat timeout and more than 2 s (workers send one every second, so
                 two or more are missing); the leader gives it up at the whole timeout
-                (`leader --heartbeat-timeout`, default 5 s).
+                (`leader --heartbeat-timeout`, default 5 s). `commits` counts the leader's
+                LMDB transactions: one holds every turn of a batch, or no turn at all when
+                it only stores the answers of ops that changed nothing or were rejected (kept
+                for retries), so turns each may be below 1.
 
                 Options:
                 \(leaderOption)
@@ -173,13 +185,12 @@ extension CogdCommandLine {
                   --count N           with --watch, stop after N reports (default: until Ctrl-C)
                   --json              one JSON object instead of lines (default: lines), with the same
                                       fields: version, uptimeSeconds, heartbeatTimeoutSeconds, epoch,
-                                      revision, workers [{name, appliedRevision, lag, secondsSinceHeard,
-                                      silent, digest?, group?, instances?, roots?}], errors {code:
-                                      count},
-                                      openScopeInstances, placement?, commits? {count, window,
-                                      p50Micros, p99Micros, turnsPerCommit} (? absent when the leader
-                                      does not report it; version and uptimeSeconds null from older
-                                      leaders)
+                                      revision, workers [{name, appliedRevision, lag,
+                                      secondsSinceHeard, silent, digest?, group?, instances?, roots?}],
+                                      errors {code: count}, openScopeInstances, placement?,
+                                      commits? {count, window, p50Micros, p99Micros, turnsPerCommit}
+                                      (? absent when the leader does not report it; version and
+                                      uptimeSeconds null from older leaders)
                 \(keyOptions)
 
                 Exit status: 0 shown, 1 a failure, 4 no answer within --timeout (with --watch: the
@@ -297,6 +308,19 @@ extension CogdCommandLine {
                   --leader-key FILE   with --connect, the leader's public key file (default: $\(Command.leaderKeyEnvironmentVariable)
                                       when set)
 
+                With --connect it says on stderr once the stream is connected (without --from
+                or --since), so stdout holds turn lines only; --follow is for --data
+                (--connect always follows). A --name that no turn read matches prints
+                nothing on stdout, says so on stderr and exits 0, like a log with no turns.
+
+                Exit status:
+                  0   printed (or nothing matched --name), or stopped by --to or --count
+                  1   a failure: an unreadable folder, a revision retention removed, --from past
+                      the end or --since after the newest turn (without --follow), a refused key
+                  4   with --connect: nothing answers within --timeout, or the endpoint is the
+                      leader's other one (--connect takes the turns endpoint, --leader the requests one)
+                  64  a usage error
+
                 Example:
                   \(cogd) tail --data cogd-data --from 100 --name 'ledger.*' --json
                   \(cogd) tail --data cogd-data --from 100 --to 200
@@ -338,6 +362,12 @@ extension CogdCommandLine {
                   --batch N           soak: turns per transaction, 1 to 100000 (default 1)
                   --count N           soak: stop after N turns (default: none, until Ctrl-C)
                   --keep N            compact: how many of the newest turns to keep, 1 or more (no default)
+
+                Exit status:
+                  0   done (verify: the log checks out)
+                  1   a failure: verify found a problem (named on stderr), a folder that is missing,
+                      unreadable or locked by a leader (compact, upgrade, soak), a backup refused
+                  64  a usage error
 
                 Example:
                   \(cogd) log stats --data cogd-data --json

@@ -18,9 +18,12 @@ extension Command {
     /// try Command.endpoint("127.0.0.1:5701", from: "--leader", subcommand: "call")   // "tcp://127.0.0.1:5701"
     /// ```
     static func endpoint(_ text: String, from source: String, subcommand: String?) throws(UsageError) -> String {
+        // The turn stream's options show the turns port, the others the requests port.
+        let port = ["--connect", "--turns"].contains(source) ? "5702" : "5701"
         func refuse(_ why: String) -> UsageError {
             UsageError(
-                message: "\(source) takes an endpoint like tcp://127.0.0.1:5701 or 127.0.0.1:5701, not '\(text)': \(why)",
+                message: "\(source) takes an endpoint like tcp://127.0.0.1:\(port) or 127.0.0.1:\(port), not '\(text)': "
+                    + why.replacingOccurrences(of: "5701", with: port),
                 subcommand: subcommand)
         }
         guard !text.isEmpty else { throw refuse("it is empty") }

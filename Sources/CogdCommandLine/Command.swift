@@ -511,8 +511,14 @@ enum Command: Equatable {
             guard positionals.count == 2 else {
                 throw UsageError(message: "call takes an op name and a JSON argument", subcommand: subcommand)
             }
-            if let problem = CallArgument.problem(in: positionals[1]) {
-                throw UsageError(message: "the argument is not JSON: \(problem)", subcommand: subcommand)
+            if let refusal = CallArgument.refusal(of: positionals[1]) {
+                throw UsageError(message: refusal, subcommand: subcommand)
+            }
+            if requestID != nil && callName != nil {
+                // --request-id names the request whole (its worker name too); --name only the name of the one call makes.
+                throw UsageError(
+                    message: "give --request-id or --name, not both: --request-id W#N names the request whole, --name a name for one the call makes",
+                    subcommand: subcommand)
             }
             return .call(
                 CallOptions(
@@ -706,6 +712,9 @@ enum Command: Equatable {
             if options.last != nil {
                 throw UsageError(message: "--last reads the data folder; with --connect, start with --from REV or --since TIME", subcommand: "tail")
             }
+            if options.follow {
+                throw UsageError(message: "--follow reads the data folder; --connect always follows (until --to, --count or Ctrl-C)", subcommand: "tail")
+            }
             if let leaderEndpoint {
                 options.leader = leaderEndpoint
             } else {
@@ -756,7 +765,7 @@ enum Command: Equatable {
     private static func parseLog(_ arguments: [String]) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: "log")
         guard let action = try reader.positional() else {
-            throw UsageError(message: "missing action (verify, stats, upgrade, compact or backup)", subcommand: "log")
+            throw UsageError(message: "missing action (verify, stats, upgrade, soak, compact or backup)", subcommand: "log")
         }
         var dataFolder = Command.defaultDataFolder
         var json = false
@@ -820,7 +829,7 @@ enum Command: Equatable {
             }
             return .logBackup(dataFolder: dataFolder, destination: destination)
         default:
-            throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats, upgrade, compact, backup)", subcommand: "log")
+            throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats, upgrade, soak, compact, backup)", subcommand: "log")
         }
     }
 

@@ -42,6 +42,9 @@ struct GetCommand {
                 printError("Error: the leader refused the snapshot: \(escaped: refused.error)")
                 if let hint = refused.hint { printError(hint) }
                 return Exit.failed
+            } catch let wrong as EndpointHandshake.WrongEndpoint {
+                printError("Error: \(escaped: wrong)")
+                return Exit.noAnswer
             } catch {
                 printError("Error: \(escaped: error)")
                 return Exit.failed
@@ -181,7 +184,7 @@ enum LeaderSnapshot {
         let tool = "get-\(UUID().uuidString.lowercased())"
         try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
         try socket.useCurve(curve)
-        let handshakes = try HandshakeWatch(socket)
+        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
         defer { handshakes.close() }
         try socket.connect(endpoint)
 
@@ -197,8 +200,9 @@ enum LeaderSnapshot {
                     if case .error(let error) = message { throw Refused(error: error) }
                     return message
                 }
-                if let problem = try handshakes.problem() { throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem) }
+                try handshakes.check()
             }
+            try handshakes.checkSilence()
             return nil
         }
 

@@ -15,6 +15,8 @@ struct TailCommand {
 
     final class Progress {
         var printed = 0
+        /// Turns read and held to `--name` (up to `--to`).
+        var considered = 0
         var done = false
         /// Scope instances seen opening, by number: their labels name the
         /// turns that come from them (at most `TailCommand.scopeLabelLimit`).
@@ -109,8 +111,18 @@ struct TailCommand {
                 if let first = records.first { try seedScopeLabels(store, before: first.revision, for: records) }
                 next = try printRecords(records, after: next)
                 next = max(next, store.lastRevision + 1)
+                // Every turn of the log was read for the pattern.
+                progress.considered = store.lastRevision == 0 ? 0 : Int(clamping: store.lastRevision - store.firstRevision + 1)
             }
-            guard options.follow, !progress.done else { return 0 }
+            guard options.follow, !progress.done else {
+                if let pattern = options.namePattern, progress.printed == 0 {
+                    // Still exit 0, like `tail` of an empty log: the read succeeded, and a follower would simply wait.
+                    printError(
+                        "\(CogdCommandLine.programName) tail: no turn matches --name '\(escaped: pattern)' "
+                            + "(\(progress.considered) turn\(progress.considered == 1 ? "" : "s") read)")
+                }
+                return 0
+            }
             while true {
                 let records = try store.records(from: next, limit: 1_000)
                 if records.isEmpty {
@@ -145,6 +157,7 @@ struct TailCommand {
             }
             // Forgotten once retired, after the record that retires it is printed.
             defer { for event in record.scopeEvents where event.kind == .retire { progress.scopes[event.instance] = nil } }
+            progress.considered += 1
             guard matches(record.name) else { continue }
             defer {
                 progress.printed += 1

@@ -77,6 +77,9 @@ enum StatusCommand {
                 for line in lines(status) { print(line) }
             }
             return 0
+        } catch let wrong as EndpointHandshake.WrongEndpoint {
+            printError("Error: \(escaped: wrong)")
+            return ClusterCommands.CallExit.noAnswer
         } catch {
             printError("Error: \(escaped: error)")
             return ClusterCommands.CallExit.failed
@@ -133,7 +136,9 @@ enum StatusCommand {
         if let commits = status.commits {
             lines.append(
                 "commits   \(commits.count) (latest \(commits.window): p50 \(Int(commits.p50Micros.rounded())) µs, "
-                    + "p99 \(Int(commits.p99Micros.rounded())) µs, \(String(format: "%.1f", commits.turnsPerCommit)) turns each)")
+                    + "p99 \(Int(commits.p99Micros.rounded())) µs, \(String(format: "%.1f", commits.turnsPerCommit)) turns each"
+                    // A commit may hold no turn: only the stored answers of ops that changed nothing or were rejected.
+                    + (commits.turnsPerCommit < 1 ? "; some hold no turn, only answers of ops that changed nothing)" : ")"))
         }
         if let placement = status.placement { lines.append("placement \(TerminalText.escaped(placement))") }
         return lines

@@ -27,18 +27,21 @@ extension TailCommand {
             try subscriber.subscribeToAll()
             try subscriber.useCurve(curve)
             // A leader that refuses this key says so in the handshake: said here, not waited on in silence.
-            let handshakes = try HandshakeWatch(subscriber)
+            var handshakes = try EndpointHandshake(subscriber, context: context, endpoint: endpoint, expected: .turns, curve: curve)
             defer { handshakes.close() }
             defer { catchUp?.close() }
             try subscriber.connect(endpoint)
             let connectDeadline = ContinuousClock.now + options.timeout
             while true {
-                if let problem = try handshakes.problem() {
-                    printError("Error: \(problem) (turn stream at \(escaped: endpoint))")
+                do {
+                    try handshakes.check()
+                } catch let refused as ClusterCommands.HandshakeRefused {
+                    printError("Error: \(escaped: refused.problem) (turn stream at \(escaped: endpoint))")
                     return 1
                 }
                 if handshakes.succeeded { break }
                 guard ContinuousClock.now < connectDeadline else {
+                    try handshakes.checkSilence()
                     printError(
                         "Error: nothing answers at \(escaped: endpoint) within \(Command.secondsText(options.timeout)) s: is "
                             + "`\(CogdCommandLine.programName) leader` serving its turn stream there (its --turns, default "
@@ -46,6 +49,10 @@ extension TailCommand {
                     return ClusterCommands.CallExit.noAnswer
                 }
                 usleep(10_000)
+            }
+            if options.from == nil && options.since == nil {
+                // Stdout carries turn lines only; without a catch-up nothing else would show it is connected.
+                printError("\(CogdCommandLine.programName) tail: following \(escaped: endpoint) (Ctrl-C stops)")
             }
             // 0: print whatever the stream brings; else the next revision to print.
             var next: UInt64 = 0
@@ -61,8 +68,8 @@ extension TailCommand {
             var lastHeard = ContinuousClock.now
             var quietReported = false
             while true {
-                if let problem = try handshakes.problem() {
-                    printError("Error: \(problem) (turn stream at \(escaped: endpoint))")
+                if let problem = try handshakes.watch.problem() {
+                    printError("Error: \(escaped: problem) (turn stream at \(escaped: endpoint))")
                     return 1
                 }
                 let quiet = ContinuousClock.now - lastHeard
@@ -101,6 +108,9 @@ extension TailCommand {
                 ? "; under CURVE, --from and --since catch up with an observer key (protocol/cogwire.md §9)" : ""
             printError("Error: the leader at \(escaped: options.leader) refused to send turns: \(escaped: refused.error)\(hint)")
             return 1
+        } catch let wrong as EndpointHandshake.WrongEndpoint {
+            printError("Error: \(escaped: wrong)")
+            return ClusterCommands.CallExit.noAnswer
         } catch let noAnswer as CatchUpClient.NoAnswer {
             printError(ClusterCommands.noAnswer(from: noAnswer.endpoint, within: options.timeout) + " (--leader: the requests endpoint --connect catches up from)")
             return ClusterCommands.CallExit.noAnswer
@@ -178,7 +188,7 @@ final class CatchUpClient {
     }
 
     private let socket: ZMQSocket
-    private let handshakes: HandshakeWatch
+    private var handshakes: EndpointHandshake
     private let endpoint: String
     private let timeout: Duration
     private let tool = "tail-\(UUID().uuidString.lowercased())"
@@ -192,7 +202,7 @@ final class CatchUpClient {
         socket = try ZMQSocket(context, .dealer, linger: .zero)
         try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
         try socket.useCurve(curve)
-        handshakes = try HandshakeWatch(socket)
+        handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
         try socket.connect(endpoint)
     }
 
@@ -213,8 +223,9 @@ final class CatchUpClient {
             {
                 return message
             }
-            if let problem = try handshakes.problem() { throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem) }
+            try handshakes.check()
         }
+        try handshakes.checkSilence()
         throw NoAnswer(endpoint: endpoint)
     }
 

@@ -86,7 +86,7 @@ struct CommandTests {
         #expect(throws: Command.UsageError(message: "--from takes a revision (1 or more), not '0'", subcommand: "tail")) {
             try Command.parse(["tail", "--from", "0"])
         }
-        #expect(throws: Command.UsageError(message: "unknown log action 'repair' (one of: verify, stats, upgrade, compact, backup)", subcommand: "log")) {
+        #expect(throws: Command.UsageError(message: "unknown log action 'repair' (one of: verify, stats, upgrade, soak, compact, backup)", subcommand: "log")) {
             try Command.parse(["log", "repair"])
         }
         #expect(throws: Command.UsageError(message: "unknown option '--json' for log verify", subcommand: "log")) {
