@@ -54,6 +54,9 @@ public final class HandshakeWatch {
     private let monitor: ZMQSocket
     /// Whether a handshake has succeeded since the watch began.
     public private(set) var succeeded = false
+    /// Whether a connection this socket made was set up (TCP connected),
+    /// whatever became of its handshake, since the watch began.
+    public private(set) var connected = false
     /// Handshakes that failed before authentication could judge them
     /// (another mechanism, a key that does not fit, a garbled exchange), and
     /// those refused by the ZAP handler, since the watch began.
@@ -67,7 +70,7 @@ public final class HandshakeWatch {
         let watched = try socket.live("zmq_socket_monitor")
         let events =
             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED
         try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(watched, endpoint, events) }
         monitor = try ZMQSocket(socket.context, .pair, linger: .zero)
         try monitor.connect(endpoint)
@@ -85,6 +88,8 @@ public final class HandshakeWatch {
             let kind = Int32(UInt16(event[0]) | UInt16(event[1]) << 8)
             let value = UInt32(event[2]) | UInt32(event[3]) << 8 | UInt32(event[4]) << 16 | UInt32(event[5]) << 24
             switch kind {
+            case ZMQ_EVENT_CONNECTED:
+                connected = true
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
                 succeeded = true
                 lastProblem = nil

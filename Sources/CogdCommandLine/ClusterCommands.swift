@@ -435,8 +435,8 @@ enum ClusterCommands {
         var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
         defer { handshakes.close() }
         try socket.connect(endpoint)
-        try socket.send([message.encoded()])
         let deadline = ContinuousClock.now + timeout
+        guard try handshakes.send(message.encoded(), on: socket, within: timeout) else { return nil }
         while ContinuousClock.now < deadline {
             let remaining = deadline - ContinuousClock.now
             if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
@@ -454,7 +454,17 @@ enum ClusterCommands {
     struct HandshakeRefused: Error, CustomStringConvertible {
         let endpoint: String
         let problem: HandshakeWatch.Problem
-        var description: String { "\(problem) (leader at \(endpoint))" }
+        /// Whether this side gave no keys: then no key given is to blame.
+        var withoutKeys = false
+
+        /// Why, without the endpoint.
+        var reason: String {
+            guard withoutKeys, case .noDetail = problem else { return "\(problem)" }
+            return "the leader closed the connection during the security handshake: it authenticates with CURVE and this side "
+                + "has no key (--key and --leader-key, or COGD_KEY and COGD_LEADER_KEY)"
+        }
+
+        var description: String { "\(reason) (leader at \(endpoint))" }
     }
 
     /// `cogd call`'s exit statuses (documented in its help and the README).

@@ -10,10 +10,12 @@ import Foundation
 ///
 /// ZeroMQ closes a connection between sockets that do not belong together
 /// (a requests client on the turn stream, a subscriber on the requests
-/// endpoint) during the handshake, or before it is even seen; without keys
-/// that is never a key's fault. So a failed handshake without keys is
-/// waited on, and a failed or silent one is probed once: a short connection
-/// of the other kind that completes its handshake shows which endpoint it is.
+/// endpoint) during the handshake, often without an event on this side, so
+/// the same mistake would read as silence one run and as a refused key the
+/// next. So a handshake that failed, or a connection accepted whose
+/// handshake never succeeded by the timeout, is probed once: a short
+/// connection of the other kind that completes its handshake shows which
+/// endpoint it is. Only then is a failure put down to keys.
 struct EndpointHandshake {
     /// The kind of endpoint the tool expects.
     enum Expected {
@@ -45,25 +47,44 @@ struct EndpointHandshake {
     var succeeded: Bool { watch.succeeded }
 
     /// Throws what a failed handshake means: `WrongEndpoint` when the
-    /// endpoint is of the other kind, `HandshakeRefused` when keys are in
-    /// use and the leader refused them; nothing without keys (the failure
-    /// is not about keys, and ZeroMQ tries again).
+    /// endpoint is of the other kind, else `HandshakeRefused` — without
+    /// keys, a connection closed in the handshake by a leader of the right
+    /// kind means it wants keys (a keyless one would have let it in).
     mutating func check() throws {
         guard let problem = try watch.problem() else { return }
         switch problem {
         case .refused, .mechanismMismatch:
-            throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem)
+            throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem, withoutKeys: curve == nil)
         case .noDetail, .protocolError:
             try checkKind()
-            if curve != nil { throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem) }
+            throw ClusterCommands.HandshakeRefused(endpoint: endpoint, problem: problem, withoutKeys: curve == nil)
         }
     }
 
-    /// After a silent wait: throws `WrongEndpoint` when no handshake
-    /// succeeded and the endpoint is of the other kind.
+    /// After a silent wait: throws `WrongEndpoint` when something accepted
+    /// the connection, no handshake succeeded and the endpoint is of the
+    /// other kind (nothing listening there costs no probe).
     mutating func checkSilence() throws {
         try check()
-        if !watch.succeeded { try checkKind() }
+        if watch.connected && !watch.succeeded { try checkKind() }
+    }
+
+    /// Sends `frame` on the watched `socket` within `timeout`; false when
+    /// it could not be queued by then. A DEALER has nowhere to queue while
+    /// its only connection is being torn down after a failed handshake, and
+    /// a blocking send would then wait for good: this one gives up, saying
+    /// first what the handshake showed (`check`, `checkSilence`).
+    mutating func send(_ frame: [UInt8], on socket: ZMQSocket, within timeout: Duration) throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if try socket.send([frame], wait: false) { return true }
+            try check()
+            guard ContinuousClock.now < deadline else {
+                try checkSilence()
+                return false
+            }
+            usleep(10_000)
+        }
     }
 
     /// Probes once whether the endpoint is of the other kind.
@@ -73,7 +94,7 @@ struct EndpointHandshake {
         if try answersAsOtherKind() { throw WrongEndpoint(endpoint: endpoint, expected: expected) }
     }
 
-    /// Whether a socket of the other kind completes its handshake within a second.
+    /// Whether a socket of the other kind completes its handshake within 2 s.
     private func answersAsOtherKind() throws -> Bool {
         let probe = try ZMQSocket(context, expected == .requests ? .subscriber : .dealer, linger: .zero)
         defer { probe.close() }
@@ -81,9 +102,10 @@ struct EndpointHandshake {
         let probeWatch = try HandshakeWatch(probe)
         defer { probeWatch.close() }
         try probe.connect(endpoint)
-        let deadline = ContinuousClock.now + .seconds(1)
+        let deadline = ContinuousClock.now + .seconds(2)
         while ContinuousClock.now < deadline {
-            _ = try probeWatch.problem()
+            // A failed handshake (keys wanted, or the kind this side expected after all) ends the probe.
+            if try probeWatch.problem() != nil { return false }
             if probeWatch.succeeded { return true }
             usleep(10_000)
         }

@@ -207,13 +207,13 @@ enum LeaderSnapshot {
         }
 
         if curve == nil {
-            try socket.send([WireMessage.hello(worker: tool, lastRevision: 0).encoded()])
+            guard try handshakes.send(WireMessage.hello(worker: tool, lastRevision: 0).encoded(), on: socket, within: timeout) else { return nil }
             while true {
                 guard let answer = try next() else { return nil }
                 if case .welcome = answer { break }
             }
         }
-        try socket.send([WireMessage.snapshotRequest(inParts: true).encoded()])
+        guard try handshakes.send(WireMessage.snapshotRequest(inParts: true).encoded(), on: socket, within: timeout) else { return nil }
         // Parts of one run (same epoch and revision) by number, each kept as
         // the entries of `name` and the sum of all its entries' hashes: the
         // whole table never sits in memory, yet the parts must add up to the

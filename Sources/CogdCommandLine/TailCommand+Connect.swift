@@ -36,7 +36,7 @@ extension TailCommand {
                 do {
                     try handshakes.check()
                 } catch let refused as ClusterCommands.HandshakeRefused {
-                    printError("Error: \(escaped: refused.problem) (turn stream at \(escaped: endpoint))")
+                    printError("Error: \(escaped: refused.reason) (turn stream at \(escaped: endpoint))")
                     return 1
                 }
                 if handshakes.succeeded { break }
@@ -212,6 +212,11 @@ final class CatchUpClient {
         socket.close()
     }
 
+    /// Sends one frame (bounded by `timeout`); throws `NoAnswer` when it cannot.
+    private func send(_ frame: [UInt8]) throws {
+        guard try handshakes.send(frame, on: socket, within: timeout) else { throw NoAnswer(endpoint: endpoint) }
+    }
+
     /// The leader's next message; throws `NoAnswer` after `timeout` of silence.
     private func next() throws -> WireMessage {
         let deadline = ContinuousClock.now + timeout
@@ -231,7 +236,7 @@ final class CatchUpClient {
 
     /// The revision the leader's log ends at now.
     func lastRevision() throws -> UInt64 {
-        try socket.send([WireMessage.statusRequest.encoded()])
+        try send(WireMessage.statusRequest.encoded())
         while true {
             switch try next() {
             case .status(let status): return status.revision
@@ -246,13 +251,13 @@ final class CatchUpClient {
         var helloRetried = false
         while true {
             if saysHello && !greeted {
-                try socket.send([WireMessage.hello(worker: tool, lastRevision: 0).encoded()])
+                try send(WireMessage.hello(worker: tool, lastRevision: 0).encoded())
                 while true {
                     if case .welcome = try next() { break }
                 }
                 greeted = true
             }
-            try socket.send([WireMessage.catchUpRequest(from: revision).encoded()])
+            try send(WireMessage.catchUpRequest(from: revision).encoded())
             let answer = try answer()
             switch answer {
             case .records(let records): return .records(records)
