@@ -189,7 +189,7 @@ enum Command: Equatable {
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--watch [SECONDS] [--count N]] [--json] [--key FILE --leader-key FILE]"),
         ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT]"),
-        ("ops", "list the ops the leader serves, each with its argument's shape and an example: cogd ops [--json]"),
+        ("ops", "list the ops this program's leader serves, each with its argument's shape and an example: cogd ops [--json]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json] | --group-workers N [--heartbeat-timeout S] …"),
         ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE] [--json]"),
