@@ -45,7 +45,7 @@ struct AsyncGraceTests {
         let released = releases(cogs)
         let cancelled = completionCheck(cogs)
         cogs.leaveScreen()
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         guard case .released = await handle.outcome else {
@@ -77,7 +77,7 @@ struct AsyncGraceTests {
         #expect(work.generationCount == 1, "three one-shot reads start one run")
         let released = releases(cogs)
         let dropped = completionCheck(cogs)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         await dropped.wait()
@@ -97,7 +97,7 @@ struct AsyncGraceTests {
         var starts = work.starts.makeAsyncIterator()
         let first = cogs.refresh(forecastCog)
         #expect(await starts.next() == 0)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .milliseconds(500))
         let second = cogs.refresh(forecastCog)
         #expect(await starts.next() == 1)
@@ -110,7 +110,7 @@ struct AsyncGraceTests {
             return
         }
         let released = releases(cogs)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         guard case .released = await third.outcome else {
@@ -139,7 +139,7 @@ struct AsyncGraceTests {
         let released = releases(cogs)
         let cancelled = completionCheck(cogs)
         cogs.leaveScreen()
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         await cancelled.wait()
@@ -166,7 +166,7 @@ struct AsyncGraceTests {
         #expect(await starts.next() == 1)
         _ = cogs.peek(otherCog)
         let released = releases(cogs)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(10))
         await released[0].wait()
         work.succeed(1, with: 8)
