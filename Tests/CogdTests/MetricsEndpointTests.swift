@@ -248,7 +248,7 @@ struct MetricsEndpointTests {
         defer { leader.stop() }
         // A name with an escape sequence in it: in JSON, escaped and intact.
         let name = "w\u{1B}[2J"
-        let worker = try ports.startWorker(name, rig: "replica")
+        let worker = try ports.startWorker(name, rig: "replica", group: "replicas")  // a group refuses control characters
         worker.killHard()
         worker.stop()
         func event(_ name: String) -> [String: Any]? {
