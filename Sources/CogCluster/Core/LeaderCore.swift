@@ -99,6 +99,8 @@ public struct LeaderCore {
         /// The group its hello named, when the leader places groups (its
         /// top-level registrations join the group's).
         var group: String?
+        /// Whether it said hello as a tool (reads the state and closes).
+        var tool = false
     }
 
     public let settings: Settings
@@ -252,7 +254,7 @@ public struct LeaderCore {
         let silent = workers.filter { now - max($0.value.lastHeard, resumedAt) >= settings.heartbeatTimeout }.keys
         for name in silent.sorted() {
             if let state = workers[name] {
-                note(.timedOut(worker: name, seconds: Double((now - max(state.lastHeard, resumedAt)).components.seconds)))
+                note(.timedOut(worker: name, seconds: Double((now - max(state.lastHeard, resumedAt)).components.seconds), tool: state.tool))
             }
             workers[name] = nil
             goneWorkers.insert(name)
@@ -427,7 +429,7 @@ public struct LeaderCore {
             return
         }
         switch message {
-        case .hello(let worker, let revision, let rig, let group):
+        case .hello(let worker, let revision, let rig, let group, let tool):
             if let rig, let refusal = rigRefusal(rig, worker: worker) {
                 refuse(peer, refusal)
                 return
@@ -440,7 +442,7 @@ public struct LeaderCore {
                 refuse(peer, WireError(.malformed, "a group is 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8 with no control characters"))
                 return
             }
-            hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, now: now)
+            hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, tool: tool, now: now)
         case .heartbeat(let worker, let revision, let stateDigest):
             heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
         case .snapshotRequest(let inParts):
@@ -496,7 +498,7 @@ public struct LeaderCore {
         switch message {
         case .statusRequest:
             break
-        case .hello(let worker, _, _, _), .heartbeat(let worker, _, _):
+        case .hello(let worker, _, _, _, _), .heartbeat(let worker, _, _):
             guard holder.role == .worker else { return forbidden("say hello or heartbeat: only a worker key may") }
             if let denial = own(worker) { return denial }
         case .scopeRegister(let spec):
@@ -531,7 +533,7 @@ public struct LeaderCore {
         return rig.incompatibility(with: served).map { WireError(.rigMismatch, "worker \(worker)'s \($0)") }
     }
 
-    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, group: String?, now: Duration) {
+    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, group: String?, tool: Bool = false, now: Duration) {
         guard revision <= log.lastRevision else {
             // Its replica holds turns this log does not: another history.
             refuse(peer, WireError(
@@ -556,8 +558,8 @@ public struct LeaderCore {
             // The same process, now in another group: what it held was placed for the old one.
             dropWorker(worker, named: LeaderCore.reregisteredTurn)
         }
-        if workers[worker]?.identity != peer { note(.joined(worker: worker, group: group, revision: revision)) }
-        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group)
+        if workers[worker]?.identity != peer { note(.joined(worker: worker, group: group, revision: revision, tool: tool)) }
+        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group, tool: tool)
         sendWelcome(worker, to: peer)
     }
 
@@ -579,7 +581,7 @@ public struct LeaderCore {
         }
         workers[worker] = WorkerState(
             appliedRevision: revision, lastHeard: now, identity: peer, digest: digestAgreement(revision, stateDigest),
-            group: holder.group)
+            group: holder.group, tool: holder.tool)
         sendWelcome(worker, to: peer)
     }
 
@@ -814,7 +816,7 @@ public struct LeaderCore {
                         request: id,
                         outcome: .rejected(Rejection(
                             .expired,
-                            "request \(id) was answered long ago and its answer is no longer kept (the leader's retention removed "
+                            "request \(id) was answered long ago and its answer is no longer kept (the leader's retention or `cogd log compact` removed "
                                 + "answers up to \(id.worker)#\(expired)); it is not run again — a new request needs a new sequence"))
                     ).frame()
                 }
@@ -982,7 +984,8 @@ public struct LeaderCore {
                 name: name, appliedRevision: state.appliedRevision,
                 lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                 secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
-                digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name])
+                digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name],
+                tool: state.tool ? true : nil)
         }
     }
 
@@ -995,10 +998,12 @@ public struct LeaderCore {
 
     /// Something about the workers an operator wants in the log.
     public enum Event: Sendable, Equatable {
-        /// A process said hello as `worker` (first, or after being given up or replaced).
-        case joined(worker: String, group: String?, revision: UInt64)
-        /// Silent past the heartbeat timeout: given up, its instances retired.
-        case timedOut(worker: String, seconds: Double)
+        /// A process said hello as `worker` (first, or after being given up
+        /// or replaced); `tool`: as a tool that reads the state and closes.
+        case joined(worker: String, group: String?, revision: UInt64, tool: Bool = false)
+        /// Silent past the heartbeat timeout: given up, its instances retired
+        /// (`tool`: a tool that closed; it held none).
+        case timedOut(worker: String, seconds: Double, tool: Bool = false)
         /// A new process took over the name of one that is gone.
         case nameTakenOver(worker: String)
         /// A process was refused a name another live process holds.
