@@ -259,7 +259,8 @@ enum LogCommands {
         }
         let store: TurnStore
         do {
-            store = try TurnStore(directory: dataFolder, mode: .writer)
+            // Maintenance: the folder's lock, no new epoch; nothing to remove writes nothing.
+            store = try TurnStore(directory: dataFolder, mode: .maintenance)
         } catch where error.code == .locked {
             printError(
                 "Error: \(escaped: error.message): a leader serves from this folder. Stop it first, or let it remove old turns "
@@ -285,7 +286,8 @@ enum LogCommands {
             if let unindexed = store.unindexedFrom, store.lastRevision - store.firstRevision + 1 > keep {
                 printError(
                     "\(CogdCommandLine.programName) log compact: revisions from \(unindexed) on were kept: they hold replies not yet in the dedup table "
-                        + "(the leader stopped without indexing them). A leader indexes them when it opens the folder; compact again after that")
+                        + "(a backup's newest, or a leader stopped without indexing them). A leader indexes them when it opens the folder: "
+                        + "start one on it once, stop it, and compact again")
             }
             return 0
         } catch {

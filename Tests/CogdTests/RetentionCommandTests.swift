@@ -145,6 +145,14 @@ struct RetentionCommandTests {
         let compact = try runCogd(["log", "compact", "--keep", "10", "--data", folder.path])
         #expect(compact.status == 0, "\(compact)")
         #expect(compact.stdout.hasPrefix("ok: removed revisions 1…90 (90 turns); \(folder.path) keeps revisions 91…100"), "\(compact.stdout)")
+        // Compacting starts no epoch, and with nothing to remove writes nothing: the file's bytes stay as they were.
+        let epoch = jsonObject(try runCogd(["log", "stats", "--json", "--data", folder.path]).stdout)["epoch"] as? Int
+        #expect(epoch == 2, "soak 1, the leader 2; compact none")
+        let bytes = FileManager.default.contents(atPath: folder.path + "/data.mdb")
+        let again = try runCogd(["log", "compact", "--keep", "10", "--data", folder.path])
+        #expect(again.status == 0 && again.stdout.hasPrefix("ok: nothing to remove: \(folder.path) keeps revisions 91…100"), "\(again)")
+        #expect(FileManager.default.contents(atPath: folder.path + "/data.mdb") == bytes, "nothing removed, nothing written")
+        #expect(jsonObject(try runCogd(["log", "stats", "--json", "--data", folder.path]).stdout)["epoch"] as? Int == 2)
 
         let stats = try runCogd(["log", "stats", "--data", folder.path])
         #expect(stats.stdout.contains("revisions    91…100 (10 turns; retention removed 1…90)"), "\(stats.stdout)")
@@ -171,7 +179,7 @@ struct RetentionCommandTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
-        #expect(leader.lines.contains { $0.contains("epoch 4, revision 100") }, "\(leader.lines)")
+        #expect(leader.lines.contains { $0.contains("epoch 3, revision 100") }, "\(leader.lines)")
     }
 
     @Test func `a backup taken under load verifies, and a leader started on it serves the same state at its last revision`() throws {
