@@ -29,7 +29,9 @@ struct TailCommand {
 
     /// Looks back from `first` (at most `scopeLookback` turns) for the turns
     /// that opened the instances `records` come from or retire, so those are
-    /// named too (`scope TrailScreens.trailScreen[1] #1.1`), not only numbered.
+    /// named too (`scope TrailScreens.trailScreen[1] #1.1`), not only numbered;
+    /// one that no record opened (a root placed by a registration reply) is
+    /// named by the record that retires it, when the log holds one.
     private func seedScopeLabels(_ store: TurnStore, before first: UInt64, for records: [TurnRecord]) throws {
         var wanted = Set(records.compactMap(\.origin.instance) + records.flatMap { $0.scopeEvents.filter { $0.kind == .retire }.map(\.instance) })
         for record in records { for event in record.scopeEvents where event.kind == .open { wanted.remove(event.instance) } }
@@ -43,6 +45,24 @@ struct TailCommand {
                 }
             }
             end = start
+        }
+        // Not opened by any record read: a mechanism's root (or a member) placed by a
+        // registration reply (`cogwire.md` §6a). A later record that retires it names
+        // it: looked for in these records, then at most `scopeLookback` turns after them.
+        guard !wanted.isEmpty, let last = records.last?.revision else { return }
+        func named(by record: TurnRecord) {
+            for event in record.scopeEvents where event.kind == .retire && wanted.remove(event.instance) != nil {
+                progress.scopes[event.instance] = TurnRecord.scopeLabel(event)
+            }
+        }
+        records.forEach(named)
+        var start = last + 1
+        let ceiling = min(store.lastRevision, last + TailCommand.scopeLookback)
+        while !wanted.isEmpty && start <= ceiling {
+            let chunk = try store.records(from: start, limit: Int(min(1_000, ceiling - start + 1)))
+            guard let end = chunk.last?.revision else { break }
+            chunk.forEach(named)
+            start = end + 1
         }
     }
 
