@@ -292,6 +292,15 @@ enum LogCommands {
         }
         defer { store.close() }
         do {
+            // Replies a leader left only in their records (a backup's newest, or a leader
+            // stopped without indexing them) are indexed first, as a leader does when it
+            // opens the folder: then those records may go too. Nothing to remove: nothing written.
+            var indexed = 0
+            if store.unindexedFrom != nil, store.lastRevision - store.firstRevision + 1 > keep {
+                let replies = LeaderCore.inKeyOrder(try LeaderCore.rebuiltReplies(store))
+                _ = try store.append([], replies: replies, index: .indexed)
+                indexed = replies.count
+            }
             let before = store.firstRevision
             let report = try store.compact(keep: keep)
             let stats = try store.statistics()
@@ -300,15 +309,12 @@ enum LogCommands {
                 ? "ok: nothing to remove: \(dataFolder) keeps revisions \(store.firstRevision)…\(store.lastRevision)"
                 : "ok: removed revisions \(before)…\(report.firstRevision - 1) (\(report.records) turns); \(dataFolder) keeps revisions "
                     + "\(report.firstRevision)…\(store.lastRevision)"
+            if indexed > 0 {
+                line += "; first indexed \(indexed) repl\(indexed == 1 ? "y" : "ies") held only in their records (as a leader does when it opens the folder)"
+            }
             line += "; removed \(report.dedupEntries) dedup answers stored before them"
             line += "; data.mdb stays \(bytes(stats.fileBytes)) (\(stats.freePages) pages free for later commits; `\(CogdCommandLine.programName) log backup` writes a compacted copy)"
             print(line)
-            if let unindexed = store.unindexedFrom, store.lastRevision - store.firstRevision + 1 > keep {
-                printError(
-                    "\(CogdCommandLine.programName) log compact: revisions from \(unindexed) on were kept: they hold replies not yet in the dedup table "
-                        + "(a backup's newest, or a leader stopped without indexing them). A leader indexes them when it opens the folder: "
-                        + "start one on it once, stop it, and compact again")
-            }
             return 0
         } catch {
             printError("Error: \(escaped: error)")

@@ -178,17 +178,26 @@ public struct LeaderCore {
         cogs = Cogs.durable(store: durable)
         scopes = ScopeTable(epoch: log.epoch)
         scopesAtLastCommit = scopes
-        if let first = log.unindexedFrom {
-            var rebuilt: [RequestID: [UInt8]] = [:]
-            try log.forEachRecord(from: first) { record in
-                // A request whose body settled several turns was answered with the first's revision.
-                guard let request = record.origin.request, rebuilt[request] == nil else { return }
-                rebuilt[request] = LeaderCore.dedupValue(
-                    digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
-            }
-            unindexed = rebuilt
+        if log.unindexedFrom != nil {
+            unindexed = try LeaderCore.rebuiltReplies(log)
             indexNow = true
         }
+    }
+
+    /// The `dedup` rows of the applied requests whose replies `log` holds
+    /// only in their records (from `unindexedFrom`), rebuilt from those
+    /// records: what a leader indexes as it opens the folder, and `cogd log
+    /// compact` before it removes them.
+    nonisolated public static func rebuiltReplies(_ log: some LeaderLog) throws(TurnStoreError) -> [RequestID: [UInt8]] {
+        guard let first = log.unindexedFrom else { return [:] }
+        var rebuilt: [RequestID: [UInt8]] = [:]
+        try log.forEachRecord(from: first) { record in
+            // A request whose body settled several turns was answered with the first's revision.
+            guard let request = record.origin.request, rebuilt[request] == nil else { return }
+            rebuilt[request] = LeaderCore.dedupValue(
+                digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
+        }
+        return rebuilt
     }
 
     /// The unindexed replies are indexed at the next commit.
@@ -915,12 +924,12 @@ public struct LeaderCore {
 
     /// What `dedup` keeps for a request: the digest of its op and argument
     /// (8 zero bytes when unknown), then the reply frame (`turnlog.md` §2).
-    public static func dedupValue(digest: [UInt8]?, frame: [UInt8]) -> [UInt8] {
+    nonisolated public static func dedupValue(digest: [UInt8]?, frame: [UInt8]) -> [UInt8] {
         // A digest read from a file or record of another size is unknown, not trusted.
         (digest.flatMap { $0.count == RequestDigest.size ? $0 : nil } ?? unknownDigest) + frame
     }
 
-    static let unknownDigest = [UInt8](repeating: 0, count: RequestDigest.size)
+    nonisolated static let unknownDigest = [UInt8](repeating: 0, count: RequestDigest.size)
 
     /// The stored answer to a retry — unless the retry carries another op or
     /// argument than the request first answered under its id: then it is
@@ -952,7 +961,7 @@ public struct LeaderCore {
     }
 
     /// Rows in the dedup table's key order (worker, then sequence).
-    static func inKeyOrder(_ replies: [RequestID: [UInt8]]) -> [(RequestID, [UInt8])] {
+    nonisolated public static func inKeyOrder(_ replies: [RequestID: [UInt8]]) -> [(RequestID, [UInt8])] {
         replies.sorted { a, b in
             guard a.key.worker == b.key.worker else { return a.key.worker.utf8.lexicographicallyPrecedes(b.key.worker.utf8) }
             return a.key.sequence < b.key.sequence

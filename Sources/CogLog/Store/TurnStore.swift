@@ -375,7 +375,8 @@ public final class TurnStore {
         _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil, retention: Retention = .everything,
         at time: Date = Date()
     ) throws(TurnStoreError) -> Range<UInt64> {
-        guard mode == .writer else {
+        // Maintenance (`cogd log compact`) may index replies, never append turns.
+        guard mode == .writer || (mode == .maintenance && drafts.isEmpty && index == .indexed) else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
         let first = try nextRevision(count: drafts.count)
