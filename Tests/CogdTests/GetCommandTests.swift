@@ -108,7 +108,8 @@ struct GetCommandTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
-        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 3)
+        let metrics = freePort()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 3, options: ["--metrics", "127.0.0.1:\(metrics)"])
         defer { leader.stop() }
         let worker = try ports.startWorker("w1", rig: "replica")
         defer { worker.stop() }
@@ -127,6 +128,11 @@ struct GetCommandTests {
         let workers = object?["workers"] as? [[String: Any]] ?? []
         #expect(workers.first { $0["name"] as? String == "w1" }.map { $0["tool"] == nil } == true, "\(json.stdout)")
         #expect(workers.first { ($0["name"] as? String)?.hasPrefix("get-") == true }?["tool"] as? Bool == true, "\(json.stdout)")
+        // Nor is it a worker to the metrics: one connected worker, no lag gauge for the tool.
+        let (samples, _) = try MetricsEndpointTests.scrape(metrics)
+        #expect(samples["cogd_leader_connected_workers"] == 1, "\(samples)")
+        #expect(samples[#"cogd_leader_worker_lag_revisions{worker="w1"}"#] != nil, "\(samples)")
+        #expect(!samples.keys.contains { $0.contains("get-") }, "\(samples)")
         // It sends no heartbeat: given up at the timeout, as a tool that left, not a worker timing out.
         let left = leader.waitForLine(timeout: .seconds(20)) { $0.contains("get-") && $0.contains(" left") }
         #expect(

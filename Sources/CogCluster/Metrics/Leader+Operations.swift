@@ -184,7 +184,8 @@ extension Leader {
         }
         let counts = errorCounts
         let last = lastRevision
-        let workers = core.workerStatus(now: self.now)
+        // Tools (`cogd get`, `tail --connect`) read and close: neither workers nor lagging.
+        let workers = core.workerStatus(now: self.now).filter { $0.tool != true }
         func worker(_ value: (LeaderStatus.Worker) -> Double) -> [MetricFamily.Sample] {
             workers.map { MetricFamily.Sample(labels: [.init("worker", $0.name)], value: value($0)) }
         }
