@@ -203,7 +203,7 @@ enum LeaderSnapshot {
         }
 
         if curve == nil {
-            try socket.send([WireMessage.hello(worker: tool, lastRevision: 0).encoded()])
+            try socket.send([WireMessage.hello(worker: tool, lastRevision: 0, tool: true).encoded()])
             while true {
                 guard let answer = try next() else { return nil }
                 if case .welcome = answer { break }

@@ -235,7 +235,7 @@ final class CatchUpClient {
         var helloRetried = false
         while true {
             if saysHello && !greeted {
-                try socket.send([WireMessage.hello(worker: tool, lastRevision: 0).encoded()])
+                try socket.send([WireMessage.hello(worker: tool, lastRevision: 0, tool: true).encoded()])
                 while true {
                     if case .welcome = try next() { break }
                 }

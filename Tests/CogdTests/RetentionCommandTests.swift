@@ -154,6 +154,14 @@ struct RetentionCommandTests {
         let compact = try runCogd(["log", "compact", "--keep", "10", "--data", folder.path])
         #expect(compact.status == 0, "\(compact)")
         #expect(compact.stdout.hasPrefix("ok: removed revisions 1…90 (90 turns); \(folder.path) keeps revisions 91…100"), "\(compact.stdout)")
+        // Compacting starts no epoch, and with nothing to remove writes nothing: the file's bytes stay as they were.
+        let epoch = jsonObject(try runCogd(["log", "stats", "--json", "--data", folder.path]).stdout)["epoch"] as? Int
+        #expect(epoch == 2, "soak 1, the leader 2; compact none")
+        let bytes = FileManager.default.contents(atPath: folder.path + "/data.mdb")
+        let again = try runCogd(["log", "compact", "--keep", "10", "--data", folder.path])
+        #expect(again.status == 0 && again.stdout.hasPrefix("ok: nothing to remove: \(folder.path) keeps revisions 91…100"), "\(again)")
+        #expect(FileManager.default.contents(atPath: folder.path + "/data.mdb") == bytes, "nothing removed, nothing written")
+        #expect(jsonObject(try runCogd(["log", "stats", "--json", "--data", folder.path]).stdout)["epoch"] as? Int == 2)
 
         let stats = try runCogd(["log", "stats", "--data", folder.path])
         #expect(stats.stdout.contains("revisions    91…100 (10 turns; retention removed 1…90)"), "\(stats.stdout)")
@@ -180,7 +188,42 @@ struct RetentionCommandTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
-        #expect(leader.lines.contains { $0.contains("epoch 4, revision 100") }, "\(leader.lines)")
+        #expect(leader.lines.contains { $0.contains("epoch 3, revision 100") }, "\(leader.lines)")
+    }
+
+    @Test func `a fresh backup compacts at once: its unindexed replies are indexed first, and a retry of a removed turn is still answered`() throws {
+        let folder = TemporaryFolder()
+        let copy = TemporaryFolder()
+        defer {
+            folder.cleanUp()
+            copy.cleanUp()
+        }
+        do {
+            let ports = ClusterPorts()
+            let leader = try ports.startLeader(data: folder.path)
+            defer { leader.stop() }
+            for sequence in 1...6 {
+                let call = try ports.call("ledger.open", #"{"account": "a\#(sequence)", "balance": 1}"#, requestID: "client#\(sequence)")
+                #expect(call.hasPrefix("applied revision \(sequence)"), "\(call)")
+            }
+            // Fewer replies than the leader indexes at once: the backup holds them only in their records.
+            #expect(try runCogd(["log", "backup", copy.path + "/b", "--data", folder.path]).status == 0)
+        }
+        let backup = copy.path + "/b"
+        #expect(jsonObject(try runCogd(["log", "stats", "--json", "--data", backup]).stdout)["unindexedFrom"] as? Int == 1)
+        let compact = try runCogd(["log", "compact", "--keep", "2", "--data", backup])
+        #expect(compact.status == 0 && compact.stderr.isEmpty, "\(compact)")
+        #expect(
+            compact.stdout.hasPrefix(
+                "ok: removed revisions 1…4 (4 turns); \(backup) keeps revisions 5…6; first indexed 6 replies held only in their records "
+                    + "(as a leader does when it opens the folder)"), "\(compact.stdout)")
+        let stats = jsonObject(try runCogd(["log", "stats", "--json", "--data", backup]).stdout)
+        #expect(stats["firstRevision"] as? Int == 5 && stats["unindexedFrom"] is NSNull, "\(stats)")
+        // A leader on the compacted backup answers a retry of a request whose turn is gone, from dedup.
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: backup)
+        defer { leader.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "a1", "balance": 1}"#, requestID: "client#1").hasPrefix("applied revision 1"))
     }
 
     @Test func `a backup taken under load verifies, and a leader started on it serves the same state at its last revision`() throws {
