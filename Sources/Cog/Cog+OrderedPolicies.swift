@@ -49,8 +49,8 @@ extension Cog.Async {
     /// Declares an async cog with an ordered policy whose accepted values
     /// always count as changes.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
     ) {
         self.init(
@@ -63,8 +63,8 @@ extension Cog.Async where Value: Equatable {
     /// Declares an async cog with an ordered policy whose accepted values are
     /// compared with `==`.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
     ) {
         self.init(
@@ -77,8 +77,8 @@ extension CogBox.Async {
     /// Declares an async box with an ordered policy whose accepted values
     /// always count as changes; each key orders its own runs.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
     ) {
         self.init(
@@ -91,8 +91,8 @@ extension CogBox.Async where Value: Equatable {
     /// Declares an async box with an ordered policy whose accepted values are
     /// compared with `==`; each key orders its own runs.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
     ) {
         self.init(
