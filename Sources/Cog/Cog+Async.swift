@@ -8,6 +8,11 @@ extension Cog where Value: Sendable {
     /// starts a new generation, cancels the one in flight and drops its late
     /// result.
     ///
+    /// `default:` is evaluated once per state, when the state is made: each key
+    /// of a box gets its own, and a state recreated after a grace release
+    /// evaluates it again. It may be an expression or a closure
+    /// (`default: Forecast()` or `default: { Forecast() }`).
+    ///
     /// ```swift
     /// let forecastCog = Cog<Forecast?>.Async(default: nil) { c in
     ///   let zip = c[zipCog]
@@ -22,6 +27,16 @@ extension Cog where Value: Sendable {
         /// Declares an async cog whose accepted values always count as changes.
         public init(
             _ policy: LatestPolicy = .latest, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+            name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+            _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
+        ) {
+            self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
+        }
+
+        /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+        /// run once per state like the expression form.
+        public init(
+            _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
             name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
         ) {
@@ -55,6 +70,17 @@ extension Cog.Async where Value: Equatable {
         self.init(
             defaultValue, equalsRule: { $0 == $1 }, policy: .latest, name: name, fileID: fileID, line: line, selector)
     }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: .latest, name: name, fileID: fileID, line: line, selector)
+    }
 }
 
 extension CogBox where Value: Sendable {
@@ -65,6 +91,16 @@ extension CogBox where Value: Sendable {
         /// Declares an async box whose accepted values always count as changes.
         public init(
             _ policy: LatestPolicy = .latest, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+            name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+            _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
+        ) {
+            self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
+        }
+
+        /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+        /// run once per state like the expression form.
+        public init(
+            _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
             name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
         ) {
@@ -93,6 +129,17 @@ extension CogBox.Async where Value: Equatable {
     /// Declares an async box whose accepted values are compared with `==`.
     public init(
         _ policy: LatestPolicy = .latest, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: .latest, name: name, fileID: fileID, line: line, selector)
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
     ) {

@@ -57,6 +57,18 @@ extension Cog.Async {
             defaultValue, equalsRule: nil, policy: AsyncRunPolicy(policy), name: name, fileID: fileID, line: line,
             { selector($0).work })
     }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: nil, policy: AsyncRunPolicy(policy), name: name, fileID: fileID, line: line,
+            { selector($0).work })
+    }
 }
 
 extension Cog.Async where Value: Equatable {
@@ -64,6 +76,18 @@ extension Cog.Async where Value: Equatable {
     /// compared with `==`.
     public init(
         _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: AsyncRunPolicy(policy), name: name, fileID: fileID,
+            line: line, { selector($0).work })
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
     ) {
@@ -85,6 +109,18 @@ extension CogBox.Async {
             defaultValue, equalsRule: nil, policy: AsyncRunPolicy(policy), name: name, fileID: fileID, line: line,
             { selector($0, $1).work })
     }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: nil, policy: AsyncRunPolicy(policy), name: name, fileID: fileID, line: line,
+            { selector($0, $1).work })
+    }
 }
 
 extension CogBox.Async where Value: Equatable {
@@ -92,6 +128,18 @@ extension CogBox.Async where Value: Equatable {
     /// compared with `==`; each key orders its own runs.
     public init(
         _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: AsyncRunPolicy(policy), name: name, fileID: fileID,
+            line: line, { selector($0, $1).work })
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
     ) {

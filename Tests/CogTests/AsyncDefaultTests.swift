@@ -53,10 +53,10 @@ struct AsyncDefaultTests {
         #expect(runs.count == 1)
     }
 
-    @Test func `ASYNC-40 two keys of an async box get two default objects`() async {
+    @Test func `ASYNC-40 two keys of an async box get two default objects, with the closure spelling too`() async {
         let runs = Counter()
         let work = ControlledWork<Placeholder>()
-        let reportCogs = CogBox<Placeholder, Int>.Async(default: Placeholder(counting: runs), name: "report") {
+        let reportCogs = CogBox<Placeholder, Int>.Async(default: { Placeholder(counting: runs) }, name: "report") {
             _, _ in work.makeWork()
         }
         let cogs = Cogs.forTesting()
