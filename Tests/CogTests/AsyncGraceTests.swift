@@ -8,16 +8,6 @@ extension CogOps {
     fileprivate func leaveScreen() { turn(_screenCog, to: false) }
 }
 
-/// Acknowledgements for the next `count` releases by grace.
-@MainActor
-private func releases(_ cogs: Cogs, count: Int = 1) -> [MainActorCleanupAcknowledgement] {
-    (0..<count).map { _ in
-        let acknowledgement = MainActorCleanupAcknowledgement()
-        cogs.acknowledgeNextDerivedRelease(with: acknowledgement)
-        return acknowledgement
-    }
-}
-
 /// An acknowledgement for the next finished generation's check.
 @MainActor
 private func completionCheck(_ cogs: Cogs) -> MainActorCleanupAcknowledgement {
