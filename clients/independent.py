@@ -142,7 +142,7 @@ def check_vectors(checks):
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
-                  "error-compacted", "status-uptime"}
+                  "error-compacted", "status-uptime", "hello-tool", "status-tool"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -222,6 +222,11 @@ def check_vectors(checks):
         and b["workers"][0]["digest"] == "agrees" and "roots" not in b["workers"][0]
         and b["workers"][1]["group"] == "bank" and b["workers"][1]["instances"] == 2
         and b["workers"][1]["roots"] == ["Bank"], repr(b)))
+    wire_check("hello-tool", "hello", lambda b: expect(
+        b == {"worker": "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50", "lastRevision": 0, "tool": True}, repr(b)))
+    wire_check("status-tool", "status", lambda b: expect(
+        [w["name"] for w in b["workers"]] == ["tail-7d2b", "w1"] and b["workers"][0]["tool"] is True
+        and "tool" not in b["workers"][1], repr(b)))
     wire_check("status-uptime", "status", lambda b: expect(
         b["version"] == "0.1.0" and b["uptimeSeconds"] == 3723.5 and b["heartbeatTimeoutSeconds"] == 5.0
         and [w["name"] for w in b["workers"]] == ["w1", "w2"] and b["workers"][1]["secondsSinceHeard"] == 3.25, repr(b)))

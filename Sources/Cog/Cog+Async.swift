@@ -8,6 +8,11 @@ extension Cog where Value: Sendable {
     /// starts a new generation, cancels the one in flight and drops its late
     /// result.
     ///
+    /// `default:` is evaluated once per state, when the state is made: each key
+    /// of a box gets its own, and a state recreated after a grace release
+    /// evaluates it again. It may be an expression or a closure
+    /// (`default: Forecast()` or `default: { Forecast() }`).
+    ///
     /// ```swift
     /// let forecastCog = Cog<Forecast?>.Async(default: nil) { c in
     ///   let zip = c[zipCog]
@@ -21,20 +26,30 @@ extension Cog where Value: Sendable {
 
         /// Declares an async cog whose accepted values always count as changes.
         public init(
-            _ policy: LatestPolicy = .latest, default defaultValue: Value, name: String? = nil,
-            fileID: StaticString = #fileID, line: UInt = #line,
+            _ policy: LatestPolicy = .latest, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+            name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+            _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
+        ) {
+            self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
+        }
+
+        /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+        /// run once per state like the expression form.
+        public init(
+            _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
+            name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
         ) {
             self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
         }
 
         init(
-            _ defaultValue: Value, equalsRule: (@MainActor (Value, Value) -> Bool)?, policy: AsyncRunPolicy,
-            name: String?, fileID: StaticString, line: UInt,
+            _ defaultValue: @escaping @MainActor () -> Value, equalsRule: (@MainActor (Value, Value) -> Bool)?,
+            policy: AsyncRunPolicy, name: String?, fileID: StaticString, line: UInt,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
         ) {
             let descriptor = AsyncDescriptor<Value>(
-                selector: { reader, _ in selector(reader) }, defaultValue: defaultValue, equals: equalsRule,
+                selector: { reader, _ in selector(reader) }, makeDefault: defaultValue, equals: equalsRule,
                 policy: policy,
                 name: name, fileID: fileID, line: line, isKeyed: false)
             self.ref = StateRef(descriptor: descriptor, key: .none)
@@ -48,8 +63,19 @@ extension Cog where Value: Sendable {
 extension Cog.Async where Value: Equatable {
     /// Declares an async cog whose accepted values are compared with `==`.
     public init(
-        _ policy: LatestPolicy = .latest, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: LatestPolicy = .latest, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: .latest, name: name, fileID: fileID, line: line, selector)
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> Work<Value>
     ) {
         self.init(
@@ -64,21 +90,31 @@ extension CogBox where Value: Sendable {
 
         /// Declares an async box whose accepted values always count as changes.
         public init(
-            _ policy: LatestPolicy = .latest, default defaultValue: Value, name: String? = nil,
-            fileID: StaticString = #fileID, line: UInt = #line,
+            _ policy: LatestPolicy = .latest, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+            name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+            _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
+        ) {
+            self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
+        }
+
+        /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+        /// run once per state like the expression form.
+        public init(
+            _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
+            name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
         ) {
             self.init(defaultValue, equalsRule: nil, policy: .latest, name: name, fileID: fileID, line: line, selector)
         }
 
         init(
-            _ defaultValue: Value, equalsRule: (@MainActor (Value, Value) -> Bool)?, policy: AsyncRunPolicy,
-            name: String?, fileID: StaticString, line: UInt,
+            _ defaultValue: @escaping @MainActor () -> Value, equalsRule: (@MainActor (Value, Value) -> Bool)?,
+            policy: AsyncRunPolicy, name: String?, fileID: StaticString, line: UInt,
             _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
         ) {
             self.descriptor = AsyncDescriptor<Value>(
                 selector: { reader, key in selector(reader, unwrapKey(key, as: Key.self)) },
-                defaultValue: defaultValue, equals: equalsRule, policy: policy,
+                makeDefault: defaultValue, equals: equalsRule, policy: policy,
                 name: name, fileID: fileID, line: line, isKeyed: true)
         }
 
@@ -92,8 +128,19 @@ extension CogBox where Value: Sendable {
 extension CogBox.Async where Value: Equatable {
     /// Declares an async box whose accepted values are compared with `==`.
     public init(
-        _ policy: LatestPolicy = .latest, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: LatestPolicy = .latest, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: .latest, name: name, fileID: fileID, line: line, selector)
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: LatestPolicy = .latest, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> Work<Value>
     ) {
         self.init(

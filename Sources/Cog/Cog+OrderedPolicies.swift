@@ -49,8 +49,20 @@ extension Cog.Async {
     /// Declares an async cog with an ordered policy whose accepted values
     /// always count as changes.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: nil, policy: AsyncRunPolicy(policy), name: name, fileID: fileID, line: line,
+            { selector($0).work })
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
     ) {
         self.init(
@@ -63,8 +75,20 @@ extension Cog.Async where Value: Equatable {
     /// Declares an async cog with an ordered policy whose accepted values are
     /// compared with `==`.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: AsyncRunPolicy(policy), name: name, fileID: fileID,
+            line: line, { selector($0).work })
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>) -> RunWork<Value>
     ) {
         self.init(
@@ -77,8 +101,20 @@ extension CogBox.Async {
     /// Declares an async box with an ordered policy whose accepted values
     /// always count as changes; each key orders its own runs.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: nil, policy: AsyncRunPolicy(policy), name: name, fileID: fileID, line: line,
+            { selector($0, $1).work })
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
     ) {
         self.init(
@@ -91,8 +127,20 @@ extension CogBox.Async where Value: Equatable {
     /// Declares an async box with an ordered policy whose accepted values are
     /// compared with `==`; each key orders its own runs.
     public init(
-        _ policy: OrderedPolicy, default defaultValue: Value, name: String? = nil,
-        fileID: StaticString = #fileID, line: UInt = #line,
+        _ policy: OrderedPolicy, default defaultValue: @autoclosure @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
+        _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
+    ) {
+        self.init(
+            defaultValue, equalsRule: { $0 == $1 }, policy: AsyncRunPolicy(policy), name: name, fileID: fileID,
+            line: line, { selector($0, $1).work })
+    }
+
+    /// The same, with `default:` given as a closure (`default: { Forecast() }`),
+    /// run once per state like the expression form.
+    public init(
+        _ policy: OrderedPolicy, default defaultValue: @escaping @MainActor () -> Value,
+        name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ selector: @escaping @MainActor (Reader<CogStatus<Value>>, Key) -> RunWork<Value>
     ) {
         self.init(

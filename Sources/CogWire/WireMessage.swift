@@ -10,7 +10,10 @@ public enum WireMessage: Equatable, Sendable {
     /// fingerprint of the rig it runs (absent from workers before it was
     /// sent, and from tools: then nothing is compared).
     /// `group`: the worker group it joins (`cogwire.md` §6a; absent: none).
-    case hello(worker: String, lastRevision: UInt64, rig: CogRig.Fingerprint? = nil, group: String? = nil)
+    /// `tool`: a short-lived tool (`cogd get`, `cogd tail --connect`) that
+    /// reads the state and closes, not a worker (`cogwire.md` §3; sent only
+    /// when true, absent reads as false, older leaders ignore it).
+    case hello(worker: String, lastRevision: UInt64, rig: CogRig.Fingerprint? = nil, group: String? = nil, tool: Bool = false)
     /// Leader → worker: the epoch, the newest revision, where turns are
     /// published, and the highest request sequence answered for this worker
     /// name (its next requests are numbered above it).
@@ -232,11 +235,16 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
         /// The mechanisms whose root is placed on it (`cogwire.md` §6a), by
         /// name, sorted; absent when none (and from leaders before it was reported).
         public var roots: [String]?
+        /// True when it said hello as a tool (`cogd get`, `cogd tail
+        /// --connect`: it reads the state and closes); absent for a worker
+        /// (and from leaders before it was reported).
+        public var tool: Bool?
 
         public init(
             name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double, digest: String? = nil, group: String? = nil,
-            instances: UInt64? = nil, roots: [String]? = nil
+            instances: UInt64? = nil, roots: [String]? = nil, tool: Bool? = nil
         ) {
+            self.tool = tool
             self.group = group
             self.instances = instances
             self.roots = roots
@@ -341,10 +349,11 @@ extension WireMessage {
         }
         let body: CBORValue?
         switch self {
-        case .hello(let worker, let lastRevision, let rig, let group):
+        case .hello(let worker, let lastRevision, let rig, let group, let tool):
             var fields: [(key: CBORValue, value: CBORValue)] = [(.text("worker"), .text(worker)), (.text("lastRevision"), .unsigned(lastRevision))]
             if let rig { fields.append((.text("rig"), tree(rig))) }
             if let group { fields.append((.text("group"), .text(group))) }
+            if tool { fields.append((.text("tool"), .bool(true))) }
             body = .map(fields)
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, let group):
             var fields: [String: CBORValue] = [
@@ -400,7 +409,7 @@ extension WireMessage {
     /// The worker a request, hello, heartbeat or registration names.
     public var workerName: String? {
         switch self {
-        case .hello(let worker, _, _, _), .heartbeat(let worker, _, _): worker
+        case .hello(let worker, _, _, _, _), .heartbeat(let worker, _, _): worker
         case .op(let request): request.request.worker
         case .scopeRegister(let spec): spec.worker
         default: nil
@@ -450,9 +459,9 @@ extension WireMessage {
         }
         switch envelope.type {
         case "hello":
-            struct Hello: Decodable { var worker: String; var lastRevision: UInt64; var rig: CogRig.Fingerprint?; var group: String? }
+            struct Hello: Decodable { var worker: String; var lastRevision: UInt64; var rig: CogRig.Fingerprint?; var group: String?; var tool: Bool? }
             let hello = try body(Hello.self)
-            return .hello(worker: hello.worker, lastRevision: hello.lastRevision, rig: hello.rig, group: hello.group)
+            return .hello(worker: hello.worker, lastRevision: hello.lastRevision, rig: hello.rig, group: hello.group, tool: hello.tool ?? false)
         case "welcome":
             struct Welcome: Decodable {
                 var epoch: UInt64

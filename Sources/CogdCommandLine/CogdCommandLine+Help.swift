@@ -186,8 +186,8 @@ extension CogdCommandLine {
                   --json              one JSON object instead of lines (default: lines), with the same
                                       fields: version, uptimeSeconds, heartbeatTimeoutSeconds, epoch,
                                       revision, workers [{name, appliedRevision, lag,
-                                      secondsSinceHeard, silent, digest?, group?, instances?, roots?}],
-                                      errors {code: count}, openScopeInstances, placement?,
+                                      secondsSinceHeard, silent, digest?, group?, instances?, roots?,
+                                      tool?}], errors {code: count}, openScopeInstances, placement?,
                                       commits? {count, window, p50Micros, p99Micros, turnsPerCommit}
                                       (? absent when the leader does not report it; version and
                                       uptimeSeconds null from older leaders)
@@ -299,7 +299,8 @@ extension CogdCommandLine {
                   --leader ENDPOINT   with --connect and --from or --since, the leader's requests
                                       endpoint it catches up from (default: $\(Command.leaderEnvironmentVariable) when set, else
                                       \(Command.defaultRequestsEndpoint)); without keys it says hello there as a
-                                      tool, tail-UUID, which `status` lists until the heartbeat timeout
+                                      tool, tail-UUID, which `status` lists under tools until the
+                                      heartbeat timeout
                   --timeout SECONDS   with --connect, how long to wait for the stream's connection and
                                       for each answer while catching up (default \(Command.secondsText(Command.defaultTimeout)))
                   --key FILE          with --connect to a leader that authenticates with CURVE, a worker's

@@ -207,7 +207,8 @@ enum LeaderSnapshot {
         }
 
         if curve == nil {
-            guard try handshakes.send(WireMessage.hello(worker: tool, lastRevision: 0).encoded(), on: socket, within: timeout) else { return nil }
+            guard try handshakes.send(WireMessage.hello(worker: tool, lastRevision: 0, tool: true).encoded(), on: socket, within: timeout)
+            else { return nil }
             while true {
                 guard let answer = try next() else { return nil }
                 if case .welcome = answer { break }

@@ -320,7 +320,7 @@ struct GroupDrill {
         var lines = [
             "drill verdict (seed \(options.seed), a group of \(options.groupWorkers) workers)",
             "  kills            workers \(verdict.workerKills) (\(verdict.live.count) owned accounts, \(ownerless) owned none), leader 0",
-            "  requests         sent \(verdict.sent), applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
+            "  requests         the drill's client sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
             "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",
@@ -328,7 +328,7 @@ struct GroupDrill {
             "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(escaped: verdict.unconverged.joined(separator: "; "))")",
             "  ownership        \(check.doubleOwnership.count) times a (group, selector, account) had two live instances (checked after every record)",
             "  owned            \(check.uncovered.count) times an account had no live owner past the move window, from revision \(check.coveredFrom.map(String.init) ?? "— (never all owned)")",
-            "  effects          \(check.scopeEffects) turns from \(check.instancesSeen.count) scope instances; duplicated \(check.duplicatedEffects.count); from retired or another worker's instances \(check.foreignEffects.count); \(verdict.retiredRejected) late requests rejected as retired",
+            "  effects          \(check.scopeEffects) turns from \(check.instancesSeen.count) scope instances; duplicated \(check.duplicatedEffects.count); from retired or another worker's instances \(check.foreignEffects.count); \(verdict.retiredRejected) late requests from retired instances refused by the leader (retired-scope: the workers' own, not the client's)",
             "  move             kill → reopened on a survivor p50 \(beside(figures.reopenP50)), p99 \(beside(figures.reopenP99))",
             "                   kill → greeter live there  p50 \(beside(figures.liveP50)), p99 \(beside(figures.liveP99)), max \(beside(figures.liveMax))",
             "                   heartbeat timeout \(Self.milliseconds(timeout)) ms; every account live within \(Self.milliseconds(limit)) ms of the kill: \(verdict.live.count - verdict.late.count) of \(verdict.live.count) kills",

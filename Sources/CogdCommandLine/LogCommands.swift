@@ -31,7 +31,9 @@ struct TailCommand {
 
     /// Looks back from `first` (at most `scopeLookback` turns) for the turns
     /// that opened the instances `records` come from or retire, so those are
-    /// named too (`scope TrailScreens.trailScreen[1] #1.1`), not only numbered.
+    /// named too (`scope TrailScreens.trailScreen[1] #1.1`), not only numbered;
+    /// one that no record opened (a root placed by a registration reply) is
+    /// named by the record that retires it, when the log holds one.
     private func seedScopeLabels(_ store: TurnStore, before first: UInt64, for records: [TurnRecord]) throws {
         var wanted = Set(records.compactMap(\.origin.instance) + records.flatMap { $0.scopeEvents.filter { $0.kind == .retire }.map(\.instance) })
         for record in records { for event in record.scopeEvents where event.kind == .open { wanted.remove(event.instance) } }
@@ -45,6 +47,24 @@ struct TailCommand {
                 }
             }
             end = start
+        }
+        // Not opened by any record read: a mechanism's root (or a member) placed by a
+        // registration reply (`cogwire.md` §6a). A later record that retires it names
+        // it: looked for in these records, then at most `scopeLookback` turns after them.
+        guard !wanted.isEmpty, let last = records.last?.revision else { return }
+        func named(by record: TurnRecord) {
+            for event in record.scopeEvents where event.kind == .retire && wanted.remove(event.instance) != nil {
+                progress.scopes[event.instance] = TurnRecord.scopeLabel(event)
+            }
+        }
+        records.forEach(named)
+        var start = last + 1
+        let ceiling = min(store.lastRevision, last + TailCommand.scopeLookback)
+        while !wanted.isEmpty && start <= ceiling {
+            let chunk = try store.records(from: start, limit: Int(min(1_000, ceiling - start + 1)))
+            guard let end = chunk.last?.revision else { break }
+            chunk.forEach(named)
+            start = end + 1
         }
     }
 
@@ -272,7 +292,8 @@ enum LogCommands {
         }
         let store: TurnStore
         do {
-            store = try TurnStore(directory: dataFolder, mode: .writer)
+            // Maintenance: the folder's lock, no new epoch; nothing to remove writes nothing.
+            store = try TurnStore(directory: dataFolder, mode: .maintenance)
         } catch where error.code == .locked {
             printError(
                 "Error: \(escaped: error.message): a leader serves from this folder. Stop it first, or let it remove old turns "
@@ -284,6 +305,15 @@ enum LogCommands {
         }
         defer { store.close() }
         do {
+            // Replies a leader left only in their records (a backup's newest, or a leader
+            // stopped without indexing them) are indexed first, as a leader does when it
+            // opens the folder: then those records may go too. Nothing to remove: nothing written.
+            var indexed = 0
+            if store.unindexedFrom != nil, store.lastRevision - store.firstRevision + 1 > keep {
+                let replies = LeaderCore.inKeyOrder(try LeaderCore.rebuiltReplies(store))
+                _ = try store.append([], replies: replies, index: .indexed)
+                indexed = replies.count
+            }
             let before = store.firstRevision
             let report = try store.compact(keep: keep)
             let stats = try store.statistics()
@@ -292,14 +322,12 @@ enum LogCommands {
                 ? "ok: nothing to remove: \(dataFolder) keeps revisions \(store.firstRevision)…\(store.lastRevision)"
                 : "ok: removed revisions \(before)…\(report.firstRevision - 1) (\(report.records) turns); \(dataFolder) keeps revisions "
                     + "\(report.firstRevision)…\(store.lastRevision)"
+            if indexed > 0 {
+                line += "; first indexed \(indexed) repl\(indexed == 1 ? "y" : "ies") held only in their records (as a leader does when it opens the folder)"
+            }
             line += "; removed \(report.dedupEntries) dedup answers stored before them"
             line += "; data.mdb stays \(bytes(stats.fileBytes)) (\(stats.freePages) pages free for later commits; `\(CogdCommandLine.programName) log backup` writes a compacted copy)"
             print(line)
-            if let unindexed = store.unindexedFrom, store.lastRevision - store.firstRevision + 1 > keep {
-                printError(
-                    "\(CogdCommandLine.programName) log compact: revisions from \(unindexed) on were kept: they hold replies not yet in the dedup table "
-                        + "(the leader stopped without indexing them). A leader indexes them when it opens the folder; compact again after that")
-            }
             return 0
         } catch {
             printError("Error: \(escaped: error)")

@@ -104,9 +104,12 @@ enum StatusCommand {
         lines.append("epoch     \(status.epoch)")
         lines.append("revision  \(status.revision)")
         let timeout = status.heartbeatTimeoutSeconds
-        let silent = status.workers.filter { isSilent($0.secondsSinceHeard, heartbeatTimeout: timeout) }.count
-        lines.append("workers   \(status.workers.count)" + (silent > 0 ? " (\(silent) silent)" : ""))
-        for worker in status.workers {
+        // Tools (`cogd get`, `cogd tail --connect`) read the state and close: listed apart, never lagging or silent.
+        let workers = status.workers.filter { $0.tool != true }
+        let tools = status.workers.filter { $0.tool == true }
+        let silent = workers.filter { isSilent($0.secondsSinceHeard, heartbeatTimeout: timeout) }.count
+        lines.append("workers   \(workers.count)" + (silent > 0 ? " (\(silent) silent)" : ""))
+        for worker in workers {
             let heard = String(format: "%.1f", worker.secondsSinceHeard)
             let silence =
                 isSilent(worker.secondsSinceHeard, heartbeatTimeout: timeout)
@@ -117,8 +120,21 @@ enum StatusCommand {
                     + (worker.digest.map { ", digest \(TerminalText.escaped($0))" } ?? "")
                     + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? "") + silence)
         }
-        let errors = status.errorCounts.sorted { $0.key < $1.key }.map { "\(TerminalText.escaped($0.key)) \($0.value)" }
+        if !tools.isEmpty {
+            lines.append("tools     \(tools.count) (cogd get / tail --connect: read the state and close; listed until the heartbeat timeout)")
+            for tool in tools {
+                lines.append("  \(TerminalText.escaped(tool.name)): tool, heard \(String(format: "%.1f", tool.secondsSinceHeard))s ago")
+            }
+        }
+        // hello-first is a worker re-introducing itself (as after a leader
+        // restart), not a fault: counted apart from the errors.
+        let helloFirst = status.errorCounts[WireErrorCode.helloFirst.rawValue]
+        let errors = status.errorCounts.filter { $0.key != WireErrorCode.helloFirst.rawValue }.sorted { $0.key < $1.key }
+            .map { "\(TerminalText.escaped($0.key)) \($0.value)" }
         lines.append("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
+        if let helloFirst {
+            lines.append("rejoins   hello-first \(helloFirst) (workers re-introducing themselves, as after a leader restart; not errors)")
+        }
         let open = status.openScopeInstances.count
         lines.append("scopes    \(open) open instance\(open == 1 ? "" : "s")")
         let groups = Dictionary(grouping: status.workers.filter { $0.group != nil }, by: { $0.group ?? "" })
@@ -161,7 +177,8 @@ enum StatusCommand {
                 + ($0.digest.map { ", \"digest\": \(CBORText.quoted($0))" } ?? "")
                 + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
                 + ($0.instances.map { ", \"instances\": \($0)" } ?? "")
-                + ($0.roots.map { ", \"roots\": [\($0.map(CBORText.quoted).joined(separator: ", "))]" } ?? "") + "}"
+                + ($0.roots.map { ", \"roots\": [\($0.map(CBORText.quoted).joined(separator: ", "))]" } ?? "")
+                + ($0.tool == true ? ", \"tool\": true" : "") + "}"
         }
         return "{\"version\": \(status.version.map(CBORText.quoted) ?? "null"), "
             + "\"uptimeSeconds\": \(status.uptimeSeconds.map(number) ?? "null"), "

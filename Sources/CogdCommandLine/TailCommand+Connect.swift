@@ -251,7 +251,7 @@ final class CatchUpClient {
         var helloRetried = false
         while true {
             if saysHello && !greeted {
-                try send(WireMessage.hello(worker: tool, lastRevision: 0).encoded())
+                try send(WireMessage.hello(worker: tool, lastRevision: 0, tool: true).encoded())
                 while true {
                     if case .welcome = try next() { break }
                 }

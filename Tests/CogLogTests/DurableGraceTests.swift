@@ -51,7 +51,7 @@ struct DurableGraceTests {
         #expect(noteStarts.count == startsBefore + 1)
         #expect(cogs.peek(noteLengthCogs[1]) == 14)
         let released = releases(cogs, count: 2)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         await released[1].wait()
@@ -90,7 +90,7 @@ struct DurableGraceTests {
         let runsBefore = lengthRuns.count
         #expect(replica.peek(noteLengthCogs[2]) == 10)
         let released = releases(replica, count: 2)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         await released[1].wait()
@@ -100,7 +100,7 @@ struct DurableGraceTests {
         #expect(noteStarts.count == startsBefore, "the replicated value came back, not the starting closure")
 
         let again = releases(replica, count: 2)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await again[0].wait()
         await again[1].wait()

@@ -8,16 +8,6 @@ extension CogOps {
     fileprivate func leaveScreen() { turn(_screenCog, to: false) }
 }
 
-/// Acknowledgements for the next `count` releases by grace.
-@MainActor
-private func releases(_ cogs: Cogs, count: Int = 1) -> [MainActorCleanupAcknowledgement] {
-    (0..<count).map { _ in
-        let acknowledgement = MainActorCleanupAcknowledgement()
-        cogs.acknowledgeNextDerivedRelease(with: acknowledgement)
-        return acknowledgement
-    }
-}
-
 /// An acknowledgement for the next finished generation's check.
 @MainActor
 private func completionCheck(_ cogs: Cogs) -> MainActorCleanupAcknowledgement {
@@ -45,7 +35,7 @@ struct AsyncGraceTests {
         let released = releases(cogs)
         let cancelled = completionCheck(cogs)
         cogs.leaveScreen()
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         guard case .released = await handle.outcome else {
@@ -77,7 +67,7 @@ struct AsyncGraceTests {
         #expect(work.generationCount == 1, "three one-shot reads start one run")
         let released = releases(cogs)
         let dropped = completionCheck(cogs)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         await dropped.wait()
@@ -97,7 +87,7 @@ struct AsyncGraceTests {
         var starts = work.starts.makeAsyncIterator()
         let first = cogs.refresh(forecastCog)
         #expect(await starts.next() == 0)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .milliseconds(500))
         let second = cogs.refresh(forecastCog)
         #expect(await starts.next() == 1)
@@ -110,7 +100,7 @@ struct AsyncGraceTests {
             return
         }
         let released = releases(cogs)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         guard case .released = await third.outcome else {
@@ -139,7 +129,7 @@ struct AsyncGraceTests {
         let released = releases(cogs)
         let cancelled = completionCheck(cogs)
         cogs.leaveScreen()
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
         await released[0].wait()
         await cancelled.wait()
@@ -166,7 +156,7 @@ struct AsyncGraceTests {
         #expect(await starts.next() == 1)
         _ = cogs.peek(otherCog)
         let released = releases(cogs)
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(10))
         await released[0].wait()
         work.succeed(1, with: 8)

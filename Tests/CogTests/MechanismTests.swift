@@ -72,7 +72,7 @@ struct MechanismTests {
         let clock = TestClock()
         let names = Recorder<String?>()
         let cogs = Cogs.forTesting(mechanisms: [WeatherMechanism(clock: clock, taskNames: names)])
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         #expect(names.values == ["Weather.hourlyRefresh"])
         var ticks = cogs.values(of: _tickCog).makeAsyncIterator()
         #expect(await ticks.next() == 0)

@@ -148,11 +148,11 @@ struct PolicyTests {
     @Test("POLICY-05 streams accept .latest only, enforced by the initializers' types")
     func streamsAreLatestOnlyByType() async {
         let ordered: (
-            OrderedPolicy, Int, String?, StaticString, UInt,
+            OrderedPolicy, @autoclosure @escaping @MainActor () -> Int, String?, StaticString, UInt,
             @escaping @MainActor (Reader<CogStatus<Int>>) -> RunWork<Int>
         ) -> Cog<Int>.Async = Cog<Int>.Async.init
         let latest: (
-            LatestPolicy, Int, String?, StaticString, UInt,
+            LatestPolicy, @autoclosure @escaping @MainActor () -> Int, String?, StaticString, UInt,
             @escaping @MainActor (Reader<CogStatus<Int>>) -> Work<Int>
         ) -> Cog<Int>.Async = Cog<Int>.Async.init
         let stream = ControlledStream<Int>()

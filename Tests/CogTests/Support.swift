@@ -38,6 +38,16 @@ func completionChecks(_ cogs: Cogs, count: Int) -> [MainActorCleanupAcknowledgem
     }
 }
 
+/// Acknowledgements for the next `count` releases by grace.
+@MainActor
+func releases(_ cogs: Cogs, count: Int = 1) -> [MainActorCleanupAcknowledgement] {
+    (0..<count).map { _ in
+        let acknowledgement = MainActorCleanupAcknowledgement()
+        cogs.acknowledgeNextDerivedRelease(with: acknowledgement)
+        return acknowledgement
+    }
+}
+
 @MainActor
 func waitAll(_ checks: [MainActorCleanupAcknowledgement]) async {
     for check in checks { await check.wait() }

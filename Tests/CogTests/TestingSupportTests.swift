@@ -80,12 +80,12 @@ struct TestingSupportTests {
             try await clock.sleep(for: .seconds(2))
             await woke.append("late")
         }
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         let early = Task {
             try await clock.sleep(for: .seconds(1))
             await woke.append("early")
         }
-        try await clock.waitForScheduledSleep(count: 2)
+        try await clock.waitForScheduledSleep(count: 2, within: .seconds(30))
         #expect(await woke.names.isEmpty)
         clock.advance(by: .seconds(1))
         try await early.value
@@ -99,7 +99,7 @@ struct TestingSupportTests {
     @Test func `Q5 TestClock finish cancels every sleeper`() async throws {
         let clock = TestClock()
         let sleeper = Task { try await clock.sleep(for: .seconds(60)) }
-        try await clock.waitForScheduledSleep()
+        try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.finish()
         await #expect(throws: CancellationError.self) { try await sleeper.value }
         #expect(clock.activeSleeperCount == 0)

@@ -23,6 +23,20 @@ struct DrillTests {
         #expect(verdict?["command"] as? String == "cogd drill --workers 2 --seconds 8 --kill-leader-every 2.0 --kill-worker-every 3.0 --trap-every 6.0 --seed 11")
     }
 
+    @Test func `the drill's text verdict says whose requests each count is, and that none answered rejected was applied`() throws {
+        let result = try runCogd(["drill", "--workers", "1", "--seconds", "3", "--kill-leader-every", "2", "--seed", "3"], timeout: .seconds(90))
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let pattern = #"^  requests         the drill's client sent \d+: applied \d+, unchanged \d+, rejected \d+, retried \d+, unanswered 0$"#
+        #expect(lines.contains { $0.range(of: pattern, options: .regularExpression) != nil }, "\(result.stdout)")
+        #expect(
+            lines.contains { $0.range(of: #"^  scopes           \d+ turns owned by scope instances, \d+ late requests from retired instances refused by the leader \(retired-scope: the workers' own, not the client's\), 0 applied"#, options: .regularExpression) != nil },
+            "\(result.stdout)")
+        #expect(
+            lines.contains { $0.range(of: #"^  quarantined      \d+ other requests answered crashed-leader \(a drill kill while their body ran\); requests answered rejected yet in the log: none$"#, options: .regularExpression) != nil },
+            "\(result.stdout)")
+    }
+
     @Test func `a drill with trapping requests: each kills the leader at most once and is answered crashed-leader`() throws {
         let result = try runCogd(
             ["drill", "--workers", "2", "--seconds", "6", "--kill-leader-every", "3", "--kill-worker-every", "4", "--trap-every", "2", "--seed", "7", "--json"],

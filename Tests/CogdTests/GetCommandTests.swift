@@ -103,4 +103,42 @@ struct GetCommandTests {
         #expect(silent.status == 4 && silent.stdout.isEmpty, "\(silent)")
         #expect(silent.stderr.hasPrefix("Error: no answer from the leader at tcp://127.0.0.1:\(port) within 0.5 s"), "\(silent)")
     }
+
+    @Test func `a get --leader says hello as a tool: status lists it under tools, and its leaving is logged at INFO as a tool's`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let metrics = freePort()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 3, options: ["--metrics", "127.0.0.1:\(metrics)"])
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1", rig: "replica")
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("cogd worker w1: synced at revision 0") } != nil, "\(worker.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
+        let get = try runCogd(["get", "ledger.balance", "--leader", ports.requests])
+        #expect(get.status == 0 && get.stdout == "ledger.balance[\"alice\"] = 5\n", "\(get)")
+        let status = try runCogd(["status", "--leader", ports.requests])
+        let lines = status.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("workers   1"), "\(status.stdout)")
+        #expect(lines.contains { $0.hasPrefix("tools     1 (cogd get / tail --connect") }, "\(status.stdout)")
+        #expect(lines.contains { $0.range(of: #"^  get-[0-9A-Fa-f-]{36}: tool, heard [0-9.]+s ago$"#, options: .regularExpression) != nil }, "\(status.stdout)")
+        #expect(!lines.contains { $0.hasPrefix("  get-") && $0.contains("lag") }, "a tool is not shown lagging: \(status.stdout)")
+        let json = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        let workers = object?["workers"] as? [[String: Any]] ?? []
+        #expect(workers.first { $0["name"] as? String == "w1" }.map { $0["tool"] == nil } == true, "\(json.stdout)")
+        #expect(workers.first { ($0["name"] as? String)?.hasPrefix("get-") == true }?["tool"] as? Bool == true, "\(json.stdout)")
+        // Nor is it a worker to the metrics: one connected worker, no lag gauge for the tool.
+        let (samples, _) = try MetricsEndpointTests.scrape(metrics)
+        #expect(samples["cogd_leader_connected_workers"] == 1, "\(samples)")
+        #expect(samples[#"cogd_leader_worker_lag_revisions{worker="w1"}"#] != nil, "\(samples)")
+        #expect(!samples.keys.contains { $0.contains("get-") }, "\(samples)")
+        // It sends no heartbeat: given up at the timeout, as a tool that left, not a worker timing out.
+        let left = leader.waitForLine(timeout: .seconds(20)) { $0.contains("get-") && $0.contains(" left") }
+        #expect(
+            left?.range(of: #" INFO  cogd leader: tool get-[0-9A-Fa-f-]{36} left \(a tool reads the state and closes; it held nothing\)$"#, options: .regularExpression)
+                != nil, "\(leader.lines)")
+        #expect(leader.lines.contains { $0.contains(" INFO  cogd leader: tool get-") && $0.hasSuffix(" connected to read the state") }, "\(leader.lines)")
+        #expect(!leader.lines.contains { $0.contains(" WARN ") && $0.contains("get-") }, "\(leader.lines)")
+    }
 }

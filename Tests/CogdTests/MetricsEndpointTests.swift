@@ -207,6 +207,17 @@ struct MetricsEndpointTests {
         leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
         #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("cogd worker w1: synced at revision 1, epoch 2") } != nil, "\(worker.lines)")
+        // The worker's heartbeat reached the new leader before its hello: told
+        // hello-first, it said hello. The leader says so at INFO, not as an error.
+        let rejoin = leader.waitForLine(timeout: .seconds(15)) { $0.contains("hello-first") }
+        #expect(rejoin?.contains(" INFO  cogd leader: ") == true, "\(leader.lines)")
+        #expect(rejoin?.contains("workers re-introducing themselves (as after a leader restart) say hello next") == true, "\(leader.lines)")
+        #expect(!leader.lines.contains { $0.contains(" WARN ") && $0.contains("hello-first") }, "\(leader.lines)")
+        let status = try runCogd(["status", "--leader", ports.requests])
+        #expect(status.stdout.contains("\nerrors    none\n"), "\(status.stdout)")
+        #expect(
+            status.stdout.range(of: #"\nrejoins   hello-first \d+ \(workers re-introducing themselves"#, options: .regularExpression) != nil,
+            "\(status.stdout)")
         let (samples, _) = try MetricsEndpointTests.scrape(workerMetrics)
         #expect(samples["cogd_worker_resyncs_total"] == 1, "\(samples)")
         #expect((samples["cogd_worker_reconnects_total"] ?? 0) >= 1, "\(samples)")
@@ -248,7 +259,7 @@ struct MetricsEndpointTests {
         defer { leader.stop() }
         // A name with an escape sequence in it: in JSON, escaped and intact.
         let name = "w\u{1B}[2J"
-        let worker = try ports.startWorker(name, rig: "replica")
+        let worker = try ports.startWorker(name, rig: "replica", group: "replicas")  // a group refuses control characters
         worker.killHard()
         worker.stop()
         func event(_ name: String) -> [String: Any]? {

@@ -21,7 +21,12 @@ struct RigArithmeticTests {
             try ports.call(
                 "ledger.tellerTransfer", #"{"transfer": {"from": "bob", "to": "alice", "amount": \#(max)}, "receipt": "alice"}"#
             ).hasPrefix("unchanged"))
+        // As the README says: a tick while the hike logger is not running, and one
+        // that is not positive, write nothing (`unchanged`, exit 0 — not a rejection).
+        #expect(try ports.call("trails.tickHike", "5").hasPrefix("unchanged"))
         #expect(try ports.call("trails.startHike", "true").hasPrefix("applied revision 3"))
+        let zero = try runCogd(["call", "--leader", ports.requests, "trails.tickHike", "0"])
+        #expect(zero.status == 0 && zero.stdout.hasPrefix("unchanged"), "\(zero.stdout)\(zero.stderr)")
         #expect(try ports.call("trails.tickHike", max).hasPrefix("applied revision 4"))
         #expect(try ports.call("trails.tickHike", "1").hasPrefix("unchanged"))
         // A negative argument follows `--`, or it would read as an option.

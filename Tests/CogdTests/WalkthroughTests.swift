@@ -85,7 +85,7 @@ struct WalkthroughParseTests {
         #expect(call.contains("--request-id console#7") && call.contains("--name ops-console"), "\(call)")
         let status = try runCogd(["status", "--help"]).stdout
         let lines = status.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        #expect(lines.contains("errors {code: count}, openScopeInstances, placement?,"), "\(status)")
+        #expect(lines.contains("tool?}], errors {code: count}, openScopeInstances, placement?,"), "\(status)")
         #expect(!lines.contains { $0.hasSuffix("{code:") || $0 == "count}," }, "\(status)")
         #expect(status.contains("turns each may be below 1"), "\(status)")
     }

@@ -29,6 +29,7 @@ struct WireVectorTests {
                     name: "ledger", schemaVersion: 1, durableSources: ["ledger.accounts", "ledger.balance"], ops: ["ledger.open", "ledger.transfer"]))),
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
             ("hello-group", .hello(worker: "w1", lastRevision: 0, group: "greeters")),
+            ("hello-tool", .hello(worker: "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50", lastRevision: 0, tool: true)),
             ("welcome-group", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 0, group: "greeters")),
             ("heartbeat", .heartbeat(worker: "w1", revision: 42, stateDigest: after42)),
             ("snapshot-request", .snapshotRequest(inParts: false)),
@@ -74,6 +75,14 @@ struct WireVectorTests {
                         roots: ["Bank"]),
                 ],
                 errorCounts: ["hello-first": 1], openScopeInstances: [1 << 32 | 4]))),
+            ("status-tool", .status(LeaderStatus(
+                epoch: 3, revision: 42,
+                workers: [
+                    LeaderStatus.Worker(
+                        name: "tail-7d2b", appliedRevision: 0, lag: 42, secondsSinceHeard: 1.5, digest: "unknown", instances: 0, tool: true),
+                    LeaderStatus.Worker(name: "w1", appliedRevision: 42, lag: 0, secondsSinceHeard: 0.5, digest: "agrees", instances: 0),
+                ],
+                errorCounts: [:], openScopeInstances: []))),
             ("status-uptime", .status({
                 var status = LeaderStatus(
                     epoch: 3, revision: 42,

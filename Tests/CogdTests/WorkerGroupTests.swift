@@ -141,6 +141,13 @@ struct WorkerGroupTests {
         let tail = try runCogd(["tail", "--data", folder.path])
         #expect(tail.stdout.contains("    retires LedgerHerald (root) #\(rootInstance >> 32).\(rootInstance & 0xffff_ffff) on h1"), "\(tail.stdout)")
         #expect(tail.stdout.contains("    opens  LedgerHerald (root) #\(newRoot >> 32).\(newRoot & 0xffff_ffff) on h2"), "\(tail.stdout)")
+        // h1's greetings came from a root its registration reply placed (no record opened it):
+        // the record that retired it names it, so tail names their scope too.
+        let whole = try runCogd(["tail", "--data", folder.path, "--from", "1"])
+        let h1Greeting = whole.stdout.split(separator: "\n").first { $0.contains("ledger.greet") && $0.contains("(worker h1, ") }
+        #expect(
+            h1Greeting?.contains("(worker h1, scope LedgerHerald (root) #\(rootInstance >> 32).\(rootInstance & 0xffff_ffff), request ") == true,
+            "\(whole.stdout)")
     }
 
     @Test func `a root's owner given up for silence: its late requests, stamped with the old root instance, are rejected as retired`() throws {

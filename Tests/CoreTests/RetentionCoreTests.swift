@@ -73,7 +73,7 @@ struct RetentionCoreTests {
         #expect(
             retry == rejected(
                 .expired,
-                "request c#1 was answered long ago and its answer is no longer kept (the leader's retention removed answers up to c#5); "
+                "request c#1 was answered long ago and its answer is no longer kept (the leader's retention or `cogd log compact` removed answers up to c#5); "
                     + "it is not run again — a new request needs a new sequence"))
         #expect(leader.ports.noted.count == noted, "its body did not run")
         #expect(leader.log.lastRevision == 7)

@@ -1,16 +1,19 @@
 final class AsyncDescriptor<Value: Sendable>: Descriptor, @unchecked Sendable {
     let selector: @MainActor (Reader<CogStatus<Value>>, StateKey) -> Work<Value>
-    let defaultValue: Value
+    /// Makes the value a state shows before its first success; it runs once
+    /// per state, when the state's node is made (again after a release).
+    let makeDefault: @MainActor () -> Value
     let equals: (@MainActor (Value, Value) -> Bool)?
     let policy: AsyncRunPolicy
 
     init(
         selector: @escaping @MainActor (Reader<CogStatus<Value>>, StateKey) -> Work<Value>,
-        defaultValue: Value, equals: (@MainActor (Value, Value) -> Bool)?, policy: AsyncRunPolicy,
+        makeDefault: @escaping @MainActor () -> Value, equals: (@MainActor (Value, Value) -> Bool)?,
+        policy: AsyncRunPolicy,
         name: String?, fileID: StaticString, line: UInt, isKeyed: Bool
     ) {
         self.selector = selector
-        self.defaultValue = defaultValue
+        self.makeDefault = makeDefault
         self.equals = equals
         self.policy = policy
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
@@ -63,10 +66,11 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
         self.elementEquals = descriptor.equals
         let label = descriptor.label(for: key)
         let equals = descriptor.equals
-        self.valueCell = ManualNode(cellLabel: label, value: descriptor.defaultValue, equals: equals)
+        let defaultValue = descriptor.makeDefault()
+        self.valueCell = ManualNode(cellLabel: label, value: defaultValue, equals: equals)
         self.statusCell = ManualNode(
             cellLabel: "\(label).status",
-            value: CogStatus(kind: .pending, value: descriptor.defaultValue, hasSucceeded: false, error: nil),
+            value: CogStatus(kind: .pending, value: defaultValue, hasSucceeded: false, error: nil),
             equals: { old, new in
                 guard old.kind == new.kind, old.hasSucceeded == new.hasSucceeded,
                     old.error == nil, new.error == nil, let equals

@@ -99,6 +99,8 @@ public struct LeaderCore {
         /// The group its hello named, when the leader places groups (its
         /// top-level registrations join the group's).
         var group: String?
+        /// Whether it said hello as a tool (reads the state and closes).
+        var tool = false
     }
 
     public let settings: Settings
@@ -176,17 +178,26 @@ public struct LeaderCore {
         cogs = Cogs.durable(store: durable)
         scopes = ScopeTable(epoch: log.epoch)
         scopesAtLastCommit = scopes
-        if let first = log.unindexedFrom {
-            var rebuilt: [RequestID: [UInt8]] = [:]
-            try log.forEachRecord(from: first) { record in
-                // A request whose body settled several turns was answered with the first's revision.
-                guard let request = record.origin.request, rebuilt[request] == nil else { return }
-                rebuilt[request] = LeaderCore.dedupValue(
-                    digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
-            }
-            unindexed = rebuilt
+        if log.unindexedFrom != nil {
+            unindexed = try LeaderCore.rebuiltReplies(log)
             indexNow = true
         }
+    }
+
+    /// The `dedup` rows of the applied requests whose replies `log` holds
+    /// only in their records (from `unindexedFrom`), rebuilt from those
+    /// records: what a leader indexes as it opens the folder, and `cogd log
+    /// compact` before it removes them.
+    nonisolated public static func rebuiltReplies(_ log: some LeaderLog) throws(TurnStoreError) -> [RequestID: [UInt8]] {
+        guard let first = log.unindexedFrom else { return [:] }
+        var rebuilt: [RequestID: [UInt8]] = [:]
+        try log.forEachRecord(from: first) { record in
+            // A request whose body settled several turns was answered with the first's revision.
+            guard let request = record.origin.request, rebuilt[request] == nil else { return }
+            rebuilt[request] = LeaderCore.dedupValue(
+                digest: record.origin.digest, frame: OpReply(request: request, outcome: .applied(revision: record.revision)).frame())
+        }
+        return rebuilt
     }
 
     /// The unindexed replies are indexed at the next commit.
@@ -252,7 +263,7 @@ public struct LeaderCore {
         let silent = workers.filter { now - max($0.value.lastHeard, resumedAt) >= settings.heartbeatTimeout }.keys
         for name in silent.sorted() {
             if let state = workers[name] {
-                note(.timedOut(worker: name, seconds: Double((now - max(state.lastHeard, resumedAt)).components.seconds)))
+                note(.timedOut(worker: name, seconds: Double((now - max(state.lastHeard, resumedAt)).components.seconds), tool: state.tool))
             }
             workers[name] = nil
             goneWorkers.insert(name)
@@ -427,7 +438,7 @@ public struct LeaderCore {
             return
         }
         switch message {
-        case .hello(let worker, let revision, let rig, let group):
+        case .hello(let worker, let revision, let rig, let group, let tool):
             if let rig, let refusal = rigRefusal(rig, worker: worker) {
                 refuse(peer, refusal)
                 return
@@ -440,7 +451,7 @@ public struct LeaderCore {
                 refuse(peer, WireError(.malformed, "a group is 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8 with no control characters"))
                 return
             }
-            hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, now: now)
+            hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, tool: tool, now: now)
         case .heartbeat(let worker, let revision, let stateDigest):
             heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
         case .snapshotRequest(let inParts):
@@ -496,7 +507,7 @@ public struct LeaderCore {
         switch message {
         case .statusRequest:
             break
-        case .hello(let worker, _, _, _), .heartbeat(let worker, _, _):
+        case .hello(let worker, _, _, _, _), .heartbeat(let worker, _, _):
             guard holder.role == .worker else { return forbidden("say hello or heartbeat: only a worker key may") }
             if let denial = own(worker) { return denial }
         case .scopeRegister(let spec):
@@ -531,7 +542,7 @@ public struct LeaderCore {
         return rig.incompatibility(with: served).map { WireError(.rigMismatch, "worker \(worker)'s \($0)") }
     }
 
-    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, group: String?, now: Duration) {
+    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, group: String?, tool: Bool = false, now: Duration) {
         guard revision <= log.lastRevision else {
             // Its replica holds turns this log does not: another history.
             refuse(peer, WireError(
@@ -556,8 +567,8 @@ public struct LeaderCore {
             // The same process, now in another group: what it held was placed for the old one.
             dropWorker(worker, named: LeaderCore.reregisteredTurn)
         }
-        if workers[worker]?.identity != peer { note(.joined(worker: worker, group: group, revision: revision)) }
-        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group)
+        if workers[worker]?.identity != peer { note(.joined(worker: worker, group: group, revision: revision, tool: tool)) }
+        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group, tool: tool)
         sendWelcome(worker, to: peer)
     }
 
@@ -579,7 +590,7 @@ public struct LeaderCore {
         }
         workers[worker] = WorkerState(
             appliedRevision: revision, lastHeard: now, identity: peer, digest: digestAgreement(revision, stateDigest),
-            group: holder.group)
+            group: holder.group, tool: holder.tool)
         sendWelcome(worker, to: peer)
     }
 
@@ -814,7 +825,7 @@ public struct LeaderCore {
                         request: id,
                         outcome: .rejected(Rejection(
                             .expired,
-                            "request \(id) was answered long ago and its answer is no longer kept (the leader's retention removed "
+                            "request \(id) was answered long ago and its answer is no longer kept (the leader's retention or `cogd log compact` removed "
                                 + "answers up to \(id.worker)#\(expired)); it is not run again — a new request needs a new sequence"))
                     ).frame()
                 }
@@ -913,12 +924,12 @@ public struct LeaderCore {
 
     /// What `dedup` keeps for a request: the digest of its op and argument
     /// (8 zero bytes when unknown), then the reply frame (`turnlog.md` §2).
-    public static func dedupValue(digest: [UInt8]?, frame: [UInt8]) -> [UInt8] {
+    nonisolated public static func dedupValue(digest: [UInt8]?, frame: [UInt8]) -> [UInt8] {
         // A digest read from a file or record of another size is unknown, not trusted.
         (digest.flatMap { $0.count == RequestDigest.size ? $0 : nil } ?? unknownDigest) + frame
     }
 
-    static let unknownDigest = [UInt8](repeating: 0, count: RequestDigest.size)
+    nonisolated static let unknownDigest = [UInt8](repeating: 0, count: RequestDigest.size)
 
     /// The stored answer to a retry — unless the retry carries another op or
     /// argument than the request first answered under its id: then it is
@@ -950,7 +961,7 @@ public struct LeaderCore {
     }
 
     /// Rows in the dedup table's key order (worker, then sequence).
-    static func inKeyOrder(_ replies: [RequestID: [UInt8]]) -> [(RequestID, [UInt8])] {
+    nonisolated public static func inKeyOrder(_ replies: [RequestID: [UInt8]]) -> [(RequestID, [UInt8])] {
         replies.sorted { a, b in
             guard a.key.worker == b.key.worker else { return a.key.worker.utf8.lexicographicallyPrecedes(b.key.worker.utf8) }
             return a.key.sequence < b.key.sequence
@@ -982,7 +993,8 @@ public struct LeaderCore {
                 name: name, appliedRevision: state.appliedRevision,
                 lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                 secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
-                digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name])
+                digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name],
+                tool: state.tool ? true : nil)
         }
     }
 
@@ -995,10 +1007,12 @@ public struct LeaderCore {
 
     /// Something about the workers an operator wants in the log.
     public enum Event: Sendable, Equatable {
-        /// A process said hello as `worker` (first, or after being given up or replaced).
-        case joined(worker: String, group: String?, revision: UInt64)
-        /// Silent past the heartbeat timeout: given up, its instances retired.
-        case timedOut(worker: String, seconds: Double)
+        /// A process said hello as `worker` (first, or after being given up
+        /// or replaced); `tool`: as a tool that reads the state and closes.
+        case joined(worker: String, group: String?, revision: UInt64, tool: Bool = false)
+        /// Silent past the heartbeat timeout: given up, its instances retired
+        /// (`tool`: a tool that closed; it held none).
+        case timedOut(worker: String, seconds: Double, tool: Bool = false)
         /// A new process took over the name of one that is gone.
         case nameTakenOver(worker: String)
         /// A process was refused a name another live process holds.

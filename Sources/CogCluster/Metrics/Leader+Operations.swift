@@ -80,12 +80,21 @@ extension Leader {
         guard let log = configuration.operatorLog else { return }
         for event in takeCoreEvents() {
             switch event {
-            case .joined(let worker, let group, let revision):
+            case .joined(let worker, _, _, true):
+                log.log(
+                    .info, "tool-joined", "tool \(TerminalText.escaped(worker)) connected to read the state",
+                    ["worker": .text(worker)])
+            case .timedOut(let worker, _, true):
+                // A tool reads and closes; it sends no heartbeat and held no instance.
+                log.log(
+                    .info, "tool-left", "tool \(TerminalText.escaped(worker)) left (a tool reads the state and closes; it held nothing)",
+                    ["worker": .text(worker)])
+            case .joined(let worker, let group, let revision, _):
                 log.log(
                     .info, "worker-joined",
                     "worker \(TerminalText.escaped(worker)) joined at revision \(revision)" + (group.map { " in group \(TerminalText.escaped($0))" } ?? ""),
                     ["worker": .text(worker), "group": .text(group ?? ""), "revision": .number(Double(revision))])
-            case .timedOut(let worker, let seconds):
+            case .timedOut(let worker, let seconds, _):
                 log.log(
                     .warn, "worker-timed-out",
                     "worker \(TerminalText.escaped(worker)) left: silent for \(Int(seconds)) s (heartbeat timeout); its scope instances retire",
@@ -118,6 +127,18 @@ extension Leader {
         guard now - operations.lastSummaryLook >= .seconds(1) else { return }
         operations.lastSummaryLook = now
         for (code, added, total) in operations.errorSummary.due(errorCounts, now: now) {
+            if code == WireErrorCode.helloFirst.rawValue {
+                // Not a fault: a worker whose heartbeat reaches a leader that
+                // does not know it yet (it restarted) is told hello-first and
+                // says hello — the protocol working (`protocol/metrics.md` §5).
+                log.log(
+                    .info, "workers-reintroduced",
+                    "\(added) message\(added == 1 ? "" : "s") from worker\(added == 1 ? "" : "s") this leader does not know yet answered hello-first "
+                        + "in the last \(operations.errorSummary.interval.components.seconds) s or so (\(total) since start): "
+                        + "workers re-introducing themselves (as after a leader restart) say hello next",
+                    ["code": .text(code), "count": .number(Double(added)), "total": .number(Double(total))])
+                continue
+            }
             let isRejection = RejectionCode(rawValue: code) != nil
             log.log(
                 .warn, isRejection ? "rejections" : "errors",
@@ -163,7 +184,8 @@ extension Leader {
         }
         let counts = errorCounts
         let last = lastRevision
-        let workers = core.workerStatus(now: self.now)
+        // Tools (`cogd get`, `tail --connect`) read and close: neither workers nor lagging.
+        let workers = core.workerStatus(now: self.now).filter { $0.tool != true }
         func worker(_ value: (LeaderStatus.Worker) -> Double) -> [MetricFamily.Sample] {
             workers.map { MetricFamily.Sample(labels: [.init("worker", $0.name)], value: value($0)) }
         }

@@ -30,7 +30,7 @@ extension TurnStore {
     ///   the record until it is indexed).
     @discardableResult
     public func prune(_ retention: Retention, now: Date = Date(), limit: Int = TurnStore.pruneLimit) throws(TurnStoreError) -> PruneReport {
-        guard mode == .writer else {
+        guard mode != .reader else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
         let report = try TurnStoreError.catching {

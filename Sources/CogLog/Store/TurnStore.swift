@@ -29,6 +29,10 @@ public final class TurnStore {
         case writer
         /// Reads only, beside a running writer.
         case reader
+        /// Holds the folder's lock like a writer and may remove old records
+        /// (`compact`, `prune`), but appends nothing and starts no epoch:
+        /// opening it writes nothing (`cogd log compact`).
+        case maintenance
     }
 
     /// The newest layout version this build reads and writes: schema 5, a
@@ -119,10 +123,10 @@ public final class TurnStore {
                 throw TurnStoreError(code: .notWritable, message: "cannot create data folder \(directory): \(error.localizedDescription)")
             }
         }
-        if mode == .reader && !FileManager.default.fileExists(atPath: directory + "/data.mdb") {
+        if mode != .writer && !FileManager.default.fileExists(atPath: directory + "/data.mdb") {
             throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) holds no turn log (no data.mdb)")
         }
-        if mode == .writer {
+        if mode != .reader {
             guard access(directory, W_OK) == 0 else {
                 throw TurnStoreError(code: .notWritable, message: "data folder \(directory) is not writable")
             }
@@ -371,7 +375,8 @@ public final class TurnStore {
         _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil, retention: Retention = .everything,
         at time: Date = Date()
     ) throws(TurnStoreError) -> Range<UInt64> {
-        guard mode == .writer else {
+        // Maintenance (`cogd log compact`) may index replies, never append turns.
+        guard mode == .writer || (mode == .maintenance && drafts.isEmpty && index == .indexed) else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
         let first = try nextRevision(count: drafts.count)
