@@ -10,7 +10,7 @@ import Testing
 /// PUB on loopback): what the worker sends, and when, for messages the test
 /// controls exactly.
 @MainActor
-@Suite("Worker against a scripted leader", .serialized, .timeLimit(.minutes(1)))
+@Suite("Worker against a scripted leader", .serialized, .timeLimit(.minutes(3)))
 struct WorkerProtocolTests {
     @MainActor
     final class ScriptedLeader {
