@@ -340,7 +340,9 @@ struct Drill {
         }
         // Quiesce: let workers catch up, then read the verdict.
         var status: LeaderStatus?
-        let settleDeadline = ContinuousClock.now + .seconds(15)
+        // (A worker restarted under its name may wait out the heartbeat timeout
+        // before it holds the name again; on a loaded machine that takes a while.)
+        let settleDeadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < settleDeadline {
             if case .status(let current)? = try ClusterCommands.request(
                 .statusRequest, leader: requests, timeout: .seconds(2), keys: curveKeys?.clientKeyFiles) {
