@@ -57,6 +57,7 @@ final class CogdProcess {
         // Lines read earlier, then whole lines an earlier call left in the
         // buffer (it returns at its match), then what the child writes next.
         if let line = lines.first(where: predicate) ?? takeLines(matching: predicate) { return line }
+        guard !outputClosed else { return nil }
         let deadline = ContinuousClock.now + timeout
         let handle = output.fileHandleForReading
         let descriptor = handle.fileDescriptor
@@ -88,8 +89,23 @@ final class CogdProcess {
     func pause() { kill(process.processIdentifier, SIGSTOP) }
     func resume() { kill(process.processIdentifier, SIGCONT) }
 
-    /// Stops the child (SIGTERM, then SIGKILL) and waits for it.
-    func stop() { Tests.stop(process) }
+    /// Stops the child (SIGTERM, then SIGKILL) and waits for it; then
+    /// keeps what it wrote that no wait has read yet and closes the pipe
+    /// (a descriptor left to deinit outlived the test: see `PipeReader`).
+    func stop() {
+        Tests.stop(process)
+        guard !outputClosed, !process.isRunning else { return }
+        let handle = output.fileHandleForReading
+        var poller = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        for _ in 0..<1_000 where poll(&poller, 1, 0) > 0 {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }
+            buffer.append(chunk)
+        }
+        outputClosed = true
+        try? handle.close()
+    }
+    private var outputClosed = false
 
     deinit { stop() }
 }

@@ -67,6 +67,13 @@ final class PipeReader: @unchecked Sendable {
         let handle = pipe.fileHandleForReading
         DispatchQueue.global().async {
             let read = handle.readDataToEndOfFile()
+            // Closed here, at its end: left to the handle's deinit, the
+            // descriptor outlived the call (Foundation keeps the pipe), and
+            // a run of the suite held over a thousand. Foundation's
+            // `Process.run` reads /proc/self/fd past its buffer when there
+            // are that many (swift-corelibs-foundation PR 5472) and crashed
+            // the test process.
+            try? handle.close()
             self.lock.lock()
             self.data = read
             self.lock.unlock()
