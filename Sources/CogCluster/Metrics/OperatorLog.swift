@@ -1,4 +1,5 @@
 import Cog
+import CogLog
 import Foundation
 
 #if canImport(Glibc)
@@ -104,26 +105,7 @@ public final class OperatorLog: Sendable {
 
     /// `text` as a JSON string: quotes, backslashes and every control
     /// character escaped (a peer's text cannot end the line or the string).
-    static func json(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if TerminalText.isUnsafe(scalar) {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    static func json(_ text: String) -> String { CBORText.quoted(text) }
 }
 
 /// Summarises counts that grow often (rejections by code): at most one line
