@@ -1,3 +1,4 @@
+import Cog
 import CogLog
 import CogWire
 import Foundation
@@ -357,6 +358,12 @@ struct Drill {
             let behind = status.workers.filter { $0.appliedRevision != status.revision }.map { "\($0.name) at \($0.appliedRevision) of \(status.revision)" }
             verdict.unconverged = behind
             if status.workers.count < options.workers { verdict.unconverged.append("\(options.workers - status.workers.count) workers not reporting") }
+            let listed = Set(status.workers.map(\.name))
+            for (index, worker) in workers.enumerated() where worker.isRunning && !listed.contains(Drill.workerName(index)) {
+                // Running yet not listed: what it last said is the clue.
+                verdict.unconverged.append(
+                    "\(Drill.workerName(index)) running but not listed\(worker.lastLines(in: workerErrors[index]).map { ", last said: \($0)" } ?? ", said nothing")")
+            }
             for (index, worker) in workers.enumerated() where !worker.isRunning {
                 // The drill restarts workers only after its own kills.
                 verdict.unconverged.append(
@@ -536,6 +543,13 @@ final class Child {
     func lastErrorLine(in errors: String) -> String? {
         guard let text = try? String(contentsOfFile: errors, encoding: .utf8) else { return nil }
         return text.split(separator: "\n").last { $0.contains("Error:") || $0.contains("Fatal error:") }.map(String.init)
+    }
+
+    /// The last few lines the process wrote to its error file, joined with " | ".
+    func lastLines(in errors: String, count: Int = 3) -> String? {
+        guard let text = try? String(contentsOfFile: errors, encoding: .utf8) else { return nil }
+        let lines = text.split(separator: "\n").suffix(count)
+        return lines.isEmpty ? nil : lines.map { TerminalText.escaped(String($0)) }.joined(separator: " | ")
     }
 
     func killHard() {
