@@ -142,7 +142,8 @@ def check_vectors(checks):
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
-                  "error-compacted", "status-uptime", "hello-tool", "status-tool"}
+                  "error-compacted", "status-uptime", "hello-tool", "status-tool", "goodbye",
+                  "error-goodbye-not-holder"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -224,6 +225,9 @@ def check_vectors(checks):
         and b["workers"][1]["roots"] == ["Bank"], repr(b)))
     wire_check("hello-tool", "hello", lambda b: expect(
         b == {"worker": "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50", "lastRevision": 0, "tool": True}, repr(b)))
+    wire_check("goodbye", "goodbye", lambda b: expect(b == {"worker": "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50"}, repr(b)))
+    wire_check("error-goodbye-not-holder", "error", lambda b: expect(
+        b["code"] == "name-in-use" and "request" not in b and "only the connection that said hello" in b["message"], repr(b)))
     wire_check("status-tool", "status", lambda b: expect(
         [w["name"] for w in b["workers"]] == ["tail-7d2b", "w1"] and b["workers"][0]["tool"] is True
         and "tool" not in b["workers"][1], repr(b)))

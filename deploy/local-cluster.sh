@@ -8,8 +8,9 @@
 # Signals: the leader and workers run in process groups of their own (`set -m`),
 # so a terminal's Ctrl-C, which goes to the whole foreground process group,
 # reaches only this script; it sends each child exactly one SIGINT (a second
-# signal means "exit now" to cogd), waits for it and prints its stop line and
-# exit status. A second Ctrl-C while they drain is passed on: they exit at once.
+# signal means "exit now" to cogd) — the workers first, then the leader —
+# waits for it and prints its stop line and exit status. A second Ctrl-C while
+# they drain is passed on: they exit at once.
 #
 # Variables (each optional):
 #   COGD           the cogd binary (default .build/release/cogd in the repository;
@@ -73,15 +74,33 @@ wait_for() {
   done
 }
 
+# Each line of the leader's and workers' logs starts with the time and level
+# (`2026-12-01T20:38:56.490Z INFO  cogd leader: …`); what this script echoes
+# from them leaves those out.
+unstamp='s/^[0-9][0-9T:.Z-]* [A-Z]* *//'
+
+# Waits for child number $1 and prints its stop line and exit status.
+report_stop() {
+  wait_for "${pids[$1]}"
+  stop_line=$(grep -h "stopped at revision" "$logs/${names[$1]}.log" | tail -n 1 | sed -e "$unstamp")
+  echo "${names[$1]}: ${stop_line:-no stop line} (exit $status)"
+}
+
+# The workers first (each says goodbye, so the leader retires what it held
+# at once and records it), then the leader.
 stop_all() {
   set +e
   trap signal_all INT TERM HUP
-  signal_all
   for index in "${!pids[@]}"; do
-    wait_for "${pids[$index]}"
-    stop_line=$(grep -h "stopped at revision" "$logs/${names[$index]}.log" | tail -n 1)
-    echo "${names[$index]}: ${stop_line:-no stop line} (exit $status)"
+    [ "$index" -gt 0 ] && kill -INT "${pids[$index]}" 2>/dev/null
   done
+  for index in "${!pids[@]}"; do
+    [ "$index" -gt 0 ] && report_stop "$index"
+  done
+  if [ "${#pids[@]}" -gt 0 ]; then
+    kill -INT "${pids[0]}" 2>/dev/null
+    report_stop 0
+  fi
   echo "stopped leader and workers (logs in $logs)"
 }
 trap stop_all EXIT
@@ -93,7 +112,7 @@ trap 'exit 129' HUP
 pids+=($!)
 names+=(leader)
 for _ in $(seq 1 100); do grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null && break; sleep 0.05; done
-head -n 1 "$logs/leader.log"
+head -n 1 "$logs/leader.log" | sed -e "$unstamp"
 # Both run the rig's mechanisms and, with no --group, form the worker group
 # `trails` (named after the rig): each effect happens on one of them (one tick
 # a second, each screen's load once). `--group NAME` with a name of its own
@@ -106,7 +125,7 @@ pids+=($!)
 names+=(worker-2)
 for name in worker-1 worker-2; do
   for _ in $(seq 1 200); do grep -q "synced at revision" "$logs/$name.log" 2>/dev/null && break; sleep 0.05; done
-  grep -m 1 "synced at revision" "$logs/$name.log"
+  grep -m 1 "synced at revision" "$logs/$name.log" | sed -e "$unstamp"
 done
 
 # Each call names who sends it (--name): the log and the replies show

@@ -182,6 +182,17 @@ public final class Worker: CogRemoteLink {
         (try? handshakes.problem()) ?? nil
     }
 
+    /// Gives the name up as the process stops cleanly (`goodbye`,
+    /// `cogwire.md` §3): the leader drops it at once and its scope instances
+    /// retire in a `cogd.workerGone` record, as at the heartbeat timeout. Sent
+    /// only once the leader welcomed it (a leader that finds another
+    /// connection holding the name refuses it and changes nothing); `close`
+    /// waits up to half a second to send it.
+    public func sayGoodbye() {
+        guard core.hasJoined else { return }
+        dealer.sayGoodbye(as: configuration.name)
+    }
+
     public func close() {
         watch([])
         dealer.close()

@@ -44,6 +44,12 @@ public enum WireMessage: Equatable, Sendable {
     /// replica has (absent from workers before it was sent); the leader
     /// answers `welcome` and reports whether the digest agrees (`status`).
     case heartbeat(worker: String, revision: UInt64, stateDigest: StateDigest? = nil)
+    /// Worker or tool → leader: the connection that holds `worker` gives the
+    /// name up as it closes; the leader drops it at once, as at the heartbeat
+    /// timeout (a worker's scope instances retire in a `cogd.workerGone`
+    /// record). No answer; from any other connection it is refused
+    /// (`cogwire.md` §3).
+    case goodbye(worker: String)
     /// Leader → peer: a message was refused; serving goes on.
     case error(WireError)
     /// Worker → leader: a scope selector to track (DESIGN §6).
@@ -84,6 +90,7 @@ public enum WireMessage: Equatable, Sendable {
         case .op: "op"
         case .reply: "reply"
         case .heartbeat: "heartbeat"
+        case .goodbye: "goodbye"
         case .error: "error"
         case .statusRequest: "status-request"
         case .status: "status"
@@ -391,6 +398,8 @@ extension WireMessage {
             var fields: [(key: CBORValue, value: CBORValue)] = [(.text("worker"), .text(worker)), (.text("revision"), .unsigned(revision))]
             if let stateDigest { fields.append((.text("stateDigest"), .bytes(stateDigest.bytes))) }
             body = .map(fields)
+        case .goodbye(let worker):
+            body = .map([(.text("worker"), .text(worker))])
         case .error(let error):
             body = tree(error)
         case .status(let status):
@@ -409,7 +418,7 @@ extension WireMessage {
     /// The worker a request, hello, heartbeat or registration names.
     public var workerName: String? {
         switch self {
-        case .hello(let worker, _, _, _, _), .heartbeat(let worker, _, _): worker
+        case .hello(let worker, _, _, _, _), .heartbeat(let worker, _, _), .goodbye(let worker): worker
         case .op(let request): request.request.worker
         case .scopeRegister(let spec): spec.worker
         default: nil
@@ -515,6 +524,9 @@ extension WireMessage {
             return .heartbeat(
                 worker: heartbeat.worker, revision: heartbeat.revision,
                 stateDigest: try WireMessage.stateDigest(heartbeat.stateDigest, in: "heartbeat"))
+        case "goodbye":
+            struct Goodbye: Decodable { var worker: String }
+            return .goodbye(worker: try body(Goodbye.self).worker)
         case "error": return .error(try body(WireError.self))
         case "status": return .status(try body(LeaderStatus.self))
         case "scope-register": return .scopeRegister(try body(ScopeRegistration.self))
@@ -760,5 +772,15 @@ extension WireMessage {
         writer.appendText("type")
         writer.appendText("turns")
         return writer.bytes
+    }
+}
+
+extension ZMQSocket {
+    /// Sends `goodbye` for `name`, which this connection said hello as, and
+    /// lets closing wait up to half a second to send it (`cogwire.md` §3):
+    /// the leader drops the name at once instead of at the heartbeat timeout.
+    public func sayGoodbye(as name: String) {
+        try? setLinger(.milliseconds(500))
+        _ = try? send([WireMessage.goodbye(worker: name).encoded()], wait: false)
     }
 }

@@ -75,6 +75,11 @@ public final class ZMQSocket {
     }
 
     /// Sets the routing identity a ROUTER peer sees (before `connect`).
+    /// How long closing waits to send what is queued (a goodbye sent just before).
+    public func setLinger(_ linger: Duration) throws(ZMQError) {
+        try setOption(ZMQ_LINGER, Int32(linger.components.seconds * 1_000 + linger.components.attoseconds / 1_000_000_000_000_000))
+    }
+
     public func setIdentity(_ identity: String) throws(ZMQError) { try setOption(ZMQ_ROUTING_ID, bytes: Array(identity.utf8)) }
     /// Drops inbound messages larger than `bytes` (the peer is disconnected).
     public func setMaximumMessageSize(_ bytes: Int64) throws(ZMQError) { try setOption(ZMQ_MAXMSGSIZE, bytes) }

@@ -110,11 +110,16 @@ enum ClusterCommands {
     static func leader(_ options: Command.LeaderOptions, rigs: Rigs) -> Int32 {
         let stopper = SignalStopper()
         let rigName = options.rig ?? rigs.defaultName
+        // Every line it prints is an event of this log (`--log-format json`: only JSON lines).
+        let log = OperatorLog(source: "cogd leader", format: options.logFormat, minimum: options.logLevel)
+        func fail(_ message: String) -> Int32 {
+            log.failure(message)
+            return 1
+        }
         // Without CURVE nothing is authenticated: off this host, anyone who can connect could run ops and read state.
         let exposed = [options.requestsEndpoint, options.turnsEndpoint].filter { !WireEndpoint.isLocal($0) }
         if !exposed.isEmpty && !options.insecure && options.curveSecret == nil {
-            printError("Error: \(insecureBindRefusal(exposed))")
-            return 1
+            return fail(insecureBindRefusal(exposed))
         }
         let notifier = ServiceNotifier()
         let leader: Leader
@@ -133,7 +138,7 @@ enum ClusterCommands {
             configuration.maximumRecordBytes = options.maximumRecordBytes
             configuration.retention = options.retention
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
-            configuration.operatorLog = OperatorLog(source: "cogd leader", format: options.logFormat, minimum: options.logLevel)
+            configuration.operatorLog = log
             if options.metrics != nil { configuration.metricsBoard = MetricsBoard() }
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
@@ -142,50 +147,56 @@ enum ClusterCommands {
             }
             leader = try Leader(configuration: configuration, registry: registry)
         } catch let error as TurnStoreError where error.code == .locked {
-            printError("Error: \(escaped: error.message): a leader serves from this folder; stop it first, or use another --data")
-            return 1
+            return fail("\(escaped: error.message): a leader serves from this folder; stop it first, or use another --data")
         } catch let error as ZMQError where error.operation.hasPrefix("zmq_bind(") {
             let removed = !folderExisted && (try? FileManager.default.removeItem(atPath: options.dataFolder)) != nil
-            printError("Error: \(escaped: bindFailure(error, options, removedFolder: removed))")
-            return 1
+            return fail("\(escaped: bindFailure(error, options, removedFolder: removed))")
         } catch {
-            printError("Error: \(escaped: error)")
-            return 1
+            return fail("\(escaped: error)")
         }
-        print(
-            "cogd leader: data \(options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
+        let revisionNumber = OperatorLog.Value.number(Double(leader.lastRevision))
+        log.log(
+            .info, "serving",
+            "data \(escaped: options.dataFolder), requests \(leader.boundRequestsEndpoint), turns \(leader.boundTurnsEndpoint), "
                 + "rig \(rigName), epoch \(leader.epoch), revision \(leader.lastRevision), "
-                + authenticationDescription(options, leader: leader))
-        print("cogd leader: \(leader.placement.description)\(leader.spinDescription)")
-        print(
-            "cogd leader: retention \(options.retention)"
+                + authenticationDescription(options, leader: leader),
+            ["data": .text(options.dataFolder), "requests": .text(leader.boundRequestsEndpoint), "turns": .text(leader.boundTurnsEndpoint),
+             "rig": .text(rigName), "epoch": .number(Double(leader.epoch)), "revision": revisionNumber,
+             "authentication": .text(leader.configuration.authentication == nil ? (options.insecure ? "insecure" : "loopback") : "curve")])
+        log.log(.info, "placement", "\(leader.placement.description)\(leader.spinDescription)")
+        log.log(
+            .info, "retention",
+            "retention \(options.retention)"
                 + (options.retention == .everything
                     ? " (--retain-turns N, --retain-age DURATION or --retain-bytes SIZE to remove old ones)"
-                    : leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)"))
-        if options.trapOp { print("cogd leader: serving ledger.trap, an op whose body traps on demand (--trap-op)") }
+                    : leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)"),
+            ["first_revision": .number(Double(leader.firstRevision)), "revision": revisionNumber])
+        if options.trapOp { log.log(.warn, "trap-op", "serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         var metricsServer: MetricsServer?
         if let address = options.metrics, let board = leader.configuration.metricsBoard {
             do {
                 metricsServer = try MetricsServer(address: address, board: board)
-                print("cogd leader: metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)")
+                log.log(
+                    .info, "metrics", "metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)",
+                    ["address": .text(metricsServer!.boundAddress)])
             } catch {
-                printError("Error: \(escaped: error)")
                 leader.close()
-                return 1
+                return fail("\(escaped: error)")
             }
         }
         defer { metricsServer?.stop() }
         if let crashed = leader.quarantined {
-            printError(
-                "cogd leader: quarantined request \(TerminalText.quoted(crashed.request.description)) (op \(TerminalText.quoted(crashed.op))): "
-                    + "the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)")
+            log.log(
+                .warn, "quarantined",
+                "quarantined request \(TerminalText.quoted(crashed.request.description)) (op \(TerminalText.quoted(crashed.op))): "
+                    + "the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)",
+                ["request": .text(crashed.request.description), "op": .text(crashed.op)])
         }
-        fflush(nil)
         // The store is open and both sockets are bound: a service manager may start what depends on the leader.
         if let failure = notifier.notify([
             "READY=1", "STATUS=serving at revision \(leader.lastRevision), epoch \(leader.epoch)", "MAINPID=\(getpid())",
         ]) {
-            printError("cogd leader: could not tell the service manager it is ready: \(escaped: failure)")
+            log.log(.warn, "notify-failed", "could not tell the service manager it is ready: \(escaped: failure)", ["reason": .text("\(failure)")])
         }
         // SIGHUP reads the peers file again.
         let reloader = SignalReloader()
@@ -193,21 +204,24 @@ enum ClusterCommands {
             try leader.run(until: stopper.flag, reload: reloader.flag) { result in
                 switch result {
                 case .success(let reload):
-                    print(
-                        "cogd leader: peers file reloaded: \(reload.peers) peer\(reload.peers == 1 ? "" : "s") "
-                            + "(\(reload.added) added, \(reload.changed) changed, \(reload.removed) removed)")
+                    log.log(
+                        .info, "peers-reloaded",
+                        "peers file reloaded: \(reload.peers) peer\(reload.peers == 1 ? "" : "s") "
+                            + "(\(reload.added) added, \(reload.changed) changed, \(reload.removed) removed)",
+                        ["peers": .number(Double(reload.peers)), "added": .number(Double(reload.added)),
+                         "changed": .number(Double(reload.changed)), "removed": .number(Double(reload.removed))])
                 case .failure(let error):
-                    printError("cogd leader: the peers file was not reloaded; the one read before still holds: \(escaped: error)")
+                    log.log(
+                        .error, "peers-reload-failed", "the peers file was not reloaded; the one read before still holds: \(escaped: error)",
+                        ["reason": .text("\(error)")])
                 }
-                fflush(nil)
             }
         } catch {
-            printError("Error: \(escaped: error)")
             leader.close()
-            return 1
+            return fail("\(escaped: error)")
         }
         notifier.notify(["STOPPING=1"])
-        print("cogd leader: stopped at revision \(leader.lastRevision)")
+        log.log(.info, "stopped", "stopped at revision \(leader.lastRevision)", ["revision": .number(Double(leader.lastRevision))])
         leader.close()
         return 0
     }
@@ -244,41 +258,44 @@ enum ClusterCommands {
             // by name); every rig's declarations are registered (a replica
             // applies every turn the leader logs).
             _ = try OpRegistry(rigs: rigs.all)
-            let host = CogRig.Host(workerName: options.name) { line in print(TerminalText.escaped(line)) }
+            // What the rig reports (`ledger total 100`) is an event of the worker's log too.
+            let host = CogRig.Host(workerName: options.name) { line in
+                log.log(.info, "rig", TerminalText.escaped(line), ["line": .text(line)])
+            }
             var configuration = Worker.Configuration(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint)
             configuration.keys = try options.keys?.load()
             // No --group: the rig's name, so the workers of one rig share its work (`cogwire.md` §6a).
             configuration.group = options.group ?? rigName
             worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
         } catch {
-            printError("Error: \(escaped: error)")
+            log.failure("\(escaped: error)")
             return 1
         }
-        // The name is the operator's, but it is also what the leader and `status` show: print it as they do.
-        let name = TerminalText.escaped(options.name)
-        print(
-            "cogd worker \(name): leader \(options.leaderEndpoint), rig \(rigName)"
-                + ", group \(TerminalText.escaped(options.group ?? rigName))")
+        log.log(
+            .info, "started",
+            "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))",
+            ["leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName)])
         var metricsServer: MetricsServer?
         if let address = options.metrics, let board {
             worker.publish(to: board)  // ready or not, and why, from the first request on
             do {
                 metricsServer = try MetricsServer(address: address, board: board)
-                print("cogd worker \(name): metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)")
+                log.log(
+                    .info, "metrics", "metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)",
+                    ["address": .text(metricsServer!.boundAddress)])
             } catch {
-                printError("Error: \(escaped: error)")
+                log.failure("\(escaped: error)")
                 worker.close()
                 return 1
             }
         }
         defer { metricsServer?.stop() }
-        fflush(nil)
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
         let notifier = ServiceNotifier()
         var reportedReady = false
         func notify(_ fields: [String]) {
             if let failure = notifier.notify(fields) {
-                printError("cogd worker \(name): could not tell the service manager: \(escaped: failure)")
+                log.log(.warn, "notify-failed", "could not tell the service manager: \(escaped: failure)", ["reason": .text("\(failure)")])
             }
         }
         notify(["STATUS=saying hello to the leader at \(options.leaderEndpoint)"])
@@ -394,12 +411,14 @@ enum ClusterCommands {
                 fflush(nil)
             }
         } catch {
-            printError("Error: \(escaped: error)")
+            log.failure("\(escaped: error)")
             worker.close()
             return 1
         }
         notify(["STOPPING=1"])
-        print("cogd worker \(name): stopped at revision \(worker.appliedRevision)")
+        // A clean stop: the leader drops the name at once (its instances retire now, not at the heartbeat timeout).
+        worker.sayGoodbye()
+        log.log(.info, "stopped", "stopped at revision \(worker.appliedRevision)", ["revision": .number(Double(worker.appliedRevision))])
         worker.close()
         return 0
     }
@@ -425,6 +444,20 @@ enum ClusterCommands {
     static func request(
         _ message: WireMessage, leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles? = nil
     ) throws -> WireMessage? {
+        try request(leader: endpoint, timeout: timeout, keys: keys, introducing: nil) { _ in message }
+    }
+
+    /// `request`, the message built from what the leader knows of `name`
+    /// when given: the connection first says hello as a tool under it (the
+    /// message is built from the welcome's `lastSequence`, the highest
+    /// request sequence the leader answered in that name) and says goodbye as
+    /// it closes. A hello refused `name-in-use` (another call under the name
+    /// holds it for a moment) is said again until the timeout; any other
+    /// refusal is the answer.
+    static func request(
+        leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles?, introducing name: String?,
+        _ build: (_ lastSequence: UInt64) -> WireMessage
+    ) throws -> WireMessage? {
         let curve = try keys?.load()
         let context = try ZMQContext()
         defer { context.close() }
@@ -436,18 +469,43 @@ enum ClusterCommands {
         defer { handshakes.close() }
         try socket.connect(endpoint)
         let deadline = ContinuousClock.now + timeout
-        guard try handshakes.send(message.encoded(), on: socket, within: timeout) else { return nil }
-        while ContinuousClock.now < deadline {
-            let remaining = deadline - ContinuousClock.now
-            if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
-                let frames = try socket.receive(), let frame = frames.last
-            {
-                return try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+        /// The leader's next message (past welcomes, when `skippingWelcomes`); nil at the deadline.
+        func next(skippingWelcomes: Bool) throws -> WireMessage? {
+            while ContinuousClock.now < deadline {
+                let remaining = deadline - ContinuousClock.now
+                if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
+                    let frames = try socket.receive(), let frame = frames.last
+                {
+                    let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+                    // A welcome probes whether the name's holder is still there (`cogwire.md` §6).
+                    if skippingWelcomes, case .welcome? = message { continue }
+                    return message
+                }
+                try handshakes.check()
             }
-            try handshakes.check()
+            try handshakes.checkSilence()
+            return nil
         }
-        try handshakes.checkSilence()
-        return nil
+        var lastSequence: UInt64 = 0
+        if let name {
+            let hello = WireMessage.hello(worker: name, lastRevision: 0, tool: true).encoded()
+            while true {
+                guard try handshakes.send(hello, on: socket, within: deadline - ContinuousClock.now),
+                    let answer = try next(skippingWelcomes: false)
+                else { return nil }
+                if case .welcome(_, _, _, let last, _) = answer {
+                    lastSequence = last
+                    break
+                }
+                guard case .error(let error) = answer, error.knownCode == .nameInUse,
+                    ContinuousClock.now + .milliseconds(100) < deadline
+                else { return answer }
+                usleep(100_000)
+            }
+        }
+        defer { if let name { socket.sayGoodbye(as: name) } }
+        guard try handshakes.send(build(lastSequence).encoded(), on: socket, within: deadline - ContinuousClock.now) else { return nil }
+        return try next(skippingWelcomes: name != nil)
     }
 
     /// The leader at `endpoint` refused the connection's security handshake.
@@ -483,16 +541,14 @@ enum ClusterCommands {
             + "is `\(CogdCommandLine.programName) leader` running there? (a slow leader: --timeout SECONDS)"
     }
 
-    /// The request id of a call without `--request-id`. Under a name
-    /// (`--name`, or with keys the key file's name, as a peers file lists
-    /// it): a sequence above every earlier call's from this clock —
-    /// microseconds since 1970 times 1,000, plus a random 0 to 999, so two
-    /// calls in one microsecond rarely meet. Else a name of its own, once.
-    static func callRequestID(_ options: Command.CallOptions) -> RequestID {
-        let name = options.name ?? options.keys.map { keyFileName($0.key) }
-        guard let name else { return RequestID(worker: "call-\(UUID().uuidString.lowercased())", sequence: 1) }
-        let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
-        return RequestID(worker: name, sequence: micros * 1_000 + UInt64.random(in: 0..<1_000))
+    /// The name a call without `--request-id` sends in: `--name`, or with
+    /// keys the key file's name (as a peers file lists it); nil: a name of
+    /// its own, once (`call-` and a UUID, sequence 1). Under a name the
+    /// request is numbered one above the highest sequence the leader
+    /// answered in it (`request(introducing:)`): `ranger#1`, `ranger#2`, …
+    /// across runs and leader restarts (the `dedup` table keeps it).
+    static func callName(_ options: Command.CallOptions) -> String? {
+        options.name ?? options.keys.map { keyFileName($0.key) }
     }
 
     /// `NAME` of a key file `…/NAME.key` (the name `cogd keys generate NAME` gave it).
@@ -510,17 +566,25 @@ enum ClusterCommands {
             printError("Error: \(escaped: CallArgument.refusal(of: options.json) ?? "the argument is not JSON: \(error)")")
             return 64
         }
-        // A name of its own per call: a process id comes back after a while,
-        // and a reused (name, 1) would be answered from the dedup table with
-        // an earlier call's reply instead of being run.
-        let requestID = options.requestID ?? callRequestID(options)
+        // Without a name, one of its own per call: a process id comes back
+        // after a while, and a reused (name, 1) would be answered from the
+        // dedup table with an earlier call's reply instead of being run.
+        let name = options.requestID == nil ? callName(options) : nil
+        var sent: RequestID?
         do {
             guard
-                let answer = try request(
-                    .op(OpRequest(request: requestID, op: options.op, argument: argument)), leader: options.leaderEndpoint,
-                    timeout: options.timeout, keys: options.keys)
+                let answer = try request(leader: options.leaderEndpoint, timeout: options.timeout, keys: options.keys, introducing: name, {
+                    lastSequence in
+                    let id =
+                        options.requestID ?? name.map { RequestID(worker: $0, sequence: lastSequence + 1) }
+                        ?? RequestID(worker: "call-\(UUID().uuidString.lowercased())", sequence: 1)
+                    if name != nil { sent = id }  // the leader welcomed the name: it is there
+                    return .op(OpRequest(request: id, op: options.op, argument: argument))
+                })
             else {
-                printError(noAnswer(from: options.leaderEndpoint, within: options.timeout))
+                // Sent and unanswered, it may yet be applied: its id learns the outcome without running it twice.
+                let retry = sent.map { " — the request \(TerminalText.escaped($0.description)) was sent: the same call with --request-id \(TerminalText.escaped($0.description)) learns what became of it and runs it at most once" } ?? ""
+                printError(noAnswer(from: options.leaderEndpoint, within: options.timeout) + retry)
                 return CallExit.noAnswer
             }
             switch answer {

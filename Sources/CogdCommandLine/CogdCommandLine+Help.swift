@@ -145,8 +145,18 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --timeout SECONDS   how long to wait for the answer (default \(Command.secondsText(Command.defaultTimeout)))
                   --request-id W#N    the request's id, to retry a request (default: a new one per call)
-                  --name NAME         the worker name it sends in, numbered by the clock (default: with --key,
-                                      the key file's name — keys/ops-console.key sends as ops-console)
+                  --name NAME         the worker name it sends in (default: with --key, the key file's name —
+                                      keys/ops-console.key sends as ops-console; without either, call- and a
+                                      UUID, once)
+
+                Request ids: under a name, each call is numbered one above the highest
+                sequence the leader has answered in that name — NAME#1, NAME#2, … across
+                runs and leader restarts (the leader's dedup table keeps it): the call says
+                hello as a tool under the name to learn it, and goodbye as it closes. A name
+                a live worker holds is refused (name-in-use). The id is printed with the
+                outcome (and with no answer, when it was sent); to retry a call, give it
+                as --request-id: a request already answered is answered again from the
+                first run, not applied twice.
                 \(keyOptions)
 
                 Exit status:

@@ -148,7 +148,7 @@ struct GetCommand {
 /// before it may ask (§2 `hello-first`): it says hello as a tool under a
 /// name of its own, `get-` and a UUID, sending no rig, so it holds no one
 /// else's name, registers nothing and leaves no record; the leader lists it
-/// among its workers until the heartbeat timeout. With keys it must be an
+/// among its tools until it says goodbye as it closes. With keys it must be an
 /// observer key, which asks without a hello (§9, "Roles").
 enum LeaderSnapshot {
     /// The leader answered with an `error`.
@@ -214,6 +214,8 @@ enum LeaderSnapshot {
                 if case .welcome = answer { break }
             }
         }
+        // Welcomed (or no hello): whatever comes next, the leader drops the tool as it closes.
+        defer { if curve == nil { socket.sayGoodbye(as: tool) } }
         guard try handshakes.send(WireMessage.snapshotRequest(inParts: true).encoded(), on: socket, within: timeout) else { return nil }
         // Parts of one run (same epoch and revision) by number, each kept as
         // the entries of `name` and the sum of all its entries' hashes: the

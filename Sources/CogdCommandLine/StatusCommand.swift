@@ -27,7 +27,7 @@ enum StatusCommand {
     static func run(
         leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watch: Duration?, count: Int?
     ) -> Int32 {
-        guard let watch else { return report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: nil) }
+        guard let watch else { return report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: nil).status }
         let redraws = isatty(STDOUT_FILENO) == 1 && !json
         var shown = 0
         var status: Int32 = 0
@@ -38,11 +38,13 @@ enum StatusCommand {
             } else if shown > 0 && !json {
                 print("")
             }
-            status = report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: watch)
+            let outcome = report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: watch)
+            status = outcome.status
             shown += 1
             fflush(nil)
-            // A refused key or another failure will not mend by asking again.
-            if status == ClusterCommands.CallExit.failed { return status }
+            // A refused key, the turn stream given for the requests endpoint or
+            // another failure will not mend by asking again: said once.
+            if outcome.final { return status }
             guard count.map({ shown < $0 }) ?? true else { break }
             let rest = watch - (ContinuousClock.now - started)
             if rest > .zero {
@@ -53,18 +55,21 @@ enum StatusCommand {
         return status
     }
 
-    /// Asks once and prints what the leader said (or why nothing).
-    private static func report(leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watching: Duration?) -> Int32 {
+    /// Asks once and prints what the leader said (or why nothing); `final`
+    /// when asking again would get the same failure (`--watch` stops).
+    private static func report(
+        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watching: Duration?
+    ) -> (status: Int32, final: Bool) {
         do {
             let answer = try ClusterCommands.request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys)
             if case .error(let error)? = answer {
                 printError("Error: the leader refused the request: \(escaped: error)")
-                return ClusterCommands.CallExit.failed
+                return (ClusterCommands.CallExit.failed, true)
             }
             guard case .status(let status)? = answer else {
                 if watching != nil && !json { print("\(escaped: endpoint) at \(CBORText.iso8601(Date().timeIntervalSince1970)): no answer") }
                 printError(ClusterCommands.noAnswer(from: endpoint, within: timeout))
-                return ClusterCommands.CallExit.noAnswer
+                return (ClusterCommands.CallExit.noAnswer, false)
             }
             if json {
                 print(jsonText(status))
@@ -76,13 +81,13 @@ enum StatusCommand {
                 }
                 for line in lines(status) { print(line) }
             }
-            return 0
+            return (0, false)
         } catch let wrong as EndpointHandshake.WrongEndpoint {
             printError("Error: \(escaped: wrong)")
-            return ClusterCommands.CallExit.noAnswer
+            return (ClusterCommands.CallExit.noAnswer, true)
         } catch {
             printError("Error: \(escaped: error)")
-            return ClusterCommands.CallExit.failed
+            return (ClusterCommands.CallExit.failed, true)
         }
     }
 

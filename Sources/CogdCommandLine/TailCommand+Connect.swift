@@ -31,14 +31,19 @@ extension TailCommand {
             defer { handshakes.close() }
             defer { catchUp?.close() }
             try subscriber.connect(endpoint)
-            let connectDeadline = ContinuousClock.now + options.timeout
-            while true {
+            /// Whether a handshake failed (said, in the same words before and after the stream started).
+            func handshakeRefused() throws -> Bool {
                 do {
                     try handshakes.check()
+                    return false
                 } catch let refused as ClusterCommands.HandshakeRefused {
                     printError("Error: \(escaped: refused.reason) (turn stream at \(escaped: endpoint))")
-                    return 1
+                    return true
                 }
+            }
+            let connectDeadline = ContinuousClock.now + options.timeout
+            while true {
+                if try handshakeRefused() { return 1 }
                 if handshakes.succeeded { break }
                 guard ContinuousClock.now < connectDeadline else {
                     try handshakes.checkSilence()
@@ -68,10 +73,8 @@ extension TailCommand {
             var lastHeard = ContinuousClock.now
             var quietReported = false
             while true {
-                if let problem = try handshakes.watch.problem() {
-                    printError("Error: \(escaped: problem) (turn stream at \(escaped: endpoint))")
-                    return 1
-                }
+                // A reconnection refused (the leader restarted with other keys, or with CURVE): as at the start.
+                if try handshakeRefused() { return 1 }
                 let quiet = ContinuousClock.now - lastHeard
                 if quiet >= TailCommand.quietNotice && !quietReported {
                     quietReported = true
@@ -170,8 +173,9 @@ extension TailCommand {
 /// `cogd get --leader` asks for a snapshot: without keys it must say hello
 /// first (`hello-first`), so it says hello as a tool under a name of its
 /// own, `tail-` and a UUID, with no rig — it holds no one else's name,
-/// registers nothing and writes nothing, and `cogd status` lists it until
-/// the heartbeat timeout (then it says hello again when it next asks). With
+/// registers nothing and writes nothing, and `cogd status` lists it until it
+/// closes (it says goodbye) or the heartbeat timeout passes (then it says
+/// hello again when it next asks). With
 /// keys it needs an observer key, which asks without a hello (a worker key
 /// would have to say hello in its worker's name, displacing it).
 final class CatchUpClient {
@@ -206,8 +210,10 @@ final class CatchUpClient {
         try socket.connect(endpoint)
     }
 
-    /// Closes the socket (before its context closes).
+    /// Says goodbye when it said hello (the leader drops the tool at once),
+    /// then closes the socket (before its context closes).
     func close() {
+        if greeted { socket.sayGoodbye(as: tool) }
         handshakes.close()
         socket.close()
     }

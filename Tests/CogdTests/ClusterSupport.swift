@@ -117,6 +117,13 @@ func openAccountFrame(_ account: String, balance: UInt64, worker: String, sequen
     return WireMessage.op(OpRequest(request: RequestID(worker: worker, sequence: sequence), op: "ledger.open", argument: argument)).encoded()
 }
 
+/// `line` as the JSON object a `--log-format json` leader or worker writes
+/// per event; nil when it is not one.
+func logEvent(_ line: String) -> [String: Any]? {
+    guard line.hasPrefix("{") else { return nil }
+    return try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+}
+
 /// A leader on fixed free ports over `data`.
 struct ClusterPorts {
     let requests = "tcp://127.0.0.1:\(freePort())"
@@ -127,7 +134,8 @@ struct ClusterPorts {
         let leader = try CogdProcess([
             "leader", "--data", data, "--requests", requests, "--turns", turns, "--heartbeat-timeout", String(heartbeatTimeout),
         ] + options)
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil, "the leader started")
+        // Its first event: `… INFO  cogd leader: data …`, or under `--log-format json` the event `serving`.
+        #expect(leader.waitForLine { $0.contains("cogd leader: data") || $0.contains(#""event":"serving""#) } != nil, "the leader started")
         return leader
     }
 

@@ -104,12 +104,13 @@ struct GetCommandTests {
         #expect(silent.stderr.hasPrefix("Error: no answer from the leader at tcp://127.0.0.1:\(port) within 0.5 s"), "\(silent)")
     }
 
-    @Test func `a get --leader says hello as a tool: status lists it under tools, and its leaving is logged at INFO as a tool's`() throws {
+    @Test func `get --leader and tail --connect say hello as tools: status lists them, and as they close they say goodbye, logged at INFO`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
         let metrics = freePort()
-        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 3, options: ["--metrics", "127.0.0.1:\(metrics)"])
+        // A long heartbeat timeout: whatever drops a tool within the test's waits is its goodbye.
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 120, options: ["--metrics", "127.0.0.1:\(metrics)"])
         defer { leader.stop() }
         let worker = try ports.startWorker("w1", rig: "replica")
         defer { worker.stop() }
@@ -117,28 +118,43 @@ struct GetCommandTests {
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
         let get = try runCogd(["get", "ledger.balance", "--leader", ports.requests])
         #expect(get.status == 0 && get.stdout == "ledger.balance[\"alice\"] = 5\n", "\(get)")
-        let status = try runCogd(["status", "--leader", ports.requests])
-        let lines = status.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.contains("workers   1"), "\(status.stdout)")
-        #expect(lines.contains { $0.hasPrefix("tools     1 (cogd get / tail --connect") }, "\(status.stdout)")
-        #expect(lines.contains { $0.range(of: #"^  get-[0-9A-Fa-f-]{36}: tool, heard [0-9.]+s ago$"#, options: .regularExpression) != nil }, "\(status.stdout)")
-        #expect(!lines.contains { $0.hasPrefix("  get-") && $0.contains("lag") }, "a tool is not shown lagging: \(status.stdout)")
+        let getLeft = leader.waitForLine(timeout: .seconds(20)) { $0.contains("tool get-") && $0.contains(" left") }
+        #expect(
+            getLeft?.range(
+                of: #" INFO  cogd leader: tool get-[0-9A-Fa-f-]{36} left \(said goodbye; a tool reads the state and closes, it held nothing\)$"#,
+                options: .regularExpression) != nil, "\(leader.lines)")
+        #expect(leader.lines.contains { $0.contains(" INFO  cogd leader: tool get-") && $0.hasSuffix(" connected (cogd get, tail --connect or call --name)") }, "\(leader.lines)")
+        func statusLines() throws -> [String] {
+            try runCogd(["status", "--leader", ports.requests]).stdout.split(separator: "\n").map(String.init)
+        }
+        #expect(try !statusLines().contains { $0.contains("get-") }, "gone at once, not at the heartbeat timeout")
+
+        // A tail --connect that catches up says hello as a tool and holds it while it follows.
+        let tail = try CogdProcess(["tail", "--connect", ports.turns, "--leader", ports.requests, "--from", "1", "--count", "2"])
+        defer { tail.stop() }
+        #expect(tail.waitForLine { $0.contains("ledger.open") } != nil, "\(tail.lines)")
+        let lines = try statusLines()
+        #expect(lines.contains("workers   1"), "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("tools     1 (cogd get / tail --connect") }, "\(lines)")
+        #expect(lines.contains { $0.range(of: #"^  tail-[0-9A-Fa-f-]{36}: tool, heard [0-9.]+s ago$"#, options: .regularExpression) != nil }, "\(lines)")
+        #expect(!lines.contains { $0.hasPrefix("  tail-") && $0.contains("lag") }, "a tool is not shown lagging: \(lines)")
         let json = try runCogd(["status", "--leader", ports.requests, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         let workers = object?["workers"] as? [[String: Any]] ?? []
         #expect(workers.first { $0["name"] as? String == "w1" }.map { $0["tool"] == nil } == true, "\(json.stdout)")
-        #expect(workers.first { ($0["name"] as? String)?.hasPrefix("get-") == true }?["tool"] as? Bool == true, "\(json.stdout)")
+        #expect(workers.first { ($0["name"] as? String)?.hasPrefix("tail-") == true }?["tool"] as? Bool == true, "\(json.stdout)")
         // Nor is it a worker to the metrics: one connected worker, no lag gauge for the tool.
         let (samples, _) = try MetricsEndpointTests.scrape(metrics)
         #expect(samples["cogd_leader_connected_workers"] == 1, "\(samples)")
         #expect(samples[#"cogd_leader_worker_lag_revisions{worker="w1"}"#] != nil, "\(samples)")
-        #expect(!samples.keys.contains { $0.contains("get-") }, "\(samples)")
-        // It sends no heartbeat: given up at the timeout, as a tool that left, not a worker timing out.
-        let left = leader.waitForLine(timeout: .seconds(20)) { $0.contains("get-") && $0.contains(" left") }
-        #expect(
-            left?.range(of: #" INFO  cogd leader: tool get-[0-9A-Fa-f-]{36} left \(a tool reads the state and closes; it held nothing\)$"#, options: .regularExpression)
-                != nil, "\(leader.lines)")
-        #expect(leader.lines.contains { $0.contains(" INFO  cogd leader: tool get-") && $0.hasSuffix(" connected to read the state") }, "\(leader.lines)")
-        #expect(!leader.lines.contains { $0.contains(" WARN ") && $0.contains("get-") }, "\(leader.lines)")
+        #expect(!samples.keys.contains { $0.contains("tail-") }, "\(samples)")
+        // Its second turn ends it (--count 2): it says goodbye as it closes.
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 1}"#).hasPrefix("applied revision 2"))
+        waitForExit(tail.process, timeout: .seconds(20))
+        #expect(!tail.process.isRunning && tail.process.terminationStatus == 0, "\(tail.lines)")
+        let tailLeft = leader.waitForLine(timeout: .seconds(20)) { $0.contains("tool tail-") && $0.contains(" left") }
+        #expect(tailLeft?.contains(" INFO  cogd leader: tool tail-") == true && tailLeft?.contains("(said goodbye;") == true, "\(leader.lines)")
+        #expect(try !statusLines().contains { $0.hasPrefix("tools") || $0.contains("tail-") }, "\(leader.lines)")
+        #expect(!leader.lines.contains { $0.contains(" WARN ") && ($0.contains("get-") || $0.contains("tail-")) }, "\(leader.lines)")
     }
 }

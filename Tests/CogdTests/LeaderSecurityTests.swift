@@ -78,7 +78,7 @@ struct LeaderSecurityTests {
             "leader", "--data", folder.path, "--requests", "tcp://lo:\(port)", "--turns", "tcp://127.0.0.1:\(freePort())", "--insecure",
         ])
         defer { leader.stop() }
-        let first = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
+        let first = leader.waitForLine { $0.contains("cogd leader: data") }
         #expect(first?.hasSuffix(", no authentication (--insecure)") == true, "\(String(describing: first))")
         let status = try runCogd(["status", "--leader", "tcp://127.0.0.1:\(port)"])
         #expect(status.status == 0 && status.stdout.contains("revision"), "\(status)")
@@ -90,6 +90,6 @@ struct LeaderSecurityTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: folder.path)
         defer { leader.stop() }
-        #expect(leader.lines.first { $0.hasPrefix("cogd leader: data") }?.hasSuffix(", no authentication: loopback only") == true)
+        #expect(leader.lines.first { $0.contains("cogd leader: data") }?.hasSuffix(", no authentication: loopback only") == true)
     }
 }

@@ -72,12 +72,16 @@ struct LocalClusterScriptTests {
 
         let lines = terminal.lines.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
         for (name, stopLine) in [
-            ("leader", "cogd leader: stopped at revision \(revision)"),
             ("worker-1", "cogd worker worker-1: stopped at revision \(revision)"),
             ("worker-2", "cogd worker worker-2: stopped at revision \(revision)"),
         ] {
             #expect(lines.contains { $0.hasSuffix("\(name): \(stopLine) (exit 0)") }, "\(name) drained once and exited 0: \(lines)")
         }
+        // The workers stop first and say goodbye: the leader retires what they held in records of its own, after them.
+        let leaderStop = lines.firstIndex { $0.range(of: #"leader: cogd leader: stopped at revision \d+ \(exit 0\)$"#, options: .regularExpression) != nil }
+        let stoppedAt = leaderStop.flatMap { UInt64(lines[$0].split(separator: " ").dropLast(2).last ?? "") }
+        #expect(stoppedAt != nil && stoppedAt! >= UInt64(revision) ?? .max, "the leader drained once and exited 0: \(lines)")
+        #expect(leaderStop.map { index in lines[..<index].filter { $0.contains(": stopped at revision") }.count == 2 } == true, "\(lines)")
         if let logs = lines.last(where: { $0.contains("(logs in ") })?.split(separator: "(logs in ").last?.dropLast() {
             try? FileManager.default.removeItem(atPath: String(logs))
         }

@@ -140,7 +140,7 @@ struct PlacementTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: data.path, options: ["--spin-wait", "300"])
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") }?.hasSuffix(", spinning 300 µs after each batch") == true)
+        #expect(leader.waitForLine { $0.contains("cogd leader: serving thread") }?.hasSuffix(", spinning 300 µs after each batch") == true)
         let peer = try RawPeer(endpoint: ports.requests)
         var outcomes: [OpReply.Outcome] = []
         for sequence in 1...20 {
@@ -156,7 +156,7 @@ struct PlacementTests {
         let status = try runCogd(["status", "--leader", ports.requests])
         #expect(status.stdout.contains(", spinning 300 µs after each batch\n"), "\(status.stdout)")
         kill(leader.process.processIdentifier, SIGTERM)
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: stopped") } == "cogd leader: stopped at revision 220")
+        #expect(leader.waitForLine { $0.contains("cogd leader: stopped") }?.hasSuffix(" cogd leader: stopped at revision 220") == true)
         waitForExit(leader.process, timeout: .seconds(10))
         #expect(!leader.process.isRunning)
         #expect(leader.process.terminationStatus == 0)
@@ -180,7 +180,7 @@ struct PlacementTests {
     /// A leader started with `--commit-cpu 0`, which it says.
     private func leaderOnCPU0(_ data: TemporaryFolder, _ ports: ClusterPorts) throws -> CogdProcess {
         let leader = try ports.startLeader(data: data.path, options: ["--commit-cpu", "0"])
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") } == "cogd leader: serving thread on CPU 0 (as asked)")
+        #expect(leader.waitForLine { $0.contains("cogd leader: serving thread") }?.hasSuffix(" cogd leader: serving thread on CPU 0 (as asked)") == true)
         return leader
     }
 
@@ -267,10 +267,10 @@ struct PlacementTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: data.path)
         defer { leader.stop() }
-        let line = leader.waitForLine { $0.hasPrefix("cogd leader: serving thread") }
+        let line = leader.waitForLine { $0.contains("cogd leader: serving thread") }
         // Which one depends on the machine: pinned where the disk interrupts, or unpinned with the reason.
         #expect(
-            line?.range(of: #"^cogd leader: serving thread (on CPU [0-9,-]+ \(where .+'s completion interrupts go\)|unpinned \(.+\))$"#, options: .regularExpression) != nil,
+            line?.range(of: #" INFO  cogd leader: serving thread (on CPU [0-9,-]+ \(where .+'s completion interrupts go\)|unpinned \(.+\))$"#, options: .regularExpression) != nil,
             "\(line ?? "no line")")
     }
 }

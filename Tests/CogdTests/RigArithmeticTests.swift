@@ -34,7 +34,7 @@ struct RigArithmeticTests {
         // A ledger worker sums the balances without trapping.
         let worker = try ports.startWorker("w1")
         defer { worker.stop() }
-        #expect(worker.waitForLine { $0 == "ledger total \(max)" } != nil, "\(worker.lines)")
+        #expect(worker.waitForLine { $0.hasSuffix(": ledger total \(max)") } != nil, "\(worker.lines)")
         #expect(try ports.call("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 5}"#).hasPrefix("applied revision 5"))
         #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w1: applied 5") } != nil)
         #expect(leader.process.isRunning)

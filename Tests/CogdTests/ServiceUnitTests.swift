@@ -236,7 +236,7 @@ struct ServiceUnitTests {
         try host.writePeers(try host.peerLine("w1", "worker"))
         let leader = try host.start("cogd-leader.service")
         defer { leader.stop() }
-        let first = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
+        let first = leader.waitForLine { $0.contains("cogd leader: data") }
         #expect(first?.contains("CURVE: authenticates every connection against \(host.etc)/peers") == true, "\(leader.lines)")
         let w1 = try host.start("cogd-worker@w1.service")
         defer { w1.stop() }
@@ -249,7 +249,7 @@ struct ServiceUnitTests {
         try host.writePeers(try host.peerLine("w1", "worker") + host.peerLine("w2", "worker"))
         let reload = try host.reload("cogd-leader.service", mainPID: leader.process.processIdentifier)
         #expect(reload.status == 0, "\(reload)")
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: peers file") } == "cogd leader: peers file reloaded: 2 peers (1 added, 0 changed, 0 removed)")
+        #expect(leader.waitForLine { $0.contains("cogd leader: peers file") }?.hasSuffix(" cogd leader: peers file reloaded: 2 peers (1 added, 0 changed, 0 removed)") == true)
         let w2 = try host.start("cogd-worker@w2.service")
         defer { w2.stop() }
         #expect(w2.waitForLine { $0.contains("synced at revision") } != nil, "\(w2.lines)")
@@ -269,16 +269,18 @@ struct ServiceUnitTests {
             ])
         let leader = try host.start("cogd-leader.service")
         defer { leader.stop() }
-        let first = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
-        #expect(first?.hasSuffix("no authentication: loopback only") == true, "\(leader.lines)")
-        let retention = leader.waitForLine { $0.hasPrefix("cogd leader: retention") }
-        #expect(retention?.contains("5000") == true, "COGD_RETAIN reaches the leader: \(leader.lines)")
+        // COGD_LOG_FORMAT=json: even the first lines are events.
+        let first = leader.waitForLine { logEvent($0)?["event"] as? String == "serving" }.flatMap(logEvent)
+        #expect((first?["message"] as? String)?.hasSuffix("no authentication: loopback only") == true, "\(leader.lines)")
+        let retention = leader.waitForLine { logEvent($0)?["event"] as? String == "retention" }.flatMap(logEvent)
+        #expect((retention?["message"] as? String)?.contains("5000") == true, "COGD_RETAIN reaches the leader: \(leader.lines)")
         let worker = try host.start("cogd-worker@w1.service")
         defer { worker.stop() }
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 10}"#).contains("applied"))
         // COGD_LEADER_METRICS and COGD_LOG_FORMAT reach the leader.
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: metrics at http://127.0.0.1:\(metricsPort)/metrics") } != nil, "\(leader.lines)")
+        let metrics = leader.waitForLine { logEvent($0)?["event"] as? String == "metrics" }.flatMap(logEvent)
+        #expect(metrics?["address"] as? String == "127.0.0.1:\(metricsPort)", "\(leader.lines)")
         #expect(try MetricsEndpointTests.get(metricsPort, "/readyz").status == 200)
         #expect(leader.waitForLine { $0.hasPrefix("{") && $0.contains(#""event":"worker-joined""#) } != nil, "\(leader.lines)")
     }
@@ -334,13 +336,13 @@ struct ServiceUnitTests {
         // ZeroMQ lists the interfaces (a netlink socket) when it binds tcp://: refused that, the leader never serves.
         let withoutNetlink = try host.start(
             "cogd-leader.service", through: restrictingAddressFamilies(to: leaderFamilies.filter { $0 != "AF_NETLINK" }))
-        #expect(withoutNetlink.waitForLine(timeout: .seconds(15)) { $0.hasPrefix("cogd leader: data") } == nil)
+        #expect(withoutNetlink.waitForLine(timeout: .seconds(15)) { $0.contains("cogd leader: data") } == nil)
         withoutNetlink.stop()
         #expect(withoutNetlink.process.terminationStatus != 0)
 
         let leader = try host.start("cogd-leader.service", through: restrictingAddressFamilies(to: leaderFamilies))
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil, "\(leader.lines)")
+        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil, "\(leader.lines)")
         let worker = try host.start(
             "cogd-worker@w1.service", through: restrictingAddressFamilies(to: allowedAddressFamilies(try host.unit("cogd-worker@.service"))))
         defer { worker.stop() }
@@ -366,7 +368,7 @@ struct ServiceUnitTests {
         #expect(status.status == 0, "\(status)")
         leader.interrupt()
         #expect(notify.next() == ["STOPPING=1"])
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: stopped") } != nil)
+        #expect(leader.waitForLine { $0.contains("cogd leader: stopped") } != nil)
     }
 
     @Test func `a worker sends READY=1 to an abstract NOTIFY_SOCKET once it has synced`() throws {
@@ -396,13 +398,13 @@ struct ServiceUnitTests {
             "leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns, "--heartbeat-timeout", "5",
         ])
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: data") } != nil, "\(leader.lines)")
+        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil, "\(leader.lines)")
         let worker = try cogdWithoutWriteExecute(["worker", "--leader", ports.requests, "--name", "mdwe", "--rig", "ledger"])
         defer { worker.stop() }
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 10}"#).contains("applied"))
         #expect(worker.waitForLine { $0.contains("applied 1") } != nil, "\(worker.lines)")
         leader.interrupt()
-        #expect(leader.waitForLine { $0.hasPrefix("cogd leader: stopped") } != nil, "\(leader.lines)")
+        #expect(leader.waitForLine { $0.contains("cogd leader: stopped") } != nil, "\(leader.lines)")
     }
 }

@@ -45,7 +45,7 @@ struct TemplatePackageTests {
         let leader = try CogdProcess(
             executable: todo, ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
         defer { leader.stop() }
-        let started = leader.waitForLine { $0.hasPrefix("cogd leader: data") }
+        let started = leader.waitForLine { $0.contains("cogd leader: data") }
         try #require(started?.contains("rig todo, epoch 1, revision 0") == true, "\(leader.lines)")
 
         let w1 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w1"])
@@ -55,22 +55,22 @@ struct TemplatePackageTests {
         #expect(w1.waitForLine { $0.hasSuffix("synced at revision 0, epoch 1") } != nil, "\(w1.lines)")
         #expect(w2.waitForLine { $0.hasSuffix("synced at revision 0, epoch 1") } != nil, "\(w2.lines)")
         // (Once the leader has placed the mechanism's root on w1, §6a: a reply after the sync.)
-        #expect(w1.waitForLine { $0 == "todos open: none" } != nil, "the report runs on w1: \(w1.lines)")
+        #expect(w1.waitForLine { $0.hasSuffix(": todos open: none") } != nil, "the report runs on w1: \(w1.lines)")
 
         // 3. An op from the shell: applied at revision 1; w1's report sees the new todo.
         let add = try runBounded(
             todo, ["call", "todos.add", #"{"id": "milk", "title": "Buy milk"}"#, "--leader", ports.requests])
         #expect(add.status == 0 && add.output.hasPrefix("applied revision 1 "), "\(add)")
-        #expect(w1.waitForLine { $0 == "todos open: milk" } != nil, "\(w1.lines)")
+        #expect(w1.waitForLine { $0.hasSuffix(": todos open: milk") } != nil, "\(w1.lines)")
 
         // 4. The scope's effect: w1's estimator (scope(each:) over the open
         // todos) accepts an estimate with the todo as receipt, at revision 2.
-        #expect(w1.waitForLine { $0 == "todos left: 10 minutes" } != nil, "the estimate arrived: \(w1.lines)")
+        #expect(w1.waitForLine { $0.hasSuffix(": todos left: 10 minutes") } != nil, "the estimate arrived: \(w1.lines)")
 
         // 5. Completing the todo retires its scope; the report shows nothing left.
         let complete = try runBounded(todo, ["call", "todos.complete", #""milk""#, "--leader", ports.requests])
         #expect(complete.status == 0 && complete.output.hasPrefix("applied revision 3 "), "\(complete)")
-        #expect(w1.waitForLine { $0 == "todos left: 0 minutes" } != nil, "\(w1.lines)")
+        #expect(w1.waitForLine { $0.hasSuffix(": todos left: 0 minutes") } != nil, "\(w1.lines)")
 
         // 6. Both workers converged: each applied revision 3 and its state digest agrees with the leader's.
         #expect(w1.waitForLine { $0.hasSuffix("w1: applied 3") } != nil, "\(w1.lines)")
@@ -100,15 +100,18 @@ struct TemplatePackageTests {
         #expect(lines.contains(#"    todos.isCompleted["milk"] = true"#), "\(tail.output)")
         #expect(lines.last?.hasPrefix(#"    retires TodoEstimator.estimator["milk"] #"#) == true, "completing it retires its estimator: \(tail.output)")
 
-        // 8. Everything stops cleanly on SIGINT, the leader last.
-        for (name, worker) in [("w1", w1), ("w2", w2)] {
+        // 8. Everything stops cleanly on SIGINT, the leader last. w1 says goodbye as
+        // it stops: its mechanisms' roots retire at once, in revision 4, which the replica applies.
+        for (name, worker, revision) in [("w1", w1, 3), ("w2", w2, 4)] {
+            if revision == 4 { #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w2: applied 4") } != nil, "\(worker.lines)") }
             worker.interrupt()
-            #expect(worker.waitForLine { $0.hasSuffix("worker \(name): stopped at revision 3") } != nil, "\(worker.lines)")
+            #expect(worker.waitForLine { $0.hasSuffix("worker \(name): stopped at revision \(revision)") } != nil, "\(worker.lines)")
             waitForExit(worker.process, timeout: .seconds(10))
             #expect(worker.process.terminationStatus == 0)
         }
+        #expect(leader.waitForLine { $0.hasSuffix(" cogd leader: worker w1 left (said goodbye as it stopped); its scope instances retire") } != nil)
         leader.interrupt()
-        #expect(leader.waitForLine { $0 == "cogd leader: stopped at revision 3" } != nil, "\(leader.lines)")
+        #expect(leader.waitForLine { $0.hasSuffix(" cogd leader: stopped at revision 4") } != nil, "\(leader.lines)")
         waitForExit(leader.process, timeout: .seconds(10))
         #expect(leader.process.terminationStatus == 0)
     }

@@ -97,7 +97,7 @@ struct TerminalEscapingTests {
 extension CogdProcess {
     /// The epoch `cogd leader` printed on its first line.
     var epochFromFirstLine: String {
-        guard let line = lines.first(where: { $0.hasPrefix("cogd leader: data") }), let range = line.range(of: "epoch ") else { return "?" }
+        guard let line = lines.first(where: { $0.contains("cogd leader: data") }), let range = line.range(of: "epoch ") else { return "?" }
         return String(line[range.upperBound...].prefix { $0.isNumber })
     }
 }

@@ -118,6 +118,56 @@ struct WalkthroughClusterTests {
             "\(tail)")
     }
 
+    @Test func `call --name numbers its requests from the name's last answered sequence, across leader restarts; a retry is deduplicated`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var leader = try ports.startLeader(data: folder.path)
+        func call(_ json: String, _ extra: [String] = ["--name", "ranger"]) throws -> (status: Int32, stdout: String, stderr: String) {
+            try runCogd(["call", "ledger.open", json, "--leader", ports.requests] + extra)
+        }
+        let first = try call(#"{"account": "alice", "balance": 5}"#)
+        #expect(first.status == 0 && first.stdout == "applied revision 1 (request ranger#1)\n", "\(first)")
+        let second = try call(#"{"account": "bob", "balance": 6}"#)
+        #expect(second.status == 0 && second.stdout == "applied revision 2 (request ranger#2)\n", "\(second)")
+        // The first call again, by its id: answered from the first run, not applied twice.
+        let retry = try call(#"{"account": "alice", "balance": 5}"#, ["--request-id", "ranger#1"])
+        #expect(retry.status == 0 && retry.stdout == "applied revision 1 (request ranger#1)\n", "\(retry)")
+        // Each call said hello as a tool under the name and goodbye as it closed.
+        #expect(leader.waitForLine { $0.contains(" INFO  cogd leader: tool ranger left (said goodbye;") } != nil, "\(leader.lines)")
+        leader.interrupt()
+        #expect(leader.waitForLine { $0.contains("cogd leader: stopped at revision 2") } != nil, "\(leader.lines)")
+        leader.stop()
+        leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let afterRestart = try call(#"{"account": "carol", "balance": 7}"#)
+        #expect(afterRestart.status == 0 && afterRestart.stdout == "applied revision 3 (request ranger#3)\n", "\(afterRestart)")
+        // A name a live worker holds is not shared: the call says why.
+        let worker = try ports.startWorker("w1", rig: "replica", group: "replicas")
+        defer { worker.stop() }
+        let taken = try call(#"{"account": "dave", "balance": 8}"#, ["--name", "w1", "--timeout", "1"])
+        #expect(taken.status == 1 && taken.stdout.isEmpty, "\(taken)")
+        #expect(taken.stderr.hasPrefix("Error: the leader refused the request: name-in-use: another process is connected as worker w1 "), "\(taken)")
+        #expect(try runCogd(["tail", "--data", folder.path, "--from", "4"]).stderr.contains("the log ends at revision 3"), "nothing ran as w1")
+    }
+
+    @Test func `status --watch given the turn stream says so once and exits 4, as status does`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let wrong =
+            "Error: \(ports.turns) is a leader's turn stream, not its requests endpoint: --leader takes the requests endpoint "
+            + "(tcp://127.0.0.1:5701 by default, the leader's --requests), not the turn stream\n"
+        // --count 3: without the fix the message came three times, once a redraw.
+        for extra in [[], ["--json"]] {
+            let watch = try runCogd(
+                ["status", "--leader", ports.turns, "--watch", "0.2", "--count", "3", "--timeout", "2"] + extra, timeout: .seconds(60))
+            #expect(watch.status == 4 && watch.stderr == wrong && watch.stdout.isEmpty, "\(extra): \(watch)")
+        }
+    }
+
     @Test func `an unknown op is rejected with where ops are listed; status labels commits that hold no turn`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

@@ -30,6 +30,10 @@ struct WireVectorTests {
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
             ("hello-group", .hello(worker: "w1", lastRevision: 0, group: "greeters")),
             ("hello-tool", .hello(worker: "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50", lastRevision: 0, tool: true)),
+            ("goodbye", .goodbye(worker: "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50")),
+            ("error-goodbye-not-holder", .error(WireError(
+                code: "name-in-use",
+                message: "another connection holds worker w1; only the connection that said hello as a name may say goodbye for it"))),
             ("welcome-group", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 0, group: "greeters")),
             ("heartbeat", .heartbeat(worker: "w1", revision: 42, stateDigest: after42)),
             ("snapshot-request", .snapshotRequest(inParts: false)),

@@ -117,8 +117,8 @@ struct WorkerGroupTests {
         // The audit is a top-level reaction too: only its root's owner prints the totals.
         let status = try runCogd(["status", "--leader", ports.requests]).stdout
         #expect(status.contains("group     ledger-herald: 2 members (instances owned: h1 2, h2 0)\n          roots: LedgerAudit on h1, LedgerHerald on h1\n"), "\(status)")
-        #expect(first.waitForLine { $0 == "ledger total 20" } != nil, "\(first.lines)")
-        #expect(!second.lines.contains { $0.hasPrefix("ledger total") }, "\(second.lines)")
+        #expect(first.waitForLine { $0.hasSuffix(": ledger total 20") } != nil, "\(first.lines)")
+        #expect(!second.lines.contains { $0.contains(": ledger total") }, "\(second.lines)")
 
         // h1 killed: past the heartbeat timeout the roots open on h2, which heralds what opens next, once.
         first.killHard()
@@ -129,7 +129,7 @@ struct WorkerGroupTests {
         #expect(roots.filter { $0.kind == .open }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h2", "LedgerHerald h2"])
         #expect(roots.contains { $0.kind == .retire && $0.instance == rootInstance })
         let newRoot = try #require(roots.first { $0.kind == .open && $0.scope == "LedgerHerald" }?.instance)
-        #expect(second.waitForLine { $0 == "ledger total 20" } != nil, "h2's audit opened: \(second.lines)")
+        #expect(second.waitForLine { $0.hasSuffix(": ledger total 20") } != nil, "h2's audit opened: \(second.lines)")
         #expect(try ports.call("ledger.open", #"{"account": "erin", "balance": 5}"#).hasPrefix("applied"))
         #expect(waitUntil { (try? greetings(["erin"]))?["erin"] == 1 })
         usleep(500_000)

@@ -454,6 +454,8 @@ public struct LeaderCore {
             hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, tool: tool, now: now)
         case .heartbeat(let worker, let revision, let stateDigest):
             heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
+        case .goodbye(let worker):
+            goodbye(peer, worker, now: now)
         case .snapshotRequest(let inParts):
             snapshotRequest(peer, inParts: inParts, observer: role == .observer)
         case .catchUpRequest(let from):
@@ -507,8 +509,17 @@ public struct LeaderCore {
         switch message {
         case .statusRequest:
             break
-        case .hello(let worker, _, _, _, _), .heartbeat(let worker, _, _):
+        case .hello(let worker, _, _, _, let tool):
+            // A client says hello only as a tool (`cogd call --name` learns its name's last sequence): it gains no reading.
+            guard holder.role == .worker || (tool && holder.role == .client) else {
+                return forbidden("say hello: only a worker key may (a client key only as a tool)")
+            }
+            if let denial = own(worker) { return denial }
+        case .heartbeat(let worker, _, _):
             guard holder.role == .worker else { return forbidden("say hello or heartbeat: only a worker key may") }
+            if let denial = own(worker) { return denial }
+        case .goodbye(let worker):
+            // Whoever holds the name says it; the core refuses anyone else.
             if let denial = own(worker) { return denial }
         case .scopeRegister(let spec):
             guard holder.role == .worker else { return forbidden("register scopes: only a worker key may") }
@@ -570,6 +581,30 @@ public struct LeaderCore {
         if workers[worker]?.identity != peer { note(.joined(worker: worker, group: group, revision: revision, tool: tool)) }
         workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group, tool: tool)
         sendWelcome(worker, to: peer)
+    }
+
+    /// The connection holding `worker` gives the name up (it closes): the
+    /// name is dropped at once, as at the heartbeat timeout — a worker's
+    /// scope instances retire in a `cogd.workerGone` record and a later
+    /// heartbeat of it is told `gone`. Only the holder may say it: from a
+    /// connection that holds no name it is refused `hello-first`, for a name
+    /// another connection holds `name-in-use`; nothing changes then.
+    private mutating func goodbye(_ peer: Peer, _ worker: String, now: Duration) {
+        guard let holder = workers[worker] else {
+            refuse(peer, helloFirst("goodbye", worker: worker))
+            return
+        }
+        guard holder.identity == peer else {
+            refuse(peer, WireError(
+                .nameInUse,
+                "another connection holds worker \(worker); only the connection that said hello as a name may say goodbye for it"))
+            return
+        }
+        workers[worker] = nil
+        note(.saidGoodbye(worker: worker, tool: holder.tool))
+        // A tool's name is its own, never used again; a worker's heartbeat after its goodbye rejoins.
+        if !holder.tool { goneWorkers.insert(worker) }
+        dropWorker(worker, named: LeaderCore.workerGoneTurn)
     }
 
     private mutating func heartbeat(_ peer: Peer, _ worker: String, revision: UInt64, stateDigest: StateDigest?, now: Duration) {
@@ -1013,6 +1048,9 @@ public struct LeaderCore {
         /// Silent past the heartbeat timeout: given up, its instances retired
         /// (`tool`: a tool that closed; it held none).
         case timedOut(worker: String, seconds: Double, tool: Bool = false)
+        /// The connection holding the name said goodbye: dropped at once
+        /// (`tool`: a tool closing; it held nothing).
+        case saidGoodbye(worker: String, tool: Bool)
         /// A new process took over the name of one that is gone.
         case nameTakenOver(worker: String)
         /// A process was refused a name another live process holds.

@@ -130,6 +130,18 @@ public struct ReplicaCore: Sendable {
     /// How many catch-ups the leader answered `compacted` (the records were
     /// no longer in its log), each followed by a snapshot.
     public private(set) var compactedCatchUps = 0
+    /// How many times the worker joined the leader again after it had
+    /// joined: a welcome to the hello it said because the leader no longer
+    /// knew it (`hello-first`: the leader restarted, the connection set up
+    /// anew), gave it up (`gone`), holds less history (`revision-ahead`), or
+    /// refused it meanwhile (its name, key or rig). Hellos retried while
+    /// refused, and welcomes to heartbeats, do not count
+    /// (`cogd_worker_reconnects_total`, `protocol/metrics.md`).
+    public private(set) var rejoins: UInt64 = 0
+    /// Whether a welcome ever came.
+    private var joined = false
+    /// Whether the leader welcomed this worker and has not refused or dropped it since.
+    public var hasJoined: Bool { joined && !rejoining && !registerOnWelcome && displaced == nil && !heldOff }
 
     private var buffered: [UInt64: TurnRecord] = [:]
     private var awaitingSnapshot = false
@@ -254,6 +266,8 @@ public struct ReplicaCore: Sendable {
     }
 
     private mutating func welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64, now: Duration) {
+        if joined && (rejoining || registerOnWelcome || displaced != nil || heldOff) { rejoins &+= 1 }
+        joined = true
         rejoining = false
         // Same epoch and the leader had dropped this worker, or this process
         // was refused the name and now holds it (what it registered retired

@@ -82,13 +82,13 @@ extension Leader {
             switch event {
             case .joined(let worker, _, _, true):
                 log.log(
-                    .info, "tool-joined", "tool \(TerminalText.escaped(worker)) connected to read the state",
+                    .info, "tool-joined", "tool \(TerminalText.escaped(worker)) connected (cogd get, tail --connect or call --name)",
                     ["worker": .text(worker)])
             case .timedOut(let worker, _, true):
                 // A tool reads and closes; it sends no heartbeat and held no instance.
                 log.log(
                     .info, "tool-left", "tool \(TerminalText.escaped(worker)) left (a tool reads the state and closes; it held nothing)",
-                    ["worker": .text(worker)])
+                    ["worker": .text(worker), "reason": .text("timeout")])
             case .joined(let worker, let group, let revision, _):
                 log.log(
                     .info, "worker-joined",
@@ -99,6 +99,14 @@ extension Leader {
                     .warn, "worker-timed-out",
                     "worker \(TerminalText.escaped(worker)) left: silent for \(Int(seconds)) s (heartbeat timeout); its scope instances retire",
                     ["worker": .text(worker), "silent_seconds": .number(seconds)])
+            case .saidGoodbye(let worker, true):
+                log.log(
+                    .info, "tool-left", "tool \(TerminalText.escaped(worker)) left (said goodbye; a tool reads the state and closes, it held nothing)",
+                    ["worker": .text(worker), "reason": .text("goodbye")])
+            case .saidGoodbye(let worker, false):
+                log.log(
+                    .info, "worker-left", "worker \(TerminalText.escaped(worker)) left (said goodbye as it stopped); its scope instances retire",
+                    ["worker": .text(worker), "reason": .text("goodbye")])
             case .nameTakenOver(let worker):
                 log.log(
                     .info, "worker-replaced", "worker \(TerminalText.escaped(worker)): a new process took the name over from one that is gone",

@@ -77,8 +77,27 @@ public final class OperatorLog: Sendable {
             }
             line += "}"
         }
-        line += "\n"
         fflush(nil)  // what was printed before comes first
+        writeLine(line + "\n")
+    }
+
+    /// What stops the process (it exits 1 next): under `text` the usual
+    /// `Error: …` line, for a person at a terminal; under `json` an `error`
+    /// event `failed`, so a log shipper reads only JSON lines.
+    /// `message` is escaped for the terminal already.
+    public func failure(_ message: String) {
+        switch format {
+        case .text:
+            let line = "Error: " + message + "\n"
+            fflush(nil)
+            writeLine(line)
+        case .json:
+            log(.error, "failed", message)
+        }
+    }
+
+    private func writeLine(_ text: String) {
+        var line = text
         line.withUTF8 { bytes in
             var offset = 0
             while offset < bytes.count {

@@ -4,8 +4,8 @@ import Foundation
 
 /// What a worker counts for its operator (`/metrics`), beside its sync state.
 public struct WorkerOperations: Sendable {
-    /// Hellos sent: the first, then one per rejoin (a leader restarted, the
-    /// worker was given up, its name or rig refused and retried).
+    /// Hellos sent: the first, then one per rejoin and one per retry while
+    /// the leader refuses the name (every 250 ms), key or rig (every 5 s).
     public internal(set) var hellos: UInt64 = 0
     /// Snapshots applied: the first sync, then one per re-sync.
     public internal(set) var snapshotsApplied: UInt64 = 0
@@ -26,8 +26,6 @@ public struct WorkerOperations: Sendable {
         }
     }
 
-    /// Rejoins: hellos after the first.
-    public var reconnects: UInt64 { hellos > 0 ? hellos - 1 : 0 }
     /// Re-syncs: snapshots applied after the first.
     public var resyncs: UInt64 { snapshotsApplied > 0 ? snapshotsApplied - 1 : 0 }
 }
@@ -63,7 +61,10 @@ extension Worker {
                 "cogd_worker_lag_revisions", .gauge, help: "Revisions the leader announced that the replica has not applied.",
                 Double(ops.newestSeenRevision > appliedRevision ? ops.newestSeenRevision - appliedRevision : 0)),
             .single("cogd_worker_leader_silence_seconds", .gauge, help: "Seconds since the leader last sent anything.", secondsSinceLeaderHeard),
-            .single("cogd_worker_reconnects_total", .counter, help: "Hellos after the first: rejoining the leader.", Double(ops.reconnects)),
+            .single(
+                "cogd_worker_reconnects_total", .counter,
+                help: "Times the worker joined the leader again after it had joined (a leader restart, given up, refused meanwhile); hellos retried while refused do not count.",
+                Double(core.rejoins)),
             .single("cogd_worker_resyncs_total", .counter, help: "Snapshots applied after the first sync.", Double(ops.resyncs)),
             .single("cogd_worker_reactions_total", .counter, help: "Reaction bodies run on the replica.", Double(cogs.reactionsRun)),
             .labelled(
