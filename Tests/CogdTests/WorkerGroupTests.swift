@@ -150,6 +150,34 @@ struct WorkerGroupTests {
             "\(whole.stdout)")
     }
 
+    @Test func `a worker stopped by SIGTERM says goodbye: its instances move to the other member at once, not at the heartbeat timeout`() throws {
+        defer { folder.cleanUp() }
+        // A heartbeat timeout longer than every wait here: whatever moves, the goodbye moved it.
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 300)
+        defer { leader.stop() }
+        let first = try startHerald("h1")
+        defer { first.stop() }
+        let second = try startHerald("h2")
+        defer { second.stop() }
+        #expect(waitUntil { ((try? runCogd(["status", "--leader", ports.requests]).stdout) ?? "").contains("roots: LedgerAudit on h1, LedgerHerald on h1") })
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied"))
+        #expect(first.waitForLine { $0.hasSuffix(": ledger total 5") } != nil, "\(first.lines)")
+
+        first.process.terminate()  // SIGTERM
+        waitForExit(first.process, timeout: .seconds(10))
+        #expect(first.process.terminationStatus == 0, "\(first.lines)")
+        #expect(leader.waitForLine { $0.hasSuffix(" INFO  cogd leader: worker h1 left (said goodbye as it stopped); its scope instances retire") } != nil, "\(leader.lines)")
+        #expect(waitUntil(timeout: .seconds(20)) { (try? records())?.contains { $0.name == "cogd.workerGone" } == true })
+        let gone = try #require(try records().last { $0.name == "cogd.workerGone" })
+        let roots = gone.scopeEvents.filter { $0.identity == nil }
+        #expect(roots.filter { $0.kind == .retire }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h1", "LedgerHerald h1"])
+        #expect(roots.filter { $0.kind == .open }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h2", "LedgerHerald h2"])
+        #expect(second.waitForLine { $0.hasSuffix(": ledger total 5") } != nil, "h2's audit opened: \(second.lines)")
+        let status = try runCogd(["status", "--leader", ports.requests]).stdout
+        #expect(!status.contains("h1") && status.contains("roots: LedgerAudit on h2, LedgerHerald on h2"), "\(status)")
+        #expect(!leader.lines.contains { $0.contains("timed out") || $0.contains("silent for") }, "\(leader.lines)")
+    }
+
     @Test func `a root's owner given up for silence: its late requests, stamped with the old root instance, are rejected as retired`() throws {
         defer { folder.cleanUp() }
         let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 1)

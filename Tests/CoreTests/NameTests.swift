@@ -46,6 +46,29 @@ struct NameTests {
         #expect(leader.core.errorCounts == ["name-in-use": 3])
     }
 
+    @Test func `a goodbye from the holder drops the name at once, retiring its instances; from any other connection it is refused and changes nothing`() throws {
+        let leader = try Self.heldName()
+        let notHolder = WireError(
+            .nameInUse, "another connection holds worker w; only the connection that said hello as a name may say goodbye for it")
+        #expect(leader.send("b", .goodbye(worker: "w")) == [.error(notHolder)])
+        #expect(leader.send("b", .goodbye(worker: "nobody")).map(\.typeName) == ["error"])
+        #expect(leader.core.errorCounts == ["name-in-use": 1, "hello-first": 1])
+        #expect(leader.openInstances == [Wire.instance(1)] && leader.log.lastRevision == 1, "nothing changed")
+        #expect(leader.send("a", Wire.heartbeat("w", 1)) == [Self.welcome], "the holder still holds the name")
+        #expect(leader.core.takeEvents().filter { if case .saidGoodbye = $0 { true } else { false } }.isEmpty)
+
+        #expect(leader.send("a", .goodbye(worker: "w")).isEmpty, "no answer")
+        let record = try #require(leader.log.records.last)
+        #expect(record.revision == 2 && record.name == "cogd.workerGone" && record.writes.isEmpty)
+        #expect(record.scopeEvents.map(\.kind) == [.retire] && record.scopeEvents.first?.instance == Wire.instance(1))
+        #expect(leader.openInstances.isEmpty)
+        #expect(leader.core.takeEvents().contains(.saidGoodbye(worker: "w", tool: false)))
+        // Its heartbeat after it: gone, say hello again; the name is free for another connection.
+        #expect(leader.send("a", Wire.heartbeat("w", 2)).first.map { if case .error(let e) = $0 { e.code } else { "" } } == "gone")
+        #expect(leader.send("b", Wire.hello("w", 2)).first?.typeName == "welcome")
+        #expect(leader.log.lastRevision == 2, "taking a free name over retires nothing more")
+    }
+
     @Test func `a hello from another connection takes the name over from a disconnected holder, retiring its instances`() throws {
         let leader = try Self.heldName()
         leader.ports.disconnected.insert(peer("a"))
