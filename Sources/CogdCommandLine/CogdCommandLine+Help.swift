@@ -309,8 +309,8 @@ extension CogdCommandLine {
                   --leader ENDPOINT   with --connect and --from or --since, the leader's requests
                                       endpoint it catches up from (default: $\(Command.leaderEnvironmentVariable) when set, else
                                       \(Command.defaultRequestsEndpoint)); without keys it says hello there as a
-                                      tool, tail-UUID, which `status` lists under tools until the
-                                      heartbeat timeout
+                                      tool, tail-UUID, which `status` lists under tools until it
+                                      says goodbye as it stops (--to, --count, Ctrl-C)
                   --timeout SECONDS   with --connect, how long to wait for the stream's connection and
                                       for each answer while catching up (default \(Command.secondsText(Command.defaultTimeout)))
                   --key FILE          with --connect to a leader that authenticates with CURVE, a worker's
@@ -331,6 +331,8 @@ extension CogdCommandLine {
                   4   with --connect: nothing answers within --timeout, or the endpoint is the
                       leader's other one (--connect takes the turns endpoint, --leader the requests one)
                   64  a usage error
+                  130 with --connect and --from or --since: stopped by Ctrl-C or SIGTERM (after
+                      its goodbye to the leader)
 
                 Example:
                   \(cogd) tail --data cogd-data --from 100 --name 'ledger.*' --json

@@ -61,7 +61,10 @@ extension TailCommand {
             }
             // 0: print whatever the stream brings; else the next revision to print.
             var next: UInt64 = 0
+            // A catch-up client said hello as a tool: Ctrl-C (or SIGTERM) ends the loop so it says goodbye as it closes.
+            var stopper: SignalStopper?
             if options.from != nil || options.since != nil {
+                stopper = SignalStopper()
                 let client = try CatchUpClient(context: context, endpoint: options.leader, curve: curve, timeout: options.timeout)
                 catchUp = client
                 guard let start = try startRevision(client) else { return 1 }
@@ -73,6 +76,8 @@ extension TailCommand {
             var lastHeard = ContinuousClock.now
             var quietReported = false
             while true {
+                // Stopped: the `defer` above closes the catch-up client (its goodbye); exit as an interrupted program does.
+                if stopper?.flag.isStopped == true { return 130 }
                 // A reconnection refused (the leader restarted with other keys, or with CURVE): as at the start.
                 if try handshakeRefused() { return 1 }
                 let quiet = ContinuousClock.now - lastHeard

@@ -156,5 +156,18 @@ struct GetCommandTests {
         #expect(tailLeft?.contains(" INFO  cogd leader: tool tail-") == true && tailLeft?.contains("(said goodbye;") == true, "\(leader.lines)")
         #expect(try !statusLines().contains { $0.hasPrefix("tools") || $0.contains("tail-") }, "\(leader.lines)")
         #expect(!leader.lines.contains { $0.contains(" WARN ") && ($0.contains("get-") || $0.contains("tail-")) }, "\(leader.lines)")
+
+        // Following until Ctrl-C: the same goodbye, and the exit status of an interrupted program.
+        let follower = try CogdProcess(["tail", "--connect", ports.turns, "--leader", ports.requests, "--from", "2"])
+        defer { follower.stop() }
+        #expect(follower.waitForLine { $0.contains("ledger.open") } != nil, "\(follower.lines)")
+        #expect(try statusLines().contains { $0.hasPrefix("  tail-") }, "listed while it follows")
+        follower.interrupt()
+        waitForExit(follower.process, timeout: .seconds(20))
+        #expect(!follower.process.isRunning && follower.process.terminationStatus == 130, "\(follower.lines)")
+        #expect(
+            leader.waitForLine(timeout: .seconds(20)) { $0.contains("tool tail-") && $0.contains(" left (said goodbye;") && $0 != tailLeft } != nil,
+            "\(leader.lines)")
+        #expect(try !statusLines().contains { $0.hasPrefix("tools") || $0.contains("tail-") }, "\(leader.lines)")
     }
 }
