@@ -134,9 +134,10 @@ public struct CogRig: Sendable {
     public struct Host: Sendable {
         /// The worker's name (`--name`).
         public let workerName: String
-        /// Writes one line to the worker's output, control characters
+        /// Writes one line to the worker's log, control characters
         /// escaped (`TerminalText`): what a rig reports for operators and
-        /// tests to read (`ledger total 100`).
+        /// tests to read (`ledger total 100`). `cogd worker` logs it as the
+        /// event `rig` (standard error, with the time and level, or as JSON).
         public let log: @Sendable (String) -> Void
 
         public init(workerName: String, log: @escaping @Sendable (String) -> Void) {

@@ -221,7 +221,7 @@ extension CogdCommandLine {
                 text). Reads the data folder beside a running leader, or with --leader
                 asks the leader for a snapshot of its state table (protocol/cogwire.md §5):
                 without keys it says hello under a name of its own, get-UUID, which
-                `\(cogd) status` lists until the heartbeat timeout; with keys it must be an
+                `\(cogd) status` lists until its goodbye as it closes; with keys it must be an
                 observer key (§9). A KEY that starts with `-` goes after `--`.
 
                 Options:

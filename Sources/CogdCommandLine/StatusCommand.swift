@@ -126,7 +126,7 @@ enum StatusCommand {
                     + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? "") + silence)
         }
         if !tools.isEmpty {
-            lines.append("tools     \(tools.count) (cogd get / tail --connect: read the state and close; listed until the heartbeat timeout)")
+            lines.append("tools     \(tools.count) (cogd get / tail --connect / call --name: listed until their goodbye, or killed, the heartbeat timeout)")
             for tool in tools {
                 lines.append("  \(TerminalText.escaped(tool.name)): tool, heard \(String(format: "%.1f", tool.secondsSinceHeard))s ago")
             }
