@@ -600,6 +600,28 @@ def run(cogd, checks):
         worker.dealer.send(message("heartbeat", worker.heartbeat()))
         worker.last_heartbeat = time.monotonic()
 
+        # A tool says hello (tool: true), is listed, says goodbye: dropped at once (cogwire.md §3).
+        tool_name = f"indep-tool-{os.getpid()}"
+        tool = Peer(context, leader.requests, identity=f"{tool_name}/1".encode())
+        try:
+            value, problem, _ = parse(tool.ask(message("hello", {"worker": tool_name, "lastRevision": 0, "tool": True})))
+            check("a tool's hello is answered by a welcome", not problem and value["type"] == "welcome", problem or repr(value))
+            value, _ = status(context, leader)
+            listed = [w for w in value["body"]["workers"] if w["name"] == tool_name] if value else []
+            check("status lists the tool with tool: true", listed and listed[0].get("tool") is True, repr(listed))
+            tool.send(message("goodbye", {"worker": tool_name}))
+            deadline = Deadline(2)  # under the leader's 5 s heartbeat timeout: only the goodbye drops it this soon
+            while True:
+                value, _ = status(context, leader)
+                names_now = [w["name"] for w in value["body"]["workers"]] if value else None
+                if (names_now is not None and tool_name not in names_now) or deadline.passed():
+                    break
+                time.sleep(0.05)
+            check("after its goodbye status no longer lists the tool (well before the heartbeat timeout)",
+                  names_now is not None and tool_name not in names_now and worker.name in names_now, repr(names_now))
+        finally:
+            tool.close()
+
         # The stream: ops from a tool reach the replica in order; a dropped publication is caught up.
         worker.drop_publications = 1
         tool_ops(context, leader, [("ledger.transfer", {"from": names[2], "to": names[3], "amount": 2})])
