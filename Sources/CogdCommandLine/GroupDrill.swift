@@ -262,8 +262,7 @@ struct GroupDrill {
     /// Percentile of the measured moves; one that never completed counts as infinite (and is a violation anyway).
     private static func percentile(_ values: [Double?], _ fraction: Double) -> Double? {
         guard !values.isEmpty else { return 0 }
-        let sorted = values.map { $0 ?? .infinity }.sorted()
-        let value = sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * fraction).rounded()))]
+        let value = ClusterBench.percentile(values.map { $0 ?? .infinity }, fraction)
         return value.isFinite ? value : nil
     }
 
