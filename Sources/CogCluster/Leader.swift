@@ -410,6 +410,8 @@ public final class Leader {
             if !ready[0] { pruneBetweenBatches() }
         }
         try serveBatch()
+        // The last batch's events (a worker's goodbye as everything stops) are logged before the stop line.
+        operationsPass()
         // What slow readers are still owed goes out if they read within a second.
         let deadline = ContinuousClock.now + .seconds(1)
         while !backlogs.isEmpty && ContinuousClock.now < deadline {

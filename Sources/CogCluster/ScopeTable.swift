@@ -25,7 +25,10 @@ import CogWire
 /// while that worker lives. When an owner is dropped, its members retire
 /// and open again on the others; when a worker subscribes, members move to
 /// it (retired on their owner, opened on it, newest first from the most
-/// loaded) until the counts differ by at most one. Scope events name the
+/// loaded) until the counts differ by at most one. A mechanism's root (a
+/// one-member registration) is spread the same way over the group's roots:
+/// placed on the worker owning fewest of them, and moved to a worker that
+/// subscribes when its owner holds at least two more. Scope events name the
 /// owner and the owner's own registration number. A registration nested in
 /// a placed instance is its owner's alone, as before.
 struct ScopeTable {
@@ -153,13 +156,18 @@ struct ScopeTable {
             mine[identity] = instance
         }
         // Balance: from the most loaded owner, its newest member, while it
-        // holds at least two more than this worker.
+        // holds at least two more than this worker. A root (one member) is
+        // balanced over the group's roots: it moves here when its owner
+        // holds at least two more of them than this worker.
         var retirements: [ScopeEvent] = []
         var openings: [ScopeEvent] = []
         while true {
-            let counts = ownedCounts(registration)
+            let counts = spec.isRoot ? rootCounts(group, with: registration, at: key) : ownedCounts(registration)
             let here = counts[spec.worker] ?? 0
-            guard let (donor, most) = counts.filter({ $0.key != spec.worker }).max(by: { ($0.value, $1.key) < ($1.value, $0.key) }),
+            let donors = counts.filter { owner, _ in
+                owner != spec.worker && registration.open.contains { registration.owner(of: $0.instance) == owner }
+            }
+            guard let (donor, most) = donors.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }),
                 most >= here + 2,
                 let index = registration.open.lastIndex(where: { registration.owner(of: $0.instance) == donor })
             else { break }
@@ -186,10 +194,25 @@ struct ScopeTable {
         return counts
     }
 
+    /// How many of `group`'s roots each worker owns, with `current` (not yet
+    /// stored) in place of the registration at `key`; `current`'s
+    /// subscribers count from zero.
+    private func rootCounts(_ group: String, with current: Registration, at key: String) -> [String: Int] {
+        var counts = Dictionary(uniqueKeysWithValues: current.subscribers.map { ($0.worker, 0) })
+        for (other, registration) in registrations where other != key && registration.spec.isRoot && registration.group == group {
+            for entry in registration.open { counts[registration.owner(of: entry.instance), default: 0] += 1 }
+        }
+        for entry in current.open { counts[current.owner(of: entry.instance), default: 0] += 1 }
+        return counts
+    }
+
     /// The subscriber a new member of a group registration goes to: the one
-    /// owning fewest, the earliest to subscribe on a tie.
-    private func placement(in registration: Registration) -> String? {
-        let counts = ownedCounts(registration)
+    /// owning fewest (of a root: of the group's roots), the earliest to
+    /// subscribe on a tie.
+    private func placement(in registration: Registration, at key: String) -> String? {
+        let counts =
+            registration.spec.isRoot && registration.group != nil
+            ? rootCounts(registration.group!, with: registration, at: key) : ownedCounts(registration)
         var best: (worker: String, count: Int)?
         for subscriber in registration.subscribers {
             let count = counts[subscriber.worker] ?? 0
@@ -232,7 +255,7 @@ struct ScopeTable {
         // Re-registering (not `replace`): the orphans are placed again when it subscribes.
         if replace {
             for identity in orphans {
-                guard let owner = placement(in: registration) else { break }
+                guard let owner = placement(in: registration, at: key) else { break }
                 let instance = mint(for: owner)
                 registration.open.append((identity, instance))
                 registration.owners[instance] = owner
@@ -313,7 +336,7 @@ struct ScopeTable {
             guard var registration = registrations[key] else { continue }
             var present = Set(registration.open.map(\.identity))
             for identity in identities where present.insert(identity).inserted {
-                let owner = registration.group == nil ? registration.spec.worker : placement(in: registration) ?? registration.spec.worker
+                let owner = registration.group == nil ? registration.spec.worker : placement(in: registration, at: key) ?? registration.spec.worker
                 let instance = mint(for: owner)
                 registration.open.append((identity, instance))
                 if registration.group != nil { registration.owners[instance] = owner }

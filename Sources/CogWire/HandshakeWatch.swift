@@ -18,7 +18,12 @@ import Synchronization
 ///
 /// - Important: create it before `connect` (a handshake that fails first
 ///   is seen), on the socket's thread; `close()` it with the socket, before
-///   the context closes (which waits for every socket).
+///   the context closes (which waits for every socket). Read `problem()`
+///   often (each pass of a loop): ZeroMQ's I/O thread sends the events with
+///   a blocking send, so a monitor nobody reads would, once its queue is
+///   full, stop every connection of the context. The queue holds
+///   `queuedEvents`; closing the watch (or the socket) stops the monitor
+///   before the reader goes.
 public final class HandshakeWatch {
     /// Why a handshake failed.
     public enum Problem: Equatable, Sendable, CustomStringConvertible {
@@ -51,7 +56,12 @@ public final class HandshakeWatch {
     }
 
     private static let counter = Atomic<UInt64>(0)
+    /// Events the monitor's queue holds before ZeroMQ's I/O thread waits for
+    /// the reader (about 100 bytes each; ZeroMQ adds its own 1,000).
+    public static let queuedEvents: Int32 = 100_000
     private let monitor: ZMQSocket
+    /// The socket watched: its monitor stops when the watch closes.
+    private weak var watched: ZMQSocket?
     /// Whether a handshake has succeeded since the watch began.
     public private(set) var succeeded = false
     /// Whether a connection this socket made was set up (TCP connected),
@@ -67,19 +77,27 @@ public final class HandshakeWatch {
     public init(_ socket: ZMQSocket) throws(ZMQError) {
         let number = HandshakeWatch.counter.add(1, ordering: .relaxed).newValue
         let endpoint = "inproc://cogd-handshake-\(getpid())-\(number)"
-        let watched = try socket.live("zmq_socket_monitor")
+        let handle = try socket.live("zmq_socket_monitor")
         let events =
             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
             | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED
-        try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(watched, endpoint, events) }
+        try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(handle, endpoint, events) }
         monitor = try ZMQSocket(socket.context, .pair, linger: .zero)
+        try monitor.setOption(ZMQ_RCVHWM, HandshakeWatch.queuedEvents)
         try monitor.connect(endpoint)
+        watched = socket
     }
 
-    deinit { monitor.close() }
+    deinit { close() }
 
-    /// Closes the monitor's socket (before the context closes; later calls do nothing).
-    public func close() { monitor.close() }
+    /// Stops the watched socket's monitor and closes the reader (before the
+    /// context closes; later calls do nothing). Stopping comes first: an
+    /// event sent to a reader already closed would block ZeroMQ's I/O thread.
+    public func close() {
+        watched?.stopMonitor()
+        watched = nil
+        monitor.close()
+    }
 
     /// Reads the events so far: the last failure when no handshake has
     /// succeeded since it (nil when none failed, or one succeeded after).

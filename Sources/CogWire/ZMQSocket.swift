@@ -43,8 +43,19 @@ public final class ZMQSocket {
     /// Closes the socket; later calls do nothing.
     public func close() {
         guard let handle else { return }
+        // A monitor (`HandshakeWatch`) stops first: ZeroMQ's I/O thread sends
+        // the socket's events with a blocking send, and one sent while the
+        // socket closes to a reader already gone would block that thread —
+        // every connection of the context — for good.
+        zmq_socket_monitor(handle, nil, 0)
         zmq_close(handle)
         self.handle = nil
+    }
+
+    /// Stops the socket's monitor, if any: no event is sent after this returns.
+    func stopMonitor() {
+        guard let handle else { return }
+        zmq_socket_monitor(handle, nil, 0)
     }
 
     func live(_ operation: String) throws(ZMQError) -> UnsafeMutableRawPointer {

@@ -232,7 +232,7 @@ struct Drill {
         var leaderDownSince: ContinuousClock.Instant?
         var restartLeaderAt: ContinuousClock.Instant?
         var lastProgress = start
-        var transferIndex = 0
+        var load = DrillLoad(accounts: accounts, churnPerForty: 2, churnOutstanding: 40)
         var nextTrap = options.trapEvery > 0 ? start + jitter(options.trapEvery) : nil
         /// Trap requests sent (by client), the one not yet answered (one at a
         /// time, so a leader that dies of a trap died of that one), and how
@@ -267,24 +267,9 @@ struct Drill {
                 leaderEnded(byDrillKill: false, now: now)
             }
             if now < end {
-                for client in clients where client.outstanding < 32 {
-                    let from = Int(random.next() % UInt64(accounts))
-                    let to = (from + 1 + Int(random.next() % UInt64(accounts - 1))) % accounts
-                    client.enqueue(op: "ledger.transfer", argument: [
-                        "from": .text("acct\(from)"), "to": .text("acct\(to)"), "amount": .unsigned(1 + random.next() % 50),
-                    ])
-                    transferIndex += 1
-                }
-                if transferIndex % 40 < 2, clients[3].outstanding < 40 {
-                    // Churn an empty account: each opening opens a greeter scope on every
-                    // worker, each closing retires it — with greetings still in flight.
-                    let name = "churn\(transferIndex % 3)"
-                    if transferIndex % 2 == 0 {
-                        clients[3].enqueue(op: "ledger.open", argument: ["account": .text(name), "balance": .unsigned(0)])
-                    } else {
-                        clients[3].enqueue(op: "ledger.close", argument: [:], raw: try CBOREncoder().encode(name))
-                    }
-                }
+                // Churned accounts open a greeter scope on every worker, and retire
+                // it at closing — with greetings still in flight.
+                try load.feed(transfers: clients, churn: clients[3], random: &random)
                 if let at = nextTrap, now >= at {
                     if trapInFlight == nil {
                         let client = Int(random.next() % UInt64(clients.count))
@@ -651,5 +636,45 @@ struct SplitMix64 {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// The drills' steady load: pipelined transfers among `accounts` (`acct0`…),
+/// and now and then an empty account (`churn0`…`churn2`) opened or closed.
+struct DrillLoad {
+    let accounts: Int
+    /// Of every 40 transfers, how many are followed by a churn request.
+    let churnPerForty: Int
+    /// The churn client's most requests unanswered.
+    let churnOutstanding: Int
+    /// Each transfer client's most requests unanswered.
+    var transferOutstanding = 32
+    private var transfers = 0
+
+    init(accounts: Int, churnPerForty: Int, churnOutstanding: Int) {
+        self.accounts = accounts
+        self.churnPerForty = churnPerForty
+        self.churnOutstanding = churnOutstanding
+    }
+
+    /// Tops up each of `transfers` to `transferOutstanding` with a transfer
+    /// between two different accounts, then maybe sends `churn` one opening
+    /// or closing.
+    mutating func feed(transfers clients: [DrillClient], churn: DrillClient, random: inout SplitMix64) throws {
+        for client in clients where client.outstanding < transferOutstanding {
+            let from = Int(random.next() % UInt64(accounts))
+            let to = (from + 1 + Int(random.next() % UInt64(accounts - 1))) % accounts
+            client.enqueue(op: "ledger.transfer", argument: [
+                "from": .text("acct\(from)"), "to": .text("acct\(to)"), "amount": .unsigned(1 + random.next() % 50),
+            ])
+            transfers += 1
+        }
+        guard transfers % 40 < churnPerForty, churn.outstanding < churnOutstanding else { return }
+        let name = "churn\(transfers % 3)"
+        if transfers % 2 == 0 {
+            churn.enqueue(op: "ledger.open", argument: ["account": .text(name), "balance": .unsigned(0)])
+        } else {
+            churn.enqueue(op: "ledger.close", argument: [:], raw: try CBOREncoder().encode(name))
+        }
     }
 }

@@ -130,28 +130,13 @@ struct GroupDrill {
         var kills: [GroupLogCheck.Kill] = []
         var lastKill = start
         var lastProgress = start
-        var transferIndex = 0
+        var load = DrillLoad(accounts: accounts, churnPerForty: 3, churnOutstanding: 8)
         while ContinuousClock.now < end || clients.contains(where: { $0.outstanding > 0 }) {
             let now = ContinuousClock.now
             if now > end + .seconds(30) { break }
             if now < end {
-                for client in clients.dropLast() where client.outstanding < 32 {
-                    let from = Int(random.next() % UInt64(accounts))
-                    let to = (from + 1 + Int(random.next() % UInt64(accounts - 1))) % accounts
-                    client.enqueue(op: "ledger.transfer", argument: [
-                        "from": .text("acct\(from)"), "to": .text("acct\(to)"), "amount": .unsigned(1 + random.next() % 50),
-                    ])
-                    transferIndex += 1
-                }
-                if transferIndex % 40 < 3, clients[3].outstanding < 8 {
-                    // Churn an empty account: its greeter opens on one member and retires, moves or not.
-                    let name = "churn\(transferIndex % 3)"
-                    if transferIndex % 2 == 0 {
-                        clients[3].enqueue(op: "ledger.open", argument: ["account": .text(name), "balance": .unsigned(0)])
-                    } else {
-                        clients[3].enqueue(op: "ledger.close", argument: [:], raw: try CBOREncoder().encode(name))
-                    }
-                }
+                // A churned account's greeter opens on one member and retires, moved or not.
+                try load.feed(transfers: Array(clients.dropLast()), churn: clients[3], random: &random)
                 if now >= nextKill {
                     let slot = Int(random.next() % UInt64(count))
                     kills.append(GroupLogCheck.Kill(worker: workers[slot].name, at: Date()))
@@ -277,8 +262,7 @@ struct GroupDrill {
     /// Percentile of the measured moves; one that never completed counts as infinite (and is a violation anyway).
     private static func percentile(_ values: [Double?], _ fraction: Double) -> Double? {
         guard !values.isEmpty else { return 0 }
-        let sorted = values.map { $0 ?? .infinity }.sorted()
-        let value = sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * fraction).rounded()))]
+        let value = ClusterBench.percentile(values.map { $0 ?? .infinity }, fraction)
         return value.isFinite ? value : nil
     }
 

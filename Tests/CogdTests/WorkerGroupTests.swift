@@ -30,6 +30,16 @@ struct WorkerGroupTests {
         return counts
     }
 
+    /// The mechanism roots each worker owns, from `cogd status --json`.
+    func rootsByWorker() throws -> [String: [String]] {
+        let status = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        let workers = object?["workers"] as? [[String: Any]] ?? []
+        return Dictionary(uniqueKeysWithValues: workers.compactMap { worker in
+            (worker["name"] as? String).map { ($0, worker["roots"] as? [String] ?? []) }
+        })
+    }
+
     func records() throws -> [TurnRecord] {
         let store = try TurnStore(directory: folder.path, mode: .reader)
         defer { store.close() }
@@ -57,8 +67,10 @@ struct WorkerGroupTests {
         // One instance per account (not one per worker), and the group's two mechanism roots.
         #expect(try ports.openScopeInstances().count == 6 + 2, "one instance per account, not one per worker")
         let status = try runCogd(["status", "--leader", ports.requests])
-        // g1 registered first: it also owns both mechanisms' roots.
-        #expect(status.stdout.contains("group     ledger-greeter: 2 members (instances owned: g1 5, g2 3)"), "\(status.stdout)")
+        // The group's two mechanism roots are spread too: one each.
+        #expect(status.stdout.contains("group     ledger-greeter: 2 members (instances owned: g1 4, g2 4)"), "\(status.stdout)")
+        let roots = try rootsByWorker()
+        #expect(roots["g1"]?.count == 1 && roots["g2"]?.count == 1, "\(roots)")
         let tail = try runCogd(["tail", "--data", folder.path])
         // Each opening names its owner (one that came with a registration reply, not a turn, is in no record).
         let opens = tail.stdout.split(separator: "\n").filter { $0.hasPrefix("    opens  LedgerGreeter.greeter[") }
@@ -70,17 +82,24 @@ struct WorkerGroupTests {
         #expect(waitUntil(timeout: .seconds(20)) { (try? greetings(accounts))?.filter { g1Accounts.contains($0.key) }.values.allSatisfy { $0 == 2 } == true })
         let gone = try #require(try records().last { $0.name == "cogd.workerGone" })
         #expect(gone.scopeEvents.filter { $0.kind == .retire }.allSatisfy { $0.worker == "g1" })
-        // g1 registered first, so it held both mechanisms' roots: they move to g2 with its accounts.
-        #expect(gone.scopeEvents.filter { $0.kind == .open }.map(\.worker) == Array(repeating: "g2", count: 5))
-        #expect(gone.scopeEvents.filter { $0.kind == .open && $0.identity == nil }.map(\.scope).sorted() == ["LedgerAudit", "LedgerGreeter"])
+        // g1's root moves to g2 with its accounts.
+        #expect(gone.scopeEvents.filter { $0.kind == .open }.map(\.worker) == Array(repeating: "g2", count: 4))
+        #expect(gone.scopeEvents.filter { $0.kind == .open && $0.identity == nil }.map(\.scope) == roots["g1"])
         #expect(try greetings(accounts).filter { !g1Accounts.contains($0.key) }.values.allSatisfy { $0 == 1 }, "g2's own accounts were not touched")
 
-        // A third worker joins: members move to it until the counts are within one.
+        // A third worker joins: members move to it until the counts are within
+        // one, and one of g2's two roots (in a record of its own).
         let third = try startGrouped("g3")
         defer { third.stop() }
-        #expect(waitUntil { (try? records())?.contains { $0.name == "cogd.scopesMoved" } == true })
-        let moved = try #require(try records().last { $0.name == "cogd.scopesMoved" })
-        #expect(moved.scopeEvents.filter { $0.kind == .open }.map(\.worker) == ["g3", "g3", "g3"])
+        let killedAt = try records().count
+        func movedToThird() throws -> [ScopeEvent] {
+            try records().dropFirst(killedAt).filter { $0.name == "cogd.scopesMoved" }.flatMap(\.scopeEvents).filter { $0.kind == .open }
+        }
+        #expect(waitUntil { (try? movedToThird())?.count == 4 }, "\(String(describing: try? movedToThird()))")
+        let moved = try movedToThird()
+        #expect(moved.map(\.worker) == ["g3", "g3", "g3", "g3"])
+        #expect(moved.filter { $0.identity == nil }.count == 1, "one root moved")
+        #expect(try rootsByWorker().mapValues(\.count) == ["g2": 1, "g3": 1])
         #expect(waitUntil { (try? records())?.filter { $0.name.hasSuffix("ledger.greet") && $0.origin.worker == "g3" }.count == 3 })
         #expect(try ports.openScopeInstances().count == 6 + 2)
     }
@@ -103,50 +122,68 @@ struct WorkerGroupTests {
         #expect(first.lines.contains { $0.hasSuffix(", group ledger-herald") }, "the rig's name is the default group: \(first.lines)")
         let second = try startHerald("h2")
         defer { second.stop() }
-        #expect(waitUntil { ((try? runCogd(["status", "--leader", ports.requests]).stdout) ?? "").contains("group     ledger-herald: 2 members") })
+        // The group's two roots spread, one on each member, before any account opens.
+        #expect(waitUntil { (try? rootsByWorker())?.mapValues(\.count) == ["h1": 1, "h2": 1] }, "\(String(describing: try? rootsByWorker()))")
+        let roots = try rootsByWorker()
+        let heraldOwner = try #require(roots.first { $0.value == ["LedgerHerald"] }?.key, "\(roots)")
+        let auditOwner = heraldOwner == "h1" ? "h2" : "h1"
+        #expect(roots[auditOwner] == ["LedgerAudit"], "\(roots)")
+        let processes = ["h1": first, "h2": second]
+        let (herald, audit) = (processes[heraldOwner]!, processes[auditOwner]!)
         let accounts = ["alice", "bob", "carol", "dave"]
         for account in accounts { #expect(try ports.call("ledger.open", #"{"account": "\#(account)", "balance": 5}"#).hasPrefix("applied")) }
         #expect(waitUntil { (try? greetings(accounts))?.values.allSatisfy { $0 >= 1 } == true }, "every account heralded")
         usleep(500_000)  // a second greeting would come now, were the reaction running on both workers
         #expect(try greetings(accounts) == Dictionary(uniqueKeysWithValues: accounts.map { ($0, 1) }), "the herald ran once per account")
         let greeted = try heraldGreetings()
-        // h1 registered first: it holds the root, and each greeting carries the root's instance.
-        #expect(Set(greeted.map { $0.origin.worker ?? "" }) == ["h1"], "\(greeted.map(\.origin))")
+        // Only the herald root's owner greets, each greeting stamped with the root's instance.
+        #expect(Set(greeted.map { $0.origin.worker ?? "" }) == [heraldOwner], "\(greeted.map(\.origin))")
         let rootInstance = try #require(greeted.first?.origin.instance, "the herald's requests are stamped")
         #expect(greeted.allSatisfy { $0.origin.instance == rootInstance })
         // The audit is a top-level reaction too: only its root's owner prints the totals.
         let status = try runCogd(["status", "--leader", ports.requests]).stdout
-        #expect(status.contains("group     ledger-herald: 2 members (instances owned: h1 2, h2 0)\n          roots: LedgerAudit on h1, LedgerHerald on h1\n"), "\(status)")
-        #expect(first.waitForLine { $0.hasSuffix(": ledger total 20") } != nil, "\(first.lines)")
-        #expect(!second.lines.contains { $0.contains(": ledger total") }, "\(second.lines)")
+        #expect(
+            status.contains(
+                "group     ledger-herald: 2 members (instances owned: h1 1, h2 1)\n          roots: LedgerAudit on \(auditOwner), LedgerHerald on \(heraldOwner)\n"),
+            "\(status)")
+        #expect(audit.waitForLine { $0.hasSuffix(": ledger total 20") } != nil, "\(audit.lines)")
+        #expect(!herald.lines.contains { $0.hasSuffix(": ledger total 20") }, "\(herald.lines)")
 
-        // h1 killed: past the heartbeat timeout the roots open on h2, which heralds what opens next, once.
-        first.killHard()
+        // The herald's owner killed: past the heartbeat timeout its root opens on
+        // the other member, which heralds what opens next, once.
+        herald.killHard()
         #expect(waitUntil(timeout: .seconds(20)) { (try? records())?.contains { $0.name == "cogd.workerGone" } == true })
         let gone = try #require(try records().last { $0.name == "cogd.workerGone" })
-        let roots = gone.scopeEvents.filter { $0.identity == nil }
-        #expect(roots.filter { $0.kind == .retire }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h1", "LedgerHerald h1"])
-        #expect(roots.filter { $0.kind == .open }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h2", "LedgerHerald h2"])
-        #expect(roots.contains { $0.kind == .retire && $0.instance == rootInstance })
-        let newRoot = try #require(roots.first { $0.kind == .open && $0.scope == "LedgerHerald" }?.instance)
-        #expect(second.waitForLine { $0.hasSuffix(": ledger total 20") } != nil, "h2's audit opened: \(second.lines)")
+        let rootEvents = gone.scopeEvents.filter { $0.identity == nil }
+        #expect(rootEvents.filter { $0.kind == .retire }.map { "\($0.scope) \($0.worker ?? "")" } == ["LedgerHerald \(heraldOwner)"])
+        #expect(rootEvents.filter { $0.kind == .open }.map { "\($0.scope) \($0.worker ?? "")" } == ["LedgerHerald \(auditOwner)"])
+        #expect(rootEvents.contains { $0.kind == .retire && $0.instance == rootInstance })
+        let newRoot = try #require(rootEvents.first { $0.kind == .open && $0.scope == "LedgerHerald" }?.instance)
         #expect(try ports.call("ledger.open", #"{"account": "erin", "balance": 5}"#).hasPrefix("applied"))
         #expect(waitUntil { (try? greetings(["erin"]))?["erin"] == 1 })
         usleep(500_000)
-        #expect(try greetings(accounts + ["erin"]) == Dictionary(uniqueKeysWithValues: (accounts + ["erin"]).map { ($0, 1) }), "heralded once, by h2 only")
-        let last = try #require(try heraldGreetings().last)
-        #expect(last.origin.worker == "h2" && last.origin.instance == newRoot)
-        let moved = try runCogd(["status", "--leader", ports.requests, "--json"]).stdout
-        #expect(moved.contains(#"{"name": "h2", "#) && moved.contains(#""group": "ledger-herald", "instances": 2, "roots": ["LedgerAudit", "LedgerHerald"]}"#), "\(moved)")
-        let tail = try runCogd(["tail", "--data", folder.path])
-        #expect(tail.stdout.contains("    retires LedgerHerald (root) #\(rootInstance >> 32).\(rootInstance & 0xffff_ffff) on h1"), "\(tail.stdout)")
-        #expect(tail.stdout.contains("    opens  LedgerHerald (root) #\(newRoot >> 32).\(newRoot & 0xffff_ffff) on h2"), "\(tail.stdout)")
-        // h1's greetings came from a root its registration reply placed (no record opened it):
-        // the record that retired it names it, so tail names their scope too.
-        let whole = try runCogd(["tail", "--data", folder.path, "--from", "1"])
-        let h1Greeting = whole.stdout.split(separator: "\n").first { $0.contains("ledger.greet") && $0.contains("(worker h1, ") }
         #expect(
-            h1Greeting?.contains("(worker h1, scope LedgerHerald (root) #\(rootInstance >> 32).\(rootInstance & 0xffff_ffff), request ") == true,
+            try greetings(accounts + ["erin"]) == Dictionary(uniqueKeysWithValues: (accounts + ["erin"]).map { ($0, 1) }),
+            "heralded once, by the survivor only")
+        let last = try #require(try heraldGreetings().last)
+        #expect(last.origin.worker == auditOwner && last.origin.instance == newRoot)
+        let moved = try runCogd(["status", "--leader", ports.requests, "--json"]).stdout
+        #expect(
+            moved.contains(#"{"name": "\#(auditOwner)", "#)
+                && moved.contains(#""group": "ledger-herald", "instances": 2, "roots": ["LedgerAudit", "LedgerHerald"]}"#), "\(moved)")
+        let tail = try runCogd(["tail", "--data", folder.path])
+        #expect(
+            tail.stdout.contains("    retires LedgerHerald (root) #\(rootInstance >> 32).\(rootInstance & 0xffff_ffff) on \(heraldOwner)"),
+            "\(tail.stdout)")
+        #expect(tail.stdout.contains("    opens  LedgerHerald (root) #\(newRoot >> 32).\(newRoot & 0xffff_ffff) on \(auditOwner)"), "\(tail.stdout)")
+        // The first greetings came from a root a registration reply placed (no
+        // record opened it): the record that retired it names it, so tail names
+        // their scope too.
+        let whole = try runCogd(["tail", "--data", folder.path, "--from", "1"])
+        let firstGreeting = whole.stdout.split(separator: "\n").first { $0.contains("ledger.greet") && $0.contains("(worker \(heraldOwner), ") }
+        #expect(
+            firstGreeting?.contains(
+                "(worker \(heraldOwner), scope LedgerHerald (root) #\(rootInstance >> 32).\(rootInstance & 0xffff_ffff), request ") == true,
             "\(whole.stdout)")
     }
 
@@ -159,9 +196,10 @@ struct WorkerGroupTests {
         defer { first.stop() }
         let second = try startHerald("h2")
         defer { second.stop() }
-        #expect(waitUntil { ((try? runCogd(["status", "--leader", ports.requests]).stdout) ?? "").contains("roots: LedgerAudit on h1, LedgerHerald on h1") })
-        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied"))
-        #expect(first.waitForLine { $0.hasSuffix(": ledger total 5") } != nil, "\(first.lines)")
+        // The group's two roots spread, one on each member; h1 is stopped, so its root moves to h2.
+        #expect(waitUntil { (try? rootsByWorker())?.mapValues(\.count) == ["h1": 1, "h2": 1] }, "\(String(describing: try? rootsByWorker()))")
+        let moving = try #require(try rootsByWorker()["h1"]?.first)
+        let staying = moving == "LedgerAudit" ? "LedgerHerald" : "LedgerAudit"
 
         first.process.terminate()  // SIGTERM
         waitForExit(first.process, timeout: .seconds(10))
@@ -170,11 +208,12 @@ struct WorkerGroupTests {
         #expect(waitUntil(timeout: .seconds(20)) { (try? records())?.contains { $0.name == "cogd.workerGone" } == true })
         let gone = try #require(try records().last { $0.name == "cogd.workerGone" })
         let roots = gone.scopeEvents.filter { $0.identity == nil }
-        #expect(roots.filter { $0.kind == .retire }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h1", "LedgerHerald h1"])
-        #expect(roots.filter { $0.kind == .open }.map { "\($0.scope) \($0.worker ?? "")" }.sorted() == ["LedgerAudit h2", "LedgerHerald h2"])
-        #expect(second.waitForLine { $0.hasSuffix(": ledger total 5") } != nil, "h2's audit opened: \(second.lines)")
-        let status = try runCogd(["status", "--leader", ports.requests]).stdout
-        #expect(!status.contains("h1") && status.contains("roots: LedgerAudit on h2, LedgerHerald on h2"), "\(status)")
+        #expect(roots.filter { $0.kind == .retire }.map { "\($0.scope) \($0.worker ?? "")" } == ["\(moving) h1"], "\(gone)")
+        #expect(roots.filter { $0.kind == .open }.map { "\($0.scope) \($0.worker ?? "")" } == ["\(moving) h2"], "\(gone)")
+        #expect(waitUntil { (try? rootsByWorker()) == ["h2": [moving, staying].sorted()] }, "\(String(describing: try? rootsByWorker()))")
+        // The audit now runs on h2: it prints the total of what opens next.
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied"))
+        #expect(second.waitForLine { $0.hasSuffix(": ledger total 5") } != nil, "\(second.lines)")
         #expect(!leader.lines.contains { $0.contains("timed out") || $0.contains("silent for") }, "\(leader.lines)")
     }
 

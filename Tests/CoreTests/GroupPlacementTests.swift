@@ -114,6 +114,10 @@ struct GroupPlacementTests {
         .scopeRegister(ScopeRegistration(worker: worker, registration: number, path: "Herald", source: ScopeRegistration.rootSource, key: nil, form: .bool))
     }
 
+    static func root(_ worker: String, number: UInt64, mechanism: String) -> WireMessage {
+        .scopeRegister(ScopeRegistration(worker: worker, registration: number, path: mechanism, source: ScopeRegistration.rootSource, key: nil, form: .bool))
+    }
+
     static func rootEvent(_ kind: ScopeEvent.Kind, _ n: UInt64, _ worker: String, _ registration: UInt64) -> ScopeEvent {
         ScopeEvent(kind: kind, instance: Wire.instance(n), scope: "Herald", identity: nil, worker: worker, registration: registration)
     }
@@ -145,5 +149,39 @@ struct GroupPlacementTests {
         #expect(leader.outcome("w1", try Wire.greet("x", worker: "w1", seq: 2, instance: Wire.instance(1)))?.rejection?.code == .retiredScope)
         #expect(leader.send("w1", Self.root("w1", number: 1)) == [.scopeRegistered(worker: "w1", registration: 1, revision: gone.revision, instances: [])])
         #expect(leader.openInstances == [Wire.instance(2)])
+    }
+
+    @Test func `roots spread by count of the group's roots: a join takes one from a member holding two more, a dropped owner's go to the fewest`() throws {
+        let leader = try CoreHarness(heartbeatTimeout: .seconds(5), placesGroups: true)
+        let mechanisms = ["Audit", "Herald", "Timer"]
+        _ = leader.send("w1", Self.grouped("w1"))
+        for (index, mechanism) in mechanisms.enumerated() {
+            #expect(leader.send("w1", Self.root("w1", number: UInt64(index + 1), mechanism: mechanism)).first?.typeName == "scope-registered")
+        }
+        #expect(leader.openInstances.count == 3 && leader.log.lastRevision == 0, "all three on w1, the only member")
+        // w2 joins: Audit moves (w1 holds 3, w2 0); then w1 holds 2, w2 1, and nothing more moves.
+        _ = leader.send("w2", Self.grouped("w2"))
+        for (index, mechanism) in mechanisms.enumerated() {
+            _ = leader.send("w2", Self.root("w2", number: UInt64(10 + index), mechanism: mechanism))
+        }
+        let moved = leader.log.records.filter { $0.name == LeaderCore.scopesMovedTurn }.flatMap(\.scopeEvents)
+        #expect(moved.map { "\($0.kind == .open ? "open" : "retire") \($0.scope) \($0.worker ?? "")" } == ["retire Audit w1", "open Audit w2"])
+        #expect(leader.rootsByWorker == ["w1": ["Herald", "Timer"], "w2": ["Audit"]])
+        // w3 joins: one root from w1 (2 against 0); then every member holds one.
+        _ = leader.send("w3", Self.grouped("w3"))
+        for (index, mechanism) in mechanisms.enumerated() {
+            _ = leader.send("w3", Self.root("w3", number: UInt64(20 + index), mechanism: mechanism))
+        }
+        #expect(leader.rootsByWorker == ["w1": ["Timer"], "w2": ["Audit"], "w3": ["Herald"]])
+        // w1 falls silent: its root goes to the member holding fewest (a tie: the earliest to subscribe, w2).
+        for second in 1...6 {
+            leader.now = .seconds(second)
+            _ = leader.send("w2", Wire.heartbeat("w2"))
+            _ = leader.send("w3", Wire.heartbeat("w3"))
+            _ = leader.tick(at: .seconds(second))
+        }
+        #expect(leader.log.records.last?.name == LeaderCore.workerGoneTurn)
+        #expect(leader.rootsByWorker == ["w2": ["Audit", "Timer"], "w3": ["Herald"]])
+        #expect(leader.openInstances.count == 3, "one instance per root, never two")
     }
 }

@@ -536,10 +536,14 @@ struct ClusterBench {
 
     nonisolated private static let handedOut = Mutex<Set<Int>>([])
 
+    /// The nearest-rank percentile: the smallest value with at least
+    /// `fraction` of the values at or below it (0 for no values). With
+    /// fewer than 100 values, p99 is the largest.
     nonisolated static func percentile(_ values: [Double], _ fraction: Double) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }
-        return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
+        let rank = Int((Double(sorted.count) * fraction).rounded(.up))
+        return sorted[min(sorted.count - 1, max(0, rank - 1))]
     }
 
     nonisolated static func seconds(_ duration: Duration) -> Double { BenchFigure.seconds(duration) }

@@ -122,25 +122,19 @@ struct GroupBench {
         let timeout = Self.heartbeatTimeout * 1_000
         figures += [
             BenchFigure(
-                name: "groups.workers-\(count).move-reopened.p50", value: Self.percentile(reopen, 0.5), unit: "ms",
+                name: "groups.workers-\(count).move-reopened.p50", value: ClusterBench.percentile(reopen, 0.5), unit: "ms",
                 baseline: timeout, baselineKind: "heartbeat-timeout"),
             BenchFigure(
-                name: "groups.workers-\(count).move-live.p50", value: Self.percentile(live, 0.5), unit: "ms", baseline: timeout,
+                name: "groups.workers-\(count).move-live.p50", value: ClusterBench.percentile(live, 0.5), unit: "ms", baseline: timeout,
                 baselineKind: "heartbeat-timeout"),
             BenchFigure(
-                name: "groups.workers-\(count).move-live.p99", value: Self.percentile(live, 0.99), unit: "ms", baseline: timeout,
+                name: "groups.workers-\(count).move-live.p99", value: ClusterBench.percentile(live, 0.99), unit: "ms", baseline: timeout,
                 baselineKind: "heartbeat-timeout"),
         ]
         return figures
     }
 
     /// The nearest rank rounded up (of a handful of kills, the p99 is the slowest, not the p50 again).
-    private static func percentile(_ values: [Double], _ fraction: Double) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return 0 }
-        return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * fraction).rounded(.up)))]
-    }
-
         /// Opens `accounts` (64 in flight) and waits for each one's greeting on
     /// the turns stream; accounts greeted per second.
     private func openAndGreet(_ accounts: [String], client: DrillClient, subscriber: ZMQSocket) throws -> Double {

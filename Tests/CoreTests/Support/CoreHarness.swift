@@ -313,6 +313,10 @@ final class CoreHarness {
 
     /// The open scope instances, as the core reports them.
     var openInstances: [UInt64] { core.status(now: now).openScopeInstances }
+    /// The mechanisms whose root each worker owns (workers owning none left out).
+    var rootsByWorker: [String: [String]] {
+        Dictionary(uniqueKeysWithValues: core.workerStatus(now: now).compactMap { worker in worker.roots.map { (worker.name, $0) } })
+    }
 }
 
 // MARK: Messages
