@@ -90,10 +90,17 @@ struct RetentionBench {
         var outcomes: [Outcome] = []
         for run in 1...options.runs {
             if options.runs > 1 && !options.json { print("run \(run) of \(options.runs)") }
-            outcomes.append(try measure(run: run))
+            let outcome = try measure(run: run)
+            outcomes.append(outcome)
+            if options.runs > 1 && !options.json {
+                print(
+                    "run \(run): grew \(Self.size(outcome.growth)) over the second half beside \(Self.size(outcome.kept)) kept; "
+                        + "turns/s \(BenchFigure.format(outcome.turnsPerSecond)), raw LMDB appends/s \(BenchFigure.format(outcome.rawPerSecond))")
+            }
         }
         let growth = BenchFigure.median(outcomes.map(\.growth))
         let kept = BenchFigure.median(outcomes.map(\.kept))
+        // With several runs, each figure is the median of the runs'.
         let figures = [
             BenchFigure(
                 name: "retention.second-half-growth", value: growth, unit: "bytes", baseline: kept, baselineKind: "kept-record-bytes"),
@@ -109,7 +116,7 @@ struct RetentionBench {
             for figure in figures { figure.report(json: true, nameWidth: 0) }
         } else {
             print(
-                "growth from turn \(Self.measuredFrom(options)) to \(options.totalTurns): \(Self.size(growth)); keeping those turns would take "
+                "growth from turn \(Self.measuredFrom(options)) to \(options.totalTurns): \(Self.size(growth)) (\(Int(growth)) bytes); keeping those turns would take "
                     + "\(Self.size(kept)) of records (ratio \(BenchFigure.format(kept > 0 ? growth / kept : 0)))")
             print("data.mdb at the end: \(Self.size(figures[1].value)), first retained revision \(Int(figures[2].value))")
             print(
