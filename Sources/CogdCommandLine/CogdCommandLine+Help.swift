@@ -484,12 +484,25 @@ extension CogdCommandLine {
                                 member's SIGKILL to its accounts reopened and greeted on the others,
                                 p50/p99, beside the heartbeat timeout, 2 s, as "baselineKind":
                                 "heartbeat-timeout")
+                Retention:      one long run, no shapes: a leader with --retain-turns N fed
+                                ledger.transfer ops (\(RetentionBench.window) in flight) for --total-turns, its
+                                data.mdb read every --sample-every turns (a line each: file size,
+                                free pages, retained revisions, record bytes). Then the file's
+                                growth from the first sample past both the retention window
+                                filling and half the run, to the end, beside what keeping those
+                                turns would take (their record bytes, measured in the run:
+                                "baselineKind": "kept-record-bytes"), and turns/s beside raw LMDB
+                                appends/s. "plateaued" when the growth is under \(Int(RetentionBench.plateauFraction * 100))% of the
+                                kept bytes; otherwise it says so and exits 1
 
                 Options:
                   --json              one JSON object per figure: {"name", "value", "unit"}; log figures
                                       add "baseline" and "ratio", the raw LMDB figure, and graph.stream
-                                      the raw AsyncStream iteration (default: lines)
-                  --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7)
+                                      the raw AsyncStream iteration; retention prints each sample as
+                                      a figure (retention.file-bytes.turns-N) as it is read, and its
+                                      verdict line on stderr (default: lines)
+                  --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7;
+                                      retention: whole runs, each with a fresh leader, default 1)
                   --only S1,S2        run only these shapes (default: all of the suite's)
                   --leader-spin-wait US
                                       cluster: start the leader with --spin-wait US (default 0)
@@ -497,12 +510,18 @@ extension CogdCommandLine {
                                       turns/s again against a second leader serving with CURVE,
                                       beside the same without (interleaved runs; "baselineKind":
                                       "without-curve" in JSON) (default off)
+                  --retain-turns N    retention: the leader's --retain-turns (default \(RetentionBench.defaultRetainTurns))
+                  --total-turns N     retention: transfers to apply; more than --retain-turns
+                                      (default 4 × --retain-turns)
+                  --sample-every N    retention: read data.mdb after each N transfers (default
+                                      --retain-turns / 2)
 
                 Build in release mode first: swift build -c release
 
                 Example:
                   \(cogd) bench cluster --only round-trip --runs 3 --json
                   \(cogd) bench groups --runs 5
+                  \(cogd) bench retention --retain-turns 100000 --total-turns 400000 --sample-every 50000
                 """
         case "version":
             return """

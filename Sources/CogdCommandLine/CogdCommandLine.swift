@@ -61,13 +61,16 @@ public enum CogdCommandLine {
             switch options.suite {
             case .graph:
                 await GraphBench(options: options).run()
-            case .log, .cluster, .groups:
+            case .log, .cluster, .groups, .retention:
                 if options.suite != .log, let missing = rigs.ledgerMissing(for: "bench \(options.suite.rawValue)") { return missing }
                 do {
                     if options.suite == .log {
                         try LogBench(options: options).run()
                     } else if options.suite == .groups {
                         try GroupBench(options: options).run()
+                    } else if options.suite == .retention {
+                        // Exit 1 when the data file kept growing (its verdict line says so).
+                        guard try RetentionBench(options: options).run() else { return 1 }
                     } else {
                         // On the main actor: one shape drives an in-process `Worker`.
                         try await MainActor.run { try ClusterBench(options: options).run() }
@@ -157,7 +160,9 @@ public enum CogdCommandLine {
                 + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE] [--trap-op]\n"
                 + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
                 + "         [--log-format text|json] [--log-level debug|info|warn|error]"
-        case "bench": "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]"
+        case "bench":
+            "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]\n"
+                + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]"
         case "tail":
             "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
                 + "       \(cogd) tail --connect TURNS-ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--to REV]\n"

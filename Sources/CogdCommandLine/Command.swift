@@ -162,10 +162,10 @@ enum Command: Equatable {
     }
 
     struct BenchOptions: Equatable {
-        enum Suite: String, CaseIterable { case graph, log, cluster, groups }
+        enum Suite: String, CaseIterable { case graph, log, cluster, groups, retention }
         var suite: Suite
         var json = false
-        /// Timed runs per shape; the median is reported.
+        /// Timed runs per shape; the median is reported (`retention`: whole runs, default 1).
         var runs = 7
         /// Shapes to run; empty means all.
         var only: [String] = []
@@ -173,6 +173,12 @@ enum Command: Equatable {
         var leaderSpinWaitMicroseconds = 0
         /// The cluster bench also measures with CURVE on (`--curve`), beside the same without.
         var curve = false
+        /// The retention bench's leader: its `--retain-turns`.
+        var retainTurns = RetentionBench.defaultRetainTurns
+        /// The retention bench's transfers (`--total-turns`; default 4× the retention).
+        var totalTurns = 4 * RetentionBench.defaultRetainTurns
+        /// The retention bench reads the data file after each this many transfers (`--sample-every`; default half the retention).
+        var sampleEvery = RetentionBench.defaultRetainTurns / 2
     }
 
     /// A usage error: printed as `Error: …`, the usage line and a help hint; exit 64.
@@ -193,7 +199,7 @@ enum Command: Equatable {
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
         ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json] | --group-workers N [--heartbeat-timeout S] …"),
         ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE] [--json]"),
-        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve]"),
+        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
     ]
@@ -840,16 +846,27 @@ enum Command: Equatable {
         return microseconds
     }
 
+    /// A number of turns for `bench retention`: 1 to 1,000,000,000.
+    private static func turnCount(_ text: String, _ option: OptionReader.Option) throws(UsageError) -> Int {
+        guard let count = Int(text), (1...1_000_000_000).contains(count) else {
+            throw UsageError(message: "\(option.name) takes a number of turns from 1 to 1000000000, not '\(text)'", subcommand: "bench")
+        }
+        return count
+    }
+
     private static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
         var options = OptionReader(arguments: arguments, subcommand: "bench")
         guard let suiteName = try options.positional() else {
-            throw UsageError(message: "missing suite (one of: graph, log, cluster, groups)", subcommand: "bench")
+            throw UsageError(message: "missing suite (one of: \(BenchOptions.Suite.allCases.map(\.rawValue).joined(separator: ", ")))", subcommand: "bench")
         }
         guard let suite = BenchOptions.Suite(rawValue: suiteName) else {
-            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: graph, log, cluster, groups)", subcommand: "bench")
+            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: \(BenchOptions.Suite.allCases.map(\.rawValue).joined(separator: ", ")))", subcommand: "bench")
         }
         var result = BenchOptions(suite: suite)
+        var given = Set<String>()
+        if suite == .retention { result.runs = 1 }
         while let option = try options.nextOption() {
+            given.insert(option.name)
             switch option.name {
             case "--json":
                 try options.noValue(option)
@@ -860,6 +877,8 @@ enum Command: Equatable {
                     throw UsageError(message: "--runs takes a whole number from 1 to 1000, not '\(text)'", subcommand: "bench")
                 }
                 result.runs = runs
+            case "--only" where suite == .retention:
+                throw UsageError(message: "bench retention has no shapes to choose: --only does not apply", subcommand: "bench")
             case "--only":
                 let text = try options.value(for: option)
                 let shapes = text.split(separator: ",").map(String.init)
@@ -868,6 +887,7 @@ enum Command: Equatable {
                 case .log: LogBench.shapeNames
                 case .cluster: ClusterBench.shapeNames
                 case .groups: GroupBench.shapeNames
+                case .retention: [String]()
                 }
                 if let unknown = shapes.first(where: { !known.contains($0) }) {
                     throw UsageError(
@@ -880,12 +900,23 @@ enum Command: Equatable {
             case "--curve" where suite == .cluster:
                 try options.noValue(option)
                 result.curve = true
+            case "--retain-turns" where suite == .retention:
+                result.retainTurns = try turnCount(try options.value(for: option), option)
+            case "--total-turns" where suite == .retention:
+                result.totalTurns = try turnCount(try options.value(for: option), option)
+            case "--sample-every" where suite == .retention:
+                result.sampleEvery = try turnCount(try options.value(for: option), option)
             default:
                 throw UsageError(message: "unknown option '\(option.name)'", subcommand: "bench")
             }
         }
         if let extra = try options.positional() {
             throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "bench")
+        }
+        if suite == .retention {
+            if !given.contains("--total-turns") { result.totalTurns = 4 * result.retainTurns }
+            if !given.contains("--sample-every") { result.sampleEvery = max(1, result.retainTurns / 2) }
+            if let problem = RetentionBench.problem(with: result) { throw UsageError(message: problem, subcommand: "bench") }
         }
         if result.curve && !result.only.isEmpty && !result.only.contains(where: ClusterBench.curveShapeNames.contains) {
             throw UsageError(

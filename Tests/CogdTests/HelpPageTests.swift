@@ -22,7 +22,7 @@ struct HelpPageTests {
         "keys": [["keys", "generate", "k"], ["keys", "show", "k.pub"]],
         "drill": [["drill"]],
         "sim": [["sim"]],
-        "bench": [["bench", "graph"], ["bench", "log"], ["bench", "cluster"]],
+        "bench": [["bench", "graph"], ["bench", "log"], ["bench", "cluster"], ["bench", "retention"]],
         "version": [["version"]],
         "help": [["help"]],
     ]

@@ -42,7 +42,7 @@ struct ClusterBench {
         defer { Self.stop(leader) }
         let context = try ZMQContext()
         defer { context.close() }
-        try setUpAccounts(context: context, requests: requests, name: "setup", keys: nil)
+        try Self.setUpAccounts(context: context, requests: requests, name: "setup", keys: nil)
         for shape in shapes {
             switch shape {
             case "round-trip":
@@ -62,13 +62,18 @@ struct ClusterBench {
 
     /// Starts a `cogd leader` child over `data` (with CURVE when given keys).
     private func startLeader(data: String, requests: String, turns: String, curve: LoopbackCurveKeys?) throws -> Process {
+        try Self.startLeader(
+            data: data, requests: requests, turns: turns,
+            options: ["--spin-wait", String(options.leaderSpinWaitMicroseconds)]
+                + (curve.map { ["--curve-secret", $0.leaderSecretFile, "--peers", $0.peersFile] } ?? []))
+    }
+
+    /// Starts a `cogd leader` child (this same executable) over `data`,
+    /// serving on `requests` and `turns`, with the further leader `options`.
+    nonisolated static func startLeader(data: String, requests: String, turns: String, options: [String]) throws -> Process {
         let leader = Process()
         leader.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        leader.arguments =
-            [
-                "leader", "--data", data, "--requests", requests, "--turns", turns,
-                "--spin-wait", String(options.leaderSpinWaitMicroseconds),
-            ] + (curve.map { ["--curve-secret", $0.leaderSecretFile, "--peers", $0.peersFile] } ?? [])
+        leader.arguments = ["leader", "--data", data, "--requests", requests, "--turns", turns] + options
         leader.standardOutput = FileHandle.nullDevice
         leader.standardError = FileHandle.nullDevice
         try leader.run()
@@ -76,7 +81,7 @@ struct ClusterBench {
     }
 
     /// SIGTERM, then SIGKILL if it has not stopped within 5 s.
-    private static func stop(_ leader: Process) {
+    nonisolated static func stop(_ leader: Process) {
         kill(leader.processIdentifier, SIGTERM)
         for _ in 0..<500 where leader.isRunning { usleep(10_000) }
         if leader.isRunning { kill(leader.processIdentifier, SIGKILL) }
@@ -84,18 +89,26 @@ struct ClusterBench {
 
     // MARK: Shapes
 
-    private func setUpAccounts(context: ZMQContext, requests: String, name: String, keys: CurveClientKeys?) throws {
+    /// How many ledger accounts `setUpAccounts` opens (`a0`…), which `transfer` moves money between.
+    nonisolated static let accounts = 100
+
+    /// Opens the ledger accounts the transfers use, one call at a time (each
+    /// waited for, so this also waits for a leader just started).
+    nonisolated static func setUpAccounts(context: ZMQContext, requests: String, name: String, keys: CurveClientKeys?) throws {
         let client = try Client(context: context, endpoint: requests, name: name, keys: keys)
-        for account in 0..<100 {
+        for account in 0..<accounts {
             guard try client.call(op: "ledger.open", argument: Opening(account: "a\(account)", balance: 1_000_000)) != nil else {
                 throw BenchError(message: "the leader at \(requests) did not answer ledger.open within 10 s")
             }
         }
     }
 
-    private func transfer(_ index: Int) -> Transfer {
-        Transfer(from: "a\(index % 100)", to: "a\((index + 1) % 100)", amount: 1)
+    /// The `index`th transfer of a load: 1 from one account to the next, round the ring.
+    nonisolated static func transfer(_ index: Int) -> Transfer {
+        Transfer(from: "a\(index % accounts)", to: "a\((index + 1) % accounts)", amount: 1)
     }
+
+    private func transfer(_ index: Int) -> Transfer { Self.transfer(index) }
 
     /// The op round trip and its raw baselines, measured in interleaved
     /// rounds (this machine is shared and noisy: a drift then moves every
@@ -187,14 +200,31 @@ struct ClusterBench {
     /// transfers in flight for `duration`; then waits (at most 5 s) for the
     /// replies still due, so what is measured next starts clean.
     private func turnsPerSecond(_ clients: [Client], for duration: Duration, sent: inout Int) throws -> Double {
-        let window = Self.throughputWindow
+        let start = ContinuousClock.now
+        let run = try Self.drive(clients, window: Self.throughputWindow, sent: &sent) { _ in ContinuousClock.now - start < duration }
+        return Double(run.applied) / run.seconds
+    }
+
+    /// Keeps `window` transfers in flight on each of `clients` (sending no
+    /// more once `sent` reaches `limit`) while `more(applied so far)` holds
+    /// and, with a limit, until every one sent is answered. Returns the turns
+    /// applied and the seconds that took; then waits (at most 5 s) for the
+    /// replies still due, so what is measured next starts clean. Throws when
+    /// nothing is answered for 10 s while requests are due.
+    nonisolated static func drive(
+        _ clients: [Client], window: Int, sent: inout Int, limit: Int = .max, while more: (_ applied: Int) throws -> Bool
+    ) throws -> (applied: Int, seconds: Double) {
         let count = clients.count
         var outstanding = [Int](repeating: 0, count: count)
         var applied = 0
         let start = ContinuousClock.now
-        while ContinuousClock.now - start < duration {
+        var lastAnswer = start
+        while try more(applied), sent < limit || outstanding.reduce(0, +) > 0 {
+            if ContinuousClock.now - lastAnswer > .seconds(10) {
+                throw BenchError(message: "the leader answered none of \(outstanding.reduce(0, +)) requests for 10 s")
+            }
             for (index, client) in clients.enumerated() {
-                while outstanding[index] < window {
+                while outstanding[index] < window && sent < limit {
                     try client.send(op: "ledger.transfer", argument: transfer(sent))
                     sent += 1
                     outstanding[index] += 1
@@ -204,6 +234,7 @@ struct ClusterBench {
             for (index, client) in clients.enumerated() where ready[index] {
                 while let reply = try client.receiveReply() {
                     outstanding[index] -= 1
+                    lastAnswer = .now
                     if case .applied = reply.outcome { applied += 1 }
                 }
             }
@@ -217,7 +248,7 @@ struct ClusterBench {
                 while try client.receiveReply() != nil { outstanding[index] -= 1 }
             }
         }
-        return Double(applied) / elapsed
+        return (applied, elapsed)
     }
 
     // MARK: With CURVE
@@ -237,7 +268,7 @@ struct ClusterBench {
         let curveLeader = try startLeader(
             data: root + "/leader-curve", requests: curveRequests, turns: "tcp://127.0.0.1:\(Self.freePort())", curve: keys)
         defer { Self.stop(curveLeader) }
-        try setUpAccounts(context: context, requests: curveRequests, name: Self.curveClientPrefix + "setup", keys: keys.clients)
+        try Self.setUpAccounts(context: context, requests: curveRequests, name: Self.curveClientPrefix + "setup", keys: keys.clients)
         /// One side of the comparison: its clients, and what they measured.
         final class Side {
             let roundTripClient: Client
