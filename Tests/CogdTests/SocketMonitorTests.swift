@@ -30,14 +30,19 @@ struct SocketMonitorTests {
         return false
     }
 
-    @Test func `a watch closed before its socket connects leaves the context carrying messages`() throws {
-        let context = try ZMQContext()
+    /// A publisher bound on a free port, and a subscriber watched, not yet connected.
+    private func watchedSubscriber(_ context: ZMQContext) throws -> (publisher: ZMQSocket, subscriber: ZMQSocket, watch: HandshakeWatch, endpoint: String) {
         let endpoint = "tcp://127.0.0.1:\(freePort())"
         let publisher = try ZMQSocket(context, .publisher, linger: .zero)
         try publisher.bind(endpoint)
         let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
         try subscriber.subscribeToAll()
-        let watch = try HandshakeWatch(subscriber)
+        return (publisher, subscriber, try HandshakeWatch(subscriber), endpoint)
+    }
+
+    @Test func `a watch closed before its socket connects leaves the context carrying messages`() throws {
+        let context = try ZMQContext()
+        let (publisher, subscriber, watch, endpoint) = try watchedSubscriber(context)
         watch.close()
         // Connected and handshaken: events the closed watch must not be sent.
         try subscriber.connect(endpoint)
@@ -52,12 +57,7 @@ struct SocketMonitorTests {
     @Test func `a socket closed while it connects, then its watch, leaves the context carrying messages`() throws {
         let context = try ZMQContext()
         for _ in 0..<50 {
-            let endpoint = "tcp://127.0.0.1:\(freePort())"
-            let publisher = try ZMQSocket(context, .publisher, linger: .zero)
-            try publisher.bind(endpoint)
-            let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
-            try subscriber.subscribeToAll()
-            let watch = try HandshakeWatch(subscriber)
+            let (publisher, subscriber, watch, endpoint) = try watchedSubscriber(context)
             try subscriber.connect(endpoint)
             // The order the worker used when it replaced its turn-stream socket.
             subscriber.close()
