@@ -111,8 +111,19 @@ trap 'exit 129' HUP
 "$cogd" leader --data "$data" --requests "$requests" --turns "$turns" > "$logs/leader.log" 2>&1 &
 pids+=($!)
 names+=(leader)
-for _ in $(seq 1 100); do grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null && break; sleep 0.05; done
-head -n 1 "$logs/leader.log" | sed -e "$unstamp"
+# It serves, or it said why not (a port in use, a locked folder, …): then
+# nothing more starts, and no call can reach another leader on that port.
+for _ in $(seq 1 200); do
+  grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null && break
+  kill -0 "${pids[0]}" 2>/dev/null || break
+  sleep 0.05
+done
+if ! grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null; then
+  echo "the leader did not start:" >&2
+  sed -e "$unstamp" "$logs/leader.log" >&2
+  exit 1
+fi
+grep -m 1 "cogd leader: data" "$logs/leader.log" | sed -e "$unstamp"
 # Both run the rig's mechanisms and, with no --group, form the worker group
 # `trails` (named after the rig): each effect happens on one of them (one tick
 # a second, each screen's load once). `--group NAME` with a name of its own
@@ -123,8 +134,18 @@ names+=(worker-1)
 "$cogd" worker --leader "$requests" --name worker-2 --rig trails > "$logs/worker-2.log" 2>&1 &
 pids+=($!)
 names+=(worker-2)
-for name in worker-1 worker-2; do
-  for _ in $(seq 1 200); do grep -q "synced at revision" "$logs/$name.log" 2>/dev/null && break; sleep 0.05; done
+for index in 1 2; do
+  name=${names[$index]}
+  for _ in $(seq 1 200); do
+    grep -q "synced at revision" "$logs/$name.log" 2>/dev/null && break
+    kill -0 "${pids[$index]}" 2>/dev/null || break
+    sleep 0.05
+  done
+  if ! grep -q "synced at revision" "$logs/$name.log" 2>/dev/null; then
+    echo "$name did not sync with the leader within 10 s:" >&2
+    sed -e "$unstamp" "$logs/$name.log" >&2
+    exit 1
+  fi
   grep -m 1 "synced at revision" "$logs/$name.log" | sed -e "$unstamp"
 done
 

@@ -1,3 +1,4 @@
+import CogWire
 import Foundation
 import Testing
 
@@ -83,6 +84,39 @@ struct LocalClusterScriptTests {
         #expect(stoppedAt != nil && stoppedAt! >= UInt64(revision) ?? .max, "the leader drained once and exited 0: \(lines)")
         #expect(leaderStop.map { index in lines[..<index].filter { $0.contains(": stopped at revision") }.count == 2 } == true, "\(lines)")
         if let logs = lines.last(where: { $0.contains("(logs in ") })?.split(separator: "(logs in ").last?.dropLast() {
+            try? FileManager.default.removeItem(atPath: String(logs))
+        }
+    }
+
+    @Test func `the demo stops at once, saying why, when its leader cannot start: nothing reaches whatever holds the port`() throws {
+        let folder = TemporaryFolder()
+        let ports = ClusterPorts()
+        // Something else listens on the requests port (another leader, say).
+        let context = try ZMQContext()
+        let squatter = try ZMQSocket(context, .router, linger: .zero)
+        try squatter.bind(ports.requests)
+        defer {
+            squatter.close()
+            context.close()
+        }
+        let demo = try CogdProcess(
+            executable: URL(fileURLWithPath: "/bin/bash"), ["deploy/local-cluster.sh", "--demo"],
+            environment: ["COGD": cogdExecutable().path, "COGD_DATA": folder.path, "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns],
+            directory: repositoryRoot)
+        defer {
+            killProcesses(mentioning: [folder.path, ports.requests])
+            demo.stop()
+            folder.cleanUp()
+        }
+        #expect(demo.waitForLine(timeout: .seconds(60)) { $0.contains("stopped leader and workers") } != nil, "\(demo.lines)")
+        waitForExit(demo.process, timeout: .seconds(10))
+        #expect(demo.process.terminationStatus == 1, "\(demo.lines)")
+        let output = demo.lines.joined(separator: "\n")
+        #expect(output.contains("the leader did not start:\nError: cannot listen on \(ports.requests)"), "\(output)")
+        #expect(!output.contains("worker-1") && !output.contains("== a little activity =="), "no worker started, no call made: \(output)")
+        // Nothing was sent to the squatter.
+        #expect(try squatter.receive() == nil)
+        if let logs = demo.lines.last(where: { $0.contains("(logs in ") })?.split(separator: "(logs in ").last?.dropLast() {
             try? FileManager.default.removeItem(atPath: String(logs))
         }
     }
