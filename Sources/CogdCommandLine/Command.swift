@@ -1,3 +1,4 @@
+import Cog
 import CogLog
 import CogCluster
 import CogWire
@@ -497,6 +498,12 @@ enum Command: Equatable {
                     message: "--curve-secret needs --peers too (the file of keys that may connect): without it any key would be let in",
                     subcommand: subcommand)
             default: break
+            }
+            guard leader.requestsEndpoint != leader.turnsEndpoint else {
+                throw UsageError(
+                    message: "--requests and --turns must differ (both are \(TerminalText.escaped(leader.turnsEndpoint))): "
+                        + "the leader listens on each, one for requests, one for its turn stream",
+                    subcommand: subcommand)
             }
             return .leader(leader)
         }

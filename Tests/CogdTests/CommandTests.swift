@@ -197,6 +197,17 @@ struct CommandTests {
         }
     }
 
+    @Test func `leader --requests and --turns must differ, however spelled`() throws {
+        let message =
+            "--requests and --turns must differ (both are tcp://127.0.0.1:5711): the leader listens on each, one for requests, one for its turn stream"
+        #expect(throws: Command.UsageError(message: message, subcommand: "leader")) {
+            try Command.parse(["leader", "--requests", "127.0.0.1:5711", "--turns", "tcp://127.0.0.1:5711"])
+        }
+        #expect(throws: Command.UsageError(message: message, subcommand: "leader")) {
+            try Command.parse(["leader", "--turns", "127.0.0.1:5711", "--requests", "127.0.0.1:5711"])
+        }
+    }
+
     @Test func `leader --snapshot-deadline takes seconds`() throws {
         #expect(Command.LeaderOptions().snapshotDeadline == 30)
         var leader = Command.LeaderOptions()
