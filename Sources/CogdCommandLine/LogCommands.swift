@@ -325,8 +325,10 @@ enum LogCommands {
             if indexed > 0 {
                 line += "; first indexed \(indexed) repl\(indexed == 1 ? "y" : "ies") held only in their records (as a leader does when it opens the folder)"
             }
-            line += "; removed \(report.dedupEntries) dedup answers stored before them"
-            line += "; data.mdb stays \(bytes(stats.fileBytes)) (\(stats.freePages) pages free for later commits; `\(CogdCommandLine.programName) log backup` writes a compacted copy)"
+            line += "; removed \(counted(report.dedupEntries, "dedup answer", "dedup answers")) stored before them"
+            // LMDB never gives pages back to the file system (the compaction's own
+            // commit may even add some): the freed ones serve later commits.
+            line += "; data.mdb is \(bytes(stats.fileBytes)) (\(counted(stats.freePages, "page", "pages")) free for later commits; `\(CogdCommandLine.programName) log backup` writes a compacted copy)"
             print(line)
             return 0
         } catch {
@@ -371,14 +373,14 @@ enum LogCommands {
                 print("data folder  \(dataFolder)")
                 print("epoch        \(stats.epoch)")
                 print(
-                    "revisions    \(range) (\(stats.turns) turns\(stats.firstRevision > 1 ? "; retention removed 1…\(stats.firstRevision - 1)" : ""))")
+                    "revisions    \(range) (\(counted(stats.turns, "turn", "turns"))\(stats.firstRevision > 1 ? "; retention removed 1…\(stats.firstRevision - 1)" : ""))")
                 print("records      \(bytes(stats.recordBytes))")
-                print("state        \(stats.stateEntries) entries")
+                print("state        \(counted(stats.stateEntries, "entry", "entries"))")
                 print(
-                    "dedup        \(stats.dedupEntries) entries"
+                    "dedup        \(counted(stats.dedupEntries, "entry", "entries"))"
                         + (store.unindexedFrom.map { " (applied requests' replies from revision \($0) on are in their records, not yet indexed)" } ?? ""))
                 if stats.expiredNames > 0 {
-                    print("expired      \(stats.expiredNames) worker names whose oldest answers retention removed")
+                    print("expired      \(counted(stats.expiredNames, "worker name", "worker names")) whose oldest answers retention removed")
                 }
                 print(
                     "sizes        turns \(bytes(stats.turnsBytes)), state \(bytes(stats.stateBytes)), dedup \(bytes(stats.dedupBytes)), "
@@ -431,4 +433,9 @@ enum LogCommands {
         default: String(format: "%.1f MiB", Double(count) / Double(1 << 20))
         }
     }
+}
+
+/// `count` with its noun, singular for one: `1 entry`, `2 entries`.
+func counted<Count: BinaryInteger>(_ count: Count, _ singular: String, _ plural: String) -> String {
+    "\(count) \(count == 1 ? singular : plural)"
 }

@@ -108,6 +108,18 @@ struct LogCommandTests {
         #expect(object?["unindexedFrom"] is NSNull, "the embedded writer leaves no reply unindexed")
     }
 
+    @Test func `log stats counts in words: one entry, one turn`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        _ = try runCogd(["log", "soak", "--data", folder.path, "--count", "1", "--batch", "1"])
+        let stats = try runCogd(["log", "stats", "--data", folder.path])
+        #expect(stats.status == 0, "\(stats.stderr)")
+        let lines = stats.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("revisions    1…1 (1 turn)"), "\(stats.stdout)")
+        #expect(lines.contains { $0.hasPrefix("state        ") && $0.hasSuffix(" entries") || $0 == "state        1 entry" }, "\(stats.stdout)")
+        #expect(!stats.stdout.contains(" 1 entries") && !stats.stdout.contains(" 1 turns"), "\(stats.stdout)")
+    }
+
     @Test func `a missing data folder and bad options get clear errors`() throws {
         let missing = try runCogd(["tail", "--data", "/nonexistent/cogd-data"])
         #expect(missing.status == 1)
