@@ -292,7 +292,8 @@ extension CogdCommandLine {
                                       or with an offset (+01:00), or a duration before now — a whole
                                       number and s, m, h or d (90s, 10m, 2h, 7d); also with --connect
                                       (default: the last 10)
-                  --to REV            stop after revision REV, also when following (default: no end)
+                  --to REV            stop after revision REV, also when following (default: no end);
+                                      without --from or --since: the last 10 (or --last N) up to REV
                   --count N           stop after N turns printed (those --name matches), also when
                                       following or with --connect (default: no limit)
                   --follow            keep printing turns as they commit (default: stop at the end)

@@ -124,6 +124,21 @@ struct TailCommand {
                 try seedScopeLabels(store, before: from, for: records)
                 next = try printRecords(records, after: next)
                 if progress.done { return 0 }
+            } else if let to = options.to, options.namePattern == nil, to < store.lastRevision {
+                // `--to` without `--from`: the last 10 (or --last N) up to it, not the log's last ones (all after it).
+                let end = min(to, store.lastRevision)
+                let wanted = UInt64(options.last ?? 10)
+                let from = max(store.firstRevision, end >= wanted ? end - wanted + 1 : 1)
+                let records = end < store.firstRevision ? [] : try store.records(from: from, limit: Int(end - from + 1))
+                if let first = records.first { try seedScopeLabels(store, before: first.revision, for: records) }
+                next = try printRecords(records, after: from)
+                if records.isEmpty {
+                    printError(
+                        "Error: nothing up to revision \(to): retention removed revisions 1…\(store.firstRevision - 1); "
+                            + "the log keeps \(store.firstRevision)…\(store.lastRevision)")
+                    return 1
+                }
+                return 0
             } else {
                 let wanted = options.last ?? 10
                 let records = options.namePattern == nil ? try store.lastRecords(wanted) : try lastMatching(store, wanted)

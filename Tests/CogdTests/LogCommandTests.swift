@@ -108,6 +108,20 @@ struct LogCommandTests {
         #expect(object?["unindexedFrom"] is NSNull, "the embedded writer leaves no reply unindexed")
     }
 
+    @Test func `tail --to without --from prints the last turns up to it, not nothing`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        _ = try runCogd(["log", "soak", "--data", folder.path, "--count", "30", "--batch", "10"])
+        func revisions(_ arguments: [String]) throws -> [String] {
+            let result = try runCogd(["tail", "--data", folder.path] + arguments)
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }.map { String($0.prefix { $0 != " " }) }
+        }
+        #expect(try revisions(["--to", "12", "--last", "3"]) == ["#10", "#11", "#12"])
+        #expect(try revisions(["--to", "3"]) == ["#1", "#2", "#3"])
+        #expect(try revisions(["--to", "25"]) == (16...25).map { "#\($0)" })
+    }
+
     @Test func `log stats counts in words: one entry, one turn`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
