@@ -196,8 +196,11 @@ public enum CogdCommandLine {
         let subcommands = Command.subcommands.map { entry in
             (name: entry.name, summary: programSummary(entry.summary) + rigs.ledgerNote(for: entry.name))
         }
-        if let topic, let entry = subcommands.first(where: { $0.name == topic }) {
-            return "\(usageLine(for: topic))\n\n\(entry.summary)\n\(helpPage(for: topic, rigs: rigs))\n"
+        if let topic, let entry = Command.subcommands.first(where: { $0.name == topic }) {
+            // Under the usage line, what it does (the summary without the usage it repeats).
+            let summary = programSummary(entry.summary)
+            let description = summary.range(of: ": \(programName) ").map { String(summary[..<$0.lowerBound]) } ?? summary
+            return "\(usageLine(for: topic))\n\n\(description)\(rigs.ledgerNote(for: topic))\n\(helpPage(for: topic, rigs: rigs))\n"
         }
         var text = "\(programName) — Cog-style state on Linux, made multi-process\n\n\(usageLine(for: nil))\n\nSubcommands:\n"
         for entry in subcommands {
