@@ -148,6 +148,7 @@ extension CogdCommandLine {
                   --name NAME         the worker name it sends in (default: with --key, the key file's name —
                                       keys/ops-console.key sends as ops-console; without either, call- and a
                                       UUID, once)
+                \(keyOptions)
 
                 Request ids: under a name, each call is numbered one above the highest
                 sequence the leader has answered in that name — NAME#1, NAME#2, … across
@@ -157,7 +158,6 @@ extension CogdCommandLine {
                 outcome (and with no answer, when it was sent); to retry a call, give it
                 as --request-id: a request already answered is answered again from the
                 first run, not applied twice.
-                \(keyOptions)
 
                 Exit status:
                   0   applied (`applied revision R`) or unchanged (`unchanged: …`, no new revision)

@@ -179,7 +179,7 @@ public enum CogdCommandLine {
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"
         case "log":
-            "Usage: \(cogd) log verify|stats|upgrade [--data DIR] [--json]\n       \(cogd) log soak [--data DIR] [--batch N] [--count N]\n"
+            "Usage: \(cogd) log verify|upgrade [--data DIR]\n       \(cogd) log stats [--data DIR] [--json]\n       \(cogd) log soak [--data DIR] [--batch N] [--count N]\n"
                 + "       \(cogd) log compact --keep N [--data DIR]\n       \(cogd) log backup DEST [--data DIR]"
         case "keys": "Usage: \(cogd) keys generate NAME [--out DIR]\n       \(cogd) keys show FILE"
         case "drill":

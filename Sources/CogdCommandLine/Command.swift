@@ -192,7 +192,7 @@ enum Command: Equatable {
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE] [--metrics HOST:PORT] [OPTION…]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--key FILE --leader-key FILE]"),
-        ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] [--json] | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
+        ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] | cogd log stats --json | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--watch [SECONDS] [--count N]] [--json] [--key FILE --leader-key FILE]"),
         ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT]"),
