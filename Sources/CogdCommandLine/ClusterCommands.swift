@@ -122,6 +122,17 @@ enum ClusterCommands {
             return fail(insecureBindRefusal(exposed))
         }
         let notifier = ServiceNotifier()
+        // The metrics port first: one in use stops the start before the data folder is touched.
+        let board = options.metrics.map { _ in MetricsBoard() }
+        var metricsServer: MetricsServer?
+        if let address = options.metrics, let board {
+            do {
+                metricsServer = try MetricsServer(address: address, board: board)
+            } catch {
+                return fail("\(escaped: error)")
+            }
+        }
+        defer { metricsServer?.stop() }
         let leader: Leader
         // A folder this start makes is removed again when the leader cannot bind (nothing was served from it).
         let folderExisted = FileManager.default.fileExists(atPath: options.dataFolder)
@@ -139,7 +150,7 @@ enum ClusterCommands {
             configuration.retention = options.retention
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             configuration.operatorLog = log
-            if options.metrics != nil { configuration.metricsBoard = MetricsBoard() }
+            configuration.metricsBoard = board
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
             if let secret = options.curveSecret, let peers = options.peersFile {
@@ -172,19 +183,11 @@ enum ClusterCommands {
                     : leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)"),
             ["first_revision": .number(Double(leader.firstRevision)), "revision": revisionNumber])
         if options.trapOp { log.log(.warn, "trap-op", "serving ledger.trap, an op whose body traps on demand (--trap-op)") }
-        var metricsServer: MetricsServer?
-        if let address = options.metrics, let board = leader.configuration.metricsBoard {
-            do {
-                metricsServer = try MetricsServer(address: address, board: board)
-                log.log(
-                    .info, "metrics", "metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)",
-                    ["address": .text(metricsServer!.boundAddress)])
-            } catch {
-                leader.close()
-                return fail("\(escaped: error)")
-            }
+        if let metricsServer {
+            log.log(
+                .info, "metrics", "metrics at http://\(metricsServer.boundAddress)/metrics (and /healthz, /readyz)",
+                ["address": .text(metricsServer.boundAddress)])
         }
-        defer { metricsServer?.stop() }
         if let crashed = leader.quarantined {
             log.log(
                 .warn, "quarantined",
@@ -253,6 +256,17 @@ enum ClusterCommands {
         let worker: Worker
         let log = OperatorLog(source: "cogd worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
         let board = options.metrics.map { _ in MetricsBoard() }
+        // The metrics port first: one in use stops the start before the worker says hello.
+        var metricsServer: MetricsServer?
+        if let address = options.metrics, let board {
+            do {
+                metricsServer = try MetricsServer(address: address, board: board)
+            } catch {
+                log.failure("\(escaped: error)")
+                return 1
+            }
+        }
+        defer { metricsServer?.stop() }
         do {
             // A name declared twice is refused here too (the replica applies
             // by name); every rig's declarations are registered (a replica
@@ -275,21 +289,12 @@ enum ClusterCommands {
             .info, "started",
             "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))",
             ["leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName)])
-        var metricsServer: MetricsServer?
-        if let address = options.metrics, let board {
+        if let metricsServer, let board {
             worker.publish(to: board)  // ready or not, and why, from the first request on
-            do {
-                metricsServer = try MetricsServer(address: address, board: board)
-                log.log(
-                    .info, "metrics", "metrics at http://\(metricsServer!.boundAddress)/metrics (and /healthz, /readyz)",
-                    ["address": .text(metricsServer!.boundAddress)])
-            } catch {
-                log.failure("\(escaped: error)")
-                worker.close()
-                return 1
-            }
+            log.log(
+                .info, "metrics", "metrics at http://\(metricsServer.boundAddress)/metrics (and /healthz, /readyz)",
+                ["address": .text(metricsServer.boundAddress)])
         }
-        defer { metricsServer?.stop() }
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
         let notifier = ServiceNotifier()
         var reportedReady = false

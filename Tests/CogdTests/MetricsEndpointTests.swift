@@ -189,6 +189,38 @@ struct MetricsEndpointTests {
         #expect(samples[#"cogd_metrics_http_responses_total{code="503"}"#] == 1)
     }
 
+    @Test func `a metrics port in use stops a leader before it touches its folder, and a worker before it says hello`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        // Something listens on the metrics port already.
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let port = freePort()
+        address.sin_port = UInt16(port).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(bound == 0 && listen(taken, 4) == 0)
+        let refused = try runCogd([
+            "leader", "--data", folder.path + "/new", "--requests", ports.requests, "--turns", ports.turns, "--metrics", "127.0.0.1:\(port)",
+        ])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("--metrics: cannot listen on 127.0.0.1:\(port): Address already in use"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("serving"), "nothing was served: \(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/new"), "no folder made, no epoch used")
+
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try runCogd(["worker", "--leader", ports.requests, "--name", "q", "--metrics", "127.0.0.1:\(port)"])
+        #expect(worker.status == 1)
+        #expect(worker.stderr.contains("--metrics: cannot listen on 127.0.0.1:\(port)"), "\(worker.stderr)")
+        #expect(leader.waitForLine(timeout: .seconds(1)) { $0.contains("worker q joined") } == nil, "the worker never said hello: \(leader.lines)")
+    }
+
     @Test func `a worker counts its rejoin and re-sync after the leader restarts`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
