@@ -48,6 +48,41 @@ enum CallArgument {
         return "the argument is not JSON\(textHint(for: text).map { " (\($0))" } ?? ""): \(problem)"
     }
 
+    /// The first integer in `text` (valid JSON) that no op argument can hold
+    /// (below −2^63 or above 2^64−1: JSON would carry it on as a float), where
+    /// it is; nil when there is none.
+    ///
+    /// ```swift
+    /// CallArgument.oversizeInteger(in: "[1, 99999999999999999999]")
+    /// // "the integer 99999999999999999999 at line 1, column 5 is beyond what an argument holds (-9223372036854775808 to 18446744073709551615)"
+    /// ```
+    static func oversizeInteger(in text: String) -> String? {
+        let bytes = Array(text.utf8)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                // Past the string (escapes included).
+                index += 1
+                while index < bytes.count, bytes[index] != UInt8(ascii: "\"") { index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1 }
+                index += 1
+                continue
+            }
+            guard byte == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else {
+                index += 1
+                continue
+            }
+            let start = index
+            index += 1
+            while index < bytes.count, "0123456789.eE+-".utf8.contains(bytes[index]) { index += 1 }
+            let token = String(decoding: bytes[start..<index], as: UTF8.self)
+            guard !token.contains(where: { ".eE".contains($0) }), Int64(token) == nil, UInt64(token) == nil else { continue }
+            return "the integer \(token) at \(position(of: start, in: bytes)) is beyond what an argument holds "
+                + "(\(Int64.min) to \(UInt64.max))"
+        }
+        return nil
+    }
+
     /// `line L, column C` (both from 1) of the byte at `offset`.
     private static func position(of offset: Int, in bytes: [UInt8]) -> String {
         let before = bytes[..<offset]

@@ -524,7 +524,7 @@ enum Command: Equatable {
             guard positionals.count == 2 else {
                 throw UsageError(message: "call takes an op name and a JSON argument", subcommand: subcommand)
             }
-            if let refusal = CallArgument.refusal(of: positionals[1]) {
+            if let refusal = CallArgument.refusal(of: positionals[1]) ?? CallArgument.oversizeInteger(in: positionals[1]) {
                 throw UsageError(message: refusal, subcommand: subcommand)
             }
             if requestID != nil && callName != nil {

@@ -108,6 +108,21 @@ struct CommandFeedbackParseTests {
         #expect(CallArgument.problem(in: "5") == nil && CallArgument.problem(in: #""milk""#) == nil)
     }
 
+    @Test func `an integer no argument can hold is refused where it is, not sent on as a float`() throws {
+        let range = "(-9223372036854775808 to 18446744073709551615)"
+        #expect(throws: Command.UsageError(
+            message: "the integer 99999999999999999999 at line 1, column 1 is beyond what an argument holds \(range)", subcommand: "call")
+        ) { try Command.parse(["call", "trails.tickHike", "99999999999999999999"]) }
+        // Inside a string it is text; the one after it, negative, is found.
+        #expect(
+            CallArgument.oversizeInteger(in: #"{"a": "99999999999999999999", "b": [1, -99999999999999999999]}"#)
+                == "the integer -99999999999999999999 at line 1, column 40 is beyond what an argument holds \(range)")
+        // The ends of the range, floats and exponents pass (a float is a float).
+        for fine in ["18446744073709551615", "-9223372036854775808", "1.5e30", "[0.5, -1]", #""\"99999999999999999999""#] {
+            #expect(CallArgument.oversizeInteger(in: fine) == nil, "\(fine)")
+        }
+    }
+
     @Test func `version --help shows help instead of pointing at itself`() throws {
         #expect(try Command.parse(["version", "--help"]) == .help(topic: "version"))
     }
