@@ -180,8 +180,10 @@ enum ClusterCommands {
             "retention \(options.retention)"
                 + (options.retention == .everything
                     ? " (--retain-turns N, --retain-age DURATION or --retain-bytes SIZE to remove old ones)"
-                    : leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)"),
-            ["first_revision": .number(Double(leader.firstRevision)), "revision": revisionNumber])
+                    : " (and, whatever the limit, the newest record and those whose applied requests' replies are not indexed yet: "
+                        + "up to the last 1,024 applied requests')"
+                        + (leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)")),
+            ["firstRevision": .number(Double(leader.firstRevision)), "revision": revisionNumber])
         if options.trapOp { log.log(.warn, "trap-op", "serving ledger.trap, an op whose body traps on demand (--trap-op)") }
         if let metricsServer {
             log.log(
@@ -327,7 +329,7 @@ enum ClusterCommands {
                         .warn, "leader-silent",
                         "no answer from the leader at \(options.leaderEndpoint) for \(silence.components.seconds) s; "
                             + "still trying (is `cogd leader` running there?)",
-                        ["leader": .text(options.leaderEndpoint), "silent_seconds": .number(Double(silence.components.seconds))])
+                        ["leader": .text(options.leaderEndpoint), "silentSeconds": .number(Double(silence.components.seconds))])
                     notify(["STATUS=no answer from the leader at \(options.leaderEndpoint); still trying"])
                 } else if silence < .seconds(3) && reportedSilence {
                     reportedSilence = false

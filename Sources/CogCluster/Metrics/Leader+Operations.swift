@@ -98,7 +98,7 @@ extension Leader {
                 log.log(
                     .warn, "worker-timed-out",
                     "worker \(TerminalText.escaped(worker)) left: silent for \(Int(seconds)) s (heartbeat timeout); its scope instances retire",
-                    ["worker": .text(worker), "silent_seconds": .number(seconds)])
+                    ["worker": .text(worker), "silentSeconds": .number(seconds)])
             case .saidGoodbye(let worker, true):
                 log.log(
                     .info, "tool-left", "tool \(TerminalText.escaped(worker)) left (said goodbye; a tool reads the state and closes, it held nothing)",
@@ -161,7 +161,7 @@ extension Leader {
                 "\(operations.slowCommits) commit\(operations.slowCommits == 1 ? "" : "s") over "
                     + "\(Leader.slowCommitThreshold.components.attoseconds / 1_000_000_000_000_000) ms, the slowest \(Int(millis)) ms "
                     + "(is the disk busy? `cogd bench log` measures it)",
-                ["count": .number(Double(operations.slowCommits)), "slowest_seconds": .number(millis / 1e3)])
+                ["count": .number(Double(operations.slowCommits)), "slowestSeconds": .number(millis / 1e3)])
             operations.slowCommits = 0
             operations.slowestCommit = .zero
             operations.lastSlowCommitLine = now
