@@ -49,7 +49,10 @@ requests="${COGD_REQUESTS:-tcp://127.0.0.1:5701}"
 turns="${COGD_TURNS:-tcp://127.0.0.1:5702}"
 if [ ! -f "$cogd" ] || [ ! -x "$cogd" ]; then
   if [ -n "${COGD:-}" ]; then
-    echo "local-cluster.sh: COGD=$COGD: no executable cogd at $cogd" >&2
+    case "$COGD" in
+      */*) echo "local-cluster.sh: COGD=$COGD: no executable cogd at $cogd" >&2 ;;
+      *) echo "local-cluster.sh: COGD=$COGD: no $COGD in PATH (give a path: COGD=./.build/release/cogd)" >&2 ;;
+    esac
   else
     echo "local-cluster.sh: no cogd at $cogd: build it first (swift build -c release), or set COGD=PATH" >&2
   fi
