@@ -268,9 +268,9 @@ enum LogCommands {
             print(
                 "ok: \(report.turns) turns, revisions \(report.firstRevision)…\(report.lastRevision) contiguous "
                     + "(retention removed revisions 1…\(report.firstRevision - 1)), every record decodes; "
-                    + "\(report.digestsChecked) \(report.digestsChecked == 1 ? "carries" : "carry") the state digest of the replay from the first kept one"
+                    + "state digests: \(report.digestsChecked) of \(report.turns) records checked against a replay of the kept records"
                     + (unchecked > 0
-                        ? " (\(unchecked) not checked: \(unchecked == 1 ? "it overwrites" : "they overwrite") values written \(before))" : "")
+                        ? " (the other \(unchecked) overwrite values written \(before), which that replay lacks)" : "")
                     + "; the state table (\(report.stateEntries) entries, digest \(report.stateDigest)) holds what the kept records wrote last "
                     + "and adds up to the last record's digest (\(report.entriesFromRemovedRecords) of its entries last written \(before))"
                     + decodes)
