@@ -451,9 +451,10 @@ enum ClusterCommands {
     /// when given: the connection first says hello as a tool under it (the
     /// message is built from the welcome's `lastSequence`, the highest
     /// request sequence the leader answered in that name) and says goodbye as
-    /// it closes. A hello refused `name-in-use` (another call under the name
-    /// holds it for a moment) is said again until the timeout; any other
-    /// refusal is the answer.
+    /// it closes. A hello refused `name-in-use` is said again until the
+    /// timeout only while the leader's status lists the name as a tool's
+    /// (another call under the name holds it for a moment); a live worker's
+    /// name, and any other refusal, is the answer at once.
     static func request(
         leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles?, introducing name: String?,
         _ build: (_ lastSequence: UInt64) -> WireMessage
@@ -486,6 +487,17 @@ enum ClusterCommands {
             try handshakes.checkSilence()
             return nil
         }
+        /// Whether the leader's status lists `name` as a tool's (or no longer
+        /// lists it: the holder just left); false when a worker holds it or
+        /// the status does not come.
+        func heldByTool(_ name: String) throws -> Bool {
+            guard try handshakes.send(WireMessage.statusRequest.encoded(), on: socket, within: deadline - ContinuousClock.now) else { return false }
+            while let message = try next(skippingWelcomes: true) {
+                guard case .status(let status) = message else { continue }
+                return status.workers.first { $0.name == name }.map { $0.tool == true } ?? true
+            }
+            return false
+        }
         var lastSequence: UInt64 = 0
         if let name {
             let hello = WireMessage.hello(worker: name, lastRevision: 0, tool: true).encoded()
@@ -500,6 +512,8 @@ enum ClusterCommands {
                 guard case .error(let error) = answer, error.knownCode == .nameInUse,
                     ContinuousClock.now + .milliseconds(100) < deadline
                 else { return answer }
+                // A live worker keeps its name: refused at once. Only another tool (a call in flight) lets it go soon.
+                guard try heldByTool(name) else { return answer }
                 usleep(100_000)
             }
         }
@@ -601,7 +615,11 @@ enum ClusterCommands {
                     return CallExit.rejected
                 }
             case .error(let error):
-                printError("Error: the leader refused the request: \(escaped: error)")
+                // Refused at once: a worker's name is not the call's to wait for.
+                let hint =
+                    error.knownCode == .nameInUse && name != nil
+                    ? " (a running worker holds that name: give the call a name of its own, or leave out --name)" : ""
+                printError("Error: the leader refused the request: \(escaped: error)\(hint)")
                 return CallExit.failed
             default:
                 printError("Error: unexpected answer `\(answer.typeName)`")
