@@ -309,11 +309,28 @@ enum ClusterCommands {
         var reportedMismatches = 0
         var reportedCompacted = 0
         var reportedResync: UInt64 = 0
+        // Whether --leader was probed for the turn stream (once, before the first sync), and found to be it.
+        var probedKind = false
+        var wrongEndpoint: EndpointHandshake.WrongEndpoint?
         do {
             try await worker.run(until: stopper.flag) {
                 if let board { worker.publish(to: board) }
                 // A leader that is down, or not at that endpoint, says nothing: say so.
                 let silence = ContinuousClock.now - worker.lastHeardFromLeader
+                // Nothing heard yet: --leader may be the turn stream, which drops a worker's connection in the
+                // handshake (read as silence, or as a handshake failure). Said as `call` and `status` say it; exit 4.
+                if !probedKind && reportedEpoch == nil && (silence >= .seconds(1) || worker.handshakeProblem() != nil) {
+                    probedKind = true
+                    if let context = try? ZMQContext() {
+                        defer { context.close() }
+                        let keys = worker.configuration.keys
+                        if (try? EndpointHandshake.answersAsOtherKind(options.leaderEndpoint, expected: .requests, curve: keys, context: context)) == true {
+                            wrongEndpoint = EndpointHandshake.WrongEndpoint(endpoint: options.leaderEndpoint, expected: .requests)
+                            stopper.flag.stop()
+                            return
+                        }
+                    }
+                }
                 // A refused worker hears little on purpose (a refusal every 5 s): its refusal is what it reports.
                 let refused = worker.accessRefused != nil || worker.rigRefused != nil || reportedHandshake != nil
                 if silence >= .seconds(3) && !reportedSilence && !refused {
@@ -414,6 +431,11 @@ enum ClusterCommands {
             log.failure("\(escaped: error)")
             worker.close()
             return 1
+        }
+        if let wrongEndpoint {
+            log.failure("\(escaped: wrongEndpoint)")
+            worker.close()
+            return CallExit.noAnswer
         }
         notify(["STOPPING=1"])
         // A clean stop: the leader drops the name at once (its instances retire now, not at the heartbeat timeout).

@@ -110,6 +110,12 @@ struct WalkthroughClusterTests {
                 #expect(result.status == 4 && result.stderr == wrong && result.stdout.isEmpty, "\(arguments): \(result)")
             }
         }
+        // A worker says so the same way, after its start line, and exits 4 (it does not wait for a leader there).
+        for _ in 0..<3 {
+            let worker = try runCogd(["worker", "--name", "wy", "--leader", ports.turns], timeout: .seconds(30))
+            #expect(worker.status == 4 && worker.stderr.hasSuffix("\n" + wrong) && worker.stdout.isEmpty, "\(worker)")
+            #expect(!worker.stderr.contains(" WARN "), "\(worker)")
+        }
         // status --watch says it once and exits, as status does (--count 3: it was said at every redraw).
         for extra in [[], ["--json"]] {
             let watch = try runCogd(
