@@ -204,7 +204,11 @@ enum LeaderSnapshot {
                     let frames = try socket.receive(), let frame = frames.last
                 {
                     let message = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
-                    if case .error(let error) = message { throw Refused(error: error) }
+                    if case .error(let error) = message {
+                        // A heartbeat refused (the leader restarted mid-snapshot): no refusal of the read; its parts stop coming.
+                        if lastSaid != nil && error.knownCode == .helloFirst { continue }
+                        throw Refused(error: error)
+                    }
                     return message
                 }
                 try handshakes.check()
