@@ -316,11 +316,28 @@ enum ClusterCommands {
         var reportedMismatches = 0
         var reportedCompacted = 0
         var reportedResync: UInt64 = 0
+        // Whether --leader was probed for the turn stream (once, before the first sync), and found to be it.
+        var probedKind = false
+        var wrongEndpoint: EndpointHandshake.WrongEndpoint?
         do {
             try await worker.run(until: stopper.flag) {
                 if let board { worker.publish(to: board) }
                 // A leader that is down, or not at that endpoint, says nothing: say so.
                 let silence = ContinuousClock.now - worker.lastHeardFromLeader
+                // Nothing heard yet: --leader may be the turn stream, which drops a worker's connection in the
+                // handshake (read as silence, or as a handshake failure). Said as `call` and `status` say it; exit 4.
+                if !probedKind && reportedEpoch == nil && (silence >= .seconds(1) || worker.handshakeProblem() != nil) {
+                    probedKind = true
+                    if let context = try? ZMQContext() {
+                        defer { context.close() }
+                        let keys = worker.configuration.keys
+                        if (try? EndpointHandshake.answersAsOtherKind(options.leaderEndpoint, expected: .requests, curve: keys, context: context)) == true {
+                            wrongEndpoint = EndpointHandshake.WrongEndpoint(endpoint: options.leaderEndpoint, expected: .requests)
+                            stopper.flag.stop()
+                            return
+                        }
+                    }
+                }
                 // A refused worker hears little on purpose (a refusal every 5 s): its refusal is what it reports.
                 let refused = worker.accessRefused != nil || worker.rigRefused != nil || reportedHandshake != nil
                 if silence >= .seconds(3) && !reportedSilence && !refused {
@@ -422,6 +439,11 @@ enum ClusterCommands {
             worker.close()
             return 1
         }
+        if let wrongEndpoint {
+            log.failure("\(escaped: wrongEndpoint)")
+            worker.close()
+            return CallExit.noAnswer
+        }
         notify(["STOPPING=1"])
         // A clean stop: the leader drops the name at once (its instances retire now, not at the heartbeat timeout).
         worker.sayGoodbye()
@@ -458,9 +480,10 @@ enum ClusterCommands {
     /// when given: the connection first says hello as a tool under it (the
     /// message is built from the welcome's `lastSequence`, the highest
     /// request sequence the leader answered in that name) and says goodbye as
-    /// it closes. A hello refused `name-in-use` (another call under the name
-    /// holds it for a moment) is said again until the timeout; any other
-    /// refusal is the answer.
+    /// it closes. A hello refused `name-in-use` is said again until the
+    /// timeout only while the leader's status lists the name as a tool's
+    /// (another call under the name holds it for a moment); a live worker's
+    /// name, and any other refusal, is the answer at once.
     static func request(
         leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles?, introducing name: String?,
         _ build: (_ lastSequence: UInt64) -> WireMessage
@@ -493,6 +516,17 @@ enum ClusterCommands {
             try handshakes.checkSilence()
             return nil
         }
+        /// Whether the leader's status lists `name` as a tool's (or no longer
+        /// lists it: the holder just left); false when a worker holds it or
+        /// the status does not come.
+        func heldByTool(_ name: String) throws -> Bool {
+            guard try handshakes.send(WireMessage.statusRequest.encoded(), on: socket, within: deadline - ContinuousClock.now) else { return false }
+            while let message = try next(skippingWelcomes: true) {
+                guard case .status(let status) = message else { continue }
+                return status.workers.first { $0.name == name }.map { $0.tool == true } ?? true
+            }
+            return false
+        }
         var lastSequence: UInt64 = 0
         if let name {
             let hello = WireMessage.hello(worker: name, lastRevision: 0, tool: true).encoded()
@@ -507,6 +541,8 @@ enum ClusterCommands {
                 guard case .error(let error) = answer, error.knownCode == .nameInUse,
                     ContinuousClock.now + .milliseconds(100) < deadline
                 else { return answer }
+                // A live worker keeps its name: refused at once. Only another tool (a call in flight) lets it go soon.
+                guard try heldByTool(name) else { return answer }
                 usleep(100_000)
             }
         }
@@ -608,7 +644,11 @@ enum ClusterCommands {
                     return CallExit.rejected
                 }
             case .error(let error):
-                printError("Error: the leader refused the request: \(escaped: error)")
+                // Refused at once: a worker's name is not the call's to wait for.
+                let hint =
+                    error.knownCode == .nameInUse && name != nil
+                    ? " (a running worker holds that name: give the call a name of its own, or leave out --name)" : ""
+                printError("Error: the leader refused the request: \(escaped: error)\(hint)")
                 return CallExit.failed
             default:
                 printError("Error: unexpected answer `\(answer.typeName)`")

@@ -123,6 +123,7 @@ extension CogdCommandLine {
                   0   stopped by SIGINT or SIGTERM (it prints the revision it stopped at)
                   1   a failure: a key file it cannot read, a metrics address it cannot bind,
                       a socket error (a leader that is down or refuses it is waited on, not one)
+                  4   --leader is the leader's turn stream (its --turns), not its requests endpoint
                   64  a usage error
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):

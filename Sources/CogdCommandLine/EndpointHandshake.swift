@@ -96,6 +96,13 @@ struct EndpointHandshake {
 
     /// Whether a socket of the other kind completes its handshake within 2 s.
     private func answersAsOtherKind() throws -> Bool {
+        try EndpointHandshake.answersAsOtherKind(endpoint, expected: expected, curve: curve, context: context)
+    }
+
+    /// Whether a socket of the other kind than `expected` completes its
+    /// handshake at `endpoint` within 2 s: the endpoint is the leader's
+    /// other one (`cogd worker`, which has no watch of this kind, asks once).
+    static func answersAsOtherKind(_ endpoint: String, expected: Expected, curve: CurveClientKeys?, context: ZMQContext) throws -> Bool {
         let probe = try ZMQSocket(context, expected == .requests ? .subscriber : .dealer, linger: .zero)
         defer { probe.close() }
         try probe.useCurve(curve)

@@ -188,16 +188,27 @@ enum LeaderSnapshot {
         defer { handshakes.close() }
         try socket.connect(endpoint)
 
+        // Said hello: heartbeats once a second, so a long snapshot keeps the tool listed until its goodbye.
+        var lastSaid: ContinuousClock.Instant?
         /// The leader's next message, nil after `timeout` of silence.
         func next() throws -> WireMessage? {
             let deadline = ContinuousClock.now + timeout
             while ContinuousClock.now < deadline {
+                if let said = lastSaid, ContinuousClock.now - said >= CatchUpClient.heartbeatInterval,
+                    try socket.send([WireMessage.heartbeat(worker: tool, revision: 0).encoded()], wait: false)
+                {
+                    lastSaid = .now
+                }
                 let remaining = deadline - ContinuousClock.now
                 if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
                     let frames = try socket.receive(), let frame = frames.last
                 {
                     let message = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
-                    if case .error(let error) = message { throw Refused(error: error) }
+                    if case .error(let error) = message {
+                        // A heartbeat refused (the leader restarted mid-snapshot): no refusal of the read; its parts stop coming.
+                        if lastSaid != nil && error.knownCode == .helloFirst { continue }
+                        throw Refused(error: error)
+                    }
                     return message
                 }
                 try handshakes.check()
@@ -213,6 +224,7 @@ enum LeaderSnapshot {
                 guard let answer = try next() else { return nil }
                 if case .welcome = answer { break }
             }
+            lastSaid = .now
         }
         // Welcomed (or no hello): whatever comes next, the leader drops the tool as it closes.
         defer { if curve == nil { socket.sayGoodbye(as: tool) } }

@@ -87,6 +87,8 @@ extension TailCommand {
                         "\(CogdCommandLine.programName) tail: no turns from \(escaped: endpoint) for \(quiet.components.seconds) s; "
                             + "still waiting (Ctrl-C stops)")
                 }
+                // Still following: the leader keeps listing the catch-up client until its goodbye.
+                try catchUp?.keepAlive()
                 guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
                 while let frames = try subscriber.receive() {
                     guard case .turns(_, var records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
@@ -179,8 +181,10 @@ extension TailCommand {
 /// first (`hello-first`), so it says hello as a tool under a name of its
 /// own, `tail-` and a UUID, with no rig — it holds no one else's name,
 /// registers nothing and writes nothing, and `cogd status` lists it until it
-/// closes (it says goodbye) or the heartbeat timeout passes (then it says
-/// hello again when it next asks). With
+/// closes (it says goodbye). While it follows it heartbeats every second
+/// (`keepAlive`), as a worker does, so the leader does not give it up at its
+/// heartbeat timeout; if the leader gave it up all the same (it was paused,
+/// or the leader restarted) it says hello again. With
 /// keys it needs an observer key, which asks without a hello (a worker key
 /// would have to say hello in its worker's name, displacing it).
 final class CatchUpClient {
@@ -203,6 +207,15 @@ final class CatchUpClient {
     private let tool = "tail-\(UUID().uuidString.lowercased())"
     private let saysHello: Bool
     private var greeted = false
+    /// A heartbeat was refused: `keepAlive` says hello again until welcomed.
+    private var rejoining = false
+    /// `keepAlive` said hello and no answer has come yet.
+    private var helloInFlight = false
+    /// When the last hello or heartbeat went out.
+    private var lastSaid = ContinuousClock.now
+
+    /// How often a following client heartbeats (a worker's default interval).
+    static let heartbeatInterval: Duration = .seconds(1)
 
     init(context: ZMQContext, endpoint: String, curve: CurveClientKeys?, timeout: Duration) throws {
         self.endpoint = endpoint
@@ -218,7 +231,9 @@ final class CatchUpClient {
     /// Says goodbye when it said hello (the leader drops the tool at once),
     /// then closes the socket (before its context closes).
     func close() {
-        if greeted { socket.sayGoodbye(as: tool) }
+        try? takeAnswers()
+        // A hello still unanswered may be welcomed: the goodbye after it drops the name all the same.
+        if greeted || helloInFlight { socket.sayGoodbye(as: tool) }
         handshakes.close()
         socket.close()
     }
@@ -245,6 +260,43 @@ final class CatchUpClient {
         throw NoAnswer(endpoint: endpoint)
     }
 
+    /// Heartbeats once a second while it holds its tool name, without
+    /// waiting: the answers (a welcome each) are read here as they come. A
+    /// heartbeat refused (`hello-first`: the leader restarted, or gave the
+    /// name up) means it holds no name: no goodbye is owed, and it says
+    /// hello again, once a second until welcomed, so `status` lists it
+    /// again. Nothing is fatal here — a leader that is gone shows when
+    /// turns are next asked for.
+    func keepAlive() throws {
+        try takeAnswers()
+        guard greeted || rejoining, ContinuousClock.now - lastSaid >= CatchUpClient.heartbeatInterval else { return }
+        let message = greeted ? WireMessage.heartbeat(worker: tool, revision: 0) : WireMessage.hello(worker: tool, lastRevision: 0, tool: true)
+        // One that cannot be queued now (no connection) is skipped: the next one tries again.
+        if try socket.send([message.encoded()], wait: false) {
+            lastSaid = .now
+            if !greeted { helloInFlight = true }
+        }
+    }
+
+    /// Reads the answers to heartbeats and hellos `keepAlive` sent, without waiting.
+    private func takeAnswers() throws {
+        while let frames = try socket.receive(), let frame = frames.last {
+            switch try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize) {
+            case .welcome? where rejoining:
+                greeted = true
+                rejoining = false
+                helloInFlight = false
+            case .error(let error)? where error.knownCode == .helloFirst || error.knownCode == .gone:
+                greeted = false
+                rejoining = true
+            case .error? where helloInFlight:
+                helloInFlight = false
+            default:
+                break
+            }
+        }
+    }
+
     /// The revision the leader's log ends at now.
     func lastRevision() throws -> UInt64 {
         try send(WireMessage.statusRequest.encoded())
@@ -267,6 +319,9 @@ final class CatchUpClient {
                     if case .welcome = try next() { break }
                 }
                 greeted = true
+                rejoining = false
+                helloInFlight = false
+                lastSaid = .now
             }
             try send(WireMessage.catchUpRequest(from: revision).encoded())
             let answer = try answer()

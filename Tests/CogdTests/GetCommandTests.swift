@@ -170,4 +170,40 @@ struct GetCommandTests {
             "\(leader.lines)")
         #expect(try !statusLines().contains { $0.hasPrefix("tools") || $0.contains("tail-") }, "\(leader.lines)")
     }
+
+    @Test func `a tail --connect left following heartbeats: listed past the heartbeat timeout, and its goodbye counts no rejoin`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 3)
+        defer { leader.stop() }
+        // An empty log: it says hello as it asks for revision 1, then waits for it.
+        let tail = try CogdProcess(["tail", "--connect", ports.turns, "--leader", ports.requests, "--from", "1"])
+        defer { tail.stop() }
+        #expect(tail.waitForLine { $0.contains("waiting for revision 1") } != nil, "\(tail.lines)")
+        #expect(leader.waitForLine { $0.contains("tool tail-") && $0.contains(" connected") } != nil, "\(leader.lines)")
+        // Twice the heartbeat timeout: a tool that did not heartbeat would have been given up by then.
+        usleep(6_000_000)
+        let status = try runCogd(["status", "--leader", ports.requests]).stdout.split(separator: "\n").map(String.init)
+        #expect(status.contains { $0.range(of: #"^  tail-[0-9A-Fa-f-]{36}: tool, heard [0-9.]+s ago$"#, options: .regularExpression) != nil }, "\(status)")
+        #expect(try ports.errorCounts()["hello-first"] == nil)
+        // A leader restarted under it: its heartbeat is refused hello-first, and it says hello again (listed again).
+        leader.interrupt()
+        #expect(leader.waitForLine { $0.contains("cogd leader: stopped at revision 0") } != nil, "\(leader.lines)")
+        leader.stop()
+        leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 3)
+        #expect(leader.waitForLine { $0.contains("tool tail-") && $0.contains(" connected") } != nil, "\(leader.lines)")
+        #expect(
+            waitUntil { (try? runCogd(["status", "--leader", ports.requests]).stdout)?.contains("\n  tail-") == true }, "listed again")
+        let rejoins = try ports.errorCounts()["hello-first"] ?? 0
+        #expect(rejoins >= 1, "its heartbeat after the restart was refused")
+        tail.interrupt()
+        waitForExit(tail.process, timeout: .seconds(20))
+        #expect(!tail.process.isRunning && tail.process.terminationStatus == 130, "\(tail.lines)")
+        #expect(leader.waitForLine { $0.contains("tool tail-") && $0.contains(" left (said goodbye;") } != nil, "\(leader.lines)")
+        #expect(leader.lines.filter { $0.contains("tool tail-") && $0.contains(" left") }.count == 1, "left once, by its goodbye: \(leader.lines)")
+        let errors = try ports.errorCounts()
+        #expect(errors["hello-first"] == rejoins && errors["send-dropped"] == nil, "the goodbye counted nothing: \(errors)")
+        #expect(!leader.lines.contains { $0.contains(" WARN ") }, "\(leader.lines)")
+    }
 }

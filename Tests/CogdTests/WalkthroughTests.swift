@@ -1,3 +1,4 @@
+import CogWire
 import Foundation
 import Testing
 
@@ -109,6 +110,12 @@ struct WalkthroughClusterTests {
                 #expect(result.status == 4 && result.stderr == wrong && result.stdout.isEmpty, "\(arguments): \(result)")
             }
         }
+        // A worker says so the same way, after its start line, and exits 4 (it does not wait for a leader there).
+        for _ in 0..<3 {
+            let worker = try runCogd(["worker", "--name", "wy", "--leader", ports.turns], timeout: .seconds(30))
+            #expect(worker.status == 4 && worker.stderr.hasSuffix("\n" + wrong) && worker.stdout.isEmpty, "\(worker)")
+            #expect(!worker.stderr.contains(" WARN "), "\(worker)")
+        }
         // status --watch says it once and exits, as status does (--count 3: it was said at every redraw).
         for extra in [[], ["--json"]] {
             let watch = try runCogd(
@@ -148,13 +155,30 @@ struct WalkthroughClusterTests {
         defer { leader.stop() }
         let afterRestart = try call(#"{"account": "carol", "balance": 7}"#)
         #expect(afterRestart.status == 0 && afterRestart.stdout == "applied revision 3 (request ranger#3)\n", "\(afterRestart)")
-        // A name a live worker holds is not shared: the call says why.
+        // A name a live worker holds is not shared: the call says why at once (one hello, one refusal), not after retrying.
         let worker = try ports.startWorker("w1", rig: "replica", group: "replicas")
         defer { worker.stop() }
-        let taken = try call(#"{"account": "dave", "balance": 8}"#, ["--name", "w1", "--timeout", "1"])
+        let refusedBefore = try ports.errorCounts()["name-in-use"] ?? 0
+        let taken = try call(#"{"account": "dave", "balance": 8}"#, ["--name", "w1"])
         #expect(taken.status == 1 && taken.stdout.isEmpty, "\(taken)")
         #expect(taken.stderr.hasPrefix("Error: the leader refused the request: name-in-use: another process is connected as worker w1 "), "\(taken)")
+        #expect(
+            taken.stderr.hasSuffix(" (a running worker holds that name: give the call a name of its own, or leave out --name)\n"), "\(taken)")
+        #expect(try ports.errorCounts()["name-in-use"] == refusedBefore + 1, "one hello refused, none retried")
         #expect(try runCogd(["tail", "--data", folder.path, "--from", "4"]).stderr.contains("the log ends at revision 3"), "nothing ran as w1")
+        // A name another tool holds (another call in flight) is let go soon: that one the call waits for.
+        let otherCall = try RawPeer(endpoint: ports.requests)
+        guard case .welcome? = try otherCall.exchange(.hello(worker: "ranger", lastRevision: 0, tool: true)) else {
+            Issue.record("the raw tool was not welcomed")
+            return
+        }
+        let waiting = try CogdProcess(["call", "ledger.open", #"{"account": "erin", "balance": 9}"#, "--leader", ports.requests, "--name", "ranger", "--timeout", "20"])
+        defer { waiting.stop() }
+        #expect(waitUntil { ((try? ports.errorCounts())?["name-in-use"] ?? 0) >= refusedBefore + 3 }, "its hello said again while the tool holds the name")
+        try otherCall.send([WireMessage.goodbye(worker: "ranger").encoded()])
+        #expect(waiting.waitForLine { $0.hasPrefix("applied") } == "applied revision 4 (request ranger#4)", "\(waiting.lines)")
+        waitForExit(waiting.process, timeout: .seconds(30))
+        #expect(!waiting.process.isRunning && waiting.process.terminationStatus == 0, "\(waiting.lines)")
     }
 
     @Test func `an unknown op is rejected with where ops are listed; status labels commits that hold no turn`() throws {
