@@ -114,19 +114,24 @@ trap 'exit 129' HUP
 "$cogd" leader --data "$data" --requests "$requests" --turns "$turns" > "$logs/leader.log" 2>&1 &
 pids+=($!)
 names+=(leader)
-# It serves, or it said why not (a port in use, a locked folder, …): then
-# nothing more starts, and no call can reach another leader on that port.
-for _ in $(seq 1 200); do
-  grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null && break
-  kill -0 "${pids[0]}" 2>/dev/null || break
-  sleep 0.05
-done
-if ! grep -q "cogd leader: data" "$logs/leader.log" 2>/dev/null; then
-  echo "the leader did not start:" >&2
-  sed -e "$unstamp" "$logs/leader.log" >&2
-  exit 1
-fi
-grep -m 1 "cogd leader: data" "$logs/leader.log" | sed -e "$unstamp"
+# Waits up to 10 s for child number $1 to log a line with $2 and echoes it;
+# when it does not (it stopped, or is stuck), shows its log under $3 and
+# exits: nothing more starts, and no call reaches whatever holds its port.
+expect_line() {
+  for _ in $(seq 1 200); do
+    grep -q "$2" "$logs/${names[$1]}.log" 2>/dev/null && break
+    kill -0 "${pids[$1]}" 2>/dev/null || break
+    sleep 0.05
+  done
+  if ! grep -q "$2" "$logs/${names[$1]}.log" 2>/dev/null; then
+    echo "$3:" >&2
+    sed -e "$unstamp" "$logs/${names[$1]}.log" >&2
+    exit 1
+  fi
+  grep -m 1 "$2" "$logs/${names[$1]}.log" | sed -e "$unstamp"
+}
+# It serves, or it said why not (a port in use, a locked folder, …).
+expect_line 0 "cogd leader: data" "the leader did not start"
 # Both run the rig's mechanisms and, with no --group, form the worker group
 # `trails` (named after the rig): each effect happens on one of them (one tick
 # a second, each screen's load once). `--group NAME` with a name of its own
@@ -138,18 +143,7 @@ names+=(worker-1)
 pids+=($!)
 names+=(worker-2)
 for index in 1 2; do
-  name=${names[$index]}
-  for _ in $(seq 1 200); do
-    grep -q "synced at revision" "$logs/$name.log" 2>/dev/null && break
-    kill -0 "${pids[$index]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  if ! grep -q "synced at revision" "$logs/$name.log" 2>/dev/null; then
-    echo "$name did not sync with the leader within 10 s:" >&2
-    sed -e "$unstamp" "$logs/$name.log" >&2
-    exit 1
-  fi
-  grep -m 1 "synced at revision" "$logs/$name.log" | sed -e "$unstamp"
+  expect_line "$index" "synced at revision" "${names[$index]} did not sync with the leader within 10 s"
 done
 
 # Each call names who sends it (--name): the log and the replies show

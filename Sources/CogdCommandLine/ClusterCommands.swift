@@ -123,16 +123,13 @@ enum ClusterCommands {
         }
         let notifier = ServiceNotifier()
         // The metrics port first: one in use stops the start before the data folder is touched.
-        let board = options.metrics.map { _ in MetricsBoard() }
-        var metricsServer: MetricsServer?
-        if let address = options.metrics, let board {
-            do {
-                metricsServer = try MetricsServer(address: address, board: board)
-            } catch {
-                return fail("\(escaped: error)")
-            }
+        let metrics: Metrics?
+        do {
+            metrics = try startMetrics(options.metrics)
+        } catch {
+            return fail("\(escaped: error)")
         }
-        defer { metricsServer?.stop() }
+        defer { metrics?.server.stop() }
         let leader: Leader
         // A folder this start makes is removed again when the leader cannot bind (nothing was served from it).
         let folderExisted = FileManager.default.fileExists(atPath: options.dataFolder)
@@ -150,7 +147,7 @@ enum ClusterCommands {
             configuration.retention = options.retention
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             configuration.operatorLog = log
-            configuration.metricsBoard = board
+            configuration.metricsBoard = metrics?.board
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
             if let secret = options.curveSecret, let peers = options.peersFile {
@@ -185,11 +182,7 @@ enum ClusterCommands {
                         + (leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)")),
             ["firstRevision": .number(Double(leader.firstRevision)), "revision": revisionNumber])
         if options.trapOp { log.log(.warn, "trap-op", "serving ledger.trap, an op whose body traps on demand (--trap-op)") }
-        if let metricsServer {
-            log.log(
-                .info, "metrics", "metrics at http://\(metricsServer.boundAddress)/metrics (and /healthz, /readyz)",
-                ["address": .text(metricsServer.boundAddress)])
-        }
+        if let metrics { logMetricsAddress(metrics.server, log) }
         if let crashed = leader.quarantined {
             log.log(
                 .warn, "quarantined",
@@ -257,18 +250,15 @@ enum ClusterCommands {
         guard let rig = rigs.rig(named: rigName) else { fatalError("internal inconsistency: rig \(rigName) passed parsing") }
         let worker: Worker
         let log = OperatorLog(source: "cogd worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
-        let board = options.metrics.map { _ in MetricsBoard() }
         // The metrics port first: one in use stops the start before the worker says hello.
-        var metricsServer: MetricsServer?
-        if let address = options.metrics, let board {
-            do {
-                metricsServer = try MetricsServer(address: address, board: board)
-            } catch {
-                log.failure("\(escaped: error)")
-                return 1
-            }
+        let metrics: Metrics?
+        do {
+            metrics = try startMetrics(options.metrics)
+        } catch {
+            log.failure("\(escaped: error)")
+            return 1
         }
-        defer { metricsServer?.stop() }
+        defer { metrics?.server.stop() }
         do {
             // A name declared twice is refused here too (the replica applies
             // by name); every rig's declarations are registered (a replica
@@ -291,11 +281,9 @@ enum ClusterCommands {
             .info, "started",
             "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))",
             ["leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName)])
-        if let metricsServer, let board {
-            worker.publish(to: board)  // ready or not, and why, from the first request on
-            log.log(
-                .info, "metrics", "metrics at http://\(metricsServer.boundAddress)/metrics (and /healthz, /readyz)",
-                ["address": .text(metricsServer.boundAddress)])
+        if let metrics {
+            worker.publish(to: metrics.board)  // ready or not, and why, from the first request on
+            logMetricsAddress(metrics.server, log)
         }
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
         let notifier = ServiceNotifier()
@@ -321,7 +309,7 @@ enum ClusterCommands {
         var wrongEndpoint: EndpointHandshake.WrongEndpoint?
         do {
             try await worker.run(until: stopper.flag) {
-                if let board { worker.publish(to: board) }
+                if let metrics { worker.publish(to: metrics.board) }
                 // A leader that is down, or not at that endpoint, says nothing: say so.
                 let silence = ContinuousClock.now - worker.lastHeardFromLeader
                 // Nothing heard yet: --leader may be the turn stream, which drops a worker's connection in the
@@ -598,6 +586,23 @@ enum ClusterCommands {
     static func keyFileName(_ path: String) -> String {
         let file = path.split(separator: "/").last.map(String.init) ?? path
         return file.hasSuffix(".key") && file.count > 4 ? String(file.dropLast(4)) : file
+    }
+
+    /// A metrics board and its HTTP server.
+    typealias Metrics = (board: MetricsBoard, server: MetricsServer)
+
+    /// The board and its server on `address` (nil without one), bound before
+    /// anything else starts, so a port in use stops the start first.
+    static func startMetrics(_ address: String?) throws -> Metrics? {
+        guard let address else { return nil }
+        let board = MetricsBoard()
+        return (board, try MetricsServer(address: address, board: board))
+    }
+
+    static func logMetricsAddress(_ server: MetricsServer, _ log: OperatorLog) {
+        log.log(
+            .info, "metrics", "metrics at http://\(server.boundAddress)/metrics (and /healthz, /readyz)",
+            ["address": .text(server.boundAddress)])
     }
 
     static func call(_ options: Command.CallOptions) -> Int32 {

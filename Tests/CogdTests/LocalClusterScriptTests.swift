@@ -88,6 +88,14 @@ struct LocalClusterScriptTests {
         }
     }
 
+    /// `deploy/local-cluster.sh --demo` on `ports`, its data in `folder`.
+    private func startDemo(_ folder: TemporaryFolder, _ ports: ClusterPorts) throws -> CogdProcess {
+        try CogdProcess(
+            executable: URL(fileURLWithPath: "/bin/bash"), ["deploy/local-cluster.sh", "--demo"],
+            environment: ["COGD": cogdExecutable().path, "COGD_DATA": folder.path, "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns],
+            directory: repositoryRoot)
+    }
+
     @Test func `the demo stops at once, saying why, when its leader cannot start: nothing reaches whatever holds the port`() throws {
         let folder = TemporaryFolder()
         let ports = ClusterPorts()
@@ -99,10 +107,7 @@ struct LocalClusterScriptTests {
             squatter.close()
             context.close()
         }
-        let demo = try CogdProcess(
-            executable: URL(fileURLWithPath: "/bin/bash"), ["deploy/local-cluster.sh", "--demo"],
-            environment: ["COGD": cogdExecutable().path, "COGD_DATA": folder.path, "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns],
-            directory: repositoryRoot)
+        let demo = try startDemo(folder, ports)
         defer {
             killProcesses(mentioning: [folder.path, ports.requests])
             demo.stop()
@@ -124,10 +129,7 @@ struct LocalClusterScriptTests {
     @Test func `the demo names who calls and which scope each turn comes from, not UUIDs and instance numbers`() throws {
         let folder = TemporaryFolder()
         let ports = ClusterPorts()
-        let demo = try CogdProcess(
-            executable: URL(fileURLWithPath: "/bin/bash"), ["deploy/local-cluster.sh", "--demo"],
-            environment: ["COGD": cogdExecutable().path, "COGD_DATA": folder.path, "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns],
-            directory: repositoryRoot)
+        let demo = try startDemo(folder, ports)
         defer {
             killProcesses(mentioning: [folder.path, ports.requests])
             demo.stop()
