@@ -1,3 +1,4 @@
+import Cog
 import Foundation
 import Synchronization
 
@@ -76,8 +77,12 @@ public struct MetricFamily: Sendable, Equatable {
     }
 
     /// `\`, `"` and newline escaped, as the format asks of label values
-    /// (a worker name comes from a peer: nothing in it ends the line).
-    static func escapeLabel(_ text: String) -> String {
+    /// (a worker name comes from a peer: nothing in it ends the line); a
+    /// value with a character a terminal acts on (an escape, a bidi
+    /// control) is first written as the text logs write it
+    /// (`TerminalText.escaped`), so a `curl` of `/metrics` shows it inert.
+    static func escapeLabel(_ value: String) -> String {
+        let text = value.unicodeScalars.contains { TerminalText.isUnsafe($0) } ? TerminalText.escaped(value) : value
         var escaped = ""
         for scalar in text.unicodeScalars {
             switch scalar {
