@@ -624,7 +624,8 @@ enum ClusterCommands {
                 let answer = try request(leader: options.leaderEndpoint, timeout: options.timeout, keys: options.keys, introducing: name, {
                     lastSequence in
                     let id =
-                        options.requestID ?? name.map { RequestID(worker: $0, sequence: lastSequence + 1) }
+                        // (Capped: a welcome claiming the last sequence or beyond gets 2^63, which the leader refuses by name, never a trap here.)
+                        options.requestID ?? name.map { RequestID(worker: $0, sequence: min(lastSequence, LeaderCore.sequenceLimit - 1) + 1) }
                         ?? RequestID(worker: "call-\(UUID().uuidString.lowercased())", sequence: 1)
                     if name != nil { sent = id }  // the leader welcomed the name: it is there
                     return .op(OpRequest(request: id, op: options.op, argument: argument))
