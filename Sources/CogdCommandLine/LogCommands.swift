@@ -25,6 +25,12 @@ struct TailCommand {
 
     /// The most instance labels `tail` remembers (an instance retired is forgotten).
     static let scopeLabelLimit = 100_000
+
+    /// The revision after `revision`, held at 2^64−1: a revision comes from a
+    /// file or a leader, and the last one must not trap the tail.
+    static func revision(after revision: UInt64) -> UInt64 {
+        revision == .max ? .max : revision + 1
+    }
     /// How many turns before the first printed `tail` reads, at most, for the
     /// openings of the instances the printed ones come from.
     static let scopeLookback: UInt64 = 10_000
@@ -37,7 +43,7 @@ struct TailCommand {
     private func seedScopeLabels(_ store: TurnStore, before first: UInt64, for records: [TurnRecord]) throws {
         var wanted = Set(records.compactMap(\.origin.instance) + records.flatMap { $0.scopeEvents.filter { $0.kind == .retire }.map(\.instance) })
         for record in records { for event in record.scopeEvents where event.kind == .open { wanted.remove(event.instance) } }
-        var end = min(first, store.lastRevision + 1)
+        var end = min(first, TailCommand.revision(after: store.lastRevision))
         let floor = max(store.firstRevision, first > TailCommand.scopeLookback ? first - TailCommand.scopeLookback : 1)
         while !wanted.isEmpty && end > floor {
             let start = max(floor, end > 1_000 ? end - 1_000 : 1)
@@ -98,7 +104,7 @@ struct TailCommand {
                         return 1
                     }
                     printError("\(CogdCommandLine.programName) tail: no turn since \(since) yet: \(ends); waiting for newer ones")
-                    from = store.lastRevision + 1
+                    from = TailCommand.revision(after: store.lastRevision)
                 }
             }
             if let from {
@@ -142,10 +148,10 @@ struct TailCommand {
             } else {
                 let wanted = options.last ?? 10
                 let records = options.namePattern == nil ? try store.lastRecords(wanted) : try lastMatching(store, wanted)
-                next = (records.last?.revision ?? store.lastRevision) + 1
+                next = TailCommand.revision(after: records.last?.revision ?? store.lastRevision)
                 if let first = records.first { try seedScopeLabels(store, before: first.revision, for: records) }
                 next = try printRecords(records, after: next)
-                next = max(next, store.lastRevision + 1)
+                next = max(next, TailCommand.revision(after: store.lastRevision))
                 // Every turn of the log was read for the pattern.
                 progress.considered = store.lastRevision == 0 ? 0 : Int(clamping: store.lastRevision - store.firstRevision + 1)
             }
@@ -186,7 +192,7 @@ struct TailCommand {
                 progress.done = true
                 break
             }
-            next = record.revision + 1
+            next = TailCommand.revision(after: record.revision)
             for event in record.scopeEvents where event.kind == .open && progress.scopes.count < TailCommand.scopeLabelLimit {
                 progress.scopes[event.instance] = TurnRecord.scopeLabel(event)
             }
@@ -224,7 +230,7 @@ struct TailCommand {
             guard let last = batch.last else { break }
             found += batch.filter { matches($0.name) }
             if found.count > count { found.removeFirst(found.count - count) }
-            from = last.revision + 1
+            from = TailCommand.revision(after: last.revision)
         }
         return found
     }

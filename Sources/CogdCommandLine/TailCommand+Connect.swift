@@ -141,7 +141,7 @@ extension TailCommand {
             }
             return from
         }
-        guard let since = options.since else { return last + 1 }
+        guard let since = options.since else { return TailCommand.revision(after: last) }
         let moment = since.date()
         var newest: TurnRecord?
         let found = try TailSince.firstRevision(atOrAfter: moment, first: 1, last: last) { revision in
@@ -154,7 +154,7 @@ extension TailCommand {
             newest.map { "the newest turn, revision \($0.revision), is from \(CBORText.iso8601($0.time.timeIntervalSince1970))" }
             ?? (last == 0 ? "the leader's log has no turns yet" : "the leader's log ends at revision \(last)")
         printError("\(CogdCommandLine.programName) tail: no turn since \(since) yet: \(ends); waiting for newer ones")
-        return last + 1
+        return TailCommand.revision(after: last)
     }
 
     /// Prints the leader's turns from `from` to its end, asking in steps;

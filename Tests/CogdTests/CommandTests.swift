@@ -197,6 +197,11 @@ struct CommandTests {
         }
     }
 
+    @Test func `tail counts past a revision without trapping at the last one a file or a leader could claim`() {
+        #expect(TailCommand.revision(after: 5) == 6)
+        #expect(TailCommand.revision(after: .max) == .max)
+    }
+
     @Test func `leader --requests and --turns must differ, however spelled`() throws {
         let message =
             "--requests and --turns must differ (both are tcp://127.0.0.1:5711): the leader listens on each, one for requests, one for its turn stream"
