@@ -469,7 +469,8 @@ public final class Leader {
                 let answer: LeaderCore.Input
                 do {
                     let revisions = try store.append(
-                        commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention)
+                        commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention,
+                        openings: commit.openings)
                     if let pruned = store.lastPruned { prunedBacklog = pruned.more }
                     let took = ContinuousClock.now - start
                     commitTimes.record(took, turns: revisions.count)

@@ -21,6 +21,9 @@ struct TailCommand {
         /// Scope instances seen opening, by number: their labels name the
         /// turns that come from them (at most `TailCommand.scopeLabelLimit`).
         var scopes: [UInt64: String] = [:]
+        /// The labels the folder keeps for instances opened by registration
+        /// replies (`TurnStore.openings(of:)`); nil when following a leader.
+        var openingLabels: ((Set<UInt64>) throws -> [UInt64: String])?
     }
 
     /// The most instance labels `tail` remembers (an instance retired is forgotten).
@@ -39,7 +42,8 @@ struct TailCommand {
     /// that opened the instances `records` come from or retire, so those are
     /// named too (`scope TrailScreens.trailScreen[1] #1.1`), not only numbered;
     /// one that no record opened (a root placed by a registration reply) is
-    /// named by the record that retires it, when the log holds one.
+    /// named by the opening the folder keeps for it (`turnlog.md` §2c), else
+    /// by the record that retires it, when the log holds one.
     private func seedScopeLabels(_ store: TurnStore, before first: UInt64, for records: [TurnRecord]) throws {
         var wanted = Set(records.compactMap(\.origin.instance) + records.flatMap { $0.scopeEvents.filter { $0.kind == .retire }.map(\.instance) })
         for record in records { for event in record.scopeEvents where event.kind == .open { wanted.remove(event.instance) } }
@@ -55,8 +59,10 @@ struct TailCommand {
             end = start
         }
         // Not opened by any record read: a mechanism's root (or a member) placed by a
-        // registration reply (`cogwire.md` §6a). A later record that retires it names
+        // registration reply (`cogwire.md` §6a). The folder keeps its opening (a log
+        // written before it did does not): else a later record that retires it names
         // it: looked for in these records, then at most `scopeLookback` turns after them.
+        try nameFromOpenings(&wanted)
         guard !wanted.isEmpty, let last = records.last?.revision else { return }
         func named(by record: TurnRecord) {
             for event in record.scopeEvents where event.kind == .retire && wanted.remove(event.instance) != nil {
@@ -74,6 +80,16 @@ struct TailCommand {
         }
     }
 
+    /// Names what it can of `wanted` from the openings the folder keeps, and
+    /// takes those out of it.
+    private func nameFromOpenings(_ wanted: inout Set<UInt64>) throws {
+        guard let lookUp = progress.openingLabels, !wanted.isEmpty, progress.scopes.count < TailCommand.scopeLabelLimit else { return }
+        for (instance, label) in try lookUp(wanted) {
+            progress.scopes[instance] = label
+            wanted.remove(instance)
+        }
+    }
+
     func run() -> Int32 {
         if let endpoint = options.connect { return followStream(endpoint) }
         let store: TurnStore
@@ -83,6 +99,7 @@ struct TailCommand {
             printError("Error: \(escaped: error)")
             return 1
         }
+        progress.openingLabels = { try store.openings(of: $0).mapValues(TurnRecord.scopeLabel) }
         do {
             var next: UInt64
             var from = options.from
@@ -187,6 +204,10 @@ struct TailCommand {
                 "\(CogdCommandLine.programName) tail: revisions \(next)…\(first.revision - 1) were removed by retention before they could be printed")
         }
         var next = next
+        // Turns from instances no record opened (a follower meets new ones): named from the folder's openings.
+        var unnamed = Set(records.compactMap(\.origin.instance).filter { progress.scopes[$0] == nil })
+        for record in records { for event in record.scopeEvents where event.kind == .open { unnamed.remove(event.instance) } }
+        try nameFromOpenings(&unnamed)
         for record in records {
             if let to = options.to, record.revision > to {
                 progress.done = true

@@ -98,6 +98,9 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
             revision: 43, epoch: 3, time: vectorTime, name: "Trails.closeScreen()",
             writes: [TurnWrite(name: "trails.loaded", key: nil, value: try encoder.encode(Int?.none))], stateDigest: after43).encoded()),
         ("state-digest", try stateDigestVector()),
+        // An `instances` value (turnlog.md §2c): a mechanism's root opened by a registration reply.
+        ("instance-opening", try encoder.encode(
+            ScopeEvent(kind: .open, instance: 3 << 32 | 3, scope: "Journal", identity: nil, worker: "w1", registration: 2))),
     ]
 }
 

@@ -149,6 +149,9 @@ struct LocalClusterScriptTests {
             matches(#"  TrailScreens\.trailScreen\.trails\.accept  \(worker worker-[12], scope TrailScreens\.trailScreen\[1\] #1\.[0-9]+, request worker-[12]#"#),
             "\(output)")
         #expect(matches(#"\(worker worker-[12], scope HikeTimer\.hikeTimer #1\.[0-9]+, request worker-[12]#"#), "\(output)")
+        // The journal's turns come from a mechanism's root, which a registration reply opened: named all the same.
+        #expect(matches(#"  Journal\.trails\.journal  \(worker worker-[12], scope Journal \(root\) #1\.[0-9]+, request worker-[12]#"#), "\(output)")
+        #expect(!output.contains("scope #"), "every scope instance is named: \(output)")
         #expect(matches(#"\n          roots: HikeTimer on worker-[12], Journal on worker-[12], TrailScreens on worker-[12]\n"#), "\(output)")
         let roots = output.split(separator: "\n").first { $0.hasPrefix("          roots: ") } ?? ""
         #expect(roots.contains("on worker-1") && roots.contains("on worker-2"), "the three roots spread over both: \(roots)")

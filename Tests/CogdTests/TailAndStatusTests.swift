@@ -170,6 +170,48 @@ struct TailAndStatusTests {
         }
     }
 
+    @Test func `tail names an instance a registration reply opened by the opening the folder keeps, also when following`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let journal: UInt64 = 1 << 32 | 3
+        let screen: UInt64 = 1 << 32 | 4
+        let store = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)
+        let encoder = CBOREncoder()
+        func note(_ text: String, from instance: UInt64) throws -> TurnDraft {
+            TurnDraft(
+                name: "Journal.trails.journal", origin: TurnOrigin(worker: "worker-1", instance: instance),
+                writes: [TurnWrite(name: "trails.journal", key: nil, value: try encoder.encode([text]))])
+        }
+        try store.append(
+            [try note("showing screen 1", from: journal)], replies: [],
+            openings: [ScopeEvent(kind: .open, instance: journal, scope: "Journal", identity: nil, worker: "worker-1", registration: 2)])
+        let tail = try runCogd(["tail", "--data", folder.path])
+        #expect(tail.status == 0, "\(tail)")
+        #expect(tail.stdout.contains("  Journal.trails.journal  (worker worker-1, scope Journal (root) #1.3, epoch 1)\n"), "\(tail.stdout)")
+        let json = try runCogd(["tail", "--data", folder.path, "--json"])
+        #expect(json.stdout.contains("\"instance\": \(journal)"), "--json keeps the number: \(json.stdout)")
+
+        // Following: an instance first met after the tail started is named too.
+        let follower = try CogdProcess(["tail", "--data", folder.path, "--follow"])
+        defer { follower.stop() }
+        #expect(follower.waitForLine { $0.contains("scope Journal (root) #1.3") } != nil, "\(follower.lines)")
+        try store.append(
+            [
+                TurnDraft(
+                    name: "TrailScreens.trailScreen.trails.accept", origin: TurnOrigin(worker: "worker-2", instance: screen),
+                    writes: [TurnWrite(name: "trails.loaded", key: try encoder.encode(1), value: try encoder.encode("ridge"))])
+            ], replies: [],
+            openings: [
+                ScopeEvent(
+                    kind: .open, instance: screen, scope: "TrailScreens.trailScreen", identity: try encoder.encode(1), worker: "worker-2",
+                    registration: 1)
+            ])
+        #expect(
+            follower.waitForLine { $0.hasSuffix("  TrailScreens.trailScreen.trails.accept  (worker worker-2, scope TrailScreens.trailScreen[1] #1.4, epoch 1)") }
+                != nil, "\(follower.lines)")
+        store.close()
+    }
+
     @Test func `tail --connect to an endpoint where nothing answers names it and exits 4 within --timeout`() throws {
         let nowhere = "127.0.0.1:\(freePort())"
         let result = try runCogd(["tail", "--connect", nowhere, "--timeout", "0.5"], timeout: .seconds(20))

@@ -228,6 +228,48 @@ struct ScopeTransitionTests {
                 Self.open(3, nil, registration: 2, scope: "Rich"),
             ])
     }
+
+    // MARK: Openings no record holds (`turnlog.md` §2c)
+
+    @Test func `a registration's instances are kept with the next commit, before any turn from them, and adds no record`() throws {
+        let leader = try Self.leaderWithWorker()
+        #expect(try Self.setMembers(leader, ["a", "b"], seq: 1) == [])
+        let commitsBefore = leader.commits.count
+        _ = leader.send("w", Wire.register("w", number: 1, source: "test.members", form: .each))
+        _ = leader.send("w", Wire.register("w", number: 2, source: ScopeRegistration.rootSource, form: .bool, path: "Journal"))
+        #expect(leader.commits.count == commitsBefore, "registrations alone commit nothing")
+        // The next commit (a turn's) holds them, in registration order; its record holds what it opened.
+        #expect(try Self.setMembers(leader, ["a", "b", "c"], seq: 2) == [Self.open(4, try Self.id("c"))])
+        #expect(leader.commits.count == commitsBefore + 1)
+        #expect(leader.commits.last?.openings == [Self.open(1, try Self.id("a")), Self.open(2, try Self.id("b")), Self.open(3, nil, registration: 2, scope: "Journal")])
+        // The one after keeps none.
+        _ = try Self.setMembers(leader, ["a"], seq: 3)
+        #expect(leader.commits.last?.openings == [])
+        #expect(leader.log.lastRevision == 3, "the log holds the three turns only")
+    }
+
+    @Test func `kept openings make a commit of their own past 1,024, and a failed commit keeps them for the next`() throws {
+        let leader = try Self.leaderWithWorker()
+        func root(_ number: UInt64) -> WireMessage {
+            Wire.register("w", number: number, source: ScopeRegistration.rootSource, form: .bool, path: "Root\(number)")
+        }
+        let commitsBefore = leader.commits.count
+        for number: UInt64 in 1...1_023 { _ = leader.send("w", root(number)) }
+        #expect(leader.commits.count == commitsBefore)
+        // The 1,024th fails to commit: nothing is lost, the next registration commits them all.
+        leader.log.failingCommits = 1
+        let failed = leader.send("w", root(1_024))
+        #expect(failed == [.error(WireError(.registerAgain, "the commit failed: disk full (0 bytes free in /data); register the scopes again"))])
+        #expect(leader.commits.count == commitsBefore + 1)
+        _ = leader.send("w", root(1_024))
+        #expect(leader.commits.count == commitsBefore + 2)
+        let openings = try #require(leader.commits.last?.openings)
+        // 1,023 kept, the failed batch's own (re-minted as the same number), then the retry's.
+        #expect(openings.count == 1_025)
+        #expect(openings.map(\.scope).suffix(2) == ["Root1024", "Root1024"])
+        #expect(openings.last?.instance == Wire.instance(1_024))
+        #expect(leader.commits.last?.drafts.isEmpty == true && leader.log.lastRevision == 0)
+    }
 }
 
 extension WireMessage {

@@ -140,6 +140,10 @@ public struct LeaderCore {
     /// The workers whose instances the batch retired (gone, or taken over).
     private var batchDrops: [(worker: String, turn: String)] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
+    /// Instances opened by registration replies (no record opens them),
+    /// kept with the next commit so a log reader can name them
+    /// (`turnlog.md` §2c): that commit precedes any turn from them.
+    private var pendingOpenings: [ScopeEvent] = []
     /// The peers that asked for a catch-up in the batch being built.
     private var catchUpsThisBatch: Set<Peer> = []
     /// The snapshot the message being handled starts.
@@ -286,8 +290,13 @@ public struct LeaderCore {
             index = .unindexedFrom(log.lastRevision + 1)
         }
         let drafts = durable.takePending()
-        guard !drafts.isEmpty || !dedupRows.isEmpty || index != nil else { return committed(log.lastRevision + 1..<log.lastRevision + 1) }
-        let commit = LeaderCommit(drafts: drafts, replies: dedupRows, index: index)
+        // Openings ride along with a commit; they make one of their own only
+        // past `openingsFlushCount` (so they never pile up while no turn comes).
+        guard !drafts.isEmpty || !dedupRows.isEmpty || index != nil || pendingOpenings.count >= LeaderCore.openingsFlushCount else {
+            return committed(log.lastRevision + 1..<log.lastRevision + 1)
+        }
+        let commit = LeaderCommit(drafts: drafts, replies: dedupRows, index: index, openings: pendingOpenings)
+        pendingOpenings = []
         committing = commit
         return [.commit(commit)]
     }
@@ -320,6 +329,13 @@ public struct LeaderCore {
     private mutating func commitFailed(cause: String) -> [Effect] {
         guard let failed = committing else { return [] }
         committing = nil
+        // Kept for the next commit (a registration of the batch is asked for
+        // again: its number is minted anew, and the newer opening overwrites).
+        pendingOpenings = failed.openings + pendingOpenings
+        if pendingOpenings.count > LeaderCore.maximumPendingOpenings {
+            // Commits failing on and on, workers registering again: only names are lost.
+            pendingOpenings.removeFirst(pendingOpenings.count - LeaderCore.maximumPendingOpenings)
+        }
         errorCounts["commit-failed", default: 0] += 1
         do {
             try durable.restore(cogs, undoing: failed.drafts)
@@ -784,6 +800,11 @@ public struct LeaderCore {
         // A worker joining its group's registration takes members over from
         // the others: retired there and opened here, in a record of their own.
         recordRetirements(moved, named: LeaderCore.scopesMovedTurn)
+        pendingOpenings += instances.map {
+            ScopeEvent(
+                kind: .open, instance: $0.instance, scope: spec.path, identity: $0.identity.isEmpty ? nil : $0.identity,
+                worker: spec.worker, registration: spec.registration)
+        }
         outgoing.append(.send(
             peer,
             WireMessage.scopeRegistered(
@@ -1101,6 +1122,11 @@ public struct LeaderCore {
     static let answeredCacheLimit = 10_000
     /// Applied requests' replies are indexed together every this many.
     static let indexInterval = 1_024
+    /// Registration openings kept back for the next commit make a commit of
+    /// their own once this many have gathered.
+    static let openingsFlushCount = 1_024
+    /// The most openings kept back while commits fail (the oldest go first).
+    static let maximumPendingOpenings = 65_536
 
     /// The names of the system records of retirements (`protocol/cogwire.md` §6).
     public static let workerGoneTurn = "cogd.workerGone"

@@ -60,9 +60,12 @@ public protocol LeaderPorts: AnyObject {
 }
 
 /// What one commit of the leader writes in one transaction: the batch's
-/// turns, its dedup rows, and what changes about the dedup index.
+/// turns, its dedup rows, what changes about the dedup index, and the
+/// scope instances registration replies opened since the last commit
+/// (kept so a log reader can name them, `turnlog.md` §2c).
 public struct LeaderCommit: Sendable {
     public var drafts: [TurnDraft]
     public var replies: [(RequestID, [UInt8])]
     public var index: DedupIndexChange?
+    public var openings: [ScopeEvent] = []
 }

@@ -6,6 +6,8 @@ public struct PruneReport: Equatable, Sendable {
     /// Records removed, and dedup entries removed (their answers expired).
     public var records = 0
     public var dedupEntries = 0
+    /// Kept openings of scope instances removed (`instances`, §2c).
+    public var openings = 0
     /// The oldest revision the log keeps now.
     public var firstRevision: UInt64 = 1
     /// Whether the pass stopped at its limit with more to remove: another
@@ -100,6 +102,10 @@ extension TurnStore {
             try txn.put(metaDB, MetaKey.firstRevision, TurnStore.bytes(report.firstRevision))
             // A log without its first revisions is schema 5: builds before retention refuse it.
             try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(TurnStore.schemaVersion))
+            // Openings kept for instances of epochs no record kept can name go too (§2c).
+            if let kept = try txn.get(turnsDB, TurnStore.bytes(report.firstRevision)), let oldest = try? TurnRecord.decode(kept) {
+                report.openings = try pruneOpenings(txn, before: UInt64(UInt32(truncatingIfNeeded: oldest.epoch)), limit: recordLimit)
+            }
         }
         report.dedupEntries = try pruneDedup(txn, before: report.firstRevision, limit: dedupLimit)
         report.more = report.more || report.dedupEntries == dedupLimit

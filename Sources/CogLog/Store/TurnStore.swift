@@ -13,7 +13,8 @@ internal import CLMDB
 /// → reply; applied requests' replies indexed in bulk, see `unindexedFrom`),
 /// `meta` (schema version, epoch, unindexed-from, first-revision), and for
 /// retention `dedup-order` (when each reply was stored) and `dedup-expired`
-/// (per worker name, the highest sequence whose reply retention removed).
+/// (per worker name, the highest sequence whose reply retention removed),
+/// and `instances` (the openings of scope instances no record holds).
 ///
 /// ```swift
 /// let store = try TurnStore(directory: "data", mode: .writer, createIfMissing: true)
@@ -59,6 +60,10 @@ public final class TurnStore {
     /// Per worker name, the highest request sequence whose dedup entry
     /// retention removed (nil: as `dedupOrderDB`).
     let dedupExpiredDB: MDB_dbi?
+    /// Scope instances opened by a registration reply, not by a record
+    /// (`TurnStore+Openings.swift`); nil for a reader of a folder no writer
+    /// of this build has opened (looked for again at each lookup).
+    var instancesDB: MDB_dbi?
     private var lockDescriptor: Int32 = -1
 
     /// The epoch this open runs under (writer), or the last one written (reader).
@@ -140,15 +145,15 @@ public final class TurnStore {
             }
             let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
             clearedStaleReaders = try environment.clearStaleReaders()
-            let names = ["turns", "state", "dedup", "meta", "dedup-order", "dedup-expired"]
+            let names = ["turns", "state", "dedup", "meta", "dedup-order", "dedup-expired", "instances"]
             let handles = try environment.openDatabases(names)
-            // The last two came with retention: a folder written before has none (a writer makes them).
+            // The last three came later (retention, openings): a folder written before has none (a writer makes them).
             if let missing = handles.prefix(4).firstIndex(where: { $0 == nil }) {
                 throw TurnStoreError(code: .corrupt, message: "data folder \(directory) has no `\(names[missing])` database")
             }
             self.environment = environment
             (turnsDB, stateDB, dedupDB, metaDB) = (handles[0]!, handles[1]!, handles[2]!, handles[3]!)
-            (dedupOrderDB, dedupExpiredDB) = (handles[4], handles[5])
+            (dedupOrderDB, dedupExpiredDB, instancesDB) = (handles[4], handles[5], handles[6])
         } catch let error as TurnStoreError {
             TurnStore.unlock(lockDescriptor)
             throw error
@@ -369,11 +374,13 @@ public final class TurnStore {
     /// `retention` other than `.everything` also removes, in the same
     /// transaction, a bounded number of the oldest records and dedup entries
     /// it no longer keeps (about twice what the commit adds, at least 1,024;
-    /// `lastPruned` says what went).
+    /// `lastPruned` says what went). `openings` are scope instances opened
+    /// without a record (by registration replies), kept in `instances` so a
+    /// reader can name them (`openings(of:)`).
     @discardableResult
     public func append(
         _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil, retention: Retention = .everything,
-        at time: Date = Date()
+        openings: [ScopeEvent] = [], at time: Date = Date()
     ) throws(TurnStoreError) -> Range<UInt64> {
         // Maintenance (`cogd log compact`) may index replies, never append turns.
         guard mode == .writer || (mode == .maintenance && drafts.isEmpty && index == .indexed) else {
@@ -389,7 +396,7 @@ public final class TurnStore {
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in
             TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time, stateDigest: digests[$0])
         }
-        try commit(drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, now: time)
+        try commit(drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings, now: time)
         committed(digests, firstRevision: first)
         return first..<(first + UInt64(drafts.count))
     }
@@ -434,10 +441,10 @@ public final class TurnStore {
     /// in one durable transaction.
     private func commit(
         _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])],
-        index: DedupIndexChange? = nil, retention: Retention = .everything, now: Date = Date()
+        index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], now: Date = Date()
     ) throws(TurnStoreError) {
         lastPruned = nil
-        guard !contents.isEmpty || !replies.isEmpty || index != nil else { return }
+        guard !contents.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty else { return }
         let last = firstRevision + UInt64(contents.count) - 1
         let state = StateBatch(batch)
         let unindexedAfter: UInt64?
@@ -469,6 +476,7 @@ public final class TurnStore {
                 }
                 for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
                 try recordDedupOrder(txn, replies.map(\.0), answeredAt: last)
+                try recordOpenings(txn, openings)
                 switch index {
                 case .unindexedFrom(let revision)?: try txn.put(metaDB, MetaKey.unindexedFrom, TurnStore.bytes(revision))
                 case .indexed?: _ = try txn.delete(metaDB, MetaKey.unindexedFrom)
