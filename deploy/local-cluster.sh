@@ -86,7 +86,8 @@ unstamp='s/^[0-9][0-9T:.Z-]* [A-Z]* *//'
 report_stop() {
   wait_for "${pids[$1]}"
   stop_line=$(grep -h "stopped at revision" "$logs/${names[$1]}.log" | tail -n 1 | sed -e "$unstamp")
-  echo "${names[$1]}: ${stop_line:-no stop line} (exit $status)"
+  # The stop line names the process (`cogd worker worker-1: stopped at revision 12`).
+  echo "${stop_line:-${names[$1]}: no stop line} (exit $status)"
 }
 
 # The workers first (each says goodbye, so the leader retires what it held
@@ -111,6 +112,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
+if [ -e "$data/data.mdb" ]; then
+  echo "(the log in $data goes on from an earlier run, so the story below may differ: remove that folder for a fresh one)"
+fi
 "$cogd" leader --data "$data" --requests "$requests" --turns "$turns" > "$logs/leader.log" 2>&1 &
 pids+=($!)
 names+=(leader)
@@ -131,7 +135,8 @@ expect_line() {
   grep -m 1 "$2" "$logs/${names[$1]}.log" | sed -e "$unstamp"
 }
 # It serves, or it said why not (a port in use, a locked folder, …).
-expect_line 0 "cogd leader: data" "the leader did not start"
+started=$(expect_line 0 "cogd leader: data" "the leader did not start")
+echo "$started"
 # Both run the rig's mechanisms and, with no --group, form the worker group
 # `trails` (named after the rig): each effect happens on one of them (one tick
 # a second, each screen's load once). `--group NAME` with a name of its own
@@ -146,21 +151,30 @@ for index in 1 2; do
   expect_line "$index" "synced at revision" "${names[$index]} did not sync with the leader within 10 s"
 done
 
-# Each call names who sends it (--name): the log and the replies show
-# `ranger` and `hiker` instead of a random name per call.
-first=$(( $("$cogd" status --leader "$requests" --json | sed -n 's/.*"revision": \([0-9]*\).*/\1/p' | head -n 1) + 1 ))
+# This run's turns start after the revision the leader started at (its start
+# line says `revision R`): the first may be the roots spread over the workers.
+first=$(( $(printf '%s\n' "$started" | sed -n 's/.*, revision \([0-9]*\),.*/\1/p') + 1 ))
+
+# Says what a call does and shows it, then sends it: its reply follows
+# (`applied revision R (request ranger#1)`, or `unchanged: …`). Each call
+# names who sends it (--name): the log and the replies show `ranger` and
+# `hiker` instead of a random name per call.
+act() {
+  echo "$1 $4: cogd call $2 '$3' --name $1"
+  "$cogd" call "$2" "$3" --leader "$requests" --name "$1"
+}
 echo "== a little activity =="
-"$cogd" call trails.openScreen '{"screen": 1, "trail": "ridge"}' --leader "$requests" --name ranger
-"$cogd" call trails.openScreen '{"screen": 2, "trail": "lake"}' --leader "$requests" --name ranger
-"$cogd" call trails.closeScreen '2' --leader "$requests" --name ranger   # closed while its load is out: never accepted
-"$cogd" call trails.startHike 'true' --leader "$requests" --name hiker
-sleep 2.5                                                      # loads answer after 1 s; the hike timer ticks each second
-"$cogd" call trails.stopHike 'false' --leader "$requests" --name hiker
+act ranger trails.openScreen '{"screen": 1, "trail": "ridge"}' "opens screen 1 on the ridge trail (a worker loads it, accepted after 1 s)"
+act ranger trails.openScreen '{"screen": 2, "trail": "lake"}' "opens screen 2 on the lake trail"
+act ranger trails.closeScreen '2' "closes screen 2 while its load is out (never accepted)"
+act hiker trails.startHike 'true' "starts the hike logger (a worker ticks it each second)"
+sleep 2.5
+act hiker trails.stopHike 'false' "stops it two ticks later"
 sleep 0.3
 echo "== the turn log =="
-# From the first of this run's turns: each scope instance is named where
-# the turn that opened it is shown (`scope TrailScreens.trailScreen[1] #1.N`;
-# the mechanisms' roots take the first numbers, so N depends on registration order).
+# This run's turns: each scope instance is named by what opened it
+# (`scope TrailScreens.trailScreen[1] #1.N`; the mechanisms' roots take the
+# first numbers, so N depends on registration order).
 "$cogd" tail --data "$data" --from "$first"
 echo "== the cluster =="
 "$cogd" status --leader "$requests"

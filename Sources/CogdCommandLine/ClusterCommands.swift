@@ -171,6 +171,12 @@ enum ClusterCommands {
             ["data": .text(options.dataFolder), "requests": .text(leader.boundRequestsEndpoint), "turns": .text(leader.boundTurnsEndpoint),
              "rig": .text(rigName), "epoch": .number(Double(leader.epoch)), "revision": revisionNumber,
              "authentication": .text(leader.configuration.authentication == nil ? (options.insecure ? "insecure" : "loopback") : "curve")])
+        if !folderExisted {
+            // A mistyped --data path would otherwise serve an empty log without a word.
+            log.log(
+                .info, "new-folder", "created data folder \(escaped: options.dataFolder): a new, empty log (--data names an existing log's folder to serve it)",
+                ["data": .text(options.dataFolder)])
+        }
         log.log(.info, "placement", "\(leader.placement.description)\(leader.spinDescription)")
         log.log(
             .info, "retention",

@@ -80,7 +80,9 @@ extension CogdCommandLine {
                   --log-format text|json  the log on stderr: one line per event with time and level
                                           (default text, or $\(Command.logFormatEnvironmentVariable))
                   --log-level LEVEL       debug, info, warn or error: the least that is logged
-                                          (default info, or $\(Command.logLevelEnvironmentVariable))
+                                          (default info, or $\(Command.logLevelEnvironmentVariable)); warn
+                                          leaves out the start and stop lines (info); debug adds tools
+                                          coming and going (each cogd call --name, get, tail --connect)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
@@ -91,7 +93,7 @@ extension CogdCommandLine {
                 Example:
                   \(cogd) leader --data /var/lib/cogd --requests 0.0.0.0:5701 --turns 0.0.0.0:5702 \\
                       --curve-secret keys/leader.key --peers peers
-                  \(cogd) leader --metrics 127.0.0.1:9464 --log-format json --log-level warn
+                  \(cogd) leader --metrics 127.0.0.1:9464 --log-format json --log-level debug
                 """
         case "worker":
             return """

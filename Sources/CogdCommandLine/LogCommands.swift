@@ -351,6 +351,7 @@ enum LogCommands {
             // stopped without indexing them) are indexed first, as a leader does when it
             // opens the folder: then those records may go too. Nothing to remove: nothing written.
             var indexed = 0
+            let sizeBefore = try store.statistics().fileBytes
             if store.unindexedFrom != nil, store.lastRevision - store.firstRevision + 1 > keep {
                 let replies = LeaderCore.inKeyOrder(try LeaderCore.rebuiltReplies(store))
                 _ = try store.append([], replies: replies, index: .indexed)
@@ -365,12 +366,16 @@ enum LogCommands {
                 : "ok: removed revisions \(before)…\(report.firstRevision - 1) (\(report.records) turns); \(dataFolder) keeps revisions "
                     + "\(report.firstRevision)…\(store.lastRevision)"
             if indexed > 0 {
-                line += "; first indexed \(indexed) repl\(indexed == 1 ? "y" : "ies") held only in their records (as a leader does when it opens the folder)"
+                line += "; first indexed \(indexed == 1 ? "1 reply held only in its record" : "\(indexed) replies held only in their records") (as a leader does when it opens the folder)"
             }
             line += "; removed \(counted(report.dedupEntries, "dedup answer", "dedup answers")) stored before them"
             // LMDB never gives pages back to the file system (the compaction's own
             // commit may even add some): the freed ones serve later commits.
-            line += "; data.mdb is \(bytes(stats.fileBytes)) (\(counted(stats.freePages, "page", "pages")) free for later commits; `\(CogdCommandLine.programName) log backup` writes a compacted copy)"
+            let size =
+                stats.fileBytes > sizeBefore
+                ? "data.mdb grew from \(bytes(sizeBefore)) to \(bytes(stats.fileBytes)) (LMDB writes the changed pages anew before it frees the old)"
+                : "data.mdb is \(bytes(stats.fileBytes))"
+            line += "; \(size); \(counted(stats.freePages, "page", "pages")) free for later commits (`\(CogdCommandLine.programName) log backup` writes a compacted copy)"
             print(line)
             return 0
         } catch {

@@ -104,13 +104,13 @@ struct GetCommandTests {
         #expect(silent.stderr.hasPrefix("Error: no answer from the leader at tcp://127.0.0.1:\(port) within 0.5 s"), "\(silent)")
     }
 
-    @Test func `get --leader and tail --connect say hello as tools: status lists them, and as they close they say goodbye, logged at INFO`() throws {
+    @Test func `get --leader and tail --connect say hello as tools: status lists them, and as they close they say goodbye, logged at DEBUG`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
         let metrics = freePort()
         // A long heartbeat timeout: whatever drops a tool within the test's waits is its goodbye.
-        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 120, options: ["--metrics", "127.0.0.1:\(metrics)"])
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 120, options: ["--metrics", "127.0.0.1:\(metrics)", "--log-level", "debug"])
         defer { leader.stop() }
         let worker = try ports.startWorker("w1", rig: "replica")
         defer { worker.stop() }
@@ -121,9 +121,9 @@ struct GetCommandTests {
         let getLeft = leader.waitForLine(timeout: .seconds(20)) { $0.contains("tool get-") && $0.contains(" left") }
         #expect(
             getLeft?.range(
-                of: #" INFO  cogd leader: tool get-[0-9A-Fa-f-]{36} left \(said goodbye; a tool reads the state and closes, it held nothing\)$"#,
+                of: #" DEBUG cogd leader: tool get-[0-9A-Fa-f-]{36} left \(said goodbye; a tool holds no scope instance\)$"#,
                 options: .regularExpression) != nil, "\(leader.lines)")
-        #expect(leader.lines.contains { $0.contains(" INFO  cogd leader: tool get-") && $0.hasSuffix(" connected (cogd get, tail --connect or call --name)") }, "\(leader.lines)")
+        #expect(leader.lines.contains { $0.contains(" DEBUG cogd leader: tool get-") && $0.hasSuffix(" connected (cogd get, tail --connect or call --name)") }, "\(leader.lines)")
         func statusLines() throws -> [String] {
             try runCogd(["status", "--leader", ports.requests]).stdout.split(separator: "\n").map(String.init)
         }
@@ -153,7 +153,7 @@ struct GetCommandTests {
         waitForExit(tail.process, timeout: .seconds(20))
         #expect(!tail.process.isRunning && tail.process.terminationStatus == 0, "\(tail.lines)")
         let tailLeft = leader.waitForLine(timeout: .seconds(20)) { $0.contains("tool tail-") && $0.contains(" left") }
-        #expect(tailLeft?.contains(" INFO  cogd leader: tool tail-") == true && tailLeft?.contains("(said goodbye;") == true, "\(leader.lines)")
+        #expect(tailLeft?.contains(" DEBUG cogd leader: tool tail-") == true && tailLeft?.contains("(said goodbye;") == true, "\(leader.lines)")
         #expect(try !statusLines().contains { $0.hasPrefix("tools") || $0.contains("tail-") }, "\(leader.lines)")
         #expect(!leader.lines.contains { $0.contains(" WARN ") && ($0.contains("get-") || $0.contains("tail-")) }, "\(leader.lines)")
 

@@ -64,6 +64,10 @@ struct LogLinesTests {
         #expect(serving?["revision"] as? Int == 0 && serving?["authentication"] as? String == "loopback")
         #expect((serving?["message"] as? String)?.hasPrefix("data \(folder.path), requests \(ports.requests), turns ") == true)
         #expect(first("placement", in: leaderEvents) != nil && first("retention", in: leaderEvents) != nil, "\(leaderLines)")
+        // The folder did not exist: the leader says it made it (a mistyped --data would otherwise serve an empty log silently).
+        let made = first("new-folder", in: leaderEvents)
+        #expect(made?["data"] as? String == folder.path && made?["level"] as? String == "info", "\(leaderLines)")
+        #expect((made?["message"] as? String)?.hasPrefix("created data folder \(folder.path): a new, empty log") == true, "\(leaderLines)")
         #expect(first("metrics", in: leaderEvents)?["address"] as? String == "127.0.0.1:\(leaderMetrics)", "\(leaderLines)")
         // The worker said goodbye as it stopped: its mechanisms' roots retired in a record of their own, revision 2.
         let left = first("worker-left", in: leaderEvents)

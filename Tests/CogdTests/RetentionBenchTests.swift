@@ -20,7 +20,7 @@ struct RetentionBenchTests {
 
         init?(_ line: String) {
             let pattern = try! NSRegularExpression(
-                pattern: #"^turns (\d+): data\.mdb .* \((\d+) bytes\), \d+ free pages, retained revisions (\d+)…(\d+) \((\d+) turns, .* of records\)$"#)
+                pattern: #"^after (\d+) transfers: data\.mdb .* \((\d+) bytes\), \d+ free pages, retained revisions (\d+)…(\d+) \((\d+) turns, .* of records\)$"#)
             guard let match = pattern.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) else { return nil }
             let numbers = (1...5).map { Int(line[Range(match.range(at: $0), in: line)!])! }
             (turns, fileBytes, firstRevision, lastRevision, retained) = (numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
@@ -30,7 +30,7 @@ struct RetentionBenchTests {
     /// The second-half growth over what keeping those turns would take, from
     /// the `growth from turn …` line.
     static func growthRatio(_ lines: [String]) -> Double? {
-        guard let line = lines.first(where: { $0.hasPrefix("growth from turn ") }), let open = line.range(of: "(ratio ", options: .backwards)
+        guard let line = lines.first(where: { $0.hasPrefix("growth from transfer ") }), let open = line.range(of: "(ratio ", options: .backwards)
         else { return nil }
         return Double(line[open.upperBound...].dropLast())
     }
@@ -43,7 +43,7 @@ struct RetentionBenchTests {
         let result = try runCogd(Self.small, timeout: .seconds(150))
         #expect(result.status == 0 || result.status == 1, "stdout: \(result.stdout)\nstderr: \(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.first?.hasPrefix("a leader with --retain-turns 2000, 16000 transfers") == true, "\(result.stdout)")
+        #expect(lines.first?.hasPrefix("a leader with --retain-turns 2000, 100 accounts opened, then 16000 transfers (one revision each), 400 in flight;") == true, "\(result.stdout)")
         let samples = lines.compactMap(SampleLine.init)
         #expect(samples.map(\.turns) == Array(stride(from: 0, through: 16000, by: 2000)), "\(result.stdout)")
         // The 100 accounts opened before the load, then one revision per transfer.
@@ -54,7 +54,7 @@ struct RetentionBenchTests {
         // Retention removed the oldest: the end keeps no more than the window and what a batch or two adds.
         let end = try #require(samples.last)
         #expect(end.firstRevision > 12000 && end.retained < 4000 && end.retained == end.lastRevision - end.firstRevision + 1, "\(result.stdout)")
-        #expect(lines.contains { $0.hasPrefix("growth from turn 8000 to 16000: ") && $0.contains(" of records (ratio ") }, "\(result.stdout)")
+        #expect(lines.contains { $0.hasPrefix("growth from transfer 8000 to 16000: ") && $0.contains(" of records (ratio ") }, "\(result.stdout)")
         #expect(lines.contains { $0.hasPrefix("data.mdb at the end: ") && $0.hasSuffix("first retained revision \(end.firstRevision)") })
         #expect(lines.contains { $0.hasPrefix("turns/s ") && $0.contains("raw LMDB appends/s") && $0.contains("ratio") }, "\(result.stdout)")
         let ratio = try #require(Self.growthRatio(lines), "\(result.stdout)")

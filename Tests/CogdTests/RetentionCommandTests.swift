@@ -211,8 +211,12 @@ struct RetentionCommandTests {
         }
         let backup = copy.path + "/b"
         #expect(jsonObject(try runCogd(["log", "stats", "--json", "--data", backup]).stdout)["unindexedFrom"] as? Int == 1)
+        let sizeBefore = try #require(FileManager.default.attributesOfItem(atPath: backup + "/data.mdb")[.size] as? Int)
         let compact = try runCogd(["log", "compact", "--keep", "2", "--data", backup])
         #expect(compact.status == 0 && compact.stderr.isEmpty, "\(compact)")
+        // A backup is tight: removing records writes pages anew, and the line says the file grew rather than hide it.
+        let sizeAfter = try #require(FileManager.default.attributesOfItem(atPath: backup + "/data.mdb")[.size] as? Int)
+        #expect(compact.stdout.contains(sizeAfter > sizeBefore ? "; data.mdb grew from " : "; data.mdb is "), "\(sizeBefore) → \(sizeAfter): \(compact.stdout)")
         #expect(
             compact.stdout.hasPrefix(
                 "ok: removed revisions 1…4 (4 turns); \(backup) keeps revisions 5…6; first indexed 6 replies held only in their records "

@@ -88,8 +88,8 @@ struct TerminalEscapingTests {
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect((object?["workers"] as? [[String: Any]])?.first?["name"] as? String == name)
         // The leader's log of the join: escaped, on one line.
-        let joined = leader.waitForLine { $0.contains(" joined at revision 0") }
-        #expect(joined?.hasSuffix(#" INFO  cogd leader: worker w\u{1B}[2J\nfake: applied 99 joined at revision 0 in group replicas"#) == true, "\(leader.lines)")
+        let joined = leader.waitForLine { $0.contains(" (its replica at revision 0)") }
+        #expect(joined?.hasSuffix(#" INFO  cogd leader: worker w\u{1B}[2J\nfake: applied 99 joined group replicas (its replica at revision 0)"#) == true, "\(leader.lines)")
         #expect(!leader.lines.contains { holdsUnsafe($0) })
     }
 }

@@ -81,18 +81,20 @@ extension Leader {
         for event in takeCoreEvents() {
             switch event {
             case .joined(let worker, _, _, true):
+                // Tools come and go with each command (`call --name` twice a call): DEBUG, not INFO.
                 log.log(
-                    .info, "tool-joined", "tool \(TerminalText.escaped(worker)) connected (cogd get, tail --connect or call --name)",
+                    .debug, "tool-joined", "tool \(TerminalText.escaped(worker)) connected (cogd get, tail --connect or call --name)",
                     ["worker": .text(worker)])
-            case .timedOut(let worker, _, true):
+            case .timedOut(let worker, let seconds, true):
                 // A tool reads and closes; it sends no heartbeat and held no instance.
                 log.log(
-                    .info, "tool-left", "tool \(TerminalText.escaped(worker)) left (a tool reads the state and closes; it held nothing)",
+                    .debug, "tool-left", "tool \(TerminalText.escaped(worker)) left: silent for \(Int(seconds)) s (a tool holds no scope instance)",
                     ["worker": .text(worker), "reason": .text("timeout")])
             case .joined(let worker, let group, let revision, _):
                 log.log(
                     .info, "worker-joined",
-                    "worker \(TerminalText.escaped(worker)) joined at revision \(revision)" + (group.map { " in group \(TerminalText.escaped($0))" } ?? ""),
+                    "worker \(TerminalText.escaped(worker)) joined" + (group.map { " group \(TerminalText.escaped($0))" } ?? "")
+                        + " (its replica at revision \(revision))",
                     ["worker": .text(worker), "group": .text(group ?? ""), "revision": .number(Double(revision))])
             case .timedOut(let worker, let seconds, _):
                 log.log(
@@ -101,7 +103,7 @@ extension Leader {
                     ["worker": .text(worker), "silentSeconds": .number(seconds)])
             case .saidGoodbye(let worker, true):
                 log.log(
-                    .info, "tool-left", "tool \(TerminalText.escaped(worker)) left (said goodbye; a tool reads the state and closes, it held nothing)",
+                    .debug, "tool-left", "tool \(TerminalText.escaped(worker)) left (said goodbye; a tool holds no scope instance)",
                     ["worker": .text(worker), "reason": .text("goodbye")])
             case .saidGoodbye(let worker, false):
                 log.log(

@@ -29,6 +29,9 @@ struct RetentionBench {
     static let window = 400
     /// The growth over the measured stretch must stay under this fraction of what keeping its turns would take.
     static let plateauFraction = 0.05
+    /// Below this many bytes of records kept over the second half, one step
+    /// of the file's growth can decide the verdict: it says so.
+    static let smallRunKeptBytes = 8.0 * 1_048_576
     /// Most samples one run takes (each a line).
     static let maximumSamples = 10_000
 
@@ -83,8 +86,9 @@ struct RetentionBench {
     func run() throws -> Bool {
         if !options.json {
             print(
-                "a leader with --retain-turns \(options.retainTurns), \(options.totalTurns) transfers \(Self.window) in flight, "
-                    + "data.mdb read every \(options.sampleEvery); growth measured from turn \(Self.measuredFrom(options)) to the end")
+                "a leader with --retain-turns \(options.retainTurns), 100 accounts opened, then \(options.totalTurns) transfers (one revision each), "
+                    + "\(Self.window) in flight; data.mdb read every \(options.sampleEvery) transfers; growth measured from transfer "
+                    + "\(Self.measuredFrom(options)) to the end")
             fflush(nil)
         }
         var outcomes: [Outcome] = []
@@ -116,7 +120,7 @@ struct RetentionBench {
             for figure in figures { figure.report(json: true, nameWidth: 0) }
         } else {
             print(
-                "growth from turn \(Self.measuredFrom(options)) to \(options.totalTurns): \(Self.size(growth)) (\(Int(growth)) bytes); keeping those turns would take "
+                "growth from transfer \(Self.measuredFrom(options)) to \(options.totalTurns): \(Self.size(growth)) (\(Int(growth)) bytes); keeping those turns would take "
                     + "\(Self.size(kept)) of records (ratio \(BenchFigure.format(kept > 0 ? growth / kept : 0)))")
             print("data.mdb at the end: \(Self.size(figures[1].value)), first retained revision \(Int(figures[2].value))")
             print(
@@ -135,6 +139,10 @@ struct RetentionBench {
                 "not plateaued\(options.runs > 1 ? " (run \(index + 1))" : ""): over the second half data.mdb grew \(Self.size(outcome.growth)), "
                     + "\(Self.percent(outcome.growth, of: outcome.kept)) of what keeping its turns would take (\(Self.size(outcome.kept))); "
                     + "the limit is \(limit)"
+                    + (outcome.kept < RetentionBench.smallRunKeptBytes
+                        ? " (a run this small can be decided by one step of LMDB's file growth: the defaults, --retain-turns 100000, "
+                            + "measure the plateau)"
+                        : "")
             }.joined(separator: "\n")
         }
         if options.json {
@@ -211,7 +219,7 @@ struct RetentionBench {
             ).report(json: true, nameWidth: 0)
         } else {
             print(
-                "turns \(scheduled): data.mdb \(Self.size(Double(statistics.fileBytes))) (\(statistics.fileBytes) bytes), "
+                "after \(scheduled) transfers: data.mdb \(Self.size(Double(statistics.fileBytes))) (\(statistics.fileBytes) bytes), "
                     + "\(statistics.freePages) free pages, retained revisions \(statistics.firstRevision)…\(statistics.lastRevision) "
                     + "(\(statistics.turns) turns, \(Self.size(Double(statistics.recordBytes))) of records)")
             fflush(nil)
