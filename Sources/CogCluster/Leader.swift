@@ -91,6 +91,8 @@ public final class Leader {
     private var handshakeWatches: [HandshakeWatch] = []
     /// Handshakes failed on sockets closed since (the turn stream re-opened).
     private var earlierFailedHandshakes: UInt64 = 0
+    /// Shuts down connections that send without finishing a message (§8).
+    private var inboundGuard = InboundGuard()
     let store: TurnStore
     /// The rules: everything the leader decides happens in here.
     private(set) var core: LeaderCore!
@@ -221,9 +223,8 @@ public final class Leader {
         try router.bind(configuration.requestsEndpoint)
         publisher = try Leader.turnStream(
             context, at: configuration.turnsEndpoint, ownIOThread: streamHasOwnIOThread, authentication: configuration.authentication)
-        if configuration.authentication != nil {
-            handshakeWatches = [try HandshakeWatch(router), try HandshakeWatch(publisher)]
-        }
+        // Handshakes that fail are counted; the connections each socket holds are watched (`InboundGuard`).
+        handshakeWatches = [try HandshakeWatch(router, tracksConnections: true), try HandshakeWatch(publisher, tracksConnections: true)]
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
         // A request noted as running and never answered: its body stopped the
@@ -336,7 +337,7 @@ public final class Leader {
                 // the leader cannot go on (a restart binds the stream anew).
                 throw TurnStreamLost(endpoint: boundTurnsEndpoint, cause: error)
             }
-            handshakeWatches.append(try HandshakeWatch(publisher))
+            handshakeWatches.append(try HandshakeWatch(publisher, tracksConnections: true))
         }
         let changed = oldKeys.intersection(newKeys).filter { key in
             guard let before = old[key], let now = table[key] else { return false }
@@ -377,9 +378,11 @@ public final class Leader {
             } else if !snapshotStreams.isEmpty || !backlogs.isEmpty {
                 timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue
             } else {
-                timeout = .milliseconds(100)
+                // Not longer: the inbound guard looks at the connections this often.
+                timeout = InboundGuard.interval
             }
             let ready = try ZMQSocket.poll([router], timeout: timeout)
+            if inboundGuard.isDue(.now) { guardConnections() }
             if ready[0] {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
@@ -428,7 +431,9 @@ public final class Leader {
         // A batch ends at 4,096 messages or 16 MiB of them: what one batch
         // holds (its turns, records and replies) stays bounded.
         var key: String?
-        while taken < 4_096, takenBytes < Leader.maximumBatchBytes, var frames = try router.receive(userID: &key) {
+        var source: Int32 = -1
+        while taken < 4_096, takenBytes < Leader.maximumBatchBytes, var frames = try router.receive(userID: &key, source: &source) {
+            inboundGuard.messageRead(from: source)
             taken += 1
             takenBytes += frames.reduce(0) { $0 + $1.count }
             let identity = frames.removeFirst()
@@ -444,6 +449,17 @@ public final class Leader {
         guard taken > 0 || core.hasWork else { return }
         if placement.cpus != nil, ioPlacement.observe(batch: taken) != nil || !ioThreadsPlaced { placeIOThreads() }
         carryOut(core.step(.endBatch, now: now))
+    }
+
+    /// Shuts down each connection past the inbound guard's limit, counted as
+    /// `unfinished-message` (`cogwire.md` §8); ZeroMQ frees what it held.
+    private func guardConnections() {
+        var open = Set<Int32>()
+        for watch in handshakeWatches {
+            _ = try? watch.problem()
+            open.formUnion(watch.connections)
+        }
+        for _ in inboundGuard.look(at: open, now: .now) { core.countEvent("unfinished-message") }
     }
 
     /// Does what the core asks, in order; a commit's answer goes back to it at once.

@@ -72,15 +72,21 @@ public final class HandshakeWatch {
     /// those refused by the ZAP handler, since the watch began.
     public private(set) var failed: UInt64 = 0
     public private(set) var refused: UInt64 = 0
+    /// The descriptors of the TCP connections the socket has accepted and
+    /// not yet lost (watched only with `tracksConnections`: a listener's).
+    public private(set) var connections: Set<Int32> = []
     private var lastProblem: Problem?
 
-    public init(_ socket: ZMQSocket) throws(ZMQError) {
+    /// Watches `socket`; with `tracksConnections`, also the connections it
+    /// accepts and loses (`connections`).
+    public init(_ socket: ZMQSocket, tracksConnections: Bool = false) throws(ZMQError) {
         let number = HandshakeWatch.counter.add(1, ordering: .relaxed).newValue
         let endpoint = "inproc://cogd-handshake-\(getpid())-\(number)"
         let handle = try socket.live("zmq_socket_monitor")
         let events =
             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
             | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED
+            | (tracksConnections ? ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED : 0)
         try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(handle, endpoint, events) }
         monitor = try ZMQSocket(socket.context, .pair, linger: .zero)
         try monitor.setOption(ZMQ_RCVHWM, HandshakeWatch.queuedEvents)
@@ -108,6 +114,10 @@ public final class HandshakeWatch {
             switch kind {
             case ZMQ_EVENT_CONNECTED:
                 connected = true
+            case ZMQ_EVENT_ACCEPTED:
+                connections.insert(Int32(bitPattern: value))
+            case ZMQ_EVENT_DISCONNECTED:
+                connections.remove(Int32(bitPattern: value))
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
                 succeeded = true
                 lastProblem = nil

@@ -176,6 +176,14 @@ public final class ZMQSocket {
     /// public key in Z85); `userID` is nil on a connection no ZAP handler
     /// answered.
     public func receive(wait: Bool = false, userID: inout String?) throws(ZMQError) -> [[UInt8]]? {
+        var ignored: Int32 = -1
+        return try receive(wait: wait, userID: &userID, source: &ignored)
+    }
+
+    /// `receive(wait:userID:)`, also giving the descriptor of the TCP
+    /// connection the message came in on (`ZMQ_SRCFD`; -1 when ZeroMQ
+    /// cannot say): what `InboundGuard` counts a connection's progress by.
+    public func receive(wait: Bool = false, userID: inout String?, source: inout Int32) throws(ZMQError) -> [[UInt8]]? {
         let socket = try live("zmq_msg_recv")
         var frames: [[UInt8]] = []
         var message = zmq_msg_t()
@@ -193,6 +201,7 @@ public final class ZMQSocket {
                 userID = zmq_msg_gets(&message, "User-Id").map {
                     String(decoding: UnsafeRawBufferPointer(start: $0, count: strlen($0)), as: UTF8.self)
                 }
+                source = zmq_msg_get(&message, ZMQ_SRCFD)
                 return frames
             }
         }

@@ -157,6 +157,36 @@ struct MemoryBoundTests {
         #expect(leader.process.isRunning)
     }
 
+    @Test(arguments: ["requests", "turns"])
+    func `a message whose last frame never comes: the connection is shut down, RssAnon grows under 64 MiB, a worker stays served`(socket: String) throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 60)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("reader")
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("cogd worker reader: synced at revision 0") } != nil, "\(worker.lines)")
+
+        // A peer speaking ZMTP by hand: 1 MiB frames, each saying "more", up to 200 MiB.
+        let watch = RssWatch(pid: leader.process.processIdentifier)
+        let endpoint = socket == "requests" ? ports.requests : ports.turns
+        let sent = try UnfinishedMessagePeer(endpoint: endpoint, socketType: socket == "requests" ? "DEALER" : "SUB").sendFrames(200)
+        let report = watch.finish()
+        MemoryBoundTests.log("\(sent) MiB of one message never finished, to the \(socket) socket", report)
+        #expect(sent < 200, "the leader closed the connection before 200 MiB: \(sent) MiB went")
+        #expect(report.growth < MemoryBoundTests.bound, "\(report)")
+        #expect(try ports.errorCounts()["unfinished-message"] == 1)
+        // Everyone else is served on: a turn reaches the reading worker.
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
+        #expect(
+            try waitUntil(timeout: .seconds(30)) {
+                let status = try runCogd(["status", "--leader", ports.requests, "--json"]).stdout
+                return status.contains(#""name": "reader""#) && status.contains(#""appliedRevision": 1"#)
+            }, "the reading worker applied revision 1")
+        #expect(leader.process.isRunning)
+    }
+
     @Test func `a snapshot in parts its requester never reads is abandoned at the deadline, its LMDB read released`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
@@ -421,5 +451,68 @@ extension Atomic where Value == Int {
             if exchanged { return }
             current = original
         }
+    }
+}
+
+/// A peer that speaks ZMTP 3.0 (NULL mechanism) over a plain TCP socket, so
+/// it can do what no ZeroMQ library lets a sender do: send the frames of a
+/// multipart message and never the last.
+struct UnfinishedMessagePeer {
+    let descriptor: Int32
+
+    init(endpoint: String, socketType: String) throws {
+        let port = UInt16(endpoint.split(separator: ":").last.flatMap { Int($0) } ?? 0)
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(descriptor >= 0)
+        // Bounded: a send the leader stops reading fails after 20 s instead of waiting forever.
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0, "connected to \(endpoint)")
+        // The greeting: signature, version 3.0, mechanism NULL, as-server 0, filler.
+        var greeting: [UInt8] = [0xff] + [UInt8](repeating: 0, count: 8) + [0x7f, 3, 0] + Array("NULL".utf8)
+        greeting += [UInt8](repeating: 0, count: 64 - greeting.count)
+        try #require(send(greeting))
+        var theirs = [UInt8](repeating: 0, count: 64)
+        var read = 0
+        while read < 64 {
+            let count = theirs.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress! + read, 64 - read, 0) }
+            try #require(count > 0, "the leader's greeting")
+            read += count
+        }
+        // READY with Socket-Type, as a command frame.
+        let name = Array("Socket-Type".utf8)
+        let value = Array(socketType.utf8)
+        let body = [5] + Array("READY".utf8) + [UInt8(name.count)] + name + withUnsafeBytes(of: UInt32(value.count).bigEndian, Array.init) + value
+        try #require(send([0x04, UInt8(body.count)] + body))
+    }
+
+    func send(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let count = Glibc.send(descriptor, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                if count <= 0 { return false }
+                offset += count
+            }
+            return true
+        }
+    }
+
+    /// Sends up to `count` frames of 1 MiB, each flagged "more" (a long
+    /// frame: flags 0x03, an 8-byte size); returns how many went before the
+    /// connection failed. Closes the socket.
+    func sendFrames(_ count: Int) -> Int {
+        defer { close(descriptor) }
+        let frame = [0x03] + withUnsafeBytes(of: UInt64(1 << 20).bigEndian, Array.init) + [UInt8](repeating: 0x78, count: 1 << 20)
+        for index in 0..<count where !send(frame) { return index }
+        return count
     }
 }

@@ -135,7 +135,7 @@ struct WalkthroughClusterTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
-        var leader = try ports.startLeader(data: folder.path)
+        var leader = try ports.startLeader(data: folder.path, options: ["--log-level", "debug"])
         func call(_ json: String, _ extra: [String] = ["--name", "ranger"]) throws -> (status: Int32, stdout: String, stderr: String) {
             try runCogd(["call", "ledger.open", json, "--leader", ports.requests] + extra)
         }
@@ -147,7 +147,7 @@ struct WalkthroughClusterTests {
         let retry = try call(#"{"account": "alice", "balance": 5}"#, ["--request-id", "ranger#1"])
         #expect(retry.status == 0 && retry.stdout == "applied revision 1 (request ranger#1)\n", "\(retry)")
         // Each call said hello as a tool under the name and goodbye as it closed.
-        #expect(leader.waitForLine { $0.contains(" INFO  cogd leader: tool ranger left (said goodbye;") } != nil, "\(leader.lines)")
+        #expect(leader.waitForLine { $0.contains(" DEBUG cogd leader: tool ranger left (said goodbye;") } != nil, "\(leader.lines)")
         leader.interrupt()
         #expect(leader.waitForLine { $0.contains("cogd leader: stopped at revision 2") } != nil, "\(leader.lines)")
         leader.stop()
@@ -301,7 +301,7 @@ struct WalkthroughClusterTests {
             directory: URL(fileURLWithPath: caller.path))
         defer { demo.stop() }
         #expect(demo.waitForLine(timeout: .seconds(90)) { $0.contains("stopped leader and workers") } != nil, "\(demo.lines)")
-        #expect(demo.lines.contains { $0.hasPrefix("leader: cogd leader: stopped at revision") }, "\(demo.lines)")
+        #expect(demo.lines.contains { $0.hasPrefix("cogd leader: stopped at revision") }, "\(demo.lines)")
         #expect(FileManager.default.fileExists(atPath: caller.path + "/data/data.mdb"), "the data folder is in the caller's directory")
 
         let help = try runProgram(URL(fileURLWithPath: "/bin/bash"), [script, "--help"])

@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Closes a connection that keeps sending without ever finishing a message
+/// (`protocol/cogwire.md` §8).
+///
+/// ZeroMQ hands a multipart message over only once its last frame has come,
+/// and limits each frame's size but not how many frames a message has: a
+/// peer that sends frames and never the last one makes ZeroMQ hold them all,
+/// out of the leader's sight, until the connection closes. What the leader
+/// can see is each connection's TCP byte count (`TCP_INFO`) and which
+/// connection each message it reads came from (`ZMQ_SRCFD`): a connection
+/// that has received more than `limit` bytes since the leader last read a
+/// message from it (or, one it never read from, since it first looked) is
+/// shut down, and ZeroMQ frees what it held. The peers this applies to
+/// send one frame at a time: a worker or tool reconnects on its own and
+/// retries what went unanswered; a turn-stream subscriber sends a few bytes
+/// of subscription, ever.
+struct InboundGuard {
+    /// Bytes a connection may receive past the last message read from it.
+    static let limit: UInt64 = 16 << 20
+    /// How often the connections are looked at, at most: what arrives between
+    /// two looks adds to the limit.
+    static let interval: Duration = .milliseconds(10)
+
+    /// Per connection descriptor, its received byte count when the leader
+    /// last read a message from it (or first looked at it).
+    private var marks: [Int32: UInt64] = [:]
+    /// Connections a message was read from since the last look.
+    private var progressed: Set<Int32> = []
+    private var lastLook = ContinuousClock.now
+
+    /// A whole message was read from connection `descriptor`.
+    mutating func messageRead(from descriptor: Int32) {
+        if descriptor >= 0 { progressed.insert(descriptor) }
+    }
+
+    /// Whether `interval` has passed since the last look.
+    func isDue(_ now: ContinuousClock.Instant) -> Bool { now - lastLook >= InboundGuard.interval }
+
+    /// Looks at each of `open` (the connections the sockets have accepted and
+    /// not lost): one past the limit is shut down and returned with how many
+    /// bytes it had sent unread.
+    mutating func look(at open: Set<Int32>, now: ContinuousClock.Instant) -> [(descriptor: Int32, unread: UInt64)] {
+        lastLook = now
+        defer { progressed = [] }
+        marks = marks.filter { open.contains($0.key) }
+        var closed: [(Int32, UInt64)] = []
+        for descriptor in open {
+            guard let received = InboundGuard.bytesReceived(descriptor) else { continue }
+            guard let mark = marks[descriptor], !progressed.contains(descriptor), received >= mark else {
+                // First seen, a message since, or a new connection under a reused number: counts from here.
+                marks[descriptor] = received
+                continue
+            }
+            if received - mark > InboundGuard.limit {
+                // ZeroMQ's I/O thread owns the descriptor: shutting it down (never
+                // closing it) makes ZeroMQ see the connection end and drop it.
+                shutdown(descriptor, Int32(SHUT_RDWR))
+                marks[descriptor] = nil
+                closed.append((descriptor, received - mark))
+            }
+        }
+        return closed
+    }
+
+    /// The bytes a TCP connection has received (`tcpi_bytes_received`, Linux
+    /// 4.1 and later); nil when the descriptor is no TCP connection.
+    static func bytesReceived(_ descriptor: Int32) -> UInt64? {
+        // `struct tcp_info` from <linux/tcp.h>: 232 bytes, the count at offset 128.
+        var info = [UInt8](repeating: 0, count: 232)
+        var length = socklen_t(info.count)
+        let result = info.withUnsafeMutableBytes { getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, $0.baseAddress, &length) }
+        guard result == 0, length >= 136 else { return nil }
+        return info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 128, as: UInt64.self) }
+    }
+}
