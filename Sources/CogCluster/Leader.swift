@@ -382,11 +382,12 @@ public final class Leader {
                 timeout = InboundGuard.interval
             }
             let ready = try ZMQSocket.poll([router], timeout: timeout)
-            if inboundGuard.isDue(.now) { guardConnections() }
             if ready[0] {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
             }
+            // After the batch: a connection whose messages it just read is seen to progress.
+            if inboundGuard.isDue(.now) { guardConnections() }
             if !backlogs.isEmpty { drainBacklogs() }
             if !snapshotStreams.isEmpty {
                 // Up to 16 small parts a stream per pass (about 1 MiB), while ZeroMQ takes them.

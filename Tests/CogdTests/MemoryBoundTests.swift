@@ -187,6 +187,30 @@ struct MemoryBoundTests {
         #expect(leader.process.isRunning)
     }
 
+    @Test func `36 MiB of whole messages sent while the leader is stopped are all served after it resumes: none taken for unfinished`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 60)
+        defer { leader.stop() }
+        let peer = try RawPeer(endpoint: ports.requests)
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
+        // 40 openings of a screen with a 900 KB trail text, all in flight while the leader is stopped.
+        let frames = try (1...40).map { try MemoryBoundTests.openScreenFrame($0, text: MemoryBoundTests.text($0, bytes: 900_000), worker: "bulk", sequence: UInt64($0)) }
+        kill(leader.process.processIdentifier, SIGSTOP)
+        for frame in frames { try peer.send([frame]) }
+        usleep(2_000_000)
+        kill(leader.process.processIdentifier, SIGCONT)
+        var answered: [OpReply] = []
+        let deadline = ContinuousClock.now + .seconds(60)
+        while answered.count < 40, ContinuousClock.now < deadline {
+            if case .reply(let reply)? = try peer.next(within: deadline - .now) { answered.append(reply) }
+        }
+        #expect(answered.count == 40 && answered.allSatisfy(\.outcome.isApplied), "\(answered.count) replies")
+        let errors = try ports.errorCounts()
+        #expect(errors["unfinished-message"] == nil, "\(errors)")
+    }
+
     @Test func `a snapshot in parts its requester never reads is abandoned at the deadline, its LMDB read released`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
