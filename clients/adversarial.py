@@ -34,6 +34,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import sys
 
 import zmq
@@ -567,6 +569,19 @@ def run(cogd, checks):
         sub.close(0)
         A.still_serving("the hog went away")
 
+        # --- a multipart message whose last frame never comes (cogwire.md §8: past 16 MiB the connection is shut down)
+        for endpoint, socket_type in ((leader.requests, b"DEALER"), (leader.turns, b"SUB")):
+            rss_before = leader.rss_anon_kib()
+            sent, peak = unfinished_message(endpoint, socket_type, 200, leader.rss_anon_kib)
+            note(f"{sent} MiB of one never-finished message to {endpoint} ({socket_type.decode()}): "
+                 f"leader RssAnon {rss_before} KiB -> peak {peak} KiB")
+            check(f"a {socket_type.decode()} peer sending a message without its last frame is cut off before 200 MiB",
+                  sent < 200, f"{sent} MiB went")
+            check(f"the leader's memory stays bounded while a {socket_type.decode()} peer never finishes a message (+64 MiB at most)",
+                  rss_before is not None and peak is not None and peak - rss_before < 64 * 1024,
+                  f"+{(peak or 0) - (rss_before or 0)} KiB")
+            A.still_serving(f"an unfinished message to the {socket_type.decode()} socket")
+
         # --- the end: nothing refused is stored, the log verifies
         folder = read_folder(leader.data)
         stored = [key for key in A.refused_ids if key in folder["dedup"]]
@@ -582,6 +597,37 @@ def run(cogd, checks):
         leader.kill()
         context.destroy(0)
         shutil.rmtree(leader.tmp, ignore_errors=True)
+
+
+def unfinished_message(endpoint, socket_type, mib, rss):
+    """Speaks ZMTP 3.0 (NULL) over a plain TCP socket to send up to `mib`
+    frames of 1 MiB, each flagged MORE, and never the last one (no ZeroMQ
+    library lets a sender do that). Returns (MiB sent before the connection
+    failed, the peak of `rss()` meanwhile)."""
+    host, port = endpoint.split("//")[-1].rsplit(":", 1)
+    peak = rss() or 0
+    sock = socket.create_connection((host, int(port)), timeout=20)
+    try:
+        sock.sendall(b"\xff" + b"\x00" * 8 + b"\x7f" + bytes([3, 0]) + b"NULL" + b"\x00" * 16 + b"\x00" + b"\x00" * 31)
+        greeting = b""
+        while len(greeting) < 64:
+            chunk = sock.recv(64 - len(greeting))
+            if not chunk:
+                return 0, peak
+            greeting += chunk
+        name = b"Socket-Type"
+        body = b"\x05READY" + bytes([len(name)]) + name + struct.pack(">I", len(socket_type)) + socket_type
+        sock.sendall(bytes([0x04, len(body)]) + body)
+        frame = bytes([0x03]) + struct.pack(">Q", 1 << 20) + b"x" * (1 << 20)
+        for sent in range(mib):
+            try:
+                sock.sendall(frame)
+            except OSError:
+                return sent, max(peak, rss() or 0)
+            peak = max(peak, rss() or 0)
+        return mib, peak
+    finally:
+        sock.close()
 
 
 # ---------------------------------------------------------------- the CURVE phase (cogwire.md §9)
