@@ -35,9 +35,10 @@ public final class HandshakeWatch {
         case mechanismMismatch
         /// Another protocol error (ZeroMQ's code).
         case protocolError(UInt32)
-        /// The leader closed the connection during the handshake: under
-        /// CURVE, the leader key given is not the leader's (or, on the turn
-        /// stream, this side has no key).
+        /// The other end closed the connection during the handshake: it is
+        /// not a cogd leader (anything that accepts a connection and closes
+        /// it), or, under CURVE, the leader key given is not the leader's
+        /// (or this side has no key).
         case noDetail(errno: UInt32)
 
         public var description: String {
@@ -49,8 +50,8 @@ public final class HandshakeWatch {
             case .protocolError(let code):
                 "the security handshake with the leader failed (ZeroMQ protocol error 0x\(String(code, radix: 16)))"
             case .noDetail:
-                "the leader closed the connection during the security handshake: the leader key given (--leader-key) is not the leader's, "
-                    + "or the leader authenticates with CURVE and this side has no key (--key and --leader-key)"
+                "the other end closed the connection during the handshake: it is not a cogd leader, or it is one that authenticates "
+                    + "with CURVE and the keys do not fit (no key given: --key and --leader-key; or a --leader-key that is not the leader's)"
             }
         }
     }
@@ -72,15 +73,22 @@ public final class HandshakeWatch {
     /// those refused by the ZAP handler, since the watch began.
     public private(set) var failed: UInt64 = 0
     public private(set) var refused: UInt64 = 0
+    /// Whether a connection was closed before any handshake succeeded
+    /// (watched only with `disconnects`): the other end turned it away, with
+    /// or without saying why.
+    public private(set) var droppedBeforeHandshake = false
     private var lastProblem: Problem?
 
-    public init(_ socket: ZMQSocket) throws(ZMQError) {
+    /// Watches `socket`; with `disconnects`, also connections closed
+    /// (`droppedBeforeHandshake`) — a tool's one connection, not a
+    /// listener's many.
+    public init(_ socket: ZMQSocket, disconnects: Bool = false) throws(ZMQError) {
         let number = HandshakeWatch.counter.add(1, ordering: .relaxed).newValue
         let endpoint = "inproc://cogd-handshake-\(getpid())-\(number)"
         let handle = try socket.live("zmq_socket_monitor")
         let events =
             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED
+            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED | (disconnects ? ZMQ_EVENT_DISCONNECTED : 0)
         try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(handle, endpoint, events) }
         monitor = try ZMQSocket(socket.context, .pair, linger: .zero)
         try monitor.setOption(ZMQ_RCVHWM, HandshakeWatch.queuedEvents)
@@ -108,6 +116,8 @@ public final class HandshakeWatch {
             switch kind {
             case ZMQ_EVENT_CONNECTED:
                 connected = true
+            case ZMQ_EVENT_DISCONNECTED where !succeeded:
+                droppedBeforeHandshake = true
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
                 succeeded = true
                 lastProblem = nil

@@ -45,6 +45,9 @@ struct GetCommand {
             } catch let wrong as EndpointHandshake.WrongEndpoint {
                 printError("Error: \(escaped: wrong)")
                 return Exit.noAnswer
+            } catch let none as EndpointHandshake.NotALeader {
+                printError("Error: \(none)")
+                return Exit.noAnswer
             } catch {
                 printError("Error: \(escaped: error)")
                 return Exit.failed
@@ -184,7 +187,7 @@ enum LeaderSnapshot {
         let tool = "get-\(UUID().uuidString.lowercased())"
         try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
         try socket.useCurve(curve)
-        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
+        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve, timeout: timeout)
         defer { handshakes.close() }
         try socket.connect(endpoint)
 
