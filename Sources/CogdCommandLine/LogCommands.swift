@@ -187,6 +187,7 @@ struct TailCommand {
                 }
                 return 0
             }
+            sayNothingMatchesYet()
             var lastLooked = ContinuousClock.now
             var goneSaid = false
             while true {
@@ -234,6 +235,15 @@ struct TailCommand {
             printError("Error: \(escaped: error)")
             return 1
         }
+    }
+
+    /// A follower with `--name` that has printed nothing says so once on
+    /// stderr (stdout carries turn lines only), then waits.
+    func sayNothingMatchesYet() {
+        guard let pattern = options.namePattern, progress.printed == 0 else { return }
+        printError(
+            "\(CogdCommandLine.programName) tail: no turn matches --name '\(escaped: pattern)' yet "
+                + "(\(progress.considered) turn\(progress.considered == 1 ? "" : "s") read); waiting for one (Ctrl-C stops)")
     }
 
     /// The device and inode of the folder's `data.mdb` (nil when there is

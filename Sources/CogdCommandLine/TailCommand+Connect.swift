@@ -72,6 +72,7 @@ extension TailCommand {
                 guard let caughtUp = try self.catchUp(from: next, client) else { return 1 }
                 next = caughtUp
                 if progress.done { return 0 }
+                sayNothingMatchesYet()
             }
             var lastHeard = ContinuousClock.now
             var quietReported = false
