@@ -65,6 +65,9 @@ public final class HandshakeWatch {
     private weak var watched: ZMQSocket?
     /// Whether a handshake has succeeded since the watch began.
     public private(set) var succeeded = false
+    /// How many handshakes have succeeded since the watch began (one more
+    /// each time the socket connected again: a leader restarted).
+    public private(set) var successes: UInt64 = 0
     /// Whether a connection this socket made was set up (TCP connected),
     /// whatever became of its handshake, since the watch began.
     public private(set) var connected = false
@@ -120,6 +123,7 @@ public final class HandshakeWatch {
                 droppedBeforeHandshake = true
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
                 succeeded = true
+                successes &+= 1
                 lastProblem = nil
             case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
                 lastProblem = .refused(status: value)

@@ -99,6 +99,8 @@ struct EndpointHandshake {
 
     /// Whether a handshake has succeeded.
     var succeeded: Bool { watch.succeeded }
+    /// How many handshakes have succeeded (read by `check`).
+    var successes: UInt64 { watch.successes }
 
     /// Throws what a failed handshake means: `WrongEndpoint` when the
     /// endpoint is of the other kind, else `HandshakeRefused` — without

@@ -76,6 +76,7 @@ extension TailCommand {
             }
             var lastHeard = ContinuousClock.now
             var quietReported = false
+            var connections = handshakes.successes
             while true {
                 // Stopped: the `defer` above closes the catch-up client (its goodbye); exit as an interrupted program does.
                 if stopper?.flag.isStopped == true { return 130 }
@@ -90,13 +91,17 @@ extension TailCommand {
                 }
                 // Still following: the leader keeps listing the catch-up client until its goodbye.
                 try catchUp?.keepAlive()
-                // Welcomed again after a leader restart: a log that ends before the last turn printed, or
-                // an older epoch, is another log (or a restored backup): followed from its end, said once.
-                if let client = catchUp, let rejoined = client.takeRejoin(), let last = progress.lastRecord,
-                    rejoined.lastRevision < last.revision || rejoined.epoch < last.epoch
-                {
-                    sayWentBack(from: last, to: rejoined.lastRevision, epoch: rejoined.epoch)
-                    next = TailCommand.revision(after: rejoined.lastRevision)
+                // Welcomed again after a leader restart, or the stream connected again (under CURVE no hello
+                // is said: the leader's status tells): a log that ends before the last turn printed, or an
+                // older epoch, is another log (or a restored backup): followed from its end, said once.
+                var position = catchUp?.takeRejoin()
+                if handshakes.successes != connections {
+                    connections = handshakes.successes
+                    if let client = catchUp, progress.lastRecord != nil { position = try client.leaderPosition() }
+                }
+                if let position, let last = progress.lastRecord, position.lastRevision < last.revision || position.epoch < last.epoch {
+                    sayWentBack(from: last, to: position.lastRevision, epoch: position.epoch)
+                    next = TailCommand.revision(after: position.lastRevision)
                 }
                 guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
                 while let frames = try subscriber.receive() {
@@ -344,11 +349,20 @@ final class CatchUpClient {
     }
 
     /// The revision the leader's log ends at now.
-    func lastRevision() throws -> UInt64 {
+    func lastRevision() throws -> UInt64 { try leaderPosition().lastRevision }
+
+    /// The leader's epoch and the revision its log ends at now (its `status`).
+    func leaderPosition() throws -> (epoch: UInt64, lastRevision: UInt64) {
         try send(WireMessage.statusRequest.encoded())
         while true {
             switch try next() {
-            case .status(let status): return status.revision
+            case .status(let status): return (status.epoch, status.revision)
+            case .error(let error) where error.knownCode == .helloFirst || error.knownCode == .gone:
+                // A heartbeat's answer, not the status's: the name was given up (as `takeAnswers` reads it).
+                if greeted {
+                    greeted = false
+                    rejoining = true
+                }
             case .error(let error): throw LeaderSnapshot.Refused(error: error)
             default: continue
             }

@@ -218,7 +218,7 @@ struct CurveTests {
         #expect(status.errorCounts["role-forbids"] == 6)
     }
 
-    @Test func `cogd get --leader reads with an observer key, and a client or worker key is told to use one`() throws {
+    @Test func `cogd get --leader reads with an observer key or a worker key in its own name, and a client key is told which read`() throws {
         let cluster = try CurveCluster()
         _ = try cluster.startLeader()
         let opened = try runCogd(["call", "ledger.open", #"{"account": "a", "balance": 5}"#, "--leader", cluster.ports.requests] + cluster.keyOptions("ops"))
@@ -262,6 +262,32 @@ struct CurveTests {
             worker.stderr.hasPrefix("Error: the leader at \(cluster.ports.requests) refused to send turns: hello-first: ")
                 && worker.stderr.contains("under CURVE, --from and --since catch up with an observer key"),
             "\(worker.stderr)")
+    }
+
+    @Test func `tail --connect --from with an observer key says when a leader on another folder replaces the one it followed`() throws {
+        let cluster = try CurveCluster()
+        let old = try cluster.startLeader()
+        defer { old.stop() }
+        for account in ["a", "b", "c"] {
+            let opened = try runCogd(
+                ["call", "ledger.open", #"{"account": "\#(account)", "balance": 5}"#, "--leader", cluster.ports.requests] + cluster.keyOptions("ops"))
+            #expect(opened.status == 0, "\(opened)")
+        }
+        let tail = try CogdProcess(
+            ["tail", "--connect", cluster.ports.turns, "--leader", cluster.ports.requests, "--from", "1"] + cluster.keyOptions("dash"))
+        defer { tail.stop() }
+        #expect(tail.waitForLine { $0.hasPrefix("#3 ") } != nil, "\(tail.lines)")
+        old.interrupt()
+        waitForExit(old.process, timeout: .seconds(20))
+        // No hello under CURVE: the stream's new connection has the tail ask the new leader's status.
+        let new = try cluster.ports.startLeader(
+            data: cluster.folder.path + "/other",
+            options: ["--curve-secret", cluster.keysFolder + "/leader.key", "--peers", cluster.peersFile])
+        defer { new.stop() }
+        let said = tail.waitForLine { $0.contains("went back") }
+        #expect(
+            said == "cogd tail: the leader's log went back from revision 3 (epoch 1) to 0 (epoch 1): another log, or a restored backup; "
+                + "following it from 1", "\(tail.lines)")
     }
 
     @Test func `a request id forged in another key's name neither runs nor stops the holder's own`() throws {
