@@ -229,8 +229,9 @@ struct EndpointHandshake {
                     + "(an HTTP port, such as a --metrics one?)"
             default:
                 let seconds = waited.map { " within \(Command.secondsText($0)) s" } ?? ""
+                // A stopped (SIGSTOP) or wedged leader's kernel still accepts: both readings are named.
                 return "\(something) accepted the connection but completed no ZeroMQ handshake\(seconds): it is not \(wanted) — "
-                    + "another service (an HTTP port, such as a --metrics one?)"
+                    + "another service (an HTTP port, such as a --metrics one?) — or a leader that is stopped or stalled"
             }
         }
     }

@@ -89,7 +89,8 @@ struct OtherEndTests {
         #expect(
             http.stderr
                 == "Error: something at tcp://\(metrics) accepted the connection but completed no ZeroMQ handshake within 1 s: it is not a cogd "
-                + "leader's requests endpoint (its --requests, tcp://127.0.0.1:5701 by default) — another service (an HTTP port, such as a --metrics one?)\n",
+                + "leader's requests endpoint (its --requests, tcp://127.0.0.1:5701 by default) — another service (an HTTP port, such as a --metrics one?) "
+                + "— or a leader that is stopped or stalled\n",
             "\(http.stderr)")
         // Swapped: the socket types do not fit, which ZeroMQ's handshake shows (each of several runs says so).
         for _ in 0..<3 {
