@@ -239,6 +239,18 @@ struct CurveTests {
         #expect(worker.status == 0 && worker.stdout == "ledger.balance[\"a\"] = 5\n" && worker.stderr.isEmpty, "\(worker)")
         let again = try runCogd(["get", "ledger.balance", "--leader", cluster.ports.requests] + cluster.keyOptions("w1"))
         #expect(again.status == 0 && again.stdout == worker.stdout, "the name was given back: \(again)")
+        // While w1 runs, its name is its own: get is refused and told what reads instead.
+        let running = try CogdProcess(["worker", "--leader", cluster.ports.requests, "--name", "w1", "--rig", "ledger"] + cluster.keyOptions("w1"))
+        defer { running.stop() }
+        #expect(running.waitForLine { $0.contains("synced at revision") } != nil, "\(running.lines)")
+        let held = try runCogd(["get", "ledger.balance", "--leader", cluster.ports.requests] + cluster.keyOptions("w1"))
+        #expect(held.status == 1 && held.stdout.isEmpty, "\(held)")
+        #expect(held.stderr.hasPrefix("Error: the leader refused the snapshot: name-in-use: "), "\(held.stderr)")
+        #expect(
+            held.stderr.hasSuffix(
+                "\na worker key reads only in its worker's name, which the running worker holds: use an observer key "
+                    + "(protocol/cogwire.md §9), or read the data folder with --data\n"), "\(held.stderr)")
+        #expect(running.process.isRunning, "the worker keeps its name")
         let noKey = try runCogd(["get", "ledger.balance", "--leader", cluster.ports.requests, "--timeout", "2"])
         #expect(
             noKey.status == 1
@@ -350,6 +362,8 @@ struct CurveTests {
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "w1 syncs with its key")
         let tail = try CogdProcess(["tail", "--connect", cluster.ports.turns] + cluster.keyOptions("dash"))
         defer { tail.stop() }
+        // Subscribed before the turn is published (a subscriber that joins later never sees it).
+        #expect(tail.waitForLine { $0.contains("tail: following") } != nil, "\(tail.lines)")
         let client = try RawPeer(endpoint: cluster.ports.requests, keys: cluster.keys("ops"))
         guard case .status = try client.exchange(.statusRequest) else {
             Issue.record("the client is connected before the reload")
@@ -359,7 +373,7 @@ struct CurveTests {
         guard case .reply(let before)? = try client.exchange(try open("a", worker: "ops", sequence: 1)) else { return }
         #expect(before.outcome == .applied(revision: 1))
         #expect(worker.waitForLine { $0.contains("applied 1") } != nil)
-        #expect(tail.waitForLine { $0.hasPrefix("#1 ") } != nil, "the observer's tail reads turn 1")
+        #expect(tail.waitForLine { $0.hasPrefix("#1 ") } != nil, "the observer's tail reads turn 1: \(tail.lines)")
 
         try cluster.writePeers(["w1"])  // ops and dash removed
         kill(leader.process.processIdentifier, SIGHUP)
