@@ -35,9 +35,10 @@ public final class HandshakeWatch {
         case mechanismMismatch
         /// Another protocol error (ZeroMQ's code).
         case protocolError(UInt32)
-        /// The leader closed the connection during the handshake: under
-        /// CURVE, the leader key given is not the leader's (or, on the turn
-        /// stream, this side has no key).
+        /// The other end closed the connection during the handshake: it is
+        /// not a cogd leader (anything that accepts a connection and closes
+        /// it), or, under CURVE, the leader key given is not the leader's
+        /// (or this side has no key).
         case noDetail(errno: UInt32)
 
         public var description: String {
@@ -49,8 +50,8 @@ public final class HandshakeWatch {
             case .protocolError(let code):
                 "the security handshake with the leader failed (ZeroMQ protocol error 0x\(String(code, radix: 16)))"
             case .noDetail:
-                "the leader closed the connection during the security handshake: the leader key given (--leader-key) is not the leader's, "
-                    + "or the leader authenticates with CURVE and this side has no key (--key and --leader-key)"
+                "the other end closed the connection during the handshake: it is not a cogd leader, or it is one that authenticates "
+                    + "with CURVE and the keys do not fit (no key given: --key and --leader-key; or a --leader-key that is not the leader's)"
             }
         }
     }
@@ -64,6 +65,9 @@ public final class HandshakeWatch {
     private weak var watched: ZMQSocket?
     /// Whether a handshake has succeeded since the watch began.
     public private(set) var succeeded = false
+    /// How many handshakes have succeeded since the watch began (one more
+    /// each time the socket connected again: a leader restarted).
+    public private(set) var successes: UInt64 = 0
     /// Whether a connection this socket made was set up (TCP connected),
     /// whatever became of its handshake, since the watch began.
     public private(set) var connected = false
@@ -72,21 +76,27 @@ public final class HandshakeWatch {
     /// those refused by the ZAP handler, since the watch began.
     public private(set) var failed: UInt64 = 0
     public private(set) var refused: UInt64 = 0
+    /// Whether a connection was closed before any handshake succeeded
+    /// (watched only with `disconnects`): the other end turned it away, with
+    /// or without saying why.
+    public private(set) var droppedBeforeHandshake = false
     /// The descriptors of the TCP connections the socket has accepted and
     /// not yet lost (watched only with `tracksConnections`: a listener's).
     public private(set) var connections: Set<Int32> = []
     private var lastProblem: Problem?
 
-    /// Watches `socket`; with `tracksConnections`, also the connections it
-    /// accepts and loses (`connections`).
-    public init(_ socket: ZMQSocket, tracksConnections: Bool = false) throws(ZMQError) {
+    /// Watches `socket`; with `disconnects`, also connections closed
+    /// (`droppedBeforeHandshake`) — a tool's one connection, not a
+    /// listener's many; with `tracksConnections`, the connections it accepts
+    /// and loses (`connections`).
+    public init(_ socket: ZMQSocket, disconnects: Bool = false, tracksConnections: Bool = false) throws(ZMQError) {
         let number = HandshakeWatch.counter.add(1, ordering: .relaxed).newValue
         let endpoint = "inproc://cogd-handshake-\(getpid())-\(number)"
         let handle = try socket.live("zmq_socket_monitor")
         let events =
             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
             | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED
-            | (tracksConnections ? ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED : 0)
+            | (disconnects || tracksConnections ? ZMQ_EVENT_DISCONNECTED : 0) | (tracksConnections ? ZMQ_EVENT_ACCEPTED : 0)
         try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(handle, endpoint, events) }
         monitor = try ZMQSocket(socket.context, .pair, linger: .zero)
         try monitor.setOption(ZMQ_RCVHWM, HandshakeWatch.queuedEvents)
@@ -118,8 +128,10 @@ public final class HandshakeWatch {
                 connections.insert(Int32(bitPattern: value))
             case ZMQ_EVENT_DISCONNECTED:
                 connections.remove(Int32(bitPattern: value))
+                if !succeeded { droppedBeforeHandshake = true }
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
                 succeeded = true
+                successes &+= 1
                 lastProblem = nil
             case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
                 lastProblem = .refused(status: value)

@@ -489,7 +489,7 @@ enum ClusterCommands {
         defer { socket.close() }
         try socket.setIdentity("cogd-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try socket.useCurve(curve)
-        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
+        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve, timeout: timeout)
         defer { handshakes.close() }
         try socket.connect(endpoint)
         let deadline = ContinuousClock.now + timeout
@@ -551,15 +551,35 @@ enum ClusterCommands {
         let problem: HandshakeWatch.Problem
         /// Whether this side gave no keys: then no key given is to blame.
         var withoutKeys = false
+        /// What the endpoint's ZeroMQ greeting showed, when it was read (a connection closed in the handshake).
+        var peer: GreetingProbe.Peer?
 
-        /// Why, without the endpoint.
-        var reason: String {
-            guard withoutKeys, case .noDetail = problem else { return "\(problem)" }
-            return "the leader closed the connection during the security handshake: it authenticates with CURVE and this side "
-                + "has no key (--key and --leader-key, or COGD_KEY and COGD_LEADER_KEY)"
+        /// Why, naming the endpoint as `what` (the leader, its turn stream).
+        func described(as what: String) -> String {
+            let keys = "(--key and --leader-key, or COGD_KEY and COGD_LEADER_KEY)"
+            switch problem {
+            case .noDetail where peer == .zeroMQ(mechanism: "CURVE") && !withoutKeys:
+                return "the \(what) at \(TerminalText.escaped(endpoint)) authenticates with CURVE and closed the handshake: "
+                    + "its key is not the one given (--leader-key, or COGD_LEADER_KEY)"
+            case .noDetail where peer == .zeroMQ(mechanism: "NULL") && withoutKeys:
+                return "something at \(TerminalText.escaped(endpoint)) speaks ZeroMQ without CURVE and closed the connection in the handshake: "
+                    + "it is not a cogd leader's \(what == "leader" ? "requests endpoint" : what)"
+            case .noDetail:
+                // Anything that accepts a connection and closes it looks the same from here: both are named.
+                return "something at \(TerminalText.escaped(endpoint)) closed the connection during the ZeroMQ handshake: it is not a cogd leader, "
+                    + (withoutKeys
+                        ? "or it is one that authenticates with CURVE and this side has no key \(keys)"
+                        : "or it is one whose key is not the one given (--leader-key, or COGD_LEADER_KEY)")
+            case .mechanismMismatch where withoutKeys:
+                return "the \(what) at \(TerminalText.escaped(endpoint)) authenticates with CURVE and this side has no key \(keys)"
+            case .mechanismMismatch:
+                return "the \(what) at \(TerminalText.escaped(endpoint)) does not use CURVE: leave out the keys \(keys)"
+            default:
+                return "\(problem) (\(what) at \(TerminalText.escaped(endpoint)))"
+            }
         }
 
-        var description: String { "\(reason) (leader at \(endpoint))" }
+        var description: String { described(as: "leader") }
     }
 
     /// `cogd call`'s exit statuses (documented in its help and the README).
@@ -667,7 +687,10 @@ enum ClusterCommands {
                 return CallExit.failed
             }
         } catch let wrong as EndpointHandshake.WrongEndpoint {
-            printError("Error: \(escaped: wrong)")
+            printError("Error: \(escaped: wrong.from(options.leaderSource))")
+            return CallExit.noAnswer
+        } catch let none as EndpointHandshake.NotALeader {
+            printError("Error: \(none)")
             return CallExit.noAnswer
         } catch {
             printError("Error: \(escaped: error)")
@@ -687,9 +710,10 @@ enum ClusterCommands {
     }
 
     static func status(
-        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil
+        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil,
+        source: String = "--leader"
     ) -> Int32 {
-        StatusCommand.run(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count)
+        StatusCommand.run(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count, source: source)
     }
 }
 

@@ -195,7 +195,9 @@ extension CogdCommandLine {
                   --watch [SECONDS]   ask again every SECONDS and redraw (on a terminal; else one report
                                       after another, --json one object a line) until Ctrl-C
                                       (default: once; SECONDS default \(Command.secondsText(Command.defaultWatchInterval)))
-                  --count N           with --watch, stop after N reports (default: until Ctrl-C)
+                  --count N           with --watch, stop after N reports (default: until Ctrl-C);
+                                      a revision or epoch lower than the last report's (another
+                                      log, a restored backup) adds a `note` line (--json: stderr)
                   --json              one JSON object instead of lines (default: lines), with the same
                                       fields: version, uptimeSeconds, heartbeatTimeoutSeconds, epoch,
                                       revision, workers [{name, appliedRevision, lag,
@@ -224,8 +226,9 @@ extension CogdCommandLine {
                 text). Reads the data folder beside a running leader, or with --leader
                 asks the leader for a snapshot of its state table (protocol/cogwire.md §5):
                 without keys it says hello under a name of its own, get-UUID, which
-                `\(cogd) status` lists until its goodbye as it closes; with keys it must be an
-                observer key (§9). A KEY that starts with `-` goes after `--`.
+                `\(cogd) status` lists until its goodbye as it closes; with keys, an observer
+                key, or a worker key (said hello as a tool in its key file's name, while
+                that worker is not running; §9). A KEY that starts with `-` goes after `--`.
 
                 Options:
                   --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
@@ -234,8 +237,9 @@ extension CogdCommandLine {
                   --json              one JSON object: {"name", "revision", "entries": [{"key", "value"}]},
                                       "key" null for a keyless source (default: lines)
                   --timeout SECONDS   with --leader, how long to wait for each answer (default \(Command.secondsText(Command.defaultTimeout)))
-                  --key FILE          with --leader under CURVE, an observer's secret key file
-                                      (default: $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
+                  --key FILE          with --leader under CURVE, an observer's secret key file, or a
+                                      worker's whose worker is not running (default:
+                                      $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
                   --leader-key FILE   with --leader under CURVE, the leader's public key file
                                       (default: $\(Command.leaderKeyEnvironmentVariable) when set)
 
@@ -326,7 +330,11 @@ extension CogdCommandLine {
                 With --connect it says on stderr once the stream is connected (without --from
                 or --since), so stdout holds turn lines only; --follow is for --data
                 (--connect always follows). A --name that no turn read matches prints
-                nothing on stdout, says so on stderr and exits 0, like a log with no turns.
+                nothing on stdout, says so on stderr and exits 0, like a log with no turns;
+                following, it says so once and waits. A follower never splices two logs:
+                a turn at or below the last one read, an older epoch, or a leader (or a
+                --data folder's data.mdb) replaced by another log or a restored backup is
+                said on stderr, and that log is followed from its end.
 
                 Exit status:
                   0   printed (or nothing matched --name), or stopped by --to or --count

@@ -100,8 +100,8 @@ public enum CogdCommandLine {
             return await ClusterCommands.worker(options, rigs: rigs)
         case .call(let options):
             return ClusterCommands.call(options)
-        case .status(let endpoint, let json, let timeout, let keys, let watch, let count):
-            return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count)
+        case .status(let endpoint, let json, let timeout, let keys, let watch, let count, let source):
+            return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count, source: source)
         case .echoServer(let endpoint, let commitFolder):
             return ClusterBench.serveEcho(endpoint: endpoint, commitFolder: commitFolder)
         case .drill(let options):

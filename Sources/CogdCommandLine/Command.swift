@@ -25,7 +25,9 @@ enum Command: Equatable {
     case worker(WorkerOptions)
     case call(CallOptions)
     /// `watch`: ask again this often, redrawing, until interrupted or `count` reports are shown.
-    case status(leaderEndpoint: String, json: Bool, timeout: Duration, keys: ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil)
+    case status(
+        leaderEndpoint: String, json: Bool, timeout: Duration, keys: ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil,
+        leaderSource: String = "--leader")
     case drill(Drill.Options)
     case sim(SimCommand.Options)
     /// Writes a CURVE key pair, `NAME.key` and `NAME.pub`, in `folder`.
@@ -108,6 +110,8 @@ enum Command: Equatable {
         var op: String
         var json: String
         var leaderEndpoint = Command.defaultRequestsEndpoint
+        /// Where `leaderEndpoint` came from (`--leader`, or `COGD_LEADER`), as messages name it.
+        var leaderSource = "--leader"
         /// How long it waits for the answer (`--timeout`).
         var timeout: Duration = Command.defaultTimeout
         /// A fixed request id (`worker#sequence`), to retry a request.
@@ -143,6 +147,8 @@ enum Command: Equatable {
         /// turns before the live stream (`--from`, `--since`): `--leader`,
         /// else `COGD_LEADER`, else the default.
         var leader = Command.defaultRequestsEndpoint
+        /// Where `leader` came from (`--leader`, or `COGD_LEADER`), as messages name it.
+        var leaderSource = "--leader"
         /// How long `--connect` waits for the stream's connection and for each answer (`--timeout`).
         var timeout: Duration = Command.defaultTimeout
     }
@@ -509,6 +515,7 @@ enum Command: Equatable {
         }
         let keys = try clientKeys(key: keyFile, leaderKey: leaderKeyFile, environment: environment, subcommand: subcommand)
         let leaderEndpointOrDefault: String
+        let leaderSource = leaderEndpoint == nil && environment[leaderEnvironmentVariable] != nil ? leaderEnvironmentVariable : "--leader"
         if let leaderEndpoint {
             leaderEndpointOrDefault = leaderEndpoint
         } else {
@@ -535,14 +542,16 @@ enum Command: Equatable {
             }
             return .call(
                 CallOptions(
-                    op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpointOrDefault, timeout: timeout, requestID: requestID,
-                    keys: keys, name: callName))
+                    op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpointOrDefault, leaderSource: leaderSource, timeout: timeout,
+                    requestID: requestID, keys: keys, name: callName))
         default:
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             if watchCount != nil && watch == nil {
                 throw UsageError(message: "--count goes with --watch (how many reports to show before stopping)", subcommand: subcommand)
             }
-            return .status(leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout, keys: keys, watch: watch, count: watchCount)
+            return .status(
+                leaderEndpoint: leaderEndpointOrDefault, json: json, timeout: timeout, keys: keys, watch: watch, count: watchCount,
+                leaderSource: leaderSource)
         }
     }
 
@@ -732,6 +741,7 @@ enum Command: Equatable {
                 options.leader = leaderEndpoint
             } else {
                 options.leader = try defaultLeaderEndpoint(environment, subcommand: "tail")
+                if environment[leaderEnvironmentVariable] != nil { options.leaderSource = leaderEnvironmentVariable }
             }
             if let timeout { options.timeout = timeout }
         }

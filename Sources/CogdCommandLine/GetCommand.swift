@@ -45,6 +45,9 @@ struct GetCommand {
             } catch let wrong as EndpointHandshake.WrongEndpoint {
                 printError("Error: \(escaped: wrong)")
                 return Exit.noAnswer
+            } catch let none as EndpointHandshake.NotALeader {
+                printError("Error: \(none)")
+                return Exit.noAnswer
             } catch {
                 printError("Error: \(escaped: error)")
                 return Exit.failed
@@ -157,9 +160,15 @@ enum LeaderSnapshot {
         /// What to do about it, when there is something to say.
         var hint: String? {
             switch error.knownCode {
-            case .roleForbids?, .helloFirst?:
-                "cogd get --leader reads the state from a snapshot, which under CURVE only an observer key may ask for "
-                    + "(protocol/cogwire.md §9): use a key the peers file lists as `observer`, or read the data folder with --data"
+            case .roleForbids?:
+                "a client key may not read the state: cogd get --leader needs an observer key (or a worker key, read in its "
+                    + "worker's name while that worker is not running; protocol/cogwire.md §9), or read the data folder with --data"
+            case .nameInUse?:
+                "a worker key reads only in its worker's name, which the running worker holds: use an observer key "
+                    + "(protocol/cogwire.md §9), or read the data folder with --data"
+            case .notYourName?:
+                "a worker key reads in the name the peers file gives it, and cogd get says hello in its key file's name (NAME.key): "
+                    + "name the key file after it, use an observer key, or read the data folder with --data"
             default: nil
             }
         }
@@ -181,10 +190,11 @@ enum LeaderSnapshot {
         defer { context.close() }
         let socket = try ZMQSocket(context, .dealer, linger: .zero)
         defer { socket.close() }
-        let tool = "get-\(UUID().uuidString.lowercased())"
+        // Without keys a name of its own; with a worker key its key's name (below).
+        var tool = "get-\(UUID().uuidString.lowercased())"
         try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
         try socket.useCurve(curve)
-        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
+        var handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve, timeout: timeout)
         defer { handshakes.close() }
         try socket.connect(endpoint)
 
@@ -217,17 +227,24 @@ enum LeaderSnapshot {
             return nil
         }
 
-        if curve == nil {
+        /// Says hello as a tool under `tool`; false when the leader stays silent.
+        func sayHello() throws -> Bool {
             guard try handshakes.send(WireMessage.hello(worker: tool, lastRevision: 0, tool: true).encoded(), on: socket, within: timeout)
-            else { return nil }
+            else { return false }
             while true {
-                guard let answer = try next() else { return nil }
+                guard let answer = try next() else { return false }
                 if case .welcome = answer { break }
             }
             lastSaid = .now
+            return true
+        }
+        var greeted = false
+        if curve == nil {
+            guard try sayHello() else { return nil }
+            greeted = true
         }
         // Welcomed (or no hello): whatever comes next, the leader drops the tool as it closes.
-        defer { if curve == nil { socket.sayGoodbye(as: tool) } }
+        defer { if greeted { socket.sayGoodbye(as: tool) } }
         guard try handshakes.send(WireMessage.snapshotRequest(inParts: true).encoded(), on: socket, within: timeout) else { return nil }
         // Parts of one run (same epoch and revision) by number, each kept as
         // the entries of `name` and the sum of all its entries' hashes: the
@@ -238,7 +255,18 @@ enum LeaderSnapshot {
         var parts: [UInt64: (named: [StateEntry], hashes: UInt128)] = [:]
         var last: UInt64?
         while true {
-            guard let message = try next() else { return nil }
+            let answer: WireMessage?
+            do {
+                answer = try next()
+            } catch let refused as Refused where refused.error.knownCode == .helloFirst && !greeted && keys != nil {
+                // A worker key reads after its hello, in its own name (§9): said as a tool, which registers nothing.
+                tool = ClusterCommands.keyFileName(keys?.key ?? "")
+                guard try sayHello() else { return nil }
+                greeted = true
+                guard try handshakes.send(WireMessage.snapshotRequest(inParts: true).encoded(), on: socket, within: timeout) else { return nil }
+                continue
+            }
+            guard let message = answer else { return nil }
             guard case .snapshot(let epoch, let revision, let entries, let part, let more, let stateDigest) = message else { continue }
             if let current = run, (epoch, revision) != (current.epoch, current.revision) {
                 guard part == 0, revision > current.revision || epoch != current.epoch else { continue }

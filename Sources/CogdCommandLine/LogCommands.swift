@@ -24,6 +24,9 @@ struct TailCommand {
         /// The labels the folder keeps for instances opened by registration
         /// replies (`TurnStore.openings(of:)`); nil when following a leader.
         var openingLabels: ((Set<UInt64>) throws -> [UInt64: String])?
+        /// The last turn read (printed or held to `--name`): a follower
+        /// that meets one at or below it, or of an older epoch, reads another log.
+        var lastRecord: TurnRecord?
     }
 
     /// The most instance labels `tail` remembers (an instance retired is forgotten).
@@ -92,14 +95,17 @@ struct TailCommand {
 
     func run() -> Int32 {
         if let endpoint = options.connect { return followStream(endpoint) }
-        let store: TurnStore
+        var store: TurnStore
         do {
             store = try TurnStore(directory: options.dataFolder, mode: .reader)
         } catch {
             printError("Error: \(escaped: error)")
             return 1
         }
-        progress.openingLabels = { try store.openings(of: $0).mapValues(TurnRecord.scopeLabel) }
+        defer { store.close() }
+        // Which file was opened: a follower notices when the folder's log is moved away or replaced.
+        var opened = TailCommand.logFile(in: options.dataFolder)
+        progress.openingLabels = { [store] in try store.openings(of: $0).mapValues(TurnRecord.scopeLabel) }
         do {
             var next: UInt64
             var from = options.from
@@ -181,10 +187,45 @@ struct TailCommand {
                 }
                 return 0
             }
+            sayNothingMatchesYet()
+            var lastLooked = ContinuousClock.now
+            var goneSaid = false
             while true {
                 let records = try store.records(from: next, limit: 1_000)
                 if records.isEmpty {
                     usleep(50_000)
+                    // Idle: once a second, whether the folder still holds the log being read.
+                    guard ContinuousClock.now - lastLooked >= .seconds(1) else { continue }
+                    lastLooked = .now
+                    let now = TailCommand.logFile(in: options.dataFolder)
+                    guard now != opened else { continue }
+                    guard now != nil, let replacement = try? TurnStore(directory: options.dataFolder, mode: .reader) else {
+                        if !goneSaid {
+                            goneSaid = true
+                            printError(
+                                "\(CogdCommandLine.programName) tail: \(escaped: options.dataFolder) no longer holds the log being read "
+                                    + "(moved or removed); waiting for a log there")
+                        }
+                        continue
+                    }
+                    let end = replacement.lastRevision
+                    // The same log (its id) that has every turn read so far goes on where it was; any other is followed from its end.
+                    if replacement.logID != nil && replacement.logID == store.logID && next <= TailCommand.revision(after: end) {
+                        printError(
+                            "\(CogdCommandLine.programName) tail: the log in \(escaped: options.dataFolder) was replaced by a copy of the same log; "
+                                + "following it from \(next)")
+                    } else {
+                        printError(
+                            "\(CogdCommandLine.programName) tail: the log in \(escaped: options.dataFolder) was replaced by another log, "
+                                + "or a restored backup, which ends at revision \(end); following it from \(TailCommand.revision(after: end))")
+                        next = TailCommand.revision(after: end)
+                        progress.lastRecord = nil
+                    }
+                    store.close()
+                    store = replacement
+                    progress.openingLabels = { [store] in try store.openings(of: $0).mapValues(TurnRecord.scopeLabel) }
+                    opened = now
+                    goneSaid = false
                     continue
                 }
                 next = try printRecords(records, after: next)
@@ -194,6 +235,23 @@ struct TailCommand {
             printError("Error: \(escaped: error)")
             return 1
         }
+    }
+
+    /// A follower with `--name` that has printed nothing says so once on
+    /// stderr (stdout carries turn lines only), then waits.
+    func sayNothingMatchesYet() {
+        guard let pattern = options.namePattern, progress.printed == 0 else { return }
+        printError(
+            "\(CogdCommandLine.programName) tail: no turn matches --name '\(escaped: pattern)' yet "
+                + "(\(progress.considered) turn\(progress.considered == 1 ? "" : "s") read); waiting for one (Ctrl-C stops)")
+    }
+
+    /// The device and inode of the folder's `data.mdb` (nil when there is
+    /// none): another pair means the folder now holds another file.
+    static func logFile(in folder: String) -> [UInt64]? {
+        var info = stat()
+        guard stat(folder + "/data.mdb", &info) == 0 else { return nil }
+        return [UInt64(info.st_dev), UInt64(info.st_ino)]
     }
 
     /// Prints the records that match `--name`; returns the revision after the last one seen.
@@ -220,6 +278,7 @@ struct TailCommand {
             // Forgotten once retired, after the record that retires it is printed.
             defer { for event in record.scopeEvents where event.kind == .retire { progress.scopes[event.instance] = nil } }
             progress.considered += 1
+            progress.lastRecord = record
             guard matches(record.name) else { continue }
             defer {
                 progress.printed += 1

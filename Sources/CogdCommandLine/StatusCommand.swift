@@ -25,12 +25,17 @@ enum StatusCommand {
     /// One report, or with `watch` one every `watch` until interrupted or
     /// `count` are shown; the exit status is the last report's.
     static func run(
-        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watch: Duration?, count: Int?
+        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watch: Duration?, count: Int?,
+        source: String = "--leader"
     ) -> Int32 {
-        guard let watch else { return report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: nil).status }
+        guard let watch else {
+            var history = WatchHistory()
+            return report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: nil, source: source, history: &history).status
+        }
         let redraws = isatty(STDOUT_FILENO) == 1 && !json
         var shown = 0
         var status: Int32 = 0
+        var history = WatchHistory()
         while count.map({ shown < $0 }) ?? true {
             let started = ContinuousClock.now
             if redraws {
@@ -38,7 +43,7 @@ enum StatusCommand {
             } else if shown > 0 && !json {
                 print("")
             }
-            let outcome = report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: watch)
+            let outcome = report(leader: endpoint, json: json, timeout: timeout, keys: keys, watching: watch, source: source, history: &history)
             status = outcome.status
             shown += 1
             fflush(nil)
@@ -55,10 +60,33 @@ enum StatusCommand {
         return status
     }
 
+    /// What `--watch` remembers between reports: the last epoch and
+    /// revision, and the remarks on a log that went back (shown in every
+    /// later report, as a redraw clears the screen).
+    struct WatchHistory {
+        var last: (epoch: UInt64, revision: UInt64)?
+        var remarks: [String] = []
+
+        /// Takes `status` in; a remark when its revision or epoch is lower
+        /// than the last report's (another log, or a restored backup: a
+        /// leader's own log only grows), nil otherwise.
+        mutating func take(_ status: LeaderStatus) -> String? {
+            defer { last = (status.epoch, status.revision) }
+            guard let last, status.revision < last.revision || status.epoch < last.epoch else { return nil }
+            let remark =
+                "the leader's log went back from revision \(last.revision) (epoch \(last.epoch)) to \(status.revision) "
+                + "(epoch \(status.epoch)) at \(CBORText.iso8601(Date().timeIntervalSince1970)): another log, or a restored backup"
+            // The latest few: a leader that goes back and forth does not grow the report without end.
+            remarks = Array((remarks + [remark]).suffix(3))
+            return remark
+        }
+    }
+
     /// Asks once and prints what the leader said (or why nothing); `final`
     /// when asking again would get the same failure (`--watch` stops).
     private static func report(
-        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watching: Duration?
+        leader endpoint: String, json: Bool, timeout: Duration, keys: Command.ClientKeyFiles?, watching: Duration?, source: String,
+        history: inout WatchHistory
     ) -> (status: Int32, final: Bool) {
         do {
             let answer = try ClusterCommands.request(.statusRequest, leader: endpoint, timeout: timeout, keys: keys)
@@ -71,8 +99,11 @@ enum StatusCommand {
                 printError(ClusterCommands.noAnswer(from: endpoint, within: timeout))
                 return (ClusterCommands.CallExit.noAnswer, false)
             }
+            let wentBack = history.take(status)
             if json {
                 print(jsonText(status))
+                // The JSON lines keep their fields: the remark goes to stderr.
+                if let wentBack { printError("\(CogdCommandLine.programName) status: \(wentBack)") }
             } else {
                 if let watching {
                     print(
@@ -80,10 +111,14 @@ enum StatusCommand {
                             + "(Ctrl-C stops)")
                 }
                 for line in lines(status) { print(line) }
+                for remark in history.remarks { print("note      \(remark)") }
             }
             return (0, false)
         } catch let wrong as EndpointHandshake.WrongEndpoint {
-            printError("Error: \(escaped: wrong)")
+            printError("Error: \(escaped: wrong.from(source))")
+            return (ClusterCommands.CallExit.noAnswer, true)
+        } catch let none as EndpointHandshake.NotALeader {
+            printError("Error: \(none)")
             return (ClusterCommands.CallExit.noAnswer, true)
         } catch {
             printError("Error: \(escaped: error)")

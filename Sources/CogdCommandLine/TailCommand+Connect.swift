@@ -27,7 +27,7 @@ extension TailCommand {
             try subscriber.subscribeToAll()
             try subscriber.useCurve(curve)
             // A leader that refuses this key says so in the handshake: said here, not waited on in silence.
-            var handshakes = try EndpointHandshake(subscriber, context: context, endpoint: endpoint, expected: .turns, curve: curve)
+            var handshakes = try EndpointHandshake(subscriber, context: context, endpoint: endpoint, expected: .turns, curve: curve, timeout: options.timeout)
             defer { handshakes.close() }
             defer { catchUp?.close() }
             try subscriber.connect(endpoint)
@@ -37,7 +37,7 @@ extension TailCommand {
                     try handshakes.check()
                     return false
                 } catch let refused as ClusterCommands.HandshakeRefused {
-                    printError("Error: \(escaped: refused.reason) (turn stream at \(escaped: endpoint))")
+                    printError("Error: \(refused.described(as: refused.endpoint == endpoint ? "turn stream" : "leader"))")
                     return true
                 }
             }
@@ -72,9 +72,11 @@ extension TailCommand {
                 guard let caughtUp = try self.catchUp(from: next, client) else { return 1 }
                 next = caughtUp
                 if progress.done { return 0 }
+                sayNothingMatchesYet()
             }
             var lastHeard = ContinuousClock.now
             var quietReported = false
+            var connections = handshakes.successes
             while true {
                 // Stopped: the `defer` above closes the catch-up client (its goodbye); exit as an interrupted program does.
                 if stopper?.flag.isStopped == true { return 130 }
@@ -89,6 +91,18 @@ extension TailCommand {
                 }
                 // Still following: the leader keeps listing the catch-up client until its goodbye.
                 try catchUp?.keepAlive()
+                // Welcomed again after a leader restart, or the stream connected again (under CURVE no hello
+                // is said: the leader's status tells): a log that ends before the last turn printed, or an
+                // older epoch, is another log (or a restored backup): followed from its end, said once.
+                var position = catchUp?.takeRejoin()
+                if handshakes.successes != connections {
+                    connections = handshakes.successes
+                    if let client = catchUp, progress.lastRecord != nil { position = try client.leaderPosition() }
+                }
+                if let position, let last = progress.lastRecord, position.lastRevision < last.revision || position.epoch < last.epoch {
+                    sayWentBack(from: last, to: position.lastRevision, epoch: position.epoch)
+                    next = TailCommand.revision(after: position.lastRevision)
+                }
                 guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
                 while let frames = try subscriber.receive() {
                     guard case .turns(_, var records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
@@ -96,9 +110,20 @@ extension TailCommand {
                     lastHeard = ContinuousClock.now
                     quietReported = false
                     guard let client = catchUp else {
+                        // Only the stream: in order, so a turn at or below the last one read is another log's.
+                        if let last = progress.lastRecord, let first = records.first, first.revision <= last.revision || first.epoch < last.epoch {
+                            sayWentBack(from: last, to: first.revision - 1, epoch: first.epoch)
+                        }
                         _ = try printRecords(records, after: 0)
                         if progress.done { return 0 }
                         continue
+                    }
+                    // Caught up, earlier turns may come late from the stream; an epoch older than the last
+                    // printed one never does within one log.
+                    if let last = progress.lastRecord, let newer = records.first(where: { $0.revision >= next }), newer.epoch < last.epoch {
+                        let end = try client.lastRevision()
+                        sayWentBack(from: last, to: end, epoch: newer.epoch)
+                        next = TailCommand.revision(after: end)
                     }
                     records.removeAll { $0.revision < next }
                     if let first = records.first, first.revision > next {
@@ -119,7 +144,10 @@ extension TailCommand {
             printError("Error: the leader at \(escaped: options.leader) refused to send turns: \(escaped: refused.error)\(hint)")
             return 1
         } catch let wrong as EndpointHandshake.WrongEndpoint {
-            printError("Error: \(escaped: wrong)")
+            printError("Error: \(escaped: wrong.from(options.leaderSource))")
+            return ClusterCommands.CallExit.noAnswer
+        } catch let none as EndpointHandshake.NotALeader {
+            printError("Error: \(none)")
             return ClusterCommands.CallExit.noAnswer
         } catch let noAnswer as CatchUpClient.NoAnswer {
             printError(ClusterCommands.noAnswer(from: noAnswer.endpoint, within: options.timeout) + " (--leader: the requests endpoint --connect catches up from)")
@@ -128,6 +156,17 @@ extension TailCommand {
             printError("Error: \(escaped: error)")
             return 1
         }
+    }
+
+    /// Says on stderr that the log followed went back from `last` (the last
+    /// turn read) to `revision` in `epoch`: another log, or a restored
+    /// backup; it is followed from the revision after, and what is read
+    /// next is held against it, not against `last`.
+    func sayWentBack(from last: TurnRecord, to revision: UInt64, epoch: UInt64) {
+        printError(
+            "\(CogdCommandLine.programName) tail: the leader's log went back from revision \(last.revision) (epoch \(last.epoch)) "
+                + "to \(revision) (epoch \(epoch)): another log, or a restored backup; following it from \(TailCommand.revision(after: revision))")
+        progress.lastRecord = nil
     }
 
     /// The revision `--from` or `--since` names on the leader, saying when
@@ -211,6 +250,9 @@ final class CatchUpClient {
     private var rejoining = false
     /// `keepAlive` said hello and no answer has come yet.
     private var helloInFlight = false
+    /// The welcome of the last hello said again (the leader restarted, or
+    /// gave the name up), until `takeRejoin` reads it.
+    private var rejoin: (epoch: UInt64, lastRevision: UInt64)?
     /// When the last hello or heartbeat went out.
     private var lastSaid = ContinuousClock.now
 
@@ -224,7 +266,7 @@ final class CatchUpClient {
         socket = try ZMQSocket(context, .dealer, linger: .zero)
         try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
         try socket.useCurve(curve)
-        handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve)
+        handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve, timeout: timeout)
         try socket.connect(endpoint)
     }
 
@@ -278,14 +320,23 @@ final class CatchUpClient {
         }
     }
 
+    /// The epoch and last revision of the leader that welcomed the client
+    /// again since the last call (nil: none did): a log that ends before
+    /// the last turn printed, or an older epoch, is another log.
+    func takeRejoin() -> (epoch: UInt64, lastRevision: UInt64)? {
+        defer { rejoin = nil }
+        return rejoin
+    }
+
     /// Reads the answers to heartbeats and hellos `keepAlive` sent, without waiting.
     private func takeAnswers() throws {
         while let frames = try socket.receive(), let frame = frames.last {
             switch try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize) {
-            case .welcome? where rejoining:
+            case .welcome(let epoch, let lastRevision, _, _, _)? where rejoining:
                 greeted = true
                 rejoining = false
                 helloInFlight = false
+                rejoin = (epoch, lastRevision)
             case .error(let error)? where error.knownCode == .helloFirst || error.knownCode == .gone:
                 greeted = false
                 rejoining = true
@@ -298,11 +349,20 @@ final class CatchUpClient {
     }
 
     /// The revision the leader's log ends at now.
-    func lastRevision() throws -> UInt64 {
+    func lastRevision() throws -> UInt64 { try leaderPosition().lastRevision }
+
+    /// The leader's epoch and the revision its log ends at now (its `status`).
+    func leaderPosition() throws -> (epoch: UInt64, lastRevision: UInt64) {
         try send(WireMessage.statusRequest.encoded())
         while true {
             switch try next() {
-            case .status(let status): return status.revision
+            case .status(let status): return (status.epoch, status.revision)
+            case .error(let error) where error.knownCode == .helloFirst || error.knownCode == .gone:
+                // A heartbeat's answer, not the status's: the name was given up (as `takeAnswers` reads it).
+                if greeted {
+                    greeted = false
+                    rejoining = true
+                }
             case .error(let error): throw LeaderSnapshot.Refused(error: error)
             default: continue
             }

@@ -58,7 +58,7 @@ struct CommandFeedbackParseTests {
         let environment = ["COGD_LEADER": "127.0.0.1:6001"]
         #expect(
             try Command.parse(["status"], environment: environment)
-                == .status(leaderEndpoint: "tcp://127.0.0.1:6001", json: false, timeout: .seconds(5)))
+                == .status(leaderEndpoint: "tcp://127.0.0.1:6001", json: false, timeout: .seconds(5), leaderSource: "COGD_LEADER"))
         #expect(
             try Command.parse(["status", "--leader", "tcp://127.0.0.1:7"], environment: environment)
                 == .status(leaderEndpoint: "tcp://127.0.0.1:7", json: false, timeout: .seconds(5)))

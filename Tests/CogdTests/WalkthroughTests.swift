@@ -276,6 +276,21 @@ struct WalkthroughClusterTests {
         #expect(none.stderr == "cogd tail: no turn matches --name 'nomatch*' (\(turns) turns read)\n", "\(none)")
         let some = try runCogd(["tail", "--data", folder.path, "--name", "ledger.*", "--last", "1"])
         #expect(some.status == 0 && some.stderr.isEmpty && some.stdout.contains("  ledger.open  "), "\(some)")
+        // Following, it says once that nothing matches yet and waits; a match then prints.
+        for (account, balance) in [("walkA", 5), ("walkB", 0)] {
+            _ = try runCogd(["call", "ledger.open", #"{"account": "\#(account)", "balance": \#(balance)}"#, "--leader", ports.requests])
+        }
+        let read = try runCogd(["tail", "--data", folder.path, "--last", "100000", "--json"]).stdout.split(separator: "\n").count
+        let waiting = try CogdProcess(["tail", "--data", folder.path, "--name", "ledger.tr*", "--follow", "--count", "1"])
+        defer { waiting.stop() }
+        let note = waiting.waitForLine { $0.hasPrefix("cogd tail: ") }
+        #expect(note == "cogd tail: no turn matches --name 'ledger.tr*' yet (\(read) turns read); waiting for one (Ctrl-C stops)", "\(waiting.lines)")
+        #expect(waiting.process.isRunning, "it waits: \(waiting.lines)")
+        let transfer = try runCogd(["call", "ledger.transfer", #"{"from": "walkA", "to": "walkB", "amount": 1}"#, "--leader", ports.requests])
+        #expect(transfer.stdout.hasPrefix("applied revision"), "\(transfer)")
+        #expect(waiting.waitForLine { $0.hasPrefix("#") } .map { $0.contains("  ledger.transfer  ") } == true, "\(waiting.lines)")
+        waitForExit(waiting.process, timeout: .seconds(10))
+        #expect(waiting.lines.filter { $0.hasPrefix("cogd tail: ") }.count == 1, "said once: \(waiting.lines)")
     }
 
     @Test func `local-cluster.sh checks COGD at once, relative to the caller's directory, and --help lists its variables`() throws {
