@@ -68,7 +68,8 @@ struct WorkerLogTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
-        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 1)
+        // 2 s: a worker heartbeats every second, so a busy machine does not get it given up unpaused.
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 2)
         defer { leader.stop() }
         let worker = try ports.startWorker("w1", rig: "ledger-greeter")
         defer {
@@ -85,7 +86,7 @@ struct WorkerLogTests {
         usleep(3_000_000)
         worker.resume()
 
-        let givenUp = worker.waitForLine { $0.contains("the leader gave this worker up") }
+        let givenUp = worker.waitForLine { $0.contains("the leader gave this worker up: this process itself was paused") }
         #expect(givenUp?.contains(" WARN  cogd worker w1: the leader gave this worker up: this process itself was paused for ") == true, "\(worker.lines)")
         #expect(
             givenUp?.hasSuffix(

@@ -263,6 +263,19 @@ struct ReplicaCoreTests {
         #expect(replica.appliedRevision == 2 && replica.encodedState.isEmpty)
     }
 
+    @Test func `given up while its snapshot was asked for: the rejoin's welcome asks for it again at once`() {
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
+        _ = replica.step(.start, now: .zero)
+        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(10)) == [.subscribe(Self.endpoint), Self.snapshotRequest])
+        // The leader gave it up before the request came: refused hello-first, then gone for a heartbeat.
+        let helloFirst = WireError(.helloFirst, "`snapshot-request` needs a connection that said hello as a worker; say hello first")
+        #expect(replica.step(.leader(.error(helloFirst)), now: .milliseconds(20)) == [.refused(helloFirst), .forgetInstances, Self.hello])
+        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(30)) == [Self.snapshotRequest])
+        // A welcome answering a heartbeat meanwhile asks for nothing more.
+        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(40)) == [])
+        #expect(replica.step(Self.snapshot(revision: 3, [Self.entry("test.n", 3)]), now: .milliseconds(50)) == [.applySnapshot(revision: 3, entries: [Self.entry("test.n", 3)]), .firstSync])
+    }
+
     @Test func `what a worker logs is kept: the replica discarded at revision-ahead, and each time the leader gave it up`() {
         var replica = Self.synced(at: 4)
         let ahead = WireError(.revisionAhead, "worker w1 says it holds revision 4, but this leader's log ends at revision 2; sync again from revision 0")

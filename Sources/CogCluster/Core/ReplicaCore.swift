@@ -301,6 +301,10 @@ public struct ReplicaCore: Sendable {
 
     private mutating func welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64, now: Duration) {
         if joined && (rejoining || registerOnWelcome || displaced != nil || heldOff) { rejoins &+= 1 }
+        // A snapshot asked for while the leader did not know this worker
+        // (given up, or refused the name) was refused `hello-first`, or never
+        // came: ask again now, rather than after the snapshot patience.
+        let unknownMeanwhile = rejoining || displaced != nil
         joined = true
         rejoining = false
         // Same epoch and the leader had dropped this worker, or this process
@@ -323,6 +327,8 @@ public struct ReplicaCore: Sendable {
             effects.append(.subscribe(turnsEndpoint))
             buffered = [:]
             catchUpFrom = nil
+            requestSnapshot(now: now)
+        } else if awaitingSnapshot, unknownMeanwhile {
             requestSnapshot(now: now)
         } else if !awaitingSnapshot, lastRevision > appliedRevision, catchUpFrom == nil {
             askForCatchUp(now: now)
