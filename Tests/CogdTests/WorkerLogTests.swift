@@ -137,24 +137,15 @@ struct WorkerLogTests {
     }
 
     @Test func `a worker whose messages the leader refuses malformed says so at once, then not at every refusal`() throws {
-        let endpoint = "tcp://127.0.0.1:\(freePort())"
-        let context = try ZMQContext()
-        let router = try ZMQSocket(context, .router, linger: .zero)
-        try router.bind(endpoint)
-        defer {
-            router.close()
-            context.close()
-        }
-        let worker = try CogdProcess(["worker", "--leader", endpoint, "--name", "w1", "--rig", "ledger"])
+        let leader = try ScriptedLeader()
+        let worker = try CogdProcess(["worker", "--leader", leader.endpoint, "--name", "w1", "--rig", "ledger"])
         defer { worker.stop() }
         // The scripted leader refuses everything the worker sends (here with a terminal escape in its words).
         var refused: [String] = []
-        let deadline = ContinuousClock.now + .seconds(20)
-        while refused.count < 4 && ContinuousClock.now < deadline {
-            guard try ZMQSocket.poll([router], timeout: .milliseconds(100))[0], let frames = try router.receive(), frames.count >= 2 else { continue }
-            refused.append((try? WireMessage.decode(frames[frames.count - 1]))?.typeName ?? "undecodable")
-            let refusal = WireError(.malformed, "this leader reads no \u{1B}[31mred\u{1B}[0m messages")
-            _ = try router.send([frames[0], WireMessage.error(refusal).encoded()])
+        let refusal = WireError(.malformed, "this leader reads no \u{1B}[31mred\u{1B}[0m messages")
+        while refused.count < 4, let sent = try leader.next() {
+            refused.append(sent.message?.typeName ?? "undecodable")
+            try leader.send(.error(refusal), to: sent.identity)
         }
         #expect(refused.first == "hello" && refused.count == 4, "\(refused)")
         let line = worker.waitForLine { $0.contains("the leader refuses this worker's messages as malformed") }
