@@ -479,7 +479,7 @@ enum ClusterCommands {
                         .warn, "malformed",
                         "the leader refuses this worker's messages as malformed: \(escaped: refusal.message) "
                             + "(\(count) since the last such line, \(reportedMalformed) in all); "
-                            + "it stays unsynced until the leader accepts them (a cogd of another version?)",
+                            + "what it refused is not done (does the leader run another cogd version?)",
                         ["reason": .text(refusal.message), "count": .number(Double(count)), "total": .number(Double(reportedMalformed))])
                 }
                 if worker.digestMismatches != reportedMismatches {

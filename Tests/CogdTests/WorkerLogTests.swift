@@ -152,7 +152,7 @@ struct WorkerLogTests {
         #expect(
             line?.contains(
                 " WARN  cogd worker w1: the leader refuses this worker's messages as malformed: this leader reads no \\u{1B}[31mred\\u{1B}[0m "
-                    + "messages (1 since the last such line, 1 in all); it stays unsynced until the leader accepts them") == true,
+                     + "messages (1 since the last such line, 1 in all); what it refused is not done (does the leader run another cogd version?)") == true,
             "\(worker.lines)")
         // Four refusals, one line (the next comes 10 s after it at the soonest, with the count).
         worker.stop()
