@@ -136,6 +136,8 @@ public final class Worker: CogRemoteLink {
     private var waits: UInt64 = 0
     /// When the leader last sent this worker anything (its start, before then).
     public private(set) var lastHeardFromLeader = ContinuousClock.now
+    /// Whether the leader ever sent this worker anything (a refusal too).
+    public private(set) var hasHeardFromLeader = false
     /// A pass of `run` that came this long after the previous one means the
     /// process itself did not run meanwhile (stopped with SIGSTOP, a
     /// suspended VM, a starved host, a mechanism blocking the main actor):
@@ -340,6 +342,7 @@ public final class Worker: CogRemoteLink {
         while let frames = try dealer.receive() {
             worked = true
             lastHeardFromLeader = .now
+            hasHeardFromLeader = true
             guard let frame = frames.last, let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
             else {
                 undecodableMessages += 1

@@ -322,7 +322,7 @@ enum ClusterCommands {
                 let silence = worker.leaderSilence
                 // Nothing heard yet: --leader may be the turn stream, which drops a worker's connection in the
                 // handshake (read as silence, or as a handshake failure). Said as `call` and `status` say it; exit 4.
-                if !probedKind && reportedEpoch == nil && (silence >= .seconds(1) || worker.handshakeProblem() != nil) {
+                if !probedKind && !worker.hasHeardFromLeader && (silence >= .seconds(1) || worker.handshakeProblem() != nil) {
                     probedKind = true
                     if let context = try? ZMQContext() {
                         defer { context.close() }
@@ -335,7 +335,7 @@ enum ClusterCommands {
                     }
                 }
                 // A refused worker hears little on purpose (a refusal every 5 s): its refusal is what it reports.
-                let refused = worker.accessRefused != nil || worker.rigRefused != nil || reportedHandshake != nil
+                let refused = worker.accessRefused != nil || worker.rigRefused != nil || worker.displaced != nil || reportedHandshake != nil
                 if silence >= .seconds(3) && !reportedSilence && !refused {
                     reportedSilence = true
                     log.log(

@@ -100,6 +100,31 @@ struct WorkerLogTests {
         #expect(!worker.lines.contains { $0.contains("no answer from the leader") }, "the leader is not blamed: \(worker.lines)")
     }
 
+    @Test func `a worker refused its name waits between hellos without saying the leader is silent, and serves its metrics meanwhile`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let holder = try ports.startWorker("w1")
+        defer { holder.stop() }
+        let metrics = freePort()
+        let second = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger", "--group", "w1", "--metrics", "127.0.0.1:\(metrics)"])
+        defer { second.stop() }
+        let refusal = second.waitForLine { $0.contains("the leader refuses this name") }
+        #expect(
+            refusal?.hasSuffix("; each worker needs its own --name; saying hello again after 0.5 s, 1 s, 2 s, 4 s, then every 5 s until it is free")
+                == true, "\(second.lines)")
+        // Five refusals: the hellos at 0, 0.5, 1.5, 3.5 and 7.5 s; the last two 4 s apart.
+        #expect(waitUntil(timeout: .seconds(30)) { ((try? ports.errorCounts())?["name-in-use"] ?? 0) >= 5 }, "\((try? ports.errorCounts()) ?? [:])")
+        let samples = try MetricsEndpointTests.scrape(metrics).samples
+        #expect(samples["cogd_worker_synced"] == 0 && samples["cogd_worker_reconnects_total"] == 0, "its loop publishes while it waits: \(samples)")
+        #expect(!second.lines.contains { $0.contains("no answer from the leader") }, "a refusal is an answer: \(second.lines)")
+        holder.stop()
+        #expect(second.waitForLine { $0.hasSuffix(" cogd worker w1: the name is free; this process holds it now") } != nil, "\(second.lines)")
+        #expect(second.waitForLine { $0.contains("cogd worker w1: synced at revision") } != nil, "\(second.lines)")
+    }
+
     @Test func `worker --name the leader would refuse is a usage error before anything connects`() throws {
         // Nothing listens at this endpoint: the error comes first.
         let nowhere = "tcp://127.0.0.1:\(freePort())"
