@@ -795,7 +795,7 @@ def run(cogd, checks):
         worker.dealer.close()
         worker.dealer = Peer(context, leader.requests, identity=f"{worker.name}/{os.urandom(6).hex()}".encode())
         # cogwire.md §6: until the leader sees the old connection closed, the
-        # name is in use; a restarted worker says hello again every 250 ms.
+        # name is in use; a restarted worker says hello again (cogd's: 0.5 s doubling to 5 s apart).
         worker.inbox.clear()
         deadline = Deadline(10)
         while True:

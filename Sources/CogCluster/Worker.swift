@@ -81,7 +81,8 @@ public final class Worker: CogRemoteLink {
     /// How many parts the last snapshot applied came in.
     public var syncedParts: UInt64 { core.syncedParts }
     /// Why the leader refuses this process the worker name (another process
-    /// holds it), until a welcome: meanwhile it says hello every 250 ms.
+    /// holds it), until a welcome: meanwhile it says hello again, 0.5 s
+    /// doubling to 5 s apart (`ReplicaCore.nameRetryInitial`).
     public var displaced: WireError? { core.displaced }
     /// Why the leader refuses the rig this worker runs (`rig-mismatch`),
     /// until a welcome: meanwhile it says hello every 5 s.
@@ -90,6 +91,15 @@ public final class Worker: CogRemoteLink {
     /// (`unknown-key`, `not-your-name`, `role-forbids`), until a welcome:
     /// meanwhile it says hello every 5 s.
     public var accessRefused: WireError? { core.accessRefused }
+    /// How many times the replica was discarded because the leader's log
+    /// holds less than it (`revision-ahead`), and the last time, in detail
+    /// (`cogd worker` logs each).
+    public var startOvers: UInt64 { core.startOvers }
+    public var lastStartOver: ReplicaCore.StartOver? { core.lastStartOver }
+    /// Whether the leader welcomed this worker and has not refused or dropped it since.
+    public var hasJoined: Bool { core.hasJoined }
+    /// How many times the leader gave this worker up (`gone`; `cogd worker` logs each).
+    public var timesGivenUp: UInt64 { core.timesGivenUp }
     /// The state digest of the replica (`protocol/turnlog.md`).
     public var stateDigest: StateDigest { core.stateDigest }
     /// How many applied records (and snapshots) carried another state
@@ -126,6 +136,30 @@ public final class Worker: CogRemoteLink {
     private var waits: UInt64 = 0
     /// When the leader last sent this worker anything (its start, before then).
     public private(set) var lastHeardFromLeader = ContinuousClock.now
+    /// Whether the leader ever sent this worker anything (a refusal too).
+    public private(set) var hasHeardFromLeader = false
+    /// A pass of `run` that came this long after the previous one means the
+    /// process itself did not run meanwhile (stopped with SIGSTOP, a
+    /// suspended VM, a starved host, a mechanism blocking the main actor):
+    /// passes are normally 10 ms apart at most.
+    public static let stallThreshold: Duration = .seconds(1)
+    /// The newest such stall of this process: how long, and when it ended.
+    public private(set) var lastStall: (duration: Duration, endedAt: ContinuousClock.Instant)?
+    /// When `run` last began a pass.
+    private var lastPass: ContinuousClock.Instant?
+    /// How long the leader has been silent, counted from this process's own
+    /// last stall when that ended later (as the leader counts a worker's
+    /// silence from its own return): a worker that was itself stopped does
+    /// not blame the leader for the time it did not listen.
+    public var leaderSilence: Duration {
+        let since = max(lastHeardFromLeader, lastStall?.endedAt ?? lastHeardFromLeader)
+        return ContinuousClock.now - since
+    }
+    /// How many of this worker's messages the leader refused `malformed`
+    /// (its build and the leader disagree on the protocol, or its name or
+    /// group breaks the leader's rules), and the newest such refusal.
+    public private(set) var malformedRefusals: UInt64 = 0
+    public private(set) var lastMalformedRefusal: WireError?
     /// What the operator sees (`/metrics`, `Worker+Operations.swift`).
     public internal(set) var operations = WorkerOperations()
 
@@ -142,13 +176,25 @@ public final class Worker: CogRemoteLink {
         // The name, then a suffix of this process's own: the leader (not
         // ZeroMQ, which would refuse the connection silently) decides which
         // process may speak as the name.
-        try dealer.setIdentity("\(configuration.name)/\(String(UInt32.random(in: 0...UInt32.max), radix: 16))")
+        try dealer.setIdentity(Worker.routingIdentity(name: configuration.name, suffix: UInt32.random(in: 0...UInt32.max)))
         try dealer.setReconnect(initial: 100, maximum: 2_000)
         try dealer.useCurve(configuration.keys)
         handshakes = try HandshakeWatch(dealer)
         try dealer.connect(configuration.leaderEndpoint)
         cogs.remoteLink = self
         try carryOut(core.step(.start, now: now))
+    }
+
+    /// The requests connection's routing identity (`cogwire.md` §1): the
+    /// name, `/` and a suffix of this process's own, within ZeroMQ's 255
+    /// bytes — a name too long for that (over 246 bytes) gives its first
+    /// whole characters that fit (the leader reads names from messages, never
+    /// from identities).
+    static func routingIdentity(name: String, suffix: UInt32) -> String {
+        let tail = "/" + String(suffix, radix: 16)
+        var head = Substring(name)
+        while head.utf8.count + tail.utf8.count > 255 { head = head.dropLast() }
+        return head + tail
     }
 
     /// Connects again where a handshake was refused or broke the protocol
@@ -214,17 +260,26 @@ public final class Worker: CogRemoteLink {
     ) async throws {
         defer { watch([]) }
         while !stop.isStopped {
+            notePass()
             var worked = try pump()
             afterPump()
             watch(try [dealer.notificationDescriptor()] + (subscriber.map { [try $0.notificationDescriptor()] } ?? []))
             // Drain what arrived while working, then wait for a signal.
             while worked, !stop.isStopped {
                 await Task.yield()
+                notePass()
                 worked = try pump()
                 afterPump()
             }
             await waitForSignal(tick: tick)
         }
+    }
+
+    /// Notes a pass of `run`, and a stall when it comes long after the last.
+    private func notePass() {
+        let instant = ContinuousClock.now
+        if let lastPass, instant - lastPass >= Worker.stallThreshold { lastStall = (instant - lastPass, instant) }
+        lastPass = instant
     }
 
     /// Watches `descriptors` (the sockets' notification descriptors) with
@@ -287,12 +342,17 @@ public final class Worker: CogRemoteLink {
         while let frames = try dealer.receive() {
             worked = true
             lastHeardFromLeader = .now
+            hasHeardFromLeader = true
             guard let frame = frames.last, let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
             else {
                 undecodableMessages += 1
                 continue
             }
             if case .welcome(_, let lastRevision, _, _, _) = message { operations.sawRevision(lastRevision) }
+            if case .error(let error) = message, error.knownCode == .malformed {
+                malformedRefusals &+= 1
+                lastMalformedRefusal = error
+            }
             try carryOut(core.step(.leader(message), now: now))
         }
         if let subscriber {
@@ -382,7 +442,7 @@ public final class Worker: CogRemoteLink {
                 adoptRegistrationReplies(reached: core.appliedRevision)
             case .refused(let error):
                 errors.append(error)
-                // The newest ones only: a refused worker hears one every 250 ms.
+                // The newest ones only: a refused worker hears one every few seconds for as long as it is refused.
                 if errors.count > 100 { errors.removeFirst(errors.count - 100) }
             }
         }

@@ -310,17 +310,25 @@ enum ClusterCommands {
         var reportedMismatches = 0
         var reportedCompacted = 0
         var reportedResync: UInt64 = 0
+        var reportedStartOvers: UInt64 = 0
+        // The snapshots applied when the replica was last discarded (revision-ahead): the next sync is reported.
+        var startedOverAt: (snapshots: UInt64, revision: UInt64)?
+        var reportedGivenUp: UInt64 = 0
+        var awaitingRejoin = false
+        var reportedMalformed: UInt64 = 0
+        var lastMalformedLine: ContinuousClock.Instant?
         // Whether --leader was probed for the turn stream (once, before the first sync), and found to be it.
         var probedKind = false
         var wrongEndpoint: EndpointHandshake.WrongEndpoint?
         do {
             try await worker.run(until: stopper.flag) {
                 if let metrics { worker.publish(to: metrics.board) }
-                // A leader that is down, or not at that endpoint, says nothing: say so.
-                let silence = ContinuousClock.now - worker.lastHeardFromLeader
+                // A leader that is down, or not at that endpoint, says nothing: say so (counted from this
+                // process's own return when it was itself stopped: then the leader is not to blame).
+                let silence = worker.leaderSilence
                 // Nothing heard yet: --leader may be the turn stream, which drops a worker's connection in the
                 // handshake (read as silence, or as a handshake failure). Said as `call` and `status` say it; exit 4.
-                if !probedKind && reportedEpoch == nil && (silence >= .seconds(1) || worker.handshakeProblem() != nil) {
+                if !probedKind && !worker.hasHeardFromLeader && (silence >= .seconds(1) || worker.handshakeProblem() != nil) {
                     probedKind = true
                     if let context = try? ZMQContext() {
                         defer { context.close() }
@@ -333,7 +341,7 @@ enum ClusterCommands {
                     }
                 }
                 // A refused worker hears little on purpose (a refusal every 5 s): its refusal is what it reports.
-                let refused = worker.accessRefused != nil || worker.rigRefused != nil || reportedHandshake != nil
+                let refused = worker.accessRefused != nil || worker.rigRefused != nil || worker.displaced != nil || reportedHandshake != nil
                 if silence >= .seconds(3) && !reportedSilence && !refused {
                     reportedSilence = true
                     log.log(
@@ -350,7 +358,8 @@ enum ClusterCommands {
                     reportedDisplaced = worker.displaced != nil
                     if let refusal = worker.displaced {
                         log.log(
-                            .warn, "name-refused", "the leader refuses this name: \(escaped: refusal.message); retrying until it is free",
+                            .warn, "name-refused", "the leader refuses this name: \(escaped: refusal.message); saying hello again after 0.5 s, 1 s, 2 s, 4 s, "
+                                + "then every 5 s until it is free",
                             ["reason": .text(refusal.message)])
                     } else {
                         log.log(.info, "name-free", "the name is free; this process holds it now")
@@ -390,17 +399,40 @@ enum ClusterCommands {
                         log.log(.info, "rig-accepted", "the leader accepts this worker's rig")
                     }
                 }
-                if worker.isSynced && worker.syncedEpoch != reportedEpoch {
+                if worker.startOvers != reportedStartOvers, let startOver = worker.lastStartOver {
+                    // revision-ahead: the leader's log holds less than the replica (its folder went back or was replaced).
+                    reportedStartOvers = worker.startOvers
+                    startedOverAt = (worker.operations.snapshotsApplied, startOver.discardedRevision)
+                    log.log(
+                        .warn, "revision-ahead",
+                        "the leader's log is behind this replica (its data folder went back, or is another one): "
+                            + "discarded the replica at revision \(startOver.discardedRevision)"
+                            + (startOver.discardedEpoch.map { ", epoch \($0)" } ?? "")
+                            + "; syncing again from the leader's state (the leader says: \(escaped: startOver.reason))",
+                        ["discardedRevision": .number(Double(startOver.discardedRevision)),
+                         "discardedEpoch": .number(Double(startOver.discardedEpoch ?? 0)), "reason": .text(startOver.reason)])
+                }
+                let startedOver = startedOverAt.flatMap { worker.operations.snapshotsApplied > $0.snapshots ? $0.revision : nil }
+                if worker.isSynced && (worker.syncedEpoch != reportedEpoch || startedOver != nil) {
                     // The snapshot's revision: turns applied after it in the same pass are reported next.
                     reportedEpoch = worker.syncedEpoch
                     reportedRevision = worker.syncedRevision
                     reportedResync = worker.syncedRevision
-                    log.log(
-                        .info, worker.operations.snapshotsApplied > 1 ? "resynced" : "synced",
+                    startedOverAt = nil
+                    let event = worker.operations.snapshotsApplied > 1 ? "resynced" : "synced"
+                    let synced: String =
                         "synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
-                            + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : ""),
-                        ["revision": .number(Double(worker.syncedRevision)), "epoch": .number(Double(worker.syncedEpoch ?? 0)),
-                         "parts": .number(Double(worker.syncedParts))])
+                        + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : "")
+                    let revision = OperatorLog.Value.number(Double(worker.syncedRevision))
+                    let epoch = OperatorLog.Value.number(Double(worker.syncedEpoch ?? 0))
+                    let parts = OperatorLog.Value.number(Double(worker.syncedParts))
+                    if let startedOver {
+                        log.log(
+                            .info, event, synced + "; started over: revision \(startedOver) was discarded",
+                            ["revision": revision, "epoch": epoch, "parts": parts, "discardedRevision": .number(Double(startedOver))])
+                    } else {
+                        log.log(.info, event, synced, ["revision": revision, "epoch": epoch, "parts": parts])
+                    }
                     notify(
                         (reportedReady ? [] : ["READY=1", "MAINPID=\(getpid())"])
                             + ["STATUS=synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"])
@@ -415,6 +447,46 @@ enum ClusterCommands {
                         "the turns it lacked are no longer in the leader's log (retention); "
                             + "re-synced from a snapshot at revision \(worker.syncedRevision)",
                         ["revision": .number(Double(worker.syncedRevision))])
+                }
+                if worker.timesGivenUp != reportedGivenUp {
+                    // `gone`: the leader heard nothing from this worker past its heartbeat timeout and retired its instances.
+                    reportedGivenUp = worker.timesGivenUp
+                    awaitingRejoin = true
+                    let stall = worker.lastStall.flatMap { ContinuousClock.now - $0.endedAt < .seconds(10) ? $0.duration : nil }
+                        .map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+                    var cause = "it heard no heartbeat from this worker past its heartbeat timeout (the network, or the leader, held them up)"
+                    if let stall {
+                        cause =
+                            "this process itself was paused for \(String(format: "%.1f", stall)) s (stopped, suspended or starved: its own "
+                            + "clock jumped), so it sent no heartbeat past the leader's heartbeat timeout"
+                    }
+                    let reason = OperatorLog.Value.text(worker.errors.last { $0.knownCode == .gone }?.message ?? "")
+                    let message: String =
+                        "the leader gave this worker up: \(cause); it retired this worker's scope instances. Rejoining: saying hello, "
+                        + "then registering the scopes anew (their children's requests wait for new instances)"
+                    if let stall {
+                        log.log(.warn, "given-up", message, ["reason": reason, "pausedSeconds": .number(stall)])
+                    } else {
+                        log.log(.warn, "given-up", message, ["reason": reason])
+                    }
+                }
+                if awaitingRejoin && worker.hasJoined {
+                    awaitingRejoin = false
+                    log.log(.info, "rejoined", "rejoined the leader at revision \(worker.appliedRevision); the scopes register anew")
+                }
+                if worker.malformedRefusals != reportedMalformed, let refusal = worker.lastMalformedRefusal,
+                    lastMalformedLine.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true
+                {
+                    // The leader cannot take what this worker sends: said at once, then at most every 10 s, with the count.
+                    let count = worker.malformedRefusals - reportedMalformed
+                    reportedMalformed = worker.malformedRefusals
+                    lastMalformedLine = .now
+                    log.log(
+                        .warn, "malformed",
+                        "the leader refuses this worker's messages as malformed: \(escaped: refusal.message) "
+                            + "(\(count) since the last such line, \(reportedMalformed) in all); "
+                            + "what it refused is not done (does the leader run another cogd version?)",
+                        ["reason": .text(refusal.message), "count": .number(Double(count)), "total": .number(Double(reportedMalformed))])
                 }
                 if worker.digestMismatches != reportedMismatches {
                     reportedMismatches = worker.digestMismatches

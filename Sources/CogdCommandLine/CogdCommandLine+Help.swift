@@ -104,7 +104,8 @@ extension CogdCommandLine {
 
                 Options:
                 \(leaderOption)
-                  --name NAME         this worker's name, one process per name (default worker-PID)
+                  --name NAME         this worker's name, one process per name, 1 to 255 bytes of UTF-8
+                                      as the leader requires (default worker-PID)
                   --rig NAME          the rig whose mechanisms it runs; replica runs none (default \(rigs.defaultName))
                   --group NAME        the worker group it joins: each mechanism's top-level reactions and
                                       tasks, and each child of a top-level scope, run on one worker of

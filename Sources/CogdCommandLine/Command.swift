@@ -450,7 +450,13 @@ enum Command: Equatable {
             case ("worker", "--log-format"): worker.logFormat = try logFormat(try reader.value(for: option), from: option.name, subcommand: subcommand)
             case ("leader", "--log-level"): leader.logLevel = try logLevel(try reader.value(for: option), from: option.name, subcommand: subcommand)
             case ("worker", "--log-level"): worker.logLevel = try logLevel(try reader.value(for: option), from: option.name, subcommand: subcommand)
-            case ("worker", "--name"): worker.name = try reader.value(for: option)
+            case ("worker", "--name"):
+                let text = try reader.value(for: option)
+                // The leader's rule, checked before any socket is made: a name it refuses would only be refused `malformed`.
+                if let problem = LeaderCore.workerNameProblem(text) {
+                    throw UsageError(message: "--name takes a worker name the leader accepts, not '\(text)': \(problem)", subcommand: subcommand)
+                }
+                worker.name = text
             case ("call", "--name"): callName = try reader.value(for: option)
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--group"):

@@ -242,6 +242,42 @@ final class RawPeer {
     }
 }
 
+/// A leader played by the test: a ROUTER bound on a free loopback port
+/// that answers what a `cogd` child sends as the test scripts it; closed
+/// with its context when released.
+final class ScriptedLeader {
+    let endpoint = "tcp://127.0.0.1:\(freePort())"
+    private let context: ZMQContext
+    private let router: ZMQSocket
+
+    init() throws {
+        context = try ZMQContext()
+        router = try ZMQSocket(context, .router, linger: .zero)
+        try router.bind(endpoint)
+    }
+
+    deinit {
+        router.close()
+        context.close()
+    }
+
+    /// The next message a peer sends, with its connection's identity (nil
+    /// after `timeout`; a frame that does not decode is `undecodable`).
+    func next(within timeout: Duration = .seconds(10)) throws -> (identity: [UInt8], message: WireMessage?)? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try ZMQSocket.poll([router], timeout: .milliseconds(100))[0], let frames = try router.receive(), frames.count >= 2 {
+                return (frames[0], try? WireMessage.decode(frames[frames.count - 1]))
+            }
+        }
+        return nil
+    }
+
+    func send(_ message: WireMessage, to identity: [UInt8]) throws {
+        _ = try router.send([identity, message.encoded()])
+    }
+}
+
 /// Runs a program to completion with a bounded wait (SIGKILL at the
 /// deadline); its exit status and its output (stdout and stderr, in order).
 func runBounded(

@@ -821,7 +821,7 @@ struct SilentWorkerTests {
         // still be heard from, then it holds the name and greets alice again.
         let replacement = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger-greeter", "--group", "w1"])
         defer { replacement.stop() }
-        #expect(replacement.waitForLine { $0.contains("cogd worker w1: synced at revision") } != nil)
+        #expect(replacement.waitForLine { $0.contains("cogd worker w1: synced at revision") } != nil, "\(replacement.lines) \(leader.lines)")
         // Revision 3 records the frozen process's greeter instance retiring
         // (given up for silence, or its name taken over); 4 greets alice again.
         #expect(replacement.waitForLine { $0.hasSuffix(" cogd worker w1: applied 4") } != nil)

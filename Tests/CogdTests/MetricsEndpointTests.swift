@@ -271,8 +271,8 @@ struct MetricsEndpointTests {
         ])
         defer { second.stop() }
         #expect(second.waitForLine { $0.contains("the leader refuses this name") } != nil, "\(second.lines)")
-        // Hellos retried every 250 ms, each refused name-in-use: several of them before the scrape.
-        let retried = waitUntil(timeout: .seconds(20)) { ((try? ports.errorCounts())?["name-in-use"] ?? 0) >= 6 }
+        // Hellos retried (0.5 s, then 1 s, 2 s … apart), each refused name-in-use: several of them before the scrape.
+        let retried = waitUntil(timeout: .seconds(20)) { ((try? ports.errorCounts())?["name-in-use"] ?? 0) >= 3 }
         #expect(retried, "\((try? ports.errorCounts()) ?? [:])")
         let refused = try MetricsEndpointTests.scrape(port).samples
         #expect(refused["cogd_worker_reconnects_total"] == 0, "\(refused)")

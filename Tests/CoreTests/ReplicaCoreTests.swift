@@ -263,6 +263,38 @@ struct ReplicaCoreTests {
         #expect(replica.appliedRevision == 2 && replica.encodedState.isEmpty)
     }
 
+    @Test func `given up while its snapshot was asked for: the rejoin's welcome asks for it again at once`() {
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
+        _ = replica.step(.start, now: .zero)
+        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(10)) == [.subscribe(Self.endpoint), Self.snapshotRequest])
+        // The leader gave it up before the request came: refused hello-first, then gone for a heartbeat.
+        let helloFirst = WireError(.helloFirst, "`snapshot-request` needs a connection that said hello as a worker; say hello first")
+        #expect(replica.step(.leader(.error(helloFirst)), now: .milliseconds(20)) == [.refused(helloFirst), .forgetInstances, Self.hello])
+        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(30)) == [Self.snapshotRequest])
+        // A welcome answering a heartbeat meanwhile asks for nothing more.
+        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(40)) == [])
+        #expect(replica.step(Self.snapshot(revision: 3, [Self.entry("test.n", 3)]), now: .milliseconds(50)) == [.applySnapshot(revision: 3, entries: [Self.entry("test.n", 3)]), .firstSync])
+    }
+
+    @Test func `what a worker logs is kept: the replica discarded at revision-ahead, and each time the leader gave it up`() {
+        var replica = Self.synced(at: 4)
+        let ahead = WireError(.revisionAhead, "worker w1 says it holds revision 4, but this leader's log ends at revision 2; sync again from revision 0")
+        _ = replica.step(.leader(.error(ahead)), now: .milliseconds(30))
+        _ = replica.step(.leader(.error(ahead)), now: .milliseconds(31))
+        #expect(replica.startOvers == 1, "a second answer to an earlier hello discards nothing more")
+        #expect(replica.lastStartOver == ReplicaCore.StartOver(discardedRevision: 4, discardedEpoch: 1, reason: ahead.message))
+        _ = replica.step(Self.welcome(lastRevision: 2), now: .milliseconds(40))
+        _ = replica.step(Self.snapshot(revision: 2, []), now: .milliseconds(50))
+        // Given up: every heartbeat in flight is answered `gone`; one giving-up, one rejoin.
+        _ = replica.step(Self.refusal(.gone), now: .milliseconds(60))
+        _ = replica.step(Self.refusal(.gone), now: .milliseconds(61))
+        #expect(replica.timesGivenUp == 1 && !replica.hasJoined)
+        _ = replica.step(Self.welcome(lastRevision: 2), now: .milliseconds(70))
+        #expect(replica.hasJoined)
+        _ = replica.step(Self.refusal(.gone), now: .milliseconds(80))
+        #expect(replica.timesGivenUp == 2)
+    }
+
     @Test func `a restarted leader whose log went back: hello-first, then revision-ahead, and the replica starts over`() {
         var replica = Self.synced(at: 4)
         let helloFirst = WireError(.helloFirst, "`heartbeat` needs a worker that said hello on this connection (worker w1 has not); say hello first")
@@ -274,24 +306,52 @@ struct ReplicaCoreTests {
 
     }
 
-    @Test func `name-in-use: forget the instances, say hello every 250 ms until welcomed, then register anew`() {
+    @Test func `name-in-use: forget the instances, say hello again 0.5 s doubling to 5 s apart until welcomed, then register anew`() {
         var replica = Self.synced(at: 2)
         let error = WireError(.nameInUse, "another process is connected as worker w1 (heard 0.2 s ago); each worker needs its own --name")
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(30)) == [.refused(error), .forgetInstances])
         #expect(replica.displaced == error)
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(31)) == [.refused(error)])
-        #expect(replica.step(.tick, now: .milliseconds(249)) == [])
-        #expect(replica.step(.tick, now: .milliseconds(250)) == [.send(.hello(worker: "w1", lastRevision: 2))])
         #expect(replica.step(.tick, now: .milliseconds(499)) == [])
         #expect(replica.step(.tick, now: .milliseconds(500)) == [.send(.hello(worker: "w1", lastRevision: 2))])
+        #expect(replica.step(.leader(.error(error)), now: .milliseconds(501)) == [.refused(error)])
+        // The next wait is twice as long.
+        #expect(replica.step(.tick, now: .milliseconds(1_499)) == [])
+        #expect(replica.step(.tick, now: .milliseconds(1_500)) == [.send(.hello(worker: "w1", lastRevision: 2))])
         // It keeps replicating meanwhile, without reporting progress.
-        #expect(replica.step(.published(epoch: 1, records: [Self.record(3)]), now: .milliseconds(700)) == [.apply(Self.record(3))])
-        #expect(replica.step(.tick, now: .milliseconds(750)) == [.send(.hello(worker: "w1", lastRevision: 3))])
-        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(800)) == [.registerScopesAnew])
+        #expect(replica.step(.published(epoch: 1, records: [Self.record(3)]), now: .milliseconds(1_700)) == [.apply(Self.record(3))])
+        #expect(replica.step(.tick, now: .milliseconds(3_499)) == [])
+        #expect(replica.step(.tick, now: .milliseconds(3_500)) == [.send(.hello(worker: "w1", lastRevision: 3))])
+        #expect(replica.step(Self.welcome(lastRevision: 3), now: .milliseconds(3_600)) == [.registerScopesAnew])
         #expect(replica.displaced == nil)
         // Heartbeats again, every second.
-        #expect(replica.step(.tick, now: .milliseconds(1_749)) == [])
-        #expect(replica.step(.tick, now: .milliseconds(1_750)) == [.send(.heartbeat(worker: "w1", revision: 3, stateDigest: replica.stateDigest))])
+        #expect(replica.step(.tick, now: .milliseconds(4_499)) == [])
+        #expect(replica.step(.tick, now: .milliseconds(4_500)) == [.send(.heartbeat(worker: "w1", revision: 3, stateDigest: replica.stateDigest))])
+    }
+
+    @Test func `a name refused for a minute costs the leader four hellos in the first 10 s, then at most two per 10 s, and a new refusal starts at 0.5 s again`() {
+        var replica = Self.synced(at: 2)
+        let error = WireError(.nameInUse, "another process is connected as worker w1 (heard 0.2 s ago); each worker needs its own --name")
+        _ = replica.step(.leader(.error(error)), now: .milliseconds(30))
+        var hellos: [Int] = []
+        for millisecond in stride(from: 40, through: 60_000, by: 10) {
+            let effects = replica.step(.tick, now: .milliseconds(millisecond))
+            if effects.contains(where: { if case .send(.hello) = $0 { true } else { false } }) {
+                hellos.append(millisecond)
+                _ = replica.step(.leader(.error(error)), now: .milliseconds(millisecond))
+            }
+        }
+        // 0.5, 1, 2, 4, then 5 s apart.
+        #expect(hellos == [500, 1_500, 3_500, 7_500, 12_500, 17_500, 22_500, 27_500, 32_500, 37_500, 42_500, 47_500, 52_500, 57_500])
+        // Four in its first 10 s, then at most two in any 10 s.
+        #expect(hellos.count { $0 < 10_000 } == 4)
+        #expect(stride(from: 4_000, through: 50_000, by: 100).allSatisfy { start in hellos.count { (start..<(start + 10_000)).contains($0) } <= 2 })
+        // Welcomed, then refused again (replaced while frozen): the first wait is 0.5 s again.
+        _ = replica.step(Self.welcome(lastRevision: 2), now: .milliseconds(60_000))
+        #expect(replica.step(.tick, now: .milliseconds(60_000)) == [.send(.heartbeat(worker: "w1", revision: 2, stateDigest: replica.stateDigest))])
+        _ = replica.step(.leader(.error(error)), now: .milliseconds(60_010))
+        #expect(replica.step(.tick, now: .milliseconds(60_499)) == [])
+        #expect(replica.step(.tick, now: .milliseconds(60_500)) == [.send(.hello(worker: "w1", lastRevision: 2))])
     }
 
     @Test func `name-in-use before the first sync: hellos until welcomed, then a plain sync`() {
@@ -299,7 +359,8 @@ struct ReplicaCoreTests {
         _ = replica.step(.start, now: .zero)
         let error = WireError(.nameInUse, "another process is connected as worker w1 (heard 0.0 s ago); each worker needs its own --name")
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(10)) == [.refused(error), .forgetInstances])
-        #expect(replica.step(.tick, now: .milliseconds(250)) == [Self.hello])
+        #expect(replica.step(.tick, now: .milliseconds(499)) == [])
+        #expect(replica.step(.tick, now: .milliseconds(500)) == [Self.hello])
         #expect(replica.step(Self.welcome(), now: .milliseconds(300)) == [.subscribe(Self.endpoint), Self.snapshotRequest])
         #expect(replica.step(Self.snapshot(revision: 0, []), now: .milliseconds(310)) == [.applySnapshot(revision: 0, entries: []), .firstSync])
     }
@@ -309,7 +370,7 @@ struct ReplicaCoreTests {
         #expect(replica.step(Self.refusal(.gone), now: .milliseconds(30)) == [.refused(WireError(.gone, "refused")), .forgetInstances, .send(.hello(worker: "w1", lastRevision: 2))])
         // Another process said hello in the name first.
         #expect(replica.step(Self.refusal(.nameInUse), now: .milliseconds(40)) == [.refused(WireError(.nameInUse, "refused")), .forgetInstances])
-        #expect(replica.step(.tick, now: .milliseconds(250)) == [.send(.hello(worker: "w1", lastRevision: 2))])
+        #expect(replica.step(.tick, now: .milliseconds(530)) == [.send(.hello(worker: "w1", lastRevision: 2))])
         let effects = replica.step(Self.welcome(lastRevision: 2), now: .milliseconds(300))
         #expect(effects == [.registerScopesAnew])
 

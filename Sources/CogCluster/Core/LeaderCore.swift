@@ -440,12 +440,7 @@ public struct LeaderCore {
                 return
             }
         }
-        if let worker = message.workerName, worker.utf8.count > LeaderCore.maximumWorkerName || worker.isEmpty || worker.utf8.contains(0) {
-            // Names key the dedup table (name, 0, sequence; LMDB keys hold at most 511 bytes).
-            let problem =
-                worker.utf8.contains(0)
-                ? "worker names hold no NUL character"
-                : "worker names are 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8; this one has \(worker.utf8.count)"
+        if let worker = message.workerName, let problem = LeaderCore.workerNameProblem(worker) {
             if case .op(let request) = message {
                 reject(peer, request.request, Rejection(.badRequest, problem))
             } else {
@@ -1112,6 +1107,15 @@ public struct LeaderCore {
     public static let maximumRegistrationsPerWorker = 4_096
     /// The longest worker name (UTF-8 bytes) admitted.
     public nonisolated static let maximumWorkerName = 255
+
+    /// Why the leader refuses `name` as a worker name (`cogwire.md` §3), or
+    /// nil when it admits it; `cogd worker --name` applies the same rule.
+    public nonisolated static func workerNameProblem(_ name: String) -> String? {
+        // Names key the dedup table (name, 0, sequence; LMDB keys hold at most 511 bytes).
+        if name.utf8.contains(0) { return "worker names hold no NUL character" }
+        guard name.isEmpty || name.utf8.count > maximumWorkerName else { return nil }
+        return "worker names are 1 to \(maximumWorkerName) bytes of UTF-8; this one has \(name.utf8.count)"
+    }
     /// The most snapshots sent at once (each holds an LMDB read).
     public static let maximumSnapshotStreams = 64
     /// The records a catch-up reply holds past its first: about this many bytes.

@@ -84,6 +84,21 @@ public struct ReplicaCore: Sendable {
         case refused(WireError)
     }
 
+    /// A replica discarded because the leader's log is behind it.
+    public struct StartOver: Sendable, Equatable {
+        /// The revision and epoch the replica had reached.
+        public var discardedRevision: UInt64
+        public var discardedEpoch: UInt64?
+        /// The leader's refusal, in its words.
+        public var reason: String
+
+        public init(discardedRevision: UInt64, discardedEpoch: UInt64?, reason: String) {
+            self.discardedRevision = discardedRevision
+            self.discardedEpoch = discardedEpoch
+            self.reason = reason
+        }
+    }
+
     public let settings: Settings
     /// The newest revision applied to the replica.
     public private(set) var appliedRevision: UInt64 = 0
@@ -96,8 +111,18 @@ public struct ReplicaCore: Sendable {
     public private(set) var syncedRevision: UInt64 = 0
     public private(set) var syncedParts: UInt64 = 0
     /// Why the leader refuses this process the worker name (another process
-    /// holds it), until a welcome: meanwhile it says hello every 250 ms.
+    /// holds it), until a welcome: meanwhile it says hello again after
+    /// `nameRetryInitial`, each wait twice the last, up to `nameRetryMaximum`.
     public private(set) var displaced: WireError?
+    /// The first wait before a hello refused `name-in-use` is said again
+    /// (`cogwire.md` §6): the holder may be leaving.
+    public static let nameRetryInitial: Duration = .milliseconds(500)
+    /// The longest wait between hellos refused `name-in-use`: a refused
+    /// process costs the leader at most a refusal every 5 s once it has
+    /// waited a while, and takes the name within 5 s of its holder leaving.
+    public static let nameRetryMaximum: Duration = .seconds(5)
+    /// The wait before the next hello while the name is refused.
+    private var nameRetry = ReplicaCore.nameRetryInitial
     /// Why the leader refuses the rig this worker runs (`rig-mismatch`),
     /// until a welcome: meanwhile it sends nothing but a hello every
     /// `rigRetryInterval` (a leader upgraded meanwhile takes it).
@@ -138,6 +163,15 @@ public struct ReplicaCore: Sendable {
     /// refused, and welcomes to heartbeats, do not count
     /// (`cogd_worker_reconnects_total`, `protocol/metrics.md`).
     public private(set) var rejoins: UInt64 = 0
+    /// How many times the replica was discarded because the leader's log
+    /// holds less than it (`revision-ahead`: the leader's data folder went
+    /// back, or was replaced), and the last such start-over.
+    public private(set) var startOvers: UInt64 = 0
+    public private(set) var lastStartOver: StartOver?
+    /// How many times the leader told this worker it had given it up
+    /// (`gone`: silent past its heartbeat timeout, its scope instances
+    /// retired); once per rejoin, however many `gone` answers come.
+    public private(set) var timesGivenUp: UInt64 = 0
     /// Whether a welcome ever came.
     private var joined = false
     /// Whether the leader welcomed this worker and has not refused or dropped it since.
@@ -191,13 +225,13 @@ public struct ReplicaCore: Sendable {
                 // The request or its answer was lost (a connection broke): ask again.
                 askForCatchUp(now: now)
             }
-            let interval =
-                heldOff ? ReplicaCore.rigRetryInterval : displaced == nil ? settings.heartbeatInterval : .milliseconds(250)
+            let interval = heldOff ? ReplicaCore.rigRetryInterval : displaced == nil ? settings.heartbeatInterval : nameRetry
             if now - lastHeartbeat >= interval {
                 lastHeartbeat = now
                 if displaced == nil && !heldOff {
                     send(.heartbeat(worker: settings.name, revision: appliedRevision, stateDigest: stateDigest))
                 } else {
+                    if displaced != nil, !heldOff { nameRetry = min(nameRetry * 2, ReplicaCore.nameRetryMaximum) }
                     sayHello(lastRevision: appliedRevision)
                 }
             }
@@ -267,6 +301,10 @@ public struct ReplicaCore: Sendable {
 
     private mutating func welcome(epoch: UInt64, lastRevision: UInt64, turnsEndpoint: String, lastSequence: UInt64, now: Duration) {
         if joined && (rejoining || registerOnWelcome || displaced != nil || heldOff) { rejoins &+= 1 }
+        // A snapshot asked for while the leader did not know this worker
+        // (given up, or refused the name) was refused `hello-first`, or never
+        // came: ask again now, rather than after the snapshot patience.
+        let unknownMeanwhile = rejoining || displaced != nil
         joined = true
         rejoining = false
         // Same epoch and the leader had dropped this worker, or this process
@@ -289,6 +327,8 @@ public struct ReplicaCore: Sendable {
             effects.append(.subscribe(turnsEndpoint))
             buffered = [:]
             catchUpFrom = nil
+            requestSnapshot(now: now)
+        } else if awaitingSnapshot, unknownMeanwhile {
             requestSnapshot(now: now)
         } else if !awaitingSnapshot, lastRevision > appliedRevision, catchUpFrom == nil {
             askForCatchUp(now: now)
@@ -365,6 +405,7 @@ public struct ReplicaCore: Sendable {
             compactedCatchUps += 1
             if !awaitingSnapshot { requestSnapshot(now: now) }
         } else if code == .gone || code == .helloFirst, displaced == nil {
+            if code == .gone, !rejoining { timesGivenUp &+= 1 }
             // The leader gave this worker up (silent too long) and retired its
             // instances, or does not know this connection (it restarted, or
             // forgot a worker it gave up long ago): say hello — again at each
@@ -383,6 +424,8 @@ public struct ReplicaCore: Sendable {
             // The replica holds turns the leader's log does not (its data
             // folder went back): start over from the leader's state (unless
             // it already has: a second answer to an earlier hello).
+            startOvers &+= 1
+            lastStartOver = StartOver(discardedRevision: appliedRevision, discardedEpoch: epoch, reason: error.message)
             rejoining = true
             epoch = nil
             appliedRevision = 0
@@ -405,6 +448,7 @@ public struct ReplicaCore: Sendable {
             // replaced while frozen): its instances, if any, are gone; say
             // hello until the name is free.
             displaced = error
+            nameRetry = ReplicaCore.nameRetryInitial
             effects.append(.forgetInstances)
         }
     }

@@ -29,7 +29,7 @@ struct LeaderOperations {
     var slowestCommit: Duration = .zero
     var lastSlowCommitLine: ContinuousClock.Instant?
     /// Name conflicts by worker name since its last line, and when that was
-    /// (a refused process says hello every 250 ms: one line per name per 10 s).
+    /// (a refused process says hello again and again: one line per name per 10 s).
     var conflicts: [String: (lastLine: ContinuousClock.Instant, since: UInt64)] = [:]
 
     static let recentCommitsKept = 4_096

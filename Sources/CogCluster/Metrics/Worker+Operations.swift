@@ -5,7 +5,7 @@ import Foundation
 /// What a worker counts for its operator (`/metrics`), beside its sync state.
 public struct WorkerOperations: Sendable {
     /// Hellos sent: the first, then one per rejoin and one per retry while
-    /// the leader refuses the name (every 250 ms), key or rig (every 5 s).
+    /// the leader refuses the name (0.5 s doubling to 5 s apart), key or rig (every 5 s).
     public internal(set) var hellos: UInt64 = 0
     /// Snapshots applied: the first sync, then one per re-sync.
     public internal(set) var snapshotsApplied: UInt64 = 0
