@@ -171,6 +171,14 @@ enum ClusterCommands {
             ["data": .text(options.dataFolder), "requests": .text(leader.boundRequestsEndpoint), "turns": .text(leader.boundTurnsEndpoint),
              "rig": .text(rigName), "epoch": .number(Double(leader.epoch)), "revision": revisionNumber,
              "authentication": .text(leader.configuration.authentication == nil ? (options.insecure ? "insecure" : "loopback") : "curve")])
+        if options.heartbeatTimeout < 2 {
+            // Workers beat once a second: a timeout that close gives healthy ones up whenever a beat is late.
+            log.log(
+                .warn, "short-heartbeat-timeout",
+                "--heartbeat-timeout \(options.heartbeatTimeout) s leaves no room for a late heartbeat (workers send one a second): "
+                    + "healthy workers will be given up now and then; 2 s or more keeps them",
+                ["heartbeatTimeoutSeconds": .number(options.heartbeatTimeout)])
+        }
         if !folderExisted {
             // A mistyped --data path would otherwise serve an empty log without a word.
             log.log(

@@ -109,6 +109,23 @@ struct LogLinesTests {
         #expect(workerLines.last?.hasSuffix(" INFO  cogd worker w1: stopped at revision 0") == true, "\(workerLines)")
     }
 
+    @Test func `a heartbeat timeout under 2 s is warned of at start (workers beat once a second); 2 s or more is not`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let short = try ports.startLeader(data: folder.path, heartbeatTimeout: 1)
+        let shortLines = Self.stopAndRead(short)
+        #expect(
+            shortLines.contains {
+                $0.hasSuffix(
+                    " WARN  cogd leader: --heartbeat-timeout 1.0 s leaves no room for a late heartbeat (workers send one a second): "
+                        + "healthy workers will be given up now and then; 2 s or more keeps them")
+            }, "\(shortLines)")
+        let enough = try ports.startLeader(data: folder.path, heartbeatTimeout: 2)
+        let enoughLines = Self.stopAndRead(enough)
+        #expect(!enoughLines.contains { $0.contains("--heartbeat-timeout") }, "\(enoughLines)")
+    }
+
     @Test func `a leader that cannot start says why as an error event under json, as an Error line in text`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
