@@ -332,10 +332,11 @@ extension CogdCommandLine {
                 or --since), so stdout holds turn lines only; --follow is for --data
                 (--connect always follows). A --name that no turn read matches prints
                 nothing on stdout, says so on stderr and exits 0, like a log with no turns;
-                following, it says so once and waits. A follower never splices two logs:
-                a turn at or below the last one read, an older epoch, or a leader (or a
-                --data folder's data.mdb) replaced by another log or a restored backup is
-                said on stderr, and that log is followed from its end.
+                following, it says so once and waits. A follower does not splice a log
+                that went back: a turn at or below the last one read, an older epoch, or a
+                leader (or a --data folder's data.mdb) replaced by another log or a restored
+                backup that ends before the last turn read is said on stderr, and that log
+                is followed from its end (one already past it is not noticed: README).
 
                 Exit status:
                   0   printed (or nothing matched --name), or stopped by --to or --count
@@ -373,7 +374,8 @@ extension CogdCommandLine {
                            one whose old turns retention removed is schema \(TurnStore.schemaVersion)); stop the leader first
                   compact  removes every turn but the newest --keep N, and the answers stored before
                            them, with no leader running (it refuses while one holds the folder); the
-                           file keeps its size, its freed pages are reused by later commits
+                           file does not shrink (it may even grow a little: LMDB writes the changed
+                           pages anew), its freed pages are reused by later commits
                   backup DEST
                            writes a consistent, compacted copy of the log into DEST, a new or empty
                            folder, beside a running leader: data.mdb as of one moment and a

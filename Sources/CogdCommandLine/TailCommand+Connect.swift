@@ -77,6 +77,10 @@ extension TailCommand {
             var lastHeard = ContinuousClock.now
             var quietReported = false
             var connections = handshakes.successes
+            // The leader's position a went-back note was last given for: one restart
+            // may tell it twice (its welcome and its status), the second read after
+            // turns of the new log were printed; the same position again is no news.
+            var toldPosition: (lastRevision: UInt64, epoch: UInt64)?
             while true {
                 // Stopped: the `defer` above closes the catch-up client (its goodbye); exit as an interrupted program does.
                 if stopper?.flag.isStopped == true { return 130 }
@@ -99,9 +103,12 @@ extension TailCommand {
                     connections = handshakes.successes
                     if let client = catchUp, progress.lastRecord != nil { position = try client.leaderPosition() }
                 }
-                if let position, let last = progress.lastRecord, position.lastRevision < last.revision || position.epoch < last.epoch {
+                if let position, let last = progress.lastRecord, position.lastRevision < last.revision || position.epoch < last.epoch,
+                    !(toldPosition.map { $0.epoch == position.epoch && position.lastRevision <= $0.lastRevision } ?? false)
+                {
                     sayWentBack(from: last, to: position.lastRevision, epoch: position.epoch)
                     next = TailCommand.revision(after: position.lastRevision)
+                    toldPosition = (position.lastRevision, position.epoch)
                 }
                 guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
                 while let frames = try subscriber.receive() {
