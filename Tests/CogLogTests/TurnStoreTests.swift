@@ -137,7 +137,7 @@ struct TurnStoreTests {
     @Test func `a missing folder, a second writer and a reader of nothing get clear errors`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
-        #expect(throws: TurnStoreError(code: .missingFolder, message: "data folder \(folder.path) does not exist")) {
+        #expect(throws: TurnStoreError(code: .missingFolder, message: "data folder \(folder.path) does not exist (--data names the folder a cogd leader keeps its log in)")) {
             try TurnStore(directory: folder.path, mode: .writer)
         }
         let writer = try TurnStore(directory: folder.path, mode: .writer, createIfMissing: true)

@@ -137,7 +137,7 @@ struct LogCommandTests {
     @Test func `a missing data folder and bad options get clear errors`() throws {
         let missing = try runCogd(["tail", "--data", "/nonexistent/cogd-data"])
         #expect(missing.status == 1)
-        #expect(missing.stderr == "Error: data folder /nonexistent/cogd-data does not exist\n")
+        #expect(missing.stderr == "Error: data folder /nonexistent/cogd-data does not exist (--data names the folder a cogd leader keeps its log in)\n")
         let usage = try runCogd(["tail", "--bogus"])
         #expect(usage.status == 64)
         #expect(usage.stderr.hasPrefix("Error: unknown option '--bogus'\nUsage: cogd tail"))

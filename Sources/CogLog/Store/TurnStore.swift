@@ -120,7 +120,7 @@ public final class TurnStore {
         }
         if !exists {
             guard mode == .writer, createIfMissing else {
-                throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) does not exist")
+                throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) does not exist (--data names the folder a cogd leader keeps its log in)")
             }
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
