@@ -119,7 +119,7 @@ extension TailCommand {
                     guard let client = catchUp else {
                         // Only the stream: in order, so a turn at or below the last one read is another log's.
                         if let last = progress.lastRecord, let first = records.first, first.revision <= last.revision || first.epoch < last.epoch {
-                            sayWentBack(from: last, to: first.revision - 1, epoch: first.epoch)
+                            sayWentBack(from: last, to: first.revision == 0 ? 0 : first.revision - 1, epoch: first.epoch)  // a revision 0 from a broken leader must not trap
                         }
                         _ = try printRecords(records, after: 0)
                         if progress.done { return 0 }
