@@ -40,6 +40,43 @@ public enum CogdCommandLine {
         exit(await run(Array(CommandLine.arguments.dropFirst()), rigs: Rigs(rigs)))
     }
 
+    /// For an unknown option, the subcommand's own option (from its help page)
+    /// nearest to it, when at most two edits away (`--leadr`: `--leader`).
+    static func suggestion(for error: Command.UsageError, rigs: Rigs) -> String? {
+        guard let subcommand = error.subcommand, error.message.hasPrefix("unknown option '"),
+            let typed = error.message.dropFirst("unknown option '".count).split(separator: "'").first.map(String.init),
+            typed.hasPrefix("--"), typed.count <= 64
+        else { return nil }
+        let page = helpPage(for: subcommand, rigs: rigs)
+        var options = Set<String>()
+        var scanner = page[...]
+        while let start = scanner.range(of: "--") {
+            let name = scanner[start.lowerBound...].prefix { $0 == "-" || $0.isLetter || $0.isNumber }
+            if name.count > 2 { options.insert(String(name)) }
+            scanner = scanner[start.upperBound...]
+        }
+        // One the page names as it was typed belongs to another action (`bench cluster --curve`): no guess.
+        guard !options.contains(typed) else { return nil }
+        let ranked = options.map { ($0, editDistance(typed, $0)) }.filter { $0.1 <= 2 }.sorted { ($0.1, $0.0) < ($1.1, $1.0) }
+        return ranked.first?.0
+    }
+
+    /// Levenshtein distance between two short strings.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in 1...max(1, b.count) where !b.isEmpty {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return a.isEmpty ? b.count : row[b.count]
+    }
+
     /// Runs one invocation (the arguments after the program name) and
     /// returns its exit status.
     static func run(_ arguments: [String], rigs: Rigs) async -> Int32 {
@@ -47,7 +84,7 @@ public enum CogdCommandLine {
         do {
             command = try Command.parse(arguments, rigNames: rigs.names, environment: ProcessInfo.processInfo.environment)
         } catch {
-            printError("Error: \(escaped: error.message)")
+            printError("Error: \(escaped: error.message)" + (suggestion(for: error, rigs: rigs).map { " (did you mean \($0)?)" } ?? ""))
             printError(usageLine(for: error.subcommand))
             printError("See '\(programName) \(error.subcommand.map { "\($0) " } ?? "")--help'")
             return 64
@@ -221,8 +258,12 @@ public enum CogdCommandLine {
         var minor: Int32 = 0
         var patch: Int32 = 0
         zmq_version(&major, &minor, &patch)
-        let lmdb = String(cString: mdb_version(nil, nil, nil))
-        return "cogd \(CogdVersion.current)\n\(lmdb)\nZeroMQ \(major).\(minor).\(patch)"
+        var lmdbMajor: Int32 = 0
+        var lmdbMinor: Int32 = 0
+        var lmdbPatch: Int32 = 0
+        // LMDB's own string reads `LMDB 0.9.24: (July 24, 2019)`: the numbers say the same, plainly.
+        _ = mdb_version(&lmdbMajor, &lmdbMinor, &lmdbPatch)
+        return "cogd \(CogdVersion.current)\nLMDB \(lmdbMajor).\(lmdbMinor).\(lmdbPatch)\nZeroMQ \(major).\(minor).\(patch)"
     }
 }
 

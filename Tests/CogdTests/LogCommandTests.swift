@@ -141,6 +141,15 @@ struct LogCommandTests {
         let usage = try runCogd(["tail", "--bogus"])
         #expect(usage.status == 64)
         #expect(usage.stderr.hasPrefix("Error: unknown option '--bogus'\nUsage: cogd tail"))
+        // A near miss of one of the subcommand's options is named; one that belongs to another action is not guessed at.
+        let typo = try runCogd(["status", "--leadr", "127.0.0.1:1"])
+        #expect(typo.status == 64 && typo.stderr.hasPrefix("Error: unknown option '--leadr' (did you mean --leader?)\nUsage: cogd status"), "\(typo)")
+        let retention = try runCogd(["leader", "--retian-turns", "5"])
+        #expect(retention.stderr.hasPrefix("Error: unknown option '--retian-turns' (did you mean --retain-turns?)\n"), "\(retention)")
+        let version = try runCogd(["version"])
+        #expect(version.stdout.range(of: #"^cogd \S+\nLMDB \d+\.\d+\.\d+\nZeroMQ \d+\.\d+\.\d+\n$"#, options: .regularExpression) != nil, "\(version)")
+        let elsewhere = try runCogd(["bench", "retention", "--curve"])
+        #expect(elsewhere.status == 64 && elsewhere.stderr.hasPrefix("Error: unknown option '--curve'\n"), "\(elsewhere)")
         #expect(usage.stderr.hasSuffix("See 'cogd tail --help'\n"))
     }
 }

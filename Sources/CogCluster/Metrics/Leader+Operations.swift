@@ -152,7 +152,7 @@ extension Leader {
             let isRejection = RejectionCode(rawValue: code) != nil
             log.log(
                 .warn, isRejection ? "rejections" : "errors",
-                "\(added) \(isRejection ? "request\(added == 1 ? "" : "s") rejected" : "error\(added == 1 ? "" : "s")") \(code) "
+                "\(added) \(isRejection ? "request\(added == 1 ? "" : "s") rejected" : "message\(added == 1 ? "" : "s") answered with the error") \(code) "
                     + "in the last \(operations.errorSummary.interval.components.seconds) s or so (\(total) since start)",
                 ["code": .text(code), "count": .number(Double(added)), "total": .number(Double(total))])
         }
