@@ -387,6 +387,7 @@ public final class Leader {
                 lastBatch = ContinuousClock.now
             }
             // After the batch: a connection whose messages it just read is seen to progress.
+            // The watches are read there too (every 10 ms): the failed handshakes they count, the connections they list.
             if inboundGuard.isDue(.now) { guardConnections() }
             if !backlogs.isEmpty { drainBacklogs() }
             if !snapshotStreams.isEmpty {
@@ -400,7 +401,6 @@ public final class Leader {
                 sched_yield()
                 continue
             }
-            for watch in handshakeWatches { _ = try? watch.problem() }  // counts what failed
             if let reload, reload.take() {
                 do {
                     onReload(.success(try reloadPeers()))
@@ -452,8 +452,10 @@ public final class Leader {
         carryOut(core.step(.endBatch, now: now))
     }
 
-    /// Shuts down each connection past the inbound guard's limit, counted as
-    /// `unfinished-message` (`cogwire.md` §8); ZeroMQ frees what it held.
+    /// Reads the sockets' watches (what failed to handshake is counted, the
+    /// connections are listed), then shuts down each connection past the
+    /// inbound guard's limit, counted as `unfinished-message` (`cogwire.md`
+    /// §8); ZeroMQ frees what it held.
     private func guardConnections() {
         var open = Set<Int32>()
         for watch in handshakeWatches {

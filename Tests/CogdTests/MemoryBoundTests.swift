@@ -500,10 +500,8 @@ struct UnfinishedMessagePeer {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         try #require(connected == 0, "connected to \(endpoint)")
-        // The greeting: signature, version 3.0, mechanism NULL, as-server 0, filler.
-        var greeting: [UInt8] = [0xff] + [UInt8](repeating: 0, count: 8) + [0x7f, 3, 0] + Array("NULL".utf8)
-        greeting += [UInt8](repeating: 0, count: 64 - greeting.count)
-        try #require(send(greeting))
+        // The greeting a tool's probe sends: signature, version 3.0, mechanism NULL, not a server.
+        try #require(send(GreetingProbe.greeting))
         var theirs = [UInt8](repeating: 0, count: 64)
         var read = 0
         while read < 64 {
