@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "CogCluster", targets: ["CogCluster"]),
         .library(name: "CogdCommandLine", targets: ["CogdCommandLine"]),
         .executable(name: "cogd", targets: ["cogd"]),
+        .executable(name: "cogd-lab", targets: ["cogd-lab"]),
     ],
     targets: [
         .systemLibrary(
@@ -40,17 +41,25 @@ let package = Package(
         .target(name: "TrailsRig", dependencies: ["Cog"]),
         .target(name: "CogSim", dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
         .target(name: "CCogdSupport"),
+        // The runtime's commands, as a library a user's app links: no example rig, no lab code.
         .target(
             name: "CogdCommandLine",
-            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .executableTarget(name: "cogd", dependencies: ["Cog", "CogdCommandLine", "LedgerRig", "TrailsRig"]),
+        // The lab: benchmarks, drills, the simulator and the rigs they need, as `cogd-lab`.
+        .target(
+            name: "CogLab",
+            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CogSim", "CogdCommandLine", "LedgerRig", "TrailsRig", "CLMDB", "CZMQ"]
+        ),
+        .executableTarget(name: "cogd-lab", dependencies: ["CogLab"]),
         // A user's own executable with one rig of its own (CogdTests runs it).
         .executableTarget(name: "CounterApp", dependencies: ["Cog", "CogdCommandLine"], path: "Tests/CounterApp"),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
         .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogLog"]),
-        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogdCommandLine", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
+        .testTarget(
+            name: "CogdTests", dependencies: ["cogd", "cogd-lab", "CogdCommandLine", "CogLab", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
         .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogWire", "CogLog", "Cog", "LedgerRig"]),
     ],
     swiftLanguageModes: [.v6]

@@ -4,7 +4,6 @@ import CogLog
 import CogWire
 import Dispatch
 import Foundation
-import LedgerRig
 
 #if canImport(Glibc)
     import Glibc
@@ -13,11 +12,17 @@ import LedgerRig
 /// The rigs one executable offers (`--rig`): those given to
 /// `CogdCommandLine.main(rigs:)`, in order (the first is the default), then
 /// `replica` — every rig's declarations, no mechanisms — unless a given rig
-/// has that name.
-struct Rigs {
+/// has that name. A program built on the runtime's package (the lab,
+/// `cogd-lab`) may add a rig its leader serves only with `--trap-op`, and
+/// subcommands of its own.
+package struct Rigs {
     let all: [CogRig]
+    /// Served by the leader only with `--trap-op` (nil: the option is not offered).
+    let trap: CogRig?
+    /// The program's own subcommands, beside the runtime's.
+    let extras: [ExtraSubcommand]
 
-    init(_ given: [CogRig]) {
+    package init(_ given: [CogRig], trap: CogRig? = nil, extras: [ExtraSubcommand] = []) {
         guard !given.isEmpty else {
             fatalError("CogdCommandLine.main(rigs:) was given no rig; pass at least one (`[MyApp.rig]`)")
         }
@@ -26,6 +31,8 @@ struct Rigs {
             fatalError("two rigs given to CogdCommandLine.main(rigs:) are named `\(rig.name)`; give one of them another name")
         }
         all = given + (seen.contains("replica") ? [] : [CogRig.replica(of: given)])
+        self.trap = trap
+        self.extras = extras
     }
 
     var names: [String] { all.map(\.name) }
@@ -34,38 +41,6 @@ struct Rigs {
     var defaultName: String { all[0].name }
 
     func rig(named name: String) -> CogRig? { all.first { $0.name == name } }
-
-    /// Whether the Ledger rig and the variants the drill's workers run are
-    /// offered (`drill`, `sim` and `bench cluster` exercise it). Compared by
-    /// name, then by the ops' declarations, so a rig of one's own that is
-    /// also called `ledger` does not count.
-    var offersLedger: Bool {
-        let needed = ["ledger", "ledger-greeter", "ledger-concierge"]
-        let offered = needed.compactMap { rig(named: $0) }
-        guard offered.count == needed.count else { return false }
-        let ledgerOps = Set(LedgerRig.rig.ops.map(\.site))
-        return offered.allSatisfy { Set($0.ops.map(\.site)) == ledgerOps }
-    }
-
-    /// What help adds to a subcommand that needs the Ledger rig when it is absent.
-    func ledgerNote(for subcommand: String) -> String {
-        guard !offersLedger else { return "" }
-        switch subcommand {
-        case "drill", "sim": return " — needs the ledger rig (LedgerRig.rigs), which this program does not offer"
-        case "bench": return " — cluster needs the ledger rig (LedgerRig.rigs), which this program does not offer"
-        default: return ""
-        }
-    }
-
-    /// Exit status 1, after saying why, when `subcommand` needs the Ledger
-    /// rig and it is absent; nil when it is offered.
-    func ledgerMissing(for subcommand: String) -> Int32? {
-        guard !offersLedger else { return nil }
-        printError(
-            "Error: '\(CogdCommandLine.programName) \(subcommand)' exercises the ledger rig and its variants ledger-greeter and "
-                + "ledger-concierge, which this program does not offer; pass LedgerRig.rigs to CogdCommandLine.main(rigs:) to run it")
-        return 1
-    }
 }
 
 /// Turns SIGHUP into a request to read the peers file again.
@@ -134,8 +109,8 @@ enum ClusterCommands {
         // A folder this start makes is removed again when the leader cannot bind (nothing was served from it).
         let folderExisted = FileManager.default.fileExists(atPath: options.dataFolder)
         do {
-            // Every rig's ops (a leader hosts no mechanisms); `--trap-op` adds the op that traps on demand.
-            let trap = options.trapOp ? [CogRig(name: "trap-op", ops: [LedgerRig.trapOp])] : []
+            // Every rig's ops (a leader hosts no mechanisms); `--trap-op` adds the program's trap rig.
+            let trap = options.trapOp ? rigs.trap.map { [$0] } ?? [] : []
             let registry = try OpRegistry(rigs: rigs.all + trap)
             var configuration = Leader.Configuration(
                 dataFolder: options.dataFolder, requestsEndpoint: options.requestsEndpoint,
@@ -195,7 +170,10 @@ enum ClusterCommands {
                         + "up to the last 1,024 applied requests')"
                         + (leader.lastRevision == 0 ? "" : "; revisions kept now: \(leader.firstRevision)…\(leader.lastRevision)")),
             ["firstRevision": .number(Double(leader.firstRevision)), "revision": revisionNumber])
-        if options.trapOp { log.log(.warn, "trap-op", "serving ledger.trap, an op whose body traps on demand (--trap-op)") }
+        if options.trapOp, let trap = rigs.trap {
+            let names = trap.opNames.joined(separator: ", ")
+            log.log(.warn, "trap-op", "serving \(names), an op whose body traps on demand (--trap-op)")
+        }
         if let metrics { logMetricsAddress(metrics.server, log) }
         if let crashed = leader.quarantined {
             log.log(
@@ -711,7 +689,7 @@ enum ClusterCommands {
             ["address": .text(server.boundAddress)])
     }
 
-    static func call(_ options: Command.CallOptions) -> Int32 {
+    static func call(_ options: Command.CallOptions, rigs: Rigs) -> Int32 {
         let argument: [UInt8]
         do {
             // CBORValue decodes from any decoder, JSON included.
@@ -752,7 +730,7 @@ enum ClusterCommands {
                     print("unchanged: the op wrote nothing, so no new revision (request \(escaped: reply.request))")
                     return CallExit.unchanged
                 case .rejected(let reason):
-                    printError("rejected: \(escaped: reason) (request \(escaped: reply.request))\(unknownOpHint(reason, op: options.op))")
+                    printError("rejected: \(escaped: reason) (request \(escaped: reply.request))\(unknownOpHint(reason, op: options.op, rigs: rigs))")
                     return CallExit.rejected
                 }
             case .error(let error):
@@ -780,10 +758,10 @@ enum ClusterCommands {
 
     /// The next step after an `unknown-op` rejection: where ops are listed
     /// (empty for any other reason).
-    static func unknownOpHint(_ reason: String, op: String) -> String {
+    static func unknownOpHint(_ reason: String, op: String, rigs: Rigs) -> String {
         guard Rejection(reason: reason)?.code == .unknownOp else { return "" }
         let program = CogdCommandLine.programName
-        if op == LedgerRig.trapOp.name {
+        if rigs.trap?.opNames.contains(op) == true {
             return " (`\(program) ops` lists \(op) as served only by a leader started with `\(program) leader --trap-op`)"
         }
         return " (`\(program) ops` lists the ops this \(program) serves)"

@@ -1,6 +1,5 @@
 import CogCluster
 import CogLog
-import CogSim
 import CogWire
 
 extension CogdCommandLine {
@@ -20,6 +19,11 @@ extension CogdCommandLine {
                                   (default: $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
               --leader-key FILE   the leader's public key file (default: $\(Command.leaderKeyEnvironmentVariable) when set)
             """
+        let trapOption = rigs.trap.map { trap in
+            "--trap-op               also serve \(trap.opNames.joined(separator: ", ")), an op whose body stops the leader\n"
+                + "                          (drills and tests; default off)\n  "
+        } ?? ""
+        if let extra = rigs.extras.first(where: { $0.name == topic }) { return extra.page(cogd) }
         let rigList = rigs.all.map { "  \(padded($0.name, to: 17)) \($0.summary)" }.joined(separator: "\n")
         switch topic {
         case "leader":
@@ -63,9 +67,7 @@ extension CogdCommandLine {
                                           state table keeps every current value, a worker behind the first
                                           turn kept re-syncs from a snapshot and an expired retry is refused
                                           (protocol/turnlog.md §2a)
-                  --trap-op               also serve ledger.trap, an op whose body stops the leader
-                                          (drills and tests; default off)
-                  --accept-data-loss      start even when data.mdb is missing, emptied or behind what the
+                  \(trapOption)--accept-data-loss      start even when data.mdb is missing, emptied or behind what the
                                           folder's cogd.identity remembers (default off: refuse to start)
                   --curve-secret FILE     the leader's secret key file: CURVE on both sockets, every
                                           connection authenticated against --peers (default: none, no
@@ -133,8 +135,8 @@ extension CogdCommandLine {
                 \(rigList)
 
                 Example:
-                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig trails
-                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-2 --rig trails --group solo-2
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-1 --rig \(rigs.defaultName)
+                  \(cogd) worker --leader 127.0.0.1:5701 --name worker-2 --rig \(rigs.defaultName) --group solo-2
                   \(cogd) worker --leader 127.0.0.1:5701 --name worker-3 --rig replica
                   \(cogd) worker --name worker-1 --metrics 127.0.0.1:9465 --log-level debug
                 """
@@ -422,121 +424,6 @@ extension CogdCommandLine {
                 Example:
                   \(cogd) keys generate w1 --out keys
                   \(cogd) keys show keys/w1.pub
-                """
-        case "drill":
-            let defaults = Drill.Options()
-            return """
-
-                Runs a real leader and workers (ledger rigs) under pipelined, retried
-                transfers, SIGKILLs them on a seeded schedule, sends ledger.trap, and
-                checks that no request is lost or applied twice, money is conserved and
-                the log verifies; prints the verdict and exits 1 if any check fails.
-
-                Options:
-                  --workers N             workers, 0 to 16 (default \(defaults.workers))
-                  --seconds S             how long it runs (default \(defaults.seconds))
-                  --kill-leader-every D   about every D seconds SIGKILL the leader (default \(formatted(defaults.killLeaderEvery)))
-                  --kill-worker-every D   about every D seconds SIGKILL a worker (default \(formatted(defaults.killWorkerEvery)))
-                  --trap-every D          about every D seconds send ledger.trap; 0: never (default \(formatted(defaults.trapEvery)))
-                  --seed N                the schedule's seed (default \(defaults.seed))
-                  --curve                 run it all with CURVE keys and a peers file (default off)
-                  --data DIR              run over this folder, kept afterwards (default: a fresh temporary
-                                          folder, removed afterwards)
-                  --json                  the verdict as one JSON object (default: lines)
-                  --group-workers N       instead, a worker group: N workers, 1 to 16, of the ledger-greeter
-                                          rig in one group (--group drill), a greeter per account; every
-                                          --kill-worker-every seconds (default \(formatted(Drill.Options.groupKillWorkerEvery)) here) SIGKILL one and
-                                          start another; no leader kills, no traps (default off)
-                  --heartbeat-timeout S   with --group-workers: the leader's, after which a killed worker's
-                                          accounts move (default \(formatted(defaults.heartbeatTimeout)))
-
-                A group drill's verdict adds, read from the turn log: times an account had
-                two live instances (must be 0), times an account had no live owner past
-                heartbeat timeout + 1 s of its owner's kill (0), effects applied twice for
-                one instance, from a retired or another worker's one, or for another
-                account than the instance's (0), and for each kill the
-                time to its accounts' reopening on a survivor and to their greeters' first
-                greeting there (p50, p99, max), beside the heartbeat timeout; it fails if a
-                kill's accounts are not all greeted again within heartbeat timeout + 1 s.
-
-                Example:
-                  \(cogd) drill --workers 3 --seconds 30 --seed 7 --json
-                  \(cogd) drill --group-workers 3 --seconds 120 --heartbeat-timeout 2
-                """
-        case "sim":
-            let defaults = SimCommand.Options()
-            return """
-
-                Runs the leader's and the workers' cores (no sockets, no disk) on a
-                simulated network, disk and clock under faults chosen by the seed, checks
-                the invariants after every step, and stops at the first one broken,
-                printing the seed, the step and the trace (exit 1).
-
-                Options:
-                  --seed N            run this seed (default \(defaults.seeds.lowerBound))
-                  --seeds A-B         run seeds A to B (default: --seed's one)
-                  --steps N           steps per seed, 1 to 100000000 (default \(defaults.steps))
-                  --workers N         simulated workers, 1 to 16 (default \(defaults.workers))
-                  --groups            the workers form one group: the leader places each scope member on
-                                      one of them, and the checker holds it to that (default: off)
-                  --break RULE        turn a rule off to see the checker catch it, again for more:
-                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")) (default: none;
-                                      exclusive-placement needs --groups)
-                  --json              one JSON object (default: lines)
-
-                Example:
-                  \(cogd) sim --seeds 1-50 --steps 5000
-                """
-        case "bench":
-            return """
-
-                Graph shapes:   \(GraphBench.shapeNames.joined(separator: ", "))
-                Log shapes:     \(LogBench.shapeNames.joined(separator: ", "))
-                Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
-                Groups shapes:  \(GroupBench.shapeNames.joined(separator: ", ")) (a leader and a group of
-                                that many ledger-greeter workers: greeter children opened and greeted
-                                per second beside raw LMDB appends/s; with 2 and 4, the time from a
-                                member's SIGKILL to its accounts reopened and greeted on the others,
-                                p50/p99, beside the heartbeat timeout, 2 s, as "baselineKind":
-                                "heartbeat-timeout")
-                Retention:      one long run, no shapes: a leader with --retain-turns N fed
-                                ledger.transfer ops (\(RetentionBench.window) in flight) for --total-turns, its
-                                data.mdb read every --sample-every turns (a line each: file size,
-                                free pages, retained revisions, record bytes). Then the file's
-                                growth from the first sample past both the retention window
-                                filling and half the run, to the end, beside what keeping those
-                                turns would take (their record bytes, measured in the run:
-                                "baselineKind": "kept-record-bytes"), and turns/s beside raw LMDB
-                                appends/s. "plateaued" when the growth is under \(Int(RetentionBench.plateauFraction * 100))% of the
-                                kept bytes; otherwise it says so and exits 1
-
-                Options:
-                  --json              one JSON object per figure: {"name", "value", "unit"}; log figures
-                                      add "baseline" and "ratio", the raw LMDB figure, and graph.stream
-                                      the raw AsyncStream iteration; retention prints each sample as
-                                      a figure (retention.file-bytes.turns-N) as it is read, and its
-                                      verdict line on stderr (default: lines)
-                  --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7;
-                                      retention: whole runs, each with a fresh leader, default 1)
-                  --only S1,S2        run only these shapes (default: all of the suite's)
-                  --leader-spin-wait US
-                                      cluster: start the leader with --spin-wait US (default 0)
-                  --curve             cluster: then measure the round trip p50 and the 16-client
-                                      turns/s again against a second leader serving with CURVE,
-                                      beside the same without (interleaved runs; "baselineKind":
-                                      "without-curve" in JSON) (default off)
-                  --retain-turns N    retention: the leader's --retain-turns (default \(RetentionBench.defaultRetainTurns))
-                  --total-turns N     retention: transfers to apply; more than --retain-turns
-                                      (default 4 × --retain-turns)
-                  --sample-every N    retention: read data.mdb after each N transfers (default
-                                      --retain-turns / 2)
-
-                Build in release mode first: swift build -c release
-
-                Example:
-                  \(cogd) bench cluster --only round-trip --runs 3 --json
-                  \(cogd) bench groups --runs 5
-                  \(cogd) bench retention --retain-turns 100000 --total-turns 400000 --sample-every 50000
                 """
         case "version":
             return """

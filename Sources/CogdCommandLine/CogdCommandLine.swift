@@ -10,9 +10,10 @@ internal import CZMQ
 #endif
 
 /// The `cogd` command line as a library: one call gives an executable every
-/// subcommand `cogd` has — `leader`, `worker`, `call`, `status`, `tail`,
-/// `log`, `version`, and `drill`, `sim` and `bench` where they apply —
-/// running the rigs it is given.
+/// runtime subcommand `cogd` has — `leader`, `worker`, `call`, `status`,
+/// `get`, `ops`, `tail`, `log`, `keys`, `version` — running the rigs it is
+/// given. (Benchmarks, drills and the simulator are the lab's: the separate
+/// `cogd-lab` executable.)
 ///
 /// ```swift
 /// // Sources/todo-server/main.swift
@@ -25,9 +26,7 @@ internal import CZMQ
 /// `todo-server leader` then serves every given rig's ops; `todo-server
 /// worker --rig NAME` runs one rig's mechanisms (the first rig when `--rig`
 /// is not given); `--rig replica` runs none and replicates every rig's
-/// state (a rig of that name is added unless one is given). `drill`, `sim`
-/// and `bench cluster` exercise the Ledger rig (`LedgerRig.rigs`) and say so
-/// when it is not among the rigs.
+/// state (a rig of that name is added unless one is given).
 public enum CogdCommandLine {
     /// Runs the subcommand the process's arguments name and exits with its
     /// status (0 done, 1 a runtime failure, 64 a usage error).
@@ -36,8 +35,13 @@ public enum CogdCommandLine {
     ///   installs signal handling). Two rigs with one name, or none at all,
     ///   trap, naming the fix.
     public static func main(rigs: [CogRig]) async -> Never {
+        await main(rigs: Rigs(rigs))
+    }
+
+    /// Runs with a program's additions: the lab's subcommands and trap rig.
+    package static func main(rigs: Rigs) async -> Never {
         prepareSignals()
-        exit(await run(Array(CommandLine.arguments.dropFirst()), rigs: Rigs(rigs)))
+        exit(await run(Array(CommandLine.arguments.dropFirst()), rigs: rigs))
     }
 
     /// For an unknown option, the subcommand's own option (from its help page)
@@ -80,43 +84,35 @@ public enum CogdCommandLine {
     /// Runs one invocation (the arguments after the program name) and
     /// returns its exit status.
     static func run(_ arguments: [String], rigs: Rigs) async -> Int32 {
-        let command: Command
-        do {
-            command = try Command.parse(arguments, rigNames: rigs.names, environment: ProcessInfo.processInfo.environment)
-        } catch {
+        /// Says a usage error the one way every subcommand does: exit 64.
+        func usageFailure(_ error: Command.UsageError) -> Int32 {
             printError("Error: \(escaped: error.message)" + (suggestion(for: error, rigs: rigs).map { " (did you mean \($0)?)" } ?? ""))
-            printError(usageLine(for: error.subcommand))
+            printError(usageLine(for: error.subcommand, rigs: rigs))
             printError("See '\(programName) \(error.subcommand.map { "\($0) " } ?? "")--help'")
             return 64
+        }
+        let command: Command
+        do {
+            command = try Command.parse(
+                arguments, rigNames: rigs.names, environment: ProcessInfo.processInfo.environment, extras: rigs.extras.map(\.name),
+                trapOffered: rigs.trap != nil)
+        } catch {
+            return usageFailure(error)
         }
         switch command {
         case .help(let topic):
             print(helpText(for: topic, rigs: rigs))
         case .version:
             print(versionText())
-        case .bench(let options):
-            switch options.suite {
-            case .graph:
-                await GraphBench(options: options).run()
-            case .log, .cluster, .groups, .retention:
-                if options.suite != .log, let missing = rigs.ledgerMissing(for: "bench \(options.suite.rawValue)") { return missing }
-                do {
-                    if options.suite == .log {
-                        try LogBench(options: options).run()
-                    } else if options.suite == .groups {
-                        try GroupBench(options: options).run()
-                    } else if options.suite == .retention {
-                        // Exit 1 when the data file kept growing (its verdict line says so).
-                        guard try RetentionBench(options: options).run() else { return 1 }
-                    } else {
-                        // On the main actor: one shape drives an in-process `Worker`.
-                        try await MainActor.run { try ClusterBench(options: options).run() }
-                    }
-                } catch {
-                    printError("Error: \(escaped: error)")
-                    return 1
-                }
+        case .extra(let name, let arguments):
+            guard let extra = rigs.extras.first(where: { $0.name == name }) else { return 64 }
+            let work: ExtraSubcommand.Run
+            do {
+                work = try extra.parse(arguments)
+            } catch {
+                return usageFailure(error)
             }
+            return await work()
         case .tail(let options):
             return TailCommand(options: options).run()
         case .logVerify(let dataFolder):
@@ -136,23 +132,9 @@ public enum CogdCommandLine {
         case .worker(let options):
             return await ClusterCommands.worker(options, rigs: rigs)
         case .call(let options):
-            return ClusterCommands.call(options)
+            return ClusterCommands.call(options, rigs: rigs)
         case .status(let endpoint, let json, let timeout, let keys, let watch, let count, let source):
             return ClusterCommands.status(leader: endpoint, json: json, timeout: timeout, keys: keys, watch: watch, count: count, source: source)
-        case .echoServer(let endpoint, let commitFolder):
-            return ClusterBench.serveEcho(endpoint: endpoint, commitFolder: commitFolder)
-        case .drill(let options):
-            if let missing = rigs.ledgerMissing(for: "drill") { return missing }
-            var drill = Drill(options: options)
-            do {
-                return try drill.run()
-            } catch {
-                printError("Error: \(escaped: error)")
-                return 1
-            }
-        case .sim(let options):
-            if let missing = rigs.ledgerMissing(for: "sim") { return missing }
-            return await MainActor.run { SimCommand.run(options) }
         case .keysGenerate(let name, let folder):
             return KeysCommand.generate(name: name, folder: folder)
         case .keysShow(let file):
@@ -188,18 +170,16 @@ public enum CogdCommandLine {
         pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
     }
 
-    static func usageLine(for subcommand: String?) -> String {
+    static func usageLine(for subcommand: String?, rigs: Rigs) -> String {
         let cogd = programName
+        if let extra = rigs.extras.first(where: { $0.name == subcommand }) { return extra.usage(cogd) }
         return switch subcommand {
         case "leader":
             "Usage: \(cogd) leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--rig NAME] [--heartbeat-timeout S]\n"
                 + "         [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S]\n"
-                + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE] [--trap-op]\n"
+                + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE]\(rigs.trap == nil ? "" : " [--trap-op]")\n"
                 + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
                 + "         [--log-format text|json] [--log-level debug|info|warn|error]"
-        case "bench":
-            "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]\n"
-                + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]"
         case "tail":
             "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
                 + "       \(cogd) tail --connect TURNS-ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--to REV]\n"
@@ -219,27 +199,23 @@ public enum CogdCommandLine {
             "Usage: \(cogd) log verify|upgrade [--data DIR]\n       \(cogd) log stats [--data DIR] [--json]\n       \(cogd) log soak [--data DIR] [--batch N] [--count N]\n"
                 + "       \(cogd) log compact --keep N [--data DIR]\n       \(cogd) log backup DEST [--data DIR]"
         case "keys": "Usage: \(cogd) keys generate NAME [--out DIR]\n       \(cogd) keys show FILE"
-        case "drill":
-            "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
-                + "         [--seed N] [--curve] [--data DIR] [--json]\n"
-                + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR] [--json]"
-        case "sim": "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE]… [--json]"
         case let name?: "Usage: \(cogd) \(name) [options]"
         case nil: "Usage: \(cogd) <subcommand> [options] [--] [args]"
         }
     }
 
     static func helpText(for topic: String?, rigs: Rigs) -> String {
-        let subcommands = Command.subcommands.map { entry in
-            (name: entry.name, summary: programSummary(entry.summary) + rigs.ledgerNote(for: entry.name))
-        }
-        if let topic, let entry = Command.subcommands.first(where: { $0.name == topic }) {
+        // The program's own additions go before `version` and `help`.
+        let extras = rigs.extras.filter { !$0.hidden }.map { (name: $0.name, summary: $0.summary) }
+        let all = Command.subcommands.dropLast(2) + extras + Command.subcommands.suffix(2)
+        let subcommands = all.map { entry in (name: entry.name, summary: programSummary(entry.summary)) }
+        if let topic, let entry = all.first(where: { $0.name == topic }) ?? rigs.extras.first(where: { $0.name == topic }).map({ ($0.name, $0.summary) }) {
             // Under the usage line, what it does (the summary without the usage it repeats).
             let summary = programSummary(entry.summary)
             let description = summary.range(of: ": \(programName) ").map { String(summary[..<$0.lowerBound]) } ?? summary
-            return "\(usageLine(for: topic))\n\n\(description)\(rigs.ledgerNote(for: topic))\n\(helpPage(for: topic, rigs: rigs))\n"
+            return "\(usageLine(for: topic, rigs: rigs))\n\n\(description)\n\(helpPage(for: topic, rigs: rigs))\n"
         }
-        var text = "\(programName) — Cog-style state on Linux, made multi-process\n\n\(usageLine(for: nil))\n\nSubcommands:\n"
+        var text = "\(programName) — Cog-style state on Linux, made multi-process\n\n\(usageLine(for: nil, rigs: rigs))\n\nSubcommands:\n"
         for entry in subcommands {
             text += "  \(padded(entry.name, to: 9)) \(entry.summary)\n"
         }
@@ -268,7 +244,7 @@ public enum CogdCommandLine {
 }
 
 /// Writes one line to standard error.
-func printError(_ text: String) {
+package func printError(_ text: String) {
     fflush(nil)
     var line = text + "\n"
     line.withUTF8 { bytes in
@@ -282,6 +258,6 @@ func printError(_ text: String) {
 }
 
 /// `text` followed by spaces up to `width` characters.
-func padded(_ text: String, to width: Int) -> String {
+package func padded(_ text: String, to width: Int) -> String {
     text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
 }

@@ -6,17 +6,7 @@ extension Command {
     static let keyEnvironmentVariable = "COGD_KEY"
     static let leaderKeyEnvironmentVariable = "COGD_LEADER_KEY"
 
-    /// Where a client's CURVE keys are (`--key FILE --leader-key FILE`):
-    /// its secret key file and the leader's public (or secret) key file.
-    struct ClientKeyFiles: Equatable {
-        var key: String
-        var leaderKey: String
-
-        /// Reads both files (a secret key file its group or others may read is refused).
-        func load() throws(CurveKeyError) -> CurveClientKeys {
-            try CurveClientKeys.load(keyFile: key, leaderKeyFile: leaderKey)
-        }
-    }
+    typealias ClientKeyFiles = CommandClientKeyFiles
 
     /// The client keys the options or, failing them, `COGD_KEY` and
     /// `COGD_LEADER_KEY` name; nil when neither does. One without the other
@@ -44,5 +34,22 @@ extension Command {
     static func filePath(_ text: String, option: String, subcommand: String) throws(UsageError) -> String {
         guard !text.isEmpty else { throw UsageError(message: "\(option) takes a file, not an empty string", subcommand: subcommand) }
         return text
+    }
+}
+
+/// Where a client's CURVE keys are (`--key FILE --leader-key FILE`):
+/// its secret key file and the leader's public (or secret) key file.
+package struct CommandClientKeyFiles: Equatable {
+    package var key: String
+    package var leaderKey: String
+
+    package init(key: String, leaderKey: String) {
+        self.key = key
+        self.leaderKey = leaderKey
+    }
+
+    /// Reads both files (a secret key file its group or others may read is refused).
+    func load() throws(CurveKeyError) -> CurveClientKeys {
+        try CurveClientKeys.load(keyFile: key, leaderKeyFile: leaderKey)
     }
 }

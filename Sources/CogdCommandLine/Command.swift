@@ -9,7 +9,6 @@ import Foundation
 enum Command: Equatable {
     case help(topic: String?)
     case version
-    case bench(BenchOptions)
     case tail(TailOptions)
     case logVerify(dataFolder: String)
     case logStats(dataFolder: String, json: Bool)
@@ -28,8 +27,6 @@ enum Command: Equatable {
     case status(
         leaderEndpoint: String, json: Bool, timeout: Duration, keys: ClientKeyFiles? = nil, watch: Duration? = nil, count: Int? = nil,
         leaderSource: String = "--leader")
-    case drill(Drill.Options)
-    case sim(SimCommand.Options)
     /// Writes a CURVE key pair, `NAME.key` and `NAME.pub`, in `folder`.
     case keysGenerate(name: String, folder: String)
     /// Prints the public key of a key file (secret or public).
@@ -38,10 +35,10 @@ enum Command: Equatable {
     case get(GetOptions)
     /// The ops this program's leader serves, with their arguments' shapes and examples.
     case ops(json: Bool)
-    /// The raw ZeroMQ echo server `cogd bench cluster` runs in a child
-    /// process, so its baseline crosses processes as an op does (not listed
-    /// in help).
-    case echoServer(endpoint: String, commitFolder: String?)
+    /// A subcommand the program added beside the runtime's
+    /// (`ExtraSubcommand`: the lab's `bench`, `drill` and `sim`), with the
+    /// arguments after its name.
+    case extra(name: String, arguments: [String])
     /// A subcommand that a later release provides.
     case notYetAvailable(String)
 
@@ -71,7 +68,9 @@ enum Command: Equatable {
         /// Seconds a snapshot may wait for its requester to read before it is
         /// given up with its LMDB read (`--snapshot-deadline`).
         var snapshotDeadline: Double = 30
-        /// Serve `ledger.trap`, an op whose body traps on demand (`--trap-op`; drills and tests).
+        /// Also serve the program's trap rig (`--trap-op`, offered only by a
+        /// program that has one: the lab's `ledger.trap`, an op whose body
+        /// traps on demand).
         var trapOp = false
         /// Start even when data.mdb is behind what the folder remembers (`--accept-data-loss`).
         var acceptDataLoss = false
@@ -168,31 +167,11 @@ enum Command: Equatable {
         var keys: ClientKeyFiles?
     }
 
-    struct BenchOptions: Equatable {
-        enum Suite: String, CaseIterable { case graph, log, cluster, groups, retention }
-        var suite: Suite
-        var json = false
-        /// Timed runs per shape; the median is reported (`retention`: whole runs, default 1).
-        var runs = 7
-        /// Shapes to run; empty means all.
-        var only: [String] = []
-        /// The cluster bench's leader: its `--spin-wait` (microseconds).
-        var leaderSpinWaitMicroseconds = 0
-        /// The cluster bench also measures with CURVE on (`--curve`), beside the same without.
-        var curve = false
-        /// The retention bench's leader: its `--retain-turns`.
-        var retainTurns = RetentionBench.defaultRetainTurns
-        /// The retention bench's transfers (`--total-turns`; default 4× the retention).
-        var totalTurns = 4 * RetentionBench.defaultRetainTurns
-        /// The retention bench reads the data file after each this many transfers (`--sample-every`; default half the retention).
-        var sampleEvery = RetentionBench.defaultRetainTurns / 2
-    }
+    typealias UsageError = CommandUsageError
 
-    /// A usage error: printed as `Error: …`, the usage line and a help hint; exit 64.
-    struct UsageError: Error, Equatable {
-        let message: String
-        let subcommand: String?
-    }
+    /// The subcommands that moved to the lab's executable, `cogd-lab`: a
+    /// runtime program names where they went.
+    static let labSubcommands = ["bench", "drill", "sim"]
 
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
@@ -204,26 +183,31 @@ enum Command: Equatable {
         ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT [--timeout SECONDS] [--key FILE --leader-key FILE]]"),
         ("ops", "list the ops this program's leader serves, each with its argument's shape and an example: cogd ops [--json]"),
         ("keys", "make and show CURVE keys: cogd keys generate NAME [--out DIR] | cogd keys show FILE"),
-        ("drill", "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json] | --group-workers N [--heartbeat-timeout S] …"),
-        ("sim", "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE] [--json]"),
-        ("bench", "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]"),
         ("version", "print cogd's version and the linked LMDB and ZeroMQ versions"),
         ("help", "show help for cogd or one subcommand"),
     ]
 
     /// The command `arguments` (after the program name) ask for; `--rig`
     /// must name one of `rigNames`; `environment` supplies defaults
-    /// (`COGD_LEADER`).
-    static func parse(_ arguments: [String], rigNames: [String], environment: [String: String] = [:]) throws(UsageError) -> Command {
+    /// (`COGD_LEADER`). `extras` names the subcommands the program added
+    /// (parsed by their own `ExtraSubcommand`); `trapOffered`, whether the
+    /// leader takes `--trap-op`.
+    static func parse(
+        _ arguments: [String], rigNames: [String], environment: [String: String] = [:], extras: [String] = [], trapOffered: Bool = false
+    ) throws(UsageError) -> Command {
         guard let first = arguments.first else { return .help(topic: nil) }
         let rest = Array(arguments.dropFirst())
+        if extras.contains(first) {
+            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
+            return .extra(name: first, arguments: rest)
+        }
         switch first {
         case "-h", "--help":
             return .help(topic: nil)
         case "help":
             if rest == ["-h"] || rest == ["--help"] { return .help(topic: "help") }
             guard rest.count <= 1 else { throw UsageError(message: "help takes at most one subcommand", subcommand: nil) }
-            if let topic = rest.first, !subcommands.contains(where: { $0.name == topic }) {
+            if let topic = rest.first, !subcommands.contains(where: { $0.name == topic }), !extras.contains(topic) {
                 throw UsageError(message: "unknown subcommand '\(topic)'", subcommand: nil)
             }
             return .help(topic: rest.first)
@@ -231,9 +215,6 @@ enum Command: Equatable {
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: "version") }
             if let extra = rest.first { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "version") }
             return .version
-        case "bench":
-            if rest.contains("-h") || rest.contains("--help") { return .help(topic: "bench") }
-            return .bench(try parseBench(rest))
         case "tail":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: "tail") }
             return .tail(try parseTail(rest, environment: environment))
@@ -242,13 +223,7 @@ enum Command: Equatable {
             return try parseLog(rest)
         case "leader", "worker", "call", "status":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
-            return try parseCluster(first, rest, rigNames: rigNames, environment: environment)
-        case "drill":
-            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
-            return .drill(try parseDrill(rest))
-        case "sim":
-            if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
-            return .sim(try SimCommand.parse(rest))
+            return try parseCluster(first, rest, rigNames: rigNames, environment: environment, trapOffered: trapOffered)
         case "keys":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return try parseKeys(rest)
@@ -269,82 +244,18 @@ enum Command: Equatable {
             }
             if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: first) }
             return .ops(json: json)
-        case ClusterBench.echoServerCommand:
-            guard rest.count == 1 || rest.count == 2 else {
-                throw UsageError(message: "expected ENDPOINT [COMMIT-FOLDER]", subcommand: nil)
-            }
-            return .echoServer(endpoint: rest[0], commitFolder: rest.count == 2 ? rest[1] : nil)
+        case let name where labSubcommands.contains(name):
+            throw UsageError(
+                message: "'\(name)' is not part of the runtime: benchmarks, drills and the simulator are in cogd-lab, "
+                    + "the lab's own executable (swift build -c release --product cogd-lab; then cogd-lab \(name) --help)",
+                subcommand: nil)
         default:
             throw UsageError(message: "unknown subcommand '\(first)'", subcommand: nil)
         }
     }
 
-    private static func parseDrill(_ arguments: [String]) throws(UsageError) -> Drill.Options {
-        var reader = OptionReader(arguments: arguments, subcommand: "drill")
-        var options = Drill.Options()
-        var given = Set<String>()
-        func number(_ option: OptionReader.Option, _ text: String) throws(UsageError) -> Double {
-            guard let value = Double(text), value > 0 else {
-                throw UsageError(message: "\(option.name) takes a positive number, not '\(text)'", subcommand: "drill")
-            }
-            return value
-        }
-        while let option = try reader.nextOption() {
-            switch option.name {
-            case "--workers":
-                let text = try reader.value(for: option)
-                guard let value = Int(text), value >= 0, value <= 16 else {
-                    throw UsageError(message: "--workers takes a whole number from 0 to 16, not '\(text)'", subcommand: "drill")
-                }
-                options.workers = value
-            case "--seconds": options.seconds = Int(try number(option, try reader.value(for: option)))
-            case "--kill-leader-every": options.killLeaderEvery = try number(option, try reader.value(for: option))
-            case "--kill-worker-every": options.killWorkerEvery = try number(option, try reader.value(for: option))
-            case "--trap-every":
-                let text = try reader.value(for: option)
-                guard let value = Double(text), value >= 0, value.isFinite else {
-                    throw UsageError(message: "--trap-every takes a number of seconds, 0 for none, not '\(text)'", subcommand: "drill")
-                }
-                options.trapEvery = value
-            case "--seed":
-                let text = try reader.value(for: option)
-                guard let value = UInt64(text) else {
-                    throw UsageError(message: "--seed takes a whole number, not '\(text)'", subcommand: "drill")
-                }
-                options.seed = value
-            case "--json":
-                try reader.noValue(option)
-                options.json = true
-            case "--curve":
-                try reader.noValue(option)
-                options.curve = true
-            case "--data": options.dataFolder = try reader.value(for: option)
-            case "--group-workers":
-                let text = try reader.value(for: option)
-                guard let value = Int(text), value >= 1, value <= 16 else {
-                    throw UsageError(message: "--group-workers takes a whole number from 1 to 16, not '\(text)'", subcommand: "drill")
-                }
-                options.groupWorkers = value
-            case "--heartbeat-timeout": options.heartbeatTimeout = try number(option, try reader.value(for: option))
-            default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
-            }
-            given.insert(option.name)
-        }
-        if options.groupWorkers > 0 {
-            // A group drill kills workers only, without CURVE.
-            if let other = ["--workers", "--kill-leader-every", "--trap-every", "--curve"].first(where: given.contains) {
-                throw UsageError(message: "\(other) does not apply to a group drill (--group-workers)", subcommand: "drill")
-            }
-            if !given.contains("--kill-worker-every") { options.killWorkerEvery = Drill.Options.groupKillWorkerEvery }
-        } else if given.contains("--heartbeat-timeout") {
-            throw UsageError(message: "--heartbeat-timeout applies to a group drill (with --group-workers)", subcommand: "drill")
-        }
-        if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
-        return options
-    }
-
     private static func parseCluster(
-        _ subcommand: String, _ arguments: [String], rigNames: [String], environment: [String: String]
+        _ subcommand: String, _ arguments: [String], rigNames: [String], environment: [String: String], trapOffered: Bool
     ) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: subcommand)
         var leader = LeaderOptions()
@@ -440,10 +351,10 @@ enum Command: Equatable {
                 keyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
             case ("worker", "--leader-key"), ("call", "--leader-key"), ("status", "--leader-key"):
                 leaderKeyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
-            case ("leader", "--trap-op"):
+            case ("leader", "--trap-op") where trapOffered:
                 try reader.noValue(option)
                 leader.trapOp = true
-            case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try spinWait(try reader.value(for: option), option, subcommand)
+            case ("leader", "--spin-wait"): leader.spinWaitMicroseconds = try OptionReader.spinWait(try reader.value(for: option), option, subcommand)
             case ("leader", "--metrics"): leader.metrics = try metricsAddress(try reader.value(for: option), subcommand: subcommand)
             case ("worker", "--metrics"): worker.metrics = try metricsAddress(try reader.value(for: option), subcommand: subcommand)
             case ("leader", "--log-format"): leader.logFormat = try logFormat(try reader.value(for: option), from: option.name, subcommand: subcommand)
@@ -861,100 +772,32 @@ enum Command: Equatable {
             throw UsageError(message: "unknown log action '\(action)' (one of: verify, stats, upgrade, soak, compact, backup)", subcommand: "log")
         }
     }
+}
 
-    private static func spinWait(_ text: String, _ option: OptionReader.Option, _ subcommand: String) throws(UsageError) -> Int {
-        guard let microseconds = Int(text), (0...1_000_000).contains(microseconds) else {
-            throw UsageError(message: "\(option.name) takes microseconds from 0 to 1000000, not '\(text)'", subcommand: subcommand)
-        }
-        return microseconds
-    }
+/// A usage error: printed as `Error: …`, the usage line and a help hint; exit 64.
+package struct CommandUsageError: Error, Equatable {
+    package let message: String
+    package let subcommand: String?
 
-    /// A number of turns for `bench retention`: 1 to 1,000,000,000.
-    private static func turnCount(_ text: String, _ option: OptionReader.Option) throws(UsageError) -> Int {
-        guard let count = Int(text), (1...1_000_000_000).contains(count) else {
-            throw UsageError(message: "\(option.name) takes a number of turns from 1 to 1000000000, not '\(text)'", subcommand: "bench")
-        }
-        return count
-    }
-
-    private static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
-        var options = OptionReader(arguments: arguments, subcommand: "bench")
-        guard let suiteName = try options.positional() else {
-            throw UsageError(message: "missing suite (one of: \(BenchOptions.Suite.allCases.map(\.rawValue).joined(separator: ", ")))", subcommand: "bench")
-        }
-        guard let suite = BenchOptions.Suite(rawValue: suiteName) else {
-            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: \(BenchOptions.Suite.allCases.map(\.rawValue).joined(separator: ", ")))", subcommand: "bench")
-        }
-        var result = BenchOptions(suite: suite)
-        var given = Set<String>()
-        if suite == .retention { result.runs = 1 }
-        while let option = try options.nextOption() {
-            given.insert(option.name)
-            switch option.name {
-            case "--json":
-                try options.noValue(option)
-                result.json = true
-            case "--runs":
-                let text = try options.value(for: option)
-                guard let runs = Int(text), runs >= 1, runs <= 1000 else {
-                    throw UsageError(message: "--runs takes a whole number from 1 to 1000, not '\(text)'", subcommand: "bench")
-                }
-                result.runs = runs
-            case "--only" where suite == .retention:
-                throw UsageError(message: "bench retention has no shapes to choose: --only does not apply", subcommand: "bench")
-            case "--only":
-                let text = try options.value(for: option)
-                let shapes = text.split(separator: ",").map(String.init)
-                let known = switch suite {
-                case .graph: GraphBench.shapeNames
-                case .log: LogBench.shapeNames
-                case .cluster: ClusterBench.shapeNames
-                case .groups: GroupBench.shapeNames
-                case .retention: [String]()
-                }
-                if let unknown = shapes.first(where: { !known.contains($0) }) {
-                    throw UsageError(
-                        message: "unknown shape '\(unknown)' (one of: \(known.joined(separator: ", ")))",
-                        subcommand: "bench")
-                }
-                result.only = shapes
-            case "--leader-spin-wait" where suite == .cluster:
-                result.leaderSpinWaitMicroseconds = try spinWait(try options.value(for: option), option, "bench")
-            case "--curve" where suite == .cluster:
-                try options.noValue(option)
-                result.curve = true
-            case "--retain-turns" where suite == .retention:
-                result.retainTurns = try turnCount(try options.value(for: option), option)
-            case "--total-turns" where suite == .retention:
-                result.totalTurns = try turnCount(try options.value(for: option), option)
-            case "--sample-every" where suite == .retention:
-                result.sampleEvery = try turnCount(try options.value(for: option), option)
-            default:
-                throw UsageError(message: "unknown option '\(option.name)'", subcommand: "bench")
-            }
-        }
-        if let extra = try options.positional() {
-            throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "bench")
-        }
-        if suite == .retention {
-            if !given.contains("--total-turns") { result.totalTurns = 4 * result.retainTurns }
-            if !given.contains("--sample-every") { result.sampleEvery = max(1, result.retainTurns / 2) }
-            if let problem = RetentionBench.problem(with: result) { throw UsageError(message: problem, subcommand: "bench") }
-        }
-        if result.curve && !result.only.isEmpty && !result.only.contains(where: ClusterBench.curveShapeNames.contains) {
-            throw UsageError(
-                message: "--curve compares the \(ClusterBench.curveShapeNames.joined(separator: " and ")) shapes; add one of them to --only",
-                subcommand: "bench")
-        }
-        return result
+    package init(message: String, subcommand: String?) {
+        self.message = message
+        self.subcommand = subcommand
     }
 }
 
 /// Walks `--opt value`, `--opt=value` and positional arguments in order.
-struct OptionReader {
-    struct Option {
-        let name: String
-        let inlineValue: String?
+package struct OptionReader {
+    /// `--spin-wait`'s value: microseconds from 0 to 1,000,000.
+    package static func spinWait(_ text: String, _ option: OptionReader.Option, _ subcommand: String) throws(CommandUsageError) -> Int {
+        guard let microseconds = Int(text), (0...1_000_000).contains(microseconds) else {
+            throw CommandUsageError(message: "\(option.name) takes microseconds from 0 to 1000000, not '\(text)'", subcommand: subcommand)
+        }
+        return microseconds
+    }
+
+    package struct Option {
+        package let name: String
+        package let inlineValue: String?
     }
 
     private var arguments: ArraySlice<String>
@@ -962,13 +805,13 @@ struct OptionReader {
     /// Past `--`: everything left is positional, `-5` included.
     private var onlyPositionals = false
 
-    init(arguments: [String], subcommand: String) {
+    package init(arguments: [String], subcommand: String) {
         self.arguments = arguments[...]
         self.subcommand = subcommand
     }
 
     /// The next argument if it is not an option.
-    mutating func positional() throws(Command.UsageError) -> String? {
+    package mutating func positional() throws(CommandUsageError) -> String? {
         guard let next = arguments.first else { return nil }
         if next == "--" && !onlyPositionals {
             arguments.removeFirst()
@@ -979,7 +822,7 @@ struct OptionReader {
         return arguments.popFirst()
     }
 
-    mutating func nextOption() throws(Command.UsageError) -> Option? {
+    package mutating func nextOption() throws(CommandUsageError) -> Option? {
         guard !onlyPositionals, let next = arguments.first, next.hasPrefix("-"), next != "--" else { return nil }
         arguments.removeFirst()
         if let equals = next.firstIndex(of: "=") {
@@ -988,17 +831,17 @@ struct OptionReader {
         return Option(name: next, inlineValue: nil)
     }
 
-    mutating func value(for option: Option) throws(Command.UsageError) -> String {
+    package mutating func value(for option: Option) throws(CommandUsageError) -> String {
         if let inline = option.inlineValue { return inline }
         guard let value = arguments.popFirst() else {
-            throw Command.UsageError(message: "\(option.name) needs a value", subcommand: subcommand)
+            throw CommandUsageError(message: "\(option.name) needs a value", subcommand: subcommand)
         }
         return value
     }
 
-    func noValue(_ option: Option) throws(Command.UsageError) {
+    package func noValue(_ option: Option) throws(CommandUsageError) {
         if option.inlineValue != nil {
-            throw Command.UsageError(message: "\(option.name) takes no value", subcommand: subcommand)
+            throw CommandUsageError(message: "\(option.name) takes no value", subcommand: subcommand)
         }
     }
 }

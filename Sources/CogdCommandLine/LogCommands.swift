@@ -542,6 +542,6 @@ enum LogCommands {
 }
 
 /// `count` with its noun, singular for one: `1 entry`, `2 entries`.
-func counted<Count: BinaryInteger>(_ count: Count, _ singular: String, _ plural: String) -> String {
+package func counted<Count: BinaryInteger>(_ count: Count, _ singular: String, _ plural: String) -> String {
     "\(count) \(count == 1 ? singular : plural)"
 }

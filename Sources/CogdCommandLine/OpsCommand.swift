@@ -2,7 +2,6 @@ import Cog
 import CogCluster
 import CogLog
 import Foundation
-import LedgerRig
 
 /// `cogd ops`: the ops this program's leader serves — every op of every rig
 /// given to `CogdCommandLine.main(rigs:)` — each with what it does, its
@@ -16,12 +15,12 @@ struct OpsCommand {
     struct Listing {
         let op: any RemoteOpDeclaration
         let rig: String?
-        /// Served only by a leader given this option (`ledger.trap`).
+        /// Served only by a leader given this option (the program's trap rig).
         let onlyWith: String?
     }
 
-    /// Every op the leader serves, in the rigs' order, each once, then the
-    /// one it serves only with `--trap-op`.
+    /// Every op the leader serves, in the rigs' order, each once, then
+    /// those it serves only with `--trap-op`.
     var listings: [Listing] {
         var seen = Set<String>()
         var listings: [Listing] = []
@@ -30,8 +29,8 @@ struct OpsCommand {
                 listings.append(Listing(op: op, rig: rig.name, onlyWith: nil))
             }
         }
-        if seen.insert("\(LedgerRig.trapOp.name) \(LedgerRig.trapOp.site)").inserted {
-            listings.append(Listing(op: LedgerRig.trapOp, rig: nil, onlyWith: "--trap-op"))
+        for op in rigs.trap?.ops ?? [] where seen.insert("\(op.name) \(op.site)").inserted {
+            listings.append(Listing(op: op, rig: nil, onlyWith: "--trap-op"))
         }
         return listings
     }

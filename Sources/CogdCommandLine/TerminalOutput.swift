@@ -5,7 +5,7 @@ extension String.StringInterpolation {
     /// a reason) escaped for the terminal (`TerminalText.escaped`), so it
     /// stays on its line and cannot move the cursor or recolour the screen:
     /// `print("worker \(escaped: worker.name): applied \(revision)")`.
-    mutating func appendInterpolation(escaped value: Any) {
+    package mutating func appendInterpolation(escaped value: Any) {
         appendLiteral(TerminalText.escaped(String(describing: value)))
     }
 }

@@ -54,7 +54,7 @@ struct PolicyTests {
         #expect(cogs.peek(saveCog) == 3)
         #expect(runs.values.map(\.generationCount) == [1, 1, 1])
         #expect(
-            cogs.debugHistory.turnNames.filter { $0.hasPrefix("save.") } == [
+            cogs.debugHistory.turnNames.filter { $0.hasPrefix("save ") } == [
                 "save.pending", "save.success", "save.pending", "save.success", "save.pending", "save.success",
             ])
     }
@@ -123,7 +123,7 @@ struct PolicyTests {
         await checks[2].wait()
         #expect(values.values == [3, 1])
         #expect(
-            cogs.debugHistory.turnNames.filter { $0.hasPrefix("save.") }.suffix(3) == [
+            cogs.debugHistory.turnNames.filter { $0.hasPrefix("save ") }.suffix(3) == [
                 "save.success", "save.success", "save.failure",
             ])
         let status = cogs.status[saveCog]

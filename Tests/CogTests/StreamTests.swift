@@ -95,7 +95,7 @@ struct StreamTests {
         await waitAll(checks)
         #expect(values.values == [5, 7, 9])
         #expect(
-            cogs.debugHistory.turnNames.filter { $0.hasPrefix("price.") } == [
+            cogs.debugHistory.turnNames.filter { $0.hasPrefix("price ") } == [
                 "price.pending", "price.success", "price.success", "price.success",
             ])
         #expect(cogs.peek(priceCog) == 9)

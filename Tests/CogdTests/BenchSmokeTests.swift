@@ -7,7 +7,7 @@ import Testing
 @Suite("cogd bench cluster and groups (smoke)", .serialized, .timeLimit(.minutes(2)))
 struct BenchSmokeTests {
     @Test func `the round-trip shape prints its figures beside their baselines`() throws {
-        let result = try runCogd(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--json"], timeout: .seconds(90))
+        let result = try runCogdLab(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--json"], timeout: .seconds(90))
         #expect(result.status == 0, "stderr: \(result.stderr)")
         let figures = result.stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -27,7 +27,7 @@ struct BenchSmokeTests {
     }
 
     @Test func `with --curve the round trip is measured again against a CURVE leader, beside the same without`() throws {
-        let result = try runCogd(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--curve", "--json"], timeout: .seconds(100))
+        let result = try runCogdLab(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--curve", "--json"], timeout: .seconds(100))
         #expect(result.status == 0, "stderr: \(result.stderr)")
         let figures = result.stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -48,7 +48,7 @@ struct BenchSmokeTests {
     }
 
     @Test func `with --curve the text output puts each CURVE figure beside the same without, as a ratio`() throws {
-        let result = try runCogd(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--curve"], timeout: .seconds(100))
+        let result = try runCogdLab(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--curve"], timeout: .seconds(100))
         #expect(result.status == 0, "stderr: \(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines.contains { $0.hasPrefix("cluster.round-trip.p50 ") && $0.contains("   raw ") }, "\(result.stdout)")
@@ -57,7 +57,7 @@ struct BenchSmokeTests {
     }
 
     @Test func `bench groups with two workers prints the child ops per second beside raw LMDB, and the move beside the heartbeat timeout`() throws {
-        let result = try runCogd(["bench", "groups", "--only", "workers-2", "--runs", "1", "--json"], timeout: .seconds(110))
+        let result = try runCogdLab(["bench", "groups", "--only", "workers-2", "--runs", "1", "--json"], timeout: .seconds(110))
         #expect(result.status == 0, "stderr: \(result.stderr)")
         let figures = result.stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]

@@ -3,6 +3,7 @@ import CogWire
 import Foundation
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 #if canImport(Glibc)
@@ -130,8 +131,9 @@ struct ClusterPorts {
     let turns = "tcp://127.0.0.1:\(freePort())"
 
     /// Starts `cogd leader` (with `options` after the usual ones) and waits for its first line.
-    func startLeader(data: String, heartbeatTimeout: Double = 5, options: [String] = []) throws -> CogdProcess {
-        let leader = try CogdProcess([
+    /// A leader on these ports; `executable` may be the lab's (`cogdLabExecutable()`, which takes `--trap-op`).
+    func startLeader(data: String, heartbeatTimeout: Double = 5, options: [String] = [], executable: URL = cogdExecutable()) throws -> CogdProcess {
+        let leader = try CogdProcess(executable: executable, [
             "leader", "--data", data, "--requests", requests, "--turns", turns, "--heartbeat-timeout", String(heartbeatTimeout),
         ] + options)
         // Its first event: `… INFO  cogd leader: data …`, or under `--log-format json` the event `serving`.

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 @Suite("cogd command line")
@@ -7,34 +8,34 @@ struct CommandTests {
     @Test func `no arguments and --help show help`() throws {
         #expect(try Command.parse([]) == .help(topic: nil))
         #expect(try Command.parse(["--help"]) == .help(topic: nil))
-        #expect(try Command.parse(["help", "bench"]) == .help(topic: "bench"))
-        #expect(try Command.parse(["bench", "-h"]) == .help(topic: "bench"))
+        #expect(try Command.parseLab(["help", "bench"]) == .help(topic: "bench"))
+        #expect(try Command.parseLab(["bench", "-h"]) == .help(topic: "bench"))
     }
 
     @Test func `bench graph parses its options in both spellings`() throws {
-        let parsed = try Command.parse(["bench", "graph", "--json", "--runs", "3", "--only=steady,deep"])
-        var expected = Command.BenchOptions(suite: .graph)
+        let parsed = try LabParse.parseBench(["graph", "--json", "--runs", "3", "--only=steady,deep"])
+        var expected = BenchOptions(suite: .graph)
         expected.json = true
         expected.runs = 3
         expected.only = ["steady", "deep"]
-        #expect(parsed == .bench(expected))
-        #expect(try Command.parse(["bench", "graph", "--runs=5"]) == .bench(.init(suite: .graph, runs: 5)))
+        #expect(parsed == expected)
+        #expect(try LabParse.parseBench(["graph", "--runs=5"]) == BenchOptions(suite: .graph, runs: 5))
     }
 
     @Test func `bench cluster --curve needs a shape it compares with CURVE on`() throws {
-        var expected = Command.BenchOptions(suite: .cluster)
+        var expected = BenchOptions(suite: .cluster)
         expected.curve = true
-        #expect(try Command.parse(["bench", "cluster", "--curve"]) == .bench(expected))
+        #expect(try LabParse.parseBench(["cluster", "--curve"]) == expected)
         expected.only = ["lag", "throughput-16"]
-        #expect(try Command.parse(["bench", "cluster", "--only", "lag,throughput-16", "--curve"]) == .bench(expected))
+        #expect(try LabParse.parseBench(["cluster", "--only", "lag,throughput-16", "--curve"]) == expected)
         #expect(
             throws: Command.UsageError(
                 message: "--curve compares the round-trip and throughput-16 shapes; add one of them to --only", subcommand: "bench")
         ) {
-            try Command.parse(["bench", "cluster", "--curve", "--only", "lag,throughput-4"])
+            try LabParse.parseBench(["cluster", "--curve", "--only", "lag,throughput-4"])
         }
         #expect(throws: Command.UsageError(message: "unknown option '--curve'", subcommand: "bench")) {
-            try Command.parse(["bench", "log", "--curve"])
+            try LabParse.parseBench(["log", "--curve"])
         }
     }
 
@@ -43,25 +44,25 @@ struct CommandTests {
             try Command.parse(["lead"])
         }
         #expect(throws: Command.UsageError(message: "unknown option '--fast'", subcommand: "bench")) {
-            try Command.parse(["bench", "graph", "--fast"])
+            try LabParse.parseBench(["graph", "--fast"])
         }
         #expect(throws: Command.UsageError(message: "unknown bench suite 'disk' (one of: graph, log, cluster, groups, retention)", subcommand: "bench")) {
-            try Command.parse(["bench", "disk"])
+            try LabParse.parseBench(["disk"])
         }
         #expect(throws: Command.UsageError(message: "missing suite (one of: graph, log, cluster, groups, retention)", subcommand: "bench")) {
-            try Command.parse(["bench"])
+            try LabParse.parseBench([])
         }
         #expect(throws: Command.UsageError(message: "--runs takes a whole number from 1 to 1000, not 'many'", subcommand: "bench")) {
-            try Command.parse(["bench", "graph", "--runs", "many"])
+            try LabParse.parseBench(["graph", "--runs", "many"])
         }
         #expect(throws: Command.UsageError(message: "--runs needs a value", subcommand: "bench")) {
-            try Command.parse(["bench", "graph", "--runs"])
+            try LabParse.parseBench(["graph", "--runs"])
         }
         #expect(throws: Command.UsageError(message: "--json takes no value", subcommand: "bench")) {
-            try Command.parse(["bench", "graph", "--json=yes"])
+            try LabParse.parseBench(["graph", "--json=yes"])
         }
         #expect(throws: Command.UsageError.self) {
-            try Command.parse(["bench", "graph", "--only", "steady,spiral"])
+            try LabParse.parseBench(["graph", "--only", "steady,spiral"])
         }
     }
 
@@ -171,19 +172,19 @@ struct CommandTests {
         options.seconds = 10
         options.seed = 42
         options.killLeaderEvery = 2.5
-        #expect(try Command.parse(["drill", "--workers", "3", "--seconds=10", "--seed", "42", "--kill-leader-every", "2.5"]) == .drill(options))
+        #expect(try LabParse.parseDrill(["--workers", "3", "--seconds=10", "--seed", "42", "--kill-leader-every", "2.5"]) == options)
         #expect(try Command.parse(["leader", "--help"]) == .help(topic: "leader"))
         #expect(throws: Command.UsageError(message: "--seed takes a whole number, not 'x'", subcommand: "drill")) {
-            try Command.parse(["drill", "--seed", "x"])
+            try LabParse.parseDrill(["--seed", "x"])
         }
         #expect(Drill.Options().trapEvery == 6)
         var traps = Drill.Options()
         traps.trapEvery = 0
-        #expect(try Command.parse(["drill", "--trap-every", "0"]) == .drill(traps))
+        #expect(try LabParse.parseDrill(["--trap-every", "0"]) == traps)
         traps.trapEvery = 2.5
-        #expect(try Command.parse(["drill", "--trap-every=2.5"]) == .drill(traps))
+        #expect(try LabParse.parseDrill(["--trap-every=2.5"]) == traps)
         #expect(throws: Command.UsageError(message: "--trap-every takes a number of seconds, 0 for none, not '-1'", subcommand: "drill")) {
-            try Command.parse(["drill", "--trap-every", "-1"])
+            try LabParse.parseDrill(["--trap-every", "-1"])
         }
     }
 

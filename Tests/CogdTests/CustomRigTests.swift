@@ -54,7 +54,7 @@ struct CustomRigTests {
         #expect(status.status == 0 && status.stdout.contains("w1: applied"), "\(status)")
     }
 
-    @Test func `--rig chooses among the app's rigs, and what needs the ledger rig says so`() throws {
+    @Test func `--rig chooses among the app's rigs, and the app carries no lab command, rig or op of cogd's`() throws {
         let unknown = try run(["worker", "--rig", "trails"])
         #expect(unknown.status == 64)
         #expect(unknown.stderr.hasPrefix("Error: unknown rig 'trails' (one of: counter, replica)\nUsage: CounterApp worker"), "\(unknown.stderr)")
@@ -62,15 +62,35 @@ struct CustomRigTests {
 
         let help = try run(["help"])
         #expect(help.status == 0)
-        #expect(help.stdout.contains("drill     crash-and-restart drill: CounterApp drill"))
-        #expect(help.stdout.contains("needs the ledger rig"), "\(help.stdout)")
+        #expect(help.stdout.hasPrefix("CounterApp — "), "\(help.stdout)")
+        for lab in ["drill", "sim", "bench", "ledger", "trails"] {
+            #expect(!help.stdout.contains(lab), "CounterApp help names \(lab): \(help.stdout)")
+        }
         let workerHelp = try run(["worker", "--help"])
         #expect(workerHelp.stdout.contains("Rigs (--rig NAME, default counter):\n  counter "), "\(workerHelp.stdout)")
+        #expect(!workerHelp.stdout.contains("ledger") && !workerHelp.stdout.contains("trails"), "\(workerHelp.stdout)")
+        let leaderHelp = try run(["leader", "--help"])
+        #expect(!leaderHelp.stdout.contains("--trap-op") && !leaderHelp.stdout.contains("ledger"), "\(leaderHelp.stdout)")
+        let trap = try run(["leader", "--trap-op"])
+        #expect(trap.status == 64 && trap.stderr.hasPrefix("Error: unknown option '--trap-op'\n"), "\(trap)")
 
+        // Only its own ops.
+        let ops = try run(["ops", "--json"])
+        #expect(ops.status == 0, "\(ops)")
+        let names = ops.stdout.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["name"] as? String
+        }
+        #expect(!names.isEmpty && names.allSatisfy { $0.hasPrefix("counter.") }, "\(names)")
+
+        // The lab's commands say where they went.
         for arguments in [["drill", "--seconds", "1"], ["sim", "--seed", "1"], ["bench", "cluster"]] {
             let result = try run(arguments)
-            #expect(result.status == 1, "\(arguments): \(result)")
-            #expect(result.stderr.contains("which this program does not offer"), "\(arguments): \(result.stderr)")
+            #expect(result.status == 64, "\(arguments): \(result)")
+            #expect(
+                result.stderr.hasPrefix(
+                    "Error: '\(arguments[0])' is not part of the runtime: benchmarks, drills and the simulator are in cogd-lab, "
+                        + "the lab's own executable (swift build -c release --product cogd-lab; then cogd-lab \(arguments[0]) --help)\n"),
+                "\(arguments): \(result.stderr)")
         }
     }
 

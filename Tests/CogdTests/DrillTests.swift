@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 @Suite("cogd drill", .timeLimit(.minutes(2)))
 struct DrillTests {
     @Test func `a short drill with leader and worker kills loses nothing and conserves money`() throws {
-        let result = try runCogd(
+        let result = try runCogdLab(
             ["drill", "--workers", "2", "--seconds", "8", "--kill-leader-every", "2", "--kill-worker-every", "3", "--seed", "11", "--json"],
             timeout: .seconds(90))
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
@@ -20,11 +21,11 @@ struct DrillTests {
         #expect(verdict?["replicasConverged"] as? Bool == true)
         #expect((verdict?["scopeOwnedTurns"] as? Int ?? 0) > 0)
         #expect(verdict?["retiredInstanceApplications"] as? Int == 0)
-        #expect(verdict?["command"] as? String == "cogd drill --workers 2 --seconds 8 --kill-leader-every 2.0 --kill-worker-every 3.0 --trap-every 6.0 --seed 11")
+        #expect(verdict?["command"] as? String == "cogd-lab drill --workers 2 --seconds 8 --kill-leader-every 2.0 --kill-worker-every 3.0 --trap-every 6.0 --seed 11")
     }
 
     @Test func `the drill's text verdict says whose requests each count is, and that none answered rejected was applied`() throws {
-        let result = try runCogd(["drill", "--workers", "1", "--seconds", "3", "--kill-leader-every", "2", "--seed", "3"], timeout: .seconds(90))
+        let result = try runCogdLab(["drill", "--workers", "1", "--seconds", "3", "--kill-leader-every", "2", "--seed", "3"], timeout: .seconds(90))
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         let pattern = #"^  requests         the drill's client sent \d+: applied \d+, unchanged \d+, rejected \d+, retried \d+, unanswered 0$"#
@@ -38,7 +39,7 @@ struct DrillTests {
     }
 
     @Test func `a drill with trapping requests: each kills the leader at most once and is answered crashed-leader`() throws {
-        let result = try runCogd(
+        let result = try runCogdLab(
             ["drill", "--workers", "2", "--seconds", "6", "--kill-leader-every", "3", "--kill-worker-every", "4", "--trap-every", "2", "--seed", "7", "--json"],
             timeout: .seconds(90))
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
@@ -59,13 +60,13 @@ struct DrillTests {
         #expect(verdict["moneyConserved"] as? Bool == true)
         #expect(verdict["replicasConverged"] as? Bool == true)
         #expect((verdict["violations"] as? [String])?.isEmpty == true)
-        #expect(verdict["command"] as? String == "cogd drill --workers 2 --seconds 6 --kill-leader-every 3.0 --kill-worker-every 4.0 --trap-every 2.0 --seed 7")
+        #expect(verdict["command"] as? String == "cogd-lab drill --workers 2 --seconds 6 --kill-leader-every 3.0 --kill-worker-every 4.0 --trap-every 2.0 --seed 7")
     }
 
     @Test func `a drill with --curve runs under CURVE, passes, and leaves a peers file listing the worker and client keys`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
-        let result = try runCogd(
+        let result = try runCogdLab(
             [
                 "drill", "--curve", "--data", folder.path, "--workers", "2", "--seconds", "5", "--kill-leader-every", "2",
                 "--kill-worker-every", "3", "--trap-every", "2", "--seed", "3",
@@ -79,7 +80,7 @@ struct DrillTests {
                 $0.hasPrefix("  authentication   CURVE on: leader, 2 worker keys and a client key (drill-c*, ledger.*) in the peers file; every client let in")
             }, "\(result.stdout)")
         #expect(lines.contains { $0.hasPrefix("  kills            leader ") && !$0.hasPrefix("  kills            leader 0,") }, "\(result.stdout)")
-        #expect(lines.contains { $0.hasPrefix("  reproduce        cogd drill --data \(folder.path) ") && $0.hasSuffix(" --seed 3 --curve") })
+        #expect(lines.contains { $0.hasPrefix("  reproduce        cogd-lab drill --data \(folder.path) ") && $0.hasSuffix(" --seed 3 --curve") })
 
         // The peers file the leader ran with: each worker under its own name, the drill's clients under their prefix.
         func publicKey(_ name: String) throws -> String {
@@ -100,7 +101,7 @@ struct DrillTests {
     }
 
     @Test func `a group drill: kills move each account to a live worker once, never owned twice, no effect twice`() throws {
-        let result = try runCogd(
+        let result = try runCogdLab(
             ["drill", "--group-workers", "2", "--seconds", "7", "--kill-worker-every", "3", "--seed", "5", "--json"],
             timeout: .seconds(100))
         let verdict = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)\(result.stderr)")
@@ -134,7 +135,7 @@ struct DrillTests {
         let reopen = try #require(verdict["reopenMsP50"] as? Double)
         let live = try #require(verdict["liveMsMax"] as? Double)
         #expect(reopen <= live, "reopened after \(reopen) ms, live after \(live) ms")
-        #expect(verdict["command"] as? String == "cogd drill --group-workers 2 --seconds 7 --kill-worker-every 3.0 --heartbeat-timeout 2.0 --seed 5")
+        #expect(verdict["command"] as? String == "cogd-lab drill --group-workers 2 --seconds 7 --kill-worker-every 3.0 --heartbeat-timeout 2.0 --seed 5")
     }
 
     @Test func `a group drill kills a worker every 5 s unless told, and refuses the other drill's options`() throws {
@@ -142,20 +143,20 @@ struct DrillTests {
         expected.groupWorkers = 3
         expected.seconds = 120
         expected.killWorkerEvery = 5
-        #expect(try Command.parse(["drill", "--group-workers", "3", "--seconds", "120"]) == .drill(expected))
+        #expect(try LabParse.parseDrill(["--group-workers", "3", "--seconds", "120"]) == expected)
         expected.killWorkerEvery = 2
         expected.heartbeatTimeout = 1.5
         #expect(
-            try Command.parse(["drill", "--group-workers", "3", "--seconds", "120", "--kill-worker-every", "2", "--heartbeat-timeout", "1.5"])
-                == .drill(expected))
+            try LabParse.parseDrill(["--group-workers", "3", "--seconds", "120", "--kill-worker-every", "2", "--heartbeat-timeout", "1.5"])
+                == expected)
         #expect(throws: Command.UsageError(message: "--curve does not apply to a group drill (--group-workers)", subcommand: "drill")) {
-            try Command.parse(["drill", "--group-workers", "2", "--curve"])
+            try LabParse.parseDrill(["--group-workers", "2", "--curve"])
         }
         #expect(throws: Command.UsageError(message: "--heartbeat-timeout applies to a group drill (with --group-workers)", subcommand: "drill")) {
-            try Command.parse(["drill", "--heartbeat-timeout", "2"])
+            try LabParse.parseDrill(["--heartbeat-timeout", "2"])
         }
         #expect(throws: Command.UsageError(message: "--group-workers takes a whole number from 1 to 16, not '0'", subcommand: "drill")) {
-            try Command.parse(["drill", "--group-workers", "0"])
+            try LabParse.parseDrill(["--group-workers", "0"])
         }
     }
 }

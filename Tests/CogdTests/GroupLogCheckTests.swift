@@ -2,6 +2,7 @@ import CogLog
 import Foundation
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 /// The group drill's judge over hand-made logs: what it must find, and what it must not.

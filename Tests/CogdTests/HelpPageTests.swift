@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 /// Each subcommand's help page against its parser: the options are found
@@ -27,18 +28,19 @@ struct HelpPageTests {
         "help": [["help"]],
     ]
 
-    /// Every `"--option"` literal in the command line's sources: what any
-    /// parser could accept (and some text that only mentions an option).
+    /// Every `"--option"` literal in the command line's and the lab's
+    /// sources: what any parser could accept (and some text that only
+    /// mentions an option).
     static func candidateOptions() throws -> Set<String> {
-        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Sources/CogdCommandLine")
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let pattern = try NSRegularExpression(pattern: #""(--[a-z][a-z0-9-]*)""#)
         var options = Set<String>()
-        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String } ?? []
-        for file in files where file.hasSuffix(".swift") {
-            let text = try String(contentsOfFile: sources.appendingPathComponent(file).path, encoding: .utf8)
-            for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
-                if let range = Range(match.range(at: 1), in: text) { options.insert(String(text[range])) }
+        for sources in ["Sources/CogdCommandLine", "Sources/CogLab"].map({ root.appendingPathComponent($0) }) {
+            for file in FileManager.default.enumerator(atPath: sources.path)?.compactMap({ $0 as? String }) ?? [] where file.hasSuffix(".swift") {
+                let text = try String(contentsOfFile: sources.appendingPathComponent(file).path, encoding: .utf8)
+                for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                    if let range = Range(match.range(at: 1), in: text) { options.insert(String(text[range])) }
+                }
             }
         }
         // Everywhere, and said once on the top-level page.
@@ -50,7 +52,11 @@ struct HelpPageTests {
     /// fails over the option's value, not over the option itself.
     static func accepts(_ prefix: [String], _ option: String) -> Bool {
         do {
-            _ = try Command.parse(prefix + [option])
+            if let extra = CogLab.program.extras.first(where: { $0.name == prefix.first }) {
+                _ = try extra.parse(Array(prefix.dropFirst()) + [option])
+            } else {
+                _ = try Command.parse(prefix + [option])
+            }
             return true
         } catch {
             return !["unknown option", "unexpected argument", "unknown subcommand"].contains { error.message.hasPrefix($0) }
@@ -79,9 +85,12 @@ struct HelpPageTests {
     @Test func `cogd help X lists every option X accepts with its default, gives an example, and never points at itself`() throws {
         let candidates = try HelpPageTests.candidateOptions()
         var acceptedAnywhere = Set<String>()
-        #expect(Set(Command.subcommands.map(\.name)) == Set(HelpPageTests.invocations.keys), "every subcommand has invocations here")
-        for (subcommand, _) in Command.subcommands {
-            let help = try runCogd(["help", subcommand])
+        let lab = CogLab.program.extras.filter { !$0.hidden }.map(\.name)
+        #expect(Set(Command.subcommands.map(\.name) + lab) == Set(HelpPageTests.invocations.keys), "every subcommand has invocations here")
+        for subcommand in Command.subcommands.map(\.name) + lab {
+            // The lab's own subcommands are cogd-lab's; the runtime's, cogd's.
+            let run = lab.contains(subcommand) ? runCogdLab : runCogd
+            let help = try run(["help", subcommand], .seconds(60), [:])
             #expect(help.status == 0 && help.stderr.isEmpty, "\(subcommand): \(help)")
             let page = help.stdout
             let accepted = candidates.filter { option in
@@ -99,7 +108,7 @@ struct HelpPageTests {
                 page.split(separator: "\n").contains { $0.drop { $0 == " " }.hasPrefix("Example:") },
                 "cogd help \(subcommand) has an Example: line:\n\(page)")
             #expect(!page.contains("\(subcommand) --help") && !page.contains("help \(subcommand)"), "cogd help \(subcommand) points at itself:\n\(page)")
-            let dashed = try runCogd([subcommand, "--help"])
+            let dashed = try run([subcommand, "--help"], .seconds(60), [:])
             #expect(dashed.status == 0 && dashed.stdout == page, "cogd \(subcommand) --help is cogd help \(subcommand)")
         }
         // The scan found the parsers' options (a broken scan would make every page pass).
@@ -110,9 +119,12 @@ struct HelpPageTests {
 
     @Test func `the leader's page lists CURVE and every leader option, and tail's lists --connect with its keys`() throws {
         let leader = try runCogd(["leader", "--help"]).stdout
-        for option in ["--curve-secret FILE", "--peers FILE", "--insecure", "--spin-wait", "--commit-cpu", "--accept-data-loss", "--trap-op"] {
+        for option in ["--curve-secret FILE", "--peers FILE", "--insecure", "--spin-wait", "--commit-cpu", "--accept-data-loss"] {
             #expect(leader.contains(option), "leader --help lists \(option)")
         }
+        // The trap op is the lab's: only cogd-lab's leader offers it.
+        #expect(!leader.contains("--trap-op"), "\(leader)")
+        #expect(try runCogdLab(["leader", "--help"]).stdout.contains("--trap-op               also serve ledger.trap, an op whose body stops the leader\n"))
         let tail = try runCogd(["tail", "--help"]).stdout
         for option in ["--connect ENDPOINT", "--key FILE", "--leader-key FILE"] { #expect(tail.contains(option), "tail --help lists \(option)") }
         let top = try runCogd(["help"])

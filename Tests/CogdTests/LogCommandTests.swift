@@ -148,7 +148,7 @@ struct LogCommandTests {
         #expect(retention.stderr.hasPrefix("Error: unknown option '--retian-turns' (did you mean --retain-turns?)\n"), "\(retention)")
         let version = try runCogd(["version"])
         #expect(version.stdout.range(of: #"^cogd \S+\nLMDB \d+\.\d+\.\d+\nZeroMQ \d+\.\d+\.\d+\n$"#, options: .regularExpression) != nil, "\(version)")
-        let elsewhere = try runCogd(["bench", "retention", "--curve"])
+        let elsewhere = try runCogdLab(["bench", "retention", "--curve"])
         #expect(elsewhere.status == 64 && elsewhere.stderr.hasPrefix("Error: unknown option '--curve'\n"), "\(elsewhere)")
         #expect(usage.stderr.hasSuffix("See 'cogd tail --help'\n"))
     }

@@ -4,6 +4,7 @@ import CogWire
 import Foundation
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 #if canImport(Glibc)
@@ -126,11 +127,11 @@ struct PlacementTests {
         #expect(throws: Command.UsageError(message: "--spin-wait takes microseconds from 0 to 1000000, not '-5'", subcommand: "leader")) {
             try Command.parse(["leader", "--spin-wait=-5"])
         }
-        var bench = Command.BenchOptions(suite: .cluster)
+        var bench = BenchOptions(suite: .cluster)
         bench.leaderSpinWaitMicroseconds = 150
-        #expect(try Command.parse(["bench", "cluster", "--leader-spin-wait", "150"]) == .bench(bench))
+        #expect(try LabParse.parseBench(["cluster", "--leader-spin-wait", "150"]) == bench)
         #expect(throws: Command.UsageError(message: "unknown option '--leader-spin-wait'", subcommand: "bench")) {
-            try Command.parse(["bench", "log", "--leader-spin-wait", "150"])
+            try LabParse.parseBench(["log", "--leader-spin-wait", "150"])
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 /// `cogd bench retention` run small (a real leader child with
@@ -40,7 +41,7 @@ struct RetentionBenchTests {
     // status agree, and the growth is far below keeping, whichever side of 5%
     // it falls. The release runs at the defaults are the measure (README).
     @Test func `a small run prints a line per sample in order, the figures and a verdict its exit status agrees with`() throws {
-        let result = try runCogd(Self.small, timeout: .seconds(150))
+        let result = try runCogdLab(Self.small, timeout: .seconds(150))
         #expect(result.status == 0 || result.status == 1, "stdout: \(result.stdout)\nstderr: \(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first?.hasPrefix("a leader with --retain-turns 2000, 100 accounts opened, then 16000 transfers (one revision each), 400 in flight;") == true, "\(result.stdout)")
@@ -69,7 +70,7 @@ struct RetentionBenchTests {
     }
 
     @Test func `with --json each sample and each figure is one object with numeric fields, the verdict on stderr`() throws {
-        let result = try runCogd(Self.small + ["--json"], timeout: .seconds(150))
+        let result = try runCogdLab(Self.small + ["--json"], timeout: .seconds(150))
         #expect(result.status == 0 || result.status == 1, "stdout: \(result.stdout)\nstderr: \(result.stderr)")
         let lines = result.stdout.split(separator: "\n")
         let figures = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -99,9 +100,9 @@ struct RetentionBenchTests {
     }
 
     @Test func `its options default from --retain-turns and are checked`() throws {
-        guard case .bench(let defaults) = try Command.parse(["bench", "retention"]) else { throw CancellationError() }
+        let defaults = try LabParse.parseBench(["retention"])
         #expect((defaults.retainTurns, defaults.totalTurns, defaults.sampleEvery, defaults.runs) == (100_000, 400_000, 50_000, 1))
-        guard case .bench(let scaled) = try Command.parse(["bench", "retention", "--retain-turns", "800"]) else { throw CancellationError() }
+        let scaled = try LabParse.parseBench(["retention", "--retain-turns", "800"])
         #expect((scaled.totalTurns, scaled.sampleEvery) == (3_200, 400))
         let refused: [([String], String)] = [
             (["--retain-turns", "500", "--total-turns", "500"], "--total-turns (500) must exceed --retain-turns (500)"),
@@ -115,12 +116,12 @@ struct RetentionBenchTests {
         ]
         for (arguments, message) in refused {
             #expect {
-                _ = try Command.parse(["bench", "retention"] + arguments)
+                _ = try LabParse.parseBench(["retention"] + arguments)
             } throws: { error in
                 (error as? Command.UsageError)?.message.hasPrefix(message) == true
             }
         }
-        let usage = try runCogd(["bench", "retention", "--retain-turns", "500", "--total-turns", "400"])
+        let usage = try runCogdLab(["bench", "retention", "--retain-turns", "500", "--total-turns", "400"])
         #expect(usage.status == 64 && usage.stdout.isEmpty, "\(usage)")
         #expect(usage.stderr.contains("Error: --total-turns (400) must exceed --retain-turns (500)"), "\(usage.stderr)")
     }

@@ -30,7 +30,7 @@ struct RobustnessTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
-        var leader = try ports.startLeader(data: folder.path, options: ["--trap-op"])
+        var leader = try ports.startLeader(data: folder.path, options: ["--trap-op"], executable: cogdLabExecutable())
         defer { leader.stop() }
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
         let trap = WireMessage.op(
@@ -41,7 +41,7 @@ struct RobustnessTests {
         #expect(waitUntil { !leader.process.isRunning }, "the trap stopped the leader")
         #expect(leader.process.terminationReason == .uncaughtSignal)
 
-        leader = try ports.startLeader(data: folder.path, options: ["--trap-op"])
+        leader = try ports.startLeader(data: folder.path, options: ["--trap-op"], executable: cogdLabExecutable())
         let logged = leader.waitForLine { $0.contains("quarantined request") }
         #expect(logged?.hasSuffix(#" WARN  cogd leader: quarantined request "poison#1" (op "ledger.trap"): the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)"#) == true, "\(leader.lines)")
         // The client retries the same request: rejected, never run again.

@@ -8,7 +8,7 @@ import Testing
 struct SimTests {
     /// The JSON lines `cogd sim --json` printed, one per seed.
     func runs(_ arguments: [String]) throws -> (status: Int32, runs: [[String: Any]], output: String) {
-        let result = try runCogd(["sim", "--json"] + arguments, timeout: .seconds(120))
+        let result = try runCogdLab(["sim", "--json"] + arguments, timeout: .seconds(120))
         let runs = result.stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
@@ -73,23 +73,23 @@ struct SimTests {
     }
 
     @Test func `a failure prints the seed, the step, the trace and how to reproduce it`() throws {
-        let result = try runCogd(["sim", "--seeds", "1-20", "--steps", "3000", "--break", "dedup"], timeout: .seconds(120))
+        let result = try runCogdLab(["sim", "--seeds", "1-20", "--steps", "3000", "--break", "dedup"], timeout: .seconds(120))
         #expect(result.status == 1)
         let lines = result.stdout.split(separator: "\n").map(String.init)
         let failure = try #require(lines.first { $0.contains("FAIL") }, "\(result.stdout)")
         #expect(failure.hasPrefix("seed ") && failure.contains("at step ") && failure.contains("applied-twice: request "))
         #expect(lines.contains("trace (the last events, oldest first):"))
-        #expect(lines.contains { $0.hasPrefix("reproduce: cogd sim --seed ") && $0.hasSuffix("--break dedup") })
+        #expect(lines.contains { $0.hasPrefix("reproduce: cogd-lab sim --seed ") && $0.hasSuffix("--break dedup") })
     }
 
     @Test func `bad options are refused with a message`() throws {
-        let result = try runCogd(["sim", "--break", "nothing"])
+        let result = try runCogdLab(["sim", "--break", "nothing"])
         #expect(result.status == 64)
         #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, not 'nothing'"))
-        let placement = try runCogd(["sim", "--break", "exclusive-placement"])
+        let placement = try runCogdLab(["sim", "--break", "exclusive-placement"])
         #expect(placement.status == 64)
         #expect(placement.stderr.contains("--break exclusive-placement needs --groups"))
-        let range = try runCogd(["sim", "--seeds", "9-3"])
+        let range = try runCogdLab(["sim", "--seeds", "9-3"])
         #expect(range.status == 64)
         #expect(range.stderr.contains("--seeds takes a range A-B"))
     }

@@ -16,6 +16,18 @@ func cogdExecutable() -> URL {
     return testBinary.deletingLastPathComponent().appendingPathComponent("cogd")
 }
 
+/// The lab's executable, `cogd-lab`, built beside `cogd`.
+func cogdLabExecutable() -> URL {
+    cogdExecutable().deletingLastPathComponent().appendingPathComponent("cogd-lab")
+}
+
+/// Runs `cogd-lab` (benchmarks, drills, the simulator) as `runCogd` runs `cogd`.
+func runCogdLab(
+    _ arguments: [String], timeout: Duration = .seconds(60), environment: [String: String] = [:]
+) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runProgram(cogdLabExecutable(), arguments, environment: environment, timeout: timeout)
+}
+
 /// A fresh folder under the system temp directory.
 struct TemporaryFolder {
     let path: String

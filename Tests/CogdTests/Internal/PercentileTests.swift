@@ -1,5 +1,6 @@
 import Testing
 
+@testable import CogLab
 @testable import CogdCommandLine
 
 @Suite("Percentiles in benchmarks and drills")

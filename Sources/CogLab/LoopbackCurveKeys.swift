@@ -1,3 +1,4 @@
+import CogdCommandLine
 import CogCluster
 import CogWire
 import Foundation
@@ -7,7 +8,7 @@ import Foundation
 #endif
 
 /// The CURVE keys of a cluster that a command starts by itself on loopback
-/// (`cogd drill --curve`, `cogd bench cluster --curve`): a key pair for the
+/// (`cogd-lab drill --curve`, `cogd-lab bench cluster --curve`): a key pair for the
 /// leader, one per worker and one its own clients share, and the peers file
 /// that lists them, all in one folder.
 ///
@@ -100,8 +101,8 @@ struct LoopbackCurveKeys {
     }
 
     /// The client key files as `cogd call|status --key --leader-key` take them.
-    var clientKeyFiles: Command.ClientKeyFiles {
-        Command.ClientKeyFiles(key: clientsKeyFile, leaderKey: leaderPublicFile)
+    var clientKeyFiles: CommandClientKeyFiles {
+        CommandClientKeyFiles(key: clientsKeyFile, leaderKey: leaderPublicFile)
     }
 
     /// The pair `NAME.key` in `folder` holds, or a new one written there.

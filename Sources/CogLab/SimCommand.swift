@@ -1,7 +1,9 @@
 import CogSim
+import CogdCommandLine
+import CogSim
 import Foundation
 
-/// `cogd sim`: runs the cluster's cores on a simulated network, disk and
+/// `cogd-lab sim`: runs the cluster's cores on a simulated network, disk and
 /// clock, one seed after another, and stops at the first broken invariant.
 enum SimCommand {
     struct Options: Equatable {
@@ -14,12 +16,12 @@ enum SimCommand {
         var groups = false
     }
 
-    static func parse(_ arguments: [String]) throws(Command.UsageError) -> Options {
+    static func parse(_ arguments: [String]) throws(CommandUsageError) -> Options {
         var reader = OptionReader(arguments: arguments, subcommand: "sim")
         var options = Options()
-        func whole(_ option: OptionReader.Option, _ text: String, in range: ClosedRange<UInt64>) throws(Command.UsageError) -> UInt64 {
+        func whole(_ option: OptionReader.Option, _ text: String, in range: ClosedRange<UInt64>) throws(CommandUsageError) -> UInt64 {
             guard let value = UInt64(text), range.contains(value) else {
-                throw Command.UsageError(
+                throw CommandUsageError(
                     message: "\(option.name) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'",
                     subcommand: "sim")
             }
@@ -34,7 +36,7 @@ enum SimCommand {
                 let text = try reader.value(for: option)
                 let parts = text.split(separator: "-", omittingEmptySubsequences: false)
                 guard parts.count == 2, let low = UInt64(parts[0]), let high = UInt64(parts[1]), low <= high else {
-                    throw Command.UsageError(message: "--seeds takes a range A-B of whole numbers, A ≤ B, not '\(text)'", subcommand: "sim")
+                    throw CommandUsageError(message: "--seeds takes a range A-B of whole numbers, A ≤ B, not '\(text)'", subcommand: "sim")
                 }
                 options.seeds = low...high
             case "--steps": options.steps = Int(try whole(option, try reader.value(for: option), in: 1...100_000_000))
@@ -48,17 +50,17 @@ enum SimCommand {
             case "--break":
                 let text = try reader.value(for: option)
                 guard SimRule(rawValue: text) != nil else {
-                    throw Command.UsageError(
+                    throw CommandUsageError(
                         message: "--break takes one of \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")), not '\(text)'",
                         subcommand: "sim")
                 }
                 options.broken.append(text)
-            default: throw Command.UsageError(message: "unknown option '\(option.name)'", subcommand: "sim")
+            default: throw CommandUsageError(message: "unknown option '\(option.name)'", subcommand: "sim")
             }
         }
-        if let extra = try reader.positional() { throw Command.UsageError(message: "unexpected argument '\(extra)'", subcommand: "sim") }
+        if let extra = try reader.positional() { throw CommandUsageError(message: "unexpected argument '\(extra)'", subcommand: "sim") }
         if options.broken.contains(SimRule.exclusivePlacement.rawValue) && !options.groups {
-            throw Command.UsageError(message: "--break exclusive-placement needs --groups (placement is a rule of groups)", subcommand: "sim")
+            throw CommandUsageError(message: "--break exclusive-placement needs --groups (placement is a rule of groups)", subcommand: "sim")
         }
         return options
     }
@@ -97,7 +99,7 @@ enum SimCommand {
                     print("trace (the last events, oldest first):")
                     for line in violation.trace { print("  \(escaped: line)") }
                     print(
-                        "reproduce: cogd sim --seed \(seed) --steps \(options.steps) --workers \(options.workers)"
+                        "reproduce: cogd-lab sim --seed \(seed) --steps \(options.steps) --workers \(options.workers)"
                             + (options.groups ? " --groups" : "") + options.broken.map { " --break \($0)" }.joined())
                 }
                 return 1

@@ -1,3 +1,4 @@
+import CogdCommandLine
 import CogLog
 import CogWire
 import Foundation
@@ -6,7 +7,7 @@ import Foundation
     import Glibc
 #endif
 
-/// `cogd bench retention`: a real `cogd leader --retain-turns N` child on
+/// `cogd-lab bench retention`: a real `cogd leader --retain-turns N` child on
 /// loopback, fed `ledger.transfer` ops pipelined `window` deep (as `bench
 /// cluster`'s clients do) for `--total-turns`, its `data.mdb` read after
 /// every `--sample-every` transfers (file size, free pages, first retained
@@ -21,7 +22,7 @@ import Foundation
 /// (records of the log's mean size, `window` per durable commit) measured
 /// in the same run after the leader stopped.
 struct RetentionBench {
-    let options: Command.BenchOptions
+    let options: BenchOptions
 
     /// `--retain-turns`' default: the bar.
     static let defaultRetainTurns = 100_000
@@ -36,7 +37,7 @@ struct RetentionBench {
     static let maximumSamples = 10_000
 
     /// What the parser refuses in these options (nil: nothing).
-    static func problem(with options: Command.BenchOptions) -> String? {
+    static func problem(with options: BenchOptions) -> String? {
         let (retain, total, every) = (options.retainTurns, options.totalTurns, options.sampleEvery)
         if total <= retain {
             return "--total-turns (\(total)) must exceed --retain-turns (\(retain)): the file can only stop growing once the retention window is full"
@@ -55,7 +56,7 @@ struct RetentionBench {
 
     /// The sample the growth is measured from: the first scheduled at or
     /// after both the retention window filling and half the run.
-    static func measuredFrom(_ options: Command.BenchOptions) -> Int {
+    static func measuredFrom(_ options: BenchOptions) -> Int {
         let from = max(options.retainTurns, (options.totalTurns + 1) / 2)
         return (from + options.sampleEvery - 1) / options.sampleEvery * options.sampleEvery
     }

@@ -1,3 +1,4 @@
+import CogdCommandLine
 import Cog
 import Foundation
 

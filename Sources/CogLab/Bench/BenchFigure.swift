@@ -1,7 +1,8 @@
+import CogdCommandLine
 import Foundation
 
 /// One measured figure, printed beside the raw LMDB or ZeroMQ figure from
-/// the same run when there is one (`cogd bench log|cluster`).
+/// the same run when there is one (`cogd-lab bench log|cluster`).
 struct BenchFigure {
     let name: String
     let value: Double

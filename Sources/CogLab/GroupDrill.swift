@@ -1,3 +1,4 @@
+import CogdCommandLine
 import CogLog
 import CogWire
 import Foundation
@@ -6,7 +7,7 @@ import Foundation
     import Glibc
 #endif
 
-/// `cogd drill --group-workers N`: a leader and a group of N workers
+/// `cogd-lab drill --group-workers N`: a leader and a group of N workers
 /// (`cogd worker --group drill`, rig `ledger-greeter`: a greeter scope child
 /// per account, whose opening greets the account once, durably) under
 /// pipelined transfers and account churn. Every `--kill-worker-every`
@@ -246,7 +247,7 @@ struct GroupDrill {
         let deadline = ContinuousClock.now + within
         var last: LeaderStatus?
         while ContinuousClock.now < deadline {
-            if case .status(let current)? = try? ClusterCommands.request(.statusRequest, leader: requests, timeout: .seconds(2)) {
+            if case .status(let current)? = try? CogdCommandLine.request(.statusRequest, leader: requests, timeout: .seconds(2)) {
                 last = current
                 if done(current) { return current }
             }
@@ -277,7 +278,7 @@ struct GroupDrill {
         )
         let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
         let command =
-            "cogd drill\(dataOption) --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout) --seed \(options.seed)"
+            "cogd-lab drill\(dataOption) --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout) --seed \(options.seed)"
         let ownerless = verdict.workerKills - verdict.live.count
         if options.json {
             func number(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "null" }

@@ -1,3 +1,4 @@
+import CogdCommandLine
 import CogLog
 import Foundation
 

@@ -1,13 +1,14 @@
+import CogdCommandLine
 import CCogdSupport
 import CogLog
 import Foundation
 
-/// `cogd bench log`: durable turns per second at 1, 10, 100 and 1,000 turns
+/// `cogd-lab bench log`: durable turns per second at 1, 10, 100 and 1,000 turns
 /// per transaction, each beside a raw LMDB append loop with the same record
 /// and batch sizes measured in the same run; and the time to open a store of
 /// 1,000,000 turns and 100,000 keys.
 struct LogBench {
-    let options: Command.BenchOptions
+    let options: BenchOptions
 
     static let shapeNames = ["batch-1", "batch-10", "batch-100", "batch-1000", "encode", "digest", "open"]
 

@@ -1,6 +1,7 @@
+import CogdCommandLine
 import Cog
 
-// The graph shapes `cogd bench graph` drives, declared the way an app would:
+// The graph shapes `cogd-lab bench graph` drives, declared the way an app would:
 // private manual sources, automatic cogs, and ops on CogOps.
 
 enum BenchRig {

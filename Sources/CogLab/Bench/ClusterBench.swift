@@ -1,3 +1,4 @@
+import CogdCommandLine
 import Cog
 import CogCluster
 import CogLog
@@ -10,7 +11,7 @@ import Synchronization
     import Glibc
 #endif
 
-/// `cogd bench cluster`: a real `cogd leader` child on loopback, driven by
+/// `cogd-lab bench cluster`: a real `cogd leader` child on loopback, driven by
 /// DEALER clients in this process; each figure beside the raw ZeroMQ and raw
 /// LMDB figures measured in the same run.
 ///
@@ -20,7 +21,7 @@ import Synchronization
 /// interleaved runs (`curveComparison`).
 @MainActor
 struct ClusterBench {
-    let options: Command.BenchOptions
+    let options: BenchOptions
 
     nonisolated static let shapeNames = ["round-trip", "throughput-1", "throughput-4", "throughput-16", "lag"]
     /// The shapes `--curve` measures with CURVE on too (when among those run).

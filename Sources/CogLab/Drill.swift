@@ -1,3 +1,4 @@
+import CogdCommandLine
 import Cog
 import CogLog
 import CogWire
@@ -7,7 +8,7 @@ import Foundation
     import Glibc
 #endif
 
-/// `cogd drill`: a crash-and-restart recovery drill on the real binaries. A
+/// `cogd-lab drill`: a crash-and-restart recovery drill on the real binaries. A
 /// leader and workers run on loopback over a fresh data folder; pipelined
 /// transfers flow through clients that retry with the same request id; the
 /// leader and workers are killed with SIGKILL on a seeded schedule and
@@ -330,7 +331,7 @@ struct Drill {
         // before it holds the name again; on a loaded machine that takes a while.)
         let settleDeadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < settleDeadline {
-            if case .status(let current)? = try ClusterCommands.request(
+            if case .status(let current)? = try CogdCommandLine.request(
                 .statusRequest, leader: requests, timeout: .seconds(2), keys: curveKeys?.clientKeyFiles) {
                 status = current
                 if current.workers.count == options.workers && current.workers.allSatisfy({ $0.lag == 0 && $0.appliedRevision == current.revision }) { break }
@@ -435,7 +436,7 @@ struct Drill {
         let p50 = ClusterBench.percentile(recoveries, 0.5)
         let p99 = ClusterBench.percentile(recoveries, 0.99)
         let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
-        let command = "cogd drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)\(options.curve ? " --curve" : "")"
+        let command = "cogd-lab drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)\(options.curve ? " --curve" : "")"
         if options.json {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
                 + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "

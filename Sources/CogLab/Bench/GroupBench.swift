@@ -1,3 +1,4 @@
+import CogdCommandLine
 import CogLog
 import CogWire
 import Foundation
@@ -6,7 +7,7 @@ import Foundation
     import Glibc
 #endif
 
-/// `cogd bench groups`: a real `cogd leader` child and a group of 1, 2 or 4
+/// `cogd-lab bench groups`: a real `cogd leader` child and a group of 1, 2 or 4
 /// `cogd worker --group bench --rig ledger-greeter` children on loopback.
 ///
 /// - **Scope-child work per second**: a client opens fresh accounts (64 in
@@ -23,7 +24,7 @@ import Foundation
 ///   (at least 5; with fewer than 100 the p99 is the slowest), beside the heartbeat timeout (2 s) as the baseline. The
 ///   replacement starts once the move is done, so each move is a timeout's.
 struct GroupBench {
-    let options: Command.BenchOptions
+    let options: BenchOptions
 
     static let shapeNames = ["workers-1", "workers-2", "workers-4"]
     /// The leader's `--heartbeat-timeout` in this bench (seconds).
@@ -183,7 +184,7 @@ struct GroupBench {
     private func waitForGroup(_ requests: String, _ names: Set<String>) throws {
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
-            if case .status(let status)? = try? ClusterCommands.request(.statusRequest, leader: requests, timeout: .seconds(2)),
+            if case .status(let status)? = try? CogdCommandLine.request(.statusRequest, leader: requests, timeout: .seconds(2)),
                 Set(status.workers.map(\.name)) == names,
                 status.workers.allSatisfy({ $0.group == Self.group && $0.appliedRevision == status.revision })
             {

@@ -1,6 +1,7 @@
+import CogdCommandLine
 import Cog
 
-/// The `stream` shape of `cogd bench graph`: one `Work.stream` delivering
+/// The `stream` shape of `cogd-lab bench graph`: one `Work.stream` delivering
 /// 10,000 distinct, already-buffered elements, each its own turn that wakes
 /// one watch — ns per element turn, beside the raw cost of iterating the
 /// same buffered `AsyncStream` on the main actor without Cog.

@@ -1,3 +1,4 @@
+import CogdCommandLine
 import CCogdSupport
 import Cog
 
@@ -5,11 +6,11 @@ import Cog
     import Glibc
 #endif
 
-/// `cogd bench graph`: ns per turn for each graph shape, median of repeated
+/// `cogd-lab bench graph`: ns per turn for each graph shape, median of repeated
 /// runs, each shape set up once and then driven turn after turn.
 @MainActor
 struct GraphBench {
-    let options: Command.BenchOptions
+    let options: BenchOptions
 
     nonisolated static let shapeNames = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold",

@@ -1,0 +1,237 @@
+import CogSim
+import Cog
+import CogdCommandLine
+import Foundation
+import LedgerRig
+import TrailsRig
+
+/// The lab: the runtime's commands (over the example rigs, with the trap
+/// op behind `--trap-op`) plus what measures and tests it — `bench`,
+/// `drill` and `sim` — as the executable `cogd-lab`. The runtime (`cogd`,
+/// and every app built on `CogdCommandLine`) carries none of it.
+public enum CogLab {
+    /// The rigs the lab's leaders and workers run: Trails, then Ledger and its variants.
+    static let rigs: [CogRig] = [TrailsRig.rig] + LedgerRig.rigs
+
+    /// The rig a lab leader serves only with `--trap-op`: `ledger.trap`, whose body traps on demand.
+    static let trapRig = CogRig(name: "trap-op", ops: [LedgerRig.trapOp])
+
+    /// Runs `cogd-lab` with the process's arguments and exits with its status.
+    public static func main() async -> Never {
+        await CogdCommandLine.main(rigs: program)
+    }
+
+    /// The rigs, the trap rig and the lab's subcommands, as `CogdCommandLine` runs them.
+    package static var program: Rigs {
+        Rigs(rigs, trap: trapRig, extras: subcommands)
+    }
+
+    static let subcommands: [ExtraSubcommand] = [
+        ExtraSubcommand(
+            name: "drill",
+            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json] | --group-workers N [--heartbeat-timeout S] …",
+            usage: { cogd in
+                "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
+                    + "         [--seed N] [--curve] [--data DIR] [--json]\n"
+                    + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR] [--json]"
+            },
+            page: { page("drill", program: $0) },
+            parse: { arguments throws(CommandUsageError) in
+                let options = try LabParse.parseDrill(arguments)
+                return {
+                    var drill = Drill(options: options)
+                    do {
+                        return try drill.run()
+                    } catch {
+                        printError("Error: \(escaped: error)")
+                        return 1
+                    }
+                }
+            }),
+        ExtraSubcommand(
+            name: "sim",
+            summary: "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE] [--json]",
+            usage: { cogd in "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE]… [--json]" },
+            page: { page("sim", program: $0) },
+            parse: { arguments throws(CommandUsageError) in
+                let options = try SimCommand.parse(arguments)
+                return { await MainActor.run { SimCommand.run(options) } }
+            }),
+        ExtraSubcommand(
+            name: "bench",
+            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]",
+            usage: { cogd in
+                "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]\n"
+                    + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]"
+            },
+            page: { page("bench", program: $0) },
+            parse: { arguments throws(CommandUsageError) in
+                let options = try LabParse.parseBench(arguments)
+                return { await bench(options) }
+            }),
+        // The raw ZeroMQ echo server `bench cluster` runs in a child process,
+        // so its baseline crosses processes as an op does (not listed in help).
+        ExtraSubcommand(
+            name: ClusterBench.echoServerCommand, summary: "", hidden: true,
+            usage: { cogd in "Usage: \(cogd) \(ClusterBench.echoServerCommand) ENDPOINT [COMMIT-FOLDER]" },
+            page: { _ in "" },
+            parse: { arguments throws(CommandUsageError) in
+                guard arguments.count == 1 || arguments.count == 2 else {
+                    throw CommandUsageError(message: "expected ENDPOINT [COMMIT-FOLDER]", subcommand: nil)
+                }
+                return { ClusterBench.serveEcho(endpoint: arguments[0], commitFolder: arguments.count == 2 ? arguments[1] : nil) }
+            }),
+    ]
+
+    /// Runs one bench suite; exit 1 on a failure (and when the retention bench's file kept growing).
+    static func bench(_ options: BenchOptions) async -> Int32 {
+        do {
+            switch options.suite {
+            case .graph:
+                await GraphBench(options: options).run()
+            case .log:
+                try LogBench(options: options).run()
+            case .groups:
+                try GroupBench(options: options).run()
+            case .retention:
+                // Exit 1 when the data file kept growing (its verdict line says so).
+                guard try RetentionBench(options: options).run() else { return 1 }
+            case .cluster:
+                // On the main actor: one shape drives an in-process `Worker`.
+                try await MainActor.run { try ClusterBench(options: options).run() }
+            }
+        } catch {
+            printError("Error: \(escaped: error)")
+            return 1
+        }
+        return 0
+    }
+
+    /// What `help drill|sim|bench` prints under the usage line and the summary.
+    static func page(_ topic: String, program cogd: String) -> String {
+        switch topic {
+        case "drill":
+            let defaults = Drill.Options()
+            return """
+
+                Runs a real leader and workers (ledger rigs) under pipelined, retried
+                transfers, SIGKILLs them on a seeded schedule, sends ledger.trap, and
+                checks that no request is lost or applied twice, money is conserved and
+                the log verifies; prints the verdict and exits 1 if any check fails.
+
+                Options:
+                  --workers N             workers, 0 to 16 (default \(defaults.workers))
+                  --seconds S             how long it runs (default \(defaults.seconds))
+                  --kill-leader-every D   about every D seconds SIGKILL the leader (default \(formatted(defaults.killLeaderEvery)))
+                  --kill-worker-every D   about every D seconds SIGKILL a worker (default \(formatted(defaults.killWorkerEvery)))
+                  --trap-every D          about every D seconds send ledger.trap; 0: never (default \(formatted(defaults.trapEvery)))
+                  --seed N                the schedule's seed (default \(defaults.seed))
+                  --curve                 run it all with CURVE keys and a peers file (default off)
+                  --data DIR              run over this folder, kept afterwards (default: a fresh temporary
+                                          folder, removed afterwards)
+                  --json                  the verdict as one JSON object (default: lines)
+                  --group-workers N       instead, a worker group: N workers, 1 to 16, of the ledger-greeter
+                                          rig in one group (--group drill), a greeter per account; every
+                                          --kill-worker-every seconds (default \(formatted(Drill.Options.groupKillWorkerEvery)) here) SIGKILL one and
+                                          start another; no leader kills, no traps (default off)
+                  --heartbeat-timeout S   with --group-workers: the leader's, after which a killed worker's
+                                          accounts move (default \(formatted(defaults.heartbeatTimeout)))
+
+                A group drill's verdict adds, read from the turn log: times an account had
+                two live instances (must be 0), times an account had no live owner past
+                heartbeat timeout + 1 s of its owner's kill (0), effects applied twice for
+                one instance, from a retired or another worker's one, or for another
+                account than the instance's (0), and for each kill the
+                time to its accounts' reopening on a survivor and to their greeters' first
+                greeting there (p50, p99, max), beside the heartbeat timeout; it fails if a
+                kill's accounts are not all greeted again within heartbeat timeout + 1 s.
+
+                Example:
+                  \(cogd) drill --workers 3 --seconds 30 --seed 7 --json
+                  \(cogd) drill --group-workers 3 --seconds 120 --heartbeat-timeout 2
+                """
+        case "sim":
+            let defaults = SimCommand.Options()
+            return """
+
+                Runs the leader's and the workers' cores (no sockets, no disk) on a
+                simulated network, disk and clock under faults chosen by the seed, checks
+                the invariants after every step, and stops at the first one broken,
+                printing the seed, the step and the trace (exit 1).
+
+                Options:
+                  --seed N            run this seed (default \(defaults.seeds.lowerBound))
+                  --seeds A-B         run seeds A to B (default: --seed's one)
+                  --steps N           steps per seed, 1 to 100000000 (default \(defaults.steps))
+                  --workers N         simulated workers, 1 to 16 (default \(defaults.workers))
+                  --groups            the workers form one group: the leader places each scope member on
+                                      one of them, and the checker holds it to that (default: off)
+                  --break RULE        turn a rule off to see the checker catch it, again for more:
+                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")) (default: none;
+                                      exclusive-placement needs --groups)
+                  --json              one JSON object (default: lines)
+
+                Example:
+                  \(cogd) sim --seeds 1-50 --steps 5000
+                """
+        case "bench":
+            return """
+
+                Graph shapes:   \(GraphBench.shapeNames.joined(separator: ", "))
+                Log shapes:     \(LogBench.shapeNames.joined(separator: ", "))
+                Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
+                Groups shapes:  \(GroupBench.shapeNames.joined(separator: ", ")) (a leader and a group of
+                                that many ledger-greeter workers: greeter children opened and greeted
+                                per second beside raw LMDB appends/s; with 2 and 4, the time from a
+                                member's SIGKILL to its accounts reopened and greeted on the others,
+                                p50/p99, beside the heartbeat timeout, 2 s, as "baselineKind":
+                                "heartbeat-timeout")
+                Retention:      one long run, no shapes: a leader with --retain-turns N fed
+                                ledger.transfer ops (\(RetentionBench.window) in flight) for --total-turns, its
+                                data.mdb read every --sample-every turns (a line each: file size,
+                                free pages, retained revisions, record bytes). Then the file's
+                                growth from the first sample past both the retention window
+                                filling and half the run, to the end, beside what keeping those
+                                turns would take (their record bytes, measured in the run:
+                                "baselineKind": "kept-record-bytes"), and turns/s beside raw LMDB
+                                appends/s. "plateaued" when the growth is under \(Int(RetentionBench.plateauFraction * 100))% of the
+                                kept bytes; otherwise it says so and exits 1
+
+                Options:
+                  --json              one JSON object per figure: {"name", "value", "unit"}; log figures
+                                      add "baseline" and "ratio", the raw LMDB figure, and graph.stream
+                                      the raw AsyncStream iteration; retention prints each sample as
+                                      a figure (retention.file-bytes.turns-N) as it is read, and its
+                                      verdict line on stderr (default: lines)
+                  --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7;
+                                      retention: whole runs, each with a fresh leader, default 1)
+                  --only S1,S2        run only these shapes (default: all of the suite's)
+                  --leader-spin-wait US
+                                      cluster: start the leader with --spin-wait US (default 0)
+                  --curve             cluster: then measure the round trip p50 and the 16-client
+                                      turns/s again against a second leader serving with CURVE,
+                                      beside the same without (interleaved runs; "baselineKind":
+                                      "without-curve" in JSON) (default off)
+                  --retain-turns N    retention: the leader's --retain-turns (default \(RetentionBench.defaultRetainTurns))
+                  --total-turns N     retention: transfers to apply; more than --retain-turns
+                                      (default 4 × --retain-turns)
+                  --sample-every N    retention: read data.mdb after each N transfers (default
+                                      --retain-turns / 2)
+
+                Build in release mode first: swift build -c release --product cogd-lab
+
+                Example:
+                  \(cogd) bench cluster --only round-trip --runs 3 --json
+                  \(cogd) bench groups --runs 5
+                  \(cogd) bench retention --retain-turns 100000 --total-turns 400000 --sample-every 50000
+                """
+        default:
+            return ""
+        }
+    }
+
+    /// A number of seconds as help prints it: `5`, `0.5`.
+    private static func formatted(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+}

@@ -1,0 +1,172 @@
+import CogdCommandLine
+
+/// The options of `cogd-lab bench` (parsed by `LabParse.parseBench`).
+struct BenchOptions: Equatable {
+    enum Suite: String, CaseIterable { case graph, log, cluster, groups, retention }
+    var suite: Suite
+    var json = false
+    /// Timed runs per shape; the median is reported (`retention`: whole runs, default 1).
+    var runs = 7
+    /// Shapes to run; empty means all.
+    var only: [String] = []
+    /// The cluster bench's leader: its `--spin-wait` (microseconds).
+    var leaderSpinWaitMicroseconds = 0
+    /// The cluster bench also measures with CURVE on (`--curve`), beside the same without.
+    var curve = false
+    /// The retention bench's leader: its `--retain-turns`.
+    var retainTurns = RetentionBench.defaultRetainTurns
+    /// The retention bench's transfers (`--total-turns`; default 4× the retention).
+    var totalTurns = 4 * RetentionBench.defaultRetainTurns
+    /// The retention bench reads the data file after each this many transfers (`--sample-every`; default half the retention).
+    var sampleEvery = RetentionBench.defaultRetainTurns / 2
+}
+
+/// Parses the lab's subcommands' options: pure functions from the
+/// arguments after the subcommand's name, tested with plain arrays.
+enum LabParse {
+    typealias UsageError = CommandUsageError
+
+    static func parseDrill(_ arguments: [String]) throws(UsageError) -> Drill.Options {
+        var reader = OptionReader(arguments: arguments, subcommand: "drill")
+        var options = Drill.Options()
+        var given = Set<String>()
+        func number(_ option: OptionReader.Option, _ text: String) throws(UsageError) -> Double {
+            guard let value = Double(text), value > 0 else {
+                throw UsageError(message: "\(option.name) takes a positive number, not '\(text)'", subcommand: "drill")
+            }
+            return value
+        }
+        while let option = try reader.nextOption() {
+            switch option.name {
+            case "--workers":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), value >= 0, value <= 16 else {
+                    throw UsageError(message: "--workers takes a whole number from 0 to 16, not '\(text)'", subcommand: "drill")
+                }
+                options.workers = value
+            case "--seconds": options.seconds = Int(try number(option, try reader.value(for: option)))
+            case "--kill-leader-every": options.killLeaderEvery = try number(option, try reader.value(for: option))
+            case "--kill-worker-every": options.killWorkerEvery = try number(option, try reader.value(for: option))
+            case "--trap-every":
+                let text = try reader.value(for: option)
+                guard let value = Double(text), value >= 0, value.isFinite else {
+                    throw UsageError(message: "--trap-every takes a number of seconds, 0 for none, not '\(text)'", subcommand: "drill")
+                }
+                options.trapEvery = value
+            case "--seed":
+                let text = try reader.value(for: option)
+                guard let value = UInt64(text) else {
+                    throw UsageError(message: "--seed takes a whole number, not '\(text)'", subcommand: "drill")
+                }
+                options.seed = value
+            case "--json":
+                try reader.noValue(option)
+                options.json = true
+            case "--curve":
+                try reader.noValue(option)
+                options.curve = true
+            case "--data": options.dataFolder = try reader.value(for: option)
+            case "--group-workers":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), value >= 1, value <= 16 else {
+                    throw UsageError(message: "--group-workers takes a whole number from 1 to 16, not '\(text)'", subcommand: "drill")
+                }
+                options.groupWorkers = value
+            case "--heartbeat-timeout": options.heartbeatTimeout = try number(option, try reader.value(for: option))
+            default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
+            }
+            given.insert(option.name)
+        }
+        if options.groupWorkers > 0 {
+            // A group drill kills workers only, without CURVE.
+            if let other = ["--workers", "--kill-leader-every", "--trap-every", "--curve"].first(where: given.contains) {
+                throw UsageError(message: "\(other) does not apply to a group drill (--group-workers)", subcommand: "drill")
+            }
+            if !given.contains("--kill-worker-every") { options.killWorkerEvery = Drill.Options.groupKillWorkerEvery }
+        } else if given.contains("--heartbeat-timeout") {
+            throw UsageError(message: "--heartbeat-timeout applies to a group drill (with --group-workers)", subcommand: "drill")
+        }
+        if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
+        return options
+    }
+
+    /// A number of turns for `bench retention`: 1 to 1,000,000,000.
+    static func turnCount(_ text: String, _ option: OptionReader.Option) throws(UsageError) -> Int {
+        guard let count = Int(text), (1...1_000_000_000).contains(count) else {
+            throw UsageError(message: "\(option.name) takes a number of turns from 1 to 1000000000, not '\(text)'", subcommand: "bench")
+        }
+        return count
+    }
+
+    static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
+        var options = OptionReader(arguments: arguments, subcommand: "bench")
+        guard let suiteName = try options.positional() else {
+            throw UsageError(message: "missing suite (one of: \(BenchOptions.Suite.allCases.map(\.rawValue).joined(separator: ", ")))", subcommand: "bench")
+        }
+        guard let suite = BenchOptions.Suite(rawValue: suiteName) else {
+            throw UsageError(message: "unknown bench suite '\(suiteName)' (one of: \(BenchOptions.Suite.allCases.map(\.rawValue).joined(separator: ", ")))", subcommand: "bench")
+        }
+        var result = BenchOptions(suite: suite)
+        var given = Set<String>()
+        if suite == .retention { result.runs = 1 }
+        while let option = try options.nextOption() {
+            given.insert(option.name)
+            switch option.name {
+            case "--json":
+                try options.noValue(option)
+                result.json = true
+            case "--runs":
+                let text = try options.value(for: option)
+                guard let runs = Int(text), runs >= 1, runs <= 1000 else {
+                    throw UsageError(message: "--runs takes a whole number from 1 to 1000, not '\(text)'", subcommand: "bench")
+                }
+                result.runs = runs
+            case "--only" where suite == .retention:
+                throw UsageError(message: "bench retention has no shapes to choose: --only does not apply", subcommand: "bench")
+            case "--only":
+                let text = try options.value(for: option)
+                let shapes = text.split(separator: ",").map(String.init)
+                let known = switch suite {
+                case .graph: GraphBench.shapeNames
+                case .log: LogBench.shapeNames
+                case .cluster: ClusterBench.shapeNames
+                case .groups: GroupBench.shapeNames
+                case .retention: [String]()
+                }
+                if let unknown = shapes.first(where: { !known.contains($0) }) {
+                    throw UsageError(
+                        message: "unknown shape '\(unknown)' (one of: \(known.joined(separator: ", ")))",
+                        subcommand: "bench")
+                }
+                result.only = shapes
+            case "--leader-spin-wait" where suite == .cluster:
+                result.leaderSpinWaitMicroseconds = try OptionReader.spinWait(try options.value(for: option), option, "bench")
+            case "--curve" where suite == .cluster:
+                try options.noValue(option)
+                result.curve = true
+            case "--retain-turns" where suite == .retention:
+                result.retainTurns = try turnCount(try options.value(for: option), option)
+            case "--total-turns" where suite == .retention:
+                result.totalTurns = try turnCount(try options.value(for: option), option)
+            case "--sample-every" where suite == .retention:
+                result.sampleEvery = try turnCount(try options.value(for: option), option)
+            default:
+                throw UsageError(message: "unknown option '\(option.name)'", subcommand: "bench")
+            }
+        }
+        if let extra = try options.positional() {
+            throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "bench")
+        }
+        if suite == .retention {
+            if !given.contains("--total-turns") { result.totalTurns = 4 * result.retainTurns }
+            if !given.contains("--sample-every") { result.sampleEvery = max(1, result.retainTurns / 2) }
+            if let problem = RetentionBench.problem(with: result) { throw UsageError(message: problem, subcommand: "bench") }
+        }
+        if result.curve && !result.only.isEmpty && !result.only.contains(where: ClusterBench.curveShapeNames.contains) {
+            throw UsageError(
+                message: "--curve compares the \(ClusterBench.curveShapeNames.joined(separator: " and ")) shapes; add one of them to --only",
+                subcommand: "bench")
+        }
+        return result
+    }
+}
