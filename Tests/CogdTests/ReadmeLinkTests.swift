@@ -4,37 +4,109 @@ import Testing
 /// The repository's root (this file is Tests/CogdTests/…).
 private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-@Suite("The README's links")
+@Suite("The README's and docs/' links")
 struct ReadmeLinkTests {
-    /// The repository paths the README names: Markdown link targets, and
+    /// A repository path a document names: a Markdown link target (taken
+    /// from the document's own folder, as a Markdown viewer takes it), or a
+    /// backticked path (taken from the repository's root).
+    struct NamedPath: Hashable, Comparable {
+        let path: String
+        let isLink: Bool
+        static func < (a: NamedPath, b: NamedPath) -> Bool { (a.path, a.isLink ? 1 : 0) < (b.path, b.isLink ? 1 : 0) }
+    }
+
+    /// The repository paths a document names: Markdown link targets, and
     /// backticked paths that start at a top-level folder of the repository
     /// or climb out of it (`../…`).
-    static func namedPaths(in text: String) throws -> Set<String> {
-        var paths = Set<String>()
+    static func namedPaths(in text: String) throws -> Set<NamedPath> {
+        var paths = Set<NamedPath>()
         let link = try NSRegularExpression(pattern: #"\]\(([^)#\s]+)"#)
-        let quoted = try NSRegularExpression(pattern: #"`(\.\./[^`\s]+|(?:Sources|Tests|deploy|protocol|clients|Examples)/[^`\s]*)`"#)
-        for pattern in [link, quoted] {
+        let quoted = try NSRegularExpression(pattern: #"`(\.\./[^`\s]+|(?:Sources|Tests|deploy|protocol|clients|Examples|docs)/[^`\s]*)`"#)
+        for (pattern, isLink) in [(link, true), (quoted, false)] {
             for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
                 guard let range = Range(match.range(at: 1), in: text) else { continue }
                 let path = String(text[range])
                 if path.contains("://") || path.hasPrefix("mailto:") { continue }
-                paths.insert(path)
+                paths.insert(NamedPath(path: path, isLink: isLink))
             }
         }
         return paths
     }
 
-    @Test func `every repository path the README names exists in a clone, none outside it`() throws {
+    /// README.md and every Markdown file in docs/, as paths from the root.
+    static func documents() throws -> [String] {
+        let docs = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
+            .filter { $0.hasSuffix(".md") }
+            .sorted()
+        return ["README.md"] + docs.map { "docs/" + $0 }
+    }
+
+    @Test func `every repository path the README and docs/ name exists in a clone, none outside it`() throws {
+        let documents = try ReadmeLinkTests.documents()
+        #expect(documents.count >= 7, "README.md and the documents in docs/: \(documents)")
+        for document in documents {
+            let text = try String(contentsOf: root.appendingPathComponent(document), encoding: .utf8)
+            let named = try ReadmeLinkTests.namedPaths(in: text)
+            if document == "README.md" {
+                let paths = Set(named.map(\.path))
+                #expect(
+                    paths.contains("protocol/cogwire.md") && paths.contains("protocol/turnlog.md") && paths.count >= 10,
+                    "the scan finds paths in the README: \(paths.sorted())")
+            } else {
+                #expect(!named.isEmpty, "the scan finds paths in \(document)")
+            }
+            // A link is taken from the document's folder (docs/), a backticked path from the root.
+            let folder = document.split(separator: "/").dropLast().joined(separator: "/")
+            for item in named.sorted() {
+                #expect(!item.path.hasPrefix("../"), "\(document) points outside the repository: \(item.path)")
+                // A glob or placeholder (`Sources/*`, `Sources/…`) names a folder: check what precedes it.
+                let literal = item.path.split(whereSeparator: { "*…<".contains($0) }).first.map(String.init) ?? item.path
+                let fromRoot = item.isLink && !folder.isEmpty ? folder + "/" + literal : literal
+                #expect(
+                    FileManager.default.fileExists(atPath: root.appendingPathComponent(fromRoot).path),
+                    "\(document) names \(item.path), which a clone does not have")
+            }
+        }
+    }
+
+    @Test func `the README is short: at most 200 lines, the rest is in docs/`() throws {
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        let paths = try ReadmeLinkTests.namedPaths(in: readme)
-        #expect(paths.contains("protocol/cogwire.md") && paths.contains("protocol/turnlog.md") && paths.count >= 10, "the scan finds paths: \(paths.sorted())")
-        for path in paths.sorted() {
-            #expect(!path.hasPrefix("../"), "the README points outside the repository: \(path)")
-            // A glob or placeholder (`Sources/*`, `Sources/…`) names a folder: check what precedes it.
-            let literal = path.split(whereSeparator: { "*…<".contains($0) }).first.map(String.init) ?? path
-            #expect(
-                FileManager.default.fileExists(atPath: root.appendingPathComponent(literal).path),
-                "the README names \(path), which a clone does not have")
+        var lines = readme.split(separator: "\n", omittingEmptySubsequences: false)
+        if readme.hasSuffix("\n") { lines.removeLast() }
+        #expect(lines.count <= 200, "README.md has \(lines.count) lines; move the rest into docs/")
+        for document in try ReadmeLinkTests.documents().dropFirst() {
+            #expect(readme.contains("(\(document))"), "the README links \(document)")
+        }
+    }
+
+    /// Ways a document sends its reader to documents that are not in the
+    /// repository (the design notes and specification the project was built
+    /// from). The simulator's seeds (`--seeds 1-200`, "200 seeds") are not
+    /// such a reference and do not match.
+    static var outsideReferences: [(pattern: String, caseInsensitive: Bool)] {
+        [
+            (#"\bthe seeds\b"#, true),  // "as the seeds teach", "follow the seeds"
+            (#"\bseeds'"#, true),  // "the seeds' public API", "the seeds' style"
+            (#"\bseeds? (teach|say|describe|document|specify)"#, true),
+            (#"\bDESIGN\b"#, false),  // DESIGN.md, "DESIGN §4"
+            (#"\bdesign (notes|documents?|docs?)\b"#, true),
+            (#"shared workspace"#, true),
+            (#"\.\./shared"#, false),
+        ]
+    }
+
+    @Test func `no document refers to the seeds or design documents outside the repository`() throws {
+        let documents = try ReadmeLinkTests.documents() + ["Examples/TodoApp/README.md"]
+        for document in documents {
+            let text = try String(contentsOf: root.appendingPathComponent(document), encoding: .utf8)
+            for (pattern, caseInsensitive) in ReadmeLinkTests.outsideReferences {
+                let expression = try NSRegularExpression(pattern: pattern, options: caseInsensitive ? [.caseInsensitive] : [])
+                for match in expression.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                    guard let range = Range(match.range, in: text) else { continue }
+                    let line = text[..<range.lowerBound].split(separator: "\n", omittingEmptySubsequences: false).count
+                    Issue.record("\(document):\(line) refers to a document outside the repository: \(text[range])")
+                }
+            }
         }
     }
 }
