@@ -47,6 +47,9 @@ fi
 if [ -n "${COGD_DATA:-}" ]; then data="$(from_caller "$COGD_DATA")"; else data="cogd-data"; fi
 requests="${COGD_REQUESTS:-tcp://127.0.0.1:5701}"
 turns="${COGD_TURNS:-tcp://127.0.0.1:5702}"
+# Read here and passed as options; unset, so the workers and tools this script
+# starts (which do not read them) do not note them as set and unread.
+unset COGD_DATA COGD_REQUESTS COGD_TURNS
 if [ ! -f "$cogd" ] || [ ! -x "$cogd" ]; then
   if [ -n "${COGD:-}" ]; then
     case "$COGD" in

@@ -82,11 +82,12 @@ final class SignalStopper {
 
 enum ClusterCommands {
     @MainActor
-    static func leader(_ options: Command.LeaderOptions, rigs: Rigs) -> Int32 {
+    static func leader(_ options: Command.LeaderOptions, rigs: Rigs, notes: [String] = []) -> Int32 {
         let stopper = SignalStopper()
         let rigName = options.rig ?? rigs.defaultName
         // Every line it prints is an event of this log (`--log-format json`: only JSON lines).
         let log = OperatorLog(source: "cogd leader", format: options.logFormat, minimum: options.logLevel)
+        for note in notes { log.log(.info, "environment", note) }
         func fail(_ message: String) -> Int32 {
             log.failure(message)
             return 1
@@ -236,12 +237,13 @@ enum ClusterCommands {
     }
 
     @MainActor
-    static func worker(_ options: Command.WorkerOptions, rigs: Rigs) async -> Int32 {
+    static func worker(_ options: Command.WorkerOptions, rigs: Rigs, notes: [String] = []) async -> Int32 {
         let stopper = SignalStopper()
         let rigName = options.rig ?? rigs.defaultName
         guard let rig = rigs.rig(named: rigName) else { fatalError("internal inconsistency: rig \(rigName) passed parsing") }
         let worker: Worker
         let log = OperatorLog(source: "cogd worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
+        for note in notes { log.log(.info, "environment", note) }
         // The metrics port first: one in use stops the start before the worker says hello.
         let metrics: Metrics?
         do {

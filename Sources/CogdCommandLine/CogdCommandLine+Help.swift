@@ -37,10 +37,12 @@ extension CogdCommandLine {
                 ipc://) unless given --insecure.
 
                 Options:
-                  --data DIR              the data folder, made when missing (default ./\(Command.defaultDataFolder))
-                  --requests ENDPOINT     where workers and tools send requests; HOST:PORT means
-                                          tcp://HOST:PORT (default \(Command.defaultRequestsEndpoint))
-                  --turns ENDPOINT        where it publishes committed turns (default \(Command.defaultTurnsEndpoint))
+                  --data DIR              the data folder, made when missing (default $\(Command.dataEnvironmentVariable)
+                                          when set, else ./\(Command.defaultDataFolder))
+                  --requests ENDPOINT     where workers and tools send requests; HOST:PORT means tcp://HOST:PORT
+                                          (default $\(Command.requestsEnvironmentVariable) when set, else \(Command.defaultRequestsEndpoint))
+                  --turns ENDPOINT        where it publishes committed turns (default $\(Command.turnsEnvironmentVariable)
+                                          when set, else \(Command.defaultTurnsEndpoint))
                   --rig NAME              names a rig in its first line only: it serves every rig's
                                           ops (default \(rigs.defaultName))
                   --heartbeat-timeout S   a worker silent this many seconds is gone and its scope
@@ -234,9 +236,11 @@ extension CogdCommandLine {
                 that worker is not running; §9). A KEY that starts with `-` goes after `--`.
 
                 Options:
-                  --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
+                  --data DIR          the leader's data folder (default $\(Command.dataEnvironmentVariable) when set,
+                                      else ./\(Command.defaultDataFolder))
                   --leader ENDPOINT   ask this leader's requests endpoint instead; HOST:PORT means
-                                      tcp://HOST:PORT (default: none — read --data)
+                                      tcp://HOST:PORT (default: $\(Command.leaderEnvironmentVariable) when set and
+                                      --data is not given, else none — read --data)
                   --json              one JSON object: {"name", "revision", "entries": [{"key", "value"}]},
                                       "key" null for a keyless source (default: lines)
                   --timeout SECONDS   with --leader, how long to wait for each answer (default \(Command.secondsText(Command.defaultTimeout)))
@@ -293,7 +297,8 @@ extension CogdCommandLine {
                 fields: protocol/turnlog.md.
 
                 Options:
-                  --data DIR          the leader's data folder (default ./\(Command.defaultDataFolder))
+                  --data DIR          the leader's data folder (default $\(Command.dataEnvironmentVariable) when set,
+                                      else ./\(Command.defaultDataFolder))
                   --from REV          every turn from revision REV (default: the last 10); past the
                                       end it says where the log ends and exits 1 (unless --follow)
                   --last N            the last N turns (default 10)
@@ -387,7 +392,8 @@ extension CogdCommandLine {
                            revision, until --count or Ctrl-C: a way to fill a log by hand
 
                 Options:
-                  --data DIR          the data folder (default ./\(Command.defaultDataFolder)); every action
+                  --data DIR          the data folder (default $\(Command.dataEnvironmentVariable) when set, else
+                                      ./\(Command.defaultDataFolder)); every action
                   --json              stats: one JSON object (default: lines)
                   --batch N           soak: turns per transaction, 1 to 100000 (default 1)
                   --count N           soak: stop after N turns (default: none, until Ctrl-C)

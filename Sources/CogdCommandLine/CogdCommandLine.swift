@@ -92,12 +92,18 @@ public enum CogdCommandLine {
             return 64
         }
         let command: Command
+        let environment = ProcessInfo.processInfo.environment
         do {
             command = try Command.parse(
-                arguments, rigNames: rigs.names, environment: ProcessInfo.processInfo.environment, extras: rigs.extras.map(\.name),
-                trapOffered: rigs.trap != nil)
+                arguments, rigNames: rigs.names, environment: environment, extras: rigs.extras.map(\.name), trapOffered: rigs.trap != nil)
         } catch {
             return usageFailure(error)
+        }
+        // A COGD_* variable this subcommand does not read is said once (a leader and a worker log it).
+        let unread = arguments.first.map { Command.unreadVariables(subcommand: $0, environment: environment) } ?? []
+        switch command {
+        case .leader, .worker: break
+        default: unread.forEach { printError("note: \($0)") }
         }
         switch command {
         case .help(let topic):
@@ -128,9 +134,9 @@ public enum CogdCommandLine {
         case .logSoak(let dataFolder, let batch, let count):
             return LogCommands.soak(dataFolder: dataFolder, batch: batch, count: count)
         case .leader(let options):
-            return await MainActor.run { ClusterCommands.leader(options, rigs: rigs) }
+            return await MainActor.run { ClusterCommands.leader(options, rigs: rigs, notes: unread) }
         case .worker(let options):
-            return await ClusterCommands.worker(options, rigs: rigs)
+            return await ClusterCommands.worker(options, rigs: rigs, notes: unread)
         case .call(let options):
             return ClusterCommands.call(options, rigs: rigs)
         case .status(let endpoint, let json, let timeout, let keys, let watch, let count, let source):

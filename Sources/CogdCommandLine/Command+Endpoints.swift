@@ -1,3 +1,4 @@
+import Cog
 import Foundation
 
 extension Command {
@@ -108,3 +109,35 @@ extension Command {
         return text
     }
 }
+
+extension Command {
+    /// The environment variables each subcommand reads (its options' defaults).
+    static let variablesRead: [String: Set<String>] = {
+        let client: Set = [leaderEnvironmentVariable, keyEnvironmentVariable, leaderKeyEnvironmentVariable]
+        let logging: Set = [logFormatEnvironmentVariable, logLevelEnvironmentVariable]
+        return [
+            "leader": Set([dataEnvironmentVariable, requestsEnvironmentVariable, turnsEnvironmentVariable]).union(logging),
+            "worker": client.union(logging),
+            "call": client,
+            "status": client,
+            "get": client.union([dataEnvironmentVariable]),
+            "tail": client.union([dataEnvironmentVariable]),
+            "log": [dataEnvironmentVariable],
+        ]
+    }()
+
+    /// What to say of the variables set in `environment` that another
+    /// subcommand reads and `subcommand` does not (so one meant for another
+    /// command is said once, not silently ignored): one sentence each,
+    /// naming which subcommands read it. Other `COGD_*` names (the systemd
+    /// units' and `deploy/local-cluster.sh`'s own) are not cogd's to judge.
+    static func unreadVariables(subcommand: String, environment: [String: String]) -> [String] {
+        let read = variablesRead[subcommand] ?? []
+        return environment.keys.filter { !read.contains($0) }.sorted().compactMap { name in
+            let readers = variablesRead.filter { $0.value.contains(name) }.keys.sorted()
+            guard !readers.isEmpty else { return nil }
+            return "\(name) is set, but \(subcommand) does not read it (read by: \(readers.joined(separator: ", ")))"
+        }
+    }
+}
+

@@ -220,7 +220,7 @@ enum Command: Equatable {
             return .tail(try parseTail(rest, environment: environment))
         case "log":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: "log") }
-            return try parseLog(rest)
+            return try parseLog(rest, environment: environment)
         case "leader", "worker", "call", "status":
             if rest.contains("-h") || rest.contains("--help") { return .help(topic: first) }
             return try parseCluster(first, rest, rigNames: rigNames, environment: environment, trapOffered: trapOffered)
@@ -260,6 +260,16 @@ enum Command: Equatable {
         var reader = OptionReader(arguments: arguments, subcommand: subcommand)
         var leader = LeaderOptions()
         var worker = WorkerOptions()
+        if subcommand == "leader" {
+            // Where the leader keeps its log and listens may come from the environment (an option wins).
+            if let folder = environment[dataEnvironmentVariable], !folder.isEmpty { leader.dataFolder = folder }
+            if let text = environment[requestsEnvironmentVariable], !text.isEmpty {
+                leader.requestsEndpoint = try endpoint(text, from: requestsEnvironmentVariable, subcommand: subcommand)
+            }
+            if let text = environment[turnsEnvironmentVariable], !text.isEmpty {
+                leader.turnsEndpoint = try endpoint(text, from: turnsEnvironmentVariable, subcommand: subcommand)
+            }
+        }
         // The log's format and level may come from the environment (an option wins).
         if subcommand == "leader" || subcommand == "worker", let text = environment[Command.logFormatEnvironmentVariable], !text.isEmpty {
             let format = try logFormat(text, from: "$" + Command.logFormatEnvironmentVariable, subcommand: subcommand)
@@ -473,6 +483,10 @@ enum Command: Equatable {
     }
 
     static let logFormatEnvironmentVariable = "COGD_LOG_FORMAT"
+    /// The defaults of the leader's `--data` (and every `--data`: tail, get, log), `--requests` and `--turns`.
+    static let dataEnvironmentVariable = "COGD_DATA"
+    static let requestsEnvironmentVariable = "COGD_REQUESTS"
+    static let turnsEnvironmentVariable = "COGD_TURNS"
     static let logLevelEnvironmentVariable = "COGD_LOG_LEVEL"
 
     /// `--metrics`'s HOST:PORT (`[IPv6]:PORT` too; port 0 picks a free one).
@@ -541,6 +555,14 @@ enum Command: Equatable {
         if dataFolder != nil && leaderEndpoint != nil {
             throw UsageError(message: "--data and --leader cannot be used together: read the data folder, or ask the leader", subcommand: "get")
         }
+        // Neither given: $COGD_LEADER asks that leader; else $COGD_DATA names the folder.
+        if dataFolder == nil && leaderEndpoint == nil {
+            if let text = environment[leaderEnvironmentVariable], !text.isEmpty {
+                leaderEndpoint = try endpoint(text, from: leaderEnvironmentVariable, subcommand: "get")
+            } else if let folder = environment[dataEnvironmentVariable], !folder.isEmpty {
+                dataFolder = folder
+            }
+        }
         if leaderEndpoint == nil && timeout != nil {
             throw UsageError(message: "--timeout goes with --leader (reading the data folder does not wait)", subcommand: "get")
         }
@@ -596,6 +618,7 @@ enum Command: Equatable {
     private static func parseTail(_ arguments: [String], environment: [String: String]) throws(UsageError) -> TailOptions {
         var reader = OptionReader(arguments: arguments, subcommand: "tail")
         var options = TailOptions()
+        if let folder = environment[dataEnvironmentVariable], !folder.isEmpty { options.dataFolder = folder }
         var keyFile: String?
         var leaderKeyFile: String?
         var leaderEndpoint: String?
@@ -702,12 +725,12 @@ enum Command: Equatable {
         }
     }
 
-    private static func parseLog(_ arguments: [String]) throws(UsageError) -> Command {
+    private static func parseLog(_ arguments: [String], environment: [String: String]) throws(UsageError) -> Command {
         var reader = OptionReader(arguments: arguments, subcommand: "log")
         guard let action = try reader.positional() else {
             throw UsageError(message: "missing action (verify, stats, upgrade, soak, compact or backup)", subcommand: "log")
         }
-        var dataFolder = Command.defaultDataFolder
+        var dataFolder = environment[dataEnvironmentVariable].flatMap { $0.isEmpty ? nil : $0 } ?? Command.defaultDataFolder
         var json = false
         var batch = 1
         var count: Int?
