@@ -4,6 +4,7 @@ import CogLog
 import CogWire
 import Dispatch
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -56,13 +57,16 @@ final class SignalReloader {
     }
 }
 
-/// Turns SIGINT/SIGTERM into a stop request: the first drains gracefully,
-/// a second exits at once with status 1.
+/// Turns SIGINT/SIGTERM into a stop request: the first drains gracefully.
+/// A second exits at once with status 1, saying so on stderr as `source`
+/// — unless the process says goodbye as it stops (`sayingGoodbye`, a
+/// worker): then the second is told the goodbye comes first (it takes at
+/// most half a second), and only a third exits at once.
 final class SignalStopper {
     let flag = StopFlag()
     private let sources: [any DispatchSourceSignal]
 
-    init() {
+    init(source: String = "\(CogdCommandLine.programName)", sayingGoodbye: Bool = false) {
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
@@ -70,12 +74,21 @@ final class SignalStopper {
             sources.append(source)
         }
         self.sources = sources
-        for source in sources {
-            source.setEventHandler { [flag] in
-                if flag.isStopped { exit(1) }
-                flag.stop()
+        let signals = Atomic<Int>(0)
+        for signalSource in sources {
+            signalSource.setEventHandler { [flag, signalSource] in
+                // Signals that came while the handler was busy arrive as one event: counted each.
+                let count = signals.add(max(1, Int(clamping: signalSource.data)), ordering: .relaxed).newValue
+                if count == 1 {
+                    flag.stop()
+                } else if count == 2 && sayingGoodbye {
+                    printError("\(source): already stopping: saying goodbye to the leader first (a third signal stops at once, exit 1)")
+                } else {
+                    printError("\(source): stopped at once by another signal, without finishing (exit 1)")
+                    exit(1)
+                }
             }
-            source.resume()
+            signalSource.resume()
         }
     }
 }
@@ -83,7 +96,7 @@ final class SignalStopper {
 enum ClusterCommands {
     @MainActor
     static func leader(_ options: Command.LeaderOptions, rigs: Rigs, notes: [String] = []) -> Int32 {
-        let stopper = SignalStopper()
+        let stopper = SignalStopper(source: "cogd leader")
         let rigName = options.rig ?? rigs.defaultName
         // Every line it prints is an event of this log (`--log-format json`: only JSON lines).
         let log = OperatorLog(source: "cogd leader", format: options.logFormat, minimum: options.logLevel)
@@ -238,7 +251,7 @@ enum ClusterCommands {
 
     @MainActor
     static func worker(_ options: Command.WorkerOptions, rigs: Rigs, notes: [String] = []) async -> Int32 {
-        let stopper = SignalStopper()
+        let stopper = SignalStopper(source: "cogd worker \(TerminalText.escaped(options.name))", sayingGoodbye: true)
         let rigName = options.rig ?? rigs.defaultName
         guard let rig = rigs.rig(named: rigName) else { fatalError("internal inconsistency: rig \(rigName) passed parsing") }
         let worker: Worker

@@ -127,9 +127,12 @@ extension CogdCommandLine {
                 \(keyOptions)
 
                 Exit status:
-                  0   stopped by SIGINT or SIGTERM (it prints the revision it stopped at)
-                  1   a failure: a key file it cannot read, a metrics address it cannot bind,
-                      a socket error (a leader that is down or refuses it is waited on, not one)
+                  0   stopped by SIGINT or SIGTERM: it says goodbye to the leader (at most half a
+                      second) and prints the revision it stopped at; a second signal is told the
+                      goodbye comes first
+                  1   a third signal (stops at once); a failure: a key file it cannot read, a
+                      metrics address it cannot bind, a socket error (a leader that is down or
+                      refuses it is waited on, not one)
                   4   --leader is the leader's turn stream (its --turns), not its requests endpoint
                   64  a usage error
 
