@@ -23,11 +23,10 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
-        .systemLibrary(
-            name: "CZMQ",
-            pkgConfig: "libzmq",
-            providers: [.apt(["libzmq3-dev"])]
-        ),
+        // No pkg-config here: libzmq's names Kerberos' include folder with
+        // -isystem, which SwiftPM refuses with a warning; zmq.h needs none of
+        // its flags, and the module map links libzmq (Debian: libzmq3-dev).
+        .systemLibrary(name: "CZMQ"),
         .target(name: "Cog"),
         .target(name: "CogTesting", dependencies: ["Cog"]),
         .target(name: "CCRC32C"),

@@ -12,12 +12,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh
-swift build --build-tests
+# A build prints no warning (an incremental one recompiles only what changed,
+# so a fresh clone checks every file): one that does fails the run, naming it.
+build_log=$(mktemp)
+trap 'rm -f "$build_log"' EXIT
+swift build --build-tests 2>&1 | tee "$build_log"
 # The template package (Examples/TodoApp, which depends on this one by path),
 # built into a folder of its own under .build so the next build is
 # incremental; CogdTests' TemplatePackageTests runs the same command (then a
 # no-op) and starts the result as a leader and two workers.
-swift build --package-path Examples/TodoApp --scratch-path .build/examples/TodoApp --product todo
+swift build --package-path Examples/TodoApp --scratch-path .build/examples/TodoApp --product todo 2>&1 | tee -a "$build_log"
+if grep -q "warning:" "$build_log"; then
+    echo "deploy/test.sh: the build printed warnings (a clean build prints none):" >&2
+    grep "warning:" "$build_log" | sort -u >&2
+    exit 1
+fi
 # Every test bounds its own waits; this bounds each run so a hang fails CI instead of stalling it.
 if [ "$#" -gt 0 ]; then
     timeout --signal=KILL 1200 swift test --skip-build "$@"

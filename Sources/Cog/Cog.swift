@@ -51,7 +51,7 @@ public struct Cog<Value>: Sendable {
         self.init(selector, equalsRule: nil, name: name, fileID: fileID, line: line)
     }
 
-    @inlinable @usableFromInline
+    @inlinable
     init(
         _ selector: @escaping @MainActor (Reader<Value>) -> Value,
         equalsRule: (@MainActor (Value, Value) -> Bool)?,

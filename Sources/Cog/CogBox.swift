@@ -44,7 +44,7 @@ public struct CogBox<Value, Key: Hashable>: @unchecked Sendable {
         self.init(selector, equalsRule: nil, name: name, fileID: fileID, line: line)
     }
 
-    @inlinable @usableFromInline
+    @inlinable
     init(
         _ selector: @escaping @MainActor (Reader<Value>, Key) -> Value,
         equalsRule: (@MainActor (Value, Value) -> Bool)?,
@@ -164,7 +164,7 @@ extension CogBox {
             self.init(keyed: initial, equalsRule: equals, lifetime: lifetime, name: name, fileID: fileID, line: line)
         }
 
-        @inlinable @usableFromInline
+        @inlinable
         init(
             keyed initial: @escaping @MainActor (Key) -> Value,
             equalsRule: (@MainActor (Value, Value) -> Bool)?, lifetime: ManualCogLifetime,

@@ -135,7 +135,7 @@ public final class ZMQSocket {
         var buffer = [CChar](repeating: 0, count: 256)
         var size = buffer.count
         try zmqCall("zmq_getsockopt(LAST_ENDPOINT)") { zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, &buffer, &size) }
-        return String(cString: buffer)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The socket's notification descriptor (`ZMQ_FD`): it becomes readable

@@ -20,7 +20,7 @@ struct CallScriptedLeaderTests {
         // What follows the welcome: the op, numbered one past the last sequence a leader admits.
         var op: OpRequest?
         for _ in 0..<4 where op == nil {
-            if case .op(let request)?? = try leader.next()?.message { op = request }
+            if case .op(let request)? = try leader.next()?.message { op = request }
         }
         #expect(op?.request == RequestID(worker: "n", sequence: LeaderCore.sequenceLimit))
         waitForExit(call.process, timeout: .seconds(15))

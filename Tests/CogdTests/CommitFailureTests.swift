@@ -72,7 +72,7 @@ struct CommitFailureTests {
         defer { _ = try? runCogdlessCommand(["/bin/umount", "-l", mountPoint]) }
         // A filler file takes most of the space; removing it is "space returns".
         let filler = mountPoint + "/filler"
-        FileManager.default.createFile(atPath: filler, contents: Data(count: 12 << 20))
+        #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: 12 << 20)))
         let data = mountPoint + "/data"
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: data)

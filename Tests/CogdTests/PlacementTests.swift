@@ -34,9 +34,9 @@ struct PlacementTests {
         let disk = pci + "/virtio1/block/vda"
         let manager = FileManager.default
         try manager.createDirectory(atPath: pci + "/msi_irqs", withIntermediateDirectories: true)
-        for irq in ["35", "36"] { manager.createFile(atPath: pci + "/msi_irqs/" + irq, contents: Data()) }
+        for irq in ["35", "36"] { #expect(manager.createFile(atPath: pci + "/msi_irqs/" + irq, contents: Data())) }
         try manager.createDirectory(atPath: disk + "/vda1", withIntermediateDirectories: true)
-        manager.createFile(atPath: disk + "/vda1/partition", contents: Data("1\n".utf8))
+        #expect(manager.createFile(atPath: disk + "/vda1/partition", contents: Data("1\n".utf8)))
         try manager.createDirectory(atPath: root + "/sys/dev/block", withIntermediateDirectories: true)
         try manager.createSymbolicLink(
             atPath: root + "/sys/dev/block/254:0", withDestinationPath: "../../devices/pci0000:00/0000:00:02.0/virtio1/block/vda")

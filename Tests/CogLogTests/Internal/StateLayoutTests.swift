@@ -63,7 +63,7 @@ struct StateLayoutTests {
         let stored = Array("ledger.balance".utf8) + [0, 0xFF] + SHA256.hash(longKey)
         #expect(try store.rawRead(database: "state", key: stored) == TurnStore.bytes(UInt64(longKey.count)) + longKey + (try encoder.encode(1)))
         // Released, in a group commit large enough for the sorted path.
-        var drafts = try (0..<300).map { try write(try encoder.encode("a\($0)"), $0) }
+        var drafts = try (0..<300).map { (index: Int) in try write(try encoder.encode("a\(index)"), index) }
         drafts.append(try write(longKey, nil))
         drafts.append(try write(otherLongKey, 5))
         try store.append(drafts)

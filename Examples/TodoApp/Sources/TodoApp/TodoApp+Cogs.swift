@@ -40,7 +40,10 @@ public let remainingMinutesCog = Cog<Int> { c in
 /// Adds a todo; an identity already in the list or longer than
 /// `TodoApp.idByteLimit`, or a blank title or one longer than
 /// `TodoApp.titleByteLimit`, changes nothing.
-let addTodoOp = RemoteOp<TodoAddition>(name: "todos.add") { c, addition in
+let addTodoOp = RemoteOp<TodoAddition>(
+    name: "todos.add", summary: "adds a todo; a taken, empty or too long id, or a blank or too long title, changes nothing",
+    example: TodoAddition(id: TodoID(rawValue: "milk"), title: "buy milk")
+) { c, addition in
     let title = addition.title
     guard title.contains(where: { !$0.isWhitespace }), title.utf8.count <= TodoApp.titleByteLimit else { return }
     guard !addition.id.rawValue.isEmpty, addition.id.rawValue.utf8.count <= TodoApp.idByteLimit else { return }
@@ -51,13 +54,17 @@ let addTodoOp = RemoteOp<TodoAddition>(name: "todos.add") { c, addition in
 }
 
 /// Marks a todo done (its estimator scope retires: it leaves `activeTodoIDsCog`).
-let completeTodoOp = RemoteOp<TodoID>(name: "todos.complete") { c, id in
+let completeTodoOp = RemoteOp<TodoID>(
+    name: "todos.complete", summary: "marks a todo done (its estimator stops); an unknown id changes nothing", example: TodoID(rawValue: "milk")
+) { c, id in
     guard c[_todoIDsCog].contains(id) else { return }
     c[_todoIsCompletedCogs[id]] = true
 }
 
 /// Removes a todo and resets its row.
-let removeTodoOp = RemoteOp<TodoID>(name: "todos.remove") { c, id in
+let removeTodoOp = RemoteOp<TodoID>(
+    name: "todos.remove", summary: "removes a todo and clears its row; an unknown id changes nothing", example: TodoID(rawValue: "milk")
+) { c, id in
     guard c[_todoIDsCog].contains(id) else { return }
     c[_todoIDsCog].removeAll { $0 == id }
     c[_todoTitleCogs[id]] = ""
@@ -68,7 +75,11 @@ let removeTodoOp = RemoteOp<TodoID>(name: "todos.remove") { c, id in
 /// Keeps an estimate only for a todo that is still in the list and not
 /// done (the receipt check: an estimate that arrives late writes nothing),
 /// and only a positive one of at most a day.
-let acceptEstimateOp = RemoteOp<EstimateAcceptance>(name: "todos.acceptEstimate") { c, acceptance in
+let acceptEstimateOp = RemoteOp<EstimateAcceptance>(
+    name: "todos.acceptEstimate",
+    summary: "keeps an estimate (1 minute to a day) for a todo still open; sent by the estimator with the todo as its receipt",
+    example: EstimateAcceptance(minutes: 20, receipt: TodoID(rawValue: "milk"))
+) { c, acceptance in
     let id = acceptance.receipt
     guard c[_todoIDsCog].contains(id), !c[_todoIsCompletedCogs[id]] else { return }
     guard (1...TodoApp.estimateMinuteLimit).contains(acceptance.minutes) else { return }
