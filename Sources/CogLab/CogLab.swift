@@ -29,15 +29,17 @@ public enum CogLab {
     static let subcommands: [ExtraSubcommand] = [
         ExtraSubcommand(
             name: "drill",
-            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--json] | --group-workers N [--heartbeat-timeout S] …",
+            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--json] | --group-workers N [--heartbeat-timeout S] …",
             usage: { cogd in
                 "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
-                    + "         [--seed N] [--curve] [--data DIR] [--json]\n"
-                    + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR] [--json]"
+                    + "         [--seed N] [--curve] [--data DIR] [--ports A-B] [--json]\n"
+                    + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR] [--ports A-B] [--json]"
             },
             page: { page("drill", program: $0) },
             parse: { arguments throws(CommandUsageError) in
                 let options = try LabParse.parseDrill(arguments)
+                // A folder that already holds a log would be appended to: the run would not be the reproduce line's.
+                if let problem = options.dataFolderProblem { throw CommandUsageError(message: problem, subcommand: "drill") }
                 return {
                     var drill = Drill(options: options)
                     do {
@@ -59,10 +61,10 @@ public enum CogLab {
             }),
         ExtraSubcommand(
             name: "bench",
-            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]",
+            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] [--ports A-B] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B]",
             usage: { cogd in
-                "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve]\n"
-                    + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N]"
+                "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve] [--ports A-B]\n"
+                    + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B]"
             },
             page: { page("bench", program: $0) },
             parse: { arguments throws(CommandUsageError) in
@@ -86,19 +88,23 @@ public enum CogLab {
     /// Runs one bench suite; exit 1 on a failure (and when the retention bench's file kept growing).
     static func bench(_ options: BenchOptions) async -> Int32 {
         do {
+            // The suites that start leaders take their loopback ports now, and say which.
+            let needed = options.portsNeeded.count
+            let ports = needed > 0 ? try LoopbackPorts(range: options.ports, count: needed) : nil
+            if let ports { printError(ports.line("bench \(options.suite.rawValue)")) }
             switch options.suite {
             case .graph:
                 await GraphBench(options: options).run()
             case .log:
                 try LogBench(options: options).run()
             case .groups:
-                try GroupBench(options: options).run()
+                try GroupBench(options: options, ports: ports!).run()
             case .retention:
                 // Exit 1 when the data file kept growing (its verdict line says so).
-                guard try RetentionBench(options: options).run() else { return 1 }
+                guard try RetentionBench(options: options, ports: ports!).run() else { return 1 }
             case .cluster:
                 // On the main actor: one shape drives an in-process `Worker`.
-                try await MainActor.run { try ClusterBench(options: options).run() }
+                try await MainActor.run { try ClusterBench(options: options, ports: ports!).run() }
             }
         } catch {
             printError("Error: \(escaped: error)")
@@ -127,8 +133,13 @@ public enum CogLab {
                   --trap-every D          about every D seconds send ledger.trap; 0: never (default \(formatted(defaults.trapEvery)))
                   --seed N                the schedule's seed (default \(defaults.seed))
                   --curve                 run it all with CURVE keys and a peers file (default off)
-                  --data DIR              run over this folder, kept afterwards (default: a fresh temporary
-                                          folder, removed afterwards)
+                  --data DIR              run over this folder, kept afterwards; it must be empty or new (a
+                                          folder that already holds a log is refused, exit 64: a run over it
+                                          would append, and its reproduce line would not reproduce it)
+                                          (default: a fresh temporary folder, removed afterwards)
+                  --ports A-B             serve the leader on two loopback ports (127.0.0.1) picked free
+                                          in A-B, 1024 ≤ A ≤ B ≤ 65535; said on stderr at the start and as
+                                          "ports" in --json (default \(PortRange.standard))
                   --json                  the verdict as one JSON object (default: lines)
                   --group-workers N       instead, a worker group: N workers, 1 to 16, of the ledger-greeter
                                           rig in one group (--group drill), a greeter per account; every
@@ -217,6 +228,12 @@ public enum CogLab {
                                       (default 4 × --retain-turns)
                   --sample-every N    retention: read data.mdb after each N transfers (default
                                       --retain-turns / 2)
+                  --ports A-B         cluster, groups, retention: serve on loopback ports (127.0.0.1)
+                                      picked free in A-B, 1024 ≤ A ≤ B ≤ 65535, all taken at the
+                                      start and said in one line on stderr (and as "ports" in each
+                                      --json figure); the range must hold what the run needs: cluster
+                                      2, +2 with round-trip, +2 with --curve; groups 2 per shape;
+                                      retention 2 per run (default \(PortRange.standard))
 
                 Build in release mode first: swift build -c release --product cogd-lab
 

@@ -43,6 +43,30 @@ struct Drill {
         var heartbeatTimeout: Double = 2
         /// How often a group drill kills a worker unless `--kill-worker-every` says.
         static let groupKillWorkerEvery: Double = 5
+        /// The loopback ports the leader serves on are picked free from this range (`--ports A-B`).
+        var ports = PortRange.standard
+        /// How many ports a drill takes (the leader's requests and turns endpoints).
+        static let portsNeeded = 2
+
+        /// Why `--data` cannot be run over: it already holds a turn log
+        /// (`data.mdb` or `cogd.identity`), so the run would append to it and
+        /// its verdict would not be the reproduce line's. Nil: empty or new.
+        var dataFolderProblem: String? {
+            guard let dataFolder else { return nil }
+            guard let held = ["data.mdb", "cogd.identity"].first(where: { FileManager.default.fileExists(atPath: dataFolder + "/" + $0) }) else {
+                return nil
+            }
+            return "--data names a folder that already holds a log (\(dataFolder)/\(held)); a drill over it would append to that log "
+                + "and its verdict and reproduce line would not be this run's alone: give an empty or new folder"
+        }
+
+        /// A fresh data folder for a run without `--data` (removed afterwards): never one an earlier run left.
+        static func freshFolder() -> String {
+            FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-\(UUID().uuidString)").path
+        }
+
+        /// ` --ports A-B` when not the default (for the reproduce line).
+        var portsOption: String { ports == PortRange.standard ? "" : " --ports \(ports)" }
     }
 
     struct Verdict {
@@ -163,10 +187,13 @@ struct Drill {
             var group = GroupDrill(options: options)
             return try group.run()
         }
-        let folder = options.dataFolder ?? FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
+        let folder = options.dataFolder ?? Options.freshFolder()
         defer { if options.dataFolder == nil { try? FileManager.default.removeItem(atPath: folder) } }
-        let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"
-        let turns = "tcp://127.0.0.1:\(ClusterBench.freePort())"
+        if let problem = options.dataFolderProblem { throw LabError(message: problem) }
+        let ports = try LoopbackPorts(range: options.ports, count: Options.portsNeeded)
+        printError(ports.line("drill"))
+        let requests = ports.nextEndpoint()
+        let turns = ports.nextEndpoint()
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         // Under --curve: keys for the leader, each worker and the clients, and the peers file, in DATA/keys.
         var curveKeys: LoopbackCurveKeys?
@@ -422,7 +449,7 @@ struct Drill {
             verdict.total = overflow ? Int.max : sum
         }
         verdict.moneyConserved = verdict.total == verdict.expectedTotal
-        print(render(verdict, turns: report.turns))
+        print(render(verdict, turns: report.turns, ports: ports))
         return verdict.violations.isEmpty ? 0 : 1
     }
 
@@ -431,12 +458,12 @@ struct Drill {
         return .milliseconds(Int64(every * fraction * 1_000))
     }
 
-    private func render(_ verdict: Verdict, turns: Int) -> String {
+    private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts) -> String {
         let recoveries = verdict.recoveries
         let p50 = ClusterBench.percentile(recoveries, 0.5)
         let p99 = ClusterBench.percentile(recoveries, 0.99)
         let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
-        let command = "cogd-lab drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)\(options.curve ? " --curve" : "")"
+        let command = "cogd-lab drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)\(options.curve ? " --curve" : "")\(options.portsOption)"
         if options.json {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
                 + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "
@@ -451,7 +478,7 @@ struct Drill {
                 + "\"rejectedButApplied\": \(verdict.rejectedApplied.count), \"unexpectedLeaderExits\": \(verdict.unexpectedExits.count), "
                 + "\"lastLeaderCrashedLeaderCount\": \(verdict.crashedLeaderCount.map(String.init) ?? "null"), "
                 + "\"curve\": \(options.curve), \"handshakeProblems\": \(verdict.handshakeProblems.count), "
-                + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
+                + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"ports\": \(ports.json), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
         let clientsLine = "\(Drill.clientNamePrefix)*, \(Drill.clientOps.joined(separator: " "))"
         let letIn = verdict.handshakeProblems.isEmpty ? "every client let in" : "\(verdict.handshakeProblems.count) clients NOT let in"

@@ -80,10 +80,13 @@ struct GroupDrill {
 
     mutating func run() throws -> Int32 {
         let count = options.groupWorkers
-        let folder = options.dataFolder ?? FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
+        let folder = options.dataFolder ?? Drill.Options.freshFolder()
         defer { if options.dataFolder == nil { try? FileManager.default.removeItem(atPath: folder) } }
-        let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"
-        let turns = "tcp://127.0.0.1:\(ClusterBench.freePort())"
+        if let problem = options.dataFolderProblem { throw LabError(message: problem) }
+        let ports = try LoopbackPorts(range: options.ports, count: Drill.Options.portsNeeded)
+        printError(ports.line("drill"))
+        let requests = ports.nextEndpoint()
+        let turns = ports.nextEndpoint()
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         let errorsBase = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
         let leader = try Child(
@@ -238,7 +241,7 @@ struct GroupDrill {
             let (sum, overflow) = verdict.total.addingReportingOverflow((try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0)
             verdict.total = overflow ? Int.max : sum
         }
-        print(render(verdict, turns: report.turns))
+        print(render(verdict, turns: report.turns, ports: ports))
         return verdict.violations.isEmpty ? 0 : 1
     }
 
@@ -267,7 +270,7 @@ struct GroupDrill {
         return value.isFinite ? value : nil
     }
 
-    private func render(_ verdict: Verdict, turns: Int) -> String {
+    private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts) -> String {
         let check = verdict.check
         let timeout = options.heartbeatTimeout * 1_000
         let limit = (options.heartbeatTimeout + Self.moveSlack) * 1_000
@@ -278,7 +281,7 @@ struct GroupDrill {
         )
         let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
         let command =
-            "cogd-lab drill\(dataOption) --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout) --seed \(options.seed)"
+            "cogd-lab drill\(dataOption) --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout) --seed \(options.seed)\(options.portsOption)"
         let ownerless = verdict.workerKills - verdict.live.count
         if options.json {
             func number(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "null" }
@@ -295,7 +298,7 @@ struct GroupDrill {
                 + "\"retiredScopeRejections\": \(verdict.retiredRejected), \"heartbeatTimeoutMs\": \(number(timeout)), "
                 + "\"moveWindowMs\": \(number(limit)), \"reopenMsP50\": \(number(figures.reopenP50)), \"reopenMsP99\": \(number(figures.reopenP99)), "
                 + "\"liveMsP50\": \(number(figures.liveP50)), \"liveMsP99\": \(number(figures.liveP99)), \"liveMsMax\": \(number(figures.liveMax)), "
-                + "\"killsMovedInWindow\": \(verdict.live.count - verdict.late.count), "
+                + "\"killsMovedInWindow\": \(verdict.live.count - verdict.late.count), \"ports\": \(ports.json), "
                 + "\"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
         func beside(_ value: Double?) -> String {

@@ -19,6 +19,27 @@ struct BenchOptions: Equatable {
     var totalTurns = 4 * RetentionBench.defaultRetainTurns
     /// The retention bench reads the data file after each this many transfers (`--sample-every`; default half the retention).
     var sampleEvery = RetentionBench.defaultRetainTurns / 2
+    /// `cluster`, `groups`, `retention`: the loopback ports are picked free from this range (`--ports A-B`).
+    var ports = PortRange.standard
+
+    /// The suites that start a leader on loopback ports (and take `--ports`).
+    static let suitesWithPorts: [Suite] = [.cluster, .groups, .retention]
+
+    /// How many loopback ports the run takes at its start, and what for.
+    var portsNeeded: (count: Int, what: String) {
+        switch suite {
+        case .graph, .log: return (0, "")
+        case .cluster:
+            let shapes = only.isEmpty ? ClusterBench.shapeNames : only
+            let echo = shapes.contains("round-trip") ? 2 : 0
+            return (2 + echo + (curve ? 2 : 0), "bench cluster (a leader\(echo > 0 ? ", two raw echo servers" : "")\(curve ? ", a CURVE leader" : ""))")
+        case .groups:
+            let shapes = only.isEmpty ? GroupBench.shapeNames : only
+            return (2 * shapes.count, "bench groups (a leader per shape, \(shapes.count) shape\(shapes.count == 1 ? "" : "s"))")
+        case .retention:
+            return (2 * runs, "bench retention (a leader per run, \(runs) run\(runs == 1 ? "" : "s"))")
+        }
+    }
 }
 
 /// Parses the lab's subcommands' options: pure functions from the
@@ -73,6 +94,7 @@ enum LabParse {
                 }
                 options.groupWorkers = value
             case "--heartbeat-timeout": options.heartbeatTimeout = try number(option, try reader.value(for: option))
+            case "--ports": options.ports = try PortRange.parse(try reader.value(for: option), subcommand: "drill")
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
             }
             given.insert(option.name)
@@ -87,6 +109,7 @@ enum LabParse {
             throw UsageError(message: "--heartbeat-timeout applies to a group drill (with --group-workers)", subcommand: "drill")
         }
         if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
+        try options.ports.check(needed: Drill.Options.portsNeeded, what: "a drill (the leader's requests and turns)", subcommand: "drill")
         return options
     }
 
@@ -150,6 +173,8 @@ enum LabParse {
                 result.totalTurns = try turnCount(try options.value(for: option), option)
             case "--sample-every" where suite == .retention:
                 result.sampleEvery = try turnCount(try options.value(for: option), option)
+            case "--ports" where BenchOptions.suitesWithPorts.contains(suite):
+                result.ports = try PortRange.parse(try options.value(for: option), subcommand: "bench")
             default:
                 throw UsageError(message: "unknown option '\(option.name)'", subcommand: "bench")
             }
@@ -162,6 +187,8 @@ enum LabParse {
             if !given.contains("--sample-every") { result.sampleEvery = max(1, result.retainTurns / 2) }
             if let problem = RetentionBench.problem(with: result) { throw UsageError(message: problem, subcommand: "bench") }
         }
+        let needed = result.portsNeeded
+        try result.ports.check(needed: needed.count, what: needed.what, subcommand: "bench")
         if result.curve && !result.only.isEmpty && !result.only.contains(where: ClusterBench.curveShapeNames.contains) {
             throw UsageError(
                 message: "--curve compares the \(ClusterBench.curveShapeNames.joined(separator: " and ")) shapes; add one of them to --only",

@@ -1,6 +1,7 @@
 import CogLog
 import CogWire
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CogLab
@@ -10,8 +11,19 @@ import Testing
     import Glibc
 #endif
 
-/// A free TCP port on 127.0.0.1 (the bench's helper).
-func freePort() -> Int { ClusterBench.freePort() }
+/// A loopback port free now, in 20000–31999 (below Linux's ephemeral
+/// range, so no outgoing connection can take it before the server given it
+/// binds); never the same one twice in this test process.
+func freePort() -> Int {
+    for _ in 0..<1_000 {
+        let port = Int.random(in: 20_000...31_999)
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
+        if LoopbackPorts.isFree(port) { return port }
+    }
+    fatalError("no free loopback port between 20000 and 31999")
+}
+
+private let handedOutPorts = Mutex<Set<Int>>([])
 
 /// Polls `condition` every 50 ms until it holds or `timeout` passes.
 func waitUntil(timeout: Duration = .seconds(15), _ condition: () throws -> Bool) rethrows -> Bool {

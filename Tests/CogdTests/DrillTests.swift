@@ -138,6 +138,72 @@ struct DrillTests {
         #expect(verdict["command"] as? String == "cogd-lab drill --group-workers 2 --seconds 7 --kill-worker-every 3.0 --heartbeat-timeout 2.0 --seed 5")
     }
 
+    @Test func `--ports takes a range of loopback ports with room for the run, and says what is wrong otherwise`() throws {
+        var expected = Drill.Options()
+        expected.ports = PortRange(lowerBound: 40_000, upperBound: 40_001)
+        #expect(try LabParse.parseDrill(["--ports", "40000-40001"]) == expected)
+        #expect(try LabParse.parseDrill(["--group-workers", "2", "--ports=40000-40009"]).ports == PortRange(lowerBound: 40_000, upperBound: 40_009))
+        #expect(Drill.Options().ports == PortRange(lowerBound: 20_000, upperBound: 31_999), "the default: below Linux's ephemeral range")
+        for text in ["1000-2000", "40000-70000", "40010-40000", "abc", "40000-", "-40000", "40000-40001-40002", ""] {
+            #expect(
+                throws: Command.UsageError(
+                    message: "--ports takes a range of loopback ports A-B with 1024 ≤ A ≤ B ≤ 65535, not '\(text)'", subcommand: "drill")
+            ) { try LabParse.parseDrill(["--ports", text]) }
+        }
+        #expect(throws: Command.UsageError(message: "--ports 40000-40000 holds 1 port; a drill (the leader's requests and turns) needs 2", subcommand: "drill")) {
+            try LabParse.parseDrill(["--ports", "40000"])
+        }
+        // The benches that start leaders: what each run needs.
+        #expect(try LabParse.parseBench(["cluster", "--ports", "40000-40003"]).ports == PortRange(lowerBound: 40_000, upperBound: 40_003))
+        #expect(try LabParse.parseBench(["cluster", "--only", "lag", "--ports", "40000-40001"]).portsNeeded.count == 2)
+        #expect(throws: Command.UsageError(message: "--ports 40000-40003 holds 4 ports; bench cluster (a leader, two raw echo servers, a CURVE leader) needs 6", subcommand: "bench")) {
+            try LabParse.parseBench(["cluster", "--curve", "--ports", "40000-40003"])
+        }
+        #expect(throws: Command.UsageError(message: "--ports 40000-40002 holds 3 ports; bench groups (a leader per shape, 3 shapes) needs 6", subcommand: "bench")) {
+            try LabParse.parseBench(["groups", "--ports", "40000-40002"])
+        }
+        #expect(throws: Command.UsageError(message: "--ports 40000-40002 holds 3 ports; bench retention (a leader per run, 2 runs) needs 4", subcommand: "bench")) {
+            try LabParse.parseBench(["retention", "--runs", "2", "--ports", "40000-40002"])
+        }
+        #expect(throws: Command.UsageError(message: "unknown option '--ports'", subcommand: "bench")) {
+            try LabParse.parseBench(["graph", "--ports", "40000-40009"])
+        }
+        // On the command line: exit 64, the error, the usage, where to look.
+        let refused = try runCogdLab(["drill", "--ports", "80-90"])
+        #expect(refused.status == 64, "\(refused)")
+        #expect(refused.stderr.contains("Error: --ports takes a range of loopback ports A-B with 1024 ≤ A ≤ B ≤ 65535, not '80-90'"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("See 'cogd-lab drill --help'"), "\(refused.stderr)")
+    }
+
+    @Test func `a drill serves on ports from --ports and says which; its --data must not already hold a log`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let arguments = ["drill", "--workers", "1", "--seconds", "2", "--kill-leader-every", "1", "--trap-every", "0", "--seed", "4", "--json"]
+        let result = try runCogdLab(arguments + ["--ports", "43100-43109", "--data", folder.path], timeout: .seconds(90))
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let verdict = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
+        let ports = try #require(verdict["ports"] as? [Int], "\(verdict)")
+        #expect(ports.count == 2 && Set(ports).count == 2 && ports.allSatisfy((43_100...43_109).contains), "\(ports)")
+        #expect(
+            result.stderr.contains("drill: loopback ports \(ports[0]), \(ports[1]) on 127.0.0.1 (from --ports 43100-43109)\n"),
+            "one line at the start says which: \(result.stderr)")
+        #expect(verdict["command"] as? String == "cogd-lab drill --data \(folder.path) --workers 1 --seconds 2 --kill-leader-every 1.0 --kill-worker-every 7.0 --trap-every 0.0 --seed 4 --ports 43100-43109")
+        let turns = try #require(verdict["turns"] as? Int)
+        #expect(turns > 0)
+
+        // Again over the same folder: refused (it would append to that log, and not be the run its reproduce line names).
+        let again = try runCogdLab(arguments + ["--data", folder.path], timeout: .seconds(30))
+        #expect(again.status == 64, "\(again)")
+        #expect(again.stdout.isEmpty, "\(again.stdout)")
+        #expect(
+            again.stderr.contains("Error: --data names a folder that already holds a log (\(folder.path)/"),
+            "\(again.stderr)")
+        #expect(again.stderr.contains("give an empty or new folder"), "\(again.stderr)")
+        // The log is as the first run left it.
+        let stats = try runCogd(["log", "stats", "--data", folder.path, "--json"])
+        #expect(stats.status == 0 && stats.stdout.contains("\"turns\": \(turns),"), "\(stats)")
+    }
+
     @Test func `a group drill kills a worker every 5 s unless told, and refuses the other drill's options`() throws {
         var expected = Drill.Options()
         expected.groupWorkers = 3

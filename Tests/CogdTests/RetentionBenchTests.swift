@@ -95,7 +95,12 @@ struct RetentionBenchTests {
         #expect((byName["retention.turns-per-second"]?["value"] as? Double ?? 0) > 0)
         #expect((byName["retention.first-retained-revision.end"]?["value"] as? Double ?? 0) > 12000)
         #expect(byName["retention.file-bytes.end"]?["value"] as? Double == byName["retention.file-bytes.turns-16000"]?["value"] as? Double)
-        #expect(result.stderr.hasPrefix(result.status == 0 ? "plateaued: " : "not plateaued: "), "\(result.stderr)")
+        // First the ports the run took (each figure carries them), then the verdict.
+        let ports = try #require(figures.first?["ports"] as? [Int], "\(result.stdout)")
+        #expect(ports.count == 2 && figures.allSatisfy { $0["ports"] as? [Int] == ports })
+        let errors = result.stderr.split(separator: "\n", maxSplits: 1).map(String.init)
+        #expect(errors.first == "bench retention: loopback ports \(ports[0]), \(ports[1]) on 127.0.0.1 (from --ports 20000-31999)", "\(result.stderr)")
+        #expect(errors.last?.hasPrefix(result.status == 0 ? "plateaued: " : "not plateaued: ") == true, "\(result.stderr)")
         #expect((byName["retention.second-half-growth"]?["ratio"] as? Double ?? 1) < 0.5, "\(result.stdout)")
     }
 

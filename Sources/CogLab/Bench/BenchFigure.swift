@@ -13,13 +13,15 @@ struct BenchFigure {
     var baselineKind: String? = nil
 
     /// Prints the figure: a text line, or with `json` one object
-    /// `{"name", "value", "unit", "baseline", "ratio"}` (and `"baselineKind"` when set).
-    func report(json: Bool, nameWidth: Int) {
+    /// `{"name", "value", "unit", "baseline", "ratio"}` (and `"baselineKind"` when set, and
+    /// `"ports"`, the loopback ports the run served on, when given).
+    func report(json: Bool, nameWidth: Int, ports: LoopbackPorts? = nil) {
         if json {
             let baselineText = baseline.map(BenchFigure.format) ?? "null"
             let ratio = baseline.map { BenchFigure.format(value / $0) } ?? "null"
             let kind = baselineKind.map { ", \"baselineKind\": \"\($0)\"" } ?? ""
-            print("{\"name\": \"\(name)\", \"value\": \(BenchFigure.format(value)), \"unit\": \"\(unit)\", \"baseline\": \(baselineText), \"ratio\": \(ratio)\(kind)}")
+            let portsField = ports.map { ", \"ports\": \($0.json)" } ?? ""
+            print("{\"name\": \"\(name)\", \"value\": \(BenchFigure.format(value)), \"unit\": \"\(unit)\", \"baseline\": \(baselineText), \"ratio\": \(ratio)\(kind)\(portsField)}")
         } else if let baseline {
             print("\(padded(name, to: nameWidth)) \(BenchFigure.format(value)) \(unit)   raw \(BenchFigure.format(baseline)) \(unit)   ratio \(BenchFigure.format(value / baseline))")
         } else {

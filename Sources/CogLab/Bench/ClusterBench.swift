@@ -22,6 +22,8 @@ import Synchronization
 @MainActor
 struct ClusterBench {
     let options: BenchOptions
+    /// The loopback ports taken at the start (`--ports`): the leader's, the echo servers', the CURVE leader's.
+    let ports: LoopbackPorts
 
     nonisolated static let shapeNames = ["round-trip", "throughput-1", "throughput-4", "throughput-16", "lag"]
     /// The shapes `--curve` measures with CURVE on too (when among those run).
@@ -34,8 +36,8 @@ struct ClusterBench {
         let shapes = options.only.isEmpty ? ClusterBench.shapeNames : options.only
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-cluster-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let requests = "tcp://127.0.0.1:\(Self.freePort())"
-        let turns = "tcp://127.0.0.1:\(Self.freePort())"
+        let requests = ports.nextEndpoint()
+        let turns = ports.nextEndpoint()
         if options.leaderSpinWaitMicroseconds > 0 && !options.json {
             print("the leader spins \(options.leaderSpinWaitMicroseconds) µs after each batch (--leader-spin-wait)")
         }
@@ -116,9 +118,9 @@ struct ClusterBench {
     /// figure alike), each figure the median over all rounds.
     private func roundTrip(context: ZMQContext, requests: String, root: String) throws -> [BenchFigure] {
         let client = try Client(context: context, endpoint: requests, name: "rtt")
-        let echo = try EchoServer(context: context, commitFolder: nil)
+        let echo = try EchoServer(context: context, endpoint: ports.nextEndpoint(), commitFolder: nil)
         defer { echo.stop() }
-        let echoWithCommit = try EchoServer(context: context, commitFolder: root + "/raw-echo-commit")
+        let echoWithCommit = try EchoServer(context: context, endpoint: ports.nextEndpoint(), commitFolder: root + "/raw-echo-commit")
         defer { echoWithCommit.stop() }
         let commit = try RawAppendBaseline.Appender(directory: root + "/raw-commit")
         let record = [UInt8](repeating: 0x5a, count: 160)
@@ -265,9 +267,9 @@ struct ClusterBench {
         precondition(!shapes.isEmpty, "internal inconsistency: --curve with no shape to compare passed the parser")
         let keys = try LoopbackCurveKeys(
             folder: root + "/keys", workers: [], clientNames: Self.curveClientPrefix + "*", clientOps: ["ledger.*"])
-        let curveRequests = "tcp://127.0.0.1:\(Self.freePort())"
+        let curveRequests = ports.nextEndpoint()
         let curveLeader = try startLeader(
-            data: root + "/leader-curve", requests: curveRequests, turns: "tcp://127.0.0.1:\(Self.freePort())", curve: keys)
+            data: root + "/leader-curve", requests: curveRequests, turns: ports.nextEndpoint(), curve: keys)
         defer { Self.stop(curveLeader) }
         try Self.setUpAccounts(context: context, requests: curveRequests, name: Self.curveClientPrefix + "setup", keys: keys.clients)
         /// One side of the comparison: its clients, and what they measured.
@@ -331,7 +333,7 @@ struct ClusterBench {
     /// A CURVE figure: in JSON as every figure (its baseline the same without
     /// CURVE), in text as `TEXT (RATIO×)`.
     private func reportCurve(_ figure: BenchFigure, text: String) {
-        guard !options.json, let baseline = figure.baseline else { return figure.report(json: options.json, nameWidth: 44) }
+        guard !options.json, let baseline = figure.baseline else { return figure.report(json: options.json, nameWidth: 44, ports: ports) }
         print("\(text) (\(String(format: "%.2f", figure.value / baseline))×)")
         fflush(nil)
     }
@@ -388,8 +390,7 @@ struct ClusterBench {
         private let client: ZMQSocket
         private let payload = [UInt8](repeating: 7, count: 160)
 
-        init(context: ZMQContext, commitFolder: String?) throws {
-            let endpoint = "tcp://127.0.0.1:\(ClusterBench.freePort())"
+        init(context: ZMQContext, endpoint: String, commitFolder: String?) throws {
             process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             process.arguments = [echoServerCommand, endpoint] + (commitFolder.map { [$0] } ?? [])
             let ready = Pipe()
@@ -543,30 +544,7 @@ struct ClusterBench {
         }
     }
 
-    private func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 44) }
-
-    /// A loopback port free now, below Linux's ephemeral range (32768 and
-    /// up), so no outgoing connection can take it before the server that is
-    /// given it binds; never the same one twice in this process.
-    nonisolated static func freePort() -> Int {
-        for _ in 0..<1_000 {
-            let port = Int.random(in: 20_000..<32_000)
-            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(descriptor) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = UInt16(port).bigEndian
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            if bound == 0 { return port }
-        }
-        fatalError("no free loopback port between 20000 and 32000")
-    }
-
-    nonisolated private static let handedOut = Mutex<Set<Int>>([])
+    private func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 44, ports: ports) }
 
     /// The nearest-rank percentile: the smallest value with at least
     /// `fraction` of the values at or below it (0 for no values). With

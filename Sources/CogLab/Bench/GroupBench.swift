@@ -25,6 +25,8 @@ import Foundation
 ///   replacement starts once the move is done, so each move is a timeout's.
 struct GroupBench {
     let options: BenchOptions
+    /// The loopback ports taken at the start (`--ports`): two per shape's leader.
+    let ports: LoopbackPorts
 
     static let shapeNames = ["workers-1", "workers-2", "workers-4"]
     /// The leader's `--heartbeat-timeout` in this bench (seconds).
@@ -37,15 +39,15 @@ struct GroupBench {
         let shapes = options.only.isEmpty ? Self.shapeNames : options.only
         for shape in shapes {
             let count = Int(shape.dropFirst("workers-".count))!
-            for figure in try measure(workers: count) { figure.report(json: options.json, nameWidth: 40) }
+            for figure in try measure(workers: count) { figure.report(json: options.json, nameWidth: 40, ports: ports) }
         }
     }
 
     private func measure(workers count: Int) throws -> [BenchFigure] {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-groups-\(getpid())-\(count)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"
-        let turns = "tcp://127.0.0.1:\(ClusterBench.freePort())"
+        let requests = ports.nextEndpoint()
+        let turns = ports.nextEndpoint()
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         let leader = try Child(
             executable,

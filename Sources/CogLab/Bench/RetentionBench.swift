@@ -23,6 +23,8 @@ import Foundation
 /// in the same run after the leader stopped.
 struct RetentionBench {
     let options: BenchOptions
+    /// The loopback ports taken at the start (`--ports`): two per run's leader.
+    let ports: LoopbackPorts
 
     /// `--retain-turns`' default: the issue's bar.
     static let defaultRetainTurns = 100_000
@@ -118,7 +120,7 @@ struct RetentionBench {
                 baseline: BenchFigure.median(outcomes.map(\.rawPerSecond))),
         ]
         if options.json {
-            for figure in figures { figure.report(json: true, nameWidth: 0) }
+            for figure in figures { figure.report(json: true, nameWidth: 0, ports: ports) }
         } else {
             print(
                 "growth from transfer \(Self.measuredFrom(options)) to \(options.totalTurns): \(Self.size(growth)) (\(Int(growth)) bytes); keeping those turns would take "
@@ -160,9 +162,9 @@ struct RetentionBench {
         try? FileManager.default.removeItem(atPath: root)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let data = root + "/leader"
-        let requests = "tcp://127.0.0.1:\(ClusterBench.freePort())"
+        let requests = ports.nextEndpoint()
         let leader = try ClusterBench.startLeader(
-            data: data, requests: requests, turns: "tcp://127.0.0.1:\(ClusterBench.freePort())",
+            data: data, requests: requests, turns: ports.nextEndpoint(),
             options: ["--retain-turns", String(options.retainTurns)])
         var stopped = false
         defer { if !stopped { ClusterBench.stop(leader) } }
@@ -217,7 +219,7 @@ struct RetentionBench {
             BenchFigure(
                 name: "retention.\(options.runs > 1 ? "run-\(run)." : "")file-bytes.turns-\(scheduled)", value: Double(statistics.fileBytes),
                 unit: "bytes", baseline: sample.keptBytes, baselineKind: "kept-record-bytes"
-            ).report(json: true, nameWidth: 0)
+            ).report(json: true, nameWidth: 0, ports: ports)
         } else {
             print(
                 "after \(scheduled) transfers: data.mdb \(Self.size(Double(statistics.fileBytes))) (\(statistics.fileBytes) bytes), "
