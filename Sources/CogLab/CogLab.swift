@@ -29,11 +29,12 @@ public enum CogLab {
     static let subcommands: [ExtraSubcommand] = [
         ExtraSubcommand(
             name: "drill",
-            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--json] | --group-workers N [--heartbeat-timeout S] …",
+            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json] | --group-workers N [--heartbeat-timeout S] …",
             usage: { cogd in
                 "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
-                    + "         [--seed N] [--curve] [--data DIR] [--ports A-B] [--json]\n"
-                    + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR] [--ports A-B] [--json]"
+                    + "         [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json]\n"
+                    + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR]\n"
+                    + "         [--ports A-B] [--report DIR] [--json]"
             },
             page: { page("drill", program: $0) },
             parse: { arguments throws(CommandUsageError) in
@@ -140,6 +141,10 @@ public enum CogLab {
                   --ports A-B             serve the leader on two loopback ports (127.0.0.1) picked free
                                           in A-B, 1024 ≤ A ≤ B ≤ 65535; said on stderr at the start and as
                                           "ports" in --json (default \(PortRange.standard))
+                  --report DIR            also write DIR/\(Drill.Options.reportFileName) (DIR made when missing): one
+                                          self-contained page, inline SVG, no script, nothing fetched, with
+                                          applied ops/s and op latency p50/p99 over time, the faults as
+                                          shaded bands, the recovery times and the verdict (default: none)
                   --json                  the verdict as one JSON object (default: lines)
                   --group-workers N       instead, a worker group: N workers, 1 to 16, of the ledger-greeter
                                           rig in one group (--group drill), a greeter per account; every
@@ -160,6 +165,7 @@ public enum CogLab {
                 Example:
                   \(cogd) drill --workers 3 --seconds 30 --seed 7 --json
                   \(cogd) drill --group-workers 3 --seconds 120 --heartbeat-timeout 2
+                  \(cogd) drill --seconds 20 --report /tmp/drill-report
                 """
         case "sim":
             let defaults = SimCommand.Options()

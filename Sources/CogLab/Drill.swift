@@ -45,6 +45,10 @@ struct Drill {
         static let groupKillWorkerEvery: Double = 5
         /// The loopback ports the leader serves on are picked free from this range (`--ports A-B`).
         var ports = PortRange.standard
+        /// Write an HTML report of the run into this folder (`--report DIR`; `DrillReport`).
+        var reportFolder: String?
+        /// The report's file in `--report`'s folder.
+        static let reportFileName = "drill-report.html"
         /// How many ports a drill takes (the leader's requests and turns endpoints).
         static let portsNeeded = 2
 
@@ -254,6 +258,10 @@ struct Drill {
         }
         let start = ContinuousClock.now
         let end = start + .seconds(options.seconds)
+        // With --report: answers and faults over time, in buckets (bounded by the run's length).
+        let timeline = options.reportFolder == nil ? nil : DrillTimeline(start: start, seconds: options.seconds)
+        /// The report's band for the leader's last death, until its next first applied turn.
+        var openLeaderFault: Int?
         var nextLeaderKill = start + jitter(options.killLeaderEvery)
         var nextWorkerKill = start + jitter(options.killWorkerEvery)
         /// When the leader was last restarted, until its first applied turn.
@@ -270,18 +278,28 @@ struct Drill {
         var trapCrashesBy: [RequestID: Int] = [:]
         /// Classifies how the leader process ended and schedules its restart.
         func leaderEnded(byDrillKill: Bool, now: ContinuousClock.Instant) {
+            let fault: (kind: DrillReport.Fault.Kind, detail: String)
             switch leader.ending {
             case .signal(SIGKILL) where byDrillKill:
                 verdict.leaderKills += 1
                 previousLeaderEnd = .drillKill
+                fault = (.leaderKill, "leader SIGKILLed by the drill")
             case .signal(let signal) where (signal == SIGILL || signal == SIGTRAP) && trapInFlight != nil:
                 // fatalError: SIGILL on x86_64, SIGTRAP on arm64.
                 verdict.trapCrashes += 1
                 trapCrashesBy[trapInFlight!, default: 0] += 1
                 previousLeaderEnd = .trapCrash
+                fault = (.trap, "leader died of \(trapInFlight!) (signal \(signal))")
             case let ending:
                 verdict.unexpectedExits.append("\(ending)\(leader.lastErrorLine(in: leaderErrors).map { ": \($0)" } ?? "")")
                 previousLeaderEnd = .other
+                fault = (.leaderExit, "leader \(ending)")
+            }
+            if let timeline {
+                if let open = openLeaderFault {
+                    timeline.endFault(open, at: now, detail: timeline.faults[open].detail + "; died again before a turn was applied")
+                }
+                openLeaderFault = timeline.fault(fault.kind, at: now, detail: fault.detail)
             }
             verdict.restarts += 1
             restartLeaderAt = now + .milliseconds(Int64(50 + random.next() % 250))
@@ -318,6 +336,7 @@ struct Drill {
                     let index = Int(random.next() % UInt64(workers.count))
                     workers[index].killHard()
                     verdict.workerKills += 1
+                    timeline?.fault(.workerKill, at: now, detail: "\(Drill.workerName(index)) SIGKILLed and started again")
                     workers[index] = try startWorker(index)
                     nextWorkerKill = now + jitter(options.killWorkerEvery)
                 }
@@ -330,10 +349,18 @@ struct Drill {
             for client in clients { try client.pump(now: now) }
             let ready = try ZMQSocket.poll(clients.map(\.socket), timeout: .milliseconds(5))
             for (index, client) in clients.enumerated() where ready[index] {
-                let firstApplied = try client.receiveReplies()
+                let firstApplied = try client.receiveReplies(timeline: timeline)
                 if firstApplied, let down = leaderDownSince {
-                    verdict.recoveries.append(ClusterBench.seconds(ContinuousClock.now - down) * 1_000)
+                    let recovered = ContinuousClock.now
+                    let milliseconds = ClusterBench.seconds(recovered - down) * 1_000
+                    verdict.recoveries.append(milliseconds)
                     leaderDownSince = nil
+                    if let timeline, let open = openLeaderFault {
+                        timeline.endFault(
+                            open, at: recovered,
+                            detail: timeline.faults[open].detail + String(format: "; restarted, first applied turn %.0f ms after the restart", milliseconds))
+                        openLeaderFault = nil
+                    }
                 }
             }
             if now - lastProgress >= .seconds(1) {
@@ -390,7 +417,8 @@ struct Drill {
         // A start quarantines at most the one request the process before it
         // was running: surely one after a trap crash, maybe one after a kill.
         switch previousLeaderEnd {
-        case .none: verdict.crashedLeaderExpected = options.dataFolder == nil ? 0...0 : 0...1
+        // (Every run starts on an empty folder: `--data` holding a log is refused.)
+        case .none: verdict.crashedLeaderExpected = 0...0
         case .trapCrash: verdict.crashedLeaderExpected = 1...1
         case .drillKill, .other: verdict.crashedLeaderExpected = 0...1
         }
@@ -449,8 +477,38 @@ struct Drill {
             verdict.total = overflow ? Int.max : sum
         }
         verdict.moneyConserved = verdict.total == verdict.expectedTotal
-        print(render(verdict, turns: report.turns, ports: ports))
+        var reportFile: String?
+        if let timeline, let reportFolder = options.reportFolder {
+            reportFile = try Drill.writeReport(
+                DrillReport(
+                    title: "cogd-lab drill, seed \(options.seed): \(options.workers) workers, \(options.seconds) s",
+                    bucketSeconds: timeline.bucketSeconds, buckets: timeline.buckets, faults: timeline.faults,
+                    loadSeconds: Double(options.seconds), recoveryLines: recoveryLines(verdict),
+                    verdictLines: render(verdict, turns: report.turns, ports: ports, json: false, reportFile: nil).split(separator: "\n").map(String.init)),
+                into: reportFolder)
+        }
+        print(render(verdict, turns: report.turns, ports: ports, json: options.json, reportFile: reportFile))
         return verdict.violations.isEmpty ? 0 : 1
+    }
+
+    /// Writes `report`'s page into `folder` (made when missing) as `drill-report.html`; says where on stderr; returns its path.
+    static func writeReport(_ report: DrillReport, into folder: String) throws -> String {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let path = URL(fileURLWithPath: folder).appendingPathComponent(Options.reportFileName).path
+        try Data(DrillReport.html(report).utf8).write(to: URL(fileURLWithPath: path))
+        printError("drill: report written to \(path)")
+        return path
+    }
+
+    /// The report's recovery lines: the figures, then each restart.
+    private func recoveryLines(_ verdict: Verdict) -> [String] {
+        let recoveries = verdict.recoveries
+        guard !recoveries.isEmpty else { return ["no leader restart reached an applied turn"] }
+        return [
+            String(
+                format: "leader restart → first applied turn: p50 %.0f ms, p99 %.0f ms, max %.0f ms over %d restarts",
+                ClusterBench.percentile(recoveries, 0.5), ClusterBench.percentile(recoveries, 0.99), recoveries.max() ?? 0, recoveries.count)
+        ] + recoveries.enumerated().map { String(format: "restart %d: %.0f ms", $0.offset + 1, $0.element) }
     }
 
     private mutating func jitter(_ every: Double) -> Duration {
@@ -458,13 +516,13 @@ struct Drill {
         return .milliseconds(Int64(every * fraction * 1_000))
     }
 
-    private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts) -> String {
+    private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts, json: Bool, reportFile: String?) -> String {
         let recoveries = verdict.recoveries
         let p50 = ClusterBench.percentile(recoveries, 0.5)
         let p99 = ClusterBench.percentile(recoveries, 0.99)
-        let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
-        let command = "cogd-lab drill\(dataOption) --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)\(options.curve ? " --curve" : "")\(options.portsOption)"
-        if options.json {
+        // Without --data: a run's folder is always fresh, and the one given now holds this run's log.
+        let command = "cogd-lab drill --workers \(options.workers) --seconds \(options.seconds) --kill-leader-every \(options.killLeaderEvery) --kill-worker-every \(options.killWorkerEvery) --trap-every \(options.trapEvery) --seed \(options.seed)\(options.curve ? " --curve" : "")\(options.portsOption)"
+        if json {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
                 + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "
                 + "\"unchanged\": \(verdict.unchanged), \"rejected\": \(verdict.rejected), \"retried\": \(verdict.retried), "
@@ -478,7 +536,7 @@ struct Drill {
                 + "\"rejectedButApplied\": \(verdict.rejectedApplied.count), \"unexpectedLeaderExits\": \(verdict.unexpectedExits.count), "
                 + "\"lastLeaderCrashedLeaderCount\": \(verdict.crashedLeaderCount.map(String.init) ?? "null"), "
                 + "\"curve\": \(options.curve), \"handshakeProblems\": \(verdict.handshakeProblems.count), "
-                + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"ports\": \(ports.json), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
+                + "\"recoveryMsP50\": \(p50), \"recoveryMsP99\": \(p99), \"ports\": \(ports.json), \"report\": \(reportFile.map(CBORText.quoted) ?? "null"), \"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
         let clientsLine = "\(Drill.clientNamePrefix)*, \(Drill.clientOps.joined(separator: " "))"
         let letIn = verdict.handshakeProblems.isEmpty ? "every client let in" : "\(verdict.handshakeProblems.count) clients NOT let in"
@@ -591,6 +649,8 @@ final class DrillClient {
     private(set) var handshakeProblem: HandshakeWatch.Problem?
     private var nextSequence: UInt64 = 1
     private var inFlight: [RequestID: (frame: [UInt8], sentAt: ContinuousClock.Instant)] = [:]
+    /// When each request in flight was first sent (its latency runs from there to its answer).
+    private var firstSent: [RequestID: ContinuousClock.Instant] = [:]
     private(set) var answers: [RequestID: OpReply.Outcome] = [:]
     private(set) var sent = 0
     private(set) var retried = 0
@@ -633,20 +693,28 @@ final class DrillClient {
     /// Sends requests never sent, and re-sends (same id) those unanswered for 1 s.
     func pump(now: ContinuousClock.Instant) throws {
         for (request, entry) in inFlight where now - entry.sentAt > .seconds(1) {
-            if entry.sentAt > now - .seconds(3000) { retried += 1 }
+            if entry.sentAt > now - .seconds(3000) { retried += 1 } else { firstSent[request] = now }
             _ = try socket.send([entry.frame], wait: false)
             inFlight[request] = (entry.frame, now)
         }
     }
 
     /// Takes the replies waiting; returns whether one was an applied turn.
-    func receiveReplies() throws -> Bool {
+    /// `timeline`: records each answer's time and latency (first send → answer).
+    func receiveReplies(timeline: DrillTimeline? = nil) throws -> Bool {
         var sawApplied = false
         while let frames = try socket.receive() {
             guard case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1]) else { continue }
             guard inFlight.removeValue(forKey: reply.request) != nil else { continue }
+            let sent = firstSent.removeValue(forKey: reply.request)
             answers[reply.request] = reply.outcome
-            if case .applied = reply.outcome { sawApplied = true }
+            var applied = false
+            if case .applied = reply.outcome { applied = true }
+            if applied { sawApplied = true }
+            if let timeline, let sent {
+                let now = ContinuousClock.now
+                timeline.answer(at: now, latency: now - sent, applied: applied)
+            }
         }
         return sawApplied
     }

@@ -129,6 +129,10 @@ struct GroupDrill {
             clients[0].enqueue(op: "ledger.open", argument: ["account": .text("acct\(account)"), "balance": .unsigned(UInt64(opening))])
         }
         let start = ContinuousClock.now
+        // With --report: answers and kills over time, in buckets (bounded by the run's length).
+        let timeline = options.reportFolder == nil ? nil : DrillTimeline(start: start, seconds: options.seconds)
+        /// Each killed worker's band (its name is never reused).
+        var killFaults: [String: Int] = [:]
         let end = start + .seconds(options.seconds)
         var nextKill = start + .milliseconds(Int64(options.killWorkerEvery * 1_000))
         var kills: [GroupLogCheck.Kill] = []
@@ -144,6 +148,7 @@ struct GroupDrill {
                 if now >= nextKill {
                     let slot = Int(random.next() % UInt64(count))
                     kills.append(GroupLogCheck.Kill(worker: workers[slot].name, at: Date()))
+                    if let timeline { killFaults[workers[slot].name] = timeline.fault(.workerKill, at: now, detail: "\(workers[slot].name) SIGKILLed") }
                     workers[slot].child.killHard()
                     verdict.workerKills += 1
                     generations[slot] += 1
@@ -154,7 +159,7 @@ struct GroupDrill {
             }
             for client in clients { try client.pump(now: now) }
             let ready = try ZMQSocket.poll(clients.map(\.socket), timeout: .milliseconds(5))
-            for (index, client) in clients.enumerated() where ready[index] { _ = try client.receiveReplies() }
+            for (index, client) in clients.enumerated() where ready[index] { _ = try client.receiveReplies(timeline: timeline) }
             if now - lastProgress >= .seconds(1), !options.json {
                 lastProgress = now
                 let answered = clients.reduce(0) { $0 + $1.answers.count }
@@ -241,7 +246,34 @@ struct GroupDrill {
             let (sum, overflow) = verdict.total.addingReportingOverflow((try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0)
             verdict.total = overflow ? Int.max : sum
         }
-        print(render(verdict, turns: report.turns, ports: ports))
+        var reportFile: String?
+        if let timeline, let reportFolder = options.reportFolder {
+            // Each kill's band lasts until its accounts' greeters were live on the others (read from the log).
+            for move in check.moves {
+                guard let index = killFaults[move.kill.worker] else { continue }
+                let fault = timeline.faults[index]
+                guard let live = move.liveMilliseconds, !move.members.isEmpty else {
+                    timeline.endFault(
+                        index, at: timeline.start + .milliseconds(Int64(fault.start * 1_000)),
+                        detail: fault.detail + (move.members.isEmpty ? "; it owned no account" : "; its accounts were never all live again"))
+                    continue
+                }
+                timeline.endFault(
+                    index, at: timeline.start + .milliseconds(Int64(fault.start * 1_000 + live)),
+                    detail: fault.detail + String(format: "; its %d accounts' greeters live on the others %.0f ms later", move.members.count, live))
+            }
+            let figures = render(verdict, turns: report.turns, ports: ports, json: false, reportFile: nil).split(separator: "\n").map(String.init)
+            reportFile = try Drill.writeReport(
+                DrillReport(
+                    title: "cogd-lab drill, seed \(options.seed): a group of \(options.groupWorkers) workers, \(options.seconds) s",
+                    bucketSeconds: timeline.bucketSeconds, buckets: timeline.buckets, faults: timeline.faults,
+                    loadSeconds: Double(options.seconds), recoveryLines: figures.filter { $0.hasPrefix("  move ") || $0.hasPrefix("                   ") }.map {
+                        String($0.dropFirst("  move             ".count)).trimmingCharacters(in: .whitespaces)
+                    },
+                    verdictLines: figures),
+                into: reportFolder)
+        }
+        print(render(verdict, turns: report.turns, ports: ports, json: options.json, reportFile: reportFile))
         return verdict.violations.isEmpty ? 0 : 1
     }
 
@@ -270,7 +302,7 @@ struct GroupDrill {
         return value.isFinite ? value : nil
     }
 
-    private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts) -> String {
+    private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts, json: Bool, reportFile: String?) -> String {
         let check = verdict.check
         let timeout = options.heartbeatTimeout * 1_000
         let limit = (options.heartbeatTimeout + Self.moveSlack) * 1_000
@@ -279,11 +311,11 @@ struct GroupDrill {
             liveP50: Self.percentile(verdict.live, 0.5), liveP99: Self.percentile(verdict.live, 0.99),
             liveMax: Self.percentile(verdict.live, 1)
         )
-        let dataOption = options.dataFolder.map { " --data \($0)" } ?? ""
+        // Without --data: a run's folder is always fresh, and the one given now holds this run's log.
         let command =
-            "cogd-lab drill\(dataOption) --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout) --seed \(options.seed)\(options.portsOption)"
+            "cogd-lab drill --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout) --seed \(options.seed)\(options.portsOption)"
         let ownerless = verdict.workerKills - verdict.live.count
-        if options.json {
+        if json {
             func number(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "null" }
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"groupWorkers\": \(options.groupWorkers), "
                 + "\"workerKills\": \(verdict.workerKills), \"killsOfOwners\": \(verdict.live.count), \"sent\": \(verdict.sent), "
@@ -298,7 +330,7 @@ struct GroupDrill {
                 + "\"retiredScopeRejections\": \(verdict.retiredRejected), \"heartbeatTimeoutMs\": \(number(timeout)), "
                 + "\"moveWindowMs\": \(number(limit)), \"reopenMsP50\": \(number(figures.reopenP50)), \"reopenMsP99\": \(number(figures.reopenP99)), "
                 + "\"liveMsP50\": \(number(figures.liveP50)), \"liveMsP99\": \(number(figures.liveP99)), \"liveMsMax\": \(number(figures.liveMax)), "
-                + "\"killsMovedInWindow\": \(verdict.live.count - verdict.late.count), \"ports\": \(ports.json), "
+                + "\"killsMovedInWindow\": \(verdict.live.count - verdict.late.count), \"ports\": \(ports.json), \"report\": \(reportFile.map(CBORText.quoted) ?? "null"), "
                 + "\"violations\": [\(verdict.violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
         func beside(_ value: Double?) -> String {

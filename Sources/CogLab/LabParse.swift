@@ -95,6 +95,7 @@ enum LabParse {
                 options.groupWorkers = value
             case "--heartbeat-timeout": options.heartbeatTimeout = try number(option, try reader.value(for: option))
             case "--ports": options.ports = try PortRange.parse(try reader.value(for: option), subcommand: "drill")
+            case "--report": options.reportFolder = try reader.value(for: option)
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
             }
             given.insert(option.name)

@@ -80,7 +80,8 @@ struct DrillTests {
                 $0.hasPrefix("  authentication   CURVE on: leader, 2 worker keys and a client key (drill-c*, ledger.*) in the peers file; every client let in")
             }, "\(result.stdout)")
         #expect(lines.contains { $0.hasPrefix("  kills            leader ") && !$0.hasPrefix("  kills            leader 0,") }, "\(result.stdout)")
-        #expect(lines.contains { $0.hasPrefix("  reproduce        cogd-lab drill --data \(folder.path) ") && $0.hasSuffix(" --seed 3 --curve") })
+        // Not --data: the folder now holds this run's log (a drill over it is refused); a fresh folder reproduces the run.
+        #expect(lines.contains { $0 == "  reproduce        cogd-lab drill --workers 2 --seconds 5 --kill-leader-every 2.0 --kill-worker-every 3.0 --trap-every 2.0 --seed 3 --curve" }, "\(result.stdout)")
 
         // The peers file the leader ran with: each worker under its own name, the drill's clients under their prefix.
         func publicKey(_ name: String) throws -> String {
@@ -187,7 +188,7 @@ struct DrillTests {
         #expect(
             result.stderr.contains("drill: loopback ports \(ports[0]), \(ports[1]) on 127.0.0.1 (from --ports 43100-43109)\n"),
             "one line at the start says which: \(result.stderr)")
-        #expect(verdict["command"] as? String == "cogd-lab drill --data \(folder.path) --workers 1 --seconds 2 --kill-leader-every 1.0 --kill-worker-every 7.0 --trap-every 0.0 --seed 4 --ports 43100-43109")
+        #expect(verdict["command"] as? String == "cogd-lab drill --workers 1 --seconds 2 --kill-leader-every 1.0 --kill-worker-every 7.0 --trap-every 0.0 --seed 4 --ports 43100-43109")
         let turns = try #require(verdict["turns"] as? Int)
         #expect(turns > 0)
 
