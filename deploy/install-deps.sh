@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the C libraries cogd links against (Debian packages), only when missing.
-# Safe to run again: it does nothing once both pkg-config modules and the Python modules are present.
+# Safe to run again: it does nothing once both pkg-config modules, the Python modules and chromium are present.
 set -euo pipefail
 
 missing=()
@@ -15,6 +15,8 @@ PY=/usr/bin/python3
 [ -x "$PY" ] && "$PY" -c 'import lmdb' 2>/dev/null || missing+=(python3-lmdb)
 # MetricsEndpointTests parse /metrics with the Prometheus project's own text parser.
 [ -x "$PY" ] && "$PY" -c 'import prometheus_client.parser' 2>/dev/null || missing+=(python3-prometheus-client)
+# DrillReportRenderTests render a drill's HTML report in headless Chromium and read what it drew.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
