@@ -454,12 +454,8 @@ public struct LeaderCore {
                 refuse(peer, refusal)
                 return
             }
-            if let group,
-                group.isEmpty || group.utf8.count > LeaderCore.maximumWorkerName
-                    || group.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f })
-            {
-                // No control characters: a group names a key of the scope table (`\u{1}` separates its parts) and is printed.
-                refuse(peer, WireError(.malformed, "a group is 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8 with no control characters"))
+            if let group, let problem = LeaderCore.groupProblem(group) {
+                refuse(peer, WireError(.malformed, problem))
                 return
             }
             hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, tool: tool, now: now)
@@ -1115,6 +1111,26 @@ public struct LeaderCore {
         if name.utf8.contains(0) { return "worker names hold no NUL character" }
         guard name.isEmpty || name.utf8.count > maximumWorkerName else { return nil }
         return "worker names are 1 to \(maximumWorkerName) bytes of UTF-8; this one has \(name.utf8.count)"
+    }
+
+    /// Whether `scalar` is a control character as `protocol/cogwire.md`
+    /// means it (§6a, §9): Unicode's general category Cc — the C0 controls
+    /// (U+0000–U+001F), DEL (U+007F) and the C1 controls (U+0080–U+009F,
+    /// U+009B the one-byte CSI among them). Format characters (U+200E,
+    /// U+202E …) and the line and paragraph separators (U+2028, U+2029)
+    /// are not: they are admitted, and escaped wherever cogd prints them
+    /// (`TerminalText`).
+    public nonisolated static func isControlCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// Why the leader refuses `group` as a `hello`'s group (`cogwire.md`
+    /// §6a), or nil when it admits it; `cogd worker --group` applies the
+    /// same rule.
+    public nonisolated static func groupProblem(_ group: String) -> String? {
+        // No control characters: a group names a key of the scope table (`\u{1}` separates its parts) and is printed.
+        guard group.isEmpty || group.utf8.count > maximumWorkerName || group.unicodeScalars.contains(where: isControlCharacter) else { return nil }
+        return "a group is 1 to \(maximumWorkerName) bytes of UTF-8 with no control characters"
     }
     /// The most snapshots sent at once (each holds an LMDB read).
     public static let maximumSnapshotStreams = 64
