@@ -308,6 +308,31 @@ struct MetricsEndpointTests {
         #expect(worker.process.isRunning)
     }
 
+    @Test func `a request head over 8,192 bytes sent in one write is answered 431; one of exactly 8,192 bytes is served`() throws {
+        let port = freePort()
+        let ports = ClusterPorts()
+        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", "alone", "--metrics", "127.0.0.1:\(port)"])
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("metrics at http://127.0.0.1:\(port)/metrics") } != nil, "\(worker.lines)")
+        /// A whole `GET /healthz` head of exactly `bytes` bytes, its closing blank line included.
+        func head(_ bytes: Int) -> [UInt8] {
+            let start = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: "
+            let text = start + String(repeating: "a", count: bytes - start.utf8.count - 4) + "\r\n\r\n"
+            #expect(text.utf8.count == bytes)
+            return Array(text.utf8)
+        }
+        let over = try MetricsEndpointTests.exchange(port, head(9_000))
+        #expect(over.status == 431, "\(over)")
+        #expect(over.body == "request head over 8192 bytes\n")
+        #expect(try MetricsEndpointTests.exchange(port, head(8_193)).status == 431)
+        #expect(try MetricsEndpointTests.exchange(port, head(12_288)).status == 431)
+        #expect(try MetricsEndpointTests.exchange(port, head(8_192)) == (200, "ok\n"))
+        let (samples, _) = try MetricsEndpointTests.scrape(port)
+        #expect(samples[#"cogd_metrics_http_responses_total{code="431"}"#] == 3, "\(samples)")
+        #expect(samples[#"cogd_metrics_http_responses_total{code="200"}"#] == 1, "\(samples)")
+        #expect(worker.process.isRunning)
+    }
+
     @Test func `a leader logging JSON writes a parseable line for a worker joining and one for it timing out`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
