@@ -139,6 +139,22 @@ public final class Leader {
         if failed > 0 { counts["handshake-failed"] = failed }
         return counts
     }
+    /// `errorCounts` split by kind (`protocol/metrics.md` §3, §5): op
+    /// requests answered rejected, by rejection code — wire `error
+    /// unavailable` replies with them, as they share the code — and every
+    /// other error reply or event, by code (a `hello` refused `name-in-use`
+    /// among them).
+    var countsByKind: (rejections: [String: UInt64], errors: [String: UInt64]) {
+        let counts = errorCounts
+        var rejections: [String: UInt64] = [:]
+        var errors: [String: UInt64] = [:]
+        for (code, total) in counts {
+            let rejected = code == RejectionCode.unavailable.rawValue ? total : min(total, RejectionCode(rawValue: code).flatMap { core.rejectionCounts[$0] } ?? 0)
+            if rejected > 0 { rejections[code] = rejected }
+            if total > rejected { errors[code] = total - rejected }
+        }
+        return (rejections, errors)
+    }
     /// The bound endpoints (wildcard ports resolved).
     public let boundRequestsEndpoint: String
     public let boundTurnsEndpoint: String
@@ -250,7 +266,7 @@ public final class Leader {
         // Only a worker whose hello names a group (`cogd worker --group`) is placed.
         settings.placesGroups = true
         core = try LeaderCore(log: store, ports: self, registry: registry, settings: settings)
-        if crashedCount > 0 { core.countEvent(RejectionCode.crashedLeader.rawValue) }
+        if crashedCount > 0 { core.countRejection(.crashedLeader) }
         // Replies a crash left unindexed are indexed now.
         if core.hasWork { try serveBatch() }
     }

@@ -158,8 +158,13 @@ public struct LeaderCore {
     private var committing: LeaderCommit?
     /// Who may do what, when connections are authenticated (`Settings.peers`, reloaded by `.peers`).
     public private(set) var peers: PeerTable?
-    /// Error replies and events, by code (`cogd status`).
+    /// Error replies and events, by code (`cogd status`): rejections among
+    /// them, under the same code as a wire error that shares it.
     public private(set) var errorCounts: [String: UInt64] = [:]
+    /// Op requests answered rejected, by code: the part of `errorCounts`
+    /// that is rejections, so a `hello` refused `name-in-use` is told from
+    /// an `op` rejected `name-in-use` (`protocol/metrics.md` §3).
+    public private(set) var rejectionCounts: [RejectionCode: UInt64] = [:]
     /// Op requests answered, by `RequestOutcome` (`/metrics`).
     public private(set) var requestOutcomes: [String: UInt64] = [:]
     /// The outcome of the request `run` answered last.
@@ -402,7 +407,10 @@ public struct LeaderCore {
     // MARK: Messages
 
     private mutating func count(_ code: WireErrorCode) { errorCounts[code.rawValue, default: 0] += 1 }
-    private mutating func count(_ code: RejectionCode) { errorCounts[code.rawValue, default: 0] += 1 }
+    private mutating func count(_ code: RejectionCode) {
+        errorCounts[code.rawValue, default: 0] += 1
+        rejectionCounts[code, default: 0] += 1
+    }
 
     private mutating func refuse(_ peer: Peer, _ error: WireError) {
         errorCounts[error.code, default: 0] += 1
@@ -1091,6 +1099,12 @@ public struct LeaderCore {
     /// Counts an event the driver saw (`send-dropped`, …) with the core's.
     public mutating func countEvent(_ name: String, by amount: UInt64 = 1) {
         errorCounts[name, default: 0] += amount
+    }
+
+    /// Counts a rejection the driver answered (`crashed-leader`, stored at
+    /// start) with the core's.
+    public mutating func countRejection(_ code: RejectionCode) {
+        count(code)
     }
 
     // MARK: Limits and names
