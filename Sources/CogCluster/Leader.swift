@@ -139,6 +139,22 @@ public final class Leader {
         if failed > 0 { counts["handshake-failed"] = failed }
         return counts
     }
+    /// `errorCounts` split by kind (`protocol/metrics.md` §3, §5): op
+    /// requests answered rejected, by rejection code — wire `error
+    /// unavailable` replies with them, as they share the code — and every
+    /// other error reply or event, by code (a `hello` refused `name-in-use`
+    /// among them).
+    var countsByKind: (rejections: [String: UInt64], errors: [String: UInt64]) {
+        let counts = errorCounts
+        var rejections: [String: UInt64] = [:]
+        var errors: [String: UInt64] = [:]
+        for (code, total) in counts {
+            let rejected = code == RejectionCode.unavailable.rawValue ? total : min(total, RejectionCode(rawValue: code).flatMap { core.rejectionCounts[$0] } ?? 0)
+            if rejected > 0 { rejections[code] = rejected }
+            if total > rejected { errors[code] = total - rejected }
+        }
+        return (rejections, errors)
+    }
     /// The bound endpoints (wildcard ports resolved).
     public let boundRequestsEndpoint: String
     public let boundTurnsEndpoint: String
@@ -156,10 +172,16 @@ public final class Leader {
     private let streamHasOwnIOThread: Bool
     /// The request whose body runs now, noted where a process crash cannot lose it.
     private let runningNote: RunningRequestNote
-    /// A request a previous leader process was running when it stopped
-    /// (its body trapped, or the process was killed then): answered
-    /// `rejected("crashed-leader: …")` at this start and never run again.
+    /// A request a previous leader process was running when it crashed (a
+    /// fatal signal marked it), or that was running at two outside kills:
+    /// answered `rejected("crashed-leader: …")` at this start and never run
+    /// again (`protocol/turnlog.md` §1a).
     public private(set) var quarantined: QuarantinedRequest?
+    /// A request a previous leader process was running when it was killed
+    /// from outside (no fatal signal marked it): not quarantined, its retry
+    /// may run once more — quarantined if it is running at another such
+    /// death (`protocol/turnlog.md` §1a).
+    public private(set) var spared: QuarantinedRequest?
 
     public var epoch: UInt64 { store.epoch }
     public var lastRevision: UInt64 { store.lastRevision }
@@ -227,30 +249,43 @@ public final class Leader {
         handshakeWatches = [try HandshakeWatch(router, tracksConnections: true), try HandshakeWatch(publisher, tracksConnections: true)]
         boundRequestsEndpoint = try router.lastEndpoint()
         boundTurnsEndpoint = try publisher.lastEndpoint()
-        // A request noted as running and never answered: its body stopped the
-        // process that ran it. It is answered rejected, for good, and never
-        // run again (a poison pill must not become a crash loop).
+        // A request noted as running and never answered stopped the process
+        // that ran it. Marked by a fatal signal's handler, its body crashed
+        // the process: answered rejected, for good, and never run again (a
+        // poison pill must not become a crash loop). Unmarked, the process
+        // was killed from outside (SIGKILL) while it ran: it may run once
+        // more, and is quarantined if it is running at another such death
+        // (`protocol/turnlog.md` §1a).
         runningNote = try RunningRequestNote(dataFolder: configuration.dataFolder)
         var crashedCount: UInt64 = 0
-        if let crashed = try runningNote.leftOver() {
-            if try store.dedupReply(for: crashed.request) == nil {
+        var keepAsSurvivor = false
+        var forgetSurvivor = false
+        if let left = try runningNote.leftOver(), try store.dedupReply(for: left.entry.request) == nil {
+            let crashed = left.entry
+            let diedTwice = try runningNote.survivor()?.request == crashed.request
+            if left.crashSignal != nil || diedTwice {
                 let reply = OpReply(
                     request: crashed.request,
                     outcome: .rejected(Rejection(
                         .crashedLeader, "the leader stopped while running this request (op `\(crashed.op)`); it is not run again")))
                 try store.append([], replies: [(crashed.request, LeaderCore.dedupValue(digest: crashed.digest, frame: reply.frame()))])
-                quarantined = QuarantinedRequest(request: crashed.request, op: crashed.op)
+                quarantined = QuarantinedRequest(request: crashed.request, op: crashed.op, crashSignal: left.crashSignal)
                 crashedCount = 1
+                forgetSurvivor = diedTwice
+            } else {
+                spared = QuarantinedRequest(request: crashed.request, op: crashed.op)
+                keepAsSurvivor = true
             }
-            try runningNote.clear()
         }
+        try runningNote.settle(keepingNoteAsSurvivor: keepAsSurvivor, forgettingSurvivor: forgetSurvivor)
+        try runningNote.arm()
         var settings = LeaderCore.Settings(
             heartbeatTimeout: configuration.heartbeatTimeout, maximumRecordBytes: configuration.maximumRecordBytes,
             turnsEndpoint: boundTurnsEndpoint, rigs: configuration.rigs, peers: peers)
         // Only a worker whose hello names a group (`cogd worker --group`) is placed.
         settings.placesGroups = true
         core = try LeaderCore(log: store, ports: self, registry: registry, settings: settings)
-        if crashedCount > 0 { core.countEvent(RejectionCode.crashedLeader.rawValue) }
+        if crashedCount > 0 { core.countRejection(.crashedLeader) }
         // Replies a crash left unindexed are indexed now.
         if core.hasWork { try serveBatch() }
     }

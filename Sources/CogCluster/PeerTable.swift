@@ -101,7 +101,7 @@ public struct PeerTable: Sendable, Equatable {
                 fields.removeSubrange(comment...)
             }
             if fields.isEmpty { continue }
-            if let control = fields.joined().unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+            if let control = fields.joined().unicodeScalars.first(where: LeaderCore.isControlCharacter) {
                 throw problem("a control character (U+\(String(control.value, radix: 16, uppercase: true))) is not allowed")
             }
             guard fields.count >= 3 else {

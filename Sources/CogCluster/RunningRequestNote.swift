@@ -1,3 +1,4 @@
+internal import CCrashMark
 import CogLog
 import Foundation
 
@@ -16,9 +17,20 @@ import Foundation
 /// unacknowledged request needs nothing more after a power loss), and it
 /// costs no system call per request.
 ///
+/// A crash is told from an outside kill (`protocol/turnlog.md` §1a): the
+/// handlers `arm` installs for the fatal signals a crash raises (SIGILL and
+/// SIGTRAP for a Swift trap, SIGSEGV, SIGBUS, SIGFPE, SIGABRT) write the
+/// signal's number into the crash mark before the process dies of it;
+/// SIGKILL cannot be caught and leaves the mark 0. The next start
+/// quarantines a marked note's request; an unmarked one's may run once
+/// more, and is kept as the survivor: should it be noted again at another
+/// unmarked death, it is quarantined then.
+///
 /// Layout (`protocol/turnlog.md` §1): 4 bytes big-endian length N, then N
-/// bytes of deterministic CBOR `{"op": text, "seq": uint, "digest": bytes, "worker": text}`;
-/// N = 0 means no request is running. The file is 4,100 bytes.
+/// bytes of deterministic CBOR `{"op": text, "seq": uint, "digest": bytes, "worker": text}`
+/// (N = 0: no request is running) in 4,096 bytes; at 4,100 the crash mark
+/// (one byte); at 4,104 the survivor, in the note's form (4 bytes of length,
+/// then up to 4,096 bytes). The file is 8,204 bytes.
 ///
 /// - Important: one writer, the leader's serving thread; the data folder's
 ///   writer lock makes it the only one.
@@ -44,8 +56,22 @@ final class RunningRequestNote {
     /// The file mapped shared: a note is a store into the page cache (no
     /// system call per request), which outlives the process.
     private let mapping: UnsafeMutableRawPointer
-    private static let mappedBytes = 4 + maximumBytes
+    /// Where the crash mark is: the number of the fatal signal that stopped
+    /// the process while a note was set, or 0.
+    static let markOffset = 4 + maximumBytes
+    /// Where the survivor is: the request noted, unmarked, when an earlier
+    /// process died (outside kill), in the note's form.
+    static let survivorOffset = markOffset + 4
+    private static let mappedBytes = survivorOffset + 4 + maximumBytes
     private var isClear = false
+
+    /// What a previous process left noted.
+    struct LeftOver: Equatable {
+        var entry: Entry
+        /// The fatal signal a handler marked it with (a crash), or nil (an
+        /// outside kill, SIGKILL or power loss).
+        var crashSignal: Int32?
+    }
 
     init(dataFolder: String) throws(TurnStoreError) {
         path = (dataFolder as NSString).appendingPathComponent(RunningRequestNote.fileName)
@@ -76,24 +102,63 @@ final class RunningRequestNote {
     }
 
     deinit {
+        cogd_crash_mark_disarm(descriptor)
         munmap(mapping, RunningRequestNote.mappedBytes)
         close(descriptor)
     }
 
     /// The request a previous process noted and never cleared (it stopped
-    /// while that body ran), if any. A note that does not decode is reported
-    /// as an error, never trusted.
-    func leftOver() throws(TurnStoreError) -> Entry? {
-        let length = (0..<4).reduce(0) { $0 << 8 | Int(mapping.load(fromByteOffset: $1, as: UInt8.self)) }
+    /// while that body ran), if any, with the signal that marked it a crash.
+    /// A note that does not decode is reported as an error, never trusted.
+    func leftOver() throws(TurnStoreError) -> LeftOver? {
+        guard let entry = try entry(at: 0, what: "note") else { return nil }
+        let mark = mapping.load(fromByteOffset: RunningRequestNote.markOffset, as: UInt8.self)
+        return LeftOver(entry: entry, crashSignal: mark == 0 ? nil : Int32(mark))
+    }
+
+    /// The request noted, unmarked, when an earlier process died, if any.
+    func survivor() throws(TurnStoreError) -> Entry? {
+        try entry(at: RunningRequestNote.survivorOffset, what: "survivor")
+    }
+
+    private func entry(at offset: Int, what: String) throws(TurnStoreError) -> Entry? {
+        let length = (0..<4).reduce(0) { $0 << 8 | Int(mapping.load(fromByteOffset: offset + $1, as: UInt8.self)) }
         guard length > 0 else { return nil }
         guard length <= RunningRequestNote.maximumBytes else {
-            throw TurnStoreError(code: .corrupt, message: "\(path) claims \(length) bytes (at most \(RunningRequestNote.maximumBytes))")
+            throw TurnStoreError(code: .corrupt, message: "\(path) claims \(length) bytes for its \(what) (at most \(RunningRequestNote.maximumBytes))")
         }
-        let body = [UInt8](UnsafeRawBufferPointer(start: mapping + 4, count: length))
+        let body = [UInt8](UnsafeRawBufferPointer(start: mapping + offset + 4, count: length))
         guard let entry = try? CBORDecoder().decode(Entry.self, from: body) else {
-            throw TurnStoreError(code: .corrupt, message: "\(path) holds a note that does not decode")
+            throw TurnStoreError(code: .corrupt, message: "\(path) holds a \(what) that does not decode")
         }
         return entry
+    }
+
+    /// At start, once the left-over note is dealt with: keeps it as the
+    /// survivor (`keep`) or forgets the survivor (`forget`), clears the note
+    /// and the crash mark, and flushes the file (once per start, so a power
+    /// loss does not give a survivor a third run).
+    func settle(keepingNoteAsSurvivor keep: Bool, forgettingSurvivor forget: Bool) throws(TurnStoreError) {
+        if keep {
+            (mapping + RunningRequestNote.survivorOffset).copyMemory(from: mapping, byteCount: 4 + RunningRequestNote.maximumBytes)
+        } else if forget {
+            for index in 0..<4 { mapping.storeBytes(of: 0, toByteOffset: RunningRequestNote.survivorOffset + index, as: UInt8.self) }
+        }
+        setLength(0)
+        mapping.storeBytes(of: 0, toByteOffset: RunningRequestNote.markOffset, as: UInt8.self)
+        isClear = true
+        guard msync(mapping, RunningRequestNote.mappedBytes, MS_SYNC) == 0 else {
+            throw TurnStoreError(code: .notWritable, message: "cannot flush \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Installs the fatal-signal handlers that mark a crash in this file
+    /// (`cogd_crash_mark_arm`); disarmed when the note is released.
+    func arm() throws(TurnStoreError) {
+        let failed = cogd_crash_mark_arm(descriptor, Int64(RunningRequestNote.markOffset))
+        guard failed == 0 else {
+            throw TurnStoreError(code: .notWritable, message: "cannot install the crash handlers for \(path): \(String(cString: strerror(failed)))")
+        }
     }
 
     /// Notes that `request`'s body (op `op`) runs now. The body goes in
@@ -160,8 +225,33 @@ final class RunningRequestNote {
 }
 
 /// A request a previous leader process was running when it stopped,
-/// answered `rejected("crashed-leader: …")` at the next start.
+/// answered `rejected("crashed-leader: …")` at the next start — or, when
+/// no crash marked it, let run once more (`Leader.spared`).
 public struct QuarantinedRequest: Sendable, Equatable {
     public let request: RequestID
     public let op: String
+    /// The fatal signal that stopped the process while it ran (a crash), or
+    /// nil: killed from outside (quarantined at its second such death).
+    public let crashSignal: Int32?
+
+    public init(request: RequestID, op: String, crashSignal: Int32? = nil) {
+        self.request = request
+        self.op = op
+        self.crashSignal = crashSignal
+    }
+
+    /// The signal's name (`SIGILL`), or its number.
+    public var signalName: String? {
+        crashSignal.map { signal in
+            switch signal {
+            case SIGSEGV: "SIGSEGV"
+            case SIGILL: "SIGILL"
+            case SIGTRAP: "SIGTRAP"
+            case SIGABRT: "SIGABRT"
+            case SIGBUS: "SIGBUS"
+            case SIGFPE: "SIGFPE"
+            default: "signal \(signal)"
+            }
+        }
+    }
 }

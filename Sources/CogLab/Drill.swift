@@ -103,8 +103,9 @@ struct Drill {
         /// Trap requests answered otherwise, or never; and those that killed the leader more than once.
         var trapWrong: [String] = []
         var trapCrashLoops: [String] = []
-        /// Other requests answered `crashed-leader`: a drill kill while their
-        /// body ran (documented behaviour: rejected, never applied).
+        /// Other requests answered `crashed-leader`: drill kills twice while
+        /// their body ran — one such kill only lets the retry run once more
+        /// (`protocol/turnlog.md` §1a; rejected, never applied).
         var quarantined = 0
         /// Requests answered rejected whose turn is nevertheless in the log.
         var rejectedApplied: [String] = []
@@ -415,7 +416,8 @@ struct Drill {
         leader.stop()
         for worker in workers { worker.stop() }
         // A start quarantines at most the one request the process before it
-        // was running: surely one after a trap crash, maybe one after a kill.
+        // was running: surely one after a trap crash, maybe one after a kill
+        // (when that request was running at an earlier kill too).
         switch previousLeaderEnd {
         // (Every run starts on an empty folder: `--data` holding a log is refused.)
         case .none: verdict.crashedLeaderExpected = 0...0
@@ -556,7 +558,7 @@ struct Drill {
             "  replicas         \(verdict.unconverged.isEmpty ? "converged" : "NOT converged: \(escaped: verdict.unconverged.joined(separator: "; "))")",
             "  scopes           \(verdict.scopeOwned) turns owned by scope instances, \(verdict.retiredRejected) late requests from retired instances refused by the leader (retired-scope: the workers' own, not the client's), \(verdict.retiredApplied.count) applied from retired or dead-epoch instances",
             "  traps            \(verdict.trapRequests) ledger.trap requests, \(verdict.trapCrashes) killed the leader, \(verdict.trapRejected) answered rejected(crashed-leader), \(verdict.trapCrashLoops.count) killed it twice, \(verdict.trapRecords.count) in the log",
-            "  quarantined      \(verdict.quarantined) other requests answered crashed-leader (a drill kill while their body ran); "
+            "  quarantined      \(verdict.quarantined) other requests answered crashed-leader (drill kills twice while their body ran); "
                 + "requests answered rejected yet in the log: \(verdict.rejectedApplied.isEmpty ? "none" : "\(verdict.rejectedApplied.count) (VIOLATION)")",
             "  last leader      counts \(verdict.crashedLeaderCount.map(String.init) ?? "?") crashed-leader (expected \(verdict.crashedLeaderExpected.lowerBound == verdict.crashedLeaderExpected.upperBound ? "\(verdict.crashedLeaderExpected.lowerBound)" : "\(verdict.crashedLeaderExpected.lowerBound)–\(verdict.crashedLeaderExpected.upperBound)")), \(verdict.unexpectedExits.count) unexpected exits",
             "  recovery         leader restart → first applied turn p50 \(String(format: "%.0f", p50)) ms, p99 \(String(format: "%.0f", p99)) ms",

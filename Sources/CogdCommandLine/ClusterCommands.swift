@@ -190,11 +190,22 @@ enum ClusterCommands {
         }
         if let metrics { logMetricsAddress(metrics.server, log) }
         if let crashed = leader.quarantined {
+            let why =
+                crashed.signalName.map { "the previous leader process died of \($0) while running it" }
+                ?? "leader processes were killed from outside twice while running it"
             log.log(
                 .warn, "quarantined",
                 "quarantined request \(TerminalText.quoted(crashed.request.description)) (op \(TerminalText.quoted(crashed.op))): "
-                    + "the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)",
-                ["request": .text(crashed.request.description), "op": .text(crashed.op)])
+                    + "\(why); its retries are answered rejected(crashed-leader)",
+                ["request": .text(crashed.request.description), "op": .text(crashed.op), "signal": .text(crashed.signalName ?? "none")])
+        }
+        if let spared = leader.spared {
+            log.log(
+                .warn, "spared",
+                "request \(TerminalText.quoted(spared.request.description)) (op \(TerminalText.quoted(spared.op))) was running when the previous "
+                    + "leader process was killed from outside (no crash marked it): a retry may run it once more; "
+                    + "if the leader dies again while it runs, it is quarantined",
+                ["request": .text(spared.request.description), "op": .text(spared.op)])
         }
         // The store is open and both sockets are bound: a service manager may start what depends on the leader.
         if let failure = notifier.notify([

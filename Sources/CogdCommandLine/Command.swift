@@ -382,7 +382,7 @@ enum Command: Equatable {
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--group"):
                 let text = try reader.value(for: option)
-                guard !text.isEmpty, text.utf8.count <= 255, !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
+                guard LeaderCore.groupProblem(text) == nil else {
                     throw UsageError(message: "--group takes a name of 1 to 255 bytes with no control characters, not '\(text)'", subcommand: subcommand)
                 }
                 worker.group = text

@@ -129,6 +129,17 @@ struct CommandTests {
         }
     }
 
+    @Test func `worker --group refuses a C1 control character as the leader would, and takes format characters`() throws {
+        #expect(throws: Command.UsageError(message: "--group takes a name of 1 to 255 bytes with no control characters, not 'g\u{9B}2J'", subcommand: "worker")) {
+            try Command.parse(["worker", "--group", "g\u{9B}2J"])
+        }
+        guard case .worker(let worker) = try Command.parse(["worker", "--group", "g\u{200E}\u{2028}"]) else {
+            Issue.record("worker did not parse")
+            return
+        }
+        #expect(worker.group == "g\u{200E}\u{2028}")
+    }
+
     @Test func `get and ops parse their options`() throws {
         var get = Command.GetOptions(name: "ledger.balance", key: #""alice""#, json: true)
         #expect(try Command.parse(["get", "ledger.balance", #""alice""#, "--json"]) == .get(get))

@@ -34,7 +34,7 @@ struct DrillTests {
             lines.contains { $0.range(of: #"^  scopes           \d+ turns owned by scope instances, \d+ late requests from retired instances refused by the leader \(retired-scope: the workers' own, not the client's\), 0 applied"#, options: .regularExpression) != nil },
             "\(result.stdout)")
         #expect(
-            lines.contains { $0.range(of: #"^  quarantined      \d+ other requests answered crashed-leader \(a drill kill while their body ran\); requests answered rejected yet in the log: none$"#, options: .regularExpression) != nil },
+            lines.contains { $0.range(of: #"^  quarantined      \d+ other requests answered crashed-leader \(drill kills twice while their body ran\); requests answered rejected yet in the log: none$"#, options: .regularExpression) != nil },
             "\(result.stdout)")
     }
 

@@ -1,3 +1,5 @@
+import CogLog
+import CogWire
 import Foundation
 import Testing
 
@@ -305,6 +307,72 @@ struct MetricsEndpointTests {
         #expect(samples[#"cogd_metrics_http_responses_total{code="431"}"#] == 1)
         #expect(samples[#"cogd_metrics_http_responses_total{code="404"}"#] == 1)
         #expect(samples[#"cogd_metrics_http_responses_total{code="405"}"#] == 1)
+        #expect(worker.process.isRunning)
+    }
+
+    @Test func `a hello refused name-in-use is counted and logged as an error; an op rejected name-in-use as a rejection`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let port = freePort()
+        let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 60, options: ["--metrics", "127.0.0.1:\(port)"])
+        defer { leader.stop() }
+        let holder = try RawPeer(endpoint: ports.requests)
+        guard case .welcome? = try holder.exchange(.hello(worker: "w1", lastRevision: 0)) else {
+            Issue.record("the holder was not welcomed")
+            return
+        }
+        // Another connection says hello as w1: refused name-in-use, an error reply.
+        let second = try RawPeer(endpoint: ports.requests)
+        guard case .error(let refusal)? = try second.exchange(.hello(worker: "w1", lastRevision: 0)) else {
+            Issue.record("no error reply to the second hello")
+            return
+        }
+        #expect(refusal.code == "name-in-use")
+        #expect(
+            leader.waitForLine { $0.hasSuffix(" cogd leader: 1 message answered with the error name-in-use in the last 10 s or so (1 since start)") } != nil,
+            "\(leader.lines)")
+        var samples = try MetricsEndpointTests.scrape(port).samples
+        #expect(samples[#"cogd_leader_errors_total{code="name-in-use"}"#] == 1, "\(samples)")
+        #expect(samples[#"cogd_leader_rejections_total{code="name-in-use"}"#] == 0, "\(samples)")
+        // An op in w1's name from that other connection: rejected name-in-use, a rejection.
+        let op = OpRequest(request: RequestID(worker: "w1", sequence: 1), op: "ledger.open", argument: try CBOREncoder().encode("x"))
+        guard case .reply(let reply)? = try second.exchange(.op(op)), case .rejected(let reason) = reply.outcome else {
+            Issue.record("no rejection of the op in a held name")
+            return
+        }
+        #expect(reason.hasPrefix("name-in-use: "), "\(reason)")
+        #expect(
+            leader.waitForLine { $0.hasSuffix(" cogd leader: 1 request rejected name-in-use in the last 10 s or so (1 since start)") } != nil,
+            "\(leader.lines)")
+        samples = try MetricsEndpointTests.scrape(port).samples
+        #expect(samples[#"cogd_leader_errors_total{code="name-in-use"}"#] == 1, "\(samples)")
+        #expect(samples[#"cogd_leader_rejections_total{code="name-in-use"}"#] == 1, "\(samples)")
+        #expect(!leader.lines.contains { $0.contains("requests rejected name-in-use") || $0.contains("request rejected name-in-use in the last 10 s or so (2") })
+    }
+
+    @Test func `a request head over 8,192 bytes sent in one write is answered 431; one of exactly 8,192 bytes is served`() throws {
+        let port = freePort()
+        let ports = ClusterPorts()
+        let worker = try CogdProcess(["worker", "--leader", ports.requests, "--name", "alone", "--metrics", "127.0.0.1:\(port)"])
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("metrics at http://127.0.0.1:\(port)/metrics") } != nil, "\(worker.lines)")
+        /// A whole `GET /healthz` head of exactly `bytes` bytes, its closing blank line included.
+        func head(_ bytes: Int) -> [UInt8] {
+            let start = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: "
+            let text = start + String(repeating: "a", count: bytes - start.utf8.count - 4) + "\r\n\r\n"
+            #expect(text.utf8.count == bytes)
+            return Array(text.utf8)
+        }
+        let over = try MetricsEndpointTests.exchange(port, head(9_000))
+        #expect(over.status == 431, "\(over)")
+        #expect(over.body == "request head over 8192 bytes\n")
+        #expect(try MetricsEndpointTests.exchange(port, head(8_193)).status == 431)
+        #expect(try MetricsEndpointTests.exchange(port, head(12_288)).status == 431)
+        #expect(try MetricsEndpointTests.exchange(port, head(8_192)) == (200, "ok\n"))
+        let (samples, _) = try MetricsEndpointTests.scrape(port)
+        #expect(samples[#"cogd_metrics_http_responses_total{code="431"}"#] == 3, "\(samples)")
+        #expect(samples[#"cogd_metrics_http_responses_total{code="200"}"#] == 1, "\(samples)")
         #expect(worker.process.isRunning)
     }
 

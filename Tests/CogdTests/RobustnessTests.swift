@@ -39,11 +39,14 @@ struct RobustnessTests {
         let first = try RawPeer(endpoint: ports.requests)
         try first.send([trap])
         #expect(waitUntil { !leader.process.isRunning }, "the trap stopped the leader")
+        // A Swift trap is SIGILL on x86_64 (ud2), SIGTRAP on arm64 (brk): the crash handler marks the note and dies of it.
         #expect(leader.process.terminationReason == .uncaughtSignal)
+        #expect([SIGILL, SIGTRAP].contains(leader.process.terminationStatus), "\(leader.process.terminationStatus)")
+        let signal = leader.process.terminationStatus == SIGILL ? "SIGILL" : "SIGTRAP"
 
         leader = try ports.startLeader(data: folder.path, options: ["--trap-op"], executable: cogdLabExecutable())
         let logged = leader.waitForLine { $0.contains("quarantined request") }
-        #expect(logged?.hasSuffix(#" WARN  cogd leader: quarantined request "poison#1" (op "ledger.trap"): the previous leader process stopped while running it; its retries are answered rejected(crashed-leader)"#) == true, "\(leader.lines)")
+        #expect(logged?.hasSuffix(#" WARN  cogd leader: quarantined request "poison#1" (op "ledger.trap"): the previous leader process died of "# + signal + #" while running it; its retries are answered rejected(crashed-leader)"#) == true, "\(leader.lines)")
         // The client retries the same request: rejected, never run again.
         let retry = try RawPeer(endpoint: ports.requests)
         for _ in 0..<2 {
@@ -70,6 +73,98 @@ struct RobustnessTests {
             return
         }
         #expect(stored.outcome == .rejected(reason: "crashed-leader: the leader stopped while running this request (op `ledger.trap`); it is not run again"))
+    }
+
+    /// The `running-request` file a leader killed by SIGKILL while running
+    /// `request` leaves (`protocol/turnlog.md` §1): the note, no crash mark,
+    /// and no survivor.
+    static func unmarkedNote(_ request: RequestID, op: String, argument: [UInt8]) throws -> [UInt8] {
+        struct Note: Codable {
+            var op: String
+            var seq: UInt64
+            var digest: [UInt8]
+            var worker: String
+        }
+        func entry(_ id: RequestID) throws -> [UInt8] {
+            let body = try CBOREncoder().encode(Note(op: op, seq: id.sequence, digest: RequestDigest.of(op: op, argument: argument), worker: id.worker))
+            let length = UInt32(body.count)
+            return [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body
+                + [UInt8](repeating: 0, count: 4_096 - body.count)
+        }
+        let empty = [UInt8](repeating: 0, count: 4 + 4_096)
+        return try entry(request) + [0, 0, 0, 0] + empty
+    }
+
+    @Test func `a request running when the leader was killed from outside (SIGKILL) runs once more when retried; running at a second such death, it is quarantined`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 5}"#).hasPrefix("applied revision 1"))
+        leader.stop()
+        let note = folder.path + "/running-request"
+        let argument = { (account: String) in try CBOREncoder().encode(["account": CBORValue.text(account), "balance": .unsigned(7)]) }
+        func open(_ id: RequestID, _ account: String) throws -> OpReply.Outcome? {
+            let frame = WireMessage.op(OpRequest(request: id, op: "ledger.open", argument: try argument(account))).encoded()
+            guard case .reply(let reply)? = try RawPeer(endpoint: ports.requests).exchange([frame]) else { return nil }
+            return reply.outcome
+        }
+
+        // Killed while bank#1 ran (SIGKILL: no handler ran, the note is unmarked).
+        let first = RequestID(worker: "bank", sequence: 1)
+        try Data(try Self.unmarkedNote(first, op: "ledger.open", argument: try argument("bob"))).write(to: URL(fileURLWithPath: note))
+        leader = try ports.startLeader(data: folder.path)
+        let spared = leader.waitForLine { $0.contains("was running when the previous leader process was killed") }
+        #expect(
+            spared?.hasSuffix(#" WARN  cogd leader: request "bank#1" (op "ledger.open") was running when the previous leader process was killed from outside (no crash marked it): a retry may run it once more; if the leader dies again while it runs, it is quarantined"#) == true,
+            "\(leader.lines)")
+        #expect(!leader.lines.contains { $0.contains("quarantined request") })
+        #expect(try open(first, "bob") == .applied(revision: 2), "the retry runs")
+        #expect(try open(first, "bob") == .applied(revision: 2), "and is answered from dedup after")
+        #expect(try ports.errorCounts()["crashed-leader"] == nil)
+        leader.stop()
+
+        // bank#2 running at one outside kill, then (its retry running again) at a second: quarantined.
+        let second = RequestID(worker: "bank", sequence: 2)
+        try Data(try Self.unmarkedNote(second, op: "ledger.open", argument: try argument("carol"))).write(to: URL(fileURLWithPath: note))
+        leader = try ports.startLeader(data: folder.path)
+        #expect(leader.waitForLine { $0.contains(#"request "bank#2" (op "ledger.open") was running when"#) } != nil, "\(leader.lines)")
+        leader.stop()
+        // The note as a second kill leaves it; the rest of the file (the survivor) as the leader left it.
+        var file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: note)))
+        #expect(file.count == 8_204)
+        file.replaceSubrange(0..<4_100, with: try Self.unmarkedNote(second, op: "ledger.open", argument: try argument("carol")).prefix(4_100))
+        try Data(file).write(to: URL(fileURLWithPath: note))
+        leader = try ports.startLeader(data: folder.path)
+        let quarantined = leader.waitForLine { $0.contains("quarantined request") }
+        #expect(
+            quarantined?.hasSuffix(#" WARN  cogd leader: quarantined request "bank#2" (op "ledger.open"): leader processes were killed from outside twice while running it; its retries are answered rejected(crashed-leader)"#) == true,
+            "\(leader.lines)")
+        #expect(try open(second, "carol") == .rejected(reason: "crashed-leader: the leader stopped while running this request (op `ledger.open`); it is not run again"))
+        #expect(try ports.errorCounts()["crashed-leader"] == 1)
+        let store = try TurnStore(directory: folder.path, mode: .reader)
+        defer { store.close() }
+        #expect(try store.value(name: "ledger.accounts", key: nil) == CBOREncoder().encode(["alice", "bob"]))
+    }
+
+    @Test func `a fatal signal sent to the leader from outside marks no crash in its running-request file`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        // Without the Swift runtime's backtracer (which may wait for a key before it lets the process die): the handler alone.
+        let leader = try CogdProcess(
+            executable: cogdExecutable(),
+            ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns, "--heartbeat-timeout", "5"],
+            environment: ["SWIFT_BACKTRACE": "enable=no"])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil, "the leader started: \(leader.lines)")
+        kill(leader.process.processIdentifier, SIGSEGV)
+        try #require(waitUntil(timeout: .seconds(30)) { !leader.process.isRunning }, "SIGSEGV stopped the leader: \(leader.lines.suffix(5))")
+        #expect(leader.process.terminationReason == .uncaughtSignal && leader.process.terminationStatus == SIGSEGV)
+        // Byte 4,100: the crash mark (turnlog §1), written only for a signal the process raised itself.
+        let file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: folder.path + "/running-request")))
+        #expect(file.count == 8_204 && file[4_100] == 0)
     }
 
     @Test func `a retry under the same request id with another op or argument is refused request-mismatch, also after a restart`() throws {

@@ -46,6 +46,29 @@ struct WorkerGroupTests {
         return try store.records(from: 1, limit: 10_000)
     }
 
+    @Test func `a hello whose group holds a C1 control character is refused malformed like C0 and DEL; a format character is welcomed`() throws {
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        for group in ["csi\u{9B}2J", "c1\u{85}", "c0\u{1B}", "del\u{7F}"] {
+            let peer = try RawPeer(endpoint: ports.requests)
+            guard case .error(let refusal)? = try peer.exchange(.hello(worker: "probe", lastRevision: 0, group: group)) else {
+                Issue.record("no error reply to the group \(group.unicodeScalars.map(\.value))")
+                continue
+            }
+            #expect(refusal.code == "malformed")
+            #expect(refusal.message == "a group is 1 to 255 bytes of UTF-8 with no control characters")
+        }
+        // U+200E and U+2028 are format and separator characters, not control characters (cogwire §6a).
+        let peer = try RawPeer(endpoint: ports.requests)
+        guard case .welcome(_, _, _, _, let echoed)? = try peer.exchange(.hello(worker: "marked", lastRevision: 0, group: "ltr\u{200E}line\u{2028}")) else {
+            Issue.record("no welcome for a group holding U+200E and U+2028")
+            return
+        }
+        #expect(echoed == "ltr\u{200E}line\u{2028}")
+        #expect(try ports.errorCounts()["malformed"] == 4)
+        #expect(leader.process.isRunning)
+    }
+
     @Test func `two workers greet each account once; a killed one's accounts move to the other; a third takes a share`() throws {
         defer { folder.cleanUp() }
         let leader = try ports.startLeader(data: folder.path, heartbeatTimeout: 2)

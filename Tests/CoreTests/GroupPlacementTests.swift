@@ -89,12 +89,22 @@ struct GroupPlacementTests {
         #expect(leader.openInstances == [])
     }
 
-    @Test func `a group with a control character, or empty, is malformed`() throws {
+    @Test func `a group with a control character (C0, DEL or C1), or empty, is malformed; format characters are not control characters`() throws {
         let leader = try CoreHarness(placesGroups: true)
-        for group in ["", "g\u{1}x", "tab\there"] {
-            #expect(leader.error("w", .hello(worker: "w", lastRevision: 0, group: group))?.code == "malformed", "\(group)")
+        for group in ["", "g\u{1}x", "tab\there", "del\u{7F}", "csi\u{9B}2J", "c1\u{80}", "c1\u{9F}"] {
+            let refusal = leader.error("w", .hello(worker: "w", lastRevision: 0, group: group))
+            #expect(refusal?.code == "malformed", "\(group.unicodeScalars.map(\.value))")
+            #expect(refusal?.message == "a group is 1 to 255 bytes of UTF-8 with no control characters")
         }
         #expect(leader.send("w", Self.grouped("w")).first?.typeName == "welcome")
+        // Format characters and separators (cogwire §6a) are admitted: the group is echoed as sent.
+        for (index, group) in ["ltr\u{200E}mark", "line\u{2028}sep", "\u{A0}nbsp"].enumerated() {
+            guard case .welcome(_, _, _, _, let echoed)? = leader.send("f\(index)", .hello(worker: "f\(index)", lastRevision: 0, group: group)).first else {
+                Issue.record("no welcome for \(group.unicodeScalars.map(\.value))")
+                continue
+            }
+            #expect(echoed == group)
+        }
     }
 
     @Test func `without group placement a group is ignored: each worker's registration is its own, as before`() throws {

@@ -52,6 +52,7 @@ struct PeerTableTests {
         ("\(keyA) worker w*\n\(keyB) client w1 x", 2, "name `w1` meets `w*` of line 1: a worker name belongs to one key, so two keys' names may not overlap"),
         ("\(keyA) worker ab*\n\(keyB) worker a*", 2, "name `a*` meets `ab*` of line 1: a worker name belongs to one key, so two keys' names may not overlap"),
         ("\(keyA) worker w1\u{7}", 1, "a control character (U+7) is not allowed"),
+        ("\(keyA) worker w1\u{9B}", 1, "a control character (U+9B) is not allowed"),
     ])
     func `a file that is not valid is refused, naming the line and why`(text: String, line: Int, message: String) {
         #expect(throws: PeerTableError(path: "peers", line: line, message: message)) { try PeerTable(parsing: text, path: "peers") }

@@ -177,7 +177,7 @@ def parse_peers(text):
                 break
         if not fields:
             continue
-        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in "".join(fields)):
+        if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in "".join(fields)):
             return ("refused", number)
         if len(fields) < 3 or not is_key(fields[0]) or fields[1] not in ("worker", "client", "observer"):
             return ("refused", number)

@@ -158,8 +158,13 @@ public struct LeaderCore {
     private var committing: LeaderCommit?
     /// Who may do what, when connections are authenticated (`Settings.peers`, reloaded by `.peers`).
     public private(set) var peers: PeerTable?
-    /// Error replies and events, by code (`cogd status`).
+    /// Error replies and events, by code (`cogd status`): rejections among
+    /// them, under the same code as a wire error that shares it.
     public private(set) var errorCounts: [String: UInt64] = [:]
+    /// Op requests answered rejected, by code: the part of `errorCounts`
+    /// that is rejections, so a `hello` refused `name-in-use` is told from
+    /// an `op` rejected `name-in-use` (`protocol/metrics.md` §3).
+    public private(set) var rejectionCounts: [RejectionCode: UInt64] = [:]
     /// Op requests answered, by `RequestOutcome` (`/metrics`).
     public private(set) var requestOutcomes: [String: UInt64] = [:]
     /// The outcome of the request `run` answered last.
@@ -402,7 +407,10 @@ public struct LeaderCore {
     // MARK: Messages
 
     private mutating func count(_ code: WireErrorCode) { errorCounts[code.rawValue, default: 0] += 1 }
-    private mutating func count(_ code: RejectionCode) { errorCounts[code.rawValue, default: 0] += 1 }
+    private mutating func count(_ code: RejectionCode) {
+        errorCounts[code.rawValue, default: 0] += 1
+        rejectionCounts[code, default: 0] += 1
+    }
 
     private mutating func refuse(_ peer: Peer, _ error: WireError) {
         errorCounts[error.code, default: 0] += 1
@@ -454,12 +462,8 @@ public struct LeaderCore {
                 refuse(peer, refusal)
                 return
             }
-            if let group,
-                group.isEmpty || group.utf8.count > LeaderCore.maximumWorkerName
-                    || group.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f })
-            {
-                // No control characters: a group names a key of the scope table (`\u{1}` separates its parts) and is printed.
-                refuse(peer, WireError(.malformed, "a group is 1 to \(LeaderCore.maximumWorkerName) bytes of UTF-8 with no control characters"))
+            if let group, let problem = LeaderCore.groupProblem(group) {
+                refuse(peer, WireError(.malformed, problem))
                 return
             }
             hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, tool: tool, now: now)
@@ -1097,6 +1101,12 @@ public struct LeaderCore {
         errorCounts[name, default: 0] += amount
     }
 
+    /// Counts a rejection the driver answered (`crashed-leader`, stored at
+    /// start) with the core's.
+    public mutating func countRejection(_ code: RejectionCode) {
+        count(code)
+    }
+
     // MARK: Limits and names
 
     /// Request sequences are below this (2^63).
@@ -1115,6 +1125,26 @@ public struct LeaderCore {
         if name.utf8.contains(0) { return "worker names hold no NUL character" }
         guard name.isEmpty || name.utf8.count > maximumWorkerName else { return nil }
         return "worker names are 1 to \(maximumWorkerName) bytes of UTF-8; this one has \(name.utf8.count)"
+    }
+
+    /// Whether `scalar` is a control character as `protocol/cogwire.md`
+    /// means it (§6a, §9): Unicode's general category Cc — the C0 controls
+    /// (U+0000–U+001F), DEL (U+007F) and the C1 controls (U+0080–U+009F,
+    /// U+009B the one-byte CSI among them). Format characters (U+200E,
+    /// U+202E …) and the line and paragraph separators (U+2028, U+2029)
+    /// are not: they are admitted, and escaped wherever cogd prints them
+    /// (`TerminalText`).
+    public nonisolated static func isControlCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// Why the leader refuses `group` as a `hello`'s group (`cogwire.md`
+    /// §6a), or nil when it admits it; `cogd worker --group` applies the
+    /// same rule.
+    public nonisolated static func groupProblem(_ group: String) -> String? {
+        // No control characters: a group names a key of the scope table (`\u{1}` separates its parts) and is printed.
+        guard group.isEmpty || group.utf8.count > maximumWorkerName || group.unicodeScalars.contains(where: isControlCharacter) else { return nil }
+        return "a group is 1 to \(maximumWorkerName) bytes of UTF-8 with no control characters"
     }
     /// The most snapshots sent at once (each holds an LMDB read).
     public static let maximumSnapshotStreams = 64

@@ -21,7 +21,9 @@ struct LeaderOperations {
     /// The data file's use, read at most every `fileUseInterval`.
     var fileUse: (fileBytes: Int, pageSize: Int, usedPages: Int, freePages: Int)?
     var fileUseRead: ContinuousClock.Instant?
-    /// Rejections and errors, one line per code per 10 s.
+    /// Rejections, one line per code per 10 s.
+    var rejectionSummary = CountSummary()
+    /// Other error replies and events, one line per code per 10 s.
     var errorSummary = CountSummary()
     var lastSummaryLook = ContinuousClock.now
     /// Slow commits since the last line about them (one line per 10 s).
@@ -136,7 +138,15 @@ extension Leader {
         let now = ContinuousClock.now
         guard now - operations.lastSummaryLook >= .seconds(1) else { return }
         operations.lastSummaryLook = now
-        for (code, added, total) in operations.errorSummary.due(errorCounts, now: now) {
+        let (rejections, errors) = countsByKind
+        for (code, added, total) in operations.rejectionSummary.due(rejections, now: now) {
+            log.log(
+                .warn, "rejections",
+                "\(added) request\(added == 1 ? "" : "s") rejected \(code) "
+                    + "in the last \(operations.rejectionSummary.interval.components.seconds) s or so (\(total) since start)",
+                ["code": .text(code), "count": .number(Double(added)), "total": .number(Double(total))])
+        }
+        for (code, added, total) in operations.errorSummary.due(errors, now: now) {
             if code == WireErrorCode.helloFirst.rawValue {
                 // Not a fault: a worker whose heartbeat reaches a leader that
                 // does not know it yet (it restarted) is told hello-first and
@@ -149,10 +159,9 @@ extension Leader {
                     ["code": .text(code), "count": .number(Double(added)), "total": .number(Double(total))])
                 continue
             }
-            let isRejection = RejectionCode(rawValue: code) != nil
             log.log(
-                .warn, isRejection ? "rejections" : "errors",
-                "\(added) \(isRejection ? "request\(added == 1 ? "" : "s") rejected" : "message\(added == 1 ? "" : "s") answered with the error") \(code) "
+                .warn, "errors",
+                "\(added) message\(added == 1 ? "" : "s") answered with the error \(code) "
                     + "in the last \(operations.errorSummary.interval.components.seconds) s or so (\(total) since start)",
                 ["code": .text(code), "count": .number(Double(added)), "total": .number(Double(total))])
         }
@@ -192,7 +201,7 @@ extension Leader {
             operations.fileUse = try? store.fileUse()
             operations.fileUseRead = now
         }
-        let counts = errorCounts
+        let (rejections, errors) = countsByKind
         let last = lastRevision
         // Tools (`cogd get`, `tail --connect`) read and close: neither workers nor lagging.
         let workers = core.workerStatus(now: self.now).filter { $0.tool != true }
@@ -208,11 +217,11 @@ extension Leader {
                 label: "outcome", LeaderCore.RequestOutcome.allCases.map { ($0.rawValue, Double(core.requestOutcomes[$0.rawValue] ?? 0)) }),
             .labelled(
                 "cogd_leader_rejections_total", .counter, help: "Op requests answered rejected, by rejection code.",
-                label: "code", RejectionCode.allCases.map { ($0.rawValue, Double(counts[$0.rawValue] ?? 0)) }),
+                label: "code", RejectionCode.allCases.map { ($0.rawValue, Double(rejections[$0.rawValue] ?? 0)) }),
             .labelled(
                 "cogd_leader_errors_total", .counter, help: "Error replies and events other than rejection codes, by code (as cogd status shows them).",
                 label: "code",
-                counts.filter { RejectionCode(rawValue: $0.key) == nil }.sorted { $0.key < $1.key }.map { ($0.key, Double($0.value)) }),
+                errors.sorted { $0.key < $1.key }.map { ($0.key, Double($0.value)) }),
             .single(
                 "cogd_leader_dedup_hits_total", .counter, help: "Retried requests answered from the dedup table instead of run again.",
                 Double(core.requestOutcomes[LeaderCore.RequestOutcome.deduplicated.rawValue] ?? 0)),

@@ -10,7 +10,7 @@ import Synchronization
 /// (`protocol/metrics.md`). It is a trust boundary and bounded as one:
 /// one thread, at most `maximumConnections` open at once (more are
 /// answered 503 and closed), a request head of at most `maximumHeadBytes`
-/// (431 past it), `readTimeout` for the whole head (408), one request per
+/// with its closing blank line (431 past it, however the bytes arrive), `readTimeout` for the whole head (408), one request per
 /// connection (`Connection: close`), a body never read. Nothing it is sent
 /// is printed or kept.
 public final class MetricsServer: Sendable {
@@ -168,10 +168,13 @@ public final class MetricsServer: Sendable {
                 }
                 guard read > 0 else { break }
                 connection.head += chunk[0..<read]
-                if let end = MetricsServer.headEnd(connection.head) {
-                    connection.reply = answer(head: Array(connection.head[..<end]))
-                } else if connection.head.count > MetricsServer.maximumHeadBytes {
+                // The limit holds wherever the head ends: a read may bring a
+                // whole head longer than the limit (its blank line included).
+                let end = MetricsServer.headEnd(connection.head)
+                if (end ?? connection.head.count) > MetricsServer.maximumHeadBytes {
                     connection.reply = response(431, "request head over \(MetricsServer.maximumHeadBytes) bytes\n")
+                } else if let end {
+                    connection.reply = answer(head: Array(connection.head[..<end]))
                 }
             }
             guard connection.reply != nil else { return }
