@@ -125,6 +125,8 @@ public final class Worker: CogRemoteLink {
     /// Registration replies above the replica's revision, adopted once it
     /// reaches theirs (DESIGN §6: the members they list are as of that revision).
     private var pendingReplies: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
+    /// Registrations the socket could not take yet, oldest first: sent again every pass.
+    private var unsentRegistrations: [ScopeRegistration] = []
     /// The event loop's read sources on the sockets' notification descriptors.
     private var sources: [any DispatchSourceRead] = []
     private var watchedDescriptors: [Int32] = []
@@ -173,6 +175,7 @@ public final class Worker: CogRemoteLink {
         cogs = Cogs.replica()
         context = try ZMQContext()
         dealer = try ZMQSocket(context, .dealer)
+        try dealer.setHighWaterMarks(send: Worker.sendQueueLimit, receive: 1_000)
         // The name, then a suffix of this process's own: the leader (not
         // ZeroMQ, which would refuse the connection silently) decides which
         // process may speak as the name.
@@ -370,6 +373,7 @@ public final class Worker: CogRemoteLink {
         }
         retryFailedHandshakes()
         try carryOut(core.step(.tick, now: now))
+        retryUnsentRegistrations()
         return worked
     }
 
@@ -430,7 +434,7 @@ public final class Worker: CogRemoteLink {
             case .firstSync:
                 cogs.operateReplicaMechanisms(mechanisms)
             case .registerScopesAnew:
-                try registerScopesAnew()
+                registerScopesAnew()
             case .forgetInstances:
                 for scope in scopes.values { scope.forgetInstances() }
                 for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
@@ -459,11 +463,12 @@ public final class Worker: CogRemoteLink {
     /// Forgets every scope child's instance and registers the selectors
     /// again (the leader dropped them, or a new epoch did): open children get
     /// new instances, and their requests wait for them.
-    private func registerScopesAnew() throws {
+    private func registerScopesAnew() {
+        unsentRegistrations = []
         for scope in scopes.values { scope.forgetInstances() }
         pruneRetiredScopes()
         for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
-            try register(scope)
+            register(scope)
         }
     }
 
@@ -484,23 +489,50 @@ public final class Worker: CogRemoteLink {
             return
         }
         let request = RequestID(worker: configuration.name, sequence: sequence)
-        guard let bytes = try? CBOREncoder().encode(argument) else {
-            keep(OpReply(request: request, outcome: .rejected(reason: "argument does not encode")))
+        let bytes: [UInt8]
+        do {
+            bytes = try CBOREncoder().encode(argument)
+        } catch {
+            keep(OpReply(request: request, outcome: .rejected(Rejection(.badArgument, "the argument of \(name) does not encode: \(error)"))))
             return
         }
         let turnName = owner.map { "\($0.path).\(name)" } ?? name
         guard let slot = owner?.owningSlot else {
-            try? send(.op(OpRequest(request: request, op: name, argument: bytes, instance: nil, name: turnName)))
+            sendRequest(OpRequest(request: request, op: name, argument: bytes, instance: nil, name: turnName))
             return
         }
         if let instance = slot.instance {
-            try? send(.op(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName)))
+            sendRequest(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName))
         } else {
             // The leader has not told us this child's instance yet: send once it has.
             slot.waiting.append { [weak self] instance in
-                try? self?.send(.op(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName)))
+                self?.sendRequest(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName))
             }
         }
+    }
+
+    /// How many messages the socket queues for the leader while it is away
+    /// or not reading (ZeroMQ's send high-water mark); past it a request is
+    /// answered here, rejected `unavailable` (`protocol/cogwire.md` §8).
+    public static let sendQueueLimit: Int32 = 1_000
+
+    /// Sends an op request; one the socket refuses or cannot take now (its
+    /// queue to the leader is full: the leader is away or not reading) is
+    /// answered here, rejected `unavailable`, counted and kept with the
+    /// replies — never dropped unanswered. It is not sent later: the
+    /// mechanism decides whether to ask again.
+    private func sendRequest(_ request: OpRequest) {
+        let why: String
+        do {
+            if try send(.op(request)) { return }
+            why = "the queue to the leader is full (\(Worker.sendQueueLimit) messages): the leader is away or not reading"
+        } catch {
+            why = "the socket refused it: \(error)"
+        }
+        operations.unsentRequests &+= 1
+        let reply = OpReply(request: request.request, outcome: .rejected(Rejection(.unavailable, "not sent: \(why)")))
+        operations.count(reply.outcome)
+        keep(reply)
     }
 
     public func registerScope(
@@ -514,7 +546,7 @@ public final class Worker: CogRemoteLink {
             form: ScopeRegistration.Form(rawValue: form.rawValue) ?? .each)
         let scope = WorkerScope(spec: spec, parent: parent, worker: self, currentEncoding: currentEncoding)
         scopes[nextRegistration] = scope
-        try? register(scope)
+        register(scope)
         return scope
     }
 
@@ -532,7 +564,7 @@ public final class Worker: CogRemoteLink {
             gate?.place(scope.instance(of: []))
         }
         scopes[nextRegistration] = scope
-        try? register(scope)
+        register(scope)
         return true
     }
 
@@ -554,20 +586,44 @@ public final class Worker: CogRemoteLink {
 
     /// Sends a registration; a nested one waits until its parent's instance
     /// of the current epoch is known, and is not sent once the parent retired.
-    private func register(_ scope: WorkerScope) throws {
+    private func register(_ scope: WorkerScope) {
         scope.willRegister()
         guard let parent = scope.parent else {
-            try send(.scopeRegister(scope.spec))
+            sendRegistration(scope.spec)
             return
         }
         guard !parent.isRetired else { return }
         if let instance = parent.instance, let epoch, ScopeTable.epoch(of: instance) == epoch {
-            try send(.scopeRegister(scope.registration(parent: instance)))
+            sendRegistration(scope.registration(parent: instance))
         } else {
             parent.waiting.append { [weak self, weak scope] instance in
                 guard let self, let scope, self.scopes[scope.spec.registration] === scope else { return }
-                try? self.send(.scopeRegister(scope.registration(parent: instance)))
+                self.sendRegistration(scope.registration(parent: instance))
             }
+        }
+    }
+
+    /// Sends a registration; one the socket cannot take now is kept and
+    /// sent again on every pass until it goes (its scope's children wait
+    /// for the instances the reply brings: a dropped registration would
+    /// leave them waiting for good). A new epoch registers every scope
+    /// anew, so what is kept is dropped then.
+    private func sendRegistration(_ registration: ScopeRegistration) {
+        if (try? send(.scopeRegister(registration))) == true { return }
+        operations.registrationRetries &+= 1
+        unsentRegistrations.append(registration)
+    }
+
+    /// Sends the registrations kept unsent, in order, until one is refused again.
+    private func retryUnsentRegistrations() {
+        while let registration = unsentRegistrations.first {
+            // A scope that was forgotten (pruned, or registered anew) needs nothing.
+            guard let scope = scopes[registration.registration], !(scope.parent?.isRetired ?? false) else {
+                unsentRegistrations.removeFirst()
+                continue
+            }
+            guard (try? send(.scopeRegister(registration))) == true else { return }
+            unsentRegistrations.removeFirst()
         }
     }
 
@@ -582,11 +638,15 @@ public final class Worker: CogRemoteLink {
         core.encodedValue(name, key)
     }
 
-    private func send(_ message: WireMessage) throws {
-        try dealer.send([message.encoded()], wait: false)
+    /// Sends without waiting; false when the socket's queue to the leader
+    /// is full (`sendQueueLimit` messages).
+    @discardableResult
+    private func send(_ message: WireMessage) throws -> Bool {
+        let sent = try dealer.send([message.encoded()], wait: false)
         // Sending can consume the socket's notification of a reply already
         // waiting; look again rather than wait for the next one.
         signal()
+        return sent
     }
 }
 

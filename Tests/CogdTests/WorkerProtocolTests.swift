@@ -108,6 +108,34 @@ struct WorkerProtocolTests {
         #expect(try leader.next(pumping: replica, within: .seconds(5), matching: isHeartbeat) != nil)
     }
 
+    @Test func `a request the socket cannot take while the leader is away is answered here rejected unavailable, never dropped`() throws {
+        let leader = try ScriptedLeader()
+        let replica = try leader.replica([])
+        defer { replica.close() }
+        guard try leader.join(replica) else { return }
+        // The leader goes away: the worker's socket queues what it sends, up to its limit.
+        leader.close()
+        let sent = Int(Worker.sendQueueLimit) + 100
+        for index in 0..<sent {
+            replica.submit(op: "ledger.open", argument: Opening(account: "a\(index)", balance: 1), owner: nil)
+        }
+        let local = replica.replies.values.sorted { $0.request.sequence < $1.request.sequence }
+        // What did not fit is answered here, each once, and counted; what fit waits in the queue for the leader.
+        #expect(local.count >= 100 && local.count <= sent, "\(local.count) answered here")
+        #expect(replica.operations.unsentRequests == UInt64(local.count))
+        #expect(replica.operations.rejected == UInt64(local.count))
+        for reply in local {
+            #expect(
+                reply.outcome
+                    == .rejected(
+                        reason: "unavailable: not sent: the queue to the leader is full (1000 messages): the leader is away or not reading"))
+        }
+        // The latest requests are the ones refused: the queue took the first ones in order.
+        #expect(local.last?.request.sequence == UInt64(sent))
+        let metrics = MetricFamily.exposition(replica.metricFamilies())
+        #expect(metrics.contains("cogd_worker_requests_unsent_total \(local.count)\n"), "\(metrics)")
+    }
+
     @Test func `a worker numbers its requests above the last sequence the welcome names`() throws {
         let leader = try ScriptedLeader()
         defer { leader.close() }

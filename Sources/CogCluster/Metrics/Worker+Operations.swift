@@ -13,6 +13,11 @@ public struct WorkerOperations: Sendable {
     public internal(set) var applied: UInt64 = 0
     public internal(set) var unchanged: UInt64 = 0
     public internal(set) var rejected: UInt64 = 0
+    /// Op requests the socket could not take (its queue to the leader full):
+    /// each answered here, rejected `unavailable`, and counted in `rejected` too.
+    public internal(set) var unsentRequests: UInt64 = 0
+    /// Scope registrations the socket could not take at once, kept and sent again.
+    public internal(set) var registrationRetries: UInt64 = 0
     /// The newest revision the leader announced (a welcome, a published turn).
     public internal(set) var newestSeenRevision: UInt64 = 0
 
@@ -70,6 +75,10 @@ extension Worker {
             .labelled(
                 "cogd_worker_requests_total", .counter, help: "Replies to this worker's op requests, by outcome.",
                 label: "outcome", [("applied", Double(ops.applied)), ("unchanged", Double(ops.unchanged)), ("rejected", Double(ops.rejected))]),
+            .single(
+                "cogd_worker_requests_unsent_total", .counter,
+                help: "Op requests the socket could not take (its queue to the leader full), each answered here rejected unavailable.",
+                Double(ops.unsentRequests)),
             .single("cogd_worker_digest_mismatches_total", .counter, help: "Records or snapshots whose state digest differed from the replica's.", Double(digestMismatches)),
             .single("cogd_process_resident_memory_bytes", .gauge, help: "Resident memory of this process.", residentMemoryBytes()),
         ]
