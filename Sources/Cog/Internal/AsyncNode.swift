@@ -59,6 +59,10 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
     /// `.exhaustLatest`: at most the newest one).
     var waiting: [(generation: Int, work: Work<Value>)] = []
     var refreshes: [(generation: Int, handle: CogRefresh<Value>)] = []
+    /// Whether a system turn has published this state's status yet. The
+    /// first `pending` restates the resting status; every later one is a
+    /// new turn status consumers see (ASYNC-32, STREAM-03).
+    var publishedStatus = false
 
     init(descriptor: AsyncDescriptor<Value>, key: StateKey) {
         self.selector = descriptor.selector
@@ -73,8 +77,13 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
             value: CogStatus(kind: .pending, value: defaultValue, hasSucceeded: false, error: nil),
             equals: { old, new in
                 guard old.kind == new.kind, old.hasSucceeded == new.hasSucceeded,
-                    old.error == nil, new.error == nil, let equals
+                    old.error == nil, new.error == nil
                 else { return false }
+                // A pending status carries the value it replaced, so pending
+                // over pending restates it, even with no equality rule; a
+                // replacement pending is published as a change regardless.
+                if new.kind == .pending { return true }
+                guard let equals else { return false }
                 return equals(old.value, new.value)
             })
         super.init(kind: .computed, descriptor: descriptor, key: key, label: label, state: .dirty)
@@ -169,6 +178,7 @@ extension Graph {
     /// One result as its own system turn: a success sets the value and the
     /// status, a failure only the status (keeping the last good value).
     func publish<Value: Sendable>(_ result: Result<Value, any Error>, of node: AsyncNode<Value>) {
+        node.publishedStatus = true
         switch result {
         case .success(let value):
             systemTurn(named: "\(node.label).success") { [unowned self] _ in

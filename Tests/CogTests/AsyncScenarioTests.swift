@@ -1,0 +1,78 @@
+import Cog
+import CogTesting
+import Testing
+
+// Issue 31: the graph's async and lifetime rules as Cog's scenarios define them.
+
+private let _requestCog = Cog<Int>.Manual(name: "scenario.request") { 0 }
+
+/// What a status watch saw, as `kind value` lines.
+private func describe<Value>(_ status: CogStatus<Value>) -> String {
+    "\(status.kind) \(status.value)"
+}
+
+@MainActor
+@Suite("Async scenarios (issue 31)", .timeLimit(.minutes(1)))
+struct AsyncScenarioTests {
+    @Test func `STREAM-03 a replacement pending reaches status consumers`() async {
+        let readings = ControlledStream<Int>()
+        let readingsCog = Cog<Int>.Async(default: -1, name: "readings") { c in
+            _ = c[_requestCog]
+            return readings.makeWork()
+        }
+        let statuses = Recorder<String>()
+        let values = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(readingsCog, initial: .run, name: "status") { _, status in statuses.append(describe(status)) }
+        m.watch(readingsCog, initial: .run, name: "value") { _, value in values.append(value) }
+        #expect(await nextStart(readings.starts) == 0)
+        #expect(statuses.values == ["pending -1"])
+
+        cogs.turn(_requestCog, to: 1)
+        #expect(await nextStart(readings.starts) == 1)
+        #expect(statuses.values == ["pending -1", "pending -1"])
+        // The replaced generation's late element is dropped.
+        readings.yield(99, to: 0)
+        let accepted = completionChecks(cogs, count: 1)
+        readings.yield(20, to: 1)
+        await waitAll(accepted)
+        #expect(statuses.values == ["pending -1", "pending -1", "success 20"])
+        #expect(values.values == [-1, 20])
+        #expect(readings.generationCount == 2)
+        readings.finish(1)
+    }
+
+    @Test func `ASYNC-32 status consumers see every pending turn, value consumers only changes`() async {
+        let work = ControlledWork<Int>()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in
+            _ = c[_requestCog]
+            return work.makeWork()
+        }
+        let statuses = Recorder<String>()
+        let values = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(forecastCog, initial: .run, name: "status") { _, status in statuses.append(describe(status)) }
+        m.watch(forecastCog, initial: .skip, name: "value") { _, value in values.append(value) }
+        #expect(await nextStart(work.starts) == 0)
+        // Two replacements before any result: each is its own pending turn.
+        cogs.turn(_requestCog, to: 1)
+        #expect(await nextStart(work.starts) == 1)
+        cogs.turn(_requestCog, to: 2)
+        #expect(await nextStart(work.starts) == 2)
+        #expect(statuses.values == ["pending 0", "pending 0", "pending 0"])
+        let done = completionChecks(cogs, count: 1)
+        work.succeed(2, with: 7)
+        await waitAll(done)
+        // A refresh while the success rests, then an equal success: the
+        // status consumer sees both turns, the value consumer neither.
+        let again = cogs.refresh(forecastCog)
+        #expect(await nextStart(work.starts) == 3)
+        work.succeed(3, with: 7)
+        guard case .success(7) = await again.outcome else {
+            Issue.record("the refresh did not succeed with 7")
+            return
+        }
+        #expect(statuses.values == ["pending 0", "pending 0", "pending 0", "success 7", "pending 7", "success 7"])
+        #expect(values.values == [7])
+    }
+}
