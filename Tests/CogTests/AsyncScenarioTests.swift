@@ -4,6 +4,11 @@ import Testing
 
 // Issue 31: the graph's async and lifetime rules as Cog's scenarios define them.
 
+/// A reading with no `Equatable` conformance and no equality rule.
+private struct OpaqueReading: Sendable {
+    let celsius: Int
+}
+
 private let _requestCog = Cog<Int>.Manual(name: "scenario.request") { 0 }
 
 /// What a status watch saw, as `kind value` lines.
@@ -40,6 +45,29 @@ struct AsyncScenarioTests {
         #expect(values.values == [-1, 20])
         #expect(readings.generationCount == 2)
         readings.finish(1)
+    }
+
+    @Test func `STREAM-11 a stream with no equality rule publishes every element, and its resting status once`() async {
+        let readings = ControlledStream<OpaqueReading>()
+        let readingsCog = Cog<OpaqueReading>.Async(default: OpaqueReading(celsius: -1), name: "opaqueReadings") { _ in
+            readings.makeWork()
+        }
+        let statuses = Recorder<Int>()
+        let values = Recorder<Int>()
+        let reactions = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(readingsCog, initial: .run, name: "status") { _, status in statuses.append(status.value.celsius) }
+        m.watch(readingsCog, initial: .run, name: "value") { _, reading in values.append(reading.celsius) }
+        m.run { c in reactions.append(c[readingsCog].celsius) }
+        #expect(await nextStart(readings.starts) == 0)
+        let checks = completionChecks(cogs, count: 2)
+        readings.yield(OpaqueReading(celsius: 4), to: 0)
+        readings.yield(OpaqueReading(celsius: 4), to: 0)
+        await waitAll(checks)
+        #expect(statuses.values == [-1, 4, 4])
+        #expect(values.values == [-1, 4, 4])
+        #expect(reactions.values == [-1, 4, 4])
+        readings.finish(0)
     }
 
     @Test func `ASYNC-32 status consumers see every pending turn, value consumers only changes`() async {
