@@ -103,4 +103,63 @@ struct AsyncScenarioTests {
         #expect(statuses.values == ["pending 0", "pending 0", "pending 0", "success 7", "pending 7", "success 7"])
         #expect(values.values == [7])
     }
+
+    @Test func `ASYNC-23 refresh runs the selector again, reading its synchronous dependencies anew`() async {
+        let work = ControlledWork<Int>()
+        let endpoints = Recorder<Int>()
+        let selectorRuns = Counter()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in
+            selectorRuns.bump()
+            // An untracked read: only a new selector run sees a newer value.
+            endpoints.append(c.peek(_requestCog))
+            return work.makeWork()
+        }
+        let cogs = Cogs.forTesting()
+        // A cold refresh is one initial load: one selector run, one pending turn.
+        let first = cogs.refresh(forecastCog)
+        #expect(selectorRuns.count == 1)
+        #expect(await nextStart(work.starts) == 0)
+        work.succeed(0, with: 1)
+        guard case .success(1) = await first.outcome else {
+            Issue.record("the first load did not succeed with 1")
+            return
+        }
+        cogs.turn(_requestCog, to: 5)
+        // Nothing the selector tracks changed; the refresh runs it anyway.
+        let second = cogs.refresh(forecastCog)
+        #expect(selectorRuns.count == 2)
+        #expect(endpoints.values == [0, 5])
+        #expect(await nextStart(work.starts) == 1)
+        work.succeed(1, with: 2)
+        guard case .success(2) = await second.outcome else {
+            Issue.record("the refresh did not succeed with 2")
+            return
+        }
+        #expect(cogs.peek(forecastCog) == 2)
+        #expect(work.generationCount == 2)
+    }
+
+    @Test func `ASYNC-23 a watched cog's refresh runs its selector once per refresh`() async {
+        let work = ControlledWork<Int>()
+        let selectorRuns = Counter()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in
+            selectorRuns.bump()
+            _ = c[_requestCog]
+            return work.makeWork()
+        }
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.watch(forecastCog, initial: .skip, name: "value") { _, _ in }
+        #expect(await nextStart(work.starts) == 0)
+        #expect(selectorRuns.count == 1)
+        let handle = cogs.refresh(forecastCog)
+        #expect(selectorRuns.count == 2)
+        #expect(await nextStart(work.starts) == 1)
+        work.succeed(1, with: 3)
+        guard case .success(3) = await handle.outcome else {
+            Issue.record("the refresh did not succeed with 3")
+            return
+        }
+        #expect(selectorRuns.count == 2, "the published result runs no selector")
+        #expect(work.generationCount == 2)
+    }
 }

@@ -50,7 +50,6 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
     /// The generation in flight or last finished (`.latest`), or the newest
     /// input (ordered policies); -1 before the first.
     var generation = -1
-    var work: Work<Value>?
     /// The `.latest` generation's task.
     var task: Task<Void, Never>?
     /// Ordered policies: the runs in flight, by generation.
@@ -153,7 +152,6 @@ extension Graph {
         node.generation += 1
         let generation = node.generation
         resolveRefreshes(of: node, through: generation - 1, with: .superseded)
-        node.work = work
         switch work.body {
         case .run(let operation):
             node.task = oneShotTask(operation, node: node) { graph, node, result in
@@ -207,7 +205,10 @@ extension Graph {
         }
     }
 
-    /// `refresh`: a new generation with no dependency change. Refreshing a
+    /// `refresh`: a new generation with no dependency change. The selector
+    /// runs again, reading its synchronous dependencies anew, and its new
+    /// work is the generation's (ASYNC-23; a stream's sequence may be
+    /// single-pass, so stored work is never run twice). Refreshing a
     /// never-read (or out-of-date) cog is its one pending load, not a load
     /// followed by a replacement.
     func refresh<Value: Sendable>(_ ref: StateRef, as: Value.Type) -> CogRefresh<Value> {
@@ -217,17 +218,13 @@ extension Graph {
                     + "a computation must not start work — call refresh from an op")
         }
         let node = asyncNode(ref, as: Value.self)
-        if node.state != .clean || node.work == nil {
+        let generation = node.generation
+        if node.state != .clean { settle(node) }
+        if node.generation == generation {
+            // Settling started nothing (the state was up to date, or only
+            // flagged and its dependencies had not changed): run it again.
+            node.state = .dirty
             settle(node)
-        } else if let work = node.work {
-            if case .stream = work.body {
-                // A sequence may be single-pass (an `AsyncStream` is): the
-                // selector runs again to make the new generation's.
-                node.state = .dirty
-                settle(node)
-            } else {
-                accept(work, into: node)
-            }
         }
         let handle = CogRefresh<Value>()
         node.refreshes.append((node.generation, handle))

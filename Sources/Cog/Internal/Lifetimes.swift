@@ -136,7 +136,6 @@ protocol WorkReleasing: AnyObject {
 extension AsyncNode: WorkReleasing {
     func releaseWork() {
         cancelAllWork()  // the one-shot run or stream, and every ordered run and waiting input
-        work = nil
         let pending = refreshes
         refreshes = []
         for entry in pending { entry.handle.resolve(.released) }

@@ -4,17 +4,15 @@
 /// AsyncNode.swift.
 extension Graph {
     /// A new input for `node`: its selector ran again (a dependency changed,
-    /// or first demand) or `refresh` asked for another run of its work.
+    /// first demand, or `refresh`).
     func accept<Value: Sendable>(_ work: Work<Value>, into node: AsyncNode<Value>) {
         switch node.policy {
         case .latest:
             startGeneration(of: node, running: work)
         case .merged:
-            node.work = work
             node.generation += 1
             startRun(node.generation, of: work, in: node)
         case .queue, .exhaustLatest:
-            node.work = work
             node.generation += 1
             let generation = node.generation
             if node.runs.isEmpty {
