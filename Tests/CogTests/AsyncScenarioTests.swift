@@ -1,5 +1,6 @@
 import Cog
 import CogTesting
+import Synchronization
 import Testing
 
 // Issue 31: the graph's async and lifetime rules as Cog's scenarios define them.
@@ -10,6 +11,35 @@ private struct OpaqueReading: Sendable {
 }
 
 private let _requestCog = Cog<Int>.Manual(name: "scenario.request") { 0 }
+private let _screenOpenCog = Cog<Bool>.Manual(name: "scenario.screenOpen") { true }
+
+/// One-shot work that ignores cancellation: each run, made for one input,
+/// waits until the test finishes it, so only Cog's own checks can keep a
+/// stale result from being published.
+private final class StubbornWork: Sendable {
+    private let waiting = Mutex<[Int: CheckedContinuation<Int, Never>]>([:])
+    private let startsContinuation: AsyncStream<Int>.Continuation
+    /// The input of each run, as it starts.
+    let starts: AsyncStream<Int>
+
+    init() {
+        (starts, startsContinuation) = AsyncStream.makeStream(of: Int.self)
+    }
+
+    func makeWork(input: Int) -> Work<Int> {
+        .run { [self] in
+            await withCheckedContinuation { continuation in
+                waiting.withLock { $0[input] = continuation }
+                startsContinuation.yield(input)
+            }
+        }
+    }
+
+    func finish(input: Int, with value: Int) {
+        let continuation = waiting.withLock { $0.removeValue(forKey: input) }
+        continuation?.resume(returning: value)
+    }
+}
 
 /// What a status watch saw, as `kind value` lines.
 private func describe<Value>(_ status: CogStatus<Value>) -> String {
@@ -161,5 +191,35 @@ struct AsyncScenarioTests {
         }
         #expect(selectorRuns.count == 2, "the published result runs no selector")
         #expect(work.generationCount == 2)
+    }
+
+    @Test func `ASYNC-24 a stale cold run's result is not published after its dependency changed`() async throws {
+        let work = StubbornWork()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in work.makeWork(input: c[_requestCog]) }
+        let seen = Recorder<Int>()
+        let clock = TestClock()
+        let (cogs, m) = Cogs.forTestingWithController(clock: clock, whileObservedGrace: .seconds(10))
+        m.scope(_screenOpenCog) { s in s.watch(forecastCog, initial: .run) { _, value in seen.append(value) } }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        // The last consumer leaves; within grace the dependency changes.
+        cogs.turn(_screenOpenCog, to: false)
+        try await clock.waitForScheduledSleep(within: .seconds(30))
+        cogs.turn(_requestCog, to: 1)
+        // The old run ignores its cancellation and finishes: checked, dropped.
+        let dropped = completionChecks(cogs, count: 1)
+        work.finish(input: 0, with: 100)
+        await waitAll(dropped)
+        #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.isEmpty)
+        // A consumer returning within grace starts work from the newest input.
+        clock.advance(by: .seconds(5))
+        cogs.turn(_screenOpenCog, to: true)
+        #expect(await starts.next() == 1)
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 1, with: 101)
+        await waitAll(accepted)
+        #expect(seen.values == [0, 0, 101])
+        #expect(cogs.peek(forecastCog) == 101)
+        #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.count == 1)
     }
 }

@@ -163,11 +163,19 @@ extension Graph {
         publishPending(of: node)
     }
 
+    /// Whether `generation` is still `node`'s current `.latest` run: not
+    /// released, not replaced, and not made stale by a dependency change
+    /// that nothing has settled yet (a state with no consumer stays dirty
+    /// until one returns, which then starts the newest work; ASYNC-24).
+    func isCurrent<Value: Sendable>(_ generation: Int, of node: AsyncNode<Value>) -> Bool {
+        !node.released && generation == node.generation && node.state != .dirty
+    }
+
     /// Publishes a finished generation's result, unless a newer generation
-    /// replaced it or the state was released.
+    /// replaced it, a dependency change made it stale, or the state was released.
     func deliver<Value: Sendable>(_ result: Result<Value, any Error>, generation: Int, to node: AsyncNode<Value>) {
         defer { acknowledgeAsyncCompletionCheck() }
-        guard !node.released, generation == node.generation else { return }
+        guard isCurrent(generation, of: node) else { return }
         node.task = nil
         publish(result, of: node)
         resolveRefreshes(of: node, through: generation, with: CogRefresh<Value>.Outcome(result))

@@ -125,6 +125,9 @@ extension Graph {
     ) -> Bool {
         defer { acknowledgeAsyncCompletionCheck() }
         guard !node.released, generation == node.generation else { return false }
+        // Made stale by a dependency change no one has settled yet: dropped;
+        // the consumer that settles it next replaces the stream.
+        guard node.state != .dirty else { return true }
         if let equals = node.elementEquals, let previous, equals(previous, element) { return true }
         previous = element
         publish(.success(element), of: node)
@@ -138,7 +141,7 @@ extension Graph {
         _ outcome: Result<Void, any Error>, generation: Int, to node: AsyncNode<Value>
     ) {
         defer { acknowledgeAsyncCompletionCheck() }
-        guard !node.released, generation == node.generation else { return }
+        guard isCurrent(generation, of: node) else { return }
         node.task = nil
         switch outcome {
         case .success:
