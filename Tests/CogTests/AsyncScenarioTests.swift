@@ -222,4 +222,37 @@ struct AsyncScenarioTests {
         #expect(cogs.peek(forecastCog) == 101)
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.count == 1)
     }
+
+    @Test func `HIST async system turns are named "label pending", "label success" and "label failure"`() async {
+        struct Offline: Error {}
+        let work = ControlledWork<Int>()
+        let forecastCogs = CogBox<Int, Int>.Async(default: 0, name: "forecast") { _, _ in work.makeWork() }
+        let cogs = Cogs.forTesting()
+        let first = cogs.refresh(forecastCogs[94110])
+        #expect(await nextStart(work.starts) == 0)
+        work.succeed(0, with: 1)
+        _ = await first.outcome
+        let second = cogs.refresh(forecastCogs[94110])
+        #expect(await nextStart(work.starts) == 1)
+        work.fail(1, with: Offline())
+        _ = await second.outcome
+        #expect(
+            cogs.debugHistory.turnNames == [
+                "forecast[94110] pending", "forecast[94110] success", "forecast[94110] pending",
+                "forecast[94110] failure",
+            ])
+    }
+
+    @Test func `MECH-05 HIST-05 an unnamed reaction is labelled by file and line, a named one by its path`() {
+        let line = #line + 4
+        let cogs = Cogs.forTesting(mechanisms: [
+            Probe("Weather") { m in
+                m.watch(_requestCog, initial: .skip, name: "request") { _, _ in }
+                m.run { c in _ = c[_requestCog] }
+            }
+        ])
+        cogs.turn(_requestCog, to: 1)
+        let effects = cogs.debugHistory.entries.filter { $0.event == .effect && $0.name != "" }.map(\.name)
+        #expect(effects.suffix(2) == ["Weather.request", "CogTests/AsyncScenarioTests.swift:\(line)"])
+    }
 }

@@ -32,7 +32,7 @@ struct AsyncTests {
         #expect(status.isLoading)
         #expect(!status.hasSucceeded)
         #expect(status.error == nil)
-        #expect(cogs.debugHistory.turnNames == ["forecast.pending"])
+        #expect(cogs.debugHistory.turnNames == ["forecast pending"])
         #expect(await nextStart(work) == 0)
         work.fail(0, with: CancellationError())
     }
@@ -72,7 +72,7 @@ struct AsyncTests {
         #expect(cogs[forecastCog] == 72)
         #expect(
             cogs.debugHistory.turnNames == [
-                "forecast.pending", "forecast.success", "forecast.pending", "forecast.failure",
+                "forecast pending", "forecast success", "forecast pending", "forecast failure",
             ])
     }
 
@@ -97,8 +97,8 @@ struct AsyncTests {
         let status = cogs.status[forecastCog]
         #expect(status.kind == .success)
         #expect(status.error == nil)
-        #expect(!cogs.debugHistory.turnNames.contains("forecast.failure"))
-        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast.success" }.count == 1)
+        #expect(!cogs.debugHistory.turnNames.contains("forecast failure"))
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast success" }.count == 1)
     }
 
     @Test func `D16 refresh starts a new generation and an older handle resolves as superseded`() async {

@@ -181,19 +181,21 @@ extension Graph {
         resolveRefreshes(of: node, through: generation, with: CogRefresh<Value>.Outcome(result))
     }
 
-    /// One result as its own system turn: a success sets the value and the
-    /// status, a failure only the status (keeping the last good value).
+    /// One result as its own system turn, named `label success` or `label
+    /// failure` as Cog names them (`forecast[94110] success`): a success sets
+    /// the value and the status, a failure only the status (keeping the last
+    /// good value).
     func publish<Value: Sendable>(_ result: Result<Value, any Error>, of node: AsyncNode<Value>) {
         node.publishedStatus = true
         switch result {
         case .success(let value):
-            systemTurn(named: "\(node.label).success") { [unowned self] _ in
+            systemTurn(named: "\(node.label) success") { [unowned self] _ in
                 self.stage(value, into: node.valueCell)
                 self.stage(
                     CogStatus(kind: .success, value: value, hasSucceeded: true, error: nil), into: node.statusCell)
             }
         case .failure(let error):
-            systemTurn(named: "\(node.label).failure") { [unowned self] _ in
+            systemTurn(named: "\(node.label) failure") { [unowned self] _ in
                 let current = node.statusCell.staged ?? node.statusCell.value
                 self.stage(
                     CogStatus(kind: .failure, value: current.value, hasSucceeded: current.hasSucceeded, error: error),

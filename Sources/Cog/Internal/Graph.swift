@@ -602,17 +602,24 @@ final class Graph {
 
     // MARK: Writer support
 
+    /// Traps unless the writer of turn `serial` is used inside its own
+    /// turn's body (seeds T5, TURN-07): the message names the cog and
+    /// whether it was read or written.
     @usableFromInline
-    func checkWriter(_ serial: UInt64) {
+    func checkWriter(_ serial: UInt64, _ ref: StateRef, writing: Bool) {
         guard phase == .body, serial == turnSerial else {
-            fatalError("a turn's writer was used after its turn ended; write only inside the turn body, never from a stored or captured `c`")
+            fatalError(
+                "a turn's writer outlived its turn: \(writing ? "writing to" : "reading") `\(ref.label)` through it "
+                    + "is part of no turn. A writer is valid only while its turn's body runs, so never store it "
+                    + "or capture it in an escaping closure or a Task; to write now, open a new turn (call an op) "
+                    + "and use the writer it passes to the body")
         }
     }
 
     /// The value `ref` has in the running turn: staged if written, else committed.
     @inlinable
     func staged<Value>(_ ref: StateRef, as: Value.Type, serial: UInt64) -> Value {
-        checkWriter(serial)
+        checkWriter(serial, ref, writing: false)
         let node = unsafeDowncast(node(for: ref), to: ManualNode<Value>.self)
         if let staged = node.staged { return staged }
         return node.value
@@ -620,7 +627,7 @@ final class Graph {
 
     @inlinable
     func stage<Value>(_ value: Value, into ref: StateRef, serial: UInt64) {
-        checkWriter(serial)
+        checkWriter(serial, ref, writing: true)
         stage(value, into: unsafeDowncast(node(for: ref), to: ManualNode<Value>.self))
     }
 

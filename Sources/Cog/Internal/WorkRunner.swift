@@ -60,14 +60,15 @@ extension Graph {
         }
     }
 
-    /// Shows the state as pending (keeping its value) as a system turn.
+    /// Shows the state as pending (keeping its value) as a system turn named
+    /// `label pending`.
     /// The status it keeps is the one current when the turn runs (a result
     /// queued before it may have changed it). A pending that replaces an
     /// earlier published one (a new generation before the last one ended)
     /// reaches status consumers as its own turn (ASYNC-32, STREAM-03); the
     /// first one only restates the resting status.
     func publishPending<Value: Sendable>(of node: AsyncNode<Value>) {
-        systemTurn(named: "\(node.label).pending") { [unowned self] _ in
+        systemTurn(named: "\(node.label) pending") { [unowned self] _ in
             let current = node.statusCell.staged ?? node.statusCell.value
             self.stage(
                 CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil),
