@@ -256,3 +256,143 @@ struct AsyncScenarioTests {
         #expect(effects.suffix(2) == ["Weather.request", "CogTests/AsyncScenarioTests.swift:\(line)"])
     }
 }
+
+private let _baseCog = Cog<Int>.Manual(name: "scenario.base") { 10 }
+private let _flipCog = Cog<Bool>.Manual(name: "scenario.flip") { false }
+
+/// A runtime on a `TestClock` with a 10 s grace, and its test controller.
+@MainActor
+private func gracedRuntime() -> (Cogs, MechanismController, TestClock) {
+    let clock = TestClock()
+    let (cogs, m) = Cogs.forTestingWithController(clock: clock, whileObservedGrace: .seconds(10))
+    return (cogs, m, clock)
+}
+
+@MainActor
+@Suite("Grace sleepers (issue 31)", .timeLimit(.minutes(1)))
+struct GraceSleeperScenarioTests {
+    @Test func `LIFE-04 a watcher returning within grace cancels the sleeper and the release`() async throws {
+        let (cogs, m, clock) = gracedRuntime()
+        let runs = Counter()
+        let derivedCog = Cog<Int>(name: "derived") { c in
+            runs.bump()
+            return c[_baseCog]
+        }
+        m.scope(_screenOpenCog) { s in s.watch(derivedCog, initial: .run) { _, _ in } }
+        #expect(clock.activeSleeperCount == 0)
+        cogs.turn(_screenOpenCog, to: false)
+        try await clock.waitForScheduledSleep()
+        #expect(clock.activeSleeperCount == 1)
+        clock.advance(by: .seconds(6))
+        #expect(clock.activeSleeperCount == 1)
+        cogs.turn(_screenOpenCog, to: true)
+        #expect(clock.activeSleeperCount == 0)
+        clock.advance(by: .seconds(30))
+        #expect(clock.activeSleeperCount == 0)
+        #expect(cogs.peek(derivedCog) == 10)
+        #expect(runs.count == 1)
+    }
+
+    @Test func `LIFE-07 a reaction retracking its reads in a new order starts no grace sleeper`() async throws {
+        let (cogs, m, clock) = gracedRuntime()
+        let xCog = Cog<Int>(name: "x") { c in c[_baseCog] + 1 }
+        let yCog = Cog<Int>(name: "y") { c in c[_baseCog] + 2 }
+        let seen = Recorder<[Int]>()
+        m.run { c in seen.append(c[_flipCog] ? [c[yCog], c[xCog]] : [c[xCog], c[yCog]]) }
+        cogs.turn(_flipCog, to: true)
+        cogs.turn(_flipCog, to: false)
+        #expect(seen.values == [[11, 12], [12, 11], [11, 12]])
+        #expect(clock.activeSleeperCount == 0)
+        #expect(clock.maximumActiveSleeperCount == 0)
+    }
+
+    @Test func `LIFE-08 a pinning read cancels the sleeper a peek started`() async throws {
+        let (cogs, _, clock) = gracedRuntime()
+        let runs = Counter()
+        let derivedCog = Cog<Int>(name: "derived") { c in
+            runs.bump()
+            return c[_baseCog]
+        }
+        #expect(cogs.peek(derivedCog) == 10)
+        try await clock.waitForScheduledSleep()
+        #expect(cogs[derivedCog] == 10)
+        #expect(clock.activeSleeperCount == 0)
+        clock.advance(by: .seconds(10))
+        #expect(clock.activeSleeperCount == 0)
+        #expect(cogs.peek(derivedCog) == 10)
+        #expect(runs.count == 1)
+        #expect(clock.activeSleeperCount == 0, "a peek of a pinned state starts no grace")
+    }
+
+    @Test func `LIFE-10 a one-shot peek renews its one sleeper, then releases, and a later peek recomputes`() async throws {
+        let (cogs, _, clock) = gracedRuntime()
+        let previous = Recorder<Int?>()
+        let derivedCog = Cog<Int>(name: "derived") { c in
+            previous.append(c.curr)
+            return c[_baseCog] / 10
+        }
+        #expect(cogs.peek(derivedCog) == 1)
+        try await clock.waitForScheduledSleep()
+        #expect(clock.activeSleeperCount == 1)
+        clock.advance(by: .seconds(4))
+        for _ in 0..<8 {
+            #expect(cogs.peek(derivedCog) == 1)
+            try await clock.waitForScheduledSleep()
+            #expect(clock.activeSleeperCount == 1)
+        }
+        #expect(previous.values == [nil])
+        #expect(clock.maximumActiveSleeperCount == 1)
+        // The renewed deadline is 14 s: at 10 s the state is still there.
+        clock.advance(by: .seconds(6))
+        #expect(clock.activeSleeperCount == 1)
+        let released = releases(cogs)
+        clock.advance(by: .seconds(4))
+        await waitAll(released)
+        #expect(clock.activeSleeperCount == 0)
+        cogs.turn(_baseCog, to: 20)
+        #expect(cogs.peek(derivedCog) == 2)
+        #expect(previous.values == [nil, nil])
+    }
+
+    @Test func `ASYNC-22 a one-shot peek of an async cog renews one sleeper; expiry cancels the run and drops its result`() async throws {
+        let work = ControlledWork<Int>()
+        let selectorRuns = Counter()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in
+            selectorRuns.bump()
+            return work.makeWork()
+        }
+        let (cogs, _, clock) = gracedRuntime()
+        let initial = cogs.status.peek(forecastCog)
+        #expect(initial.kind == .pending)
+        #expect(!initial.hasSucceeded)
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        try await clock.waitForScheduledSleep()
+        clock.advance(by: .seconds(4))
+        for _ in 0..<8 {
+            #expect(cogs.status.peek(forecastCog).kind == .pending)
+            try await clock.waitForScheduledSleep()
+            #expect(clock.activeSleeperCount == 1)
+        }
+        #expect(selectorRuns.count == 1)
+        #expect(work.generationCount == 1)
+        #expect(clock.maximumActiveSleeperCount == 1)
+        clock.advance(by: .seconds(6))
+        #expect(clock.activeSleeperCount == 1)
+        let released = releases(cogs)
+        let cancelled = completionChecks(cogs, count: 1)
+        clock.advance(by: .seconds(4))
+        await waitAll(released)
+        await waitAll(cancelled)
+        #expect(clock.activeSleeperCount == 0)
+        work.succeed(0, with: 100)
+        #expect(cogs.debugHistory.turnNames == ["forecast pending"])
+        let fresh = cogs.status.peek(forecastCog)
+        #expect(fresh.kind == .pending)
+        #expect(fresh.value == 0)
+        #expect(selectorRuns.count == 2)
+        #expect(await starts.next() == 1)
+        work.fail(1, with: CancellationError())
+    }
+}
+

@@ -223,6 +223,7 @@ final class Graph {
     func resolvePinned(_ ref: StateRef) -> Node {
         let node = node(for: ref)
         node.pinned = true
+        if node.graceDeadline != nil { graceInterrupted(node) }
         if node.state != .clean || node.busy { settle(node) }
         runDeferredWorkIfIdle()
         return node
@@ -323,10 +324,12 @@ final class Graph {
             }
             if index > 0 && observer.sources[index - 1].node === source { return }
             unlinkObserver(observer.sources[index])
+            if source.graceDeadline != nil { graceInterrupted(source) }
             source.observers.append(ObserverLink(node: observer, sourceSlot: index))
             observer.sources[index] = SourceLink(node: source, observerSlot: source.observers.count - 1)
         } else {
             if index > 0 && observer.sources[index - 1].node === source { return }
+            if source.graceDeadline != nil { graceInterrupted(source) }
             source.observers.append(ObserverLink(node: observer, sourceSlot: index))
             observer.sources.append(SourceLink(node: source, observerSlot: source.observers.count - 1))
         }
