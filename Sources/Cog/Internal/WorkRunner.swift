@@ -37,10 +37,11 @@ extension Graph {
         publishPending(of: node)
     }
 
-    /// The task that runs one-shot work off the graph's actor and hands its
-    /// result back on it, unless the runtime or the state is gone by then.
+    /// The task that runs one-shot work where it is isolated (the graph's
+    /// actor, unless the body is `@concurrent`) and hands its result back on
+    /// the graph's actor, unless the runtime or the state is gone by then.
     func oneShotTask<Value: Sendable>(
-        _ operation: @escaping @Sendable () async throws -> Value, node: AsyncNode<Value>,
+        _ operation: @escaping @Sendable @isolated(any) () async throws -> Value, node: AsyncNode<Value>,
         deliver: @escaping @MainActor (Graph, AsyncNode<Value>, Result<Value, any Error>) -> Void
     ) -> Task<Void, Never> {
         Task { [weak self, weak node] in
