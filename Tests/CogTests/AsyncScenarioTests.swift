@@ -30,10 +30,15 @@ private final class StubbornWork: Sendable {
         .run { [self] in
             await withCheckedContinuation { continuation in
                 waiting.withLock { $0[input] = continuation }
+                started.withLock { $0 += 1 }
                 startsContinuation.yield(input)
             }
         }
     }
+
+    /// How many runs have started.
+    var startedCount: Int { started.withLock { $0 } }
+    private let started = Mutex(0)
 
     func finish(input: Int, with value: Int) {
         let continuation = waiting.withLock { $0.removeValue(forKey: input) }
@@ -221,6 +226,52 @@ struct AsyncScenarioTests {
         #expect(seen.values == [0, 0, 101])
         #expect(cogs.peek(forecastCog) == 101)
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.count == 1)
+    }
+
+    @Test func `ASYNC-24 a change two links up also keeps a stale cold run's result from being published`() async throws {
+        let work = StubbornWork()
+        let selectorRuns = Counter()
+        let inputCog = Cog<Int>(name: "input") { c in c[_requestCog] * 10 }
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in
+            selectorRuns.bump()
+            return work.makeWork(input: c[inputCog])
+        }
+        let clock = TestClock()
+        let (cogs, m) = Cogs.forTestingWithController(clock: clock, whileObservedGrace: .seconds(10))
+        m.scope(_screenOpenCog) { s in s.watch(forecastCog, initial: .skip) { _, _ in } }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        cogs.turn(_screenOpenCog, to: false)
+        cogs.turn(_requestCog, to: 1)
+        let dropped = completionChecks(cogs, count: 1)
+        work.finish(input: 0, with: 100)
+        await waitAll(dropped)
+        #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.isEmpty)
+        #expect(selectorRuns.count == 1, "learning the result is stale runs no selector")
+        cogs.turn(_screenOpenCog, to: true)
+        #expect(await starts.next() == 10)
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 10, with: 110)
+        await waitAll(accepted)
+        #expect(cogs.peek(forecastCog) == 110)
+    }
+
+    @Test func `ASYNC-24 a result is still published when the change further up left the input equal`() async throws {
+        let work = StubbornWork()
+        let parityCog = Cog<Int>(name: "parity") { c in c[_requestCog] % 2 }
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in work.makeWork(input: c[parityCog]) }
+        let clock = TestClock()
+        let (cogs, m) = Cogs.forTestingWithController(clock: clock, whileObservedGrace: .seconds(10))
+        m.scope(_screenOpenCog) { s in s.watch(forecastCog, initial: .skip) { _, _ in } }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        cogs.turn(_screenOpenCog, to: false)
+        cogs.turn(_requestCog, to: 2)
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 0, with: 100)
+        await waitAll(accepted)
+        #expect(cogs.peek(forecastCog) == 100)
+        #expect(work.startedCount == 1)
     }
 
     @Test func `HIST async system turns are named "label pending", "label success" and "label failure"`() async {

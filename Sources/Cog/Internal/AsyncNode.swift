@@ -166,9 +166,13 @@ extension Graph {
     /// Whether `generation` is still `node`'s current `.latest` run: not
     /// released, not replaced, and not made stale by a dependency change
     /// that nothing has settled yet (a state with no consumer stays dirty
-    /// until one returns, which then starts the newest work; ASYNC-24).
+    /// until one returns, which then starts the newest work; ASYNC-24). A
+    /// state flagged only `check` (a change further up) first settles what
+    /// it reads, without running its selector, to learn which it is.
     func isCurrent<Value: Sendable>(_ generation: Int, of node: AsyncNode<Value>) -> Bool {
-        !node.released && generation == node.generation && node.state != .dirty
+        guard !node.released, generation == node.generation else { return false }
+        if node.state == .check { settleSources(of: node) }
+        return node.state != .dirty
     }
 
     /// Publishes a finished generation's result, unless a newer generation

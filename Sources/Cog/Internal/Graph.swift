@@ -277,6 +277,19 @@ final class Graph {
         }
     }
 
+    /// Settles what a `check` node reads without running it: afterwards it
+    /// is clean (nothing it reads changed) or dirty (something did, and its
+    /// next settle runs it).
+    func settleSources(of node: Node) {
+        var index = 0
+        while index < node.sources.count && node.state == .check {
+            let source = node.sources[index].node
+            if source.state != .clean || source.busy { settle(source) }
+            index += 1
+        }
+        if node.state == .check { node.state = .clean }
+    }
+
     private func recompute(_ node: Node) {
         if computingStack.count >= Graph.maximumNestedComputations {
             let innermost = computingStack.suffix(4).map { $0.takeUnretainedValue().label }.joined(separator: " → ")

@@ -129,6 +129,7 @@ extension Graph {
         guard !node.released, generation == node.generation else { return false }
         // Made stale by a dependency change no one has settled yet: dropped;
         // the consumer that settles it next replaces the stream.
+        if node.state == .check { settleSources(of: node) }
         guard node.state != .dirty else { return true }
         if let equals = node.elementEquals, let previous, equals(previous, element) { return true }
         previous = element
