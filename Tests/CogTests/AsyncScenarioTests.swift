@@ -139,6 +139,30 @@ struct AsyncScenarioTests {
         #expect(values.values == [7])
     }
 
+    @Test func `ASYNC-32 overlapping merged runs that succeed equal are two status turns and one value change`() async {
+        let work = ControlledWork<Int>()
+        let saveCog = Cog<Int>.Async(.merged, default: 0, name: "save") { c in
+            _ = c[_requestCog]
+            return work.makeWork()
+        }
+        let statuses = Recorder<String>()
+        let values = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(saveCog, initial: .skip, name: "status") { _, status in statuses.append(describe(status)) }
+        m.watch(saveCog, initial: .skip, name: "value") { _, value in values.append(value) }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        cogs.turn(_requestCog, to: 1)
+        #expect(await starts.next() == 1)
+        let landed = completionChecks(cogs, count: 2)
+        work.succeed(0, with: 5)
+        work.succeed(1, with: 5)
+        await waitAll(landed)
+        #expect(statuses.values == ["pending 0", "success 5", "success 5"])
+        #expect(values.values == [5])
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "save success" }.count == 2)
+    }
+
     @Test func `ASYNC-23 refresh runs the selector again, reading its synchronous dependencies anew`() async {
         let work = ControlledWork<Int>()
         let endpoints = Recorder<Int>()

@@ -188,7 +188,9 @@ extension Graph {
     /// One result as its own system turn, named `label success` or `label
     /// failure` as Cog names them (`forecast[94110] success`): a success sets
     /// the value and the status, a failure only the status (keeping the last
-    /// good value).
+    /// good value). Status consumers see every result turn, even a success
+    /// equal to the one before it (overlapping `.merged` runs; ASYNC-32);
+    /// value consumers only a changed value.
     func publish<Value: Sendable>(_ result: Result<Value, any Error>, of node: AsyncNode<Value>) {
         node.publishedStatus = true
         switch result {
@@ -197,6 +199,7 @@ extension Graph {
                 self.stage(value, into: node.valueCell)
                 self.stage(
                     CogStatus(kind: .success, value: value, hasSucceeded: true, error: nil), into: node.statusCell)
+                node.statusCell.stagedIsChange = true
             }
         case .failure(let error):
             systemTurn(named: "\(node.label) failure") { [unowned self] _ in
