@@ -1,8 +1,9 @@
 extension Cog where Value: Sendable {
     /// A value that arrives from outside the process.
     ///
-    /// The selector reads its dependencies synchronously and returns `Work`
-    /// that runs off the graph's actor. A plain read is total: the last
+    /// The selector reads its dependencies synchronously and returns `Work`,
+    /// which runs on the main actor unless its body is `@concurrent`
+    /// (ASYNC-15). A plain read is total: the last
     /// accepted value, or `default` before one exists. `cogs.status[x]` gives
     /// the full `CogStatus`. Latest wins: a dependency change or a `refresh`
     /// starts a new generation, cancels the one in flight and drops its late

@@ -22,10 +22,14 @@ public enum OrderedPolicy: Sendable {
 /// latest-wins, so `Cog.Async(.queue, …) { _ in .stream(s) }` does not
 /// compile (`RunWork` has no member `stream`).
 public struct RunWork<Value: Sendable>: Sendable {
-    let operation: @Sendable () async throws -> Value
+    let operation: @Sendable @isolated(any) () async throws -> Value
 
-    /// The returned value (or thrown error) is the run's result.
-    public static func run(_ operation: @escaping @Sendable () async throws -> Value) -> RunWork {
+    /// The returned value (or thrown error) is the run's result. As with
+    /// `Work.run`, the body runs on the caller's actor unless it is marked
+    /// `@concurrent`.
+    public static func run(
+        @_inheritActorContext _ operation: sending @escaping @Sendable @isolated(any) () async throws -> sending Value
+    ) -> RunWork {
         RunWork(operation: operation)
     }
 

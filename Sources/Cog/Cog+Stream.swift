@@ -1,7 +1,9 @@
 /// What a generation of async work does: return once, or deliver elements.
 enum WorkBody<Value: Sendable>: Sendable {
-    /// One-shot: the returned value (or thrown error) is the generation's result.
-    case run(@Sendable () async throws -> Value)
+    /// One-shot: the returned value (or thrown error) is the generation's
+    /// result. It runs where it is isolated (the selector's actor, unless
+    /// `@concurrent`).
+    case run(@Sendable @isolated(any) () async throws -> Value)
     /// Elements, iterated on the graph's actor: `publish` takes each element
     /// and says whether to go on (false once the generation is replaced).
     case stream(@MainActor @Sendable (_ publish: (Value) -> Bool) async throws -> Void)

@@ -30,7 +30,7 @@ public struct CogStatus<Value> {
 
 extension CogStatus: Sendable where Value: Sendable {}
 
-/// The work an async selector returns; it runs off the graph's actor.
+/// The work an async selector returns.
 ///
 /// ```swift
 /// let forecastCogs = CogBox<Forecast?, ZipCode>.Async(default: nil) { c, zip in
@@ -39,13 +39,24 @@ extension CogStatus: Sendable where Value: Sendable {}
 /// }
 /// ```
 ///
+/// - Important: a `.run` body inherits the actor of the code that makes it,
+///   as a `Task { }` body does: written in a selector, it runs on the main
+///   actor (seeds D19, ASYNC-15), where it may touch main-actor state
+///   between its awaits. Work that must leave it (CPU-heavy work, a blocking
+///   call) says so: `.run { @concurrent in … }`. Either way the result is
+///   published on the main actor, after the generation check.
+///
 /// `.stream(_:)` (in `Cog+Stream.swift`) makes work whose every element is
 /// a result; only `.latest` async cogs take `Work`, so only they stream.
 public struct Work<Value: Sendable>: Sendable {
     let body: WorkBody<Value>
 
-    /// One-shot work: the returned value (or thrown error) is the generation's result.
-    public static func run(_ operation: @escaping @Sendable () async throws -> Value) -> Work {
+    /// One-shot work: the returned value (or thrown error) is the
+    /// generation's result. The body runs on the caller's actor unless it
+    /// is marked `@concurrent`.
+    public static func run(
+        @_inheritActorContext _ operation: sending @escaping @Sendable @isolated(any) () async throws -> sending Value
+    ) -> Work {
         Work(body: .run(operation))
     }
 }

@@ -21,7 +21,7 @@ extension MechanismController {
             gate.add { $0.run(fileID: fileID, line: line, body) }
             return
         }
-        addReaction(ReactionNode(label: compose(nil, fileID: fileID, line: line), body: body))
+        addReaction(ReactionNode(label: reactionLabel(nil, fileID: fileID, line: line), body: body))
     }
 
     /// Watches one automatic cog: `initial: .run` calls `body(value, value)`
@@ -31,7 +31,7 @@ extension MechanismController {
         fileID: StaticString = #fileID, line: UInt = #line,
         _ body: @escaping @MainActor (V, V) -> Void
     ) {
-        watchValue(label: compose(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
+        watchValue(label: reactionLabel(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
     }
 
     /// Watches one manual source.
@@ -40,7 +40,7 @@ extension MechanismController {
         fileID: StaticString = #fileID, line: UInt = #line,
         _ body: @escaping @MainActor (V, V) -> Void
     ) {
-        watchValue(label: compose(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
+        watchValue(label: reactionLabel(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
     }
 
     /// Watches a source through its read-only projection.
@@ -49,7 +49,7 @@ extension MechanismController {
         fileID: StaticString = #fileID, line: UInt = #line,
         _ body: @escaping @MainActor (V, V) -> Void
     ) {
-        watchValue(label: compose(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
+        watchValue(label: reactionLabel(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
     }
 
     /// Watches an async cog's value (quiet across reloads that keep it).
@@ -58,7 +58,7 @@ extension MechanismController {
         fileID: StaticString = #fileID, line: UInt = #line,
         _ body: @escaping @MainActor (V, V) -> Void
     ) {
-        watchValue(label: compose(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
+        watchValue(label: reactionLabel(name, fileID: fileID, line: line), initial: initial, body) { $0[cog] }
     }
 
     /// The status lens of a controller: `m.status.watch(asyncCog, …)`, `m.status.peek(asyncCog)`.
@@ -76,7 +76,7 @@ extension MechanismController {
             _ body: @escaping @MainActor (CogStatus<V>, CogStatus<V>) -> Void
         ) {
             controller.watchValue(
-                label: controller.compose(name, fileID: fileID, line: line), initial: initial, body
+                label: controller.reactionLabel(name, fileID: fileID, line: line), initial: initial, body
             ) { $0.status[cog] }
         }
 

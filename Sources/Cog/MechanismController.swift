@@ -131,9 +131,17 @@ public final class MechanismController: CogOps, TurnOwner {
 
     // MARK: Names
 
-    /// `path.name`, or `path.fileID:line` for an unnamed registration.
+    /// A scope's path: `path.name`, or `path.fileID:line` when unnamed.
     func compose(_ name: String?, fileID: StaticString, line: UInt) -> String {
         "\(path).\(name ?? "\(fileID):\(line)")"
+    }
+
+    /// A reaction's label in history and diagnostics: `path.name`, or just
+    /// `fileID:line` for an unnamed one (`m.run` has no `name:`), as Cog
+    /// labels them (seeds M5).
+    func reactionLabel(_ name: String?, fileID: StaticString, line: UInt) -> String {
+        guard let name else { return "\(fileID):\(line)" }
+        return "\(path).\(name)"
     }
 
     // MARK: Retirement

@@ -118,7 +118,7 @@ struct AsyncDurableTests {
             feeds.saves.succeed(1, with: 2)
             await waitAll(resaved)
             #expect(seen.values == ["price 5", "price 6", "save 1", "price 7", "save 2"])
-            #expect(cogs.debugHistory.turnNames.filter { $0 == "durable.async.price.success" }.count == 3)
+            #expect(cogs.debugHistory.turnNames.filter { $0 == "durable.async.price success" }.count == 3)
             #expect(store.store.lastRevision == 1)
             let records = try store.store.records(from: 1)
             #expect(records.map(\.name) == ["rename"])

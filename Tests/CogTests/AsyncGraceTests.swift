@@ -49,8 +49,8 @@ struct AsyncGraceTests {
         #expect(status.value == 0, "the new state starts from the default, not the released 70")
         #expect(!status.hasSucceeded)
         #expect(await starts.next() == 2)
-        #expect(!cogs.debugHistory.turnNames.contains("forecast.failure"), "cancelling at release is silent")
-        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast.success" }.count == 1)
+        #expect(!cogs.debugHistory.turnNames.contains("forecast failure"), "cancelling at release is silent")
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast success" }.count == 1)
         work.fail(2, with: CancellationError())
     }
 
@@ -72,7 +72,7 @@ struct AsyncGraceTests {
         await released[0].wait()
         await dropped.wait()
         work.succeed(0, with: 5)
-        #expect(cogs.debugHistory.turnNames == ["forecast.pending"], "nothing of generation 0 is published")
+        #expect(cogs.debugHistory.turnNames == ["forecast pending"], "nothing of generation 0 is published")
         #expect(cogs.peek(forecastCog) == 0)
         #expect(await starts.next() == 1)
         #expect(clock.maximumActiveSleeperCount == 1)
@@ -139,7 +139,7 @@ struct AsyncGraceTests {
         #expect(work.generationCount == 2, "the warm key started nothing")
         #expect(cogs.peek(reportCogs[1]) == "none")
         #expect(await starts.next() == 2)
-        #expect(!cogs.debugHistory.turnNames.contains("report[1].success"))
+        #expect(!cogs.debugHistory.turnNames.contains("report[1] success"))
         work.fail(2, with: CancellationError())
     }
 

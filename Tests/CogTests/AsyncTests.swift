@@ -19,6 +19,11 @@ private func nextStart(_ work: ControlledWork<Int>) async -> Int? {
     return await iterator.next()
 }
 
+/// Whether the calling code is isolated to the main actor (its `#isolation`).
+private func isolatedToMainActor(isolation: isolated (any Actor)? = #isolation) -> Bool {
+    isolation === MainActor.shared
+}
+
 @MainActor
 @Suite("Async values", .timeLimit(.minutes(1)))
 struct AsyncTests {
@@ -32,7 +37,7 @@ struct AsyncTests {
         #expect(status.isLoading)
         #expect(!status.hasSucceeded)
         #expect(status.error == nil)
-        #expect(cogs.debugHistory.turnNames == ["forecast.pending"])
+        #expect(cogs.debugHistory.turnNames == ["forecast pending"])
         #expect(await nextStart(work) == 0)
         work.fail(0, with: CancellationError())
     }
@@ -72,7 +77,7 @@ struct AsyncTests {
         #expect(cogs[forecastCog] == 72)
         #expect(
             cogs.debugHistory.turnNames == [
-                "forecast.pending", "forecast.success", "forecast.pending", "forecast.failure",
+                "forecast pending", "forecast success", "forecast pending", "forecast failure",
             ])
     }
 
@@ -97,8 +102,8 @@ struct AsyncTests {
         let status = cogs.status[forecastCog]
         #expect(status.kind == .success)
         #expect(status.error == nil)
-        #expect(!cogs.debugHistory.turnNames.contains("forecast.failure"))
-        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast.success" }.count == 1)
+        #expect(!cogs.debugHistory.turnNames.contains("forecast failure"))
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast success" }.count == 1)
     }
 
     @Test func `D16 refresh starts a new generation and an older handle resolves as superseded`() async {
@@ -123,9 +128,17 @@ struct AsyncTests {
         #expect(cogs.peek(forecastCog) == 9)
     }
 
-    @Test func `D19 async work runs off the main thread and publishes on the graph's actor`() async {
-        let forecastCog = Cog<Bool>.Async(default: true) { _ in
-            .run { Thread.isMainThread }
+    @Test func `D19 ASYNC-15 async work runs on the main actor by default`() async {
+        let reads = Counter()
+        let forecastCog = Cog<Bool>.Async(default: false) { _ in
+            .run {
+                // Synchronous main-actor access: this body is isolated to it.
+                reads.bump()
+                MainActor.preconditionIsolated("the work body left the main actor")
+                await Task.yield()
+                reads.bump()
+                return isolatedToMainActor()
+            }
         }
         let cogs = Cogs.forTesting()
         let handle = cogs.refresh(forecastCog)
@@ -133,8 +146,55 @@ struct AsyncTests {
             Issue.record("the work did not succeed")
             return
         }
+        #expect(ranOnMain)
+        #expect(reads.count == 2)
+        #expect(cogs.peek(forecastCog))
+    }
+
+    @Test func `D19 ASYNC-15 @concurrent work runs off the main actor and publishes on it`() async {
+        let forecastCog = Cog<Bool>.Async(default: true) { _ in
+            .run { @concurrent in isolatedToMainActor() }
+        }
+        let published = Recorder<Bool>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.watch(forecastCog, initial: .skip, name: "value") { _, value in
+            MainActor.preconditionIsolated("a result was published off the main actor")
+            published.append(value)
+        }
+        let handle = cogs.refresh(forecastCog)
+        guard case .success(let ranOnMain) = await handle.outcome else {
+            Issue.record("the work did not succeed")
+            return
+        }
         #expect(ranOnMain == false)
-        #expect(cogs.peek(forecastCog) == false)
+        #expect(published.values == [false])
+    }
+
+    @Test func `ASYNC-15 @concurrent work is really off the main actor`() async {
+        await #expect(processExitsWith: .failure) { @MainActor in
+            let cogs = Cogs.forTesting()
+            let probeCog = Cog<Int>.Async(default: 0) { _ in
+                .run { @concurrent in
+                    MainActor.preconditionIsolated("off the main actor, as asked")
+                    return 1
+                }
+            }
+            // Resolves (and the process exits normally) only if the work
+            // did not trap.
+            _ = await cogs.refresh(probeCog).outcome
+        }
+    }
+
+    @Test func `ASYNC-15 ordered-policy work runs on the main actor too, and @concurrent leaves it`() async {
+        let onMain = Cog<Bool>.Async(.queue, default: false) { _ in .run { isolatedToMainActor() } }
+        let offMain = Cog<Bool>.Async(.queue, default: true) { _ in .run { @concurrent in isolatedToMainActor() } }
+        let cogs = Cogs.forTesting()
+        let first = cogs.refresh(onMain)
+        let second = cogs.refresh(offMain)
+        guard case .success(true) = await first.outcome, case .success(false) = await second.outcome else {
+            Issue.record("ordered work ran on the wrong side of the main actor")
+            return
+        }
     }
 
     @Test func `D18 the keys of an async box load and publish independently`() async {
@@ -230,9 +290,12 @@ struct AsyncReactionTests {
         #expect(await starts.next() == 2)
         work.fail(2, with: CancellationError())
         _ = await second.outcome
+        // The first refresh replaced generation 0 while it was pending: its
+        // pending is a turn of its own (ASYNC-21, ASYNC-32).
         #expect(
             kinds.values == [
-                "pending 0 false false", "success 7 true false", "pending 7 true false", "failure 7 true true",
+                "pending 0 false false", "pending 0 false false", "success 7 true false", "pending 7 true false",
+                "failure 7 true true",
             ])
     }
 

@@ -55,7 +55,7 @@ struct PolicyTests {
         #expect(runs.values.map(\.generationCount) == [1, 1, 1])
         #expect(
             cogs.debugHistory.turnNames.filter { $0.hasPrefix("save ") } == [
-                "save.pending", "save.success", "save.pending", "save.success", "save.pending", "save.success",
+                "save pending", "save success", "save pending", "save success", "save pending", "save success",
             ])
     }
 
@@ -69,7 +69,7 @@ struct PolicyTests {
         #expect(await nextStart(runs[20]!.starts) == 0)
         let failed = cogs.status[saveCog]
         // The failure was published, then the next run showed pending (keeping the error's value).
-        #expect(cogs.debugHistory.turnNames.suffix(2) == ["save.failure", "save.pending"])
+        #expect(cogs.debugHistory.turnNames.suffix(2) == ["save failure", "save pending"])
         #expect(failed.kind == .pending)
         let last = completionChecks(cogs, count: 1)[0]
         runs[20]!.succeed(0, with: 2)
@@ -124,7 +124,7 @@ struct PolicyTests {
         #expect(values.values == [3, 1])
         #expect(
             cogs.debugHistory.turnNames.filter { $0.hasPrefix("save ") }.suffix(3) == [
-                "save.success", "save.success", "save.failure",
+                "save success", "save success", "save failure",
             ])
         let status = cogs.status[saveCog]
         #expect(status.kind == .failure)

@@ -96,7 +96,7 @@ struct StreamTests {
         #expect(values.values == [5, 7, 9])
         #expect(
             cogs.debugHistory.turnNames.filter { $0.hasPrefix("price ") } == [
-                "price.pending", "price.success", "price.success", "price.success",
+                "price pending", "price success", "price success", "price success",
             ])
         #expect(cogs.peek(priceCog) == 9)
         #expect(prices.generationCount == 1)
@@ -152,7 +152,7 @@ struct StreamTests {
         await waitAll(fresh)
         #expect(values.values == [1, 2])
         #expect(cogs.peek(priceCog) == 2)
-        #expect(!cogs.debugHistory.turnNames.contains("price.failure"))
+        #expect(!cogs.debugHistory.turnNames.contains("price failure"))
         controlled.finish(0)
     }
 
@@ -164,7 +164,7 @@ struct StreamTests {
         prices.finish(0)
         await waitAll(checks)
         let turns = cogs.debugHistory.turnNames
-        #expect(turns == ["price.pending", "price.success"])
+        #expect(turns == ["price pending", "price success"])
         let status = cogs.status[priceCog]
         #expect(status.kind == .success)
         #expect(status.value == 8)
@@ -184,7 +184,7 @@ struct StreamTests {
         #expect(status.value == 42)
         #expect(!status.hasSucceeded)
         #expect(status.error == nil)
-        #expect(cogs.debugHistory.turnNames == ["price.pending"])
+        #expect(cogs.debugHistory.turnNames == ["price pending"])
         #expect(prices.generationCount == 1)
     }
 
@@ -201,7 +201,7 @@ struct StreamTests {
         #expect(status.hasSucceeded)
         #expect(status.error as? FeedBroke == FeedBroke())
         #expect(cogs[priceCog] == 4)
-        #expect(cogs.debugHistory.turnNames.filter { $0 == "price.failure" }.count == 1)
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "price failure" }.count == 1)
         // Later elements for the ended generation go nowhere; nothing restarted it.
         prices.yield(5, to: 0)
         #expect(cogs.peek(priceCog) == 4)
@@ -219,7 +219,7 @@ struct StreamTests {
         let status = cogs.status[priceCog]
         #expect(status.kind == .pending)
         #expect(status.error == nil)
-        #expect(!cogs.debugHistory.turnNames.contains("price.failure"))
+        #expect(!cogs.debugHistory.turnNames.contains("price failure"))
         prices.finish(1)
     }
 
@@ -237,7 +237,7 @@ struct StreamTests {
         for element in [5, 5, 6, 6, 5] { prices.yield(element, to: 0) }
         await waitAll(checks)
         #expect(statuses.values == ["success 5", "success 6", "success 5"])
-        #expect(cogs.debugHistory.turnNames.filter { $0 == "price.success" }.count == 3)
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "price success" }.count == 3)
         prices.finish(0)
     }
 
@@ -255,7 +255,7 @@ struct StreamTests {
         for celsius in [20, 20, 20] { readings.yield(Reading(celsius: celsius), to: 0) }
         await waitAll(checks)
         #expect(seen.values == [20, 20, 20])
-        #expect(cogs.debugHistory.turnNames.filter { $0 == "reading.success" }.count == 3)
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "reading success" }.count == 3)
         readings.finish(0)
     }
 
@@ -283,7 +283,7 @@ struct StreamTests {
         prices.fail(0, with: FeedBroke())
         #expect(cogs.peek(priceCog) == 3)
         #expect(cogs.status[priceCog].kind == .success)
-        #expect(cogs.debugHistory.turnNames == ["price.pending", "price.success"])
+        #expect(cogs.debugHistory.turnNames == ["price pending", "price success"])
         #expect(prices.generationCount == 1)
     }
 

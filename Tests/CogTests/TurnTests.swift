@@ -180,7 +180,7 @@ struct TurnTests {
         #expect(history.entries.last?.name == "turns.count")
     }
 
-    @Test func `T5 a writer used after its turn traps`() async {
+    @Test func `T5 TURN-07 a writer written through after its turn traps, naming the cog and the write`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
                 let cogs = Cogs.forTesting()
@@ -188,6 +188,20 @@ struct TurnTests {
                 stashedWriter?[_countCog] = 1
             }
         }
-        #expect(stderrText(result).contains("writer was used after its turn ended"))
+        let text = stderrText(result)
+        #expect(text.contains("a turn's writer outlived its turn: writing to `turns.count` through it"), "\(text)")
+        #expect(text.contains("open a new turn (call an op)"), "\(text)")
+    }
+
+    @Test func `TURN-07 a writer read through after its turn traps, naming the cog and the read`() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            await MainActor.run {
+                let cogs = Cogs.forTesting()
+                cogs.stashWriter()
+                _ = stashedWriter?[_countCog]
+            }
+        }
+        let text = stderrText(result)
+        #expect(text.contains("a turn's writer outlived its turn: reading `turns.count` through it"), "\(text)")
     }
 }

@@ -50,7 +50,6 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
     /// The generation in flight or last finished (`.latest`), or the newest
     /// input (ordered policies); -1 before the first.
     var generation = -1
-    var work: Work<Value>?
     /// The `.latest` generation's task.
     var task: Task<Void, Never>?
     /// Ordered policies: the runs in flight, by generation.
@@ -59,6 +58,10 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
     /// `.exhaustLatest`: at most the newest one).
     var waiting: [(generation: Int, work: Work<Value>)] = []
     var refreshes: [(generation: Int, handle: CogRefresh<Value>)] = []
+    /// Whether a system turn has published this state's status yet. The
+    /// first `pending` restates the resting status; every later one is a
+    /// new turn status consumers see (ASYNC-32, STREAM-03).
+    var publishedStatus = false
 
     init(descriptor: AsyncDescriptor<Value>, key: StateKey) {
         self.selector = descriptor.selector
@@ -73,8 +76,13 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
             value: CogStatus(kind: .pending, value: defaultValue, hasSucceeded: false, error: nil),
             equals: { old, new in
                 guard old.kind == new.kind, old.hasSucceeded == new.hasSucceeded,
-                    old.error == nil, new.error == nil, let equals
+                    old.error == nil, new.error == nil
                 else { return false }
+                // A pending status carries the value it replaced, so pending
+                // over pending restates it, even with no equality rule; a
+                // replacement pending is published as a change regardless.
+                if new.kind == .pending { return true }
+                guard let equals else { return false }
                 return equals(old.value, new.value)
             })
         super.init(kind: .computed, descriptor: descriptor, key: key, label: label, state: .dirty)
@@ -144,7 +152,6 @@ extension Graph {
         node.generation += 1
         let generation = node.generation
         resolveRefreshes(of: node, through: generation - 1, with: .superseded)
-        node.work = work
         switch work.body {
         case .run(let operation):
             node.task = oneShotTask(operation, node: node) { graph, node, result in
@@ -156,28 +163,46 @@ extension Graph {
         publishPending(of: node)
     }
 
+    /// Whether `generation` is still `node`'s current `.latest` run: not
+    /// released, not replaced, and not made stale by a dependency change
+    /// that nothing has settled yet (a state with no consumer stays dirty
+    /// until one returns, which then starts the newest work; ASYNC-24). A
+    /// state flagged only `check` (a change further up) first settles what
+    /// it reads, without running its selector, to learn which it is.
+    func isCurrent<Value: Sendable>(_ generation: Int, of node: AsyncNode<Value>) -> Bool {
+        guard !node.released, generation == node.generation else { return false }
+        if node.state == .check { settleSources(of: node) }
+        return node.state != .dirty
+    }
+
     /// Publishes a finished generation's result, unless a newer generation
-    /// replaced it or the state was released.
+    /// replaced it, a dependency change made it stale, or the state was released.
     func deliver<Value: Sendable>(_ result: Result<Value, any Error>, generation: Int, to node: AsyncNode<Value>) {
         defer { acknowledgeAsyncCompletionCheck() }
-        guard !node.released, generation == node.generation else { return }
+        guard isCurrent(generation, of: node) else { return }
         node.task = nil
         publish(result, of: node)
         resolveRefreshes(of: node, through: generation, with: CogRefresh<Value>.Outcome(result))
     }
 
-    /// One result as its own system turn: a success sets the value and the
-    /// status, a failure only the status (keeping the last good value).
+    /// One result as its own system turn, named `label success` or `label
+    /// failure` as Cog names them (`forecast[94110] success`): a success sets
+    /// the value and the status, a failure only the status (keeping the last
+    /// good value). Status consumers see every result turn, even a success
+    /// equal to the one before it (overlapping `.merged` runs; ASYNC-32);
+    /// value consumers only a changed value.
     func publish<Value: Sendable>(_ result: Result<Value, any Error>, of node: AsyncNode<Value>) {
+        node.publishedStatus = true
         switch result {
         case .success(let value):
-            systemTurn(named: "\(node.label).success") { [unowned self] _ in
+            systemTurn(named: "\(node.label) success") { [unowned self] _ in
                 self.stage(value, into: node.valueCell)
                 self.stage(
                     CogStatus(kind: .success, value: value, hasSucceeded: true, error: nil), into: node.statusCell)
+                node.statusCell.stagedIsChange = true
             }
         case .failure(let error):
-            systemTurn(named: "\(node.label).failure") { [unowned self] _ in
+            systemTurn(named: "\(node.label) failure") { [unowned self] _ in
                 let current = node.statusCell.staged ?? node.statusCell.value
                 self.stage(
                     CogStatus(kind: .failure, value: current.value, hasSucceeded: current.hasSucceeded, error: error),
@@ -197,7 +222,10 @@ extension Graph {
         }
     }
 
-    /// `refresh`: a new generation with no dependency change. Refreshing a
+    /// `refresh`: a new generation with no dependency change. The selector
+    /// runs again, reading its synchronous dependencies anew, and its new
+    /// work is the generation's (ASYNC-23; a stream's sequence may be
+    /// single-pass, so stored work is never run twice). Refreshing a
     /// never-read (or out-of-date) cog is its one pending load, not a load
     /// followed by a replacement.
     func refresh<Value: Sendable>(_ ref: StateRef, as: Value.Type) -> CogRefresh<Value> {
@@ -207,17 +235,13 @@ extension Graph {
                     + "a computation must not start work — call refresh from an op")
         }
         let node = asyncNode(ref, as: Value.self)
-        if node.state != .clean || node.work == nil {
+        let generation = node.generation
+        if node.state != .clean { settle(node) }
+        if node.generation == generation {
+            // Settling started nothing (the state was up to date, or only
+            // flagged and its dependencies had not changed): run it again.
+            node.state = .dirty
             settle(node)
-        } else if let work = node.work {
-            if case .stream = work.body {
-                // A sequence may be single-pass (an `AsyncStream` is): the
-                // selector runs again to make the new generation's.
-                node.state = .dirty
-                settle(node)
-            } else {
-                accept(work, into: node)
-            }
         }
         let handle = CogRefresh<Value>()
         node.refreshes.append((node.generation, handle))

@@ -223,6 +223,7 @@ final class Graph {
     func resolvePinned(_ ref: StateRef) -> Node {
         let node = node(for: ref)
         node.pinned = true
+        if node.graceDeadline != nil { graceInterrupted(node) }
         if node.state != .clean || node.busy { settle(node) }
         runDeferredWorkIfIdle()
         return node
@@ -276,6 +277,19 @@ final class Graph {
         }
     }
 
+    /// Settles what a `check` node reads without running it: afterwards it
+    /// is clean (nothing it reads changed) or dirty (something did, and its
+    /// next settle runs it).
+    func settleSources(of node: Node) {
+        var index = 0
+        while index < node.sources.count && node.state == .check {
+            let source = node.sources[index].node
+            if source.state != .clean || source.busy { settle(source) }
+            index += 1
+        }
+        if node.state == .check { node.state = .clean }
+    }
+
     private func recompute(_ node: Node) {
         if computingStack.count >= Graph.maximumNestedComputations {
             let innermost = computingStack.suffix(4).map { $0.takeUnretainedValue().label }.joined(separator: " → ")
@@ -323,10 +337,12 @@ final class Graph {
             }
             if index > 0 && observer.sources[index - 1].node === source { return }
             unlinkObserver(observer.sources[index])
+            if source.graceDeadline != nil { graceInterrupted(source) }
             source.observers.append(ObserverLink(node: observer, sourceSlot: index))
             observer.sources[index] = SourceLink(node: source, observerSlot: source.observers.count - 1)
         } else {
             if index > 0 && observer.sources[index - 1].node === source { return }
+            if source.graceDeadline != nil { graceInterrupted(source) }
             source.observers.append(ObserverLink(node: observer, sourceSlot: index))
             observer.sources.append(SourceLink(node: source, observerSlot: source.observers.count - 1))
         }
@@ -602,17 +618,24 @@ final class Graph {
 
     // MARK: Writer support
 
+    /// Traps unless the writer of turn `serial` is used inside its own
+    /// turn's body (seeds T5, TURN-07): the message names the cog and
+    /// whether it was read or written.
     @usableFromInline
-    func checkWriter(_ serial: UInt64) {
+    func checkWriter(_ serial: UInt64, _ ref: StateRef, writing: Bool) {
         guard phase == .body, serial == turnSerial else {
-            fatalError("a turn's writer was used after its turn ended; write only inside the turn body, never from a stored or captured `c`")
+            fatalError(
+                "a turn's writer outlived its turn: \(writing ? "writing to" : "reading") `\(ref.label)` through it "
+                    + "is part of no turn. A writer is valid only while its turn's body runs, so never store it "
+                    + "or capture it in an escaping closure or a Task; to write now, open a new turn (call an op) "
+                    + "and use the writer it passes to the body")
         }
     }
 
     /// The value `ref` has in the running turn: staged if written, else committed.
     @inlinable
     func staged<Value>(_ ref: StateRef, as: Value.Type, serial: UInt64) -> Value {
-        checkWriter(serial)
+        checkWriter(serial, ref, writing: false)
         let node = unsafeDowncast(node(for: ref), to: ManualNode<Value>.self)
         if let staged = node.staged { return staged }
         return node.value
@@ -620,7 +643,7 @@ final class Graph {
 
     @inlinable
     func stage<Value>(_ value: Value, into ref: StateRef, serial: UInt64) {
-        checkWriter(serial)
+        checkWriter(serial, ref, writing: true)
         stage(value, into: unsafeDowncast(node(for: ref), to: ManualNode<Value>.self))
     }
 

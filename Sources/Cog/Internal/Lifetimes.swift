@@ -3,8 +3,15 @@
 /// its grace period passes, unless a consumer (or a one-shot read) comes
 /// back first. `.app` sources and pinned states (`cogs[x]`) never expire.
 ///
-/// One timer per runtime sleeps until the earliest deadline; a deadline that
-/// moves later wakes it once more, so at most one sleeper is ever active.
+/// One timer per runtime sleeps until the earliest deadline, so at most one
+/// sleeper is ever active, and a state never has more than that one
+/// (ASYNC-22, LIFE-10). A consumer (or a pin) that returns before expiry
+/// takes its state off the list; when no state waits any more, the sleeper
+/// is cancelled at once, before it even starts if it has not (LIFE-04,
+/// LIFE-07, LIFE-08). A renewal that leaves one state waiting replaces the
+/// sleeper with one for the new deadline, unless the deadline moved by less
+/// than a sixteenth of the grace (a peek loop must not make a task per
+/// read): that sleeper wakes early by at most that much and sleeps again.
 ///
 /// - Important: grace releases only the in-memory node. A durable source's
 ///   stored value stays in the store (the next read loads it); on a replica
@@ -24,6 +31,8 @@ final class Lifetimes {
     /// States with a deadline, in the order their grace started (a state
     /// may appear twice; its `graceDeadline` is the one that counts).
     fileprivate var waiting: [Node] = []
+    /// How many states have a deadline (`graceDeadline != nil`).
+    fileprivate var deadlineCount = 0
     fileprivate var timer: Task<Void, Never>?
     fileprivate var timerDeadline: Duration?
     fileprivate var timerSerial: UInt64 = 0
@@ -136,7 +145,6 @@ protocol WorkReleasing: AnyObject {
 extension AsyncNode: WorkReleasing {
     func releaseWork() {
         cancelAllWork()  // the one-shot run or stream, and every ordered run and waiting input
-        work = nil
         let pending = refreshes
         refreshes = []
         for entry in pending { entry.handle.resolve(.released) }
@@ -166,25 +174,56 @@ extension Graph {
         startGrace(node)
     }
 
+    /// A consumer came back to `node`, or a pinning read pinned it, before
+    /// its grace passed: it no longer waits, and a sleeper no state needs
+    /// is cancelled.
+    func graceInterrupted(_ node: Node) {
+        guard node.graceDeadline != nil else { return }
+        node.graceDeadline = nil
+        let lifetimes = self.lifetimes
+        lifetimes.deadlineCount -= 1
+        guard lifetimes.deadlineCount == 0, !lifetimes.expiring else { return }
+        lifetimes.waiting.removeAll(keepingCapacity: true)
+        lifetimes.timer?.cancel()
+        lifetimes.timer = nil
+        lifetimes.timerDeadline = nil
+    }
+
     private func startGrace(_ node: Node) {
         guard let grace = node.grace, !lifetimes.stopped else { return }
         let lifetimes = self.lifetimes
         if lifetimes.expiring {
             // Orphaned by a release in this pass: due now, released with it.
+            if node.graceDeadline == nil { lifetimes.deadlineCount += 1 }
             node.graceDeadline = lifetimes.now()
             lifetimes.waiting.append(node)
             return
         }
         let deadline = lifetimes.now() + grace
-        if node.graceDeadline == nil { lifetimes.waiting.append(node) }
+        guard node.graceDeadline != nil else {
+            lifetimes.waiting.append(node)
+            lifetimes.deadlineCount += 1
+            node.graceDeadline = deadline
+            armGraceTimer(for: deadline)
+            return
+        }
+        // A renewal. With no other state waiting, the sleeper is this
+        // state's own: it moves to the new deadline.
         node.graceDeadline = deadline
-        armGraceTimer(for: deadline)
+        if lifetimes.deadlineCount == 1, let armed = lifetimes.timerDeadline, deadline - armed >= grace / 16,
+            deadline > armed
+        {
+            armGraceTimer(for: deadline, replacing: true)
+        } else {
+            armGraceTimer(for: deadline)
+        }
     }
 
-    /// Makes the one timer wake no later than `deadline`.
-    private func armGraceTimer(for deadline: Duration) {
+    /// Makes the one timer wake no later than `deadline` (`replacing`: at
+    /// `deadline`, even if it was armed for earlier).
+    private func armGraceTimer(for deadline: Duration, replacing: Bool = false) {
         let lifetimes = self.lifetimes
-        if lifetimes.timer != nil, let armed = lifetimes.timerDeadline, armed <= deadline { return }
+        if !replacing, lifetimes.timer != nil, let armed = lifetimes.timerDeadline, armed <= deadline { return }
         lifetimes.timer?.cancel()
         lifetimes.timerSerial &+= 1
         let serial = lifetimes.timerSerial
@@ -222,10 +261,12 @@ extension Graph {
             guard let deadline = node.graceDeadline else { continue }
             if node.released || !node.observers.isEmpty || node.pinned {
                 node.graceDeadline = nil
+                lifetimes.deadlineCount -= 1
             } else if deadline > now {
                 kept.append(node)
             } else {
                 node.graceDeadline = nil
+                lifetimes.deadlineCount -= 1
                 releaseAfterGrace(node)
             }
         }
@@ -266,7 +307,9 @@ extension Graph {
 extension Graph {
     /// A `cogs[x]` read of an async cog: the state stays until `discard` or the runtime ends.
     func pin(_ ref: StateRef) {
-        node(for: ref).pinned = true
+        let node = node(for: ref)
+        node.pinned = true
+        if node.graceDeadline != nil { graceInterrupted(node) }
     }
 }
 

@@ -138,6 +138,9 @@ class TypedNode<Value>: Node {
 @usableFromInline
 final class ManualNode<Value>: TypedNode<Value> {
     @exclusivity(unchecked) @usableFromInline var staged: Value?
+    /// Set by a turn that publishes `staged` as a change even if it equals
+    /// the committed value (an async state's replacement `pending`).
+    @exclusivity(unchecked) var stagedIsChange = false
     /// The declaration, typed (nil for cells the graph owns).
     let manualDescriptor: ManualDescriptor<Value>?
     init(descriptor: ManualDescriptor<Value>, key: StateKey) {
@@ -157,6 +160,11 @@ final class ManualNode<Value>: TypedNode<Value> {
     override func commitStaged() -> Bool {
         guard let new = staged else { return false }
         staged = nil
+        if stagedIsChange {
+            stagedIsChange = false
+            storage = new
+            return true
+        }
         guard isChange(from: value, to: new) else { return false }
         storage = new
         return true
@@ -164,6 +172,7 @@ final class ManualNode<Value>: TypedNode<Value> {
 
     override func resetValue() {
         staged = nil
+        stagedIsChange = false
         storage = nil
     }
 

@@ -4,17 +4,15 @@
 /// AsyncNode.swift.
 extension Graph {
     /// A new input for `node`: its selector ran again (a dependency changed,
-    /// or first demand) or `refresh` asked for another run of its work.
+    /// first demand, or `refresh`).
     func accept<Value: Sendable>(_ work: Work<Value>, into node: AsyncNode<Value>) {
         switch node.policy {
         case .latest:
             startGeneration(of: node, running: work)
         case .merged:
-            node.work = work
             node.generation += 1
             startRun(node.generation, of: work, in: node)
         case .queue, .exhaustLatest:
-            node.work = work
             node.generation += 1
             let generation = node.generation
             if node.runs.isEmpty {
@@ -39,10 +37,11 @@ extension Graph {
         publishPending(of: node)
     }
 
-    /// The task that runs one-shot work off the graph's actor and hands its
-    /// result back on it, unless the runtime or the state is gone by then.
+    /// The task that runs one-shot work where it is isolated (the graph's
+    /// actor, unless the body is `@concurrent`) and hands its result back on
+    /// the graph's actor, unless the runtime or the state is gone by then.
     func oneShotTask<Value: Sendable>(
-        _ operation: @escaping @Sendable () async throws -> Value, node: AsyncNode<Value>,
+        _ operation: @escaping @Sendable @isolated(any) () async throws -> Value, node: AsyncNode<Value>,
         deliver: @escaping @MainActor (Graph, AsyncNode<Value>, Result<Value, any Error>) -> Void
     ) -> Task<Void, Never> {
         Task { [weak self, weak node] in
@@ -62,15 +61,21 @@ extension Graph {
         }
     }
 
-    /// Shows the state as pending (keeping its value) as a system turn.
+    /// Shows the state as pending (keeping its value) as a system turn named
+    /// `label pending`.
     /// The status it keeps is the one current when the turn runs (a result
-    /// queued before it may have changed it).
+    /// queued before it may have changed it). A pending that replaces an
+    /// earlier published one (a new generation before the last one ended)
+    /// reaches status consumers as its own turn (ASYNC-32, STREAM-03); the
+    /// first one only restates the resting status.
     func publishPending<Value: Sendable>(of node: AsyncNode<Value>) {
-        systemTurn(named: "\(node.label).pending") { [unowned self] _ in
+        systemTurn(named: "\(node.label) pending") { [unowned self] _ in
             let current = node.statusCell.staged ?? node.statusCell.value
             self.stage(
                 CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil),
                 into: node.statusCell)
+            if node.publishedStatus { node.statusCell.stagedIsChange = true }
+            node.publishedStatus = true
         }
     }
 
@@ -122,6 +127,10 @@ extension Graph {
     ) -> Bool {
         defer { acknowledgeAsyncCompletionCheck() }
         guard !node.released, generation == node.generation else { return false }
+        // Made stale by a dependency change no one has settled yet: dropped;
+        // the consumer that settles it next replaces the stream.
+        if node.state == .check { settleSources(of: node) }
+        guard node.state != .dirty else { return true }
         if let equals = node.elementEquals, let previous, equals(previous, element) { return true }
         previous = element
         publish(.success(element), of: node)
@@ -135,7 +144,7 @@ extension Graph {
         _ outcome: Result<Void, any Error>, generation: Int, to node: AsyncNode<Value>
     ) {
         defer { acknowledgeAsyncCompletionCheck() }
-        guard !node.released, generation == node.generation else { return }
+        guard isCurrent(generation, of: node) else { return }
         node.task = nil
         switch outcome {
         case .success:
