@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "Cog", targets: ["Cog"]),
         .library(name: "CogTesting", targets: ["CogTesting"]),
+        .library(name: "CogCodec", targets: ["CogCodec"]),
         .library(name: "CogLog", targets: ["CogLog"]),
         .library(name: "CogWire", targets: ["CogWire"]),
         .library(name: "CogCluster", targets: ["CogCluster"]),
@@ -31,27 +32,30 @@ let package = Package(
         .target(name: "CogTesting", dependencies: ["Cog"]),
         .target(name: "CCRC32C"),
         .target(name: "CSHA256"),
-        .target(name: "CogLog", dependencies: ["Cog", "CLMDB", "CCRC32C", "CSHA256"]),
+        // Deterministic CBOR, request ids, turn records, scope events, digests: no LMDB.
+        .target(name: "CogCodec", dependencies: ["Cog", "CCRC32C", "CSHA256"]),
+        // The LMDB store.
+        .target(name: "CogLog", dependencies: ["Cog", "CogCodec", "CLMDB"]),
         .target(name: "CFileAccess"),
-        .target(name: "CogWire", dependencies: ["CogLog", "CZMQ", "CFileAccess"]),
+        .target(name: "CogWire", dependencies: ["CogCodec", "CZMQ", "CFileAccess"]),
         .target(name: "CThreadAffinity"),
-        .target(name: "CogCluster", dependencies: ["Cog", "CogLog", "CogWire", "CThreadAffinity"]),
+        .target(name: "CogCluster", dependencies: ["Cog", "CogCodec", "CogLog", "CogWire", "CThreadAffinity"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "TrailsRig", dependencies: ["Cog"]),
-        .target(name: "CogSim", dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
+        .target(name: "CogSim", dependencies: ["Cog", "CogCodec", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
         .target(name: "CCogdSupport"),
         .target(
             name: "CogdCommandLine",
-            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogCodec", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .executableTarget(name: "cogd", dependencies: ["Cog", "CogdCommandLine", "LedgerRig", "TrailsRig"]),
         // A user's own executable with one rig of its own (CogdTests runs it).
         .executableTarget(name: "CounterApp", dependencies: ["Cog", "CogdCommandLine"], path: "Tests/CounterApp"),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
-        .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
-        .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogLog"]),
-        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogdCommandLine", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
-        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogWire", "CogLog", "Cog", "LedgerRig"]),
+        .testTarget(name: "CogLogTests", dependencies: ["CogCodec", "CogLog", "Cog", "CogTesting"]),
+        .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogCodec", "CogLog"]),
+        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogdCommandLine", "CogWire", "CogCodec", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
+        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogWire", "CogCodec", "CogLog", "Cog", "LedgerRig"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,5 @@
 import Cog
-import CogLog
+import CogCodec
 import Foundation
 
 /// Every message of the cogd wire protocol (normative: `protocol/cogwire.md`).

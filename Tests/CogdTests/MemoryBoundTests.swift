@@ -1,4 +1,5 @@
 import CLMDB
+import CogCodec
 import CogLog
 import CogWire
 import Foundation

@@ -1,3 +1,4 @@
+import CogCodec
 import CogLog
 
 /// What the leader core reads from its turn log: committed state only (the

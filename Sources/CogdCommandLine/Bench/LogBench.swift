@@ -1,4 +1,5 @@
 import CCogdSupport
+import CogCodec
 import CogLog
 import Foundation
 
