@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "Cog", targets: ["Cog"]),
         .library(name: "CogTesting", targets: ["CogTesting"]),
         .library(name: "CogCodec", targets: ["CogCodec"]),
+        .library(name: "CogProtocol", targets: ["CogProtocol"]),
         .library(name: "CogLog", targets: ["CogLog"]),
         .library(name: "CogWire", targets: ["CogWire"]),
         .library(name: "CogCluster", targets: ["CogCluster"]),
@@ -37,16 +38,24 @@ let package = Package(
         // The LMDB store.
         .target(name: "CogLog", dependencies: ["Cog", "CogCodec", "CLMDB"]),
         .target(name: "CFileAccess"),
-        .target(name: "CogWire", dependencies: ["CogCodec", "CZMQ", "CFileAccess"]),
+        // Every protocol rule as a state machine, and the messages: no ZeroMQ,
+        // LMDB, Glibc or clock (Tests/CoreTests/ModulePurityTests.swift checks).
+        .target(
+            name: "CogProtocol", dependencies: ["Cog", "CogCodec"],
+            // A member of a module this one does not import (Foundation's, through
+            // CogCodec) is an error here, not a silent way around the imports.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
+        .target(name: "CogWire", dependencies: ["CogProtocol", "CZMQ", "CFileAccess"]),
         .target(name: "CThreadAffinity"),
-        .target(name: "CogCluster", dependencies: ["Cog", "CogCodec", "CogLog", "CogWire", "CThreadAffinity"]),
+        .target(name: "CogCluster", dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CThreadAffinity"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "TrailsRig", dependencies: ["Cog"]),
-        .target(name: "CogSim", dependencies: ["Cog", "CogCodec", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
+        .target(name: "CogSim", dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
         .target(name: "CCogdSupport"),
         .target(
             name: "CogdCommandLine",
-            dependencies: ["Cog", "CogCodec", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "CogSim", "LedgerRig", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .executableTarget(name: "cogd", dependencies: ["Cog", "CogdCommandLine", "LedgerRig", "TrailsRig"]),
         // A user's own executable with one rig of its own (CogdTests runs it).
@@ -54,8 +63,8 @@ let package = Package(
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
         .testTarget(name: "CogLogTests", dependencies: ["CogCodec", "CogLog", "Cog", "CogTesting"]),
         .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogCodec", "CogLog"]),
-        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogdCommandLine", "CogWire", "CogCodec", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
-        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogWire", "CogCodec", "CogLog", "Cog", "LedgerRig"]),
+        .testTarget(name: "CogdTests", dependencies: ["cogd", "CogdCommandLine", "CogWire", "CogProtocol", "CogCodec", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
+        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogProtocol", "CogWire", "CogCodec", "CogLog", "Cog", "LedgerRig"]),
     ],
     swiftLanguageModes: [.v6]
 )

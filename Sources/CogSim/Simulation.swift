@@ -2,6 +2,7 @@ import Cog
 import CogCluster
 import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import LedgerRig
@@ -289,7 +290,7 @@ public final class Simulation {
                 }
                 let answer: LeaderCore.Input
                 do {
-                    let revisions = try log.append(commit, at: Date(timeIntervalSince1970: Simulation.seconds(now)))
+                    let revisions = try log.append(commit, secondsSince1970: Simulation.seconds(now))
                     answer = .committed(revisions)
                     count("commits")
                 } catch {

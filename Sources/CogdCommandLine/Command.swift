@@ -2,6 +2,7 @@ import Cog
 import CogCodec
 import CogLog
 import CogCluster
+import CogProtocol
 import CogWire
 import Foundation
 

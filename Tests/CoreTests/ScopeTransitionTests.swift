@@ -2,6 +2,7 @@ import Cog
 import CogCluster
 import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import LedgerRig

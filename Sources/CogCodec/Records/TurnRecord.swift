@@ -35,6 +35,17 @@ public struct TurnRecord: Codable, Equatable, Sendable {
         self.stateDigest = stateDigest
     }
 
+    /// A record committed `secondsSince1970` after 1970 (for code that
+    /// keeps time as a number and imports no Foundation: `MemoryLog`).
+    package init(
+        revision: UInt64, epoch: UInt64, secondsSince1970: Double, name: String, origin: TurnOrigin = .system,
+        writes: [TurnWrite], scopeEvents: [ScopeEvent] = [], stateDigest: StateDigest = StateDigest()
+    ) {
+        self.init(
+            revision: revision, epoch: epoch, time: Date(timeIntervalSince1970: secondsSince1970), name: name, origin: origin,
+            writes: writes, scopeEvents: scopeEvents, stateDigest: stateDigest)
+    }
+
     package enum CodingKeys: String, CodingKey {
         case checksum = "crc", revision = "rev", epoch, time, name, origin, writes, scopeEvents = "scopes", stateDigest = "state"
     }
@@ -572,6 +583,14 @@ public struct EncodedTurnBatch: Sendable {
         self.init(drafts: drafts) {
             TurnStamp(revision: firstRevision + UInt64($0), epoch: epoch, time: time, stateDigest: stateDigests?[$0] ?? StateDigest())
         }
+    }
+
+    /// `init(drafts:epoch:firstRevision:time:stateDigests:)` with the time
+    /// as seconds since 1970 (for code that imports no Foundation: `MemoryLog`).
+    package init(drafts: [TurnDraft], epoch: UInt64, firstRevision: UInt64, secondsSince1970: Double, stateDigests: [StateDigest]?) {
+        self.init(
+            drafts: drafts, epoch: epoch, firstRevision: firstRevision, time: Date(timeIntervalSince1970: secondsSince1970),
+            stateDigests: stateDigests)
     }
 
     public var count: Int { ends.count }

@@ -1,7 +1,5 @@
 import Cog
 import CogCodec
-import CogLog
-import CogWire
 
 /// The leader's rules (DESIGN §5–§6a) as a state machine with no sockets,
 /// no LMDB and no clock: admission, the execution-point instance check,

@@ -1,7 +1,5 @@
 import Cog
 import CogCodec
-import CogLog
-import CogWire
 
 /// A worker's sync rules (DESIGN §4, §6a) as a state machine with no
 /// sockets and no clock: hello and welcome, epochs, the snapshot (in parts,
