@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "CogCluster", dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CThreadAffinity"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "TrailsRig", dependencies: ["Cog"]),
-        .target(name: "CogSim", dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
+        .target(name: "CogSim", dependencies: ["Cog", "CogCodec", "CogProtocol", "LedgerRig", "TrailsRig"]),
         .target(name: "CCogdSupport"),
         .target(
             name: "CogdCommandLine",

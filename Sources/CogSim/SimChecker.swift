@@ -1,9 +1,6 @@
 import Cog
-import CogCluster
 import CogCodec
-import CogLog
 import CogProtocol
-import CogWire
 import LedgerRig
 
 /// The invariants of DESIGN §8, checked after every step from what the

@@ -1,9 +1,6 @@
 import Cog
-import CogCluster
 import CogCodec
-import CogLog
 import CogProtocol
-import CogWire
 import Foundation
 import LedgerRig
 import TrailsRig
