@@ -695,7 +695,9 @@ final class WorkerScope: CogRemoteScope {
 
     func memberIdentities() -> [[UInt8]] {
         let value = currentEncoding.map { $0() } ?? worker.encodedValue(spec.source, spec.key)
-        return ScopeTable.members(of: value, form: spec.form)
+        // A value that does not read selects no child here; the leader keeps
+        // the instances it opened (counted selector-unreadable there).
+        return ScopeTable.members(of: value, form: spec.form) ?? []
     }
 
     func childSlot(identity: [UInt8]) -> CogInstanceSlot {

@@ -121,7 +121,8 @@ package struct ScopeTable {
             return (members, retired, moved)
         }
         if let parent = spec.parent, live[parent] != spec.worker { return ([], retired, []) }
-        let members = ScopeTable.members(of: currentValue, form: spec.form)
+        // A value that cannot be read opens nothing yet (nothing was open to keep).
+        let members = ScopeTable.members(of: currentValue, form: spec.form) ?? []
         var open: [(identity: [UInt8], instance: UInt64)] = []
         for identity in members {
             open.append((identity, mint(for: spec.worker)))
@@ -145,7 +146,8 @@ package struct ScopeTable {
         subscriptions[Self.key(spec.worker, spec.registration)] = key
         countByWorker[spec.worker, default: 0] += 1
         indexIsStale = true
-        let selected = ScopeTable.members(of: currentValue, form: spec.form)
+        // A value that cannot be read places nothing new; what is open stays.
+        let selected = ScopeTable.members(of: currentValue, form: spec.form) ?? []
         var mine: [[UInt8]: UInt64] = [:]
         var placed = exclusive ? Set(registration.open.map(\.identity)) : []
         for identity in selected where placed.insert(identity).inserted {
@@ -280,13 +282,18 @@ package struct ScopeTable {
         countByWorker[worker] ?? 0
     }
 
+    /// Selections that could not be read (a computed selector whose value
+    /// did not encode, an `each:` value that is not an array): each left
+    /// what was open as it was (counted `selector-unreadable`).
+    package private(set) var unreadableSelections: UInt64 = 0
+
     /// Reconciles every registration whose selector a turn changed — a
     /// durable source `writes` wrote, or a computed selector whose value
     /// `evaluate` now encodes differently — and returns the scope events,
     /// for the record of the turn that caused them: retirements first
     /// (nested instances with their parents), in opening order, then
     /// openings in collection order.
-    mutating func apply(_ writes: [TurnWrite], evaluate: (String, [UInt8]?) -> [UInt8]? = { _, _ in nil }) -> [ScopeEvent] {
+    mutating func apply(_ writes: [TurnWrite], evaluate: (String, [UInt8]?) -> SelectorReading = { _, _ in .encoded(nil) }) -> [ScopeEvent] {
         guard !registrations.isEmpty else { return [] }
         if indexIsStale { rebuildIndex() }
         var changes: [(key: String, value: [UInt8]?)] = []
@@ -298,7 +305,11 @@ package struct ScopeTable {
         }
         for key in computedKeys {
             guard let registration = registrations[key] else { continue }
-            let value = evaluate(registration.spec.source, registration.spec.key)
+            guard case .encoded(let value) = evaluate(registration.spec.source, registration.spec.key) else {
+                // Not "no members": what is open stays open until the selector reads again.
+                unreadableSelections &+= 1
+                continue
+            }
             if value != registration.lastValue {
                 registrations[key]?.lastValue = value
                 changes.append((key, value))
@@ -309,7 +320,10 @@ package struct ScopeTable {
         var arrivals: [(key: String, identities: [[UInt8]])] = []
         for (key, value) in changes {
             guard var registration = registrations[key] else { continue }
-            let members = ScopeTable.members(of: value, form: registration.spec.form)
+            guard let members = ScopeTable.members(of: value, form: registration.spec.form) else {
+                unreadableSelections &+= 1
+                continue
+            }
             let present = Set(members)
             var kept: [(identity: [UInt8], instance: UInt64)] = []
             var departed: [UInt64] = []
@@ -440,8 +454,11 @@ package struct ScopeTable {
             worker: owner, registration: registration.number(of: owner))
     }
 
-    /// The members a source's encoded value selects, in collection order.
-    package static func members(of value: [UInt8]?, form: ScopeRegistration.Form) -> [[UInt8]] {
+    /// The members a source's encoded value selects, in collection order;
+    /// nil when an `each:` selector's value is not an array that parses —
+    /// not "no members": the caller keeps what is open (retiring every
+    /// instance of a selector it cannot read would be a durable loss).
+    package static func members(of value: [UInt8]?, form: ScopeRegistration.Form) -> [[UInt8]]? {
         guard let value else { return [] }
         switch form {
         case .bool:
@@ -449,8 +466,21 @@ package struct ScopeTable {
         case .optional:
             return value == [0xf6] ? [] : [value]
         case .each:
-            guard case .array(let items)? = try? CBORValue.parse(value) else { return [] }
-            return items.map(\.encodedBytes)
+            do {
+                guard case .array(let items) = try CBORValue.parse(value) else { return nil }
+                return items.map(\.encodedBytes)
+            } catch {
+                return nil
+            }
         }
     }
 }
+
+/// A computed selector's value as the leader's graph has it now.
+package enum SelectorReading: Equatable, Sendable {
+    /// Its encoded value (nil: none).
+    case encoded([UInt8]?)
+    /// It did not encode (why): what it selects is unknown, not empty.
+    case failed(String)
+}
+

@@ -355,8 +355,17 @@ package struct WriteSpan: Sendable {
 
 package enum TurnRecordWriter {
     /// The scope events' CBOR, or nil when there are none (the common case).
+    ///
+    /// - Important: scope events are plain values the codec always encodes;
+    ///   one that did not would put a false record (no events) in the log,
+    ///   so it stops the process instead.
     package static func scopes(_ events: [ScopeEvent]) -> [UInt8]? {
-        events.isEmpty ? nil : ((try? CBOREncoder().encode(events)) ?? [0x80])
+        guard !events.isEmpty else { return nil }
+        do {
+            return try CBOREncoder().encode(events)
+        } catch {
+            preconditionFailure("internal inconsistency: \(events.count) scope events do not encode (\(error)); a record without them would be false")
+        }
     }
 
     /// The exact byte count `write` writes.

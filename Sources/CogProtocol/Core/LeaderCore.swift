@@ -779,7 +779,9 @@ public struct LeaderCore {
             // A mechanism's root: one member, always selected (§6a).
             current = [0xf5]
         } else if computed {
-            current = evaluateSelector(spec.source, spec.key)
+            // One that does not encode opens nothing yet (nothing is open to
+            // keep); it opens what it selects at the first turn it reads.
+            if case .encoded(let value) = evaluateSelector(spec.source, spec.key) { current = value } else { current = nil }
         } else {
             do {
                 current = try durable.currentValueOrThrow(name: spec.source, key: spec.key)
@@ -825,10 +827,15 @@ public struct LeaderCore {
         durable.appendSystemRecord(named: name, scopeEvents: events)
     }
 
-    /// A named automatic cog's value as the graph has it now, encoded (nil
-    /// when it does not encode).
-    private func evaluateSelector(_ name: String, _ key: [UInt8]?) -> [UInt8]? {
-        (try? cogs.encodedSelectorValue(named: name, key: key, codec: durable)) ?? nil
+    /// A named automatic cog's value as the graph has it now, encoded — or
+    /// that it did not encode (then what it selects is unknown, and the
+    /// scope table keeps what is open: never "no members").
+    private func evaluateSelector(_ name: String, _ key: [UInt8]?) -> SelectorReading {
+        do {
+            return .encoded(try cogs.encodedSelectorValue(named: name, key: key, codec: durable))
+        } catch {
+            return .failed("\(error)")
+        }
     }
 
     // MARK: Requests
@@ -969,9 +976,13 @@ public struct LeaderCore {
                 .tooLarge, "the turn's record would take about \(size) bytes; a record holds at most \(settings.maximumRecordBytes)"))
         }
         let revision = durable.nextRevision
+        let unreadable = scopes.unreadableSelections
         for turn in turns {
             durable.buffer(turn, origin: origin)
             durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites, evaluate: evaluateSelector))
+        }
+        if scopes.unreadableSelections != unreadable {
+            errorCounts["selector-unreadable", default: 0] &+= scopes.unreadableSelections &- unreadable
         }
         return .success(.applied(revision: revision))
     }

@@ -1,0 +1,40 @@
+import CogCodec
+import Testing
+
+@testable import CogProtocol
+
+/// A selector the leader cannot read is not "no members": what is open
+/// stays open (issue 26, no silent `try?` on a path that decides what retires).
+@Suite("A selector that cannot be read keeps what is open")
+struct UnreadableSelectorTests {
+    static let spec = ScopeRegistration(worker: "w1", registration: 1, path: "Bank.desk", source: "bank.openAccounts", key: nil, form: .each)
+    static let alice = try! CBOREncoder().encode("alice")
+    static let bob = try! CBOREncoder().encode("bob")
+
+    @Test func `a computed selector that does not encode retires nothing, and opens what it selects once it reads again`() throws {
+        var table = ScopeTable(epoch: 1)
+        let both = try CBOREncoder().encode(["alice", "bob"])
+        let opened = table.register(Self.spec, currentValue: both, computed: true).members
+        #expect(opened.map(\.identity) == [Self.alice, Self.bob])
+        #expect(table.apply([], evaluate: { _, _ in .failed("the value's encoding threw") }).isEmpty, "no retirement")
+        #expect(table.unreadableSelections == 1)
+        // Read again: only the change is an event (bob left), alice is the same instance.
+        let events = table.apply([], evaluate: { _, _ in .encoded(try! CBOREncoder().encode(["alice"])) })
+        #expect(events.map(\.kind) == [.retire])
+        #expect(events.first?.identity == Self.bob && events.first?.instance == opened[1].instance)
+    }
+
+    @Test func `an each: source whose value is not an array retires nothing; a registration over it opens nothing`() throws {
+        var table = ScopeTable(epoch: 1)
+        let both = try CBOREncoder().encode(["alice", "bob"])
+        #expect(table.register(Self.spec, currentValue: both).members.count == 2)
+        let notAnArray = try CBOREncoder().encode(7)
+        let events = table.apply([TurnWrite(name: "bank.openAccounts", key: nil, value: notAnArray)])
+        #expect(events.isEmpty && table.unreadableSelections == 1)
+        #expect(ScopeTable.members(of: notAnArray, form: .each) == nil)
+        #expect(ScopeTable.members(of: [0xff, 0x00], form: .each) == nil, "bytes that do not parse")
+        #expect(ScopeTable.members(of: nil, form: .each) == [])
+        var other = ScopeTable(epoch: 1)
+        #expect(other.register(Self.spec, currentValue: notAnArray).members.isEmpty)
+    }
+}
