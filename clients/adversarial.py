@@ -522,6 +522,64 @@ def run(cogd, checks):
               f"{len(seen)} of 4000 answered")
         A.still_serving("4,000 pipelined requests")
 
+        # --- fuzzed messages pipelined on one connection: each is answered once, but for a whole
+        # snapshot-request replaced by the next before it went out (cogwire.md §8: `snapshot-replaced`)
+        import random
+        rnd = random.Random(26)
+        fuzz_name = f"adv-fuzz-{os.urandom(4).hex()}"
+        fuzz = A.peer(identity=f"{fuzz_name}/f".encode())
+        value, problem, _ = A.answer(fuzz, message("hello", {"worker": fuzz_name, "lastRevision": 0}))
+        hello_frame = message("hello", {"worker": fuzz_name, "lastRevision": 0})
+
+        def fuzzed(i):
+            kind = rnd.randrange(10)
+            if kind == 0:
+                return [hello_frame[:rnd.randrange(1, len(hello_frame))]]  # truncated CBOR
+            if kind == 1:
+                return [encode({"v": rnd.choice([0, 2, -1, 1.0, "1", None]), "type": "status-request"})]
+            if kind == 2:
+                return [A.op_frame(fuzz_name, i + 1, "adv.nope", None, raw_argument=b"")]  # unknown op
+            if kind == 3:
+                return [message("frobnicate", {})]
+            if kind == 4:
+                return [b"\xa0" + b"x" * (MiB + rnd.randrange(1, 100))]  # oversize
+            if kind == 5:
+                return [message("status-request"), b"x"]  # an extra frame
+            if kind == 6:
+                return [b""]
+            if kind == 7:
+                return [os.urandom(rnd.randrange(0, 48))]
+            if kind == 8:
+                return [message("snapshot-request")]  # whole: one answer, unless replaced
+            return [message("catch-up-request", {"from": 1})]  # or busy
+
+        def replaced_count():
+            status_peer = A.peer()
+            try:
+                value, problem, _ = A.answer(status_peer, message("status-request"))
+                return (value or {}).get("body", {}).get("errorCounts", {}).get("snapshot-replaced", 0)
+            finally:
+                status_peer.close()
+
+        replaced_before = replaced_count()
+        sent = answered = 0
+        total, window = 2800, 48
+        deadline = Deadline(60)
+        while (sent < total or answered < sent) and not deadline.passed():
+            while sent < total and sent - answered < window:
+                fuzz.socket.send_multipart(fuzzed(sent))
+                sent += 1
+            if fuzz.receive(2.0) is None:
+                break  # two seconds of silence: the rest are not coming
+            answered += 1
+        fuzz.close()
+        replaced = replaced_count() - replaced_before
+        note(f"{total} fuzzed messages pipelined {window} deep: {answered} answered, {replaced} whole snapshots replaced")
+        check("fuzzed messages pipelined on one connection are each answered, but for the snapshots counted "
+              "snapshot-replaced (cogwire.md §8)", sent == total and answered + replaced == sent,
+              f"sent {sent}, answered {answered}, snapshot-replaced {replaced}")
+        A.still_serving("pipelined fuzzed messages")
+
         # --- snapshots and catch-ups never read, a subscriber that never reads
         worker = f"adv-fill-{os.urandom(4).hex()}"
         fill = A.peer()

@@ -696,6 +696,9 @@ public final class Leader {
         snapshotStreams.removeAll { stream in
             guard stream.identity == identity else { return false }
             stream.reader.close()
+            // The request it answered gets no further part (a whole one, no
+            // answer at all): counted so a peer can tell (`cogwire.md` §8).
+            core.countEvent("snapshot-replaced")
             return true
         }
         do {
