@@ -36,6 +36,7 @@ import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
 
 import zmq
@@ -694,6 +695,92 @@ REFUSED_AT_HANDSHAKE = "the leader refused this key (ZAP status 400): it is not 
                        "or its role may not use this socket"
 
 
+def run_slow_subscriber(cogd, checks):
+    """A turn-stream subscriber that never reads, on a leader of its own (its ~60 MB log is not read back)."""
+    check = checks.check
+    context = zmq.Context()
+    leader = Leader(cogd)
+    try:
+        leader.start(context)
+        A = Attacker(checks, context, leader)
+        # --- a turn-stream subscriber that never reads while ~60 MB of turns go out (cogwire.md §8:
+        # 64 turn messages of at most 256 KiB, 16 MiB), a reading worker kept in sync
+        reader_name = f"adv-reader-{os.urandom(4).hex()}"
+        reader = subprocess.Popen([cogd, "worker", "--leader", leader.requests, "--name", reader_name, "--rig", "ledger"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            status_peer = A.peer()
+
+            def leader_status():
+                value, _, _ = A.answer(status_peer, message("status-request"))
+                return (value or {}).get("body", {})
+
+            deadline = Deadline(20)
+            while not deadline.passed() and not any(w.get("name") == reader_name for w in leader_status().get("workers", [])):
+                status_peer.receive(0.2)
+            sub = context.socket(zmq.SUB)
+            sub.setsockopt(zmq.SUBSCRIBE, b"")
+            sub.setsockopt(zmq.RCVHWM, 1)
+            sub.setsockopt(zmq.RCVBUF, 4096)
+            sub.setsockopt(zmq.LINGER, 0)
+            sub.connect(leader.turns)
+            trails_worker = f"adv-trails-{os.urandom(4).hex()}"
+            pub = A.peer()
+            rss_before = leader.rss_anon_kib()
+            peak, replies = rss_before or 0, 0
+            # 300 openings of a 200 KB trail text, each closed again: ~60 MB of records, 16 requests in flight
+            frames = []
+            for index in range(300):
+                text = f"trail-{index}-" + "x" * 200_000
+                frames.append(A.op_frame(trails_worker, 2 * index + 1, "trails.openScreen", {"screen": 1, "trail": text}))
+                frames.append(A.op_frame(trails_worker, 2 * index + 2, "trails.closeScreen", 1))
+            published = sum(len(frame) for frame in frames)
+            sent = 0
+            while replies < len(frames):
+                while sent < len(frames) and sent - replies < 16:
+                    pub.send(frames[sent])
+                    sent += 1
+                if pub.receive(10.0) is None:
+                    break
+                replies += 1
+                if replies % 32 == 0:
+                    peak = max(peak, leader.rss_anon_kib() or 0)
+            pub.close()
+            check("600 trail openings and closings of 200 KB are answered", replies == 600, f"{replies} replies")
+            revision = leader_status().get("revision", 0)
+            deadline = Deadline(30)
+            applied = 0
+            while not deadline.passed():
+                applied = next((w.get("appliedRevision", 0) for w in leader_status().get("workers", [])
+                                if w.get("name") == reader_name), 0)
+                if applied >= revision:
+                    break
+                status_peer.receive(0.2)
+            peak = max(peak, leader.rss_anon_kib() or 0)
+            note(f"a subscriber that never reads while {published >> 20} MiB of turns went out: "
+                 f"leader RssAnon {rss_before} KiB -> peak {peak} KiB")
+            check("a subscriber that never reads holds the leader to 16 MiB of turn messages + 12 MiB of its own (cogwire.md §8)",
+                  rss_before is not None and peak - rss_before < 28 * 1024, f"+{peak - (rss_before or 0)} KiB")
+            check("a reading worker stays synced meanwhile", applied >= revision > 0,
+                  f"worker at {applied}, leader at {revision}")
+            sub.close(0)
+            status_peer.close()
+            A.still_serving("a subscriber that never reads while ~60 MB of turns went out")
+        finally:
+            reader.terminate()
+            try:
+                reader.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                reader.kill()
+
+        code = leader.stop()
+        check("the leader stops cleanly after the slow subscriber (exit 0)", code == 0, f"exit {code}")
+    finally:
+        leader.kill()
+        context.destroy(0)
+        shutil.rmtree(leader.tmp, ignore_errors=True)
+
+
 def run_curve(cogd, checks):
     """A second leader that authenticates (`--curve-secret FILE --peers FILE`), attacked with no key, an unlisted
     key, and listed keys of every role acting outside what cogwire.md §9 grants them."""
@@ -1331,7 +1418,7 @@ def main():
         return 2
     checks = Checks(KNOWN_GAPS)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))  # so `finally` stops the leader
-    for phase in (run, run_curve):
+    for phase in (run, run_slow_subscriber, run_curve):
         try:
             phase(os.path.abspath(sys.argv[1]), checks)
         except Exception as error:  # noqa: BLE001 - an exception is a failed check, and the leader is stopped
