@@ -6,9 +6,15 @@ wrong envelopes, `v` values, unknown and not-served types, oversize and
 multi-frame messages, requests without hello, a hello ahead of the log,
 sequences and worker names out of range, overflowing op arguments, names
 with control characters, re-sent registration numbers and request ids, many
-registrations, snapshots and catch-ups never read. For each it asserts the
-answer cogwire.md documents, then that the leader still runs and serves (a
-`ledger.open` applies). At the end `cogd log verify` must pass.
+registrations, snapshots and catch-ups never read, fuzzed messages pipelined
+on one connection (each answered, but for the whole snapshots counted
+`snapshot-replaced`). For each it asserts the answer cogwire.md documents,
+then that the leader still runs and serves (a `ledger.open` applies). At the
+end `cogd log verify` must pass.
+
+Then, on a leader of its own, a turn-stream subscriber that never reads while
+about 60 MB of turns go out: the leader's memory stays within cogwire.md §8's
+16 MiB (plus 12 MiB of its own) and a reading `cogd worker` stays synced.
 
 Then a second leader that authenticates with CURVE (cogwire.md §9:
 `--curve-secret FILE --peers FILE`, keys from `cogd keys generate` and from
