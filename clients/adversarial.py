@@ -6,9 +6,15 @@ wrong envelopes, `v` values, unknown and not-served types, oversize and
 multi-frame messages, requests without hello, a hello ahead of the log,
 sequences and worker names out of range, overflowing op arguments, names
 with control characters, re-sent registration numbers and request ids, many
-registrations, snapshots and catch-ups never read. For each it asserts the
-answer cogwire.md documents, then that the leader still runs and serves (a
-`ledger.open` applies). At the end `cogd log verify` must pass.
+registrations, snapshots and catch-ups never read, fuzzed messages pipelined
+on one connection (each answered, but for the whole snapshots counted
+`snapshot-replaced`). For each it asserts the answer cogwire.md documents,
+then that the leader still runs and serves (a `ledger.open` applies). At the
+end `cogd log verify` must pass.
+
+Then, on a leader of its own, a turn-stream subscriber that never reads while
+about 60 MB of turns go out: the leader's memory stays within cogwire.md §8's
+16 MiB (plus 12 MiB of its own) and a reading `cogd worker` stays synced.
 
 Then a second leader that authenticates with CURVE (cogwire.md §9:
 `--curve-secret FILE --peers FILE`, keys from `cogd keys generate` and from
@@ -36,6 +42,7 @@ import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
 
 import zmq
@@ -522,6 +529,64 @@ def run(cogd, checks):
               f"{len(seen)} of 4000 answered")
         A.still_serving("4,000 pipelined requests")
 
+        # --- fuzzed messages pipelined on one connection: each is answered once, but for a whole
+        # snapshot-request replaced by the next before it went out (cogwire.md §8: `snapshot-replaced`)
+        import random
+        rnd = random.Random(26)
+        fuzz_name = f"adv-fuzz-{os.urandom(4).hex()}"
+        fuzz = A.peer(identity=f"{fuzz_name}/f".encode())
+        value, problem, _ = A.answer(fuzz, message("hello", {"worker": fuzz_name, "lastRevision": 0}))
+        hello_frame = message("hello", {"worker": fuzz_name, "lastRevision": 0})
+
+        def fuzzed(i):
+            kind = rnd.randrange(10)
+            if kind == 0:
+                return [hello_frame[:rnd.randrange(1, len(hello_frame))]]  # truncated CBOR
+            if kind == 1:
+                return [encode({"v": rnd.choice([0, 2, -1, 1.0, "1", None]), "type": "status-request"})]
+            if kind == 2:
+                return [A.op_frame(fuzz_name, i + 1, "adv.nope", None, raw_argument=b"")]  # unknown op
+            if kind == 3:
+                return [message("frobnicate", {})]
+            if kind == 4:
+                return [b"\xa0" + b"x" * (MiB + rnd.randrange(1, 100))]  # oversize
+            if kind == 5:
+                return [message("status-request"), b"x"]  # an extra frame
+            if kind == 6:
+                return [b""]
+            if kind == 7:
+                return [os.urandom(rnd.randrange(0, 48))]
+            if kind == 8:
+                return [message("snapshot-request")]  # whole: one answer, unless replaced
+            return [message("catch-up-request", {"from": 1})]  # or busy
+
+        def replaced_count():
+            status_peer = A.peer()
+            try:
+                value, problem, _ = A.answer(status_peer, message("status-request"))
+                return (value or {}).get("body", {}).get("errorCounts", {}).get("snapshot-replaced", 0)
+            finally:
+                status_peer.close()
+
+        replaced_before = replaced_count()
+        sent = answered = 0
+        total, window = 2800, 48
+        deadline = Deadline(60)
+        while (sent < total or answered < sent) and not deadline.passed():
+            while sent < total and sent - answered < window:
+                fuzz.socket.send_multipart(fuzzed(sent))
+                sent += 1
+            if fuzz.receive(2.0) is None:
+                break  # two seconds of silence: the rest are not coming
+            answered += 1
+        fuzz.close()
+        replaced = replaced_count() - replaced_before
+        note(f"{total} fuzzed messages pipelined {window} deep: {answered} answered, {replaced} whole snapshots replaced")
+        check("fuzzed messages pipelined on one connection are each answered, but for the snapshots counted "
+              "snapshot-replaced (cogwire.md §8)", sent == total and answered + replaced == sent,
+              f"sent {sent}, answered {answered}, snapshot-replaced {replaced}")
+        A.still_serving("pipelined fuzzed messages")
+
         # --- snapshots and catch-ups never read, a subscriber that never reads
         worker = f"adv-fill-{os.urandom(4).hex()}"
         fill = A.peer()
@@ -634,6 +699,92 @@ def unfinished_message(endpoint, socket_type, mib, rss):
 
 REFUSED_AT_HANDSHAKE = "the leader refused this key (ZAP status 400): it is not in the leader's peers file, " \
                        "or its role may not use this socket"
+
+
+def run_slow_subscriber(cogd, checks):
+    """A turn-stream subscriber that never reads, on a leader of its own (its ~60 MB log is not read back)."""
+    check = checks.check
+    context = zmq.Context()
+    leader = Leader(cogd)
+    try:
+        leader.start(context)
+        A = Attacker(checks, context, leader)
+        # --- a turn-stream subscriber that never reads while ~60 MB of turns go out (cogwire.md §8:
+        # 64 turn messages of at most 256 KiB, 16 MiB), a reading worker kept in sync
+        reader_name = f"adv-reader-{os.urandom(4).hex()}"
+        reader = subprocess.Popen([cogd, "worker", "--leader", leader.requests, "--name", reader_name, "--rig", "ledger"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            status_peer = A.peer()
+
+            def leader_status():
+                value, _, _ = A.answer(status_peer, message("status-request"))
+                return (value or {}).get("body", {})
+
+            deadline = Deadline(20)
+            while not deadline.passed() and not any(w.get("name") == reader_name for w in leader_status().get("workers", [])):
+                status_peer.receive(0.2)
+            sub = context.socket(zmq.SUB)
+            sub.setsockopt(zmq.SUBSCRIBE, b"")
+            sub.setsockopt(zmq.RCVHWM, 1)
+            sub.setsockopt(zmq.RCVBUF, 4096)
+            sub.setsockopt(zmq.LINGER, 0)
+            sub.connect(leader.turns)
+            trails_worker = f"adv-trails-{os.urandom(4).hex()}"
+            pub = A.peer()
+            rss_before = leader.rss_anon_kib()
+            peak, replies = rss_before or 0, 0
+            # 300 openings of a 200 KB trail text, each closed again: ~60 MB of records, 16 requests in flight
+            frames = []
+            for index in range(300):
+                text = f"trail-{index}-" + "x" * 200_000
+                frames.append(A.op_frame(trails_worker, 2 * index + 1, "trails.openScreen", {"screen": 1, "trail": text}))
+                frames.append(A.op_frame(trails_worker, 2 * index + 2, "trails.closeScreen", 1))
+            published = sum(len(frame) for frame in frames)
+            sent = 0
+            while replies < len(frames):
+                while sent < len(frames) and sent - replies < 16:
+                    pub.send(frames[sent])
+                    sent += 1
+                if pub.receive(10.0) is None:
+                    break
+                replies += 1
+                if replies % 32 == 0:
+                    peak = max(peak, leader.rss_anon_kib() or 0)
+            pub.close()
+            check("600 trail openings and closings of 200 KB are answered", replies == 600, f"{replies} replies")
+            revision = leader_status().get("revision", 0)
+            deadline = Deadline(30)
+            applied = 0
+            while not deadline.passed():
+                applied = next((w.get("appliedRevision", 0) for w in leader_status().get("workers", [])
+                                if w.get("name") == reader_name), 0)
+                if applied >= revision:
+                    break
+                status_peer.receive(0.2)
+            peak = max(peak, leader.rss_anon_kib() or 0)
+            note(f"a subscriber that never reads while {published >> 20} MiB of turns went out: "
+                 f"leader RssAnon {rss_before} KiB -> peak {peak} KiB")
+            check("a subscriber that never reads holds the leader to 16 MiB of turn messages + 12 MiB of its own (cogwire.md §8)",
+                  rss_before is not None and peak - rss_before < 28 * 1024, f"+{peak - (rss_before or 0)} KiB")
+            check("a reading worker stays synced meanwhile", applied >= revision > 0,
+                  f"worker at {applied}, leader at {revision}")
+            sub.close(0)
+            status_peer.close()
+            A.still_serving("a subscriber that never reads while ~60 MB of turns went out")
+        finally:
+            reader.terminate()
+            try:
+                reader.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                reader.kill()
+
+        code = leader.stop()
+        check("the leader stops cleanly after the slow subscriber (exit 0)", code == 0, f"exit {code}")
+    finally:
+        leader.kill()
+        context.destroy(0)
+        shutil.rmtree(leader.tmp, ignore_errors=True)
 
 
 def run_curve(cogd, checks):
@@ -1273,7 +1424,7 @@ def main():
         return 2
     checks = Checks(KNOWN_GAPS)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))  # so `finally` stops the leader
-    for phase in (run, run_curve):
+    for phase in (run, run_slow_subscriber, run_curve):
         try:
             phase(os.path.abspath(sys.argv[1]), checks)
         except Exception as error:  # noqa: BLE001 - an exception is a failed check, and the leader is stopped

@@ -118,10 +118,21 @@ public final class Leader {
     /// for one subscriber of the turn stream, before further sends to it are
     /// dropped (a peer that reads nothing holds at most this much).
     public static let requestsSendHighWaterMark: Int32 = 500
-    /// A turn message holds up to about 1 MiB of records, so a subscriber
-    /// that reads nothing holds about 32 MiB (100 held 78 MiB: over the
-    /// 64 MiB a peer may cost, `MemoryBoundTests`).
-    public static let turnsSendHighWaterMark: Int32 = 32
+    /// The most bytes of turn messages ZeroMQ holds for one subscriber of
+    /// the turn stream that reads nothing (`cogwire.md` §8): ZeroMQ bounds a
+    /// subscriber's queue in messages only, so the leader bounds the size of
+    /// each message (`turnsMessageBytes`) and queues `turnsQueueBytes /
+    /// turnsMessageBytes` of them. Past it the subscriber misses turns and
+    /// catches up by the gap (§5).
+    public nonisolated static let turnsQueueBytes = 16 << 20
+    /// The largest turn message the leader publishes: records are packed
+    /// into messages up to this size, and a record that does not fit one
+    /// alone is not published (counted `turn-unpublished`): subscribers
+    /// fetch it with a `catch-up-request`, as any gap.
+    public nonisolated static let turnsMessageBytes = 256 << 10
+    /// Messages ZeroMQ queues for one subscriber of the turn stream (64):
+    /// with messages of at most `turnsMessageBytes`, at most `turnsQueueBytes`.
+    public static let turnsSendHighWaterMark = Int32(turnsQueueBytes / turnsMessageBytes)
     /// The core's limits and names, where the tools and tests look for them.
     public static let sequenceLimit = LeaderCore.sequenceLimit
     public nonisolated static let maximumRecordBytes = LeaderCore.maximumRecordBytes
@@ -513,7 +524,16 @@ public final class Leader {
             case .startSnapshot(let peer, let whole):
                 startSnapshot(to: peer, whole: whole)
             case .publish:
-                for frame in WireMessage.turnsFrames(epoch: epoch, batch: store.lastAppended) {
+                // Packed below the cap by the envelope's few bytes (epoch, count, keys).
+                let target = Leader.turnsMessageBytes - 128
+                for frame in WireMessage.turnsFrames(epoch: epoch, batch: store.lastAppended, target: target) {
+                    guard frame.count <= Leader.turnsMessageBytes else {
+                        // One record too large for a turn message: ZeroMQ's queue
+                        // for a slow subscriber holds messages of the cap at most
+                        // (§8); subscribers fetch it by the gap it leaves.
+                        core.countEvent("turn-unpublished")
+                        continue
+                    }
                     do {
                         try publisher.send([frame])
                     } catch {
@@ -678,6 +698,9 @@ public final class Leader {
         snapshotStreams.removeAll { stream in
             guard stream.identity == identity else { return false }
             stream.reader.close()
+            // The request it answered gets no further part (a whole one, no
+            // answer at all): counted so a peer can tell (`cogwire.md` §8).
+            core.countEvent("snapshot-replaced")
             return true
         }
         do {
