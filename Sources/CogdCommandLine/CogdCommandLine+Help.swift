@@ -202,7 +202,9 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --timeout SECONDS   how long to wait for the answer (default \(Command.secondsText(Command.defaultTimeout)))
                   --watch [SECONDS]   ask again every SECONDS and redraw (on a terminal; else one report
-                                      after another, --json one object a line) until Ctrl-C
+                                      after another, --json one object a line) until Ctrl-C; on a
+                                      UTF-8 terminal each worker's line ends with its lag over the
+                                      last 24 reports as a sparkline, `lag ▁▁▃█▂`
                                       (default: once; SECONDS default \(Command.secondsText(Command.defaultWatchInterval)))
                   --count N           with --watch, stop after N reports (default: until Ctrl-C);
                                       a revision or epoch lower than the last report's (another

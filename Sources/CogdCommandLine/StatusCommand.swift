@@ -38,6 +38,7 @@ enum StatusCommand {
         var shown = 0
         var status: Int32 = 0
         var history = WatchHistory()
+        history.drawsSparklines = !json && supportsSparklines(isTerminal: redraws, environment: ProcessInfo.processInfo.environment)
         while count.map({ shown < $0 }) ?? true {
             let started = ContinuousClock.now
             if redraws {
@@ -68,6 +69,31 @@ enum StatusCommand {
     struct WatchHistory {
         var last: (epoch: UInt64, revision: UInt64)?
         var remarks: [String] = []
+        /// Whether each worker's line ends with its lag over the last reports
+        /// (a terminal that shows block characters: `supportsSparklines`).
+        var drawsSparklines = false
+        /// Each worker's lag in the latest reports, oldest first (at most
+        /// `sparklineLength` of them, for at most `sparklineWorkers` workers).
+        var lags: [String: [UInt64]] = [:]
+
+        static let sparklineLength = 24
+        static let sparklineWorkers = 256
+
+        /// Notes each worker's lag in `status` (a worker no longer listed is forgotten).
+        mutating func noteLags(_ status: LeaderStatus) {
+            let listed = status.workers.filter { $0.tool != true }.prefix(Self.sparklineWorkers)
+            var next: [String: [UInt64]] = [:]
+            for worker in listed {
+                next[worker.name] = Array(((lags[worker.name] ?? []) + [worker.lag]).suffix(Self.sparklineLength))
+            }
+            lags = next
+        }
+
+        /// The sparklines to draw after each worker's line (none unless drawing).
+        var sparklines: [String: String] {
+            guard drawsSparklines else { return [:] }
+            return lags.mapValues { "lag " + StatusCommand.sparkline($0) }
+        }
 
         /// Takes `status` in; a remark when its revision or epoch is lower
         /// than the last report's (another log, or a restored backup: a
@@ -102,6 +128,7 @@ enum StatusCommand {
                 return (ClusterCommands.CallExit.noAnswer, false)
             }
             let wentBack = history.take(status)
+            history.noteLags(status)
             if json {
                 print(jsonText(status))
                 // The JSON lines keep their fields: the remark goes to stderr.
@@ -112,7 +139,7 @@ enum StatusCommand {
                         "\(escaped: endpoint) at \(CBORText.iso8601(Date().timeIntervalSince1970)), every \(Command.secondsText(watching)) s "
                             + "(Ctrl-C stops)")
                 }
-                for line in lines(status) { print(line) }
+                for line in lines(status, sparklines: history.sparklines) { print(line) }
                 for remark in history.remarks { print("note      \(remark)") }
             }
             return (0, false)
@@ -138,8 +165,31 @@ enum StatusCommand {
         return "\(rest) s"
     }
 
-    /// The report as lines (names and text from the leader escaped).
-    static func lines(_ status: LeaderStatus) -> [String] {
+    /// The eight block heights a sparkline is drawn with, lowest first.
+    static let sparkBlocks: [Character] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
+
+    /// `values` as a line of block characters scaled to the largest (all
+    /// lowest when every value is 0): `[0, 2, 8]` is `▁▃█`.
+    static func sparkline(_ values: [UInt64]) -> String {
+        let highest = values.max() ?? 0
+        guard highest > 0 else { return String(repeating: sparkBlocks[0], count: values.count) }
+        return String(values.map { value in
+            sparkBlocks[Int((Double(value) / Double(highest) * Double(sparkBlocks.count - 1)).rounded())]
+        })
+    }
+
+    /// Whether `status --watch` draws sparklines: on a terminal (it redraws
+    /// there) whose locale says UTF-8 (`LC_ALL`, else `LC_CTYPE`, else
+    /// `LANG`), and not a dumb one.
+    static func supportsSparklines(isTerminal: Bool, environment: [String: String]) -> Bool {
+        guard isTerminal, environment["TERM"] != "dumb" else { return false }
+        let locale = [environment["LC_ALL"], environment["LC_CTYPE"], environment["LANG"]].compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        return locale.uppercased().replacingOccurrences(of: "-", with: "").contains("UTF8")
+    }
+
+    /// The report as lines (names and text from the leader escaped); a
+    /// worker named in `sparklines` has its sparkline at the end of its line.
+    static func lines(_ status: LeaderStatus, sparklines: [String: String] = [:]) -> [String] {
         var lines: [String] = []
         let version = status.version.map { "cogd \(TerminalText.escaped($0))" } ?? "version not reported (an older leader)"
         lines.append("leader    \(version)" + (status.uptimeSeconds.map { ", up \(uptimeText($0))" } ?? ""))
@@ -160,7 +210,8 @@ enum StatusCommand {
             lines.append(
                 "  \(TerminalText.escaped(worker.name)): applied \(worker.appliedRevision), lag \(worker.lag), heard \(heard)s ago"
                     + (worker.digest.map { ", digest \(TerminalText.escaped($0))" } ?? "")
-                    + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? "") + silence)
+                    + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? "") + silence
+                    + (sparklines[worker.name].map { "  \($0)" } ?? ""))
         }
         if !tools.isEmpty {
             lines.append("tools     \(tools.count) (cogd get / tail --connect / call --name: listed until their goodbye, or killed, the heartbeat timeout)")
