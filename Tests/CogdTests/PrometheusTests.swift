@@ -98,6 +98,38 @@ struct PrometheusTests {
         #expect(result.stdout.contains("SUCCESS"), "\(result.stdout)")
     }
 
+    @Test func `the dashboard is Grafana 9+ JSON: timeseries and stat panels on the datasource variable, an instance variable`() throws {
+        let dashboard = try JSONSerialization.jsonObject(with: Data(contentsOf: PrometheusTests.dashboardFile)) as? [String: Any] ?? [:]
+        #expect((dashboard["schemaVersion"] as? Int ?? 0) >= 36, "Grafana 9's schema or later")
+        let variables = (dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]] ?? []
+        #expect(variables.contains { $0["name"] as? String == "datasource" && $0["type"] as? String == "datasource" && $0["query"] as? String == "prometheus" })
+        #expect(variables.contains { $0["name"] as? String == "instance" && $0["type"] as? String == "query" })
+        let panels = dashboard["panels"] as? [[String: Any]] ?? []
+        let ids = panels.compactMap { $0["id"] as? Int }
+        #expect(ids.count == panels.count && Set(ids).count == ids.count, "each panel has an id of its own")
+        for panel in panels {
+            let type = panel["type"] as? String ?? ""
+            #expect(["row", "timeseries", "stat"].contains(type), "\(panel["title"] ?? ""): \(type)")
+            #expect(panel["gridPos"] is [String: Any], "\(panel["title"] ?? "") has a place")
+            guard type != "row" else { continue }
+            let targets = panel["targets"] as? [[String: Any]] ?? []
+            #expect(!targets.isEmpty, "\(panel["title"] ?? "") queries something")
+            for source in [panel["datasource"]] + targets.map({ $0["datasource"] }) {
+                #expect((source as? [String: Any])?["uid"] as? String == "${datasource}", "\(panel["title"] ?? ""): \(String(describing: source))")
+            }
+            for target in targets {
+                #expect((target["expr"] as? String ?? "").contains("$instance"), "\(panel["title"] ?? ""): \(target["expr"] ?? "") follows the instance variable")
+            }
+        }
+        let titles = Set(panels.compactMap { $0["title"] as? String })
+        for wanted in [
+            "Turns committed /s", "Requests /s by outcome", "Commit latency", "Worker lag (revisions, as the leader sees it)",
+            "Applied revision per worker", "Rejections /s by code", "Errors /s by code", "Resident memory", "Scrape up", "Workers synced",
+        ] {
+            #expect(titles.contains(wanted), "a panel \(wanted)")
+        }
+    }
+
     @Test func `a real Prometheus scrapes a leader and a worker, loads the rules and answers every query of the rules and the dashboard`() throws {
         guard let prometheus = PrometheusTests.program("prometheus") else {
             Issue.record("prometheus is missing: run deploy/install-deps.sh (Debian's prometheus)")
