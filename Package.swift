@@ -10,6 +10,8 @@ let package = Package(
     products: [
         .library(name: "Cog", targets: ["Cog"]),
         .library(name: "CogTesting", targets: ["CogTesting"]),
+        .library(name: "CogCodec", targets: ["CogCodec"]),
+        .library(name: "CogProtocol", targets: ["CogProtocol"]),
         .library(name: "CogLog", targets: ["CogLog"]),
         .library(name: "CogWire", targets: ["CogWire"]),
         .library(name: "CogCluster", targets: ["CogCluster"]),
@@ -31,36 +33,53 @@ let package = Package(
         .target(name: "CogTesting", dependencies: ["Cog"]),
         .target(name: "CCRC32C"),
         .target(name: "CSHA256"),
-        .target(name: "CogLog", dependencies: ["Cog", "CLMDB", "CCRC32C", "CSHA256"]),
+        // Deterministic CBOR, request ids, turn records, scope events, digests: no LMDB.
+        .target(name: "CogCodec", dependencies: ["Cog", "CCRC32C", "CSHA256"]),
+        // The LMDB store.
+        .target(name: "CogLog", dependencies: ["Cog", "CogCodec", "CLMDB"]),
         .target(name: "CFileAccess"),
-        .target(name: "CogWire", dependencies: ["CogLog", "CZMQ", "CFileAccess"]),
+        // Every protocol rule as a state machine, and the messages: no ZeroMQ,
+        // LMDB, Glibc or clock (Tests/CoreTests/ModulePurityTests.swift checks).
+        .target(
+            name: "CogProtocol", dependencies: ["Cog", "CogCodec"],
+            // A member of a module this one does not import (Foundation's, through
+            // CogCodec) is an error here, not a silent way around the imports.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
+        .target(name: "CogWire", dependencies: ["CogProtocol", "CZMQ", "CFileAccess"]),
         .target(name: "CThreadAffinity"),
         .target(name: "CCrashMark"),
-        .target(name: "CogCluster", dependencies: ["Cog", "CogLog", "CogWire", "CThreadAffinity", "CCrashMark"]),
+        .target(name: "CogCluster", dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CThreadAffinity", "CCrashMark"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "TrailsRig", dependencies: ["Cog"]),
-        .target(name: "CogSim", dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "LedgerRig", "TrailsRig"]),
+        .target(name: "CogSim", dependencies: ["Cog", "CogCodec", "CogProtocol", "LedgerRig", "TrailsRig"]),
         .target(name: "CCogdSupport"),
         // The runtime's commands, as a library a user's app links: no example rig, no lab code.
         .target(
             name: "CogdCommandLine",
-            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "CLMDB", "CZMQ", "CCogdSupport"]
         ),
         .executableTarget(name: "cogd", dependencies: ["Cog", "CogdCommandLine", "LedgerRig", "TrailsRig"]),
         // The lab: benchmarks, drills, the simulator and the rigs they need, as `cogd-lab`.
         .target(
             name: "CogLab",
-            dependencies: ["Cog", "CogLog", "CogWire", "CogCluster", "CogSim", "CogdCommandLine", "LedgerRig", "TrailsRig", "CLMDB", "CZMQ"]
+            dependencies: [
+                "Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "CogSim", "CogdCommandLine", "LedgerRig", "TrailsRig", "CLMDB",
+                "CZMQ",
+            ]
         ),
         .executableTarget(name: "cogd-lab", dependencies: ["CogLab"]),
         // A user's own executable with one rig of its own (CogdTests runs it).
         .executableTarget(name: "CounterApp", dependencies: ["Cog", "CogdCommandLine"], path: "Tests/CounterApp"),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
-        .testTarget(name: "CogLogTests", dependencies: ["CogLog", "Cog", "CogTesting"]),
-        .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogLog"]),
+        .testTarget(name: "CogLogTests", dependencies: ["CogCodec", "CogLog", "Cog", "CogTesting"]),
+        .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogCodec", "CogLog"]),
         .testTarget(
-            name: "CogdTests", dependencies: ["cogd", "cogd-lab", "CogdCommandLine", "CogLab", "CogWire", "CogLog", "CogCluster", "LedgerRig", "Cog"]),
-        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogWire", "CogLog", "Cog", "LedgerRig"]),
+            name: "CogdTests",
+            dependencies: [
+                "cogd", "cogd-lab", "CogdCommandLine", "CogLab", "CogWire", "CogProtocol", "CogCodec", "CogLog", "CogCluster", "LedgerRig", "Cog",
+            ]),
+        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogProtocol", "CogWire", "CogCodec", "CogLog", "Cog", "LedgerRig"]),
     ],
     swiftLanguageModes: [.v6]
 )

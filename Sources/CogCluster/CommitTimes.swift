@@ -1,3 +1,4 @@
+import CogProtocol
 import CogWire
 
 /// The leader's latest commits — how long each took and how many turns it

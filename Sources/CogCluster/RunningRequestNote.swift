@@ -1,3 +1,4 @@
+import CogCodec
 internal import CCrashMark
 import CogLog
 import Foundation

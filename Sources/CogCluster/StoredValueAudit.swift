@@ -1,4 +1,5 @@
 import Cog
+import CogCodec
 import CogLog
 
 /// Stored values that no longer decode as the types their declarations have

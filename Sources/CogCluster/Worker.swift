@@ -1,5 +1,7 @@
 import Cog
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Dispatch
 import Foundation
@@ -662,20 +664,6 @@ public struct ReplicaDecodeError: Error, CustomStringConvertible {
             + "was written with (a field renamed or retyped); run a build that reads them, or bump the rig's schemaVersion so "
             + "the leader refuses this build at hello"
     }
-}
-
-/// Decodes replicated values with the log's codec.
-@MainActor
-public final class ReplicaCodec: CogDurableStore {
-    private let encoder = CBOREncoder()
-    private let decoder = CBORDecoder()
-
-    public init() {}
-
-    public func encode<T: Encodable>(_ value: T) throws -> [UInt8] { try encoder.encode(value) }
-    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T { try decoder.decode(type, from: bytes) }
-    public func storedValue(name: String, key: [UInt8]?) throws -> [UInt8]? { nil }
-    public func commit(_ turn: CogDurableTurn) throws {}
 }
 
 /// One scope registration on the worker: maps members to the instances the

@@ -1,3 +1,4 @@
+import CogProtocol
 import CogWire
 import Foundation
 import Synchronization

@@ -1,6 +1,8 @@
 import CogdCommandLine
 import Cog
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 

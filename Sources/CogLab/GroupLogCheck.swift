@@ -1,3 +1,4 @@
+import CogCodec
 import CogdCommandLine
 import CogLog
 import Foundation

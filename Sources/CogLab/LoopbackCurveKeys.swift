@@ -1,5 +1,6 @@
 import CogdCommandLine
 import CogCluster
+import CogProtocol
 import CogWire
 import Foundation
 

@@ -1,4 +1,5 @@
 import Cog
+import CogCodec
 import Foundation
 
 /// The durable store of an embedded (single-process) runtime: every settled

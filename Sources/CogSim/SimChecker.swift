@@ -1,7 +1,6 @@
 import Cog
-import CogCluster
-import CogLog
-import CogWire
+import CogCodec
+import CogProtocol
 import LedgerRig
 
 /// The invariants of DESIGN §8, checked after every step from what the

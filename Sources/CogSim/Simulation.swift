@@ -1,7 +1,6 @@
 import Cog
-import CogCluster
-import CogLog
-import CogWire
+import CogCodec
+import CogProtocol
 import Foundation
 import LedgerRig
 import TrailsRig
@@ -288,7 +287,7 @@ public final class Simulation {
                 }
                 let answer: LeaderCore.Input
                 do {
-                    let revisions = try log.append(commit, at: Date(timeIntervalSince1970: Simulation.seconds(now)))
+                    let revisions = try log.append(commit, secondsSince1970: Simulation.seconds(now))
                     answer = .committed(revisions)
                     count("commits")
                 } catch {

@@ -1,4 +1,5 @@
 internal import CZMQ
+import CogProtocol
 
 #if canImport(Glibc)
     import Glibc
@@ -67,26 +68,11 @@ public struct CurveKeyPair: Equatable, Sendable, CustomStringConvertible {
     // MARK: Z85
 
     /// The Z85 alphabet (ZeroMQ RFC 32), in digit order.
-    static let z85Alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#".utf8)
-
-    private static let z85Digits: [UInt8: UInt64] = Dictionary(
-        uniqueKeysWithValues: z85Alphabet.enumerated().map { ($0.element, UInt64($0.offset)) })
+    static let z85Alphabet = CurveKeyText.alphabet
 
     /// Whether `text` is a Z85 key: 40 characters of the Z85 alphabet whose
     /// every group of five encodes a 32-bit value (32 bytes in all).
-    public static func isValidKey(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 40 else { return false }
-        for group in stride(from: 0, to: 40, by: 5) {
-            var value: UInt64 = 0
-            for byte in bytes[group..<group + 5] {
-                guard let digit = z85Digits[byte] else { return false }
-                value = value * 85 + digit
-            }
-            guard value <= UInt64(UInt32.max) else { return false }
-        }
-        return true
-    }
+    public static func isValidKey(_ text: String) -> Bool { CurveKeyText.isValid(text) }
 
     /// The Z85 text of a 32-byte key (as a ZAP request carries it).
     public static func z85(_ key: [UInt8]) -> String {

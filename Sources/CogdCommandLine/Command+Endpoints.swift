@@ -126,14 +126,19 @@ extension Command {
         ]
     }()
 
-    /// What to say of the variables set in `environment` that another
-    /// subcommand reads and `subcommand` does not (so one meant for another
-    /// command is said once, not silently ignored): one sentence each,
-    /// naming which subcommands read it. Other `COGD_*` names (the systemd
-    /// units' and `deploy/local-cluster.sh`'s own) are not cogd's to judge.
+    /// What to say of the variables set in `environment` that name where
+    /// things are (`COGD_DATA`, `COGD_REQUESTS`, `COGD_TURNS`,
+    /// `COGD_LEADER`) and that another subcommand reads but `subcommand`
+    /// does not (so one meant for another command is said once, not
+    /// silently ignored): one sentence each, naming which subcommands read
+    /// it. Other `COGD_*` names (the systemd units' and
+    /// `deploy/local-cluster.sh`'s own) are not cogd's to judge.
     static func unreadVariables(subcommand: String, environment: [String: String]) -> [String] {
         let read = variablesRead[subcommand] ?? []
-        return environment.keys.filter { !read.contains($0) }.sorted().compactMap { name in
+        // Where things are, not how to log or which keys to use: those are
+        // preferences a shell sets once for every command.
+        let located: Set = [dataEnvironmentVariable, requestsEnvironmentVariable, turnsEnvironmentVariable, leaderEnvironmentVariable]
+        return environment.keys.filter { located.contains($0) && !read.contains($0) }.sorted().compactMap { name in
             let readers = variablesRead.filter { $0.value.contains(name) }.keys.sorted()
             guard !readers.isEmpty else { return nil }
             return "\(name) is set, but \(subcommand) does not read it (read by: \(readers.joined(separator: ", ")))"

@@ -1,6 +1,8 @@
 import Cog
+import CogCodec
 import CogLog
 import CogCluster
+import CogProtocol
 import CogWire
 import Foundation
 

@@ -1,4 +1,4 @@
-import CogWire
+import CogProtocol
 
 /// A subcommand a program adds beside the runtime's: how the lab's
 /// executable, `cogd-lab` (module `CogLab`), puts `bench`, `drill` and `sim`

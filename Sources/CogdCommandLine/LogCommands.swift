@@ -1,5 +1,7 @@
 import CogCluster
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 

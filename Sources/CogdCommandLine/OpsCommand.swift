@@ -1,5 +1,6 @@
 import Cog
 import CogCluster
+import CogCodec
 import CogLog
 import Foundation
 

@@ -1,4 +1,5 @@
 import Cog
+import CogCodec
 import CogLog
 import CogTesting
 import Foundation

@@ -1,4 +1,6 @@
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import Testing

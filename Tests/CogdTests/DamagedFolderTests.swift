@@ -1,3 +1,4 @@
+import CogCodec
 import CogLog
 import Foundation
 import Testing

@@ -1,5 +1,7 @@
 import CLMDB
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import Synchronization

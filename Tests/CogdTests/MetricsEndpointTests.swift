@@ -1,5 +1,7 @@
 import CogLog
 import CogWire
+import CogCodec
+import CogProtocol
 import Foundation
 import Testing
 

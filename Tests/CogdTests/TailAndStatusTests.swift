@@ -1,4 +1,5 @@
 import CogCluster
+import CogCodec
 import CogLog
 import CogWire
 import Foundation

@@ -1,5 +1,6 @@
 import CogCluster
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import Testing

@@ -1,6 +1,8 @@
 import Cog
 import CogCluster
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import LedgerRig
@@ -24,7 +26,7 @@ struct AdmissionTests {
         #expect(commit.drafts.map(\.name) == ["ledger.open"])
         #expect(commit.drafts[0].origin.request == RequestID(worker: "call-1", sequence: 1))
         #expect(commit.index == .unindexedFrom(1), "the first applied reply left out of dedup marks where the rebuild starts")
-        let revisions = try leader.log.append(commit, at: CoreHarness.recordTime)
+        let revisions = try leader.log.append(commit, secondsSince1970: CoreHarness.recordTime.timeIntervalSince1970)
         effects = leader.core.step(.committed(revisions), now: .zero)
         guard effects.count == 2, case .publish(let published) = effects[0], case .send(let to, let frame) = effects[1] else {
             Issue.record("expected publish then the reply, got \(effects)")

@@ -1,6 +1,8 @@
 import Cog
 import CogCluster
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import LedgerRig

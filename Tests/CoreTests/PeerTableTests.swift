@@ -1,4 +1,5 @@
 import CogCluster
+import CogProtocol
 import CogWire
 import Foundation
 import Testing

@@ -1,6 +1,7 @@
 import Cog
 import CogCluster
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import LedgerRig

@@ -1,5 +1,6 @@
 import Cog
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 

@@ -1,4 +1,5 @@
 import Cog
+import CogProtocol
 import CogWire
 import Foundation
 

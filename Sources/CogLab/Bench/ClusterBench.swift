@@ -1,7 +1,9 @@
 import CogdCommandLine
 import Cog
 import CogCluster
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import LedgerRig

@@ -1,5 +1,7 @@
+import CogCodec
 import CogdCommandLine
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 

@@ -1,5 +1,6 @@
 import CogdCommandLine
 import CCogdSupport
+import CogCodec
 import CogLog
 import Foundation
 

@@ -1,3 +1,4 @@
+import CogCodec
 import Foundation
 
 #if canImport(Glibc)

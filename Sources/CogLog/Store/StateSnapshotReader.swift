@@ -1,4 +1,5 @@
 internal import CLMDB
+import CogCodec
 
 /// The state table as of one revision, read a part at a time (`TurnStore.stateSnapshot()`).
 /// Reads after the store's map grew (or the store closed) throw

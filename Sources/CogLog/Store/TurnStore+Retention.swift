@@ -1,3 +1,4 @@
+import CogCodec
 import Foundation
 internal import CLMDB
 

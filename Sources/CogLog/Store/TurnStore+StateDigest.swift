@@ -1,4 +1,5 @@
 internal import CLMDB
+import CogCodec
 
 /// A state entry's stored key as a dictionary key: hashed as one run of
 /// bytes (an array of bytes hashes byte by byte, several times slower).

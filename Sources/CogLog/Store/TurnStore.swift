@@ -1,3 +1,4 @@
+import CogCodec
 import Foundation
 internal import CLMDB
 
@@ -737,34 +738,6 @@ public final class TurnStore {
     }
 }
 
-/// A turn to append: the store gives it its revision, epoch and time.
-public struct TurnDraft: Sendable, Equatable {
-    public var name: String
-    public var origin: TurnOrigin
-    public var writes: [TurnWrite]
-    public var scopeEvents: [ScopeEvent]
-
-    public init(name: String, origin: TurnOrigin = .system, writes: [TurnWrite], scopeEvents: [ScopeEvent] = []) {
-        self.name = name
-        self.origin = origin
-        self.writes = writes
-        self.scopeEvents = scopeEvents
-    }
-}
-
-/// One entry of the state table.
-public struct StateEntry: Equatable, Sendable {
-    public let name: String
-    public let key: [UInt8]?
-    public let value: [UInt8]
-
-    public init(name: String, key: [UInt8]?, value: [UInt8]) {
-        self.name = name
-        self.key = key
-        self.value = value
-    }
-}
-
 /// What `cogd log stats` prints.
 public struct StoreStatistics: Equatable, Sendable {
     public let epoch: UInt64
@@ -1016,15 +989,6 @@ enum StateLayout {
         guard length <= stored.count - 8 else { return nil }  // a length from the file: no `8 + length` before it is checked
         return (Array(stored[8..<(8 + length)]), Array(stored[(8 + length)...]))
     }
-}
-
-/// What a commit records about the `dedup` index (`turnlog.md` §2).
-public enum DedupIndexChange: Sendable, Equatable {
-    /// Applied requests' replies are left out of `dedup` from this revision
-    /// (one of the commit's) on; their records keep them.
-    case unindexedFrom(UInt64)
-    /// Every reply is in `dedup` now (the commit stores the missing ones).
-    case indexed
 }
 
 /// A group commit's state puts, made from its encoded records (no write's

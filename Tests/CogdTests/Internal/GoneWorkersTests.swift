@@ -1,6 +1,6 @@
 import Testing
 
-@testable import CogCluster
+@testable import CogProtocol
 
 @Suite("Workers given up for silence")
 struct GoneWorkersTests {

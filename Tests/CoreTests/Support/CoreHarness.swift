@@ -1,6 +1,8 @@
 import Cog
 import CogCluster
+import CogCodec
 import CogLog
+import CogProtocol
 import CogWire
 import Foundation
 import LedgerRig
@@ -281,7 +283,7 @@ final class CoreHarness {
                 sent.commits += 1
                 let answer: LeaderCore.Input
                 do {
-                    answer = .committed(try log.append(commit, at: CoreHarness.recordTime))
+                    answer = .committed(try log.append(commit, secondsSince1970: CoreHarness.recordTime.timeIntervalSince1970))
                 } catch {
                     sent.failedCommits += 1
                     answer = .commitFailed(cause: commitCause)

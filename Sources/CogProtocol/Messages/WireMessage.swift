@@ -1,6 +1,5 @@
 import Cog
-import CogLog
-import Foundation
+import CogCodec
 
 /// Every message of the cogd wire protocol (normative: `protocol/cogwire.md`).
 /// One message is one ZeroMQ frame of deterministic CBOR: a map
@@ -772,15 +771,5 @@ extension WireMessage {
         writer.appendText("type")
         writer.appendText("turns")
         return writer.bytes
-    }
-}
-
-extension ZMQSocket {
-    /// Sends `goodbye` for `name`, which this connection said hello as, and
-    /// lets closing wait up to half a second to send it (`cogwire.md` §3):
-    /// the leader drops the name at once instead of at the heartbeat timeout.
-    public func sayGoodbye(as name: String) {
-        try? setLinger(.milliseconds(500))
-        _ = try? send([WireMessage.goodbye(worker: name).encoded()], wait: false)
     }
 }

@@ -66,7 +66,7 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
 
     /// Replaces an entry whose hash was `old` (0: absent) by one whose hash
     /// is `new` (0: released): for callers that keep entry hashes (the store).
-    mutating func replace(entryHash old: UInt128, with new: UInt128) {
+    package mutating func replace(entryHash old: UInt128, with new: UInt128) {
         value = value &- old &+ new
     }
 
@@ -81,7 +81,7 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The entry hash of one entry given as bytes (`key` empty: keyless).
-    static func entryHash(name: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> UInt128 {
+    package static func entryHash(name: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> UInt128 {
         SHA256.prefix128(count: 8 + name.count + key.count + value.count) { message in
             func put(_ piece: UnsafeRawBufferPointer, at offset: Int) {
                 if let bytes = piece.baseAddress, piece.count > 0 { (message + offset).copyMemory(from: bytes, byteCount: piece.count) }

@@ -1,4 +1,4 @@
-import CogLog
+import CogCodec
 
 /// What the leader core reads from its turn log: committed state only (the
 /// batch being built lives in the core). `TurnStore` (LMDB) in `Leader`; an
@@ -30,12 +30,10 @@ public protocol LeaderLog: AnyObject {
     func stateDigest(at revision: UInt64) throws(TurnStoreError) -> StateDigest?
 }
 
-extension TurnStore: LeaderLog {}
-
 extension LeaderLog {
     /// Calls `body` with every committed record from `revision` on, in
     /// revision order, read 10,000 at a time.
-    func forEachRecord(from revision: UInt64 = 1, _ body: (TurnRecord) -> Void) throws(TurnStoreError) {
+    package func forEachRecord(from revision: UInt64 = 1, _ body: (TurnRecord) -> Void) throws(TurnStoreError) {
         var next = revision
         while next <= lastRevision {
             let records = try self.records(from: next, limit: 10_000, maximumBytes: .max)

@@ -8,7 +8,7 @@ internal import CCRC32C
 /// With the CPU's CRC32 instruction where it has one (SSE 4.2, through the
 /// `CCRC32C` shim), eight bytes an instruction; else table-driven, eight
 /// bytes a step ("slicing by 8"), about a byte per cycle.
-enum CRC32C {
+package enum CRC32C {
     /// Whether the CRC32 instruction is there (asked once).
     private static let hardware = cogd_crc32c_hardware_available() != 0
 
@@ -32,24 +32,24 @@ enum CRC32C {
     }()
 
     /// The CRC-32C of `bytes`.
-    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         update(0xFFFF_FFFF, bytes) ^ 0xFFFF_FFFF
     }
 
-    static func checksum<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> UInt32 {
+    package static func checksum<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> UInt32 {
         if let crc = bytes.withContiguousStorageIfAvailable({ checksum(UnsafeRawBufferPointer($0)) }) { return crc }
         return Array(bytes).withUnsafeBytes { checksum($0) }
     }
 
     /// Continues a CRC (not yet finally XORed) over `bytes`.
-    static func update(_ start: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func update(_ start: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return start }
         if hardware { return cogd_crc32c_hardware_update(start, base.assumingMemoryBound(to: UInt8.self), bytes.count) }
         return softwareUpdate(start, bytes)
     }
 
     /// `update` by tables (also where the instruction is missing; tests compare the two).
-    static func softwareUpdate(_ start: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func softwareUpdate(_ start: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc = start
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
         var index = 0

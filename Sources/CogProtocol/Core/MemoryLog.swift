@@ -1,5 +1,4 @@
-import CogLog
-import Foundation
+import CogCodec
 
 /// A turn log in memory with the commit rules of `TurnStore` — records
 /// under contiguous revisions, the state table, the dedup table, the
@@ -92,10 +91,11 @@ public final class MemoryLog: LeaderLog {
         state.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
     }
 
-    /// Commits `commit` at `time`: its drafts as the next revisions, the
-    /// state table, the dedup rows and the index mark, all at once.
+    /// Commits `commit` at `time` (seconds since 1970, the records' commit
+    /// time): its drafts as the next revisions, the state table, the dedup
+    /// rows and the index mark, all at once.
     @discardableResult
-    public func append(_ commit: LeaderCommit, at time: Date) throws(TurnStoreError) -> Range<UInt64> {
+    public func append(_ commit: LeaderCommit, secondsSince1970 time: Double) throws(TurnStoreError) -> Range<UInt64> {
         if failingCommits > 0 {
             failingCommits -= 1
             throw TurnStoreError(code: .lmdb, message: "simulated: the disk refused the commit")
@@ -118,10 +118,11 @@ public final class MemoryLog: LeaderLog {
             }
             digests.append(stateDigest)
         }
-        let encoded = EncodedTurnBatch(drafts: commit.drafts, epoch: epoch, firstRevision: first, time: time, stateDigests: digests)
+        let encoded = EncodedTurnBatch(
+            drafts: commit.drafts, epoch: epoch, firstRevision: first, secondsSince1970: time, stateDigests: digests)
         for (offset, draft) in commit.drafts.enumerated() {
             records.append(TurnRecord(
-                revision: first + UInt64(offset), epoch: epoch, time: time, name: draft.name, origin: draft.origin,
+                revision: first + UInt64(offset), epoch: epoch, secondsSince1970: time, name: draft.name, origin: draft.origin,
                 writes: draft.writes, scopeEvents: draft.scopeEvents, stateDigest: digests[offset]))
             recordSizes.append(encoded.record(offset).count)
         }

@@ -1,5 +1,4 @@
-import CogLog
-import CogWire
+import CogCodec
 
 /// The leader's scope instances (DESIGN §6): for every selector a worker
 /// registered, the members its durable source selects now, each with the
@@ -31,7 +30,7 @@ import CogWire
 /// subscribes when its owner holds at least two more. Scope events name the
 /// owner and the owner's own registration number. A registration nested in
 /// a placed instance is its owner's alone, as before.
-struct ScopeTable {
+package struct ScopeTable {
     struct Registration {
         let spec: ScopeRegistration
         /// Open members in opening order.
@@ -80,7 +79,7 @@ struct ScopeTable {
     }
 
     /// The epoch an instance number was minted in.
-    static func epoch(of instance: UInt64) -> UInt64 { instance >> 32 }
+    package static func epoch(of instance: UInt64) -> UInt64 { instance >> 32 }
 
     private static func key(_ worker: String, _ registration: UInt64) -> String { "\(worker)#\(registration)" }
 
@@ -442,7 +441,7 @@ struct ScopeTable {
     }
 
     /// The members a source's encoded value selects, in collection order.
-    static func members(of value: [UInt8]?, form: ScopeRegistration.Form) -> [[UInt8]] {
+    package static func members(of value: [UInt8]?, form: ScopeRegistration.Form) -> [[UInt8]] {
         guard let value else { return [] }
         switch form {
         case .bool:

@@ -35,7 +35,18 @@ public struct TurnRecord: Codable, Equatable, Sendable {
         self.stateDigest = stateDigest
     }
 
-    enum CodingKeys: String, CodingKey {
+    /// A record committed `secondsSince1970` after 1970 (for code that
+    /// keeps time as a number and imports no Foundation: `MemoryLog`).
+    package init(
+        revision: UInt64, epoch: UInt64, secondsSince1970: Double, name: String, origin: TurnOrigin = .system,
+        writes: [TurnWrite], scopeEvents: [ScopeEvent] = [], stateDigest: StateDigest = StateDigest()
+    ) {
+        self.init(
+            revision: revision, epoch: epoch, time: Date(timeIntervalSince1970: secondsSince1970), name: name, origin: origin,
+            writes: writes, scopeEvents: scopeEvents, stateDigest: stateDigest)
+    }
+
+    package enum CodingKeys: String, CodingKey {
         case checksum = "crc", revision = "rev", epoch, time, name, origin, writes, scopeEvents = "scopes", stateDigest = "state"
     }
 
@@ -107,7 +118,7 @@ public struct RequestID: Codable, Equatable, Hashable, Sendable, CustomStringCon
 
     public var description: String { "\(worker)#\(sequence)" }
 
-    enum CodingKeys: String, CodingKey {
+    package enum CodingKeys: String, CodingKey {
         case worker, sequence = "seq"
     }
 }
@@ -145,7 +156,7 @@ public struct TurnWrite: Codable, Equatable, Sendable {
     /// This write's entry identity (`entryKey(name:key:)`).
     public var entryKey: [UInt8] { TurnWrite.entryKey(name: name, key: key) }
 
-    enum CodingKeys: String, CodingKey {
+    package enum CodingKeys: String, CodingKey {
         case name, key, value, released
     }
 
@@ -208,19 +219,26 @@ public struct ScopeEvent: Codable, Equatable, Sendable {
 }
 
 /// The part of a record the store assigns at commit.
-struct TurnStamp {
-    var revision: UInt64
-    var epoch: UInt64
-    var time: Date
+package struct TurnStamp {
+    package var revision: UInt64
+    package var epoch: UInt64
+    package var time: Date
     /// The state's digest after the turn.
-    var stateDigest = StateDigest()
+    package var stateDigest = StateDigest()
+
+    package init(revision: UInt64, epoch: UInt64, time: Date, stateDigest: StateDigest = StateDigest()) {
+        self.revision = revision
+        self.epoch = epoch
+        self.time = time
+        self.stateDigest = stateDigest
+    }
 }
 
 extension TurnRecord {
-    var stamp: TurnStamp { TurnStamp(revision: revision, epoch: epoch, time: time, stateDigest: stateDigest) }
+    package var stamp: TurnStamp { TurnStamp(revision: revision, epoch: epoch, time: time, stateDigest: stateDigest) }
 
     /// What the record holds besides its stamp.
-    var draft: TurnDraft { TurnDraft(name: name, origin: origin, writes: writes, scopeEvents: scopeEvents) }
+    package var draft: TurnDraft { TurnDraft(name: name, origin: origin, writes: writes, scopeEvents: scopeEvents) }
 
     /// The record's deterministic CBOR. A hand-written fast path, byte-equal
     /// to `CBOREncoder().encode(record)` (a test keeps it so): the exact size
@@ -253,7 +271,7 @@ extension TurnRecord {
     /// The state digest a record's bytes carry, after checking its
     /// checksum: its fields up to `state` are scanned, its writes and scope
     /// events are not read (the leader reads it for a lagging worker's heartbeat).
-    static func stateDigest(of bytes: [UInt8]) throws(CodecError) -> StateDigest {
+    package static func stateDigest(of bytes: [UInt8]) throws(CodecError) -> StateDigest {
         try TurnRecordChecksum.check(bytes)
         var scanner = CBORScanner(bytes)
         if scanner.mapCount() == 9, scanner.skip(text: "crc"), scanner.byteString()?.count == 4, scanner.skip(text: "rev"),
@@ -269,7 +287,7 @@ extension TurnRecord {
     /// The commit time a record's bytes carry, in seconds since 1970 (its
     /// fields up to `time` are scanned, nothing else is read); nil when
     /// they are not laid out as `encoded()` writes them.
-    static func time(of bytes: [UInt8]) -> Double? {
+    package static func time(of bytes: [UInt8]) -> Double? {
         var scanner = CBORScanner(bytes)
         guard scanner.mapCount() == 9, scanner.skip(text: "crc"), scanner.byteString()?.count == 4, scanner.skip(text: "rev"),
             scanner.unsigned() != nil, scanner.skip(text: "name"), scanner.item() != nil, scanner.skip(text: "time")
@@ -329,20 +347,20 @@ extension TurnRecord {
 ///   caller's `withUnsafe…` scope.
 /// Where one write's name (UTF-8, without its head), encoded key and encoded
 /// value lie in an encoded batch; nil key: none, nil value: released.
-struct WriteSpan: Sendable {
-    var name: Range<Int>
-    var key: Range<Int>?
-    var value: Range<Int>?
+package struct WriteSpan: Sendable {
+    package var name: Range<Int>
+    package var key: Range<Int>?
+    package var value: Range<Int>?
 }
 
-enum TurnRecordWriter {
+package enum TurnRecordWriter {
     /// The scope events' CBOR, or nil when there are none (the common case).
-    static func scopes(_ events: [ScopeEvent]) -> [UInt8]? {
+    package static func scopes(_ events: [ScopeEvent]) -> [UInt8]? {
         events.isEmpty ? nil : ((try? CBOREncoder().encode(events)) ?? [0x80])
     }
 
     /// The exact byte count `write` writes.
-    static func size(_ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?) -> Int {
+    package static func size(_ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?) -> Int {
         typealias Span = CBORSpanWriter
         var size = 1 + Span.textSize("crc") + 5 + Span.textSize("rev") + Span.headSize(stamp.revision)
         size += Span.textSize("state") + 1 + StateDigest.size
@@ -366,7 +384,7 @@ enum TurnRecordWriter {
 
     /// Writes one record; the span holds `size(…)` bytes. Where each write's
     /// name, key and value land (offsets from `base`) goes into `spans`.
-    static func write(
+    package static func write(
         _ stamp: TurnStamp, _ draft: UnsafePointer<TurnDraft>, scopes: [UInt8]?, into writer: inout CBORSpanWriter,
         base: UnsafeMutablePointer<UInt8>, spans: inout [WriteSpan]
     ) {
@@ -430,7 +448,7 @@ enum TurnRecordWriter {
 
 extension TurnOrigin {
     /// Reads an origin map laid out as `write` writes it; nil otherwise.
-    init?(scanning scanner: inout CBORScanner) {
+    package init?(scanning scanner: inout CBORScanner) {
         guard let fields = scanner.mapCount() else { return nil }
         var origin = TurnOrigin()
         if scanner.skip(text: "digest") {
@@ -459,11 +477,11 @@ extension TurnOrigin {
     }
 
     /// The origin of the draft at `draft`, read in place.
-    static func of(_ draft: UnsafePointer<TurnDraft>) -> UnsafePointer<TurnOrigin> {
+    package static func of(_ draft: UnsafePointer<TurnDraft>) -> UnsafePointer<TurnOrigin> {
         (UnsafeRawPointer(draft) + MemoryLayout<TurnDraft>.offset(of: \TurnDraft.origin)!).assumingMemoryBound(to: TurnOrigin.self)
     }
 
-    static func encodedSize(_ origin: UnsafePointer<TurnOrigin>) -> Int {
+    package static func encodedSize(_ origin: UnsafePointer<TurnOrigin>) -> Int {
         typealias Span = CBORSpanWriter
         var size = 1
         if let digest = origin.pointee.digest { size += Span.textSize("digest") + Span.headSize(UInt64(digest.count)) + digest.count }
@@ -476,7 +494,7 @@ extension TurnOrigin {
         return size
     }
 
-    static func write(_ origin: UnsafePointer<TurnOrigin>, into writer: inout CBORSpanWriter) {
+    package static func write(_ origin: UnsafePointer<TurnOrigin>, into writer: inout CBORSpanWriter) {
         let hasWorker = origin.pointee.worker != nil
         let hasRequest = origin.pointee.request != nil
         let instance = origin.pointee.instance
@@ -517,7 +535,7 @@ public struct EncodedTurnBatch: Sendable {
     public let ends: [Int]
     /// Every write of every record, in order: where its name, key and value
     /// lie in `bytes` (the state table's puts are made from them).
-    let writeSpans: [WriteSpan]
+    package let writeSpans: [WriteSpan]
 
     /// Encodes records as they are.
     public init(_ records: [TurnRecord]) {
@@ -525,7 +543,7 @@ public struct EncodedTurnBatch: Sendable {
     }
 
     /// Encodes drafts with the stamp the store gives draft `index`.
-    init(drafts: [TurnDraft], stamp: (Int) -> TurnStamp) {
+    package init(drafts: [TurnDraft], stamp: (Int) -> TurnStamp) {
         var scopes: [[UInt8]?] = []
         if drafts.contains(where: { !$0.scopeEvents.isEmpty }) { scopes = drafts.map { TurnRecordWriter.scopes($0.scopeEvents) } }
         var ends: [Int] = []
@@ -567,6 +585,14 @@ public struct EncodedTurnBatch: Sendable {
         }
     }
 
+    /// `init(drafts:epoch:firstRevision:time:stateDigests:)` with the time
+    /// as seconds since 1970 (for code that imports no Foundation: `MemoryLog`).
+    package init(drafts: [TurnDraft], epoch: UInt64, firstRevision: UInt64, secondsSince1970: Double, stateDigests: [StateDigest]?) {
+        self.init(
+            drafts: drafts, epoch: epoch, firstRevision: firstRevision, time: Date(timeIntervalSince1970: secondsSince1970),
+            stateDigests: stateDigests)
+    }
+
     public var count: Int { ends.count }
 
     /// The bytes of record `index`.
@@ -585,14 +611,14 @@ public struct EncodedTurnBatch: Sendable {
 /// them.)
 public enum TurnRecordChecksum {
     /// The bytes every record starts with.
-    static let prefix: [UInt8] = [0xa9, 0x63, 0x63, 0x72, 0x63, 0x44]
+    package static let prefix: [UInt8] = [0xa9, 0x63, 0x63, 0x72, 0x63, 0x44]
     /// The bytes a schema 3 record starts with (8 keys: no `state`).
-    static let schema3Prefix: [UInt8] = [0xa8, 0x63, 0x63, 0x72, 0x63, 0x44]
+    package static let schema3Prefix: [UInt8] = [0xa8, 0x63, 0x63, 0x72, 0x63, 0x44]
     /// Where the checksum lies in a record.
-    static let field = 6..<10
+    package static let field = 6..<10
 
     /// The CRC-32C of `record` with its checksum field taken as zero.
-    static func compute(_ record: UnsafeRawBufferPointer) -> UInt32 {
+    package static func compute(_ record: UnsafeRawBufferPointer) -> UInt32 {
         var crc = CRC32C.update(0xFFFF_FFFF, UnsafeRawBufferPointer(rebasing: record[..<field.lowerBound]))
         crc = withUnsafeBytes(of: UInt32(0)) { CRC32C.update(crc, $0) }
         crc = CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: record[field.upperBound...]))
@@ -600,7 +626,7 @@ public enum TurnRecordChecksum {
     }
 
     /// Writes the checksum into a record laid out with the prefix.
-    static func seal(_ record: UnsafeMutableRawBufferPointer) {
+    package static func seal(_ record: UnsafeMutableRawBufferPointer) {
         let crc = compute(UnsafeRawBufferPointer(record))
         for index in 0..<4 { record[field.lowerBound + index] = UInt8(truncatingIfNeeded: crc >> (24 - 8 * index)) }
     }
@@ -614,7 +640,7 @@ public enum TurnRecordChecksum {
     }
 
     /// Whether `record` starts as a record does and carries its own checksum.
-    static func matches(_ record: UnsafeRawBufferPointer) -> Bool {
+    package static func matches(_ record: UnsafeRawBufferPointer) -> Bool {
         guard record.count > field.upperBound, record.starts(with: prefix) else { return false }
         let stored = record[field].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         return stored == compute(record)
@@ -626,7 +652,7 @@ public enum TurnRecordChecksum {
     }
 
     /// `check`, for records that start with `prefix` (a schema 3 one, for the upgrade).
-    static func check(_ record: [UInt8], prefix: [UInt8]) throws(CodecError) {
+    package static func check(_ record: [UInt8], prefix: [UInt8]) throws(CodecError) {
         let failure: String? = record.withUnsafeBytes { raw in
             guard raw.count > field.upperBound, raw.starts(with: prefix) else {
                 if prefix == self.prefix, raw.starts(with: schema3Prefix) {

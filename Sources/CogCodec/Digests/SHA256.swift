@@ -10,7 +10,7 @@ internal import CSHA256
 /// state digest), so blocks are compressed in place with no allocation —
 /// with the CPU's SHA instructions where it has them (x86-64 SHA-NI, through
 /// the `CSHA256` shim: about ten times faster), else by the rounds below.
-struct SHA256 {
+package struct SHA256 {
     /// Whether the SHA instructions are there (asked once).
     private static let hardware = cogd_sha256_hardware_available() != 0
 
@@ -37,17 +37,17 @@ struct SHA256 {
     /// Compress with the rounds below even where the instructions are (tests compare the two).
     private var software = false
 
-    init() {}
+    package init() {}
 
     /// A hasher that never uses the SHA instructions (tests).
-    static func softwareOnly() -> SHA256 {
+    package static func softwareOnly() -> SHA256 {
         var hasher = SHA256()
         hasher.software = true
         return hasher
     }
 
     /// The 32-byte digest of `message`.
-    static func hash(_ message: [UInt8]) -> [UInt8] {
+    package static func hash(_ message: [UInt8]) -> [UInt8] {
         var hasher = SHA256()
         message.withUnsafeBytes { hasher.update($0) }
         return hasher.finish()
@@ -57,7 +57,7 @@ struct SHA256 {
     /// out, as one big-endian number: the message is written, padded and
     /// compressed in one temporary buffer (on the stack when small, as a
     /// state entry's mostly is), with no streaming.
-    static func prefix128(count: Int, _ write: (UnsafeMutableRawPointer) -> Void) -> UInt128 {
+    package static func prefix128(count: Int, _ write: (UnsafeMutableRawPointer) -> Void) -> UInt128 {
         let blocks = (count + 9 + 63) / 64
         return withUnsafeTemporaryAllocation(byteCount: blocks * 64, alignment: 16) { buffer in
             let base = buffer.baseAddress!
@@ -72,7 +72,7 @@ struct SHA256 {
     }
 
     /// Adds `bytes` to the message.
-    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard var from = bytes.baseAddress, !bytes.isEmpty else { return }
         var remaining = bytes.count
         length &+= UInt64(remaining)
@@ -101,7 +101,7 @@ struct SHA256 {
     }
 
     /// The 32-byte digest (the hasher is spent).
-    mutating func finish() -> [UInt8] {
+    package mutating func finish() -> [UInt8] {
         pad()
         return withUnsafeBytes(of: words) { raw in
             (0..<32).map { UInt8(truncatingIfNeeded: raw.load(fromByteOffset: $0 & ~3, as: UInt32.self) >> UInt32(24 - ($0 & 3) * 8)) }
@@ -109,7 +109,7 @@ struct SHA256 {
     }
 
     /// The first 16 bytes of the digest as one big-endian 128-bit number (the hasher is spent).
-    mutating func finishPrefix128() -> UInt128 {
+    package mutating func finishPrefix128() -> UInt128 {
         pad()
         return prefix128
     }
@@ -180,14 +180,14 @@ struct SHA256 {
 
 extension SHA256 {
     /// The 32-byte digest of `message` without the SHA instructions (tests compare the two paths).
-    static func softwareHash(_ message: [UInt8]) -> [UInt8] {
+    package static func softwareHash(_ message: [UInt8]) -> [UInt8] {
         var hasher = SHA256.softwareOnly()
         message.withUnsafeBytes { hasher.update($0) }
         return hasher.finish()
     }
 
     /// Whether this process compresses with the SHA instructions.
-    static var usesHardware: Bool { hardware }
+    package static var usesHardware: Bool { hardware }
 }
 
 extension UInt32 {

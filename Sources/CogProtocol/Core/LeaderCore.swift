@@ -1,6 +1,5 @@
 import Cog
-import CogLog
-import CogWire
+import CogCodec
 
 /// The leader's rules (DESIGN §5–§6a) as a state machine with no sockets,
 /// no LMDB and no clock: admission, the execution-point instance check,

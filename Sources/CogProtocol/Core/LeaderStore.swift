@@ -1,5 +1,5 @@
 import Cog
-import CogLog
+import CogCodec
 
 /// The leader core's durable store: the turns an op settles come back from
 /// the call that ran it (`Cogs.settle`) and are buffered here with the

@@ -1,4 +1,4 @@
-import CogLog
+import CogCodec
 
 /// The codes of `error` messages (`protocol/cogwire.md` §2). On the wire a
 /// code is its raw text; a code this build does not know decodes as a

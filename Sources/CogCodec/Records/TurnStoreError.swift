@@ -1,4 +1,8 @@
 /// Why the turn store could not do what was asked.
+///
+/// Defined beside the records (not in `CogLog`) because the leader core's
+/// `LeaderLog` throws it; what turns an LMDB failure into one lives in
+/// `CogLog` (`TurnStoreError+LMDB.swift`).
 public struct TurnStoreError: Error, Equatable, CustomStringConvertible, Sendable {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         public let name: String
@@ -35,24 +39,6 @@ public struct TurnStoreError: Error, Equatable, CustomStringConvertible, Sendabl
     public init(code: Code, message: String) {
         self.code = code
         self.message = message
-    }
-
-    init(_ error: LMDBError) {
-        self.init(code: .lmdb, message: error.description)
-    }
-
-    /// Runs `body`, turning what it throws into a `TurnStoreError` (an
-    /// LMDB failure is `.lmdb`; anything else unexpected, `.corrupt`).
-    static func catching<T>(_ body: () throws -> T) throws(TurnStoreError) -> T {
-        do {
-            return try body()
-        } catch let error as TurnStoreError {
-            throw error
-        } catch let error as LMDBError {
-            throw TurnStoreError(error)
-        } catch {
-            throw TurnStoreError(code: .corrupt, message: "\(error)")
-        }
     }
 
     public var description: String { message }

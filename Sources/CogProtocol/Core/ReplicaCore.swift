@@ -1,6 +1,5 @@
 import Cog
-import CogLog
-import CogWire
+import CogCodec
 
 /// A worker's sync rules (DESIGN §4, §6a) as a state machine with no
 /// sockets and no clock: hello and welcome, epochs, the snapshot (in parts,

@@ -1,9 +1,3 @@
-import CogWire
-
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Who may connect to a leader that authenticates (`cogd leader --peers
 /// FILE`), and what each may do: the peers file, read and checked
 /// (`protocol/cogwire.md` §9).
@@ -108,7 +102,7 @@ public struct PeerTable: Sendable, Equatable {
                 throw problem("a peer line is PUBLIC-KEY ROLE NAME [OP-PATTERN…]; this one has \(fields.count) field\(fields.count == 1 ? "" : "s")")
             }
             let key = fields[0]
-            guard CurveKeyPair.isValidKey(key) else {
+            guard CurveKeyText.isValid(key) else {
                 throw problem("'\(key.prefix(60))' is not a CURVE public key (40 characters of the Z85 alphabet; `cogd keys show FILE` prints one)")
             }
             guard let role = Role(rawValue: fields[1]) else {
@@ -139,28 +133,6 @@ public struct PeerTable: Sendable, Equatable {
         }
         self.peers = peers
         self.byKey = byKey
-    }
-
-    /// Reads the peers file at `path` (at most `maximumFileBytes`, UTF-8).
-    public static func load(path: String) throws(PeerTableError) -> PeerTable {
-        func failure(_ why: String) -> PeerTableError { PeerTableError(path: path, line: nil, message: why) }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw failure("cannot open it: \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw failure("cannot read it: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            bytes += buffer[..<count]
-            guard bytes.count <= maximumFileBytes else { throw failure("it is over \(maximumFileBytes) bytes") }
-        }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw failure("it is not UTF-8 text") }
-        return try PeerTable(parsing: text, path: path)
     }
 
     private static func pattern(_ text: String, what: String, _ problem: (String) -> PeerTableError) throws(PeerTableError) -> Pattern {

@@ -1,0 +1,5 @@
+import CogLog
+import CogProtocol
+
+/// The leader core reads the LMDB turn store through `LeaderLog`.
+extension TurnStore: LeaderLog {}

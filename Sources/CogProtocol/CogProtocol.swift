@@ -1,0 +1,24 @@
+// CogProtocol — every protocol rule as a state machine, and the messages
+// (DESIGN §2, §6a; issue 26).
+//
+// What is here: the leader core (`LeaderCore`, what it reads through
+// `LeaderLog`, the batch it builds in `LeaderStore`, `MemoryLog` for the
+// simulator and the core tests), the replica core (`ReplicaCore`), the
+// leader's scope instances (`ScopeTable`), the workers given up for silence
+// (`GoneWorkers`), the peers file's rules (`PeerTable`, `CurveKeyText`), and
+// the messages with their codes (`WireMessage`, `WireErrorCode`, …).
+//
+// What may not be here: sockets, the LMDB store, the C library, Foundation,
+// or a clock read. The module imports only `Cog`, `CogCodec` and
+// `Synchronization`; every time a core decides by is an input (`now`). The
+// drivers in `CogCluster` (`Leader`, `Worker`) own the sockets, the store
+// and the timers; `CogWire` frames the messages on ZeroMQ;
+// `TurnStore: LeaderLog` and `PeerTable.load(path:)` (which reads a file)
+// live in `CogCluster`. `MemberImportVisibility` is on for this target, so
+// even a Foundation member reached through `CogCodec` does not compile, and
+// `Tests/CoreTests/ModulePurityTests.swift` checks the imports and the
+// forbidden names in these sources.
+//
+// Remaining Foundation use: none. (`TurnRecord.time` is a `Date` in
+// `CogCodec`; `MemoryLog.append(_:secondsSince1970:)` takes the commit time
+// as a number and `CogCodec` makes the `Date`.)
