@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the C libraries cogd links against (Debian packages), only when missing.
-# Safe to run again: it does nothing once both pkg-config modules, the Python modules and chromium are present.
+# Safe to run again: it does nothing once both pkg-config modules, the Python modules, chromium and
+# prometheus (with promtool) are present.
 set -euo pipefail
 
 missing=()
@@ -17,6 +18,9 @@ PY=/usr/bin/python3
 [ -x "$PY" ] && "$PY" -c 'import prometheus_client.parser' 2>/dev/null || missing+=(python3-prometheus-client)
 # DrillReportRenderTests render a drill's HTML report in headless Chromium and read what it drew.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# PrometheusTests check deploy/prometheus's rules with promtool and run a Prometheus server (on a
+# free loopback port of their own) scraping a real leader and worker.
+command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -31,7 +35,33 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's prometheus package enables and starts a service listening on *:9090 (and recommends
+# prometheus-node-exporter, on *:9100). The tests need only the programs: no service may start
+# while the packages install (a policy-rc.d that says 101 — kept as it is when the host has one
+# already), none is pulled in by a recommendation (--no-install-recommends), and the unit the
+# package enabled is disabled and stopped after, so nothing listens on 9090 at this boot or the next.
+installing_prometheus=no
+[[ " ${missing[*]} " == *" prometheus "* ]] && installing_prometheus=yes
+policy=/usr/sbin/policy-rc.d
+made_policy=no
+if [ "$installing_prometheus" = yes ] && [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# deploy/install-deps.sh: no service starts while it installs packages\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 0755 "$policy"
+  made_policy=yes
+fi
+status=0
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+[ "$made_policy" = yes ] && $SUDO rm -f "$policy"
+[ "$status" -eq 0 ] || { echo "Error: apt-get install ${missing[*]} failed (status $status)" >&2; exit "$status"; }
+if [ "$installing_prometheus" = yes ]; then
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  elif [ -x /etc/init.d/prometheus ]; then
+    $SUDO /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+    command -v update-rc.d >/dev/null 2>&1 && $SUDO update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
+  echo "cogd: installed prometheus for the tests only: its service is disabled and stopped (nothing on port 9090)"
+fi
 pkg-config --exists libzmq && pkg-config --exists lmdb || {
   echo "Error: libzmq or lmdb still not visible to pkg-config after install" >&2; exit 1; }
 echo "cogd: installed ${missing[*]}"

@@ -5,7 +5,8 @@
 #   sudo deploy/systemd/install.sh [WORKER…]   # workers to make keys for (default: w1 w2)
 #   then: systemctl enable --now cogd-leader cogd-worker@w1 cogd-worker@w2
 # Run it again after an upgrade, or with more worker names: it overwrites
-# the binary, the units, the README and docs/, and never a file of yours (the
+# the binary, the units, the README, docs/ and the Prometheus rules and Grafana
+# dashboard (under /usr/local/share/doc/cogd/deploy), and never a file of yours (the
 # settings, a key, the peers file).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -32,6 +33,10 @@ fi
 install -m 0644 "$root/README.md" /usr/local/share/doc/cogd/README.md
 install -d -m 0755 /usr/local/share/doc/cogd/docs
 install -m 0644 "$root"/docs/*.md /usr/local/share/doc/cogd/docs/
+# The alert rules and the dashboard docs/operations.md ("Dashboards and alerts") loads.
+install -d -m 0755 /usr/local/share/doc/cogd/deploy/prometheus /usr/local/share/doc/cogd/deploy/grafana
+install -m 0644 "$root/deploy/prometheus/cogd-alerts.yml" /usr/local/share/doc/cogd/deploy/prometheus/
+install -m 0644 "$root/deploy/grafana/cogd-dashboard.json" /usr/local/share/doc/cogd/deploy/grafana/
 id cogd >/dev/null 2>&1 || useradd --system --home-dir /var/lib/cogd --shell /usr/sbin/nologin cogd
 
 # Keys: root's alone (0700, secrets 0600). The units get theirs as
