@@ -70,7 +70,7 @@ struct HeartbeatTests {
         let gone = WireError(.gone, "worker w was silent past the heartbeat timeout; its scope instances are retired — say hello again")
         #expect(leader.send("w", Wire.heartbeat("w", 3)) == [.error(gone)])
         #expect(leader.send("w", Wire.heartbeat("w", 3)) == [.error(gone)], "at each heartbeat")
-        let goneReason = rejected(.retiredScope, "worker w is gone (silent past the heartbeat timeout)")
+        let goneReason = rejected(.retiredScope, "worker w is gone (it was silent past the heartbeat timeout)")
         #expect(leader.outcome("w", try Wire.greet("alice", worker: "w", seq: 1, instance: Wire.instance(1))) == goneReason)
         #expect(leader.outcome("w", try Wire.greet("alice", worker: "w", seq: 2)) == goneReason, "its own requests too")
         #expect(

@@ -65,8 +65,12 @@ struct NameTests {
         #expect(record.scopeEvents.map(\.kind) == [.retire] && record.scopeEvents.first?.instance == Wire.instance(1))
         #expect(leader.openInstances.isEmpty)
         #expect(leader.core.takeEvents().contains(.saidGoodbye(worker: "w", tool: false)))
-        // Its heartbeat after it: gone, say hello again; the name is free for another connection.
-        #expect(leader.send("a", Wire.heartbeat("w", 2)).first.map { if case .error(let e) = $0 { e.code } else { "" } } == "gone")
+        // Its heartbeat after it: gone (said as what happened: a goodbye, not silence), say hello again;
+        // the name is free for another connection.
+        #expect(
+            leader.send("a", Wire.heartbeat("w", 2))
+                == [.error(WireError(.gone, "worker w said goodbye; its scope instances are retired — say hello again"))])
+        #expect(leader.outcome("a", try Wire.greet("alice", worker: "w", seq: 1)) == rejected(.retiredScope, "worker w is gone (it said goodbye)"))
         #expect(leader.send("b", Wire.hello("w", 2)).first?.typeName == "welcome")
         #expect(leader.log.lastRevision == 2, "taking a free name over retires nothing more")
     }

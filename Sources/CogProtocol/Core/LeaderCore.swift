@@ -617,16 +617,15 @@ public struct LeaderCore {
         workers[worker] = nil
         note(.saidGoodbye(worker: worker, tool: holder.tool))
         // A tool's name is its own, never used again; a worker's heartbeat after its goodbye rejoins.
-        if !holder.tool { goneWorkers.insert(worker) }
+        if !holder.tool { goneWorkers.insert(worker, reason: .saidGoodbye) }
         dropWorker(worker, named: LeaderCore.workerGoneTurn)
     }
 
     private mutating func heartbeat(_ peer: Peer, _ worker: String, revision: UInt64, stateDigest: StateDigest?, now: Duration) {
-        guard !goneWorkers.contains(worker) else {
+        if let gone = goneWorkers.reason(worker) {
             // Heard again after being given up: it must rejoin (hello, then
             // register its scopes anew) before its work is admitted.
-            refuse(peer, WireError(
-                .gone, "worker \(worker) was silent past the heartbeat timeout; its scope instances are retired — say hello again"))
+            refuse(peer, WireError(.gone, "worker \(worker) \(gone.words); its scope instances are retired — say hello again"))
             return
         }
         guard let holder = workers[worker] else {
@@ -936,10 +935,10 @@ public struct LeaderCore {
     /// instance it acts in is live and its own, and the op exists.
     private func admit(_ request: OpRequest) -> Result<OpRegistry.Runner, Rejection> {
         let worker = request.request.worker
-        if goneWorkers.contains(worker) {
-            // A worker given up for silence: all its work, its mechanisms' and
-            // its scopes', ended with it (DESIGN §6) until it says hello again.
-            return .failure(Rejection(.retiredScope, "worker \(worker) is gone (silent past the heartbeat timeout)"))
+        if let gone = goneWorkers.reason(worker) {
+            // A worker given up (silent, or gone with a goodbye): all its work,
+            // its mechanisms' and its scopes', ended with it until it says hello again.
+            return .failure(Rejection(.retiredScope, "worker \(worker) is gone (it \(gone.words))"))
         }
         if let instance = request.instance, !settings.broken.contains(.instanceCheck), !scopes.isLive(instance, for: worker) {
             return .failure(Rejection(.retiredScope, "scope instance \(instance) is retired or not owned by \(worker)"))
