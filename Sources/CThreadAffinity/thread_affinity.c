@@ -4,6 +4,7 @@
 #include "thread_affinity.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 
@@ -25,4 +26,16 @@ int cogd_set_thread_affinity(int tid, const uint8_t *mask, size_t bytes) {
         if (mask[cpu / 8] & (1u << (cpu % 8))) CPU_SET(cpu, &set);
     }
     return sched_setaffinity(tid, sizeof set, &set) == 0 ? 0 : errno;
+}
+
+int cogd_set_thread_name(const char *name) {
+    char cut[16];
+    strncpy(cut, name, sizeof cut - 1);
+    cut[sizeof cut - 1] = 0;
+    return pthread_setname_np(pthread_self(), cut);
+}
+
+int cogd_thread_name(char *name, size_t bytes) {
+    if (bytes < 16) return ERANGE;
+    return pthread_getname_np(pthread_self(), name, bytes);
 }

@@ -410,9 +410,15 @@ public final class Leader {
         store.close()
     }
 
+    /// The serving thread's name while it serves (`top -H`, `perf`,
+    /// `/proc/PID/task/TID/comm`): `bench cluster` reads its CPU time by it.
+    public static let servingThreadName = "cogd-serving"
+
     /// Serves until `stop` becomes true.
     public func run(until stop: StopFlag, reload: ReloadFlag? = nil, onReload: (Result<PeersReload, any Error>) -> Void = { _ in }) throws {
         if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
+        let previousName = ThreadAffinity.nameCurrentThread(Leader.servingThreadName)
+        defer { if let previousName { ThreadAffinity.nameCurrentThread(previousName) } }
         var lastBatch = ContinuousClock.now
         var snapshotsWaiting = false
         configuration.metricsBoard?.setReadiness(true, "serving at \(boundRequestsEndpoint), epoch \(epoch)")

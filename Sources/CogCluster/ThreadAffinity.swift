@@ -42,3 +42,17 @@ extension ThreadAffinity {
         }.sorted()
     }
 }
+
+extension ThreadAffinity {
+    /// Names the calling thread as `top -H`, `ps -L`, `perf` and
+    /// `/proc/PID/task/TID/comm` show it (Linux keeps at most 15 bytes; a
+    /// longer name is cut there). Returns the name it had, nil when unreadable.
+    @discardableResult
+    public static func nameCurrentThread(_ name: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 16)
+        let previous = cogd_thread_name(&buffer, buffer.count) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+        _ = cogd_set_thread_name(name)
+        return previous
+    }
+}

@@ -11,4 +11,12 @@ int cogd_thread_affinity(uint8_t *mask, size_t bytes);
 /// CPUs set in `mask`; 0 on success, else an errno value.
 int cogd_set_thread_affinity(int tid, const uint8_t *mask, size_t bytes);
 
+/// Names the calling thread (at most 15 bytes are kept); 0 on success, else
+/// an errno value.
+int cogd_set_thread_name(const char *name);
+
+/// Copies the calling thread's name, NUL-terminated, into `name` (16 bytes
+/// at least); 0 on success, else an errno value.
+int cogd_thread_name(char *name, size_t bytes);
+
 #endif

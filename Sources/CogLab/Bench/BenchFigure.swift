@@ -22,6 +22,10 @@ struct BenchFigure {
             let kind = baselineKind.map { ", \"baselineKind\": \"\($0)\"" } ?? ""
             let portsField = ports.map { ", \"ports\": \($0.json)" } ?? ""
             print("{\"name\": \"\(name)\", \"value\": \(BenchFigure.format(value)), \"unit\": \"\(unit)\", \"baseline\": \(baselineText), \"ratio\": \(ratio)\(kind)\(portsField)}")
+        } else if let baseline, let baselineKind {
+            print(
+                "\(padded(name, to: nameWidth)) \(BenchFigure.format(value)) \(unit)   \(baselineKind) \(BenchFigure.format(baseline)) \(unit)   ratio \(BenchFigure.format(value / baseline))"
+            )
         } else if let baseline {
             print("\(padded(name, to: nameWidth)) \(BenchFigure.format(value)) \(unit)   raw \(BenchFigure.format(baseline)) \(unit)   ratio \(BenchFigure.format(value / baseline))")
         } else {

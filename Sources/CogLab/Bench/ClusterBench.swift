@@ -56,7 +56,9 @@ struct ClusterBench {
                 report(try lag(context: context, requests: requests, turns: turns))
             default:
                 let clients = Int(shape.dropFirst("throughput-".count))!
-                report(try throughput(clients: clients, context: context, requests: requests, root: root))
+                for figure in try throughput(clients: clients, context: context, requests: requests, root: root, leader: leader) {
+                    report(figure)
+                }
             }
         }
         if options.curve {
@@ -185,18 +187,44 @@ struct ClusterBench {
         return samples
     }
 
-    private func throughput(clients count: Int, context: ZMQContext, requests: String, root: String) throws -> BenchFigure {
+    /// The turns/s of `count` pipelining clients beside raw LMDB appends at
+    /// the leader's batch; then the leader's serving thread's CPU per applied
+    /// turn over the same window beside the CPU of one graph turn of the same
+    /// op in this process (`"baselineKind": "graph-turn"`).
+    private func throughput(clients count: Int, context: ZMQContext, requests: String, root: String, leader: Process) throws
+        -> [BenchFigure]
+    {
         let clients = try (0..<count).map { try Client(context: context, endpoint: requests, name: "load-\(count)-\($0)") }
         var sent = 0
-        let turnsPerSecond = try turnsPerSecond(clients, for: .seconds(3), sent: &sent)
+        let serving = ThreadCPUClock(pid: leader.processIdentifier, threadNamed: Leader.servingThreadName)
+        let cpuBefore = serving?.nanoseconds()
+        let start = ContinuousClock.now
+        let run = try Self.drive(clients, window: Self.throughputWindow, sent: &sent) { _ in ContinuousClock.now - start < .seconds(3) }
+        let cpuAfter = serving?.nanoseconds()
         let batch = min(count * Self.throughputWindow, 4_096)
         let rawFolder = root + "/raw-\(count)"
         let rawSeconds = try RawAppendBaseline(directory: rawFolder).run(count: batch * 50, recordSize: 160, batch: batch)
         try? FileManager.default.removeItem(atPath: rawFolder)
-        return BenchFigure(
-            name: "cluster.turns-per-second.clients-\(count)", value: turnsPerSecond, unit: "turns/s",
-            baseline: Double(batch * 50) / rawSeconds)
+        var figures = [
+            BenchFigure(
+                name: "cluster.turns-per-second.clients-\(count)", value: Double(run.applied) / run.seconds, unit: "turns/s",
+                baseline: Double(batch * 50) / rawSeconds)
+        ]
+        if let cpuBefore, let cpuAfter, cpuAfter >= cpuBefore, run.applied > 0 {
+            // Over the window and the drain after it (the drain's turns, at most
+            // 64 a client, are in the CPU but not the count: under 1% of a run).
+            figures.append(
+                BenchFigure(
+                    name: "cluster.leader-cpu-per-op.clients-\(count)", value: Double(cpuAfter - cpuBefore) / Double(run.applied) / 1_000,
+                    unit: "us", baseline: graphTurn, baselineKind: "graph-turn"))
+        } else if !options.json {
+            print("cluster.leader-cpu-per-op.clients-\(count): the leader's \(Leader.servingThreadName) thread was not found in /proc")
+        }
+        return figures
     }
+
+    /// One graph turn of `ledger.transfer` in this process, in µs of CPU: measured once, on first use.
+    private var graphTurn: Double { GraphTurnBaseline.microseconds }
 
     /// How many requests each throughput client keeps in flight.
     private static let throughputWindow = 64
