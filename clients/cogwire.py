@@ -749,6 +749,18 @@ SHAPES = {
 }
 
 
+def rejection_code(outcome):
+    """The code of a rejected outcome (cogwire.md §4, "Rejection codes"):
+    its code field, or, from an earlier leader, the reason's text before ': '."""
+    rejected = (outcome or {}).get("rejected")
+    if not isinstance(rejected, dict):
+        return None
+    if "code" in rejected:
+        return rejected["code"]
+    reason = rejected.get("reason", "")
+    return reason.split(": ", 1)[0] if ": " in reason else None
+
+
 def outcome_problem(outcome):
     if not isinstance(outcome, dict) or len(outcome) != 1:
         return f"outcome is not a one-key map: {outcome!r}"
@@ -758,7 +770,17 @@ def outcome_problem(outcome):
     if kind == "unchanged":
         return None if value == {} else f"unchanged carries {value!r}"
     if kind == "rejected":
-        return shape_problem(value, {"reason": (t_text, True)}, "outcome.rejected")
+        # cogwire.md §3: code and detail as fields, and reason, "code: detail",
+        # for earlier readers; an earlier leader sends reason alone.
+        problem = shape_problem(value, {"code": (t_text, False), "detail": (t_text, False), "reason": (t_text, True)},
+                                "outcome.rejected")
+        if problem:
+            return problem
+        if ("code" in value) != ("detail" in value):
+            return f"outcome.rejected has one of code and detail without the other: {value!r}"
+        if "code" in value and value["reason"] != f"{value['code']}: {value['detail']}":
+            return f"outcome.rejected reason is not 'code: detail': {value!r}"
+        return None
     return f"unknown outcome {kind!r}"
 
 

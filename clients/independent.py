@@ -27,7 +27,7 @@ import cbor2
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cogwire import (request_digest, Checks, Deadline, Leader, Peer, Tag, CBORError, decode, encode, item_spans,  # noqa: E402
+from cogwire import (rejection_code, request_digest, Checks, Deadline, Leader, Peer, Tag, CBORError, decode, encode, item_spans,  # noqa: E402
                      entry_hash, message, message_problem, parse, read_folder, record_problem, state_digest, state_key)
 
 # Checks the leader fails today although protocol/ says otherwise:
@@ -196,7 +196,9 @@ def check_vectors(checks):
     wire_check("reply-unchanged", "reply", lambda b: expect(
         b == {"request": {"worker": "w1", "seq": 19}, "outcome": {"unchanged": {}}}, repr(b)))
     wire_check("reply-rejected", "reply", lambda b: expect(
-        b["request"] == {"worker": "w1", "seq": 19} and list(b["outcome"]) == ["rejected"], repr(b)))
+        b["request"] == {"worker": "w1", "seq": 19}
+        and b["outcome"] == {"rejected": {"code": "unknown-op", "detail": "no op named `x` is registered",
+                                          "reason": "unknown-op: no op named `x` is registered"}}, repr(b)))
     wire_check("error-version", "error", lambda b: expect(b["code"] == "version" and "request" not in b, repr(b)))
     wire_check("error-hello-first", "error", lambda b: expect(b["code"] == "hello-first", repr(b)))
     wire_check("hello-group", "hello", lambda b: expect(b == {"worker": "w1", "lastRevision": 0, "group": "greeters"}, repr(b)))
@@ -208,9 +210,11 @@ def check_vectors(checks):
         b["code"] == "not-your-name" and "request" not in b, repr(b)))
     wire_check("reply-role-forbids", "reply", lambda b: expect(
         b["request"] == {"worker": "dashboard", "seq": 1}
+        and b["outcome"]["rejected"]["code"] == "role-forbids"
         and b["outcome"]["rejected"]["reason"].startswith("role-forbids: "), repr(b)))
     wire_check("reply-request-mismatch", "reply", lambda b: expect(
-        b["outcome"]["rejected"]["reason"].startswith("request-mismatch: request w1#19 "), repr(b)))
+        b["outcome"]["rejected"]["code"] == "request-mismatch"
+        and b["outcome"]["rejected"]["detail"].startswith("request w1#19 "), repr(b)))
     wire_check("scope-register", "scope-register", lambda b: expect(
         b == {"worker": "w1", "registration": 2, "path": "Bank.desk.peer", "source": "ledger.accounts", "form": "each",
               "parent": 1 << 32 | 3}, repr(b)))
@@ -701,7 +705,7 @@ def run(cogd, checks):
         seq2 = worker.op("ledger.nope", {"x": 1})
         first, first_raw = worker.reply_for(seq2)
         check("an unknown op is rejected unknown-op",
-              first is not None and first["body"]["outcome"].get("rejected", {}).get("reason", "").startswith("unknown-op:"),
+              first is not None and rejection_code(first["body"]["outcome"]) == "unknown-op",
               repr(first))
         worker.op("ledger.nope", {"x": 1}, seq=seq2)
         second, second_raw = worker.reply_for(seq2)
@@ -726,14 +730,14 @@ def run(cogd, checks):
               [(e["kind"], e["instance"]) for e in retired] == [("retire", instances[names[7]])], repr(retired))
         seq = worker.op("ledger.transfer", {"from": names[8], "to": names[9], "amount": 1}, instance=instances[names[7]])
         value, _ = worker.reply_for(seq)
-        reason = value["body"]["outcome"].get("rejected", {}).get("reason", "") if value else ""
-        check("an op stamped with a retired instance is rejected retired-scope", reason.startswith("retired-scope:"),
+        code = rejection_code(value["body"]["outcome"]) if value else None
+        check("an op stamped with a retired instance is rejected retired-scope", code == "retired-scope",
               repr(value))
         seq = worker.op("ledger.transfer", {"from": names[8], "to": names[9], "amount": 1},
                         instance=(worker.epoch << 32) | 0xFFFFFF)
         value, _ = worker.reply_for(seq)
-        reason = value["body"]["outcome"].get("rejected", {}).get("reason", "") if value else ""
-        check("an op stamped with an instance never minted is rejected retired-scope", reason.startswith("retired-scope:"),
+        code = rejection_code(value["body"]["outcome"]) if value else None
+        check("an op stamped with an instance never minted is rejected retired-scope", code == "retired-scope",
               repr(value))
 
         # An optional scope over a box member: its member is the value's encoding, so a change re-opens it.

@@ -457,17 +457,17 @@ struct Drill {
                     verdict.applied += 1
                     if appliedBy[request]?.contains(revision) != true { verdict.lost.append("\(request) at revision \(revision)") }
                 case .unchanged: verdict.unchanged += 1
-                case .rejected(let reason):
+                case .rejected(let code, _):
                     verdict.rejected += 1
                     if let revisions = appliedBy[request] { verdict.rejectedApplied.append("\(request) at revisions \(revisions)") }
-                    if reason.hasPrefix("crashed-leader:"), trapRequests[request] == nil { verdict.quarantined += 1 }
+                    if RejectionCode(rawValue: code) == .crashedLeader, trapRequests[request] == nil { verdict.quarantined += 1 }
                 }
             }
         }
         verdict.trapRequests = trapRequests.count
         for (request, client) in trapRequests.sorted(by: { $0.key.sequence < $1.key.sequence }) {
             switch clients[client].answers[request] {
-            case .rejected(let reason)? where reason.hasPrefix("crashed-leader:"): verdict.trapRejected += 1
+            case .rejected(let code, _)? where RejectionCode(rawValue: code) == .crashedLeader: verdict.trapRejected += 1
             case let outcome?: verdict.trapWrong.append("\(request) answered \(outcome)")
             case nil: verdict.trapWrong.append("\(request) unanswered")
             }

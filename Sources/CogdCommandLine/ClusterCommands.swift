@@ -757,8 +757,9 @@ enum ClusterCommands {
                 case .unchanged:
                     print("unchanged: the op wrote nothing, so no new revision (request \(escaped: reply.request))")
                     return CallExit.unchanged
-                case .rejected(let reason):
-                    printError("rejected: \(escaped: reason) (request \(escaped: reply.request))\(unknownOpHint(reason, op: options.op, rigs: rigs))")
+                case .rejected(let code, let detail):
+                    printError(
+                        "rejected: \(escaped: reply.outcome.reason ?? detail) (request \(escaped: reply.request))\(unknownOpHint(code, op: options.op, rigs: rigs))")
                     return CallExit.rejected
                 }
             case .error(let error):
@@ -785,9 +786,9 @@ enum ClusterCommands {
     }
 
     /// The next step after an `unknown-op` rejection: where ops are listed
-    /// (empty for any other reason).
-    static func unknownOpHint(_ reason: String, op: String, rigs: Rigs) -> String {
-        guard Rejection(reason: reason)?.code == .unknownOp else { return "" }
+    /// (empty for any other code).
+    static func unknownOpHint(_ code: String, op: String, rigs: Rigs) -> String {
+        guard RejectionCode(rawValue: code) == .unknownOp else { return "" }
         let program = CogdCommandLine.programName
         if rigs.trap?.opNames.contains(op) == true {
             return " (`\(program) ops` lists \(op) as served only by a leader started with `\(program) leader --trap-op`)"

@@ -346,20 +346,20 @@ struct ClusterTests {
         }
         #expect(big.code == "oversize")
         let unknown = OpRequest(request: RequestID(worker: "t", sequence: 1), op: "bank.rob", argument: [0xa0])
-        #expect(try outcome(unknown) == .rejected(reason: "unknown-op: no op named `bank.rob` is registered"))
+        #expect(try outcome(unknown) == .rejected(code: "unknown-op", detail: "no op named `bank.rob` is registered"))
         // A worker name too long to key the dedup table is refused, not stored.
         let longName = String(repeating: "w", count: 600)
         let named = OpRequest(
             request: RequestID(worker: longName, sequence: 1), op: "ledger.open",
             argument: try CBOREncoder().encode(["account": CBORValue.text("n"), "balance": .unsigned(1)]))
-        #expect(try outcome(named) == .rejected(reason: "bad-request: worker names are 1 to 255 bytes of UTF-8; this one has 600"))
+        #expect(try outcome(named) == .rejected(code: "bad-request", detail: "worker names are 1 to 255 bytes of UTF-8; this one has 600"))
         guard case .error(let hello)? = try exchange([WireMessage.hello(worker: longName, lastRevision: 0).encoded()]) else {
             Issue.record("no error reply to a hello with a 600-byte worker name")
             return
         }
         #expect(hello.code == "malformed")
         let nul = OpRequest(request: RequestID(worker: "a\u{0}b", sequence: 1), op: "ledger.open", argument: [0xa0])
-        #expect(try outcome(nul) == .rejected(reason: "bad-request: worker names hold no NUL character"))
+        #expect(try outcome(nul) == .rejected(code: "bad-request", detail: "worker names hold no NUL character"))
         #expect(try ports.call("ledger.open", #"{"account": "still", "balance": 1}"#).hasPrefix("applied revision 1"))
         let status = try runCogd(["status", "--leader", ports.requests])
         #expect(status.stdout.contains("errors    bad-request 2, malformed 2, oversize 1, unknown-op 1, version 1"), "\(status.stdout)")
@@ -423,11 +423,12 @@ struct ScopeAuthorityTests {
         #expect(try worker.op("ledger.close", "alice") == .applied(revision: 3))
         #expect(try store.records(from: 3)[0].scopeEvents.map(\.kind) == [.retire])
         // A late request from the retired instance: rejected, no revision, body never run.
-        guard case .rejected(let reason)? = try worker.op("ledger.open", Opening(account: "carol", balance: 1), instance: first) else {
+        guard case .rejected(let code, let detail)? = try worker.op("ledger.open", Opening(account: "carol", balance: 1), instance: first) else {
             Issue.record("a retired instance's op was not rejected")
             return
         }
-        #expect(reason.hasPrefix("retired-scope: scope instance \(first) is retired"))
+        #expect(code == "retired-scope")
+        #expect(detail.hasPrefix("scope instance \(first) is retired"))
         #expect(try store.records(from: 1).count == 3)
         // alice → gone → alice again across turns: a new, different instance.
         #expect(try worker.op("ledger.open", Opening(account: "alice", balance: 0)) == .applied(revision: 4))
@@ -437,7 +438,7 @@ struct ScopeAuthorityTests {
         #expect(try worker.op("ledger.open", Opening(account: "dave", balance: 1), instance: reopened.instance) == .applied(revision: 5))
         #expect(try worker.op("ledger.open", Opening(account: "erin", balance: 1), instance: first).map { if case .rejected = $0 { true } else { false } } == true)
         // Another worker cannot use tester's live instance.
-        guard case .rejected(let foreign)? = try worker.op("ledger.open", Opening(account: "frank", balance: 1), instance: reopened.instance, as: "intruder") else {
+        guard case .rejected(_, let foreign)? = try worker.op("ledger.open", Opening(account: "frank", balance: 1), instance: reopened.instance, as: "intruder") else {
             Issue.record("another worker's use of the instance was not rejected")
             return
         }
@@ -486,11 +487,12 @@ struct ScopeAuthorityTests {
         #expect(closing.map(\.instance) == closing.map(\.instance).sorted())
         #expect(closing.map(\.instance).contains(bobPeer))
         #expect(!closing.map(\.instance).contains(bobDesk))
-        guard case .rejected(let reason)? = try worker.op("ledger.open", Opening(account: "dave", balance: 1), instance: bobPeer) else {
+        guard case .rejected(let code, let detail)? = try worker.op("ledger.open", Opening(account: "dave", balance: 1), instance: bobPeer) else {
             Issue.record("a nested instance outlived its parent")
             return
         }
-        #expect(reason.hasPrefix("retired-scope: scope instance \(bobPeer) is retired"))
+        #expect(code == "retired-scope")
+        #expect(detail.hasPrefix("scope instance \(bobPeer) is retired"))
         #expect(try worker.op("ledger.open", Opening(account: "erin", balance: 1), instance: bobDesk) == .applied(revision: 5))
 
         // Registered under the retired parent, a selector opens nothing, now or later.
@@ -538,11 +540,11 @@ struct ScopeAuthorityTests {
         #expect(moved.map(\.kind) == [.retire, .open])
         #expect(moved.map(\.instance).first == bob)
         #expect(moved.last?.identity == (try CBOREncoder().encode("alice")))
-        guard case .rejected(let reason)? = try worker.op("ledger.greet", "bob", instance: bob) else {
+        guard case .rejected(let code, _)? = try worker.op("ledger.greet", "bob", instance: bob) else {
             Issue.record("work from a retired computed-selector instance was applied")
             return
         }
-        #expect(reason.hasPrefix("retired-scope"))
+        #expect(code == "retired-scope")
         let alice = try #require(moved.last?.instance)
         #expect(try worker.op("ledger.greet", "alice", instance: alice) == .applied(revision: 4))
         // A turn that leaves the list as it was records no scope events.

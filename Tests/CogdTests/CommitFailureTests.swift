@@ -43,15 +43,16 @@ struct CommitFailureTests {
         }
         let applied = outcomes.prefix { if case .applied = $0 { true } else { false } }.count
         #expect(applied >= 3 && applied < 10, "\(outcomes)")
-        guard case .rejected(let reason) = outcomes[applied] else {
+        guard case .rejected(let code, let detail) = outcomes[applied] else {
             Issue.record("the first opening past the limit was \(outcomes[applied])")
             return
         }
-        #expect(reason.hasPrefix("too-large: the turn's record would take about "), "\(reason)")
-        #expect(reason.hasSuffix("bytes; a record holds at most 8192"))
+        #expect(code == "too-large")
+        #expect(detail.hasPrefix("the turn's record would take about "), "\(detail)")
+        #expect(detail.hasSuffix("bytes; a record holds at most 8192"))
         // Undone: every later opening is refused the same way (the array did
         // not keep the refused name), and the store holds only the applied ones.
-        #expect(outcomes[applied...].allSatisfy { if case .rejected(let text) = $0 { text.hasPrefix("too-large:") } else { false } })
+        #expect(outcomes[applied...].allSatisfy { if case .rejected("too-large", _) = $0 { true } else { false } })
         #expect(try CommitFailureTests.accounts(in: folder.path) == (1...applied).map(name))
         // The leader keeps serving; a smaller turn applies; the worker's replica agrees.
         #expect(try ports.call("ledger.transfer", #"{"from": "\#(name(1))", "to": "\#(name(2))", "amount": 1}"#).hasPrefix("applied revision \(applied + 1)"))
@@ -90,12 +91,13 @@ struct CommitFailureTests {
             outcomes.append((index, reply.outcome))
             if case .rejected = reply.outcome { break }
         }
-        guard case (let failedIndex, .rejected(let reason))? = outcomes.last else {
+        guard case (let failedIndex, .rejected(let code, let detail))? = outcomes.last else {
             Issue.record("the disk never filled: \(outcomes.count) openings applied")
             return
         }
-        #expect(reason.hasPrefix("unavailable: the commit failed: disk full ("), "\(reason)")
-        #expect(reason.hasSuffix("; nothing of this request was kept"))
+        #expect(code == "unavailable")
+        #expect(detail.hasPrefix("the commit failed: disk full ("), "\(detail)")
+        #expect(detail.hasSuffix("; nothing of this request was kept"))
         #expect(leader.process.isRunning, "the leader keeps serving")
         let appliedNames = (1..<failedIndex).map(name)
         #expect(try CommitFailureTests.accounts(in: data) == appliedNames)
@@ -105,7 +107,7 @@ struct CommitFailureTests {
             Issue.record("no reply to the retry; the leader is running: \(leader.process.isRunning); it said: \(leader.lines.prefix(20).joined(separator: " | "))")
             return
         }
-        #expect({ if case .rejected(let text) = again.outcome { text.hasPrefix("unavailable:") } else { false } }())
+        #expect({ if case .rejected("unavailable", _) = again.outcome { true } else { false } }())
         // Space returns: the retry applies, as the next revision, and the failed
         // opening left nothing behind in the graph (else it would be unchanged).
         try FileManager.default.removeItem(atPath: filler)

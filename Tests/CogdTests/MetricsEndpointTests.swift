@@ -339,11 +339,11 @@ struct MetricsEndpointTests {
         #expect(samples[#"cogd_leader_rejections_total{code="name-in-use"}"#] == 0, "\(samples)")
         // An op in w1's name from that other connection: rejected name-in-use, a rejection.
         let op = OpRequest(request: RequestID(worker: "w1", sequence: 1), op: "ledger.open", argument: try CBOREncoder().encode("x"))
-        guard case .reply(let reply)? = try second.exchange(.op(op)), case .rejected(let reason) = reply.outcome else {
+        guard case .reply(let reply)? = try second.exchange(.op(op)), case .rejected(let code, let detail) = reply.outcome else {
             Issue.record("no rejection of the op in a held name")
             return
         }
-        #expect(reason.hasPrefix("name-in-use: "), "\(reason)")
+        #expect(code == "name-in-use", "\(code): \(detail)")
         #expect(
             leader.waitForLine { $0.hasSuffix(" cogd leader: 1 request rejected name-in-use in the last 10 s or so (1 since start)") } != nil,
             "\(leader.lines)")

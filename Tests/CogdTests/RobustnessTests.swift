@@ -56,7 +56,7 @@ struct RobustnessTests {
                 Issue.record("no reply to the retry")
                 return
             }
-            #expect(reply.outcome == .rejected(reason: "crashed-leader: the leader stopped while running this request (op `ledger.trap`); it is not run again"))
+            #expect(reply.outcome == .rejected(code: "crashed-leader", detail: "the leader stopped while running this request (op `ledger.trap`); it is not run again"))
         }
         #expect(leader.process.isRunning, "the retries did not stop the leader")
         // Everything else is served, and nothing acknowledged was lost.
@@ -74,7 +74,7 @@ struct RobustnessTests {
             Issue.record("no reply from dedup")
             return
         }
-        #expect(stored.outcome == .rejected(reason: "crashed-leader: the leader stopped while running this request (op `ledger.trap`); it is not run again"))
+        #expect(stored.outcome == .rejected(code: "crashed-leader", detail: "the leader stopped while running this request (op `ledger.trap`); it is not run again"))
     }
 
     /// The `running-request` file a leader killed by SIGKILL while running
@@ -143,7 +143,7 @@ struct RobustnessTests {
         #expect(
             quarantined?.hasSuffix(#" WARN  cogd leader: quarantined request "bank#2" (op "ledger.open"): leader processes were killed from outside twice while running it; its retries are answered rejected(crashed-leader)"#) == true,
             "\(leader.lines)")
-        #expect(try open(second, "carol") == .rejected(reason: "crashed-leader: the leader stopped while running this request (op `ledger.open`); it is not run again"))
+        #expect(try open(second, "carol") == .rejected(code: "crashed-leader", detail: "the leader stopped while running this request (op `ledger.open`); it is not run again"))
         #expect(try ports.errorCounts()["crashed-leader"] == 1)
         let store = try TurnStore(directory: folder.path, mode: .reader)
         defer { store.close() }
@@ -187,7 +187,7 @@ struct RobustnessTests {
         }
         let mismatch = { (sequence: Int) in
             OpReply.Outcome.rejected(
-                reason: "request-mismatch: request c#\(sequence) was answered for another op or argument; a new request needs a new sequence")
+                code: "request-mismatch", detail: "request c#\(sequence) was answered for another op or argument; a new request needs a new sequence")
         }
         #expect(
             try outcomes([
@@ -261,7 +261,7 @@ struct RobustnessTests {
             Issue.record("no reply to the op")
             return
         }
-        #expect(reply.outcome == .rejected(reason: "retired-scope: scope instance 4294967297 is retired or not owned by ghost"))
+        #expect(reply.outcome == .rejected(code: "retired-scope", detail: "scope instance 4294967297 is retired or not owned by ghost"))
         // After a hello, the same connection is served.
         #expect(try stranger.exchange(.hello(worker: "ghost", lastRevision: 0))?.typeName == "welcome")
         #expect(try stranger.exchange(.heartbeat(worker: "ghost", revision: 1))?.typeName == "welcome")
@@ -311,7 +311,7 @@ struct RobustnessTests {
                 Issue.record("no reply to sequence \(sequence)")
                 continue
             }
-            #expect(reply.outcome == .rejected(reason: "bad-request: request sequences are 1 to 2^63-1; this one is \(sequence)"))
+            #expect(reply.outcome == .rejected(code: "bad-request", detail: "request sequences are 1 to 2^63-1; this one is \(sequence)"))
         }
         // The highest sequence allowed: the worker that takes the name next
         // has no sequence left for its requests, and says so instead of trapping.
@@ -358,7 +358,7 @@ struct RobustnessTests {
             Issue.record("no replies")
             return
         }
-        #expect(stale.outcome == .rejected(reason: "retired-scope: scope instance \(first[0].instance) is retired or not owned by r1"))
+        #expect(stale.outcome == .rejected(code: "retired-scope", detail: "scope instance \(first[0].instance) is retired or not owned by r1"))
         #expect(fresh.outcome == .applied(revision: 3))
     }
 

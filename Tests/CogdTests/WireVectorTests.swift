@@ -51,7 +51,7 @@ struct WireVectorTests {
                 instance: 7, name: "Bank.teller.transfer"))),
             ("reply-applied", .reply(OpReply(request: request, outcome: .applied(revision: 43)))),
             ("reply-unchanged", .reply(OpReply(request: request, outcome: .unchanged))),
-            ("reply-rejected", .reply(OpReply(request: request, outcome: .rejected(reason: "unknown-op: no op named `x` is registered")))),
+            ("reply-rejected", .reply(OpReply(request: request, outcome: .rejected(code: "unknown-op", detail: "no op named `x` is registered")))),
             ("error-version", .error(WireError(code: "version", message: "protocol version 9 is not supported (this side speaks 1)"))),
             ("error-hello-first", .error(WireError(
                 code: "hello-first", message: "`heartbeat` needs a worker that said hello on this connection (worker w1 has not); say hello first"))),
@@ -63,10 +63,10 @@ struct WireVectorTests {
                 message: "key Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID (worker w1, line 2 of the peers file) may act only as w1, not as w2"))),
             ("reply-role-forbids", .reply(OpReply(
                 request: RequestID(worker: "dashboard", sequence: 1),
-                outcome: .rejected(reason: "role-forbids: key JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6 (observer dashboard, line 4 of the peers file) may not run ops: an observer only reads")))),
+                outcome: .rejected(code: "role-forbids", detail: "key JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6 (observer dashboard, line 4 of the peers file) may not run ops: an observer only reads")))),
             ("reply-request-mismatch", .reply(OpReply(
                 request: request,
-                outcome: .rejected(reason: "request-mismatch: request w1#19 was answered for another op or argument; a new request needs a new sequence")))),
+                outcome: .rejected(code: "request-mismatch", detail: "request w1#19 was answered for another op or argument; a new request needs a new sequence")))),
             ("scope-register", .scopeRegister(ScopeRegistration(
                 worker: "w1", registration: 2, path: "Bank.desk.peer", source: "ledger.accounts", key: nil, form: .each, parent: 1 << 32 | 3))),
             ("scope-registered", .scopeRegistered(
@@ -196,12 +196,58 @@ struct WireVectorTests {
         other.appendRaw(try CBOREncoder().encode(ops[0]))
         #expect(OpRequest(scanning: other.bytes) == nil)
         #expect(try WireMessage.decode(other.bytes) == .op(ops[0]))
-        for outcome in [OpReply.Outcome.applied(revision: 1 << 33), .unchanged, .rejected(reason: "retired-scope")] {
+        for outcome in [OpReply.Outcome.applied(revision: 1 << 33), .unchanged, .rejected(code: "retired-scope", detail: "")] {
             let reply = OpReply(request: request, outcome: outcome)
             let frame = WireMessage.reply(reply).encoded()
             #expect(try CBORValue.parse(frame).encodedBytes == frame)
             #expect(try WireMessage.decode(frame) == .reply(reply))
             #expect(OpReply(scanning: frame) == reply, "a worker's scanner reads what frame() writes")
+        }
+    }
+
+    @Test func `a rejection carries its code and detail as separate fields beside the reason earlier readers read`() throws {
+        let request = RequestID(worker: "w1", sequence: 19)
+        let frame = OpReply(request: request, outcome: .rejected(Rejection(.retiredScope, "scope instance 7 is retired"))).frame()
+        func field(_ value: CBORValue?, _ key: String) -> CBORValue? {
+            guard case .map(let entries)? = value else { return nil }
+            return entries.first { $0.key == .text(key) }?.value
+        }
+        let rejected = field(field(field(try CBORValue.parse(frame), "body"), "outcome"), "rejected")
+        #expect(field(rejected, "code") == .text("retired-scope"))
+        #expect(field(rejected, "detail") == .text("scope instance 7 is retired"))
+        #expect(field(rejected, "reason") == .text("retired-scope: scope instance 7 is retired"))
+        #expect(OpReply(scanning: frame)?.outcome.rejection == Rejection(.retiredScope, "scope instance 7 is retired"))
+    }
+
+    @Test func `a reply of a leader before code and detail were fields reads its code from the reason`() throws {
+        let request = RequestID(worker: "w1", sequence: 19)
+        for (reason, expected) in [
+            ("unknown-op: no op named `x` is registered", OpReply.Outcome.rejected(code: "unknown-op", detail: "no op named `x` is registered")),
+            ("something new: a code this build does not know", .rejected(code: "", detail: "something new: a code this build does not know")),
+        ] {
+            var writer = CBORWriter(reservingCapacity: 128)
+            writer.appendHead(major: 5, 3)
+            writer.appendText("v")
+            writer.appendHead(major: 0, WireMessage.version)
+            writer.appendText("body")
+            writer.appendHead(major: 5, 2)
+            writer.appendText("outcome")
+            writer.appendHead(major: 5, 1)
+            writer.appendText("rejected")
+            writer.appendHead(major: 5, 1)
+            writer.appendText("reason")
+            writer.appendText(reason)
+            writer.appendText("request")
+            writer.appendHead(major: 5, 2)
+            writer.appendText("seq")
+            writer.appendHead(major: 0, request.sequence)
+            writer.appendText("worker")
+            writer.appendText(request.worker)
+            writer.appendText("type")
+            writer.appendText("reply")
+            #expect(OpReply(scanning: writer.bytes) == OpReply(request: request, outcome: expected))
+            #expect(try WireMessage.decode(writer.bytes) == .reply(OpReply(request: request, outcome: expected)))
+            #expect(expected.reason == reason)
         }
     }
 
@@ -213,7 +259,7 @@ struct WireVectorTests {
             writes: [TurnWrite(name: "ledger.balance", key: try CBOREncoder().encode("a"), value: try CBOREncoder().encode([1, 2]))])
         let samples: [[UInt8]] = [
             WireMessage.op(OpRequest(request: request, op: "ledger.open", argument: [0xa0], instance: 9, name: "Bank.open")).encoded(),
-            WireMessage.reply(OpReply(request: request, outcome: .rejected(reason: "retired-scope"))).encoded(),
+            WireMessage.reply(OpReply(request: request, outcome: .rejected(code: "retired-scope", detail: ""))).encoded(),
             WireMessage.turnsFrame(epoch: 3, batch: EncodedTurnBatch([record, record])),
             record.encoded(),
         ]

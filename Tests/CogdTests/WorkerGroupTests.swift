@@ -271,7 +271,7 @@ struct WorkerGroupTests {
             Issue.record("no reply")
             return
         }
-        #expect(late.outcome == .rejected(reason: "retired-scope: scope instance \(old) is retired or not owned by r1"))
+        #expect(late.outcome == .rejected(code: "retired-scope", detail: "scope instance \(old) is retired or not owned by r1"))
         #expect(try greetings(["alice", "bob"]) == ["alice": 0, "bob": 1], "no effect of the moved root was applied")
     }
 }

@@ -130,7 +130,7 @@ struct WorkerProtocolTests {
             #expect(
                 reply.outcome
                     == .rejected(
-                        reason: "unavailable: not sent: the queue to the leader is full (1000 messages): the leader is away or not reading"))
+                        code: "unavailable", detail: "not sent: the queue to the leader is full (1000 messages): the leader is away or not reading"))
         }
         // The latest requests are the ones refused: the queue took the first ones in order.
         #expect(local.last?.request.sequence == UInt64(sent))

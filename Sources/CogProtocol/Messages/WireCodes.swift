@@ -29,8 +29,8 @@ public enum WireErrorCode: String, Sendable, CaseIterable, Hashable {
     case compacted
 }
 
-/// Why an op request was refused: the code that starts a `rejected`
-/// reason (`"code: detail"`, `protocol/cogwire.md` §4).
+/// Why an op request was refused: the `code` field of a `rejected`
+/// outcome (`protocol/cogwire.md` §4).
 public enum RejectionCode: String, Sendable, CaseIterable, Hashable {
     case unknownOp = "unknown-op"
     case badArgument = "bad-argument"
@@ -74,13 +74,79 @@ public struct Rejection: Sendable, Equatable, Error {
 }
 
 extension OpReply.Outcome {
-    /// A rejection, as its wire reason.
-    public static func rejected(_ rejection: Rejection) -> Self { .rejected(reason: rejection.reason) }
+    /// A rejection, its code and detail as separate fields.
+    public static func rejected(_ rejection: Rejection) -> Self { .rejected(code: rejection.code.rawValue, detail: rejection.detail) }
 
-    /// The rejection this outcome carries, when its reason starts with a known code.
+    /// The rejection this outcome carries, when this build knows its code.
     public var rejection: Rejection? {
-        guard case .rejected(let reason) = self else { return nil }
-        return Rejection(reason: reason)
+        guard case .rejected(let code, let detail) = self, let known = RejectionCode(rawValue: code) else { return nil }
+        return Rejection(known, detail)
+    }
+
+    /// A rejection's `reason` text, `"code: detail"` (what readers of
+    /// earlier builds read, and what a person is shown); nil for any other outcome.
+    public var reason: String? {
+        guard case .rejected(let code, let detail) = self else { return nil }
+        return code.isEmpty ? detail : "\(code): \(detail)"
+    }
+
+    /// Reads the `reason` of a leader before code and detail were fields:
+    /// the code is the text before the first colon, when it is one this
+    /// build knows; otherwise the whole text is the detail and the code is empty.
+    init(legacyReason reason: String) {
+        if let rejection = Rejection(reason: reason) {
+            self = .rejected(rejection)
+        } else {
+            self = .rejected(code: "", detail: reason)
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey { case applied, unchanged, rejected }
+    private enum AppliedKeys: String, CodingKey { case revision }
+    private enum RejectedKeys: String, CodingKey { case code, detail, reason }
+    private struct NoKeys: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard container.allKeys.count == 1, let key = container.allKeys.first else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "an outcome has exactly one of applied, unchanged, rejected"))
+        }
+        switch key {
+        case .applied:
+            let body = try container.nestedContainer(keyedBy: AppliedKeys.self, forKey: .applied)
+            self = .applied(revision: try body.decode(UInt64.self, forKey: .revision))
+        case .unchanged:
+            _ = try container.nestedContainer(keyedBy: NoKeys.self, forKey: .unchanged)
+            self = .unchanged
+        case .rejected:
+            let body = try container.nestedContainer(keyedBy: RejectedKeys.self, forKey: .rejected)
+            if let code = try body.decodeIfPresent(String.self, forKey: .code), let detail = try body.decodeIfPresent(String.self, forKey: .detail) {
+                self = .rejected(code: code, detail: detail)
+            } else {
+                self = OpReply.Outcome(legacyReason: try body.decode(String.self, forKey: .reason))
+            }
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .applied(let revision):
+            var body = container.nestedContainer(keyedBy: AppliedKeys.self, forKey: .applied)
+            try body.encode(revision, forKey: .revision)
+        case .unchanged:
+            _ = container.nestedContainer(keyedBy: NoKeys.self, forKey: .unchanged)
+        case .rejected(let code, let detail):
+            var body = container.nestedContainer(keyedBy: RejectedKeys.self, forKey: .rejected)
+            try body.encode(code, forKey: .code)
+            try body.encode(detail, forKey: .detail)
+            try body.encode(reason ?? "", forKey: .reason)
+        }
     }
 }
 

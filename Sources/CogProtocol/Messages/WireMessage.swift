@@ -192,10 +192,16 @@ public struct ScopeMember: Codable, Equatable, Sendable {
 }
 
 public struct OpReply: Codable, Equatable, Sendable {
+    /// What the leader did with a request (`protocol/cogwire.md` §4).
     public enum Outcome: Codable, Equatable, Sendable {
         case applied(revision: UInt64)
         case unchanged
-        case rejected(reason: String)
+        /// Refused before or instead of a turn: `code` is what a program
+        /// switches on (a `RejectionCode`'s raw text; `rejection` reads it
+        /// typed), `detail` what a person reads. On the wire they are
+        /// separate fields, beside the `reason` text `"code: detail"` that
+        /// readers of earlier builds read.
+        case rejected(code: String, detail: String)
     }
 
     public var request: RequestID
@@ -632,8 +638,19 @@ extension OpReply {
             guard scanner.mapCount() == 0 else { return nil }
             outcome = .unchanged
         } else if scanner.skip(text: "rejected") {
-            guard scanner.mapCount() == 1, scanner.skip(text: "reason"), let reason = scanner.text() else { return nil }
-            outcome = .rejected(reason: reason)
+            switch scanner.mapCount() {
+            case 3:
+                guard scanner.skip(text: "code"), let code = scanner.text(), scanner.skip(text: "detail"), let detail = scanner.text(),
+                    scanner.skip(text: "reason"), scanner.text() != nil
+                else { return nil }
+                outcome = .rejected(code: code, detail: detail)
+            case 1:
+                // A leader before code and detail were fields (or a dedup answer it stored).
+                guard scanner.skip(text: "reason"), let reason = scanner.text() else { return nil }
+                outcome = OpReply.Outcome(legacyReason: reason)
+            default:
+                return nil
+            }
         } else {
             return nil
         }
@@ -666,11 +683,15 @@ extension OpReply {
         case .unchanged:
             writer.appendText("unchanged")
             writer.appendHead(major: 5, 0)
-        case .rejected(let reason):
+        case .rejected(let code, let detail):
             writer.appendText("rejected")
-            writer.appendHead(major: 5, 1)
+            writer.appendHead(major: 5, 3)  // code, detail, reason
+            writer.appendText("code")
+            writer.appendText(code)
+            writer.appendText("detail")
+            writer.appendText(detail)
             writer.appendText("reason")
-            writer.appendText(reason)
+            writer.appendText(outcome.reason ?? "")
         }
         writer.appendText("request")
         writer.appendHead(major: 5, 2)  // seq, worker
