@@ -734,6 +734,10 @@ def t_shape(shape):
 
 REQUEST_ID = {"worker": (t_text, True), "seq": (t_uint, True)}
 
+def t_true(value, path):
+    return None if value is True else f"{path} is not true: {value!r}"
+
+
 SHAPES = {
     "welcome": {"epoch": (t_uint, True), "lastRevision": (t_uint, True), "turns": (t_text, True),
                 "lastSequence": (t_uint, False), "group": (t_text, False)},
@@ -742,11 +746,20 @@ SHAPES = {
                                                 "value": (t_bytes, True)})), True),
                  "part": (t_uint, False), "more": (t_bool, False), "stateDigest": (t_bytes, False)},
     "turns": {"epoch": (t_uint, True), "records": (t_list_of(t_map), True)},
-    "reply": {"request": (t_shape(REQUEST_ID), True), "outcome": (t_map, True)},
+    "reply": {"request": (t_shape(REQUEST_ID), True), "outcome": (t_map, True), "earlier": (t_true, False)},
     "error": {"code": (t_text, True), "message": (t_text, True), "request": (t_shape(REQUEST_ID), False)},
     "scope-registered": {"worker": (t_text, True), "registration": (t_uint, True), "revision": (t_uint, True),
                          "instances": (t_list_of(t_shape({"identity": (t_bytes, True), "instance": (t_uint, True)})), True)},
 }
+
+
+def answered_earlier(first_raw, retry_raw):
+    """cogwire.md §4: a retry answered from dedup is the first reply with
+    "earlier": true added to its body, nothing else changed."""
+    if first_raw is None or retry_raw is None:
+        return False
+    first, retry = decode(first_raw), decode(retry_raw)
+    return "earlier" not in first["body"] and retry == {**first, "body": {**first["body"], "earlier": True}}
 
 
 def rejection_code(outcome):

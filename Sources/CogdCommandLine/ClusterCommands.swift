@@ -750,16 +750,21 @@ enum ClusterCommands {
             }
             switch answer {
             case .reply(let reply):
+                // A retry answered from dedup says so: nothing ran now (cogwire §4).
+                let earlier = reply.earlier == true ? "answered from an earlier request: " : ""
                 switch reply.outcome {
                 case .applied(let revision):
-                    print("applied revision \(revision) (request \(escaped: reply.request))")
+                    print(
+                        earlier.isEmpty
+                            ? "applied revision \(revision) (request \(escaped: reply.request))"
+                            : "\(earlier)applied at revision \(revision) (request \(escaped: reply.request))")
                     return CallExit.applied
                 case .unchanged:
-                    print("unchanged: the op wrote nothing, so no new revision (request \(escaped: reply.request))")
+                    print("\(earlier)unchanged: the op wrote nothing, so no new revision (request \(escaped: reply.request))")
                     return CallExit.unchanged
                 case .rejected(let code, let detail):
                     printError(
-                        "rejected: \(escaped: reply.outcome.reason ?? detail) (request \(escaped: reply.request))\(unknownOpHint(code, op: options.op, rigs: rigs))")
+                        "\(earlier)rejected: \(escaped: reply.outcome.reason ?? detail) (request \(escaped: reply.request))\(unknownOpHint(code, op: options.op, rigs: rigs))")
                     return CallExit.rejected
                 }
             case .error(let error):

@@ -169,7 +169,8 @@ extension CogdCommandLine {
                 a live worker holds is refused (name-in-use). The id is printed with the
                 outcome (and with no answer, when it was sent); to retry a call, give it
                 as --request-id: a request already answered is answered again from the
-                first run, not applied twice.
+                first run, not applied twice, and says so (`answered from an earlier
+                request: applied at revision R`).
 
                 Exit status:
                   0   applied (`applied revision R`) or unchanged (`unchanged: …`, no new revision)
@@ -181,7 +182,7 @@ extension CogdCommandLine {
                 Example:
                   \(cogd) call ledger.open '{"account": "alice", "balance": 100}' --leader 127.0.0.1:5701 --timeout 2
                   \(cogd) call ledger.transfer '{"from": "alice", "to": "bob", "amount": 30}' --request-id console#7
-                  (the same line again: answered from the first run, not applied twice)
+                  (the same line again: `answered from an earlier request: applied at revision R`, not applied twice)
                   \(cogd) call ledger.close '"bob"' --name ops-console
                 """
         case "status":

@@ -191,14 +191,14 @@ struct ClusterTests {
             let first = try ports.call("ledger.transfer", #"{"from": "a", "to": "b", "amount": 4}"#, requestID: "client#7")
             #expect(first == "applied revision 3 (request client#7)")
             let retry = try ports.call("ledger.transfer", #"{"from": "a", "to": "b", "amount": 4}"#, requestID: "client#7")
-            #expect(retry == "applied revision 3 (request client#7)")
+            #expect(retry == "answered from an earlier request: applied at revision 3 (request client#7)")
             leader.killHard()
         }
         let restarted = try ports.startLeader(data: folder.path)
         defer { restarted.stop() }
         #expect(restarted.lines.first?.contains("epoch 2, revision 3") == true)
         let afterRestart = try ports.call("ledger.transfer", #"{"from": "a", "to": "b", "amount": 4}"#, requestID: "client#7")
-        #expect(afterRestart == "applied revision 3 (request client#7)")
+        #expect(afterRestart == "answered from an earlier request: applied at revision 3 (request client#7)")
         // A peer saying hello in that name learns where its numbering must go on (from the dedup table).
         let welcome = try ClusterCommands.request(.hello(worker: "client", lastRevision: 0), leader: ports.requests, timeout: .seconds(10))
         guard case .welcome(epoch: 2, lastRevision: 3, turnsEndpoint: _, lastSequence: 7, group: nil)? = welcome else {

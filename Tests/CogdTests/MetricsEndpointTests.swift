@@ -95,8 +95,10 @@ struct MetricsEndpointTests {
 
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 100}"#).hasPrefix("applied revision 1"))
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 5}"#, requestID: "ops#1").hasPrefix("applied revision 2"))
-        // The same request again: answered from dedup, not run.
-        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 5}"#, requestID: "ops#1").hasPrefix("applied revision 2"))
+        // The same request again: answered from dedup, not run, and saying so.
+        #expect(
+            try ports.call("ledger.open", #"{"account": "bob", "balance": 5}"#, requestID: "ops#1")
+                .hasPrefix("answered from an earlier request: applied at revision 2"))
         #expect(try ports.call("ledger.nope", "{}").contains("rejected: unknown-op"))
 
         let (leaderSamples, leaderTypes) = try MetricsEndpointTests.scrape(leaderMetrics)

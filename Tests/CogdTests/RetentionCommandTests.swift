@@ -229,7 +229,9 @@ struct RetentionCommandTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: backup)
         defer { leader.stop() }
-        #expect(try ports.call("ledger.open", #"{"account": "a1", "balance": 1}"#, requestID: "client#1").hasPrefix("applied revision 1"))
+        #expect(
+            try ports.call("ledger.open", #"{"account": "a1", "balance": 1}"#, requestID: "client#1")
+                .hasPrefix("answered from an earlier request: applied at revision 1"))
     }
 
     @Test func `a backup taken under load verifies, and a leader started on it serves the same state at its last revision`() throws {

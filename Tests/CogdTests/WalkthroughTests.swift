@@ -146,7 +146,7 @@ struct WalkthroughClusterTests {
         #expect(second.status == 0 && second.stdout == "applied revision 2 (request ranger#2)\n", "\(second)")
         // The first call again, by its id: answered from the first run, not applied twice.
         let retry = try call(#"{"account": "alice", "balance": 5}"#, ["--request-id", "ranger#1"])
-        #expect(retry.status == 0 && retry.stdout == "applied revision 1 (request ranger#1)\n", "\(retry)")
+        #expect(retry.status == 0 && retry.stdout == "answered from an earlier request: applied at revision 1 (request ranger#1)\n", "\(retry)")
         // Each call said hello as a tool under the name and goodbye as it closed.
         #expect(leader.waitForLine { $0.contains(" DEBUG cogd leader: tool ranger left (said goodbye;") } != nil, "\(leader.lines)")
         leader.interrupt()

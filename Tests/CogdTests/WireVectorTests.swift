@@ -51,7 +51,8 @@ struct WireVectorTests {
                 instance: 7, name: "Bank.teller.transfer"))),
             ("reply-applied", .reply(OpReply(request: request, outcome: .applied(revision: 43)))),
             ("reply-unchanged", .reply(OpReply(request: request, outcome: .unchanged))),
-            ("reply-rejected", .reply(OpReply(request: request, outcome: .rejected(code: "unknown-op", detail: "no op named `x` is registered")))),
+("reply-earlier", .reply(OpReply(request: request, outcome: .applied(revision: 6), earlier: true))),
+                        ("reply-rejected", .reply(OpReply(request: request, outcome: .rejected(code: "unknown-op", detail: "no op named `x` is registered")))),
             ("error-version", .error(WireError(code: "version", message: "protocol version 9 is not supported (this side speaks 1)"))),
             ("error-hello-first", .error(WireError(
                 code: "hello-first", message: "`heartbeat` needs a worker that said hello on this connection (worker w1 has not); say hello first"))),
@@ -197,11 +198,13 @@ struct WireVectorTests {
         #expect(OpRequest(scanning: other.bytes) == nil)
         #expect(try WireMessage.decode(other.bytes) == .op(ops[0]))
         for outcome in [OpReply.Outcome.applied(revision: 1 << 33), .unchanged, .rejected(code: "retired-scope", detail: "")] {
-            let reply = OpReply(request: request, outcome: outcome)
-            let frame = WireMessage.reply(reply).encoded()
-            #expect(try CBORValue.parse(frame).encodedBytes == frame)
-            #expect(try WireMessage.decode(frame) == .reply(reply))
-            #expect(OpReply(scanning: frame) == reply, "a worker's scanner reads what frame() writes")
+            for reply in [OpReply(request: request, outcome: outcome), OpReply(request: request, outcome: outcome, earlier: true)] {
+                let frame = WireMessage.reply(reply).encoded()
+                #expect(frame == reply.frame(), "frame() writes the generic encoding byte for byte")
+                #expect(try CBORValue.parse(frame).encodedBytes == frame)
+                #expect(try WireMessage.decode(frame) == .reply(reply))
+                #expect(OpReply(scanning: frame) == reply, "a worker's scanner reads what frame() writes")
+            }
         }
     }
 

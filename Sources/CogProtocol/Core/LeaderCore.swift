@@ -1001,7 +1001,7 @@ public struct LeaderCore {
     private mutating func answer(_ request: RequestID, stored: [UInt8], digest: [UInt8]) -> [UInt8] {
         guard stored.count > RequestDigest.size else {
             lastOutcome = .deduplicated
-            return stored  // not written by this leader: answered as stored
+            return LeaderCore.answeredEarlier(stored)  // not written by this leader: answered as stored
         }
         let storedDigest = Array(stored.prefix(RequestDigest.size))
         guard storedDigest == digest || storedDigest == LeaderCore.unknownDigest else {
@@ -1014,7 +1014,13 @@ public struct LeaderCore {
             ).frame()
         }
         lastOutcome = .deduplicated
-        return Array(stored.dropFirst(RequestDigest.size))
+        return LeaderCore.answeredEarlier(Array(stored.dropFirst(RequestDigest.size)))
+    }
+
+    /// A stored reply frame marked `earlier` (`protocol/cogwire.md` §4):
+    /// only retries pay for it. A frame the scanner cannot read is sent as stored.
+    private static func answeredEarlier(_ frame: [UInt8]) -> [UInt8] {
+        OpReply(scanning: frame)?.answeredEarlier.frame() ?? frame
     }
 
     /// Refuses a request the leader cannot run safely now; not kept in

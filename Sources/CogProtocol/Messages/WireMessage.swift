@@ -206,11 +206,20 @@ public struct OpReply: Codable, Equatable, Sendable {
 
     public var request: RequestID
     public var outcome: Outcome
+    /// True when the leader answered from `dedup`: the outcome is the one
+    /// an earlier request with this id got, and nothing ran now
+    /// (`protocol/cogwire.md` §4). Absent (nil) on a first answer, and from
+    /// leaders before it was said.
+    public var earlier: Bool?
 
-    public init(request: RequestID, outcome: Outcome) {
+    public init(request: RequestID, outcome: Outcome, earlier: Bool? = nil) {
         self.request = request
         self.outcome = outcome
+        self.earlier = earlier
     }
+
+    /// The same reply, marked as answered from an earlier request.
+    public var answeredEarlier: OpReply { OpReply(request: request, outcome: outcome, earlier: true) }
 }
 
 public struct WireError: Codable, Equatable, Sendable, CustomStringConvertible {
@@ -628,8 +637,17 @@ extension OpReply {
     package init?(scanning frame: [UInt8]) {
         var scanner = CBORScanner(frame)
         guard scanner.mapCount() == 3, scanner.skip(text: "v"), scanner.unsigned() == WireMessage.version,
-            scanner.skip(text: "body"), scanner.mapCount() == 2, scanner.skip(text: "outcome"), scanner.mapCount() == 1
+            scanner.skip(text: "body"), let fields = scanner.mapCount()
         else { return nil }
+        var earlier: Bool?
+        switch fields {
+        case 2: break
+        case 3:
+            guard scanner.skip(text: "earlier"), scanner.skipTrue() else { return nil }
+            earlier = true
+        default: return nil
+        }
+        guard scanner.skip(text: "outcome"), scanner.mapCount() == 1 else { return nil }
         let outcome: Outcome
         if scanner.skip(text: "applied") {
             guard scanner.mapCount() == 1, scanner.skip(text: "revision"), let revision = scanner.unsigned() else { return nil }
@@ -658,7 +676,7 @@ extension OpReply {
             scanner.skip(text: "worker"), let worker = scanner.text(), scanner.skip(text: "type"), scanner.skip(text: "reply"),
             scanner.isAtEnd
         else { return nil }
-        self.init(request: RequestID(worker: worker, sequence: sequence), outcome: outcome)
+        self.init(request: RequestID(worker: worker, sequence: sequence), outcome: outcome, earlier: earlier)
     }
 }
 
@@ -671,7 +689,13 @@ extension OpReply {
         writer.appendText("v")
         writer.appendHead(major: 0, WireMessage.version)
         writer.appendText("body")
-        writer.appendHead(major: 5, 2)  // outcome, request
+        if earlier == true {
+            writer.appendHead(major: 5, 3)  // earlier, outcome, request
+            writer.appendText("earlier")
+            writer.appendRaw([0xf5])  // true
+        } else {
+            writer.appendHead(major: 5, 2)  // outcome, request
+        }
         writer.appendText("outcome")
         writer.appendHead(major: 5, 1)
         switch outcome {
