@@ -749,6 +749,13 @@ enum ClusterCommands {
                 return CallExit.noAnswer
             }
             switch answer {
+            case .reply(let reply) where options.printsJSON:
+                print(CallAnswer(reply).json)
+                switch reply.outcome {
+                case .applied: return CallExit.applied
+                case .unchanged: return CallExit.unchanged
+                case .rejected: return CallExit.rejected
+                }
             case .reply(let reply):
                 // A retry answered from dedup says so: nothing ran now (cogwire §4).
                 let earlier = reply.earlier == true ? "answered from an earlier request: " : ""
@@ -815,5 +822,42 @@ extension Leader.Configuration {
         var configuration = self
         configuration.acceptDataLoss = accept
         return configuration
+    }
+}
+
+/// `cogd call --json`: the answer as one JSON object (keys sorted).
+struct CallAnswer: Encodable {
+    var request: String
+    var outcome: String
+    var revision: UInt64?
+    var code: String?
+    var detail: String?
+    /// True when the leader answered from an earlier request with this id (nothing ran now).
+    var earlier: Bool
+
+    init(_ reply: OpReply) {
+        request = reply.request.description
+        earlier = reply.earlier == true
+        switch reply.outcome {
+        case .applied(let revision):
+            outcome = "applied"
+            self.revision = revision
+        case .unchanged:
+            outcome = "unchanged"
+        case .rejected(let code, let detail):
+            outcome = "rejected"
+            self.code = code
+            self.detail = detail
+        }
+    }
+
+    var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Strings and numbers only: encoding cannot fail.
+        guard let data = try? encoder.encode(self), let text = String(data: data, encoding: .utf8) else {
+            fatalError("internal inconsistency: a call's answer did not encode as JSON")
+        }
+        return text
     }
 }

@@ -122,6 +122,8 @@ enum Command: Equatable {
         /// The name it sends as (`--name`); nil: its key file's name with
         /// keys, else a name of its own per call.
         var name: String?
+        /// Prints the answer as one JSON object on stdout (`--json`).
+        var printsJSON = false
     }
 
     /// Where `cogd` keeps its data unless told otherwise: under the working directory.
@@ -381,6 +383,9 @@ enum Command: Equatable {
                 }
                 worker.name = text
             case ("call", "--name"): callName = try reader.value(for: option)
+            case ("call", "--json"):
+                try reader.noValue(option)
+                json = true
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
             case ("worker", "--group"):
                 let text = try reader.value(for: option)
@@ -472,7 +477,7 @@ enum Command: Equatable {
             return .call(
                 CallOptions(
                     op: positionals[0], json: positionals[1], leaderEndpoint: leaderEndpointOrDefault, leaderSource: leaderSource, timeout: timeout,
-                    requestID: requestID, keys: keys, name: callName))
+                    requestID: requestID, keys: keys, name: callName, printsJSON: json))
         default:
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             if watchCount != nil && watch == nil {

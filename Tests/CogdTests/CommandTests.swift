@@ -114,6 +114,13 @@ struct CommandTests {
         }
         #expect(call.op == "ledger.open")
         #expect(call.requestID?.description == "w#3")
+        #expect(!call.printsJSON)
+        guard case .call(let json) = try Command.parse(["call", "ledger.open", "{}", "--json"]) else {
+            Issue.record("call --json did not parse")
+            return
+        }
+        #expect(json.printsJSON && json.json == "{}")
+        #expect(throws: Command.UsageError.self) { try Command.parse(["call", "ledger.open", "{}", "--json=yes"]) }
         // Everything after `--` is an argument, a negative number too.
         guard case .call(let negative) = try Command.parse(["call", "--leader", "tcp://127.0.0.1:9", "--", "trails.tickHike", "-5"]) else {
             Issue.record("call with -- did not parse")

@@ -147,6 +147,15 @@ struct WalkthroughClusterTests {
         // The first call again, by its id: answered from the first run, not applied twice.
         let retry = try call(#"{"account": "alice", "balance": 5}"#, ["--request-id", "ranger#1"])
         #expect(retry.status == 0 && retry.stdout == "answered from an earlier request: applied at revision 1 (request ranger#1)\n", "\(retry)")
+        // --json says so in a field; a rejection (a first answer: earlier false) gives its code and detail apart, exit 3.
+        let retryJSON = try call(#"{"account": "alice", "balance": 5}"#, ["--request-id", "ranger#1", "--json"])
+        #expect(retryJSON.status == 0 && retryJSON.stdout == #"{"earlier":true,"outcome":"applied","request":"ranger#1","revision":1}"# + "\n", "\(retryJSON)")
+        let rejectedJSON = try runCogd(["call", "ledger.nosuch", "{}", "--leader", ports.requests, "--request-id", "json#2", "--json"])
+        #expect(
+            rejectedJSON.status == 3
+                && rejectedJSON.stdout
+                    == #"{"code":"unknown-op","detail":"no op named `ledger.nosuch` is registered","earlier":false,"outcome":"rejected","request":"json#2"}"#
+                    + "\n", "\(rejectedJSON)")
         // Each call said hello as a tool under the name and goodbye as it closed.
         #expect(leader.waitForLine { $0.contains(" DEBUG cogd leader: tool ranger left (said goodbye;") } != nil, "\(leader.lines)")
         leader.interrupt()
