@@ -182,7 +182,7 @@ enum Command: Equatable {
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE] [--metrics HOST:PORT] [OPTION…]"),
         ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--key FILE --leader-key FILE]"),
         ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] | cogd log stats --json | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
-        ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--key FILE --leader-key FILE]"),
+        ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--json] [--key FILE --leader-key FILE]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--watch [SECONDS] [--count N]] [--json] [--key FILE --leader-key FILE]"),
         ("get", "print the current value(s) of a durable source: cogd get NAME [KEY] [--json] [--data DIR | --leader ENDPOINT [--timeout SECONDS] [--key FILE --leader-key FILE]]"),
         ("ops", "list the ops this program's leader serves, each with its argument's shape and an example: cogd ops [--json]"),
