@@ -157,9 +157,10 @@ extension CogdCommandLine {
                 \(leaderOption)
                   --timeout SECONDS   how long to wait for the answer (default \(Command.secondsText(Command.defaultTimeout)))
                   --request-id W#N    the request's id, to retry a request (default: a new one per call)
-                  --json              print the answer as one JSON object on stdout: request, outcome
-                                      (applied, unchanged, rejected), revision, code and detail (of a
-                                      rejection), earlier (true: answered from an earlier request)
+                  --json              one JSON object on stdout instead of a line (default: a line):
+                                      request, outcome (applied, unchanged, rejected), revision, code
+                                      and detail (of a rejection), earlier (true: answered from an
+                                      earlier request)
                   --name NAME         the worker name it sends in (default: with --key, the key file's name —
                                       keys/ops-console.key sends as ops-console; without either, call- and a
                                       UUID, once)
