@@ -176,12 +176,20 @@ final class RunningRequestNote {
         }
         func head(_ major: UInt8, _ value: UInt64) {
             let type = major << 5
+            let width: UInt64
             switch value {
-            case 0..<24: byte(type | UInt8(value))
-            case 24..<256: byte(type | 24); byte(UInt8(value))
-            case 256..<65_536: byte(type | 25); for shift in [8, 0] { byte(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
-            case 65_536..<4_294_967_296: byte(type | 26); for shift in [24, 16, 8, 0] { byte(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
-            default: byte(type | 27); for shift in stride(from: 56, through: 0, by: -8) { byte(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            case 0..<24: byte(type | UInt8(value)); return
+            case 24..<256: byte(type | 24); width = 1
+            case 256..<65_536: byte(type | 25); width = 2
+            case 65_536..<4_294_967_296: byte(type | 26); width = 4
+            default: byte(type | 27); width = 8
+            }
+            // Big-endian, without an array literal of shifts (no allocation).
+            var shift = (width - 1) * 8
+            while true {
+                byte(UInt8(truncatingIfNeeded: value >> shift))
+                if shift == 0 { break }
+                shift -= 8
             }
         }
         func text<S: Collection<UInt8>>(_ utf8: S) {

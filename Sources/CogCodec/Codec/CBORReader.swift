@@ -79,8 +79,7 @@ struct CBORReader {
             return .bytes(Array(bytes[offset..<(offset + length)]))
         case 3:
             let length = try readLength(info)
-            let slice = bytes[offset..<(offset + length)]
-            guard let text = String(validating: slice, as: UTF8.self) else {
+            guard let text = UTF8Text.validated(bytes, offset..<(offset + length)) else {
                 throw Failure(offset: start, reason: "text string is not valid UTF-8")
             }
             offset += length

@@ -160,7 +160,7 @@ package struct CBORScanner {
     /// A text string (valid UTF-8).
     package mutating func text() -> String? {
         guard let span = span(major: 3) else { return nil }
-        return String(validating: bytes[span], as: UTF8.self)
+        return UTF8Text.validated(bytes, span)
     }
 
     /// Reads the text `expected` if it comes next; otherwise reads nothing.

@@ -830,8 +830,14 @@ public struct LeaderCore {
     /// that it did not encode (then what it selects is unknown, and the
     /// scope table keeps what is open: never "no members").
     private func evaluateSelector(_ name: String, _ key: [UInt8]?) -> SelectorReading {
+        LeaderCore.evaluateSelector(name, key, in: cogs, codec: durable)
+    }
+
+    /// A static form for the per-turn scope pass: a closure over `self`
+    /// would copy the whole core (dozens of references) at every turn.
+    private static func evaluateSelector(_ name: String, _ key: [UInt8]?, in cogs: Cogs, codec: LeaderStore) -> SelectorReading {
         do {
-            return .encoded(try cogs.encodedSelectorValue(named: name, key: key, codec: durable))
+            return .encoded(try cogs.encodedSelectorValue(named: name, key: key, codec: codec))
         } catch {
             return .failed("\(error)")
         }
@@ -976,9 +982,10 @@ public struct LeaderCore {
         }
         let revision = durable.nextRevision
         let unreadable = scopes.unreadableSelections
+        let cogs = cogs, durable = durable
         for turn in turns {
             durable.buffer(turn, origin: origin)
-            durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites, evaluate: evaluateSelector))
+            durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites) { LeaderCore.evaluateSelector($0, $1, in: cogs, codec: durable) })
         }
         if scopes.unreadableSelections != unreadable {
             errorCounts["selector-unreadable", default: 0] &+= scopes.unreadableSelections &- unreadable
@@ -1032,10 +1039,18 @@ public struct LeaderCore {
 
     /// Rows in the dedup table's key order (worker, then sequence).
     nonisolated public static func inKeyOrder(_ replies: [RequestID: [UInt8]]) -> [(RequestID, [UInt8])] {
-        replies.sorted { a, b in
-            guard a.key.worker == b.key.worker else { return a.key.worker.utf8.lexicographicallyPrecedes(b.key.worker.utf8) }
-            return a.key.sequence < b.key.sequence
-        }.map { ($0.key, $0.value) }
+        // Grouped by worker first: the names (a few) are compared as UTF-8
+        // once per pair of workers, not at every comparison of the sort.
+        var byWorker: [String: [(sequence: UInt64, reply: [UInt8])]] = [:]
+        for (id, reply) in replies { byWorker[id.worker, default: []].append((id.sequence, reply)) }
+        var rows: [(RequestID, [UInt8])] = []
+        rows.reserveCapacity(replies.count)
+        for worker in byWorker.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            for row in byWorker[worker]!.sorted(by: { $0.sequence < $1.sequence }) {
+                rows.append((RequestID(worker: worker, sequence: row.sequence), row.reply))
+            }
+        }
+        return rows
     }
 
     /// The replies not yet indexed, in key order (a driver closing the log indexes them).
