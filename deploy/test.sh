@@ -8,7 +8,8 @@
 # `cogd` processes and wait on them (module CogdTests). Run together, the
 # waiting tests can hold every thread of Swift's cooperative pool (two on a
 # 2-CPU machine) long enough for an async test to pass its time limit.
-# With arguments (say `--filter NAME`), one run with them.
+# Then the benchmark guard on a release build (`cogd-lab bench quick`).
+# With arguments (say `--filter NAME`), one run with them (no guard).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh
@@ -33,4 +34,14 @@ if [ "$#" -gt 0 ]; then
 else
     timeout --signal=KILL 600 swift test --skip-build --filter '^(CogTests|CogLogTests|RigTests|CoreTests)\.'
     timeout --signal=KILL 1200 swift test --skip-build --filter '^CogdTests\.'
+    # The benchmark guard (docs/benchmarks.md, "The guard"): a release build,
+    # then `bench quick` holds a few ratios (each to a baseline measured in
+    # the same run) to generous floors; exit 3 names a figure past its floor.
+    swift build -c release --product cogd-lab 2>&1 | tee "$build_log"
+    if grep -q "warning:" "$build_log"; then
+        echo "deploy/test.sh: the release build printed warnings:" >&2
+        grep "warning:" "$build_log" | sort -u >&2
+        exit 1
+    fi
+    timeout --signal=KILL 600 .build/release/cogd-lab bench quick
 fi

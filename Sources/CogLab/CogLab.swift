@@ -62,10 +62,11 @@ public enum CogLab {
             }),
         ExtraSubcommand(
             name: "bench",
-            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] [--ports A-B] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B]",
+            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] [--ports A-B] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B] | cogd bench quick [--only PART,…] [--runs N] [--json] [--ports A-B]",
             usage: { cogd in
                 "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve] [--ports A-B]\n"
-                    + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B]"
+                    + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B]\n"
+                    + "       \(cogd) bench quick [--only PART[,PART…]] [--runs N] [--json] [--ports A-B]"
             },
             page: { page("bench", program: $0) },
             parse: { arguments throws(CommandUsageError) in
@@ -86,7 +87,7 @@ public enum CogLab {
             }),
     ]
 
-    /// Runs one bench suite; exit 1 on a failure (and when the retention bench's file kept growing).
+    /// Runs one bench suite; exit 1 on a failure (and when the retention bench's file kept growing), 3 when `quick` finds a figure past its floor.
     static func bench(_ options: BenchOptions) async -> Int32 {
         do {
             // The suites that start leaders take their loopback ports now, and say which.
@@ -106,6 +107,9 @@ public enum CogLab {
             case .cluster:
                 // On the main actor: one shape drives an in-process `Worker`.
                 try await MainActor.run { try ClusterBench(options: options, ports: ports!).run() }
+            case .quick:
+                // Exit 3 when a figure stays past its floor.
+                return try QuickBench(options: options).run()
             }
         } catch {
             printError("Error: \(escaped: error)")
@@ -213,6 +217,15 @@ public enum CogLab {
                                 "baselineKind": "kept-record-bytes"), and turns/s beside raw LMDB
                                 appends/s. "plateaued" when the growth is under \(Int(RetentionBench.plateauFraction * 100))% of the
                                 kept bytes; otherwise it says so and exits 1
+                Quick:          the guard CI runs (deploy/test.sh). Its parts, each run as a
+                                child `bench PART --only SHAPES --runs N --json`:
+                \(QuickBench.parts.map { "                  \(padded($0.suite.rawValue, to: 9)) \($0.shapes.joined(separator: ", "))" }.joined(separator: "\n"))
+                                and the floors their figures are held to (ratios to the
+                                baseline of the same run; allocations a count):
+                \(QuickBench.floors.map { "                  \(padded($0.figure, to: 38)) \($0.words)" }.joined(separator: "\n"))
+                                A part with a figure past its floor is measured once more; the figure
+                                fails only when past again. Exit 0: all within; 3: a figure past its
+                                floor; 1: a part could not be measured
 
                 Options:
                   --json              one JSON object per figure: {"name", "value", "unit"}; log figures
@@ -221,8 +234,10 @@ public enum CogLab {
                                       a figure (retention.file-bytes.turns-N) as it is read, and its
                                       verdict line on stderr (default: lines)
                   --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7;
-                                      retention: whole runs, each with a fresh leader, default 1)
-                  --only S1,S2        run only these shapes (default: all of the suite's)
+                                      retention: whole runs, each with a fresh leader, default 1;
+                                      quick: default \(QuickBench.defaultRuns))
+                  --only S1,S2        run only these shapes (default: all of the suite's); quick:
+                                      these parts
                   --leader-spin-wait US
                                       cluster: start the leader with --spin-wait US (default 0)
                   --curve             cluster: then measure the round trip p50 and the 16-client
@@ -239,7 +254,8 @@ public enum CogLab {
                                       start and said in one line on stderr (and as "ports" in each
                                       --json figure); the range must hold what the run needs: cluster
                                       2, +2 with round-trip, +2 with --curve; groups 2 per shape;
-                                      retention 2 per run (default \(PortRange.standard))
+                                      retention 2 per run; quick: its cluster part's (default
+                                      \(PortRange.standard))
 
                 Build in release mode first: swift build -c release --product cogd-lab
 
@@ -247,6 +263,7 @@ public enum CogLab {
                   \(cogd) bench cluster --only round-trip --runs 3 --json
                   \(cogd) bench groups --runs 5
                   \(cogd) bench retention --retain-turns 100000 --total-turns 400000 --sample-every 50000
+                  \(cogd) bench quick
                 """
         default:
             return ""

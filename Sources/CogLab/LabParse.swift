@@ -2,7 +2,7 @@ import CogdCommandLine
 
 /// The options of `cogd-lab bench` (parsed by `LabParse.parseBench`).
 struct BenchOptions: Equatable {
-    enum Suite: String, CaseIterable { case graph, log, cluster, groups, retention }
+    enum Suite: String, CaseIterable { case graph, log, cluster, groups, retention, quick }
     var suite: Suite
     var json = false
     /// Timed runs per shape; the median is reported (`retention`: whole runs, default 1).
@@ -23,12 +23,13 @@ struct BenchOptions: Equatable {
     var ports = PortRange.standard
 
     /// The suites that start a leader on loopback ports (and take `--ports`).
-    static let suitesWithPorts: [Suite] = [.cluster, .groups, .retention]
+    static let suitesWithPorts: [Suite] = [.cluster, .groups, .retention, .quick]
 
     /// How many loopback ports the run takes at its start, and what for.
     var portsNeeded: (count: Int, what: String) {
         switch suite {
         case .graph, .log: return (0, "")
+        case .quick: return (0, "")  // each part's child takes its own from the range
         case .cluster:
             let shapes = only.isEmpty ? ClusterBench.shapeNames : only
             let echo = shapes.contains("round-trip") ? 2 : 0
@@ -133,6 +134,7 @@ enum LabParse {
         var result = BenchOptions(suite: suite)
         var given = Set<String>()
         if suite == .retention { result.runs = 1 }
+        if suite == .quick { result.runs = QuickBench.defaultRuns }
         while let option = try options.nextOption() {
             given.insert(option.name)
             switch option.name {
@@ -156,10 +158,11 @@ enum LabParse {
                 case .cluster: ClusterBench.shapeNames
                 case .groups: GroupBench.shapeNames
                 case .retention: [String]()
+                case .quick: QuickBench.partNames
                 }
                 if let unknown = shapes.first(where: { !known.contains($0) }) {
                     throw UsageError(
-                        message: "unknown shape '\(unknown)' (one of: \(known.joined(separator: ", ")))",
+                        message: "unknown \(suite == .quick ? "part" : "shape") '\(unknown)' (one of: \(known.joined(separator: ", ")))",
                         subcommand: "bench")
                 }
                 result.only = shapes

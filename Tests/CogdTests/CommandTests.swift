@@ -46,10 +46,10 @@ struct CommandTests {
         #expect(throws: Command.UsageError(message: "unknown option '--fast'", subcommand: "bench")) {
             try LabParse.parseBench(["graph", "--fast"])
         }
-        #expect(throws: Command.UsageError(message: "unknown bench suite 'disk' (one of: graph, log, cluster, groups, retention)", subcommand: "bench")) {
+        #expect(throws: Command.UsageError(message: "unknown bench suite 'disk' (one of: graph, log, cluster, groups, retention, quick)", subcommand: "bench")) {
             try LabParse.parseBench(["disk"])
         }
-        #expect(throws: Command.UsageError(message: "missing suite (one of: graph, log, cluster, groups, retention)", subcommand: "bench")) {
+        #expect(throws: Command.UsageError(message: "missing suite (one of: graph, log, cluster, groups, retention, quick)", subcommand: "bench")) {
             try LabParse.parseBench([])
         }
         #expect(throws: Command.UsageError(message: "--runs takes a whole number from 1 to 1000, not 'many'", subcommand: "bench")) {
