@@ -454,7 +454,9 @@ package struct ScopeTable {
             worker: owner, registration: registration.number(of: owner))
     }
 
-    /// The members a source's encoded value selects, in collection order;
+    /// The members a source's encoded value selects, in collection order,
+    /// each once (an element repeated in an `each:` value selects one
+    /// member, at its first place: one instance per identity, never two);
     /// nil when an `each:` selector's value is not an array that parses —
     /// not "no members": the caller keeps what is open (retiring every
     /// instance of a selector it cannot read would be a durable loss).
@@ -468,7 +470,8 @@ package struct ScopeTable {
         case .each:
             do {
                 guard case .array(let items) = try CBORValue.parse(value) else { return nil }
-                return items.map(\.encodedBytes)
+                var seen = Set<[UInt8]>()
+                return items.map(\.encodedBytes).filter { seen.insert($0).inserted }
             } catch {
                 return nil
             }

@@ -37,4 +37,21 @@ struct UnreadableSelectorTests {
         var other = ScopeTable(epoch: 1)
         #expect(other.register(Self.spec, currentValue: notAnArray).members.isEmpty)
     }
+
+    @Test func `an element repeated in an each: value selects one member: one instance, opened once and retired once`() throws {
+        var table = ScopeTable(epoch: 1)
+        let repeated = try CBOREncoder().encode(["alice", "bob", "alice"])
+        #expect(ScopeTable.members(of: repeated, form: .each) == [Self.alice, Self.bob])
+        let opened = table.register(Self.spec, currentValue: repeated).members
+        #expect(opened.map(\.identity) == [Self.alice, Self.bob])
+        #expect(Set(opened.map(\.instance)).count == 2)
+        // The same members repeated otherwise: no event.
+        let again = try CBOREncoder().encode(["bob", "alice", "bob"])
+        #expect(table.apply([TurnWrite(name: "bank.openAccounts", key: nil, value: again)]).isEmpty)
+        // alice leaves: her one instance retires, once.
+        let onlyBob = try CBOREncoder().encode(["bob", "bob"])
+        let events = table.apply([TurnWrite(name: "bank.openAccounts", key: nil, value: onlyBob)])
+        #expect(events.map(\.kind) == [.retire])
+        #expect(events.map(\.instance) == [opened[0].instance])
+    }
 }
