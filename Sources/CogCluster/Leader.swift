@@ -439,6 +439,8 @@ public final class Leader {
             if ready[0] {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
+                // Everything the batch did is committed; a restart starts a new epoch.
+                if core.instancesExhausted { throw InstancesExhausted(epoch: epoch) }
             }
             // After the batch: a connection whose messages it just read is seen to progress.
             // The watches are read there too (every 10 ms): the failed handshakes they count, the connections they list.
@@ -860,5 +862,14 @@ extension Leader: LeaderPorts {
         } catch {
             return error.code != EHOSTUNREACH
         }
+    }
+}
+
+/// Why a leader stops on its own: the epoch's scope instance numbers are used up.
+public struct InstancesExhausted: Error, CustomStringConvertible {
+    public let epoch: UInt64
+    public var description: String {
+        "epoch \(epoch) has opened 4294967295 scope instances, all its numbers (cogwire §6); the leader stops so that a restart "
+            + "begins epoch \(epoch &+ 1), numbering from 1, and the workers register their scopes anew — start it again (systemd does)"
     }
 }

@@ -74,7 +74,22 @@ package struct ScopeTable {
     /// instance of an older epoch can never match a live one.
     private let epochBits: UInt64
 
-    init(epoch: UInt64) {
+    /// The highest epoch whose instance numbers can be told apart from every
+    /// other epoch's (the epoch fills the high 32 bits).
+    package static let highestEpoch = UInt64(UInt32.max)
+    /// The highest `n` of an instance number `epoch << 32 | n`.
+    package static let highestInstance = UInt64(UInt32.max)
+    /// Set when an epoch's instance numbers ran out (2^32 − 1 opened): from
+    /// then on nothing more opens (a member that would have stays closed)
+    /// and the leader must stop; it restarts in a new epoch, numbering from
+    /// 1 again, and every worker registers anew (cogwire §6).
+    private(set) var exhausted = false
+
+    /// Instance numbers of `epoch` (at most `highestEpoch`), from `first`
+    /// (tests start near the end).
+    init(epoch: UInt64, first: UInt64 = 1) {
+        precondition(epoch <= ScopeTable.highestEpoch, "the leader checks the epoch before it builds its scope table")
+        nextInstance = first
         epochBits = epoch << 32
     }
 
@@ -125,7 +140,8 @@ package struct ScopeTable {
         let members = ScopeTable.members(of: currentValue, form: spec.form) ?? []
         var open: [(identity: [UInt8], instance: UInt64)] = []
         for identity in members {
-            open.append((identity, mint(for: spec.worker)))
+            guard let instance = mint(for: spec.worker) else { break }
+            open.append((identity, instance))
         }
         registrations[Self.key(spec.worker, spec.registration)] = Registration(
             spec: spec, open: open, computed: computed, lastValue: currentValue)
@@ -151,7 +167,7 @@ package struct ScopeTable {
         var mine: [[UInt8]: UInt64] = [:]
         var placed = exclusive ? Set(registration.open.map(\.identity)) : []
         for identity in selected where placed.insert(identity).inserted {
-            let instance = mint(for: spec.worker)
+            guard let instance = mint(for: spec.worker) else { break }
             registration.open.append((identity, instance))
             registration.owners[instance] = spec.worker
             mine[identity] = instance
@@ -170,14 +186,14 @@ package struct ScopeTable {
             }
             guard let (donor, most) = donors.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }),
                 most >= here + 2,
-                let index = registration.open.lastIndex(where: { registration.owner(of: $0.instance) == donor })
+                let index = registration.open.lastIndex(where: { registration.owner(of: $0.instance) == donor }),
+                let instance = mint(for: spec.worker)  // minted first: a member moves only if it can open here
             else { break }
             let entry = registration.open.remove(at: index)
             live[entry.instance] = nil
             retirements.append(event(.retire, entry.instance, entry.identity, registration, owner: donor))
             registration.owners[entry.instance] = nil
             retireNested(under: entry.instance, events: &retirements)
-            let instance = mint(for: spec.worker)
             registration.open.append((entry.identity, instance))
             registration.owners[instance] = spec.worker
             mine[entry.identity] = instance
@@ -256,8 +272,7 @@ package struct ScopeTable {
         // Re-registering (not `replace`): the orphans are placed again when it subscribes.
         if replace {
             for identity in orphans {
-                guard let owner = placement(in: registration, at: key) else { break }
-                let instance = mint(for: owner)
+                guard let owner = placement(in: registration, at: key), let instance = mint(for: owner) else { break }
                 registration.open.append((identity, instance))
                 registration.owners[instance] = owner
                 openings.append(event(.open, instance, identity, registration, owner: owner))
@@ -350,7 +365,7 @@ package struct ScopeTable {
             var present = Set(registration.open.map(\.identity))
             for identity in identities where present.insert(identity).inserted {
                 let owner = registration.group == nil ? registration.spec.worker : placement(in: registration, at: key) ?? registration.spec.worker
-                let instance = mint(for: owner)
+                guard let instance = mint(for: owner) else { break }
                 registration.open.append((identity, instance))
                 if registration.group != nil { registration.owners[instance] = owner }
                 events.append(event(.open, instance, identity, registration, owner: owner))
@@ -437,7 +452,14 @@ package struct ScopeTable {
         }
     }
 
-    private mutating func mint(for worker: String) -> UInt64 {
+    /// A new instance for `worker`; nil once the epoch's numbers are used up
+    /// (then `exhausted`): a number is never used twice, nor spills into
+    /// the epoch's bits.
+    private mutating func mint(for worker: String) -> UInt64? {
+        guard nextInstance <= ScopeTable.highestInstance else {
+            exhausted = true
+            return nil
+        }
         let instance = epochBits | nextInstance
         nextInstance += 1
         live[instance] = worker

@@ -54,4 +54,27 @@ struct UnreadableSelectorTests {
         #expect(events.map(\.kind) == [.retire])
         #expect(events.map(\.instance) == [opened[0].instance])
     }
+
+    @Test func `an epoch's last instance number opens; past it nothing opens and the table says it is exhausted`() throws {
+        var table = ScopeTable(epoch: 3, first: ScopeTable.highestInstance)
+        let both = try CBOREncoder().encode(["alice", "bob"])
+        let opened = table.register(Self.spec, currentValue: both).members
+        // alice gets the last number, 3 << 32 | (2^32 − 1); bob none: no number spills into the epoch's bits.
+        #expect(opened.map(\.instance) == [3 << 32 | 0xFFFF_FFFF])
+        #expect(ScopeTable.epoch(of: opened[0].instance) == 3)
+        #expect(table.exhausted)
+        let three = try CBOREncoder().encode(["alice", "bob", "carol"])
+        #expect(table.apply([TurnWrite(name: "bank.openAccounts", key: nil, value: three)]).isEmpty)
+    }
+
+    @Test @MainActor func `a leader refuses a log whose epoch its instance numbers cannot hold`() throws {
+        #expect(throws: TurnStoreError(
+            code: .epochTooHigh,
+            message: "the log's epoch is 4294967296; a leader serves epochs up to 4294967295 (scope instance numbers hold the epoch in their high 32 bits, cogwire §6)")
+        ) {
+            _ = try CoreHarness(log: MemoryLog(epoch: 1 << 32))
+        }
+        #expect(try CoreHarness(log: MemoryLog(epoch: 0xFFFF_FFFF)).core.epoch == 0xFFFF_FFFF)
+    }
 }
+

@@ -25,6 +25,9 @@ public struct TurnStoreError: Error, Equatable, CustomStringConvertible, Sendabl
         public static let outOfOrder = Code(name: "out-of-order")
         /// A stored record does not decode.
         public static let corrupt = Code(name: "corrupt")
+        /// The log's epoch is past the last a leader can serve (2^32 − 1:
+        /// scope instance numbers hold the epoch in their high 32 bits).
+        public static let epochTooHigh = Code(name: "epoch-too-high")
         /// LMDB itself failed.
         public static let lmdb = Code(name: "lmdb")
         /// A state snapshot being read was given up (the map grew under it,

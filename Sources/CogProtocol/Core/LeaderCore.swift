@@ -182,6 +182,12 @@ public struct LeaderCore {
         self.registry = registry
         self.settings = settings
         peers = settings.peers
+        guard log.epoch <= ScopeTable.highestEpoch else {
+            throw TurnStoreError(
+                code: .epochTooHigh,
+                message: "the log's epoch is \(log.epoch); a leader serves epochs up to \(ScopeTable.highestEpoch) "
+                    + "(scope instance numbers hold the epoch in their high 32 bits, cogwire §6)")
+        }
         durable = LeaderStore(log: log)
         cogs = Cogs.durable(store: durable)
         scopes = ScopeTable(epoch: log.epoch)
@@ -212,6 +218,11 @@ public struct LeaderCore {
     private var indexNow = false
 
     public var epoch: UInt64 { log.epoch }
+
+    /// This epoch's scope instance numbers are used up (2^32 − 1 opened):
+    /// nothing more opens, and the driver must stop — the next start is a
+    /// new epoch, numbering from 1, and every worker registers anew.
+    public var instancesExhausted: Bool { scopes.exhausted }
 
     /// Whether a batch has anything to commit or send (`.endBatch` then does work).
     public var hasWork: Bool { !outgoing.isEmpty || !durable.pending.isEmpty || !dedupRows.isEmpty || indexNow }
