@@ -22,3 +22,17 @@
 // Remaining Foundation use: none. (`TurnRecord.time` is a `Date` in
 // `CogCodec`; `MemoryLog.append(_:secondsSince1970:)` takes the commit time
 // as a number and `CogCodec` makes the `Date`.)
+//
+// Asserted invariants (`precondition`, on in release builds: each one
+// broken would mean an acknowledged answer that is not stored, or an effect
+// or op that happens twice; the process stops with
+// "internal inconsistency: …" and restarts from the log):
+// - replies leave only after their batch is durable, and revisions only
+//   grow: `.committed` answers the commit under way with exactly its drafts'
+//   revisions, ending where the log ends (`LeaderCore.committed`);
+// - a request id answered by running is never run again (in a batch, or
+//   applied and not yet indexed) — except under the simulator's broken
+//   `dedup` rule, which its checker must catch (`LeaderCore.run`);
+// - one owner per scope instance, of this epoch: a number is minted once and
+//   never spills into the epoch's bits (`ScopeTable.mint`); a leader serves
+//   only epochs its instance numbers can hold (`LeaderCore.init`).

@@ -462,7 +462,8 @@ package struct ScopeTable {
         }
         let instance = epochBits | nextInstance
         nextInstance += 1
-        live[instance] = worker
+        // One owner per instance, of this epoch: a number is never handed out twice.
+        precondition(live.updateValue(worker, forKey: instance) == nil, "internal inconsistency: instance \(instance) minted twice")
         return instance
     }
 

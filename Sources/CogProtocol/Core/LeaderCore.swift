@@ -317,6 +317,16 @@ public struct LeaderCore {
     }
 
     private mutating func committed(_ revisions: Range<UInt64>) -> [Effect] {
+        // Replies go out only after their batch is durable, and revisions only
+        // grow: a commit answered that was never asked for, or with other
+        // revisions than its drafts', would acknowledge what is not stored.
+        if let committing {
+            precondition(
+                revisions.count == committing.drafts.count && (revisions.isEmpty || revisions.upperBound &- 1 == log.lastRevision),
+                "internal inconsistency: a commit of \(committing.drafts.count) turns answered with revisions \(revisions), the log at \(log.lastRevision)")
+        } else {
+            precondition(revisions.isEmpty, "internal inconsistency: revisions \(revisions) committed with no commit under way")
+        }
         if committing?.index == .indexed {
             unindexed = [:]
             indexNow = false
@@ -938,9 +948,14 @@ public struct LeaderCore {
         }
         let frame = OpReply(request: id, outcome: outcome).frame()
         let stored = LeaderCore.dedupValue(digest: digest, frame: frame)
-        batchReplies[id] = stored
+        // Exactly once: a request id answered by running is never run again
+        // (its retries are answered above, from what was stored).
+        // (Unless the simulator broke the dedup rule, to see its checker catch that.)
+        let ranBefore = batchReplies.updateValue(stored, forKey: id) != nil
+        precondition(!ranBefore || settings.broken.contains(.dedup), "internal inconsistency: request \(id) ran twice in one batch")
         if case .applied = outcome {
-            unindexed[id] = stored
+            let appliedBefore = unindexed.updateValue(stored, forKey: id) != nil
+            precondition(!appliedBefore || settings.broken.contains(.dedup), "internal inconsistency: request \(id) applied twice")
             batchApplied.append(id)
         } else {
             dedupRows.append((id, stored))
