@@ -99,8 +99,11 @@ public final class TestClock: Clock, Sendable {
     }
 
     /// Waits (in real time, at most `within`) until `count` tasks (one by
-    /// default) sleep on this clock.
-    public func waitForScheduledSleep(count: Int = 1, within limit: Duration = .seconds(5)) async throws {
+    /// default) sleep on this clock. The default is generous: the limit
+    /// only turns a hang into a failure, and a test run that keeps the main
+    /// actor or both threads of a 2-CPU pool busy (other tests, other
+    /// builds) can hold a sleeper back for many seconds.
+    public func waitForScheduledSleep(count: Int = 1, within limit: Duration = .seconds(30)) async throws {
         while activeSleeperCount < count {
             if state.withLock({ $0.finished }) { throw WaitTimeout() }
             try await waitForNewSleeper(reaching: count, within: limit)
