@@ -42,6 +42,14 @@ extension CogRig {
                 case ops, durableSources, selectors
             }
 
+            /// Empty maps are left out.
+            public func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                if !ops.isEmpty { try container.encode(ops, forKey: .ops) }
+                if !durableSources.isEmpty { try container.encode(durableSources, forKey: .durableSources) }
+                if !selectors.isEmpty { try container.encode(selectors, forKey: .selectors) }
+            }
+
             /// Absent maps read as empty (a peer may send only what it has).
             public init(from decoder: any Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)

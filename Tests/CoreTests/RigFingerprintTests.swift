@@ -54,6 +54,27 @@ struct RigFingerprintTests {
         #expect(leader.log.lastRevision == 0)
     }
 
+    @Test func `a worker whose op argument's type changed is refused naming the op; one without shapes is compared by names`() throws {
+        func counter(bump: OpArgumentShape) -> CogRig.Fingerprint {
+            var rig = Self.served
+            rig.shapes = .init(
+                ops: ["counter.bump": bump, "counter.setBonus": .boolean],
+                durableSources: ["counter.count": .init(value: .integer), "counter.isBonusOpen": .init(value: .boolean)])
+            return rig
+        }
+        let leader = try CoreHarness(rigs: [counter(bump: .integer)])
+        #expect(leader.send("a", Self.hello(counter(bump: .integer))) == [Self.welcome])
+        let refusal = try #require(leader.error("b", .hello(worker: "w2", lastRevision: 0, rig: counter(bump: .string))))
+        #expect(refusal.knownCode == .rigMismatch)
+        #expect(
+            refusal.message
+                == "worker w2's rig counter differs from the leader's: op `counter.bump` takes integer at the leader, string in this worker's rig "
+                + "(a worker may lack what the leader adds, nothing else; run the leader's version of the rig)")
+        // A worker built before fingerprints carried shapes: names only, as before.
+        #expect(leader.send("c", .hello(worker: "w3", lastRevision: 0, rig: Self.served)) == [Self.welcome])
+        #expect(leader.core.errorCounts == ["rig-mismatch": 1])
+    }
+
     @Test func `a leader given no fingerprints compares nothing`() throws {
         let leader = try CoreHarness()
         #expect(leader.send("a", Self.hello(CogRig.Fingerprint(name: "any", schemaVersion: 9, durableSources: ["x"], ops: ["y"]))) == [Self.welcome])

@@ -53,6 +53,16 @@ enum Retyped {
     static let countAsTextCog = Cog<String>.Manual(name: "counter.count") { "" }
 }
 
+/// `counter.bump` taking its amount as text (another build of the app, for
+/// the tests of types in the fingerprint): same names, another argument type.
+enum RetypedOp {
+    static let bumpByTextOp = RemoteOp<String>(name: "counter.bump") { c, amount in
+        guard let amount = Int(amount) else { return }
+        let (count, overflow) = c[_countCog].addingReportingOverflow(amount)
+        if !overflow { c[_countCog] = count }
+    }
+}
+
 enum Counter {
     static let rig = CogRig(
         name: "counter", summary: "a count, bumped by ops and by a bonus scope",
@@ -63,7 +73,8 @@ enum Counter {
     /// `older`, before the bonus scope's source and op were added (a
     /// leader of this build serves it); `renamed`, with `counter.bump`
     /// renamed `counter.add` (refused); `bumped`, schema version 2 (refused);
-    /// `retyped`, `counter.count` as text (a leader refuses the stored numbers).
+    /// `retyped`, `counter.count` as text (a leader refuses the stored numbers);
+    /// `argtyped`, `counter.bump` taking text (refused at hello, naming the op).
     static func build(_ name: String?) -> CogRig {
         switch name {
         case "older":
@@ -72,6 +83,8 @@ enum Counter {
             CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [addOp, setBonusOp], mechanisms: { _ in [] })
         case "retyped":
             CogRig(name: "counter", durableSources: [Retyped.countAsTextCog, _isBonusOpenCog], ops: [setBonusOp], mechanisms: { _ in [] })
+        case "argtyped":
+            CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [RetypedOp.bumpByTextOp, setBonusOp], mechanisms: { _ in [] })
         case "bumped":
             CogRig(name: "counter", schemaVersion: 2, durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [] })
         default:
