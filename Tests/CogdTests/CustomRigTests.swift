@@ -142,6 +142,40 @@ struct CustomRigTests {
         #expect(!argtyped.lines.contains { $0.contains("synced at revision") } && !status.stdout.contains(#""name": "argtyped""#))
     }
 
+    @Test func `a worker whose own request is rejected logs it at WARN naming the op, its scope instance and the code, and counts it`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try CogdProcess(
+            executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil)
+        let metrics = freePort()
+        let worker = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "sloppy", "--metrics", "127.0.0.1:\(metrics)"],
+            environment: ["COUNTER_BUILD": "sloppy"])
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
+
+        // Opening the bonus scope makes the worker's scope child send `counter.bump` with text.
+        let open = try run(["call", "counter.setBonus", "true", "--leader", ports.requests])
+        #expect(open.status == 0, "\(open)")
+        let line = worker.waitForLine { $0.contains("was rejected") }
+        #expect(line?.contains(" WARN  cogd worker sloppy: op `counter.bump` (turn ") == true, "\(worker.lines)")
+        #expect(line?.contains("bonus.counter.bump, scope instance ") == true, "\(line ?? "")")
+        #expect(line?.contains(") was rejected bad-argument: ") == true, "\(line ?? "")")
+        #expect(line?.hasSuffix("; request sloppy#1") == true, "\(line ?? "")")
+
+        var samples: [String: Double] = [:]
+        let counted = try waitUntil {
+            samples = try MetricsEndpointTests.scrape(metrics).samples
+            return samples[#"cogd_worker_rejections_total{code="bad-argument",op="counter.bump"}"#] != nil
+        }
+        #expect(counted, "\(samples)")
+        #expect(samples[#"cogd_worker_rejections_total{code="bad-argument",op="counter.bump"}"#] == 1)
+        #expect(samples[#"cogd_worker_requests_total{outcome="rejected"}"#] == 1)
+    }
+
     @Test func `a build whose durable type changed is refused at start, naming the value and the revision; log verify lists it`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

@@ -63,6 +63,16 @@ enum RetypedOp {
     }
 }
 
+/// Sends `counter.bump` with text from its bonus scope, where the leader's
+/// op takes a number (another build's mistake the fingerprint cannot see:
+/// the op it sends is not the one its rig lists), for the tests of
+/// rejections a worker sees.
+struct SloppyMechanism: Mechanism {
+    func operate(_ m: MechanismController) {
+        m.scope(isBonusOpenCog, name: "bonus") { s in s.perform(RetypedOp.bumpByTextOp, "one") }
+    }
+}
+
 enum Counter {
     static let rig = CogRig(
         name: "counter", summary: "a count, bumped by ops and by a bonus scope",
@@ -74,7 +84,9 @@ enum Counter {
     /// leader of this build serves it); `renamed`, with `counter.bump`
     /// renamed `counter.add` (refused); `bumped`, schema version 2 (refused);
     /// `retyped`, `counter.count` as text (a leader refuses the stored numbers);
-    /// `argtyped`, `counter.bump` taking text (refused at hello, naming the op).
+    /// `argtyped`, `counter.bump` taking text (refused at hello, naming the op);
+    /// `sloppy`, the rig as it is, with a mechanism whose bonus scope sends
+    /// `counter.bump` with text (joins; its request is rejected `bad-argument`).
     static func build(_ name: String?) -> CogRig {
         switch name {
         case "older":
@@ -85,6 +97,8 @@ enum Counter {
             CogRig(name: "counter", durableSources: [Retyped.countAsTextCog, _isBonusOpenCog], ops: [setBonusOp], mechanisms: { _ in [] })
         case "argtyped":
             CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [RetypedOp.bumpByTextOp, setBonusOp], mechanisms: { _ in [] })
+        case "sloppy":
+            CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [SloppyMechanism()] })
         case "bumped":
             CogRig(name: "counter", schemaVersion: 2, durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [] })
         default:
