@@ -115,6 +115,16 @@ struct RigShapeTests {
         let fingerprint = Self.rig(op: .of(TransferWithMemo.self), source: .of(KindLater.self))
         let bytes = try CBOREncoder().encode(fingerprint)
         #expect(try CBORDecoder().decode(CogRig.Fingerprint.self, from: bytes) == fingerprint)
+        // A leader built before shapes reads the rest and ignores them.
+        struct EarlierFingerprint: Decodable, Equatable {
+            var name: String
+            var schemaVersion: Int
+            var durableSources: [String]
+            var ops: [String]
+        }
+        #expect(
+            try CBORDecoder().decode(EarlierFingerprint.self, from: bytes)
+                == EarlierFingerprint(name: "ledger", schemaVersion: 1, durableSources: ["ledger.balance"], ops: ["ledger.transfer"]))
         // A form this build does not know reads as unknown.
         let newer = try CBOREncoder().encode(["tuple": ["string"]])
         #expect(try CBORDecoder().decode(OpArgumentShape.self, from: newer) == .unknown)
