@@ -218,5 +218,16 @@ struct CustomRigTests {
             refusal?.contains("durable source `counter.count` holds integer at the leader, string in this worker's rig") == true,
             "\(worker.lines)")
         #expect(!worker.lines.contains { $0.contains("synced at revision") })
+        // A change the shapes cannot see (a validating decoder of the same
+        // shape): the worker joins, then stops at the snapshot, saying why,
+        // instead of following the log wrongly.
+        let validating = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "w-validating"], environment: ["COUNTER_BUILD": "validating"])
+        defer { validating.stop() }
+        let stopped = validating.waitForLine { $0.contains("holds a value this worker's build cannot read") }
+        #expect(stopped?.contains("the snapshot of revision 3 holds a value this worker's build cannot read") == true, "\(validating.lines)")
+        #expect(stopped?.contains("bump the rig's schemaVersion so the leader refuses this build at hello") == true)
+        #expect(waitUntil(timeout: .seconds(10)) { !validating.process.isRunning }, "the worker stopped")
+        #expect(validating.process.terminationStatus == 1)
     }
 }
