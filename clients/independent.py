@@ -139,7 +139,7 @@ def check_vectors(checks):
                                                                  (story[r] for r in (42, 43, 44))), repr(story))
 
     wire = {path.stem: path.read_bytes() for path in sorted((VECTORS / "cogwire").glob("*.cbor"))}
-    documented = {"hello", "hello-rig", "welcome", "heartbeat", "snapshot-request", "snapshot-request-parts", "snapshot-part",
+    documented = {"hello", "hello-rig", "hello-rig-shapes", "welcome", "heartbeat", "snapshot-request", "snapshot-request-parts", "snapshot-part",
                   "catch-up-request", "op", "reply-applied", "reply-unchanged", "reply-rejected", "error-version",
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
@@ -174,6 +174,13 @@ def check_vectors(checks):
         "worker": "w1", "lastRevision": 42,
         "rig": {"name": "ledger", "schemaVersion": 1, "durableSources": ["ledger.accounts", "ledger.balance"],
                 "ops": ["ledger.open", "ledger.transfer"]}}, repr(b)))
+    wire_check("hello-rig-shapes", "hello", lambda b: expect(
+        b["rig"]["name"] == "ledger" and b["rig"]["ops"] == ["ledger.open", "ledger.transfer"]
+        and b["rig"]["shapes"]["ops"]["ledger.transfer"] == {"object": [
+            {"name": "from", "shape": "string"}, {"name": "to", "shape": "string"}, {"name": "amount", "shape": "integer"},
+            {"name": "memo", "shape": "string", "optional": True}]}
+        and b["rig"]["shapes"]["durableSources"] == {
+            "ledger.accounts": {"value": {"array": "string"}}, "ledger.balance": {"value": "integer", "key": "string"}}, repr(b)))
     wire_check("welcome", "welcome", lambda b: expect(
         b == {"epoch": 3, "lastRevision": 42, "turns": "tcp://127.0.0.1:5702", "lastSequence": 18}, repr(b)))
     after_42 = bytes.fromhex("b0bb0fab5ad9d06be330f882b748022c")

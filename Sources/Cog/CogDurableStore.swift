@@ -51,18 +51,26 @@ struct DurableCoding<Value>: @unchecked Sendable {
     let decodeValue: @MainActor ([UInt8], any CogDurableStore) throws -> Value
     let encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?
     let decodeKey: (@MainActor ([UInt8], any CogDurableStore) throws -> StateKey)?
+    /// The shapes of the value and key types (a rig's fingerprint carries
+    /// them: `protocol/cogwire.md` §7), derived when asked.
+    let valueShape: () -> OpArgumentShape
+    let keyShape: (() -> OpArgumentShape)?
 
     @usableFromInline
     init(
         encodeValue: @escaping @MainActor (Value, any CogDurableStore) throws -> [UInt8],
         decodeValue: @escaping @MainActor ([UInt8], any CogDurableStore) throws -> Value,
         encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?,
-        decodeKey: (@MainActor ([UInt8], any CogDurableStore) throws -> StateKey)?
+        decodeKey: (@MainActor ([UInt8], any CogDurableStore) throws -> StateKey)?,
+        valueShape: @escaping () -> OpArgumentShape = { .unknown },
+        keyShape: (() -> OpArgumentShape)? = nil
     ) {
         self.encodeValue = encodeValue
         self.decodeValue = decodeValue
         self.encodeKey = encodeKey
         self.decodeKey = decodeKey
+        self.valueShape = valueShape
+        self.keyShape = keyShape
     }
 }
 
@@ -73,7 +81,7 @@ extension DurableCoding where Value: Codable {
         DurableCoding(
             encodeValue: { value, store in try store.encode(value) },
             decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
-            encodeKey: nil, decodeKey: nil)
+            encodeKey: nil, decodeKey: nil, valueShape: { OpArgumentShape.of(Value.self) })
     }
 
     /// Coding for a box whose keys are `Key`.
@@ -83,6 +91,7 @@ extension DurableCoding where Value: Codable {
             encodeValue: { value, store in try store.encode(value) },
             decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
             encodeKey: { key, store in try store.encode(key.unwrap(as: Key.self)) },
-            decodeKey: { bytes, store in StateKey(try store.decode(Key.self, from: bytes)) })
+            decodeKey: { bytes, store in StateKey(try store.decode(Key.self, from: bytes)) },
+            valueShape: { OpArgumentShape.of(Value.self) }, keyShape: { OpArgumentShape.of(Key.self) })
     }
 }

@@ -57,7 +57,10 @@ extension CogRig.Declaration {
             } else {
                 nil
             }
-        return CogRig.Declaration(name: name, site: descriptor.site, isKeyed: descriptor.isKeyed, problem: problem)
+        let shapes = (descriptor as? DurableListing)?.durableShapes
+        return CogRig.Declaration(
+            name: name, site: descriptor.site, isKeyed: descriptor.isKeyed, valueShape: shapes?.value ?? .unknown, keyShape: shapes?.key,
+            problem: problem)
     }
 
     /// `descriptor` (state `key`) as a listed selector.
@@ -74,26 +77,39 @@ extension CogRig.Declaration {
             } else {
                 nil
             }
-        return CogRig.Declaration(name: name, site: descriptor.site, isKeyed: descriptor.isKeyed, problem: problem)
+        let shapes = (descriptor as? SelectorListing)?.selectorShapes
+        return CogRig.Declaration(
+            name: name, site: descriptor.site, isKeyed: descriptor.isKeyed, valueShape: shapes?.value ?? .unknown, keyShape: shapes?.key,
+            problem: problem)
     }
 }
 
 /// A descriptor that can say whether it is durable.
 protocol DurableListing {
     var isDurable: Bool { get }
+    /// The shapes of its value and key types (nil: not durable).
+    var durableShapes: (value: OpArgumentShape, key: OpArgumentShape?)? { get }
 }
 
 extension ManualDescriptor: DurableListing {
     var isDurable: Bool { durable != nil }
+    var durableShapes: (value: OpArgumentShape, key: OpArgumentShape?)? {
+        durable.map { ($0.valueShape(), $0.keyShape?()) }
+    }
 }
 
 /// A descriptor that can say whether the leader can evaluate it by name.
 protocol SelectorListing {
     var isEncodableSelector: Bool { get }
+    /// The shapes of its value and key types (nil: not encodable).
+    var selectorShapes: (value: OpArgumentShape, key: OpArgumentShape?)? { get }
 }
 
 extension ComputedDescriptor: SelectorListing {
     var isEncodableSelector: Bool { coding != nil }
+    var selectorShapes: (value: OpArgumentShape, key: OpArgumentShape?)? {
+        coding.map { ($0.valueShape(), $0.keyShape?()) }
+    }
 }
 
 extension Cog.Manual: CogRigDurableSource {

@@ -117,13 +117,24 @@ public struct CogRig: Sendable {
         /// A box (a value per key) rather than one value: what `cogd get`
         /// needs to tell a key with no value from a key given to a keyless source.
         public let isKeyed: Bool
+        /// The shape of its values, derived from the value type as `cogd
+        /// ops` derives an op's argument (`unknown` when not derived): what
+        /// the rig's fingerprint compares (`protocol/cogwire.md` §7).
+        public let valueShape: OpArgumentShape
+        /// The shape of its keys, for a box (nil for one value).
+        public let keyShape: OpArgumentShape?
         /// Why it cannot be listed (nil: it can).
         let problem: String?
 
-        init(name: String, site: String, isKeyed: Bool = false, problem: String? = nil) {
+        init(
+            name: String, site: String, isKeyed: Bool = false, valueShape: OpArgumentShape = .unknown, keyShape: OpArgumentShape? = nil,
+            problem: String? = nil
+        ) {
             self.name = name
             self.site = site
             self.isKeyed = isKeyed
+            self.valueShape = valueShape
+            self.keyShape = keyShape
             self.problem = problem
         }
 

@@ -14,7 +14,7 @@
 /// whose decoding depends on the values it reads (an enum with associated
 /// values, a validating initializer), or one nested deeper than
 /// `maximumDepth`. Give such an op an `example:` (`RemoteOp`).
-public indirect enum OpArgumentShape: Equatable, Sendable, CustomStringConvertible {
+public indirect enum OpArgumentShape: Hashable, Sendable, CustomStringConvertible {
     case string
     case integer
     case number
@@ -36,7 +36,7 @@ public indirect enum OpArgumentShape: Equatable, Sendable, CustomStringConvertib
     case unknown
 
     /// One field of an object.
-    public struct Field: Equatable, Sendable {
+    public struct Field: Hashable, Sendable {
         public let name: String
         public let shape: OpArgumentShape
         /// The field may be left out (an `Optional` property).
@@ -84,13 +84,13 @@ public indirect enum OpArgumentShape: Equatable, Sendable, CustomStringConvertib
         case .dictionary(let value): "{string: \(value)}"
         case .oneOf(let texts): texts.map(Self.quoted).joined(separator: " | ")
         case .optional(let wrapped): "\(wrapped) | null"
-        case .opaque(let type): "<\(type): not expressible in JSON>"
+        case .opaque(let type): "<\(TerminalText.escaped(type)): not expressible in JSON>"
         case .unknown: "<not derived from the type>"
         }
     }
 
-    /// A JSON string literal of `text` (names come from declarations, not
-    /// from peers; control characters are escaped all the same).
+    /// A JSON string literal of `text`, control characters escaped (names
+    /// come from declarations, or from a peer's fingerprint).
     static func quoted(_ text: String) -> String {
         var output = "\""
         for scalar in text.unicodeScalars {

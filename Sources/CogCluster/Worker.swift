@@ -166,6 +166,16 @@ public final class Worker: CogRemoteLink {
     public private(set) var lastMalformedRefusal: WireError?
     /// What the operator sees (`/metrics`, `Worker+Operations.swift`).
     public internal(set) var operations = WorkerOperations()
+    /// The rejections of this worker's own requests: kept for the log,
+    /// counted by op and code (`takeRejections`, `/metrics`).
+    public internal(set) var rejections = WorkerRejections()
+
+    /// The rejections of this worker's requests since the last call (each
+    /// to be logged), and how many more there were (past
+    /// `WorkerRejections.reportsKept`; all of them are counted).
+    public func takeRejections() -> (rejections: [WorkerRejections.Rejection], dropped: UInt64) {
+        rejections.take()
+    }
 
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
@@ -441,8 +451,7 @@ public final class Worker: CogRemoteLink {
                 for scope in scopes.values { scope.forgetInstances() }
                 for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
             case .reply(let reply):
-                operations.count(reply.outcome)
-                keep(reply)
+                answer(reply)
             case .registered(let registration, let revision, let members):
                 pendingReplies.append((registration, revision, members))
                 adoptRegistrationReplies(reached: core.appliedRevision)
@@ -452,6 +461,16 @@ public final class Worker: CogRemoteLink {
                 if errors.count > 100 { errors.removeFirst(errors.count - 100) }
             }
         }
+    }
+
+    /// A request answered (by the leader, or here for one that could not
+    /// go): counted by outcome, a rejection noted for the log and counted by
+    /// op and code, and the reply kept. `about` names a request answered
+    /// before it was sent.
+    private func answer(_ reply: OpReply, about: WorkerRejections.Sent? = nil) {
+        operations.count(reply.outcome)
+        rejections.answered(reply, op: about)
+        keep(reply)
     }
 
     private func keep(_ reply: OpReply) {
@@ -484,21 +503,24 @@ public final class Worker: CogRemoteLink {
         guard let sequence = core.nextSequence() else {
             // The leader never answers a sequence this high (a request in
             // this name claimed it): refuse locally instead of overflowing.
-            keep(
+            answer(
                 OpReply(
                     request: RequestID(worker: configuration.name, sequence: core.sequence),
-                    outcome: .rejected(Rejection(.badRequest, "the worker name \(configuration.name) has used every request sequence; choose another --name"))))
+                    outcome: .rejected(Rejection(.badRequest, "the worker name \(configuration.name) has used every request sequence; choose another --name"))),
+                about: WorkerRejections.Sent(op: name, turnName: owner.map { "\($0.path).\(name)" }, instance: owner?.owningSlot?.instance))
             return
         }
         let request = RequestID(worker: configuration.name, sequence: sequence)
+        let turnName = owner.map { "\($0.path).\(name)" } ?? name
         let bytes: [UInt8]
         do {
             bytes = try CBOREncoder().encode(argument)
         } catch {
-            keep(OpReply(request: request, outcome: .rejected(Rejection(.badArgument, "the argument of \(name) does not encode: \(error)"))))
+            answer(
+                OpReply(request: request, outcome: .rejected(Rejection(.badArgument, "the argument of \(name) does not encode: \(error)"))),
+                about: WorkerRejections.Sent(op: name, turnName: turnName, instance: owner?.owningSlot?.instance))
             return
         }
-        let turnName = owner.map { "\($0.path).\(name)" } ?? name
         guard let slot = owner?.owningSlot else {
             sendRequest(OpRequest(request: request, op: name, argument: bytes, instance: nil, name: turnName))
             return
@@ -524,6 +546,7 @@ public final class Worker: CogRemoteLink {
     /// replies — never dropped unanswered. It is not sent later: the
     /// mechanism decides whether to ask again.
     private func sendRequest(_ request: OpRequest) {
+        rejections.sent(request.request, op: request.op, turnName: request.name, instance: request.instance)
         let why: String
         do {
             if try send(.op(request)) { return }
@@ -532,9 +555,7 @@ public final class Worker: CogRemoteLink {
             why = "the socket refused it: \(error)"
         }
         operations.unsentRequests &+= 1
-        let reply = OpReply(request: request.request, outcome: .rejected(Rejection(.unavailable, "not sent: \(why)")))
-        operations.count(reply.outcome)
-        keep(reply)
+        answer(OpReply(request: request.request, outcome: .rejected(Rejection(.unavailable, "not sent: \(why)"))))
     }
 
     public func registerScope(

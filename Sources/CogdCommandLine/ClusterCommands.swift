@@ -462,6 +462,16 @@ enum ClusterCommands {
                             + "re-synced from a snapshot at revision \(worker.syncedRevision)",
                         ["revision": .number(Double(worker.syncedRevision))])
                 }
+                // Every rejection of this worker's own requests, at WARN (`protocol/metrics.md` §5).
+                let (rejections, unlogged) = worker.takeRejections()
+                for rejection in rejections { logRejection(rejection, log) }
+                if unlogged > 0 {
+                    log.log(
+                        .warn, "requests-rejected",
+                        "\(unlogged) more of this worker's requests were rejected since the last pass, not logged one by one "
+                            + "(over \(WorkerRejections.reportsKept)); cogd_worker_rejections_total counts every one",
+                        ["count": .number(Double(unlogged))])
+                }
                 if worker.timesGivenUp != reportedGivenUp {
                     // `gone`: the leader heard nothing from this worker past its heartbeat timeout and retired its instances.
                     reportedGivenUp = worker.timesGivenUp
@@ -709,6 +719,34 @@ enum ClusterCommands {
         guard let address else { return nil }
         let board = MetricsBoard()
         return (board, try MetricsServer(address: address, board: board))
+    }
+
+    /// One line for a rejection of the worker's own request: the op, the
+    /// scope instance that sent it, the code and the detail (the leader's
+    /// text, escaped), and the request id.
+    static func logRejection(_ rejection: WorkerRejections.Rejection, _ log: OperatorLog) {
+        guard log.enabled(.warn) else { return }
+        let op = rejection.op.isEmpty ? "an op no longer remembered" : "op `\(TerminalText.escaped(rejection.op))`"
+        var from: [String] = []
+        if let turn = rejection.turnName, turn != rejection.op { from.append("turn \(TerminalText.escaped(turn))") }
+        if let instance = rejection.instance { from.append("scope instance \(instance)") }
+        let source = from.isEmpty ? "" : " (\(from.joined(separator: ", ")))"
+        let earlier = rejection.earlier ? " (answered from an earlier request)" : ""
+        let message =
+            "\(op)\(source) was rejected \(TerminalText.escaped(rejection.code)): \(TerminalText.escaped(rejection.detail))\(earlier); "
+            + "request \(TerminalText.escaped(rejection.request.description))"
+        let request = OperatorLog.Value.text(rejection.request.description)
+        let turn = OperatorLog.Value.text(rejection.turnName ?? rejection.op)
+        if let instance = rejection.instance {
+            log.log(
+                .warn, "request-rejected", message,
+                ["request": request, "op": .text(rejection.op), "turn": turn, "instance": .text(String(instance)), "code": .text(rejection.code),
+                 "detail": .text(rejection.detail)])
+        } else {
+            log.log(
+                .warn, "request-rejected", message,
+                ["request": request, "op": .text(rejection.op), "turn": turn, "code": .text(rejection.code), "detail": .text(rejection.detail)])
+        }
     }
 
     static func logMetricsAddress(_ server: MetricsServer, _ log: OperatorLog) {

@@ -115,6 +115,16 @@ struct CustomRigTests {
             executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "bumped"], environment: ["COUNTER_BUILD": "bumped"])
         defer { bumped.stop() }
         #expect(bumped.waitForLine { $0.contains("its schema version is 2, the leader's 1") } != nil, "\(bumped.lines)")
+        // Same names, same schema, another argument type: refused at hello, naming the op and both shapes.
+        let argtyped = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "argtyped"], environment: ["COUNTER_BUILD": "argtyped"])
+        defer { argtyped.stop() }
+        let typeRefusal = argtyped.waitForLine { $0.contains("the leader refuses this worker's rig") }
+        #expect(
+            typeRefusal?.contains(
+                "worker argtyped's rig counter differs from the leader's: op `counter.bump` takes integer at the leader, string in this worker's rig")
+                == true,
+            "\(argtyped.lines)")
 
         // A build from before the leader's added the bonus source and op: compatible, it syncs.
         let older = try CogdProcess(
@@ -129,6 +139,41 @@ struct CustomRigTests {
         let status = try run(["status", "--leader", ports.requests, "--json"])
         #expect(status.stdout.contains(#""rig-mismatch": "#) && !status.stdout.contains(#""name": "renamed""#), "\(status)")
         #expect(!renamed.lines.contains { $0.contains("synced at revision") })
+        #expect(!argtyped.lines.contains { $0.contains("synced at revision") } && !status.stdout.contains(#""name": "argtyped""#))
+    }
+
+    @Test func `a worker whose own request is rejected logs it at WARN naming the op, its scope instance and the code, and counts it`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try CogdProcess(
+            executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil)
+        let metrics = freePort()
+        let worker = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "sloppy", "--metrics", "127.0.0.1:\(metrics)"],
+            environment: ["COUNTER_BUILD": "sloppy"])
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
+
+        // Opening the bonus scope makes the worker's scope child send `counter.bump` with text.
+        let open = try run(["call", "counter.setBonus", "true", "--leader", ports.requests])
+        #expect(open.status == 0, "\(open)")
+        let line = worker.waitForLine { $0.contains("was rejected") }
+        #expect(line?.contains(" WARN  cogd worker sloppy: op `counter.bump` (turn ") == true, "\(worker.lines)")
+        #expect(line?.contains("bonus.counter.bump, scope instance ") == true, "\(line ?? "")")
+        #expect(line?.contains(") was rejected bad-argument: ") == true, "\(line ?? "")")
+        #expect(line?.hasSuffix("; request sloppy#1") == true, "\(line ?? "")")
+
+        var samples: [String: Double] = [:]
+        let counted = try waitUntil {
+            samples = try MetricsEndpointTests.scrape(metrics).samples
+            return samples[#"cogd_worker_rejections_total{code="bad-argument",op="counter.bump"}"#] != nil
+        }
+        #expect(counted, "\(samples)")
+        #expect(samples[#"cogd_worker_rejections_total{code="bad-argument",op="counter.bump"}"#] == 1)
+        #expect(samples[#"cogd_worker_requests_total{outcome="rejected"}"#] == 1)
     }
 
     @Test func `a build whose durable type changed is refused at start, naming the value and the revision; log verify lists it`() throws {
@@ -163,16 +208,26 @@ struct CustomRigTests {
         defer { leader.stop() }
         #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil)
         #expect(try run(["call", "counter.bump", "1", "--leader", ports.requests]).stdout.hasPrefix("applied revision 3"))
-        // A worker of the retyped build (its rig's version unchanged, so the
-        // leader lets it in) stops at the snapshot, saying why, instead of
-        // following the log wrongly.
+        // A worker of the retyped build (its rig's version unchanged) is
+        // refused at hello: the fingerprint carries the value's shape.
         let worker = try CogdProcess(
             executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "w-retyped"], environment: ["COUNTER_BUILD": "retyped"])
         defer { worker.stop() }
-        let stopped = worker.waitForLine { $0.contains("holds a value this worker's build cannot read") }
-        #expect(stopped?.contains("the snapshot of revision 3 holds a value this worker's build cannot read") == true, "\(worker.lines)")
+        let refusal = worker.waitForLine { $0.contains("the leader refuses this worker's rig") }
+        #expect(
+            refusal?.contains("durable source `counter.count` holds integer at the leader, string in this worker's rig") == true,
+            "\(worker.lines)")
+        #expect(!worker.lines.contains { $0.contains("synced at revision") })
+        // A change the shapes cannot see (a validating decoder of the same
+        // shape): the worker joins, then stops at the snapshot, saying why,
+        // instead of following the log wrongly.
+        let validating = try CogdProcess(
+            executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "w-validating"], environment: ["COUNTER_BUILD": "validating"])
+        defer { validating.stop() }
+        let stopped = validating.waitForLine { $0.contains("holds a value this worker's build cannot read") }
+        #expect(stopped?.contains("the snapshot of revision 3 holds a value this worker's build cannot read") == true, "\(validating.lines)")
         #expect(stopped?.contains("bump the rig's schemaVersion so the leader refuses this build at hello") == true)
-        #expect(waitUntil(timeout: .seconds(10)) { !worker.process.isRunning }, "the worker stopped")
-        #expect(worker.process.terminationStatus == 1)
+        #expect(waitUntil(timeout: .seconds(10)) { !validating.process.isRunning }, "the worker stopped")
+        #expect(validating.process.terminationStatus == 1)
     }
 }

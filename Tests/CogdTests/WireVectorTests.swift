@@ -29,6 +29,21 @@ struct WireVectorTests {
                 worker: "w1", lastRevision: 42,
                 rig: CogRig.Fingerprint(
                     name: "ledger", schemaVersion: 1, durableSources: ["ledger.accounts", "ledger.balance"], ops: ["ledger.open", "ledger.transfer"]))),
+            ("hello-rig-shapes", .hello(
+                worker: "w1", lastRevision: 42,
+                rig: CogRig.Fingerprint(
+                    name: "ledger", schemaVersion: 1, durableSources: ["ledger.accounts", "ledger.balance"], ops: ["ledger.open", "ledger.transfer"],
+                    shapes: .init(
+                        ops: [
+                            "ledger.open": .object([.init(name: "account", shape: .string, isOptional: false), .init(name: "balance", shape: .integer, isOptional: false)]),
+                            "ledger.transfer": .object([
+                                .init(name: "from", shape: .string, isOptional: false), .init(name: "to", shape: .string, isOptional: false),
+                                .init(name: "amount", shape: .integer, isOptional: false), .init(name: "memo", shape: .string, isOptional: true),
+                            ]),
+                        ],
+                        durableSources: [
+                            "ledger.accounts": .init(value: .array(.string)), "ledger.balance": .init(value: .integer, key: .string),
+                        ])))),
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
             ("hello-group", .hello(worker: "w1", lastRevision: 0, group: "greeters")),
             ("hello-tool", .hello(worker: "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50", lastRevision: 0, tool: true)),

@@ -1,4 +1,5 @@
 import Cog
+import CogCodec
 import CogCluster
 import CogLog
 import CogProtocol
@@ -52,6 +53,52 @@ struct RigFingerprintTests {
         #expect(leader.send("a", Wire.heartbeat("w")).first?.typeName == "error")
         #expect(leader.core.errorCounts["rig-mismatch"] == 3)
         #expect(leader.log.lastRevision == 0)
+    }
+
+    @Test func `a worker whose op argument's type changed is refused naming the op; one without shapes is compared by names`() throws {
+        func counter(bump: OpArgumentShape) -> CogRig.Fingerprint {
+            var rig = Self.served
+            rig.shapes = .init(
+                ops: ["counter.bump": bump, "counter.setBonus": .boolean],
+                durableSources: ["counter.count": .init(value: .integer), "counter.isBonusOpen": .init(value: .boolean)])
+            return rig
+        }
+        let leader = try CoreHarness(rigs: [counter(bump: .integer)])
+        #expect(leader.send("a", Self.hello(counter(bump: .integer))) == [Self.welcome])
+        let refusal = try #require(leader.error("b", .hello(worker: "w2", lastRevision: 0, rig: counter(bump: .string))))
+        #expect(refusal.knownCode == .rigMismatch)
+        #expect(
+            refusal.message
+                == "worker w2's rig counter differs from the leader's: op `counter.bump` takes integer at the leader, string in this worker's rig "
+                + "(a worker may lack what the leader adds, nothing else; run the leader's version of the rig)")
+        // A worker built before fingerprints carried shapes: names only, as before.
+        #expect(leader.send("c", .hello(worker: "w3", lastRevision: 0, rig: Self.served)) == [Self.welcome])
+        #expect(leader.core.errorCounts == ["rig-mismatch": 1])
+    }
+
+    @Test func `a hello whose shape nests as deep as the codec allows decodes without trapping and is refused past the limits`() throws {
+        func hello(depth: Int) -> [UInt8] {
+            var shape = CBORValue.text("integer")
+            for _ in 0..<depth { shape = .map([(.text("array"), shape)]) }
+            let rig = CBORValue.map([
+                (.text("name"), .text("counter")), (.text("schemaVersion"), .unsigned(1)),
+                (.text("durableSources"), .array([.text("counter.count"), .text("counter.isBonusOpen")])),
+                (.text("ops"), .array([.text("counter.bump"), .text("counter.setBonus")])),
+                (.text("shapes"), .map([(.text("ops"), .map([(.text("counter.bump"), shape)]))])),
+            ])
+            let body = CBORValue.map([(.text("worker"), .text("w")), (.text("lastRevision"), .unsigned(0)), (.text("rig"), rig)])
+            return CBORWriter.encode(.map([(.text("v"), .unsigned(1)), (.text("type"), .text("hello")), (.text("body"), body)]))
+        }
+        // Past the codec's nesting limit: malformed, as any frame nested that deep.
+        #expect(throws: WireDecodeError.self) { try WireMessage.decode(hello(depth: 300)) }
+        // Within it: decoded, then refused for its shape, naming the op.
+        let message = try WireMessage.decode(hello(depth: 240))
+        var served = Self.served
+        served.shapes = .init(ops: ["counter.bump": .integer])
+        let leader = try CoreHarness(rigs: [served])
+        let refusal = try #require(leader.error("a", message))
+        #expect(refusal.knownCode == .rigMismatch)
+        #expect(refusal.message.contains("op `counter.bump`: this worker's shape is past the limits (32 levels deep, 4096 parts)"), "\(refusal.message)")
     }
 
     @Test func `a leader given no fingerprints compares nothing`() throws {

@@ -53,6 +53,51 @@ enum Retyped {
     static let countAsTextCog = Cog<String>.Manual(name: "counter.count") { "" }
 }
 
+/// `counter.bump` taking its amount as text (another build of the app, for
+/// the tests of types in the fingerprint): same names, another argument type.
+/// A count that refuses numbers over 3 as it decodes (another build of the
+/// app): its shape is `integer`, as the leader's, so the fingerprint cannot
+/// see the change, but the numbers stored no longer decode.
+struct SmallCount: Codable, Equatable, Sendable {
+    var value: Int
+
+    init(value: Int) {
+        self.value = value
+    }
+
+    init(from decoder: any Decoder) throws {
+        value = try decoder.singleValueContainer().decode(Int.self)
+        guard value <= 3 else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "a small count is at most 3, not \(value)")) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(value)
+    }
+}
+
+extension Retyped {
+    static let smallCountCog = Cog<SmallCount>.Manual(name: "counter.count") { SmallCount(value: 0) }
+}
+
+enum RetypedOp {
+    static let bumpByTextOp = RemoteOp<String>(name: "counter.bump") { c, amount in
+        guard let amount = Int(amount) else { return }
+        let (count, overflow) = c[_countCog].addingReportingOverflow(amount)
+        if !overflow { c[_countCog] = count }
+    }
+}
+
+/// Sends `counter.bump` with text from its bonus scope, where the leader's
+/// op takes a number (another build's mistake the fingerprint cannot see:
+/// the op it sends is not the one its rig lists), for the tests of
+/// rejections a worker sees.
+struct SloppyMechanism: Mechanism {
+    func operate(_ m: MechanismController) {
+        m.scope(isBonusOpenCog, name: "bonus") { s in s.perform(RetypedOp.bumpByTextOp, "one") }
+    }
+}
+
 enum Counter {
     static let rig = CogRig(
         name: "counter", summary: "a count, bumped by ops and by a bonus scope",
@@ -63,7 +108,12 @@ enum Counter {
     /// `older`, before the bonus scope's source and op were added (a
     /// leader of this build serves it); `renamed`, with `counter.bump`
     /// renamed `counter.add` (refused); `bumped`, schema version 2 (refused);
-    /// `retyped`, `counter.count` as text (a leader refuses the stored numbers).
+    /// `retyped`, `counter.count` as text (a leader refuses the stored numbers);
+    /// `argtyped`, `counter.bump` taking text (refused at hello, naming the op);
+    /// `validating`, `counter.count` refusing numbers over 3 as it decodes (same
+    /// shape: a worker joins and stops at the snapshot it cannot read);
+    /// `sloppy`, the rig as it is, with a mechanism whose bonus scope sends
+    /// `counter.bump` with text (joins; its request is rejected `bad-argument`).
     static func build(_ name: String?) -> CogRig {
         switch name {
         case "older":
@@ -72,6 +122,12 @@ enum Counter {
             CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [addOp, setBonusOp], mechanisms: { _ in [] })
         case "retyped":
             CogRig(name: "counter", durableSources: [Retyped.countAsTextCog, _isBonusOpenCog], ops: [setBonusOp], mechanisms: { _ in [] })
+        case "validating":
+            CogRig(name: "counter", durableSources: [Retyped.smallCountCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [] })
+        case "argtyped":
+            CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [RetypedOp.bumpByTextOp, setBonusOp], mechanisms: { _ in [] })
+        case "sloppy":
+            CogRig(name: "counter", durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [SloppyMechanism()] })
         case "bumped":
             CogRig(name: "counter", schemaVersion: 2, durableSources: [_countCog, _isBonusOpenCog], ops: [bumpOp, setBonusOp], mechanisms: { _ in [] })
         default:

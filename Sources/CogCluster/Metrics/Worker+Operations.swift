@@ -76,6 +76,12 @@ extension Worker {
             .labelled(
                 "cogd_worker_requests_total", .counter, help: "Replies to this worker's op requests, by outcome.",
                 label: "outcome", [("applied", Double(ops.applied)), ("unchanged", Double(ops.unchanged)), ("rejected", Double(ops.rejected))]),
+            MetricFamily(
+                "cogd_worker_rejections_total", .counter,
+                help: "Rejections of this worker's own op requests, by op and code (only pairs seen; past 64 pairs, op and code _other).",
+                samples: rejections.counts.sorted { $0.key < $1.key }.map { series, count in
+                    MetricFamily.Sample(labels: [MetricFamily.Label("op", series.op), MetricFamily.Label("code", series.code)], value: Double(count))
+                }),
             .single(
                 "cogd_worker_requests_unsent_total", .counter,
                 help: "Op requests the socket could not take (its queue to the leader full), each answered here rejected unavailable.",
