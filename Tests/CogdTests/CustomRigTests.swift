@@ -125,6 +125,9 @@ struct CustomRigTests {
                 "worker argtyped's rig counter differs from the leader's: op `counter.bump` takes integer at the leader, string in this worker's rig")
                 == true,
             "\(argtyped.lines)")
+        // The leader's own log names the worker and what differs, too.
+        let leaderLine = leader.waitForLine { $0.contains("refused worker argtyped's hello") }
+        #expect(leaderLine?.contains("WARN") == true && leaderLine?.contains("op `counter.bump` takes integer at the leader, string in this worker's rig") == true, "\(leader.lines)")
 
         // A build from before the leader's added the bonus source and op: compatible, it syncs.
         let older = try CogdProcess(

@@ -31,9 +31,11 @@ struct LeaderOperations {
     var slowCommits: UInt64 = 0
     var slowestCommit: Duration = .zero
     var lastSlowCommitLine: ContinuousClock.Instant?
-    /// Name conflicts by worker name since its last line, and when that was
-    /// (a refused process says hello again and again: one line per name per 10 s).
-    var conflicts: [String: (lastLine: ContinuousClock.Instant, since: UInt64)] = [:]
+    /// Name conflicts by worker name (a refused process says hello again
+    /// and again: one line per name per 10 s).
+    var conflicts = PerNameLines()
+    /// Rig refusals by worker name, likewise.
+    var rigRefusals = PerNameLines()
 
     static let recentCommitsKept = 4_096
     static let fileUseInterval: Duration = .seconds(5)
@@ -116,19 +118,15 @@ extension Leader {
                 log.log(
                     .info, "worker-replaced", "worker \(TerminalText.escaped(worker)): a new process took the name over from one that is gone",
                     ["worker": .text(worker)])
+            case .rigRefused(let worker, let reason):
+                guard let more = operations.rigRefusals.lineDue(for: worker, now: ContinuousClock.now) else { continue }
+                log.log(
+                    .warn, "rig-refused",
+                    "refused worker \(TerminalText.escaped(worker))'s hello: \(TerminalText.escaped(reason))"
+                        + (more > 0 ? " (\(more) more refusals since the last line)" : ""),
+                    ["worker": .text(worker), "reason": .text(reason), "more": .number(Double(more))])
             case .nameConflict(let worker):
-                let now = ContinuousClock.now
-                if let earlier = operations.conflicts[worker], now - earlier.lastLine < .seconds(10) {
-                    operations.conflicts[worker]!.since += 1
-                    continue
-                }
-                // Bounded: names seen once long ago are forgotten (a line may then come sooner).
-                if operations.conflicts.count >= 1_024 {
-                    operations.conflicts = operations.conflicts.filter { now - $0.value.lastLine < .seconds(10) }
-                    if operations.conflicts.count >= 1_024 { operations.conflicts = [:] }
-                }
-                let more = operations.conflicts[worker]?.since ?? 0
-                operations.conflicts[worker] = (now, 0)
+                guard let more = operations.conflicts.lineDue(for: worker, now: ContinuousClock.now) else { continue }
                 log.log(
                     .warn, "name-conflict",
                     "another process asked for worker name \(TerminalText.escaped(worker)) while its holder is connected; refused name-in-use"
@@ -255,3 +253,29 @@ extension Leader {
         return families
     }
 }
+
+/// One log line per name per 10 s for a refusal a process repeats (its
+/// hello, again and again), with how many were not logged since.
+struct PerNameLines {
+    private var names: [String: (lastLine: ContinuousClock.Instant, since: UInt64)] = [:]
+    static let interval: Duration = .seconds(10)
+    /// Names remembered at most (seen once long ago, they are forgotten: a line may then come sooner).
+    static let limit = 1_024
+
+    /// The refusals of `name` not logged since its last line when a line is
+    /// due now (and notes it); nil when it is not (and counts this one).
+    mutating func lineDue(for name: String, now: ContinuousClock.Instant) -> UInt64? {
+        if let earlier = names[name], now - earlier.lastLine < PerNameLines.interval {
+            names[name]!.since &+= 1
+            return nil
+        }
+        if names.count >= PerNameLines.limit {
+            names = names.filter { now - $0.value.lastLine < PerNameLines.interval }
+            if names.count >= PerNameLines.limit { names = [:] }
+        }
+        let more = names[name]?.since ?? 0
+        names[name] = (now, 0)
+        return more
+    }
+}
+

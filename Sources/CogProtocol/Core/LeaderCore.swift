@@ -479,6 +479,7 @@ public struct LeaderCore {
         switch message {
         case .hello(let worker, let revision, let rig, let group, let tool):
             if let rig, let refusal = rigRefusal(rig, worker: worker) {
+                note(.rigRefused(worker: worker, reason: refusal.message))
                 refuse(peer, refusal)
                 return
             }
@@ -1131,6 +1132,8 @@ public struct LeaderCore {
         case nameTakenOver(worker: String)
         /// A process was refused a name another live process holds.
         case nameConflict(worker: String)
+        /// A worker's hello was refused `rig-mismatch`: why, naming the op or source.
+        case rigRefused(worker: String, reason: String)
     }
 
     /// The most events kept until the driver takes them (more are counted in `droppedEvents`).
