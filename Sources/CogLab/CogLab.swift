@@ -199,6 +199,10 @@ public enum CogLab {
             return """
 
                 Graph shapes:   \(GraphBench.shapeNames.joined(separator: ", "))
+                                (each beside a hand-written Swift baseline of the same computation
+                                without the graph, measured in the same run, interleaved, its ratio
+                                printed: "baselineKind": "hand-written"; grace beside its own,
+                                stream beside the raw AsyncStream iteration)
                 Log shapes:     \(LogBench.shapeNames.joined(separator: ", "))
                 Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
                 Groups shapes:  \(GroupBench.shapeNames.joined(separator: ", ")) (a leader and a group of
@@ -229,10 +233,11 @@ public enum CogLab {
 
                 Options:
                   --json              one JSON object per figure: {"name", "value", "unit"}; log figures
-                                      add "baseline" and "ratio", the raw LMDB figure, and graph.stream
-                                      the raw AsyncStream iteration; retention prints each sample as
-                                      a figure (retention.file-bytes.turns-N) as it is read, and its
-                                      verdict line on stderr (default: lines)
+                                      add "baseline" and "ratio", the raw LMDB figure, graph figures
+                                      their hand-written baseline ("baselineKind": "hand-written"), and
+                                      graph.stream the raw AsyncStream iteration; retention prints
+                                      each sample as a figure (retention.file-bytes.turns-N) as it is
+                                      read, and its verdict line on stderr (default: lines)
                   --runs N            timed runs per shape, the median reported, 1 to 1000 (default 7;
                                       retention: whole runs, each with a fresh leader, default 1;
                                       quick: default \(QuickBench.defaultRuns))

@@ -7,7 +7,9 @@ import Cog
 #endif
 
 /// `cogd-lab bench graph`: ns per turn for each graph shape, median of repeated
-/// runs, each shape set up once and then driven turn after turn.
+/// runs, each shape set up once and then driven turn after turn, beside the
+/// same computation written by hand without a graph (`HandWritten`), measured
+/// in the same run, interleaved, and held to compute the same values.
 @MainActor
 struct GraphBench {
     let options: BenchOptions
@@ -22,8 +24,9 @@ struct GraphBench {
         let name: String
         let value: Double
         let unit: String
-        /// What the figure is compared with (the grace and stream shapes) and,
-        /// when it is not the raw figure without Cog, its name.
+        /// What the figure is compared with (its hand-written baseline; the
+        /// grace shape's own; stream's raw iteration) and, when it is not the
+        /// raw figure without Cog, its name (`hand-written`).
         var baseline: Double? = nil
         var baselineName: String? = nil
     }
@@ -84,109 +87,195 @@ struct GraphBench {
         return String((value * 100).rounded() / 100)
     }
 
-    /// A runtime driven by the bench mechanism for `shape`.
-    private func runtime(_ shape: BenchMechanism.Shape, seeding: (Cogs) -> Void = { _ in }) -> Cogs {
+    /// A runtime driven by the bench mechanism for `shape`, its reactions leaving their results in `sink`.
+    private func runtime(_ shape: BenchMechanism.Shape, sink: BenchSink, seeding: (Cogs) -> Void = { _ in }) -> Cogs {
         let cogs = Cogs()
         seeding(cogs)
         cogs.operate([BenchMechanism(shape: shape, sink: sink)])
         return cogs
     }
 
+    /// A figure beside its hand-written baseline (`HandWritten`) of the same run.
+    private func handWritten(_ name: String, _ value: Double, _ baseline: Double, unit: String) -> Figure {
+        Figure(name: name, value: value, unit: unit, baseline: baseline, baselineName: "hand-written")
+    }
+
+    /// Stops the bench when a hand-written baseline did not compute what the graph did.
+    private func agree(_ shape: String, graph: Int, handWritten: Int) {
+        guard graph == handWritten else {
+            fatalError("internal inconsistency: the hand-written \(shape) baseline computed \(handWritten), the graph \(graph)")
+        }
+    }
+
     private func measure(_ shape: String) -> [Figure] {
+        let graphSink = BenchSink()
+        let handSink = BenchSink()
         switch shape {
         case "steady":
-            let cogs = runtime(.steady)
+            let cogs = runtime(.steady, sink: graphSink)
+            let hand = HandWritten.Steady(sink: handSink)
             let turns = 100_000
             var allocations: [Double] = []
-            let time = timed(turns: turns) {
-                let before = cogd_allocation_count()
-                for _ in 0..<turns { cogs.incrementSteadySource() }
-                allocations.append(Double(cogd_allocation_count() - before) / Double(turns))
-            }
+            let times = interleaved(turns: turns, [
+                {
+                    let before = cogd_allocation_count()
+                    for _ in 0..<turns { cogs.incrementSteadySource() }
+                    allocations.append(Double(cogd_allocation_count() - before) / Double(turns))
+                },
+                { for _ in 0..<turns { hand.incrementSource() } },
+            ])
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            agree(shape, graph: cogs.peek(BenchRig.steadyDoubleCog), handWritten: hand.double)
             return [
-                Figure(name: "graph.steady", value: time, unit: "ns/turn"),
+                handWritten("graph.steady", times[0], times[1], unit: "ns/turn"),
                 Figure(name: "graph.steady.allocations", value: median(allocations), unit: "allocs/turn"),
             ]
         case "deep":
             let links = 1_000
-            let cogs = runtime(.deep(links: links)) { cogs in
+            let cogs = runtime(.deep(links: links), sink: graphSink) { cogs in
                 for depth in 0..<links { _ = cogs.peek(BenchRig.deepLinkCogs[depth]) }
             }
+            let hand = HandWritten.Chain(links: links, sink: handSink)
             let turns = 300
-            let time = timed(turns: turns) {
-                for _ in 0..<turns { cogs.incrementDeepHead() }
-            }
-            return [Figure(name: "graph.deep", value: time, unit: "ns/turn")]
+            let times = interleaved(turns: turns, [
+                { for _ in 0..<turns { cogs.incrementDeepHead() } },
+                { for _ in 0..<turns { hand.incrementHead() } },
+            ])
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            agree(shape, graph: cogs.peek(BenchRig.deepLinkCogs[links - 1]), handWritten: hand.links[links - 1])
+            return [handWritten("graph.deep", times[0], times[1], unit: "ns/turn")]
         case "broad":
-            let cogs = runtime(.broad(width: 1_000))
+            let width = 1_000
+            let cogs = runtime(.broad(width: width), sink: graphSink)
+            let hand = HandWritten.Fan(width: width, sink: handSink)
             let turns = 300
-            let time = timed(turns: turns) {
-                for _ in 0..<turns { cogs.incrementBroadSource() }
-            }
-            return [Figure(name: "graph.broad", value: time, unit: "ns/turn")]
+            let times = interleaved(turns: turns, [
+                { for _ in 0..<turns { cogs.incrementBroadSource() } },
+                { for _ in 0..<turns { hand.incrementSource() } },
+            ])
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            return [handWritten("graph.broad", times[0], times[1], unit: "ns/turn")]
         case "diamond":
-            let cogs = runtime(.diamond)
+            let cogs = runtime(.diamond, sink: graphSink)
+            let hand = HandWritten.Diamond(sink: handSink)
             let turns = 100_000
-            let time = timed(turns: turns) {
-                for _ in 0..<turns { cogs.incrementDiamondSource() }
-            }
-            return [Figure(name: "graph.diamond", value: time, unit: "ns/turn")]
+            let times = interleaved(turns: turns, [
+                { for _ in 0..<turns { cogs.incrementDiamondSource() } },
+                { for _ in 0..<turns { hand.incrementSource() } },
+            ])
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            agree(shape, graph: cogs.peek(BenchRig.diamondJoinCog), handWritten: hand.join)
+            return [handWritten("graph.diamond", times[0], times[1], unit: "ns/turn")]
         case "keyed":
             let keys = 10_000
-            let cogs = runtime(.keyed) { $0.installKeyedValues(count: keys) }
+            let cogs = runtime(.keyed, sink: graphSink) { $0.installKeyedValues(count: keys) }
+            let hand = HandWritten.KeyedSum(count: keys, sink: handSink)
             let turns = 200
             var next = 0
-            let time = timed(turns: turns) {
-                for _ in 0..<turns {
-                    cogs.incrementKeyedValue(next)
-                    next = (next + 1) % keys
-                }
-            }
-            return [Figure(name: "graph.keyed", value: time, unit: "ns/turn")]
+            var handNext = 0
+            let times = interleaved(turns: turns, [
+                {
+                    for _ in 0..<turns {
+                        cogs.incrementKeyedValue(next)
+                        next = (next + 1) % keys
+                    }
+                },
+                {
+                    for _ in 0..<turns {
+                        hand.incrementValue(handNext)
+                        handNext = (handNext + 1) % keys
+                    }
+                },
+            ])
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            agree(shape, graph: cogs.peek(BenchRig.keyedSumCog), handWritten: hand.sum)
+            return [handWritten("graph.keyed", times[0], times[1], unit: "ns/turn")]
         case "keyed-single-10", "keyed-single-10000":
             let others = shape == "keyed-single-10" ? 10 : 10_000
-            let cogs = runtime(.keyedSingle) { cogs in
+            let cogs = runtime(.keyedSingle, sink: graphSink) { cogs in
                 cogs.installSingleValues(count: others + 1)
                 for key in 1...others { _ = cogs[BenchRig.singleReadCogs[key]] }
             }
+            let hand = HandWritten.SingleKey(others: others, watched: 0, sink: handSink)
             let turns = 100_000
-            let time = timed(turns: turns) {
-                for _ in 0..<turns { cogs.incrementSingleValue(0) }
-            }
-            return [Figure(name: "graph.\(shape)", value: time, unit: "ns/turn")]
+            let times = interleaved(turns: turns, [
+                { for _ in 0..<turns { cogs.incrementSingleValue(0) } },
+                { for _ in 0..<turns { hand.incrementValue(0) } },
+            ])
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            agree(shape, graph: cogs.peek(BenchRig.singleReadCogs[0]), handWritten: hand.readers[0] ?? -1)
+            return [handWritten("graph.\(shape)", times[0], times[1], unit: "ns/turn")]
         case "cold":
             let cogs = Cogs()
             _ = cogs.peek(BenchRig.coldDoubleCog)
+            let hand = HandWritten.Lazy()
+            _ = hand.read()
             let turns = 10_000
             var reads: [Double] = []
-            let time = timed(turns: turns) {
-                for _ in 0..<turns { cogs.incrementColdSource() }
-                let start = ContinuousClock.now
-                _ = cogs.peek(BenchRig.coldDoubleCog)
-                reads.append(nanoseconds(ContinuousClock.now - start))
-            }
+            var handReads: [Double] = []
+            let times = interleaved(turns: turns, [
+                {
+                    for _ in 0..<turns { cogs.incrementColdSource() }
+                    let start = ContinuousClock.now
+                    graphSink.value &+= cogs.peek(BenchRig.coldDoubleCog)
+                    reads.append(nanoseconds(ContinuousClock.now - start))
+                },
+                {
+                    for _ in 0..<turns { hand.incrementSource() }
+                    let start = ContinuousClock.now
+                    handSink.value &+= hand.read()
+                    handReads.append(nanoseconds(ContinuousClock.now - start))
+                },
+            ])
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
             return [
-                Figure(name: "graph.cold", value: time, unit: "ns/unread-turn"),
-                Figure(name: "graph.cold.read", value: median(reads), unit: "ns"),
+                handWritten("graph.cold", times[0], times[1], unit: "ns/unread-turn"),
+                handWritten("graph.cold.read", median(reads), median(handReads), unit: "ns"),
             ]
         case "scopes":
-            let cogs = runtime(.scopes)
+            let cogs = runtime(.scopes, sink: graphSink)
+            let hand = HandWritten.Children(sink: handSink)
             let children = 1_000
             let ids = Array(0..<children)
-            let time = timed(turns: children) {
-                cogs.setChildIDs(ids)
-                cogs.setChildIDs([])
-            }
-            return [Figure(name: "graph.scopes.open-and-retire", value: time / 1_000, unit: "us/child")]
+            let times = interleaved(turns: children, [
+                {
+                    cogs.setChildIDs(ids)
+                    cogs.setChildIDs([])
+                },
+                {
+                    hand.setChildIDs(ids)
+                    hand.setChildIDs([])
+                },
+            ])
+            // Untimed: the children are real watchers in both, woken alike.
+            cogs.setChildIDs(ids)
+            hand.setChildIDs(ids)
+            cogs.incrementSteadySource()
+            hand.incrementSource()
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            cogs.setChildIDs([])
+            hand.setChildIDs([])
+            return [handWritten("graph.scopes.open-and-retire", times[0] / 1_000, times[1] / 1_000, unit: "us/child")]
         case "quiet-reactions":
-            let one = runtime(.quiet(reactions: 1))
-            let hundred = runtime(.quiet(reactions: 100))
+            let oneSink = BenchSink()
+            let handOneSink = BenchSink()
+            let one = runtime(.quiet(reactions: 1), sink: oneSink)
+            let handOne = HandWritten.Reactions(count: 1, sink: handOneSink)
+            let hundred = runtime(.quiet(reactions: 100), sink: graphSink)
+            let handHundred = HandWritten.Reactions(count: 100, sink: handSink)
             let turns = 100_000
-            let alone = timed(turns: turns) { for _ in 0..<turns { one.incrementSteadySource() } }
-            let crowded = timed(turns: turns) { for _ in 0..<turns { hundred.incrementSteadySource() } }
+            let times = interleaved(turns: turns, [
+                { for _ in 0..<turns { one.incrementSteadySource() } },
+                { for _ in 0..<turns { handOne.incrementSource() } },
+                { for _ in 0..<turns { hundred.incrementSteadySource() } },
+                { for _ in 0..<turns { handHundred.incrementSource() } },
+            ])
+            agree(shape, graph: oneSink.value, handWritten: handOneSink.value)
+            agree(shape, graph: graphSink.value, handWritten: handSink.value)
+            let (alone, crowded) = (times[0], times[2])
             return [
-                Figure(name: "graph.reactions.1-woken-of-1", value: alone, unit: "ns/turn"),
-                Figure(name: "graph.reactions.1-woken-of-100", value: crowded, unit: "ns/turn"),
+                handWritten("graph.reactions.1-woken-of-1", alone, times[1], unit: "ns/turn"),
+                handWritten("graph.reactions.1-woken-of-100", crowded, times[3], unit: "ns/turn"),
                 Figure(name: "graph.reactions.quiet-growth", value: (crowded / alone - 1) * 100, unit: "%"),
             ]
         default:
@@ -194,17 +283,21 @@ struct GraphBench {
         }
     }
 
-    /// Runs `body` once to warm up, then `options.runs` times; the median of
-    /// the timed runs, in ns per turn.
-    private func timed(turns: Int, _ body: () -> Void) -> Double {
-        body()
-        var samples: [Double] = []
+    /// Runs each of `bodies` (the graph's, then its hand-written baseline's)
+    /// once to warm up, then `options.runs` rounds of each in turn — graph,
+    /// baseline, graph, baseline … — so the machine's drift falls on both
+    /// alike; each body's median, in ns per turn.
+    private func interleaved(turns: Int, _ bodies: [() -> Void]) -> [Double] {
+        for body in bodies { body() }
+        var samples = Array(repeating: [Double](), count: bodies.count)
         for _ in 0..<options.runs {
-            let start = ContinuousClock.now
-            body()
-            samples.append(nanoseconds(ContinuousClock.now - start) / Double(turns))
+            for (index, body) in bodies.enumerated() {
+                let start = ContinuousClock.now
+                body()
+                samples[index].append(nanoseconds(ContinuousClock.now - start) / Double(turns))
+            }
         }
-        return median(samples)
+        return samples.map { median($0) }
     }
 
     func nanoseconds(_ duration: Duration) -> Double {
