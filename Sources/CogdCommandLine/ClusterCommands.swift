@@ -754,7 +754,7 @@ enum ClusterCommands {
                 switch reply.outcome {
                 case .applied: return CallExit.applied
                 case .unchanged: return CallExit.unchanged
-                case .rejected: return CallExit.rejected
+                case .rejected, .refused: return CallExit.rejected
                 }
             case .reply(let reply):
                 // A retry answered from dedup says so: nothing ran now (cogwire §4).
@@ -772,6 +772,10 @@ enum ClusterCommands {
                 case .rejected(let code, let detail):
                     printError(
                         "\(earlier)rejected: \(escaped: reply.outcome.reason ?? detail) (request \(escaped: reply.request))\(unknownOpHint(code, op: options.op, rigs: rigs))")
+                    return CallExit.rejected
+                case .refused(let code, let reason):
+                    // The op's body said no: a code its app chose, a reason for a person; nothing was kept.
+                    printError("\(earlier)refused \(escaped: code): \(escaped: reason) (request \(escaped: reply.request))")
                     return CallExit.rejected
                 }
             case .error(let error):
@@ -832,6 +836,8 @@ struct CallAnswer: Encodable {
     var revision: UInt64?
     var code: String?
     var detail: String?
+    /// A refusal's reason (its code is `code`).
+    var reason: String?
     /// True when the leader answered from an earlier request with this id (nothing ran now).
     var earlier: Bool
 
@@ -848,6 +854,10 @@ struct CallAnswer: Encodable {
             outcome = "rejected"
             self.code = code
             self.detail = detail
+        case .refused(let code, let reason):
+            outcome = "refused"
+            self.code = code
+            self.reason = reason
         }
     }
 
