@@ -63,7 +63,7 @@ let greetOp = RemoteOp<String>(
 /// the writer body; then refused as `ledger.transfer` refuses.
 let tellerTransferOp = RemoteOp<TellerTransfer>(
     name: "ledger.tellerTransfer",
-    summary: "a transfer made for an account's scope; changes nothing unless the receipt's account is still open",
+    summary: "a transfer made for an account's scope; changes nothing unless the receipt's account is still open, then refuses as ledger.transfer does",
     example: TellerTransfer(transfer: Transfer(from: "alice", to: "bob", amount: 5), receipt: "alice")
 ) { c, request in
     guard c[_accountsCog].contains(request.receipt) else { return }
