@@ -485,7 +485,8 @@ def status_problem(value):
         "placement": (t_text, False),
         "commits": (t_shape({"count": (number, True), "window": (number, True), "p50Micros": (number, True),
                              "p99Micros": (number, True), "turnsPerCommit": (number, True)}), False),
-        "version": (t_text, False), "uptimeSeconds": (number, False), "heartbeatTimeoutSeconds": (number, False)})
+        "version": (t_text, False), "uptimeSeconds": (number, False), "heartbeatTimeoutSeconds": (number, False),
+        "refusals": (t_list_of(t_shape({"op": (t_text, True), "code": (t_text, True), "count": (t_uint, True)})), False)})
 
 
 def outcome_kind(outcome):
@@ -732,6 +733,12 @@ def run(cogd, checks):
         worker.op("ledger.transfer", {"from": names[8], "to": names[9], "amount": 1000000}, seq=seq3)
         again, again_raw = worker.reply_for(seq3)
         check("its retry gets the same refusal, marked earlier", answered_earlier(refused_raw, again_raw), repr(again))
+        value, problem = status(context, leader)
+        counted = [r for r in ((value or {}).get("body", {}).get("refusals") or [])
+                   if r.get("op") == "ledger.transfer" and r.get("code") == "insufficient-funds"]
+        check("status counts the refusal by op and code (refusals), the retry not again",
+              not problem and not status_problem(value) and len(counted) == 1 and counted[0]["count"] == 1,
+              str(problem or status_problem(value) or value))
 
         # A member that arrives opens in the causing turn's record; one that leaves retires.
         outcomes = tool_ops(context, leader, [("ledger.open", {"account": "zed", "balance": 7})])
