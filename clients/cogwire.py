@@ -774,6 +774,15 @@ def rejection_code(outcome):
     return reason.split(": ", 1)[0] if ": " in reason else None
 
 
+def refusal(outcome):
+    """(code, reason) of an outcome the op's body refused (cogwire.md §4,
+    "Refusals"): a rejected outcome carrying `refusal`; None for any other."""
+    rejected = (outcome or {}).get("rejected")
+    if not isinstance(rejected, dict) or not isinstance(rejected.get("refusal"), dict):
+        return None
+    return rejected["refusal"].get("code"), rejected["refusal"].get("reason")
+
+
 def outcome_problem(outcome):
     if not isinstance(outcome, dict) or len(outcome) != 1:
         return f"outcome is not a one-key map: {outcome!r}"
@@ -784,11 +793,17 @@ def outcome_problem(outcome):
         return None if value == {} else f"unchanged carries {value!r}"
     if kind == "rejected":
         # cogwire.md §3: code and detail as fields, and reason, "code: detail",
-        # for earlier readers; an earlier leader sends reason alone.
-        problem = shape_problem(value, {"code": (t_text, False), "detail": (t_text, False), "reason": (t_text, True)},
+        # for earlier readers; an earlier leader sends reason alone. A refusal
+        # (§4, "Refusals") adds its own code and reason in `refusal`, under the code "refused".
+        problem = shape_problem(value, {"code": (t_text, False), "detail": (t_text, False), "reason": (t_text, True),
+                                        "refusal": (t_shape({"code": (t_text, True), "reason": (t_text, True)}), False)},
                                 "outcome.rejected")
         if problem:
             return problem
+        if "refusal" in value:
+            own = value["refusal"]
+            if value.get("code") != "refused" or value.get("detail") != f"{own['code']}: {own['reason']}":
+                return f"outcome.rejected carries a refusal but not code 'refused' and detail 'code: reason': {value!r}"
         if ("code" in value) != ("detail" in value):
             return f"outcome.rejected has one of code and detail without the other: {value!r}"
         if "code" in value and value["reason"] != f"{value['code']}: {value['detail']}":

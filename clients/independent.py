@@ -27,7 +27,7 @@ import cbor2
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cogwire import (answered_earlier, rejection_code, request_digest, Checks, Deadline, Leader, Peer, Tag, CBORError, decode, encode, item_spans,  # noqa: E402
+from cogwire import (answered_earlier, refusal, rejection_code, request_digest, Checks, Deadline, Leader, Peer, Tag, CBORError, decode, encode, item_spans,  # noqa: E402
                      entry_hash, message, message_problem, parse, read_folder, record_problem, state_digest, state_key)
 
 # Checks the leader fails today although protocol/ says otherwise:
@@ -144,7 +144,7 @@ def check_vectors(checks):
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
                   "error-compacted", "status-uptime", "hello-tool", "status-tool", "goodbye",
-                  "error-goodbye-not-holder", "reply-earlier"}
+                  "error-goodbye-not-holder", "reply-earlier", "reply-refused"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -208,6 +208,13 @@ def check_vectors(checks):
                                           "reason": "unknown-op: no op named `x` is registered"}}, repr(b)))
     wire_check("reply-earlier", "reply", lambda b: expect(
         b == {"request": {"worker": "w1", "seq": 19}, "outcome": {"applied": {"revision": 6}}, "earlier": True}, repr(b)))
+    wire_check("reply-refused", "reply", lambda b: expect(
+        b == {"request": {"worker": "w1", "seq": 19},
+              "outcome": {"rejected": {"code": "refused",
+                                       "detail": "insufficient-funds: alice has 30, the transfer needs 50",
+                                       "reason": "refused: insufficient-funds: alice has 30, the transfer needs 50",
+                                       "refusal": {"code": "insufficient-funds",
+                                                   "reason": "alice has 30, the transfer needs 50"}}}}, repr(b)))
     wire_check("error-version", "error", lambda b: expect(b["code"] == "version" and "request" not in b, repr(b)))
     wire_check("error-hello-first", "error", lambda b: expect(b["code"] == "hello-first", repr(b)))
     wire_check("hello-group", "hello", lambda b: expect(b == {"worker": "w1", "lastRevision": 0, "group": "greeters"}, repr(b)))
@@ -485,7 +492,8 @@ def status_problem(value):
         "placement": (t_text, False),
         "commits": (t_shape({"count": (number, True), "window": (number, True), "p50Micros": (number, True),
                              "p99Micros": (number, True), "turnsPerCommit": (number, True)}), False),
-        "version": (t_text, False), "uptimeSeconds": (number, False), "heartbeatTimeoutSeconds": (number, False)})
+        "version": (t_text, False), "uptimeSeconds": (number, False), "heartbeatTimeoutSeconds": (number, False),
+        "refusals": (t_list_of(t_shape({"op": (t_text, True), "code": (t_text, True), "count": (t_uint, True)})), False)})
 
 
 def outcome_kind(outcome):
@@ -719,6 +727,25 @@ def run(cogd, checks):
         worker.op("ledger.nope", {"x": 1}, seq=seq2)
         second, second_raw = worker.reply_for(seq2)
         check("its retry gets the same reply, marked earlier", answered_earlier(first_raw, second_raw), repr(second))
+
+        # An overdraft: the op's body refuses insufficient-funds naming the balance (cogwire.md §4, "Refusals");
+        # an earlier reader sees a rejection coded refused. Stored: a retry gets it again, marked earlier.
+        seq3 = worker.op("ledger.transfer", {"from": names[8], "to": names[9], "amount": 1000000})
+        refused, refused_raw = worker.reply_for(seq3)
+        said = refusal(refused["body"]["outcome"]) if refused else None
+        check("an overdraft is refused insufficient-funds, its reason naming the balance",
+              said is not None and said[0] == "insufficient-funds" and said[1].startswith(f"{names[8]} has ")
+              and said[1].endswith(", the transfer needs 1000000")
+              and rejection_code(refused["body"]["outcome"]) == "refused", repr(refused))
+        worker.op("ledger.transfer", {"from": names[8], "to": names[9], "amount": 1000000}, seq=seq3)
+        again, again_raw = worker.reply_for(seq3)
+        check("its retry gets the same refusal, marked earlier", answered_earlier(refused_raw, again_raw), repr(again))
+        value, problem = status(context, leader)
+        counted = [r for r in ((value or {}).get("body", {}).get("refusals") or [])
+                   if r.get("op") == "ledger.transfer" and r.get("code") == "insufficient-funds"]
+        check("status counts the refusal by op and code (refusals), the retry not again",
+              not problem and not status_problem(value) and len(counted) == 1 and counted[0]["count"] == 1,
+              str(problem or status_problem(value) or value))
 
         # A member that arrives opens in the causing turn's record; one that leaves retires.
         outcomes = tool_ops(context, leader, [("ledger.open", {"account": "zed", "balance": 7})])

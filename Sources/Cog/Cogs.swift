@@ -83,12 +83,32 @@ public final class Cogs: CogOps {
     /// the durable store: the caller (the leader) decides where they go.
     /// None: the turn changed nothing durable.
     package func settle(named name: String, _ body: @escaping (Writer) -> Void) -> [CogDurableTurn] {
+        settleOp(named: name, body).turns
+    }
+
+    /// `settle`, and the refusal of the turn it ran (an op body that
+    /// refused: it settled nothing of its own).
+    package func settleOp(named name: String, _ body: @escaping (Writer) -> Void) -> (turns: [CogDurableTurn], refusal: Refusal?) {
         let outer = graph.collectedDurableTurns
         graph.collectedDurableTurns = []
         defer { graph.collectedDurableTurns = outer }
-        graph.turn(named: name, owner: nil, body)
-        return graph.collectedDurableTurns ?? []
+        let refusal = graph.turn(named: name, owner: nil, body)
+        return (graph.collectedDurableTurns ?? [], refusal)
     }
+
+    /// The refusal that ended the last turn this runtime ran, or nil when
+    /// that turn did not refuse (or none ran yet). A test sees an op refuse
+    /// here: the op's turn is the last one unless it caused others, and a
+    /// refused turn changes nothing, so causes none.
+    ///
+    /// ```swift
+    /// cogs.transfer(from: "alice", to: "bob", amount: 50)
+    /// #expect(cogs.lastRefusal?.code == "insufficient-funds")
+    /// ```
+    ///
+    /// - Important: on a worker's replica an op runs on the leader, not
+    ///   here: its refusal is the leader's answer, never seen here.
+    public var lastRefusal: Refusal? { graph.lastRefusal }
 
     @inlinable
     public func peek<V>(_ cog: Cog<V>) -> V { graph.peek(cog.ref, as: V.self) }

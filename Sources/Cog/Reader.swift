@@ -117,6 +117,9 @@ public struct Writer {
         self.serial = serial
     }
 
+    /// Marks this writer's turn refused (an op body threw `refusal`).
+    func refuseTurn(_ refusal: Refusal) { graph.refuseTurn(refusal, serial: serial) }
+
     /// The staged value of `cog` in this turn, or its committed value.
     @inlinable
     public subscript<V>(_ cog: Cog<V>.Manual) -> V {

@@ -7,6 +7,7 @@ import Synchronization
 ///
 /// ```swift
 /// let depositOp = RemoteOp<Deposit>(name: "ledger.deposit") { c, deposit in
+///   guard deposit.amount > 0 else { try c.refuse("bad-amount", "a deposit is 1 or more, not \(deposit.amount)") }
 ///   c[_balanceCogs[deposit.account]] += deposit.amount
 /// }
 ///
@@ -15,13 +16,19 @@ import Synchronization
 /// }
 /// ```
 ///
+/// The body may refuse (`try c.refuse(code, reason)`, `Refusal`): then
+/// nothing of its turn is kept and the requester is answered `refused`.
+/// A body that never refuses needs no `try` and compiles as before. Any
+/// other error a body throws refuses it too, as `bad-refusal` naming the
+/// error.
+///
 /// - Important: the body must only read and write through `c` (it runs on
 ///   the leader, where nothing else of the caller exists) and must decide
 ///   receipts inside itself.
 public struct RemoteOp<Argument: Codable & Sendable>: RemoteOpDeclaration {
     /// The stable name requests carry.
     public let name: String
-    let body: @MainActor (Writer, Argument) -> Void
+    let body: @MainActor (Writer, Argument) throws -> Void
 
     /// Where it was declared: `fileID:line` (a duplicate name names both).
     public let site: String
@@ -45,7 +52,7 @@ public struct RemoteOp<Argument: Codable & Sendable>: RemoteOpDeclaration {
     /// ```
     public init(
         name: String, summary: String = "", example: Argument? = nil, fileID: StaticString = #fileID, line: UInt = #line,
-        _ body: @escaping @MainActor (Writer, Argument) -> Void
+        _ body: @escaping @MainActor (Writer, Argument) throws -> Void
     ) {
         self.name = name
         self.body = body
@@ -169,7 +176,7 @@ enum RemoteOpRegistry {
     private static let declarations = MutexBox<[String: [Declaration]]>([:])
 
     static func register<Argument: Codable & Sendable>(
-        name: String, site: String, argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) -> Void
+        name: String, site: String, argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) throws -> Void
     ) {
         declarations.withLock { table in
             // The same declaration made again (a `RemoteOp` built in a function) is one declaration.
@@ -178,13 +185,34 @@ enum RemoteOpRegistry {
         }
     }
 
-    /// Decodes an `Argument` and runs `body` with it as one settled turn.
+    /// Decodes an `Argument` and runs `body` with it as one settled turn;
+    /// a body that refused throws its `Refusal` (it settled nothing).
     static func runner<Argument: Codable & Sendable>(
-        _ argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) -> Void
+        _ argument: Argument.Type, body: @escaping @MainActor (Writer, Argument) throws -> Void
     ) -> OpRegistry.Runner {
         { cogs, bytes, codec, turnName in
             let argument = try codec.decode(Argument.self, from: bytes)
-            return cogs.settle(named: turnName) { c in body(c, argument) }
+            let (turns, refusal) = cogs.settleOp(named: turnName) { c in run(body, c, argument) }
+            if let refusal {
+                // A refused turn stages nothing, so flushes nothing; only a
+                // turn it queued could settle, and an op body queues none.
+                precondition(turns.isEmpty, "internal inconsistency: a refused op settled \(turns.count) turns")
+                throw refusal
+            }
+            return turns
+        }
+    }
+
+    /// Runs an op body inside its turn: a refusal marks the turn refused
+    /// (its writes are dropped when the body returns).
+    @MainActor
+    static func run<Argument>(_ body: @MainActor (Writer, Argument) throws -> Void, _ c: Writer, _ argument: Argument) {
+        do {
+            try body(c, argument)
+        } catch let refusal as Refusal {
+            c.refuseTurn(refusal)
+        } catch {
+            c.refuseTurn(Refusal(thrown: error))
         }
     }
 
@@ -197,7 +225,9 @@ enum RemoteOpRegistry {
 /// one declaration silently winning.
 public struct OpRegistry: Sendable {
     /// Runs one op body for a decoded argument as a turn and returns the
-    /// durable turns it settled (none: it changed nothing).
+    /// durable turns it settled (none: it changed nothing). A body that
+    /// refused throws its `Refusal`; an argument that does not decode
+    /// throws the decoding error.
     public typealias Runner = @MainActor @Sendable (Cogs, [UInt8], any CogDurableStore, String) throws -> [CogDurableTurn]
 
     private let runners: [String: Runner]
@@ -295,7 +325,7 @@ extension Cogs {
         if let link = remoteLink {
             link.submit(op: op.name, argument: argument, owner: nil)
         } else {
-            turn(named: op.name) { c in op.body(c, argument) }
+            turn(named: op.name) { c in RemoteOpRegistry.run(op.body, c, argument) }
         }
     }
 }
@@ -309,7 +339,7 @@ extension MechanismController {
         if let link = graph.remoteLink {
             link.submit(op: op.name, argument: argument, owner: self)
         } else {
-            turn(named: op.name) { c in op.body(c, argument) }
+            turn(named: op.name) { c in RemoteOpRegistry.run(op.body, c, argument) }
         }
     }
 }

@@ -33,6 +33,9 @@ public struct WorkerRejections: Sendable {
         public var detail: String
         /// Answered from `dedup`: the rejection an earlier request with this id got.
         public var earlier: Bool
+        /// The op's body refused (`code` and `detail` are the app's code and
+        /// reason); false: the leader (or this worker) rejected the request.
+        public var refused = false
     }
 
     /// One label pair of `cogd_worker_rejections_total`.
@@ -92,12 +95,24 @@ public struct WorkerRejections: Sendable {
                 request: reply.request, op: about?.op ?? "", turnName: about?.turnName, instance: about?.instance, code: code, detail: detail,
                 earlier: reply.earlier == true)
             count(op: rejection.op, code: code)
-            if reports.count < Self.reportsKept {
-                reports.append(rejection)
-            } else {
-                dropped &+= 1
-            }
+            keep(rejection)
             return rejection
+        case .refused(let code, let reason):
+            // Logged like a rejection; counted by outcome only
+            // (`cogd_worker_requests_total{outcome="refused"}`): the app's codes are its own.
+            let refusal = Rejection(
+                request: reply.request, op: about?.op ?? "", turnName: about?.turnName, instance: about?.instance, code: code, detail: reason,
+                earlier: reply.earlier == true, refused: true)
+            keep(refusal)
+            return refusal
+        }
+    }
+
+    private mutating func keep(_ rejection: Rejection) {
+        if reports.count < Self.reportsKept {
+            reports.append(rejection)
+        } else {
+            dropped &+= 1
         }
     }
 

@@ -81,6 +81,8 @@ struct Drill {
         var sent = 0
         var applied = 0
         var unchanged = 0
+        /// Answered `refused`: the op's body said no (an overdraft), nothing kept.
+        var refused = 0
         var rejected = 0
         var retried = 0
         var lost: [String] = []
@@ -457,6 +459,9 @@ struct Drill {
                     verdict.applied += 1
                     if appliedBy[request]?.contains(revision) != true { verdict.lost.append("\(request) at revision \(revision)") }
                 case .unchanged: verdict.unchanged += 1
+                case .refused:
+                    verdict.refused += 1
+                    if let revisions = appliedBy[request] { verdict.rejectedApplied.append("\(request) (refused) at revisions \(revisions)") }
                 case .rejected(let code, _):
                     verdict.rejected += 1
                     if let revisions = appliedBy[request] { verdict.rejectedApplied.append("\(request) at revisions \(revisions)") }
@@ -529,7 +534,7 @@ struct Drill {
         if json {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaderKills\": \(verdict.leaderKills), "
                 + "\"workerKills\": \(verdict.workerKills), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), "
-                + "\"unchanged\": \(verdict.unchanged), \"rejected\": \(verdict.rejected), \"retried\": \(verdict.retried), "
+                + "\"unchanged\": \(verdict.unchanged), \"refused\": \(verdict.refused), \"rejected\": \(verdict.rejected), \"retried\": \(verdict.retried), "
                 + "\"unanswered\": \(verdict.unanswered), \"turns\": \(turns), \"lost\": \(verdict.lost.count), "
                 + "\"duplicated\": \(verdict.duplicated.count), \"logSound\": \(verdict.problem == nil), "
                 + "\"moneyConserved\": \(verdict.moneyConserved), \"replicasConverged\": \(verdict.unconverged.isEmpty), "
@@ -552,7 +557,7 @@ struct Drill {
             "drill verdict (seed \(options.seed))",
             "  authentication   \(authentication)",
             "  kills            leader \(verdict.leaderKills), workers \(verdict.workerKills)",
-            "  requests         the drill's client sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
+            "  requests         the drill's client sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), refused \(verdict.refused), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
             "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",

@@ -33,6 +33,8 @@ struct GroupDrill {
         var sent = 0
         var applied = 0
         var unchanged = 0
+        /// Answered `refused`: the op's body said no (an overdraft), nothing kept.
+        var refused = 0
         var rejected = 0
         var retried = 0
         var unanswered = 0
@@ -240,6 +242,7 @@ struct GroupDrill {
                     if appliedBy[request]?.contains(revision) != true { verdict.lost.append("\(request) at revision \(revision)") }
                 case .unchanged: verdict.unchanged += 1
                 case .rejected: verdict.rejected += 1
+                case .refused: verdict.refused += 1
                 }
             }
         }
@@ -321,7 +324,7 @@ struct GroupDrill {
             func number(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "null" }
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"groupWorkers\": \(options.groupWorkers), "
                 + "\"workerKills\": \(verdict.workerKills), \"killsOfOwners\": \(verdict.live.count), \"sent\": \(verdict.sent), "
-                + "\"applied\": \(verdict.applied), \"unchanged\": \(verdict.unchanged), \"rejected\": \(verdict.rejected), "
+                + "\"applied\": \(verdict.applied), \"unchanged\": \(verdict.unchanged), \"refused\": \(verdict.refused), \"rejected\": \(verdict.rejected), "
                 + "\"retried\": \(verdict.retried), \"unanswered\": \(verdict.unanswered), \"turns\": \(turns), \"lost\": \(verdict.lost.count), "
                 + "\"duplicated\": \(verdict.duplicated.count), \"logSound\": \(verdict.problem == nil), "
                 + "\"moneyConserved\": \(verdict.moneyConserved), \"replicasConverged\": \(verdict.unconverged.isEmpty), "
@@ -342,7 +345,7 @@ struct GroupDrill {
         var lines = [
             "drill verdict (seed \(options.seed), a group of \(options.groupWorkers) workers)",
             "  kills            workers \(verdict.workerKills) (\(verdict.live.count) owned accounts, \(ownerless) owned none), leader 0",
-            "  requests         the drill's client sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
+            "  requests         the drill's client sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), refused \(verdict.refused), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
             "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",

@@ -733,18 +733,18 @@ enum ClusterCommands {
         let source = from.isEmpty ? "" : " (\(from.joined(separator: ", ")))"
         let earlier = rejection.earlier ? " (answered from an earlier request)" : ""
         let message =
-            "\(op)\(source) was rejected \(TerminalText.escaped(rejection.code)): \(TerminalText.escaped(rejection.detail))\(earlier); "
+            "\(op)\(source) was \(rejection.refused ? "refused" : "rejected") \(TerminalText.escaped(rejection.code)): \(TerminalText.escaped(rejection.detail))\(earlier); "
             + "request \(TerminalText.escaped(rejection.request.description))"
         let request = OperatorLog.Value.text(rejection.request.description)
         let turn = OperatorLog.Value.text(rejection.turnName ?? rejection.op)
         if let instance = rejection.instance {
             log.log(
-                .warn, "request-rejected", message,
+                .warn, rejection.refused ? "request-refused" : "request-rejected", message,
                 ["request": request, "op": .text(rejection.op), "turn": turn, "instance": .text(String(instance)), "code": .text(rejection.code),
                  "detail": .text(rejection.detail)])
         } else {
             log.log(
-                .warn, "request-rejected", message,
+                .warn, rejection.refused ? "request-refused" : "request-rejected", message,
                 ["request": request, "op": .text(rejection.op), "turn": turn, "code": .text(rejection.code), "detail": .text(rejection.detail)])
         }
     }
@@ -792,7 +792,7 @@ enum ClusterCommands {
                 switch reply.outcome {
                 case .applied: return CallExit.applied
                 case .unchanged: return CallExit.unchanged
-                case .rejected: return CallExit.rejected
+                case .rejected, .refused: return CallExit.rejected
                 }
             case .reply(let reply):
                 // A retry answered from dedup says so: nothing ran now (cogwire §4).
@@ -810,6 +810,10 @@ enum ClusterCommands {
                 case .rejected(let code, let detail):
                     printError(
                         "\(earlier)rejected: \(escaped: reply.outcome.reason ?? detail) (request \(escaped: reply.request))\(unknownOpHint(code, op: options.op, rigs: rigs))")
+                    return CallExit.rejected
+                case .refused(let code, let reason):
+                    // The op's body said no: a code its app chose, a reason for a person; nothing was kept.
+                    printError("\(earlier)refused \(escaped: code): \(escaped: reason) (request \(escaped: reply.request))")
                     return CallExit.rejected
                 }
             case .error(let error):
@@ -870,6 +874,8 @@ struct CallAnswer: Encodable {
     var revision: UInt64?
     var code: String?
     var detail: String?
+    /// A refusal's reason (its code is `code`).
+    var reason: String?
     /// True when the leader answered from an earlier request with this id (nothing ran now).
     var earlier: Bool
 
@@ -886,6 +892,10 @@ struct CallAnswer: Encodable {
             outcome = "rejected"
             self.code = code
             self.detail = detail
+        case .refused(let code, let reason):
+            outcome = "refused"
+            self.code = code
+            self.reason = reason
         }
     }
 

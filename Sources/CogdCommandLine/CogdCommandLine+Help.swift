@@ -158,9 +158,9 @@ extension CogdCommandLine {
                   --timeout SECONDS   how long to wait for the answer (default \(Command.secondsText(Command.defaultTimeout)))
                   --request-id W#N    the request's id, to retry a request (default: a new one per call)
                   --json              one JSON object on stdout instead of a line (default: a line):
-                                      request, outcome (applied, unchanged, rejected), revision, code
-                                      and detail (of a rejection), earlier (true: answered from an
-                                      earlier request)
+                                      request, outcome (applied, unchanged, refused, rejected), revision,
+                                      code and detail (of a rejection) or code and reason (of a refusal),
+                                      earlier (true: answered from an earlier request)
                   --name NAME         the worker name it sends in (default: with --key, the key file's name —
                                       keys/ops-console.key sends as ops-console; without either, call- and a
                                       UUID, once)
@@ -179,7 +179,7 @@ extension CogdCommandLine {
                 Exit status:
                   0   applied (`applied revision R`) or unchanged (`unchanged: …`, no new revision)
                   1   another failure (the leader refused the request itself or this key, a socket error)
-                  3   rejected: `rejected: REASON` on stderr
+                  3   rejected (`rejected: REASON`) or refused by the op (`refused CODE: REASON`), on stderr
                   4   no answer from the leader within --timeout
                   64  a usage error, or an argument that is not JSON (says where)
 

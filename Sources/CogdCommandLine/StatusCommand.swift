@@ -225,6 +225,11 @@ enum StatusCommand {
         let errors = status.errorCounts.filter { $0.key != WireErrorCode.helloFirst.rawValue }.sorted { $0.key < $1.key }
             .map { "\(TerminalText.escaped($0.key)) \($0.value)" }
         lines.append("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
+        if let refusals = status.refusals, !refusals.isEmpty {
+            // Ops whose body said no (an app's own codes): answers, not faults.
+            lines.append(
+                "refusals  " + refusals.map { "\(TerminalText.escaped($0.op)) \(TerminalText.escaped($0.code)) \($0.count)" }.joined(separator: ", "))
+        }
         if let helloFirst {
             lines.append("rejoins   hello-first \(helloFirst) (workers re-introducing themselves, as after a leader restart; not errors)")
         }
@@ -279,6 +284,10 @@ enum StatusCommand {
             + "\"epoch\": \(status.epoch), \"revision\": \(status.revision), \"workers\": [\(workers.joined(separator: ", "))], "
             + "\"errors\": {\(status.errorCounts.sorted { $0.key < $1.key }.map { "\(CBORText.quoted($0.key)): \($0.value)" }.joined(separator: ", "))}, "
             + "\"openScopeInstances\": \(status.openScopeInstances)"
+            + (status.refusals.map {
+                ", \"refusals\": [" + $0.map { "{\"op\": \(CBORText.quoted($0.op)), \"code\": \(CBORText.quoted($0.code)), \"count\": \($0.count)}" }
+                    .joined(separator: ", ") + "]"
+            } ?? "")
             + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "")
             + (status.commits.map {
                 ", \"commits\": {\"count\": \($0.count), \"window\": \($0.window), \"p50Micros\": \(Int($0.p50Micros.rounded())), "

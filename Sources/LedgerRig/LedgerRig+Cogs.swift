@@ -58,16 +58,16 @@ let greetOp = RemoteOp<String>(
     c[_greetedCogs[account]] = count
 }
 
-/// A transfer a scope child makes on behalf of an account: refused (no
-/// change) unless the receipt's account is still open — the receipt check
-/// inside the writer body.
+/// A transfer a scope child makes on behalf of an account: no change
+/// unless the receipt's account is still open — the receipt check inside
+/// the writer body; then refused as `ledger.transfer` refuses.
 let tellerTransferOp = RemoteOp<TellerTransfer>(
     name: "ledger.tellerTransfer",
-    summary: "a transfer made for an account's scope; changes nothing unless the receipt's account is still open",
+    summary: "a transfer made for an account's scope; changes nothing unless the receipt's account is still open, then refuses as ledger.transfer does",
     example: TellerTransfer(transfer: Transfer(from: "alice", to: "bob", amount: 5), receipt: "alice")
 ) { c, request in
     guard c[_accountsCog].contains(request.receipt) else { return }
-    move(request.transfer, in: c)
+    try move(request.transfer, in: c)
 }
 
 /// Opens an account once; opening it again changes nothing. Refuses a
@@ -94,28 +94,37 @@ let closeAccountOp = RemoteOp<String>(
     c[_accountsCog].removeAll { $0 == account }
 }
 
-/// Moves money between open accounts; refuses overdrafts, unknown accounts
-/// and non-positive amounts (the turn then changes nothing).
+/// Moves money between open accounts. Refuses `unknown-account` for an
+/// account not open and `insufficient-funds` for an overdraft, naming the
+/// balance; an amount under 1, a transfer to the same account or a balance
+/// that would overflow changes nothing.
 let transferOp = RemoteOp<Transfer>(
     name: "ledger.transfer",
-    summary: "moves money between two open accounts; an overdraft, an unknown account or an amount under 1 changes nothing",
+    summary: "moves money between two open accounts; refuses unknown-account and insufficient-funds; an amount under 1 changes nothing",
     example: Transfer(from: "alice", to: "bob", amount: 30)
 ) { c, transfer in
-    move(transfer, in: c)
+    try move(transfer, in: c)
 }
 
 /// Moves money between two open accounts, or writes nothing: refuses
-/// non-positive amounts, unknown accounts, overdrafts and a balance that
-/// would overflow (checked arithmetic: a peer chooses the amount).
+/// (`Refusal`) an unknown account and an overdraft; a non-positive amount,
+/// the same account twice and a balance that would overflow change nothing
+/// (checked arithmetic: a peer chooses the amount).
 @MainActor
-func move(_ transfer: Transfer, in c: Writer) {
+func move(_ transfer: Transfer, in c: Writer) throws(Refusal) {
+    guard transfer.amount > 0, transfer.from != transfer.to else { return }
     let accounts = c[_accountsCog]
-    guard transfer.amount > 0, transfer.from != transfer.to,
-        accounts.contains(transfer.from), accounts.contains(transfer.to)
-    else { return }
-    let (from, underflow) = c[_balanceCogs[transfer.from]].subtractingReportingOverflow(transfer.amount)
+    for account in [transfer.from, transfer.to] where !accounts.contains(account) {
+        try c.refuse("unknown-account", "no open account named \(Refusal.shortened(account, toBytes: 100))")
+    }
+    let balance = c[_balanceCogs[transfer.from]]
+    let (from, underflow) = balance.subtractingReportingOverflow(transfer.amount)
+    guard !underflow, from >= 0 else {
+        try c.refuse(
+            "insufficient-funds", "\(Refusal.shortened(transfer.from, toBytes: 100)) has \(balance), the transfer needs \(transfer.amount)")
+    }
     let (to, overflow) = c[_balanceCogs[transfer.to]].addingReportingOverflow(transfer.amount)
-    guard !underflow, !overflow, from >= 0 else { return }
+    guard !overflow else { return }
     c[_balanceCogs[transfer.from]] = from
     c[_balanceCogs[transfer.to]] = to
 }
@@ -124,7 +133,8 @@ extension CogOps {
     /// Opens an account with a starting balance.
     public func open(account: String, with balance: Int) { perform(openAccountOp, Opening(account: account, balance: balance)) }
 
-    /// Moves `amount` from one account to another, unless it would overdraw.
+    /// Moves `amount` from one account to another; refuses an overdraft
+    /// (`insufficient-funds`) and an account not open (`unknown-account`).
     public func transfer(from: String, to: String, amount: Int) {
         perform(transferOp, Transfer(from: from, to: to, amount: amount))
     }

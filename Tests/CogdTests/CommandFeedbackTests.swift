@@ -145,7 +145,7 @@ struct CommandFeedbackTests {
         #expect(malformed.status == 64 && malformed.stderr.contains("no port (HOST:PORT)"), "\(malformed)")
     }
 
-    @Test func `call exits 0 applied, 0 unchanged, 3 rejected, and tail past the end says where the log ends`() throws {
+    @Test func `call exits 0 applied, 0 unchanged, 3 refused, 3 rejected, and tail past the end says where the log ends`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
@@ -155,8 +155,11 @@ struct CommandFeedbackTests {
         let plain = ports.requests.replacingOccurrences(of: "tcp://", with: "")
         let applied = try runCogd(["call", "ledger.open", #"{"account": "alice", "balance": 10}"#, "--leader", plain])
         #expect(applied.status == 0 && applied.stdout.hasPrefix("applied revision 1 (request "), "\(applied)")
-        let unchanged = try runCogd(["call", "ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 1000}"#, "--leader", plain])
+        let unchanged = try runCogd(["call", "ledger.open", #"{"account": "alice", "balance": 99}"#, "--leader", plain])
         #expect(unchanged.status == 0 && unchanged.stdout.hasPrefix("unchanged: the op wrote nothing, so no new revision (request "), "\(unchanged)")
+        let refused = try runCogd(["call", "ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 1000}"#, "--leader", plain])
+        #expect(refused.status == 3 && refused.stdout.isEmpty, "\(refused)")
+        #expect(refused.stderr.hasPrefix("refused unknown-account: no open account named bob (request "), "\(refused.stderr)")
         let rejected = try runCogd(["call", "ledger.nothing", "{}", "--leader", plain])
         #expect(rejected.status == 3 && rejected.stdout.isEmpty, "\(rejected)")
         #expect(rejected.stderr.hasPrefix("rejected: unknown-op: no op named `ledger.nothing`"), "\(rejected.stderr)")

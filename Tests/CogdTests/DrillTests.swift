@@ -28,7 +28,7 @@ struct DrillTests {
         let result = try runCogdLab(["drill", "--workers", "1", "--seconds", "3", "--kill-leader-every", "2", "--seed", "3"], timeout: .seconds(90))
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
-        let pattern = #"^  requests         the drill's client sent \d+: applied \d+, unchanged \d+, rejected \d+, retried \d+, unanswered 0$"#
+        let pattern = #"^  requests         the drill's client sent \d+: applied \d+, unchanged \d+, refused \d+, rejected \d+, retried \d+, unanswered 0$"#
         #expect(lines.contains { $0.range(of: pattern, options: .regularExpression) != nil }, "\(result.stdout)")
         #expect(
             lines.contains { $0.range(of: #"^  scopes           \d+ turns owned by scope instances, \d+ late requests from retired instances refused by the leader \(retired-scope: the workers' own, not the client's\), 0 applied"#, options: .regularExpression) != nil },

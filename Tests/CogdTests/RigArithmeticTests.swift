@@ -3,7 +3,7 @@ import Testing
 
 @Suite("The rigs' extreme values against a real leader (loopback)", .serialized, .timeLimit(.minutes(2)))
 struct RigArithmeticTests {
-    @Test func `an overflowing open, transfer or tick is unchanged and the leader keeps serving`() throws {
+    @Test func `an overflowing open or tick is unchanged, an extreme transfer unchanged or refused, and the leader keeps serving`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()
@@ -15,12 +15,15 @@ struct RigArithmeticTests {
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": \#(max)}"#).hasPrefix("applied revision 1"))
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 100}"#).hasPrefix("unchanged"))
         #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 0}"#).hasPrefix("applied revision 2"))
-        #expect(try ports.call("ledger.transfer", #"{"from": "bob", "to": "alice", "amount": \#(max)}"#).hasPrefix("unchanged"))
+        // Money is conserved, so a balance could only overflow by an overdraft: refused.
+        #expect(
+            try ports.call("ledger.transfer", #"{"from": "bob", "to": "alice", "amount": \#(max)}"#)
+                .hasPrefix("refused insufficient-funds: bob has 0, the transfer needs \(max)"))
         #expect(try ports.call("ledger.transfer", #"{"from": "alice", "to": "bob", "amount": \#(min)}"#).hasPrefix("unchanged"))
         #expect(
             try ports.call(
                 "ledger.tellerTransfer", #"{"transfer": {"from": "bob", "to": "alice", "amount": \#(max)}, "receipt": "alice"}"#
-            ).hasPrefix("unchanged"))
+            ).hasPrefix("refused insufficient-funds: bob has 0"))
         // As the README says: a tick while the hike logger is not running, and one
         // that is not positive, write nothing (`unchanged`, exit 0 — not a rejection).
         #expect(try ports.call("trails.tickHike", "5").hasPrefix("unchanged"))

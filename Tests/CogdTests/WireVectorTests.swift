@@ -67,6 +67,8 @@ struct WireVectorTests {
             ("reply-applied", .reply(OpReply(request: request, outcome: .applied(revision: 43)))),
             ("reply-unchanged", .reply(OpReply(request: request, outcome: .unchanged))),
 ("reply-earlier", .reply(OpReply(request: request, outcome: .applied(revision: 6), earlier: true))),
+            ("reply-refused", .reply(OpReply(
+                request: request, outcome: .refused(code: "insufficient-funds", reason: "alice has 30, the transfer needs 50")))),
                         ("reply-rejected", .reply(OpReply(request: request, outcome: .rejected(code: "unknown-op", detail: "no op named `x` is registered")))),
             ("error-version", .error(WireError(code: "version", message: "protocol version 9 is not supported (this side speaks 1)"))),
             ("error-hello-first", .error(WireError(
@@ -212,7 +214,10 @@ struct WireVectorTests {
         other.appendRaw(try CBOREncoder().encode(ops[0]))
         #expect(OpRequest(scanning: other.bytes) == nil)
         #expect(try WireMessage.decode(other.bytes) == .op(ops[0]))
-        for outcome in [OpReply.Outcome.applied(revision: 1 << 33), .unchanged, .rejected(code: "retired-scope", detail: "")] {
+        for outcome in [
+            OpReply.Outcome.applied(revision: 1 << 33), .unchanged, .rejected(code: "retired-scope", detail: ""), .refused(code: "sold-out", reason: ""),
+            .refused(code: "bad-refusal", reason: "a reason\nwith a newline"),
+        ] {
             for reply in [OpReply(request: request, outcome: outcome), OpReply(request: request, outcome: outcome, earlier: true)] {
                 let frame = WireMessage.reply(reply).encoded()
                 #expect(frame == reply.frame(), "frame() writes the generic encoding byte for byte")
@@ -299,6 +304,23 @@ struct WireVectorTests {
         }
         // Reaching here is the point (no trap); some damage still decodes (a changed digit).
         #expect(decoded > 0)
+    }
+
+    @Test func `a refusal reads as a rejection coded refused to a reader of an earlier build, and as refused to this one`() throws {
+        let reply = OpReply(
+            request: RequestID(worker: "w1", sequence: 19), outcome: .refused(code: "insufficient-funds", reason: "alice has 30, the transfer needs 50"))
+        let frame = reply.frame()
+        // What an earlier build reads: the outcome's only key it knows, `rejected`, and its code, detail and reason.
+        let rejected = try #require(try CBORValue.parse(frame)["body"]?["outcome"]?["rejected"])
+        #expect(rejected["code"]?.textValue == "refused")
+        #expect(rejected["detail"]?.textValue == "insufficient-funds: alice has 30, the transfer needs 50")
+        #expect(rejected["reason"]?.textValue == "refused: insufficient-funds: alice has 30, the transfer needs 50")
+        #expect(RejectionCode(rawValue: "refused") == nil, "a code an earlier build does not know: shown as sent, neither stored nor transient")
+        // This build: the refusal's own fields.
+        #expect(rejected["refusal"]?["code"]?.textValue == "insufficient-funds")
+        #expect(OpReply(scanning: frame) == reply)
+        #expect(try WireMessage.decode(frame) == .reply(reply))
+        #expect(OpReply(scanning: frame)?.answeredEarlier.frame() == OpReply(request: reply.request, outcome: reply.outcome, earlier: true).frame())
     }
 
     @Test func `every wire vector is produced byte for byte and decodes back`() throws {

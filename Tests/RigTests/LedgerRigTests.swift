@@ -36,13 +36,17 @@ struct LedgerRigTests {
         expectUnchanged(cogs, turn: "ledger.open")
     }
 
-    @Test func `a transfer with an extreme amount changes nothing`() {
+    @Test func `a transfer with an extreme amount changes nothing, an overdraft refuses insufficient-funds`() {
         let cogs = richBank()
         for amount in [Int.max, Int.min, -1, 0] {
             cogs.transfer(from: "empty", to: "rich", amount: amount)
             expectUnchanged(cogs, turn: "ledger.transfer")
+            #expect(
+                cogs.lastRefusal
+                    == (amount > 0 ? Refusal("insufficient-funds", "empty has 0, the transfer needs \(amount)") : nil), "\(amount)")
             cogs.transfer(from: "rich", to: "empty", amount: amount == Int.max ? Int.min : amount)
             expectUnchanged(cogs, turn: "ledger.transfer")
+            #expect(cogs.lastRefusal == nil, "an amount under 1 changes nothing: no refusal")
         }
         // The whole fortune moves: the receiving balance fits, as the total does.
         cogs.transfer(from: "rich", to: "empty", amount: Int.max)
@@ -56,9 +60,28 @@ struct LedgerRigTests {
         for amount in [Int.max, Int.min] {
             cogs.tellerTransfer(from: "empty", to: "rich", amount: amount, receipt: "rich")
             expectUnchanged(cogs, turn: "ledger.tellerTransfer")
+            #expect(cogs.lastRefusal?.code == (amount > 0 ? "insufficient-funds" : nil))
             cogs.tellerTransfer(from: "rich", to: "empty", amount: amount == Int.max ? Int.min : amount, receipt: "rich")
             expectUnchanged(cogs, turn: "ledger.tellerTransfer")
         }
+    }
+
+    @Test func `a transfer to or from an account not open refuses unknown-account`() {
+        let cogs = richBank()
+        cogs.transfer(from: "rich", to: "nobody", amount: 5)
+        expectUnchanged(cogs, turn: "ledger.transfer")
+        #expect(cogs.lastRefusal == Refusal("unknown-account", "no open account named nobody"))
+        cogs.transfer(from: "ghost", to: "rich", amount: 5)
+        #expect(cogs.lastRefusal == Refusal("unknown-account", "no open account named ghost"))
+        // An outside name is shortened in the reason, so the reason stays within its bound.
+        let long = String(repeating: "n", count: 5_000)
+        cogs.transfer(from: long, to: "rich", amount: 5)
+        #expect(cogs.lastRefusal?.code == "unknown-account")
+        #expect(cogs.lastRefusal?.reason == "no open account named \(String(repeating: "n", count: 97))…")
+        // Genuinely nothing to do stays unchanged, with no refusal.
+        cogs.open(account: "rich", with: 5)
+        expectUnchanged(cogs, turn: "ledger.open")
+        #expect(cogs.lastRefusal == nil)
     }
 
     @Test func `a refused op writes no record in a durable runtime`() throws {

@@ -56,6 +56,10 @@ final class Graph {
     /// Sources staged by the running turn, in first-write order.
     @exclusivity(unchecked) private var stagedNodes = ContiguousArray<Node>()
     @exclusivity(unchecked) private var changedNodes = ContiguousArray<Node>()
+    /// The refusal that ends the running turn (`refuseTurn`), if any.
+    @exclusivity(unchecked) private var turnRefusal: Refusal?
+    /// The refusal that ended the last turn run, or nil when it did not refuse.
+    @exclusivity(unchecked) private(set) var lastRefusal: Refusal?
     /// Turns requested while a turn flushes, run one at a time in order.
     @exclusivity(unchecked) private var queue = TurnQueue()
     @exclusivity(unchecked) private var draining = false
@@ -434,7 +438,10 @@ final class Graph {
 
     /// Runs `body` as a turn now, joins the running turn, or queues it, as the
     /// seeds' write model requires (see `CogOps.turn(named:_:)`).
-    func turn(named name: String, owner: TurnOwner?, _ body: @escaping (Writer) -> Void) {
+    /// Returns the refusal of the turn it ran itself (nil when it did not
+    /// refuse, joined the running turn or was queued).
+    @discardableResult
+    func turn(named name: String, owner: TurnOwner?, _ body: @escaping (Writer) -> Void) -> Refusal? {
         if let node = computingComputation {
             fatalError(
                 "turn `\(name)` was attempted while the automatic cog `\(node.label)` was computing; "
@@ -443,12 +450,16 @@ final class Graph {
         switch phase {
         case .body:
             body(Writer(graph: self, serial: turnSerial))
+            return nil
         case .flush:
             queue.append(QueuedTurn(name: name, owner: owner, body: body))
+            return nil
         case .idle:
-            if let owner, !owner.admitsTurns { return }
+            if let owner, !owner.admitsTurns { return nil }
             runTurn(named: name, body)
+            let refusal = lastRefusal
             drain()
+            return refusal
         }
     }
 
@@ -468,8 +479,27 @@ final class Graph {
         history.beginTurn(named: name)
         turnChain.turnStarted(named: name)
         phase = .body
+        turnRefusal = nil
         body(Writer(graph: self, serial: turnSerial))
+        if turnRefusal != nil {
+            // Refused: nothing of the turn is kept (the flush then commits nothing).
+            for node in stagedNodes { node.discardStaged() }
+            stagedNodes.removeAll(keepingCapacity: true)
+        }
+        lastRefusal = turnRefusal
+        turnRefusal = nil
         flush()
+    }
+
+    /// Marks the running turn refused (an op body threw `refusal`): its
+    /// staged writes are dropped when the body returns. The first refusal
+    /// of a turn is the one answered.
+    func refuseTurn(_ refusal: Refusal, serial: UInt64) {
+        guard phase == .body, serial == turnSerial else {
+            fatalError(
+                "internal inconsistency: a refusal (\(refusal)) arrived outside the body of its turn; an op refuses only inside its body")
+        }
+        if turnRefusal == nil { turnRefusal = refusal }
     }
 
     /// Commits the staged writes, pushes flags from the real changes, then

@@ -70,6 +70,9 @@ class Node {
         fatalError("internal inconsistency: \(label) has nothing staged")
     }
 
+    /// Drops the value staged by the current turn (a refused turn keeps nothing).
+    func discardStaged() {}
+
     /// Drops the cached value of a released node (a later read makes a new node).
     func resetValue() {}
 
@@ -168,6 +171,11 @@ final class ManualNode<Value>: TypedNode<Value> {
         guard isChange(from: value, to: new) else { return false }
         storage = new
         return true
+    }
+
+    override func discardStaged() {
+        staged = nil
+        stagedIsChange = false
     }
 
     override func resetValue() {

@@ -217,6 +217,12 @@ extension Leader {
             .labelled(
                 "cogd_leader_rejections_total", .counter, help: "Op requests answered rejected, by rejection code.",
                 label: "code", RejectionCode.allCases.map { ($0.rawValue, Double(rejections[$0.rawValue] ?? 0)) }),
+            MetricFamily(
+                "cogd_leader_refusals_total", .counter,
+                help: "Op requests whose body refused, by op and the app's refusal code (past \(LeaderCore.maximumRefusalSeries - 1) pairs, counted under op and code _other).",
+                samples: core.refusalCounts.sorted { ($0.key.op, $0.key.code) < ($1.key.op, $1.key.code) }.map {
+                    MetricFamily.Sample(labels: [.init("op", $0.key.op), .init("code", $0.key.code)], value: Double($0.value))
+                }),
             .labelled(
                 "cogd_leader_errors_total", .counter, help: "Error replies and events other than rejection codes, by code (as cogd status shows them).",
                 label: "code",

@@ -14,6 +14,8 @@ public struct WorkerOperations: Sendable {
     public internal(set) var applied: UInt64 = 0
     public internal(set) var unchanged: UInt64 = 0
     public internal(set) var rejected: UInt64 = 0
+    /// Replies saying the op's body refused (`refused`, its app's code).
+    public internal(set) var refused: UInt64 = 0
     /// Op requests the socket could not take (its queue to the leader full):
     /// each answered here, rejected `unavailable`, and counted in `rejected` too.
     public internal(set) var unsentRequests: UInt64 = 0
@@ -29,6 +31,7 @@ public struct WorkerOperations: Sendable {
         case .applied: applied &+= 1
         case .unchanged: unchanged &+= 1
         case .rejected: rejected &+= 1
+        case .refused: refused &+= 1
         }
     }
 
@@ -75,7 +78,7 @@ extension Worker {
             .single("cogd_worker_reactions_total", .counter, help: "Reaction bodies run on the replica.", Double(cogs.reactionsRun)),
             .labelled(
                 "cogd_worker_requests_total", .counter, help: "Replies to this worker's op requests, by outcome.",
-                label: "outcome", [("applied", Double(ops.applied)), ("unchanged", Double(ops.unchanged)), ("rejected", Double(ops.rejected))]),
+                label: "outcome", [("applied", Double(ops.applied)), ("unchanged", Double(ops.unchanged)), ("rejected", Double(ops.rejected)), ("refused", Double(ops.refused))]),
             MetricFamily(
                 "cogd_worker_rejections_total", .counter,
                 help: "Rejections of this worker's own op requests, by op and code (only pairs seen; past 64 pairs, op and code _other).",

@@ -166,6 +166,10 @@ public struct LeaderCore {
     public private(set) var rejectionCounts: [RejectionCode: UInt64] = [:]
     /// Op requests answered, by `RequestOutcome` (`/metrics`).
     public private(set) var requestOutcomes: [String: UInt64] = [:]
+    /// Op requests whose body refused, by op and the app's code (`/metrics`,
+    /// `cogd status`): at most `maximumRefusalSeries` pairs, the rest
+    /// counted under `RefusalSeries.overflow` (`protocol/metrics.md`).
+    public private(set) var refusalCounts: [RefusalSeries: UInt64] = [:]
     /// The outcome of the request `run` answered last.
     private var lastOutcome = RequestOutcome.rejected
     /// Events for the operator's log, until the driver takes them.
@@ -946,6 +950,9 @@ public struct LeaderCore {
         case .applied: lastOutcome = .applied
         case .unchanged: lastOutcome = .unchanged
         case .rejected: lastOutcome = .rejected
+        case .refused(let code, _):
+            lastOutcome = .refused
+            countRefusal(op: request.op, code: code)
         }
         let frame = OpReply(request: id, outcome: outcome).frame()
         let stored = LeaderCore.dedupValue(digest: digest, frame: frame)
@@ -989,6 +996,9 @@ public struct LeaderCore {
         let turns: [CogDurableTurn]
         do {
             turns = try runner(cogs, request.argument, durable, request.name ?? request.op)
+        } catch let refusal as Refusal {
+            // The body said no: its turn kept nothing (`Refusal` checked the code and reason).
+            return .success(.refused(code: refusal.code, reason: refusal.reason))
         } catch {
             return .failure(Rejection(.badArgument, "\(error)"))
         }
@@ -1087,7 +1097,13 @@ public struct LeaderCore {
 
     /// The workers as the leader sees them now, and the open instances.
     public func status(now: Duration) -> LeaderStatus {
-        LeaderStatus(epoch: epoch, revision: log.lastRevision, workers: workerStatus(now: now), errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
+        var status = LeaderStatus(
+            epoch: epoch, revision: log.lastRevision, workers: workerStatus(now: now), errorCounts: errorCounts, openScopeInstances: scopes.openInstances)
+        if !refusalCounts.isEmpty {
+            status.refusals = refusalCounts.sorted { ($0.key.op, $0.key.code) < ($1.key.op, $1.key.code) }
+                .map { LeaderStatus.RefusalCount(op: $0.key.op, code: $0.key.code, count: $0.value) }
+        }
+        return status
     }
 
     /// How many scope instances are open now.
@@ -1114,7 +1130,36 @@ public struct LeaderCore {
 
     /// What became of an op request: the reply's outcome, or answered from dedup.
     public enum RequestOutcome: String, Sendable, CaseIterable {
-        case applied, unchanged, rejected, deduplicated
+        case applied, unchanged, rejected, refused, deduplicated
+    }
+
+    /// One series of refusals: the op and the code its body refused with.
+    public struct RefusalSeries: Hashable, Sendable {
+        public var op: String
+        public var code: String
+
+        public init(op: String, code: String) {
+            self.op = op
+            self.code = code
+        }
+
+        /// Where refusals past `maximumRefusalSeries` distinct pairs are
+        /// counted (no refusal code has `_`, so none is mistaken for it).
+        public static let overflow = RefusalSeries(op: "_other", code: "_other")
+    }
+
+    /// The most distinct (op, code) pairs counted apart: a code is the
+    /// app's, so a label set of its own per pair is bounded.
+    public nonisolated static let maximumRefusalSeries = 256
+
+    /// Counts one refusal under its op and code, or under `overflow` once
+    /// `maximumRefusalSeries` pairs are counted.
+    private mutating func countRefusal(op: String, code: String) {
+        var series = RefusalSeries(op: op, code: code)
+        if refusalCounts[series] == nil, refusalCounts.count >= LeaderCore.maximumRefusalSeries - 1 {
+            series = .overflow
+        }
+        refusalCounts[series, default: 0] &+= 1
     }
 
     /// Something about the workers an operator wants in the log.

@@ -84,11 +84,22 @@ extension OpReply.Outcome {
     }
 
     /// A rejection's `reason` text, `"code: detail"` (what readers of
-    /// earlier builds read, and what a person is shown); nil for any other outcome.
+    /// earlier builds read, and what a person is shown) — for a refusal
+    /// `"refused: CODE: REASON"`; nil for any other outcome.
     public var reason: String? {
-        guard case .rejected(let code, let detail) = self else { return nil }
-        return code.isEmpty ? detail : "\(code): \(detail)"
+        switch self {
+        case .rejected(let code, let detail): return code.isEmpty ? detail : "\(code): \(detail)"
+        case .refused(let code, let reason): return "\(OpReply.Outcome.refusedCode): \(OpReply.Outcome.refusedDetail(code: code, reason: reason))"
+        case .applied, .unchanged: return nil
+        }
     }
+
+    /// The `code` of the `rejected` map a refusal travels in, which readers
+    /// of earlier builds read (`protocol/cogwire.md` §4, "Refusals").
+    public static let refusedCode = "refused"
+
+    /// The `detail` of the `rejected` map a refusal travels in: `"CODE: REASON"`.
+    static func refusedDetail(code: String, reason: String) -> String { "\(code): \(reason)" }
 
     /// Reads the `reason` of a leader before code and detail were fields:
     /// the code is the text before the first colon, when it is one this
@@ -103,7 +114,8 @@ extension OpReply.Outcome {
 
     private enum CodingKeys: String, CodingKey { case applied, unchanged, rejected }
     private enum AppliedKeys: String, CodingKey { case revision }
-    private enum RejectedKeys: String, CodingKey { case code, detail, reason }
+    private enum RejectedKeys: String, CodingKey { case code, detail, reason, refusal }
+    private enum RefusalKeys: String, CodingKey { case code, reason }
     private struct NoKeys: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }
@@ -125,7 +137,10 @@ extension OpReply.Outcome {
             self = .unchanged
         case .rejected:
             let body = try container.nestedContainer(keyedBy: RejectedKeys.self, forKey: .rejected)
-            if let code = try body.decodeIfPresent(String.self, forKey: .code), let detail = try body.decodeIfPresent(String.self, forKey: .detail) {
+            if body.contains(.refusal) {
+                let refusal = try body.nestedContainer(keyedBy: RefusalKeys.self, forKey: .refusal)
+                self = .refused(code: try refusal.decode(String.self, forKey: .code), reason: try refusal.decode(String.self, forKey: .reason))
+            } else if let code = try body.decodeIfPresent(String.self, forKey: .code), let detail = try body.decodeIfPresent(String.self, forKey: .detail) {
                 self = .rejected(code: code, detail: detail)
             } else {
                 self = OpReply.Outcome(legacyReason: try body.decode(String.self, forKey: .reason))
@@ -146,6 +161,14 @@ extension OpReply.Outcome {
             try body.encode(code, forKey: .code)
             try body.encode(detail, forKey: .detail)
             try body.encode(reason ?? "", forKey: .reason)
+        case .refused(let code, let refusalReason):
+            var body = container.nestedContainer(keyedBy: RejectedKeys.self, forKey: .rejected)
+            try body.encode(OpReply.Outcome.refusedCode, forKey: .code)
+            try body.encode(OpReply.Outcome.refusedDetail(code: code, reason: refusalReason), forKey: .detail)
+            try body.encode(reason ?? "", forKey: .reason)
+            var refusal = body.nestedContainer(keyedBy: RefusalKeys.self, forKey: .refusal)
+            try refusal.encode(code, forKey: .code)
+            try refusal.encode(refusalReason, forKey: .reason)
         }
     }
 }

@@ -202,6 +202,12 @@ public struct OpReply: Codable, Equatable, Sendable {
         /// separate fields, beside the `reason` text `"code: detail"` that
         /// readers of earlier builds read.
         case rejected(code: String, detail: String)
+        /// The op's body refused (`Cog.Refusal`): `code` is the app's own
+        /// (`insufficient-funds`), `reason` what a person reads. Nothing of
+        /// the turn was kept. On the wire it is a `rejected` outcome with
+        /// the code `refused` (what readers of earlier builds read) and the
+        /// two as the separate fields of its `refusal` (`protocol/cogwire.md` §4).
+        case refused(code: String, reason: String)
     }
 
     public var request: RequestID
@@ -295,6 +301,23 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     /// given up (absent from leaders before it was reported; `cogd status`
     /// then assumes the default, 5 s).
     public var heartbeatTimeoutSeconds: Double?
+    /// Op requests whose body refused since the leader started, by op and
+    /// code, sorted (absent when none, and from leaders before refusals).
+    public var refusals: [RefusalCount]?
+
+    /// How many requests of one op were refused with one code (`_other`
+    /// for both: the pairs past the leader's limit, `protocol/metrics.md`).
+    public struct RefusalCount: Codable, Equatable, Sendable {
+        public var op: String
+        public var code: String
+        public var count: UInt64
+
+        public init(op: String, code: String, count: UInt64) {
+            self.op = op
+            self.code = code
+            self.count = count
+        }
+    }
 
     /// How long the leader's LMDB commits take: what durability costs it now.
     public struct Commits: Codable, Equatable, Sendable {
@@ -657,6 +680,13 @@ extension OpReply {
             outcome = .unchanged
         } else if scanner.skip(text: "rejected") {
             switch scanner.mapCount() {
+            case 4:
+                // A refusal: the fields earlier readers read, then its own.
+                guard scanner.skip(text: "code"), scanner.text() != nil, scanner.skip(text: "detail"), scanner.text() != nil,
+                    scanner.skip(text: "reason"), scanner.text() != nil, scanner.skip(text: "refusal"), scanner.mapCount() == 2,
+                    scanner.skip(text: "code"), let code = scanner.text(), scanner.skip(text: "reason"), let reason = scanner.text()
+                else { return nil }
+                outcome = .refused(code: code, reason: reason)
             case 3:
                 guard scanner.skip(text: "code"), let code = scanner.text(), scanner.skip(text: "detail"), let detail = scanner.text(),
                     scanner.skip(text: "reason"), scanner.text() != nil
@@ -716,6 +746,21 @@ extension OpReply {
             writer.appendText(detail)
             writer.appendText("reason")
             writer.appendText(outcome.reason ?? "")
+        case .refused(let code, let reason):
+            writer.appendText("rejected")
+            writer.appendHead(major: 5, 4)  // code, detail, reason, refusal
+            writer.appendText("code")
+            writer.appendText(OpReply.Outcome.refusedCode)
+            writer.appendText("detail")
+            writer.appendText(OpReply.Outcome.refusedDetail(code: code, reason: reason))
+            writer.appendText("reason")
+            writer.appendText(outcome.reason ?? "")
+            writer.appendText("refusal")
+            writer.appendHead(major: 5, 2)  // code, reason
+            writer.appendText("code")
+            writer.appendText(code)
+            writer.appendText("reason")
+            writer.appendText(reason)
         }
         writer.appendText("request")
         writer.appendHead(major: 5, 2)  // seq, worker

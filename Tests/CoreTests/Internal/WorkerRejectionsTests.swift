@@ -55,4 +55,19 @@ struct WorkerRejectionsTests {
             OpReply(request: Self.request(UInt64(10_000 + WorkerRejections.requestsRemembered)), outcome: .rejected(code: "unavailable", detail: "")))
         #expect(remembered?.op == "counter.bump")
     }
+
+    @Test func `a refusal by the op's body is kept for the log, marked refused, and counted by outcome only`() {
+        var rejections = WorkerRejections()
+        rejections.sent(Self.request(5), op: "ledger.transfer", turnName: "Teller.alice.ledger.transfer", instance: 1 << 32 | 9)
+        let refusal = rejections.answered(
+            OpReply(request: Self.request(5), outcome: .refused(code: "insufficient-funds", reason: "alice has 30, the transfer needs 50")))
+        #expect(
+            refusal
+                == WorkerRejections.Rejection(
+                    request: Self.request(5), op: "ledger.transfer", turnName: "Teller.alice.ledger.transfer", instance: 1 << 32 | 9,
+                    code: "insufficient-funds", detail: "alice has 30, the transfer needs 50", earlier: false, refused: true))
+        #expect(rejections.counts.isEmpty, "the app's codes are not rejection codes")
+        #expect(rejections.take().rejections == [refusal!])
+    }
 }
+

@@ -43,11 +43,15 @@ enum TestRig {
     }
 
     /// An op that calls a verb of the graph: the verb's turn joins the one
-    /// the runner settles (as a `RemoteOp`'s body would run).
+    /// the runner settles (as a `RemoteOp`'s body would run); a verb whose
+    /// op refused refuses it (the runner throws the `Refusal`, as a
+    /// `RemoteOp`'s does).
     static func runner<A: Decodable>(_ type: A.Type, _ verb: @escaping @MainActor @Sendable (Cogs, A) -> Void) -> OpRegistry.Runner {
         { cogs, bytes, codec, name in
             let argument = try codec.decode(A.self, from: bytes)
-            return cogs.settle(named: name) { _ in verb(cogs, argument) }
+            let (turns, refusal) = cogs.settleOp(named: name) { _ in verb(cogs, argument) }
+            if let refusal { throw refusal }
+            return turns
         }
     }
 
