@@ -216,6 +216,28 @@ struct TrapTests {
             "\(text)")
     }
 
+    @Test func `SEED-08 seeding from a reaction traps naming the reaction`() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            await MainActor.run {
+                let cogs = Cogs.forTesting(mechanisms: [
+                    Probe("Seeder") { m in
+                        m.watch(_trapSourceCog, initial: .skip, name: "onSource") { _, _ in
+                            trapRuntime?.seed(_trapSourceCog, to: 7)
+                        }
+                    }
+                ])
+                trapRuntime = cogs
+                cogs.bumpTrapSource()
+            }
+        }
+        let text = stderrText(result)
+        #expect(
+            text.contains(
+                "Cog seed can run only during idle test setup, outside a turn, selector or reaction: "
+                    + "seed(trap.source) was called while the reaction `Seeder.onSource` was running."),
+            "\(text)")
+    }
+
     @Test func `TURN-07 a writer captured into a Task traps on its late write, naming the cog`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let task = await MainActor.run { () -> Task<Void, Never>? in
