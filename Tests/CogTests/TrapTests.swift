@@ -50,6 +50,11 @@ private let refreshingCog = Cog<Int>.Async(default: 0, name: "refreshing") { _ i
     fatalError("REFRESHING SELECTOR CONTINUED")
 }
 
+private let discardingCog = Cog<Int>(name: "trap.discarding") { c in
+    MainActor.assumeIsolated { trapRuntime?.discard(writingCog) }
+    return c[_trapSourceCog]
+}
+
 private let seedingCog = Cog<Int>(name: "trap.seeding") { c in
     MainActor.assumeIsolated { trapRuntime?.seed(_trapSourceCog, to: 7) }
     return c[_trapSourceCog]
@@ -104,6 +109,21 @@ struct TrapTests {
             text.contains(
                 "Cog cannot run turn \"bumpTrapSource()\" while the automatic cog `trap.writer` is computing: "
                     + readOnlyAdvice("this op")), "\(text)")
+    }
+
+    @Test func `T11 a discard attempted inside an automatic computation fails naming the cog and the discard`() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            await MainActor.run {
+                let cogs = Cogs.forTesting()
+                trapRuntime = cogs
+                _ = cogs.peek(discardingCog)
+            }
+        }
+        let text = stderrText(result)
+        #expect(
+            text.contains(
+                "Cog cannot run turn \"discard(trap.writer)\" while the automatic cog `trap.discarding` is "
+                    + "computing: " + readOnlyAdvice("discard")), "\(text)")
     }
 
     @Test func `CYCLE-06 a keyed selector cannot run a turn, and the trap names the cog, the key and the turn`() async {
