@@ -67,7 +67,7 @@ extension Cogs {
 
     private static func assemble(durableStore: (any CogDurableStore)?, mechanisms: [any Mechanism]) -> Cogs {
         guard !assembled.exchange(true, ordering: .relaxed) else {
-            fatalError("Cogs.assemble was called a second time; assemble once at the entry point and keep the runtime (tests use Cogs.forTesting())")
+            fatalError(TrapMessage.secondAssemble)
         }
         let cogs = Cogs(durableStore: durableStore)
         cogs.operate(mechanisms)
@@ -80,7 +80,7 @@ extension Cogs {
         for mechanism in mechanisms {
             let name = mechanism.name
             guard seen.insert(name).inserted else {
-                fatalError("two mechanisms are named `\(name)`; give one of them an explicit `name`")
+                fatalError(TrapMessage.duplicateMechanism(name))
             }
             let controller = MechanismController(graph: graph, path: name, parent: nil)
             if let link = graph.remoteLink {

@@ -90,8 +90,9 @@ public struct Reader<Value> {
 /// A cycle found in the graph: the closed path of labels, first and last equal.
 public struct CogCycleDiagnostic: Sendable, Equatable {
     public let path: [String]
-    /// The text a cycle traps with: `a → b → a`.
-    public var message: String { "cycle in the graph: \(path.joined(separator: " → "))" }
+    /// The text a cycle's trap starts with: `Cog dependency cycle: a → b → a.`
+    /// (labels escaped for a terminal).
+    public var message: String { TrapMessage.cyclePath(path) }
 }
 
 /// The `c` a turn body receives: reads see this turn's staged writes, writes

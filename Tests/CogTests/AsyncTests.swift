@@ -265,7 +265,12 @@ struct AsyncTests {
                 _ = cogs.peek(outerCog)
             }
         }
-        #expect(stderrText(result).contains("refresh(inner) was attempted while the automatic cog `outer` was computing"))
+        let text = stderrText(result)
+        #expect(
+            text.contains(
+                "Cog cannot run turn \"refresh(inner)\" while the automatic cog `outer` is computing: a turn during "
+                    + "automatic computation would write from code that may only read Cog state. Call refresh "
+                    + "outside the computation, from event handling, an op or a reaction"), "\(text)")
     }
 }
 

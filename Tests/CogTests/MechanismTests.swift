@@ -102,16 +102,21 @@ struct MechanismTests {
         #expect(weakController == nil)
     }
 
-    @Test func `M4 duplicate mechanism names trap`() async {
+    @Test func `M4 MECH-04 duplicate mechanism names trap naming the name and the fix`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
                 _ = Cogs.forTesting(mechanisms: [Probe("X") { _ in }, Probe("X") { _ in }])
             }
         }
-        #expect(stderrText(result).contains("two mechanisms are named `X`; give one of them an explicit `name`"))
+        let text = stderrText(result)
+        #expect(
+            text.contains(
+                "Two mechanisms in one runtime are both named \"X\". Mechanism names attribute debug history, task "
+                    + "names and diagnostics, so each mechanism needs its own: give one of them an explicit `name`"),
+            "\(text)")
     }
 
-    @Test func `M10 a second assemble traps`() async {
+    @Test func `M10 ONE-02 a second assemble traps saying what to do instead`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
                 let first = Cogs.assemble(mechanisms: [])
@@ -119,6 +124,13 @@ struct MechanismTests {
                 _ = Cogs.assemble(mechanisms: [])
             }
         }
-        #expect(stderrText(result).contains("Cogs.assemble was called a second time"))
+        let text = stderrText(result)
+        #expect(
+            text.contains(
+                "Cog is already assembled. Cogs.assemble installs the process's one runtime and runs exactly once, "
+                    + "at the entry point; a second would leave this process holding two graphs, with its state split "
+                    + "between them. Keep the runtime the first call returned and pass it on instead of assembling "
+                    + "again; tests take their own isolated runtime from `Cogs.forTesting(seeding:mechanisms:)` "
+                    + "(CogTesting)"), "\(text)")
     }
 }

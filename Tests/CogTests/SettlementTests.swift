@@ -272,7 +272,7 @@ struct SettlementTests {
         #expect(cogs.peek(coldCogs[127]) == 1 + 127)
     }
 
-    @Test func `G4 a cold first read nesting past 128 computations fails with a clear message`() async {
+    @Test func `G4 GRAPH-14 a cold first read nesting past 128 computations fails naming the links and the fix`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
                 let cogs = Cogs.forTesting()
@@ -280,12 +280,15 @@ struct SettlementTests {
             }
         }
         let text = stderrText(result)
-        #expect(text.contains("nests more than 128 automatic computations"))
-        #expect(text.contains("cold[1] → cold[0]"))
-        #expect(text.contains("read the chain from its source end first"))
+        #expect(
+            text.contains(
+                "Reading a cog needed 129 nested computations, past the limit of 128: a first read computes each "
+                    + "never-computed link inside the next. The innermost links were: … → cold[4] → cold[3] → "
+                    + "cold[2] → cold[1] → cold[0]. Read the chain from its source end first, so each link is "
+                    + "already computed when the next one reads it, or make the chain shorter"), "\(text)")
     }
 
-    @Test func `G8 a cycle fails naming the whole path`() async {
+    @Test func `G8 CYCLE-02 a cycle fails naming the whole closed path`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
                 let cogs = Cogs.forTesting()
@@ -294,23 +297,30 @@ struct SettlementTests {
                 _ = cogs.peek(cycleACog)
             }
         }
-        #expect(stderrText(result).contains("cycle in the graph: cycle.a → cycle.b → cycle.a"))
+        let text = stderrText(result)
+        #expect(
+            text.contains(
+                "Cog dependency cycle: cycle.a → cycle.b → cycle.a. An automatic cog may not read itself, directly "
+                    + "or through others; break the loop (keep what one of them needs in a manual source that an op "
+                    + "or a reaction writes)"), "\(text)")
     }
 
-    @Test func `G8 a self-read is the one-node cycle`() async {
+    @Test func `G8 CYCLE-01 a self-read is the one-node cycle and names the cog`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run { _ = Cogs.forTesting().peek(selfCog) }
         }
-        #expect(stderrText(result).contains("cycle in the graph: cycle.self → cycle.self"))
+        let text = stderrText(result)
+        #expect(text.contains("Cog dependency cycle: cycle.self → cycle.self. An automatic cog may not read itself"), "\(text)")
     }
 
-    @Test func `G8 a keyed cycle names each key`() async {
+    @Test func `G8 CYCLE-07 a keyed cycle's trap walks the path with each key`() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run { _ = Cogs.forTesting().peek(keyedCycleCogs[0]) }
         }
+        let text = stderrText(result)
         #expect(
-            stderrText(result).contains(
-                "cycle in the graph: cycle.keyed[0] → cycle.keyed[1] → cycle.keyed[2] → cycle.keyed[0]"))
+            text.contains("Cog dependency cycle: cycle.keyed[0] → cycle.keyed[1] → cycle.keyed[2] → cycle.keyed[0]."),
+            "\(text)")
     }
 
     @Test func `G8 the cycle diagnostic seam reports the path without trapping`() {
@@ -318,6 +328,6 @@ struct SettlementTests {
         #expect(cogs.peek(probeACog) == 1)
         let diagnostic = diagnostics.values.last ?? nil
         #expect(diagnostic?.path == ["probe.a", "probe.b", "probe.a"])
-        #expect(diagnostic?.message == "cycle in the graph: probe.a → probe.b → probe.a")
+        #expect(diagnostic?.message == "Cog dependency cycle: probe.a → probe.b → probe.a.")
     }
 }

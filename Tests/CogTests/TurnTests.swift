@@ -189,8 +189,12 @@ struct TurnTests {
             }
         }
         let text = stderrText(result)
-        #expect(text.contains("a turn's writer outlived its turn: writing to `turns.count` through it"), "\(text)")
-        #expect(text.contains("open a new turn (call an op)"), "\(text)")
+        #expect(
+            text.contains(
+                "This writer outlived the turn that created it, so writing to `turns.count` through it is not part "
+                    + "of any turn. A writer is valid only while its turn's body runs, so never store it or capture "
+                    + "it in an escaping closure or a Task; to write now, call an op (a new turn) and use the writer "
+                    + "it passes to the body"), "\(text)")
     }
 
     @Test func `TURN-07 a writer read through after its turn traps, naming the cog and the read`() async {
@@ -202,6 +206,8 @@ struct TurnTests {
             }
         }
         let text = stderrText(result)
-        #expect(text.contains("a turn's writer outlived its turn: reading `turns.count` through it"), "\(text)")
+        #expect(
+            text.contains("This writer outlived the turn that created it, so reading `turns.count` through it is not"),
+            "\(text)")
     }
 }

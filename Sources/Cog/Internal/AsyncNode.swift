@@ -231,8 +231,7 @@ extension Graph {
     func refresh<Value: Sendable>(_ ref: StateRef, as: Value.Type) -> CogRefresh<Value> {
         if let node = computingNode {
             fatalError(
-                "refresh(\(ref.label)) was attempted while the automatic cog `\(node.label)` was computing; "
-                    + "a computation must not start work — call refresh from an op")
+                TrapMessage.turnDuringComputation("refresh(\(ref.label))", computing: node, instead: "refresh"))
         }
         let node = asyncNode(ref, as: Value.self)
         let generation = node.generation

@@ -296,11 +296,10 @@ final class Graph {
 
     private func recompute(_ node: Node) {
         if computingStack.count >= Graph.maximumNestedComputations {
-            let innermost = computingStack.suffix(4).map { $0.takeUnretainedValue().label }.joined(separator: " → ")
+            let innermost = computingStack.suffix(4).map { $0.takeUnretainedValue().label } + [node.label]
             fatalError(
-                "a cold read nests more than \(Graph.maximumNestedComputations) automatic computations "
-                    + "(innermost: … → \(innermost) → \(node.label)); read the chain from its source end "
-                    + "first so each link is warm, or shorten the chain")
+                TrapMessage.coldNesting(
+                    depth: computingStack.count + 1, limit: Graph.maximumNestedComputations, innermost: innermost))
         }
         computingStack.append(Unmanaged.passUnretained(node))
         let changed = node.recompute(graph: self)
@@ -431,7 +430,7 @@ final class Graph {
 
     private func failCycle(closingAt node: Node) -> Never {
         let path = cyclePath(closingAt: node) ?? [node.label, node.label]
-        fatalError("cycle in the graph: \(path.joined(separator: " → ")); an automatic cog may not read itself, directly or through others")
+        fatalError(TrapMessage.cycle(path))
     }
 
     // MARK: Turns
@@ -443,9 +442,7 @@ final class Graph {
     @discardableResult
     func turn(named name: String, owner: TurnOwner?, _ body: @escaping (Writer) -> Void) -> Refusal? {
         if let node = computingComputation {
-            fatalError(
-                "turn `\(name)` was attempted while the automatic cog `\(node.label)` was computing; "
-                    + "a computation must not write — call the op from a reaction or an op instead")
+            fatalError(TrapMessage.turnDuringComputation(name, computing: node))
         }
         switch phase {
         case .body:
@@ -654,11 +651,7 @@ final class Graph {
     @usableFromInline
     func checkWriter(_ serial: UInt64, _ ref: StateRef, writing: Bool) {
         guard phase == .body, serial == turnSerial else {
-            fatalError(
-                "a turn's writer outlived its turn: \(writing ? "writing to" : "reading") `\(ref.label)` through it "
-                    + "is part of no turn. A writer is valid only while its turn's body runs, so never store it "
-                    + "or capture it in an escaping closure or a Task; to write now, open a new turn (call an op) "
-                    + "and use the writer it passes to the body")
+            fatalError(TrapMessage.escapedWriter(ref.label, writing: writing))
         }
     }
 
@@ -695,12 +688,23 @@ final class Graph {
     /// flagged so they re-check on the next real turn.
     func seed<Value>(_ ref: StateRef, to value: Value) {
         guard phase == .idle, computingStack.isEmpty, settleStack.isEmpty else {
-            fatalError("seed(\(ref.label)) was called inside a turn, computation or reaction; seed only from test setup")
+            fatalError(TrapMessage.seedOutsideSetup(ref.label, place: seedPlace()))
         }
         let node = unsafeDowncast(node(for: ref), to: ManualNode<Value>.self)
         guard node.isChange(from: node.value, to: value) else { return }
         node.storage = value
         markObserversDirty(node)
+    }
+
+    /// Where a misplaced `seed` was called, for its trap (SEED-08).
+    private func seedPlace() -> String {
+        if let node = computingNode {
+            return node.kind == .consumer
+                ? "while the reaction \(TrapMessage.cog(node.label)) was running"
+                : "while the \(TrapMessage.computing(node)) was computing"
+        }
+        if phase == .body { return "in the body of turn \(TerminalText.quoted(history.currentTurnName))" }
+        return "while turn \(TerminalText.quoted(history.currentTurnName)) was settling"
     }
 
     // MARK: Discard
@@ -709,7 +713,8 @@ final class Graph {
     /// observes it. A state never created needs nothing.
     func discard(_ ref: StateRef) {
         if let node = computingComputation {
-            fatalError("discard(\(ref.label)) was attempted while the automatic cog `\(node.label)` was computing")
+            fatalError(
+                TrapMessage.turnDuringComputation("discard(\(ref.label))", computing: node, instead: "discard"))
         }
         guard let node = existingNode(for: ref) else { return }
         if let manual = ref.descriptor as? ManualDescriptorLifetime, !manual.lifetime.allowsRelease {
