@@ -9,7 +9,7 @@ import Testing
 struct GraphBenchSmokeTests {
     static let shapes = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold", "scopes",
-        "quiet-reactions",
+        "quiet-reactions", "refresh",
     ]
 
     @Test func `each graph shape prints its figure beside a hand-written baseline that computed the same`() throws {
@@ -24,7 +24,7 @@ struct GraphBenchSmokeTests {
             "graph.steady", "graph.steady.allocations", "graph.deep", "graph.broad", "graph.diamond", "graph.keyed",
             "graph.keyed-single-10", "graph.keyed-single-10000", "graph.cold", "graph.cold.read",
             "graph.scopes.open-and-retire", "graph.reactions.1-woken-of-1", "graph.reactions.1-woken-of-100",
-            "graph.reactions.quiet-growth", "graph.peak-rss",
+            "graph.reactions.quiet-growth", "graph.refresh", "graph.peak-rss",
         ])
         let unbaselined: Set = ["graph.steady.allocations", "graph.reactions.quiet-growth", "graph.peak-rss"]
         for figure in figures {

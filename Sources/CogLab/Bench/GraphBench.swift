@@ -16,7 +16,7 @@ struct GraphBench {
 
     nonisolated static let shapeNames = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold",
-        "scopes", "quiet-reactions", "grace", "stream",
+        "scopes", "quiet-reactions", "grace", "stream", "refresh",
     ]
     let sink = BenchSink()
 
@@ -43,6 +43,8 @@ struct GraphBench {
             let shapeFigures: [Figure]
             if shape == "grace" {
                 shapeFigures = await measureGrace()
+            } else if shape == "refresh" {
+                shapeFigures = [await measureRefresh()]
             } else if shape == "stream" {
                 let (elementTurn, raw) = await measureStream()
                 shapeFigures = [Figure(name: "graph.stream", value: elementTurn, unit: "ns/element-turn", baseline: raw)]
