@@ -62,9 +62,9 @@ public enum CogLab {
             }),
         ExtraSubcommand(
             name: "bench",
-            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--leader-spin-wait MICROSECONDS] [--curve] [--ports A-B] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B] | cogd bench quick [--only PART,…] [--runs N] [--json] [--ports A-B]",
+            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--report DIR] [--leader-spin-wait MICROSECONDS] [--curve] [--ports A-B] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B] | cogd bench quick [--only PART,…] [--runs N] [--json] [--ports A-B]",
             usage: { cogd in
-                "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--leader-spin-wait US] [--curve] [--ports A-B]\n"
+                "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--report DIR] [--leader-spin-wait US] [--curve] [--ports A-B]\n"
                     + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B]\n"
                     + "       \(cogd) bench quick [--only PART[,PART…]] [--runs N] [--json] [--ports A-B]"
             },
@@ -89,6 +89,15 @@ public enum CogLab {
 
     /// Runs one bench suite; exit 1 on a failure (and when the retention bench's file kept growing), 3 when `quick` finds a figure past its floor.
     static func bench(_ options: BenchOptions) async -> Int32 {
+        if let folder = options.report {
+            // The suite runs as a child (it takes its own ports); its figures are drawn here.
+            do {
+                return try BenchReport(options: options, folder: folder).run()
+            } catch {
+                printError("Error: \(escaped: error)")
+                return 1
+            }
+        }
         do {
             // The suites that start leaders take their loopback ports now, and say which.
             let needed = options.portsNeeded.count
@@ -243,6 +252,10 @@ public enum CogLab {
                                       quick: default \(QuickBench.defaultRuns))
                   --only S1,S2        run only these shapes (default: all of the suite's); quick:
                                       these parts
+                  --report DIR        also write DIR/bench-SUITE.html: each figure drawn beside its
+                                      baseline of the same run (two bars and the ratio), the others in
+                                      a table; one self-contained file, inline SVG, nothing fetched.
+                                      The suite runs as a child of this command (default: none)
                   --leader-spin-wait US
                                       cluster: start the leader with --spin-wait US (default 0)
                   --curve             cluster: then measure the round trip p50 and the 16-client

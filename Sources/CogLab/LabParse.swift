@@ -19,6 +19,8 @@ struct BenchOptions: Equatable {
     var totalTurns = 4 * RetentionBench.defaultRetainTurns
     /// The retention bench reads the data file after each this many transfers (`--sample-every`; default half the retention).
     var sampleEvery = RetentionBench.defaultRetainTurns / 2
+    /// Write an HTML page of the figures into this folder (`--report DIR`): the suite then runs as a child.
+    var report: String?
     /// `cluster`, `groups`, `retention`: the loopback ports are picked free from this range (`--ports A-B`).
     var ports = PortRange.standard
 
@@ -177,6 +179,10 @@ enum LabParse {
                 result.totalTurns = try turnCount(try options.value(for: option), option)
             case "--sample-every" where suite == .retention:
                 result.sampleEvery = try turnCount(try options.value(for: option), option)
+            case "--report":
+                let folder = try options.value(for: option)
+                guard !folder.isEmpty else { throw UsageError(message: "--report takes a folder, not ''", subcommand: "bench") }
+                result.report = folder
             case "--ports" where BenchOptions.suitesWithPorts.contains(suite):
                 result.ports = try PortRange.parse(try options.value(for: option), subcommand: "bench")
             default:
