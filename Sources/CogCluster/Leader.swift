@@ -554,7 +554,7 @@ public final class Leader {
                 do {
                     let revisions = try store.append(
                         commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention,
-                        openings: commit.openings)
+                        openings: commit.openings, rejections: commit.rejections)
                     if let pruned = store.lastPruned { prunedBacklog = pruned.more }
                     let took = ContinuousClock.now - start
                     commitTimes.record(took, turns: revisions.count)
