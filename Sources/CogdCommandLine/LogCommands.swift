@@ -327,6 +327,7 @@ struct TailCommand {
             let found = try lookUp(cursor.revision, cursor.order, revision)
             for rejection in found { print(options.json ? rejection.jsonLine : rejection.displayLine) }
             guard let last = found.last else { break }
+            fflush(nil)  // a follower waiting for the next turn shows it now
             cursor = last.order == .max ? (last.revision &+ 1, 0) : (last.revision, last.order + 1)
             if found.count < TurnStore.rejectionReadLimit { break }
         }

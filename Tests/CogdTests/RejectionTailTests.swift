@@ -73,6 +73,26 @@ struct RejectionTailTests {
         #expect(stats.stdout.contains(#""rejections": 3"#), "\(stats.stdout)")
     }
 
+    @Test func `a follower prints a rejection answered after the last turn it printed, then the next turn after it`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 30}"#).hasPrefix("applied revision 1"))
+        let tail = try CogdProcess(["tail", "--data", folder.path, "--rejections", "--follow"])
+        defer { tail.stop() }
+        #expect(tail.waitForLine { $0.hasPrefix("#1  ") } != nil, "\(tail.lines)")
+        let refused = try runCogd(["call", "ledger.transfer", #"{"from": "alice", "to": "bob", "amount": 50}"#, "--leader", ports.requests, "--request-id", "teller#1"])
+        #expect(refused.status == 3, "\(refused)")
+        let line = tail.waitForLine { $0.hasPrefix("#1 +  ") }
+        #expect(line?.contains("refused unknown-account: no open account named bob  (op ledger.transfer, request teller#1") == true, "\(tail.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "bob", "balance": 0}"#).hasPrefix("applied revision 2"))
+        #expect(tail.waitForLine { $0.hasPrefix("#2  ") } != nil, "\(tail.lines)")
+        let headers = tail.lines.filter { $0.hasPrefix("#") }.map { String($0.prefix(5)) }
+        #expect(headers == ["#1  2", "#1 + ", "#2  2"], "each once, in order: \(tail.lines)")
+    }
+
     @Test func `--rejections parses, and is refused with --connect`() throws {
         guard case .tail(let options) = try Command.parse(["tail", "--rejections", "--json"]) else {
             Issue.record("not a tail")
