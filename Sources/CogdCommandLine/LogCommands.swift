@@ -466,6 +466,7 @@ enum LogCommands {
                 line += "; first indexed \(indexed == 1 ? "1 reply held only in its record" : "\(indexed) replies held only in their records") (as a leader does when it opens the folder)"
             }
             line += "; removed \(counted(report.dedupEntries, "dedup answer", "dedup answers")) stored before them"
+            if report.rejections > 0 { line += " and \(counted(report.rejections, "rejection", "rejections")) kept at their revisions" }
             // LMDB never gives pages back to the file system (the compaction's own
             // commit may even add some): the freed ones serve later commits.
             let size =

@@ -71,6 +71,15 @@ struct RejectionTailTests {
         #expect(verify.status == 0, "\(verify)")
         let stats = try runCogd(["log", "stats", "--data", folder.path, "--json"])
         #expect(stats.stdout.contains(#""rejections": 3"#), "\(stats.stdout)")
+
+        // Compacted to the newest turn: the two rejections at revision 2 go with it, the one at 3 stays.
+        leader.stop()
+        let compact = try runCogd(["log", "compact", "--data", folder.path, "--keep", "1"])
+        #expect(compact.status == 0 && compact.stdout.contains("and 2 rejections kept at their revisions"), "\(compact)")
+        let kept = try runCogd(["tail", "--data", folder.path, "--rejections"])
+        let keptHeaders = kept.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }.map { String($0.prefix(5)) }
+        #expect(keptHeaders == ["#3  2", "#3 + "], "\(kept.stdout)")
+        #expect(try runCogd(["log", "verify", "--data", folder.path]).status == 0)
     }
 
     @Test func `a follower prints a rejection answered after the last turn it printed, then the next turn after it`() throws {
