@@ -64,7 +64,7 @@ def check_vectors(checks):
               "array-mixed-optionals", "map-sorted-keys", "struct-absent-optional", "struct-present-optional",
               "enum-no-payload", "enum-payload", "date-tag-1", "uuid-tag-37", "turn-record-system",
               "turn-record-request", "turn-record-nil-value", "turn-record-retirement", "state-digest",
-              "instance-opening"}
+              "instance-opening", "rejection-refused"}
     hexes = {"uint-0": "00", "uint-24": "1818", "uint64-max": "1bffffffffffffffff", "int-minus-500": "3901f3",
              "int64-min": "3b7fffffffffffffff", "float-half-1.5": "f93e00", "float-single-100000": "fa47c35000",
              "float-double-0.1": "fb3fb999999999999a", "true": "f5", "null-optional": "f6", "bytes-data": "44000102ff",

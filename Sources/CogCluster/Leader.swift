@@ -281,7 +281,12 @@ public final class Leader {
                     request: crashed.request,
                     outcome: .rejected(Rejection(
                         .crashedLeader, "the leader stopped while running this request (op `\(crashed.op)`); it is not run again")))
-                try store.append([], replies: [(crashed.request, LeaderCore.dedupValue(digest: crashed.digest, frame: reply.frame()))])
+                let stored = LeaderCore.dedupValue(digest: crashed.digest, frame: reply.frame())
+                // On the record too (`turnlog.md` §2d), with the digest as stored (8 zero bytes when unknown).
+                let onRecord = RejectionRecord(
+                    request: crashed.request, op: crashed.op, digest: Array(stored.prefix(RequestDigest.size)), kind: .rejected,
+                    code: RejectionCode.crashedLeader.rawValue, reason: "the leader stopped while running this request (op `\(crashed.op)`); it is not run again")
+                try store.append([], replies: [(crashed.request, stored)], rejections: [onRecord])
                 quarantined = QuarantinedRequest(request: crashed.request, op: crashed.op, crashSignal: left.crashSignal)
                 crashedCount = 1
                 forgetSurvivor = diedTwice
@@ -554,7 +559,7 @@ public final class Leader {
                 do {
                     let revisions = try store.append(
                         commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention,
-                        openings: commit.openings)
+                        openings: commit.openings, rejections: commit.rejections)
                     if let pruned = store.lastPruned { prunedBacklog = pruned.more }
                     let took = ContinuousClock.now - start
                     commitTimes.record(took, turns: revisions.count)

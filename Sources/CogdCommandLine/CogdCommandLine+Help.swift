@@ -324,6 +324,12 @@ extension CogdCommandLine {
                                       following or with --connect (default: no limit)
                   --follow            keep printing turns as they commit (default: stop at the end)
                   --json              one JSON object per turn (default: lines)
+                  --rejections        also the requests answered rejected or refused (and their retries
+                                      answered from an earlier request), each after the turn of the
+                                      revision the log ended at when it was answered: `#REV +  TIME
+                                      refused CODE: REASON  (op OP, request W#N, digest HEX)`; with
+                                      --json an object with "rejection": true (not with --connect;
+                                      not counted by --count, not filtered by --name) (default: turns only)
                   --name PATTERN      only turns whose name matches a shell pattern (default: all);
                                       a malformed pattern (an unclosed `[`) is an error
                   --connect ENDPOINT  follow a running leader's live turn stream instead, its turns

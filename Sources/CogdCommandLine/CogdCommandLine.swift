@@ -187,7 +187,7 @@ public enum CogdCommandLine {
                 + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
                 + "         [--log-format text|json] [--log-level debug|info|warn|error]"
         case "tail":
-            "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN]\n"
+            "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--rejections] [--name PATTERN]\n"
                 + "       \(cogd) tail --connect TURNS-ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--to REV]\n"
                 + "         [--count N] [--json] [--name PATTERN] [--key FILE --leader-key FILE]"
         case "call": "Usage: \(cogd) call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--json] [--key FILE --leader-key FILE]"

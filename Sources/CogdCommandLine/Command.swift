@@ -135,6 +135,8 @@ enum Command: Equatable {
         var last: Int?
         var follow = false
         var json = false
+        /// Print the requests answered rejected or refused too, at their revision (`--rejections`).
+        var rejections = false
         var namePattern: String?
         /// Follow the leader's live turn stream (its turns endpoint) instead of the file.
         var connect: String?
@@ -180,7 +182,7 @@ enum Command: Equatable {
     static let subcommands: [(name: String, summary: String)] = [
         ("leader", "run the leader: it owns the turn log, runs every op as a turn and serves workers and tools: cogd leader [--data DIR] [--requests ENDPOINT] [--turns ENDPOINT] [--curve-secret FILE --peers FILE | --insecure] [OPTION…]"),
         ("worker", "run a worker: cogd worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE] [--metrics HOST:PORT] [OPTION…]"),
-        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--name PATTERN] | --connect ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--key FILE --leader-key FILE]"),
+        ("tail", "print turns from the turn log: cogd tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--rejections] [--name PATTERN] | --connect ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--key FILE --leader-key FILE]"),
         ("log", "check, summarize, upgrade, fill, compact or back up a turn log: cogd log verify|stats|upgrade|soak [--data DIR] | cogd log stats --json | cogd log compact --keep N [--data DIR] | cogd log backup DEST [--data DIR]"),
         ("call", "submit one op from the shell: cogd call OP JSON [--leader ENDPOINT] [--timeout SECONDS] [--request-id W#N | --name NAME] [--json] [--key FILE --leader-key FILE]"),
         ("status", "show a running cluster: cogd status [--leader ENDPOINT] [--timeout SECONDS] [--watch [SECONDS] [--count N]] [--json] [--key FILE --leader-key FILE]"),
@@ -651,6 +653,9 @@ enum Command: Equatable {
             case "--json":
                 try reader.noValue(option)
                 options.json = true
+            case "--rejections":
+                try reader.noValue(option)
+                options.rejections = true
             case "--name": options.namePattern = try namePattern(try reader.value(for: option))
             case "--connect": options.connect = try endpoint(try reader.value(for: option), from: option.name, subcommand: "tail")
             case "--since": options.since = try TailSince.parse(try reader.value(for: option))
@@ -683,6 +688,9 @@ enum Command: Equatable {
             }
             if options.follow {
                 throw UsageError(message: "--follow reads the data folder; --connect always follows (until --to, --count or Ctrl-C)", subcommand: "tail")
+            }
+            if options.rejections {
+                throw UsageError(message: "--rejections reads the data folder (the turn stream carries turns only); leave out --connect", subcommand: "tail")
             }
             if let leaderEndpoint {
                 options.leader = leaderEndpoint

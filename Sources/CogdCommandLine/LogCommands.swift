@@ -29,6 +29,11 @@ struct TailCommand {
         /// The last turn read (printed or held to `--name`): a follower
         /// that meets one at or below it, or of an older epoch, reads another log.
         var lastRecord: TurnRecord?
+        /// With `--rejections`: reads the rejections kept from a revision and
+        /// order through a revision (`TurnStore.rejections`); nil when following a leader.
+        var rejectionLookup: ((UInt64, UInt64, UInt64) throws -> [RejectionRecord])?
+        /// The next rejection to print (revision, order): those before it are printed.
+        var rejectionCursor: (revision: UInt64, order: UInt64)?
     }
 
     /// The most instance labels `tail` remembers (an instance retired is forgotten).
@@ -108,6 +113,7 @@ struct TailCommand {
         // Which file was opened: a follower notices when the folder's log is moved away or replaced.
         var opened = TailCommand.logFile(in: options.dataFolder)
         progress.openingLabels = { [store] in try store.openings(of: $0).mapValues(TurnRecord.scopeLabel) }
+        if options.rejections { progress.rejectionLookup = { [store] in try store.rejections(from: $0, order: $1, through: $2) } }
         do {
             var next: UInt64
             var from = options.from
@@ -195,6 +201,8 @@ struct TailCommand {
             while true {
                 let records = try store.records(from: next, limit: 1_000)
                 if records.isEmpty {
+                    // Answered since the last turn printed: shown at once, at that turn's revision.
+                    if next > 1, progress.rejectionCursor != nil { try printRejections(through: next - 1, startingAt: next - 1) }
                     usleep(50_000)
                     // Idle: once a second, whether the folder still holds the log being read.
                     guard ContinuousClock.now - lastLooked >= .seconds(1) else { continue }
@@ -226,6 +234,10 @@ struct TailCommand {
                     store.close()
                     store = replacement
                     progress.openingLabels = { [store] in try store.openings(of: $0).mapValues(TurnRecord.scopeLabel) }
+                    if options.rejections {
+                        progress.rejectionLookup = { [store] in try store.rejections(from: $0, order: $1, through: $2) }
+                        progress.rejectionCursor = nil
+                    }
                     opened = now
                     goneSaid = false
                     continue
@@ -281,7 +293,12 @@ struct TailCommand {
             defer { for event in record.scopeEvents where event.kind == .retire { progress.scopes[event.instance] = nil } }
             progress.considered += 1
             progress.lastRecord = record
-            guard matches(record.name) else { continue }
+            // Answered before this turn, after the one printed before it (a follower meets them late).
+            if record.revision > 0, progress.rejectionCursor != nil { try printRejections(through: record.revision - 1, startingAt: record.revision) }
+            guard matches(record.name) else {
+                try printRejections(through: record.revision, startingAt: record.revision)
+                continue
+            }
             defer {
                 progress.printed += 1
                 if let count = options.count, progress.printed >= count { progress.done = true }
@@ -293,9 +310,28 @@ struct TailCommand {
             } else {
                 for line in record.displayLines(scopes: progress.scopes) { print(line) }
             }
+            try printRejections(through: record.revision, startingAt: record.revision)
         }
         fflush(nil)
         return next
+    }
+
+    /// With `--rejections`, prints the rejections kept at revisions up to
+    /// `revision` that are not printed yet (`turnlog.md` §2d), each after
+    /// the turn of its revision; a tail that printed none yet starts at
+    /// `start` (those of earlier revisions belong to turns it did not print).
+    func printRejections(through revision: UInt64, startingAt start: UInt64) throws {
+        guard let lookUp = progress.rejectionLookup else { return }
+        var cursor = progress.rejectionCursor ?? (start, 0)
+        while cursor.revision <= revision {
+            let found = try lookUp(cursor.revision, cursor.order, revision)
+            for rejection in found { print(options.json ? rejection.jsonLine : rejection.displayLine) }
+            guard let last = found.last else { break }
+            fflush(nil)  // a follower waiting for the next turn shows it now
+            cursor = last.order == .max ? (last.revision &+ 1, 0) : (last.revision, last.order + 1)
+            if found.count < TurnStore.rejectionReadLimit { break }
+        }
+        progress.rejectionCursor = cursor
     }
 
     private func matches(_ name: String) -> Bool {
@@ -430,6 +466,7 @@ enum LogCommands {
                 line += "; first indexed \(indexed == 1 ? "1 reply held only in its record" : "\(indexed) replies held only in their records") (as a leader does when it opens the folder)"
             }
             line += "; removed \(counted(report.dedupEntries, "dedup answer", "dedup answers")) stored before them"
+            if report.rejections > 0 { line += " and \(counted(report.rejections, "rejection", "rejections")) kept at their revisions" }
             // LMDB never gives pages back to the file system (the compaction's own
             // commit may even add some): the freed ones serve later commits.
             let size =
@@ -467,6 +504,7 @@ enum LogCommands {
         do {
             let store = try TurnStore(directory: dataFolder, mode: .reader)
             let stats = try store.statistics()
+            let rejections = try store.rejectionCount()
             if json {
                 print(
                     "{\"epoch\": \(stats.epoch), \"firstRevision\": \(stats.firstRevision), \"lastRevision\": \(stats.lastRevision), "
@@ -475,7 +513,7 @@ enum LogCommands {
                         + "\"turnsBytes\": \(stats.turnsBytes), \"stateBytes\": \(stats.stateBytes), \"fileBytes\": \(stats.fileBytes), "
                         + "\"mapBytes\": \(stats.mapBytes), \"recordBytes\": \(stats.recordBytes), \"dedupBytes\": \(stats.dedupBytes), "
                         + "\"pageSize\": \(stats.pageSize), \"usedPages\": \(stats.usedPages), \"freePages\": \(stats.freePages), "
-                        + "\"expiredNames\": \(stats.expiredNames)}")
+                        + "\"expiredNames\": \(stats.expiredNames), \"rejections\": \(rejections)}")
             } else {
                 let range = stats.turns == 0 ? "none" : "\(stats.firstRevision)…\(stats.lastRevision)"
                 print("data folder  \(dataFolder)")
@@ -487,6 +525,9 @@ enum LogCommands {
                 print(
                     "dedup        \(counted(stats.dedupEntries, "entry", "entries"))"
                         + (store.unindexedFrom.map { " (applied requests' replies from revision \($0) on are in their records, not yet indexed)" } ?? ""))
+                if rejections > 0 {
+                    print("rejections   \(counted(rejections, "entry", "entries")) (requests answered rejected or refused, beside the turns)")
+                }
                 if stats.expiredNames > 0 {
                     print("expired      \(counted(stats.expiredNames, "worker name", "worker names")) whose oldest answers retention removed")
                 }

@@ -102,6 +102,11 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
         // An `instances` value (turnlog.md §2c): a mechanism's root opened by a registration reply.
         ("instance-opening", try encoder.encode(
             ScopeEvent(kind: .open, instance: 3 << 32 | 3, scope: "Journal", identity: nil, worker: "w1", registration: 2))),
+        // A `rejections` value (turnlog.md §2d): a retried overdraft, refused.
+        ("rejection-refused", try RejectionRecord(
+            revision: 12, order: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), request: RequestID(worker: "teller", sequence: 1),
+            op: "ledger.transfer", digest: [0xcd, 0x94, 0xc1, 0x43, 0x9e, 0x44, 0xb4, 0x76], kind: .refused, code: "insufficient-funds",
+            reason: "alice has 30, the transfer needs 50", earlier: true).encoded()),
     ]
 }
 

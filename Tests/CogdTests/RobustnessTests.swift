@@ -65,6 +65,10 @@ struct RobustnessTests {
         #expect(try store.records(from: 1).map(\.name) == ["ledger.open", "ledger.open"])
         #expect(try store.value(name: "ledger.accounts", key: nil) == CBOREncoder().encode(["alice", "bob"]))
         #expect(try ports.errorCounts()["crashed-leader"] == 1)
+        // On the record (turnlog.md §2d): the quarantine, then both retries, marked earlier, at revision 1.
+        let onRecord = try store.rejections(from: 0, through: 2)
+        #expect(onRecord.map(\.code) == ["crashed-leader", "crashed-leader", "crashed-leader"] && onRecord.map(\.earlier) == [false, true, true], "\(onRecord)")
+        #expect(onRecord.allSatisfy { $0.revision == 1 && $0.op == "ledger.trap" && $0.request == RequestID(worker: "poison", sequence: 1) }, "\(onRecord)")
 
         // A third start finds nothing to quarantine: the answer is in dedup.
         leader.stop()

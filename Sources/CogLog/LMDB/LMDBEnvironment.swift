@@ -17,7 +17,7 @@ final class LMDBEnvironment {
     private var heldReads: [Weak<HeldRead>] = []
 
     /// Opens (creating, when writable) the environment in directory `path`.
-    init(path: String, readOnly: Bool, maxDatabases: Int32 = 8, initialMapSize: Int = 64 << 20) throws(LMDBError) {
+    init(path: String, readOnly: Bool, maxDatabases: Int32 = 16, initialMapSize: Int = 64 << 20) throws(LMDBError) {
         self.readOnly = readOnly
         self.mapSize = initialMapSize
         var handle: OpaquePointer?

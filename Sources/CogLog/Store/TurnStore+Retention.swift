@@ -9,6 +9,8 @@ public struct PruneReport: Equatable, Sendable {
     public var dedupEntries = 0
     /// Kept openings of scope instances removed (`instances`, §2c).
     public var openings = 0
+    /// Rejections kept beside the removed records removed (`rejections`, §2d).
+    public var rejections = 0
     /// The oldest revision the log keeps now.
     public var firstRevision: UInt64 = 1
     /// Whether the pass stopped at its limit with more to remove: another
@@ -58,6 +60,7 @@ extension TurnStore {
             let pass = try prune(.turns(keep), limit: 10_000)
             total.records += pass.records
             total.dedupEntries += pass.dedupEntries
+            total.rejections += pass.rejections
             total.firstRevision = pass.firstRevision
             guard pass.more else { return total }
         }
@@ -109,7 +112,9 @@ extension TurnStore {
             }
         }
         report.dedupEntries = try pruneDedup(txn, before: report.firstRevision, limit: dedupLimit)
-        report.more = report.more || report.dedupEntries == dedupLimit
+        // Rejections go with the records of their revision (§2d), as many as dedup entries at most.
+        report.rejections = try pruneRejections(txn, before: report.firstRevision, limit: dedupLimit)
+        report.more = report.more || report.dedupEntries == dedupLimit || report.rejections == dedupLimit
         return report
     }
 
@@ -140,7 +145,7 @@ extension TurnStore {
     /// After a transaction that pruned committed: the store follows it.
     func pruneCommitted(_ report: PruneReport) {
         firstRevision = report.firstRevision
-        lastPruned = report.records + report.dedupEntries > 0 ? report : nil
+        lastPruned = report.records + report.dedupEntries + report.rejections > 0 ? report : nil
     }
 
     /// Notes, in `txn`, that the dedup entries of `requests` were stored

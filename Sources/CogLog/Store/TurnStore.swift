@@ -65,6 +65,9 @@ public final class TurnStore {
     /// (`TurnStore+Openings.swift`); nil for a reader of a folder no writer
     /// of this build has opened (looked for again at each lookup).
     var instancesDB: MDB_dbi?
+    /// Requests answered rejected or refused, beside the turns
+    /// (`TurnStore+Rejections.swift`); nil as `instancesDB`.
+    var rejectionsDB: MDB_dbi?
     private var lockDescriptor: Int32 = -1
 
     /// The epoch this open runs under (writer), or the last one written (reader).
@@ -146,15 +149,15 @@ public final class TurnStore {
             }
             let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
             clearedStaleReaders = try environment.clearStaleReaders()
-            let names = ["turns", "state", "dedup", "meta", "dedup-order", "dedup-expired", "instances"]
+            let names = ["turns", "state", "dedup", "meta", "dedup-order", "dedup-expired", "instances", "rejections"]
             let handles = try environment.openDatabases(names)
-            // The last three came later (retention, openings): a folder written before has none (a writer makes them).
+            // The last four came later (retention, openings, rejections): a folder written before has none (a writer makes them).
             if let missing = handles.prefix(4).firstIndex(where: { $0 == nil }) {
                 throw TurnStoreError(code: .corrupt, message: "data folder \(directory) has no `\(names[missing])` database")
             }
             self.environment = environment
             (turnsDB, stateDB, dedupDB, metaDB) = (handles[0]!, handles[1]!, handles[2]!, handles[3]!)
-            (dedupOrderDB, dedupExpiredDB, instancesDB) = (handles[4], handles[5], handles[6])
+            (dedupOrderDB, dedupExpiredDB, instancesDB, rejectionsDB) = (handles[4], handles[5], handles[6], handles[7])
         } catch let error as TurnStoreError {
             TurnStore.unlock(lockDescriptor)
             throw error
@@ -377,11 +380,14 @@ public final class TurnStore {
     /// it no longer keeps (about twice what the commit adds, at least 1,024;
     /// `lastPruned` says what went). `openings` are scope instances opened
     /// without a record (by registration replies), kept in `instances` so a
-    /// reader can name them (`openings(of:)`).
+    /// reader can name them (`openings(of:)`). `rejections` are requests
+    /// answered rejected or refused, kept in `rejections` under the revision
+    /// the log ends at with this commit, stamped with `time`
+    /// (`TurnStore+Rejections.swift`); they are not turns and change no state.
     @discardableResult
     public func append(
         _ drafts: [TurnDraft], replies: [(RequestID, [UInt8])], index: DedupIndexChange? = nil, retention: Retention = .everything,
-        openings: [ScopeEvent] = [], at time: Date = Date()
+        openings: [ScopeEvent] = [], rejections: [RejectionRecord] = [], at time: Date = Date()
     ) throws(TurnStoreError) -> Range<UInt64> {
         // Maintenance (`cogd log compact`) may index replies, never append turns.
         guard mode == .writer || (mode == .maintenance && drafts.isEmpty && index == .indexed) else {
@@ -397,7 +403,9 @@ public final class TurnStore {
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in
             TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time, stateDigest: digests[$0])
         }
-        try commit(drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings, now: time)
+        try commit(
+            drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings, rejections: rejections,
+            now: time)
         committed(digests, firstRevision: first)
         return first..<(first + UInt64(drafts.count))
     }
@@ -442,10 +450,11 @@ public final class TurnStore {
     /// in one durable transaction.
     private func commit(
         _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])],
-        index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], now: Date = Date()
+        index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], rejections: [RejectionRecord] = [],
+        now: Date = Date()
     ) throws(TurnStoreError) {
         lastPruned = nil
-        guard !contents.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty else { return }
+        guard !contents.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty else { return }
         let last = firstRevision + UInt64(contents.count) - 1
         let state = StateBatch(batch)
         let unindexedAfter: UInt64?
@@ -478,13 +487,14 @@ public final class TurnStore {
                 for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
                 try recordDedupOrder(txn, replies.map(\.0), answeredAt: last)
                 try recordOpenings(txn, openings)
+                try recordRejections(txn, rejections, at: last, time: now)
                 switch index {
                 case .unindexedFrom(let revision)?: try txn.put(metaDB, MetaKey.unindexedFrom, TurnStore.bytes(revision))
                 case .indexed?: _ = try txn.delete(metaDB, MetaKey.unindexedFrom)
                 case nil: break
                 }
                 guard retention != .everything else { return nil }
-                let added = contents.count + replies.count
+                let added = contents.count + replies.count + rejections.count
                 return try prune(
                     txn, retention, now: now, lastRevision: last, unindexedFrom: unindexedAfter,
                     recordLimit: max(TurnStore.pruneLimit, 2 * contents.count), dedupLimit: max(TurnStore.pruneLimit, 2 * added))
@@ -807,6 +817,9 @@ extension TurnStore {
     /// `digestsChecked`'s complement); every entry a kept record writes
     /// holds the last value written (or is absent, released); and the state
     /// table's digest equals the last record's.
+    ///
+    /// Either way, every kept rejection (`rejections`, §2d) decodes and sits
+    /// at a revision the log reached.
     public func verify() throws(TurnStoreError) -> VerifyReport {
         // One read transaction: a consistent snapshot, even beside a writer.
         try runRead { txn in
@@ -921,6 +934,20 @@ extension TurnStore {
                         // Equal tables have equal digests: only a broken hash gets here.
                         ? "the state table's digest is \(tableDigest), but the last record's is \(expectedDigest)"
                         : "the state table's digest is \(tableDigest), but the last record says the state after it is \(expectedDigest)"
+                }
+            }
+            if problem == nil, let rejectionsDB = self.rejectionsDB {
+                // Rejections on the record (§2d): each decodes and sits at a revision the log reached.
+                try txn.scan(rejectionsDB, from: nil) { key, value in
+                    guard let rejection = RejectionRecord(key: key, value: value) else {
+                        problem = "a `rejections` entry (key of \(key.count) bytes\(key.count == 16 ? ", revision \(TurnStore.number(key))" : "")) does not decode"
+                        return false
+                    }
+                    guard rejection.revision <= lastRevision else {
+                        problem = "a rejection is kept at revision \(rejection.revision), past the log's last revision \(lastRevision)"
+                        return false
+                    }
+                    return true
                 }
             }
             return VerifyReport(

@@ -139,6 +139,10 @@ public struct LeaderCore {
     /// The workers whose instances the batch retired (gone, or taken over).
     private var batchDrops: [(worker: String, turn: String)] = []
     private var dedupRows: [(RequestID, [UInt8])] = []
+    /// The batch's requests answered rejected or refused (stored answers,
+    /// and retries answered from them), kept beside the turns with its
+    /// commit (`turnlog.md` §2d).
+    private var rejectionRows: [RejectionRecord] = []
     /// Instances opened by registration replies (no record opens them),
     /// kept with the next commit so a log reader can name them
     /// (`turnlog.md` §2c): that commit precedes any turn from them.
@@ -229,7 +233,7 @@ public struct LeaderCore {
     public var instancesExhausted: Bool { scopes.exhausted }
 
     /// Whether a batch has anything to commit or send (`.endBatch` then does work).
-    public var hasWork: Bool { !outgoing.isEmpty || !durable.pending.isEmpty || !dedupRows.isEmpty || indexNow }
+    public var hasWork: Bool { !outgoing.isEmpty || !durable.pending.isEmpty || !dedupRows.isEmpty || !rejectionRows.isEmpty || indexNow }
 
     /// Every rule applies one input: see `Input`.
     public mutating func step(_ input: Input, now: Duration) -> [Effect] {
@@ -311,10 +315,12 @@ public struct LeaderCore {
         let drafts = durable.takePending()
         // Openings ride along with a commit; they make one of their own only
         // past `openingsFlushCount` (so they never pile up while no turn comes).
-        guard !drafts.isEmpty || !dedupRows.isEmpty || index != nil || pendingOpenings.count >= LeaderCore.openingsFlushCount else {
+        guard !drafts.isEmpty || !dedupRows.isEmpty || !rejectionRows.isEmpty || index != nil
+            || pendingOpenings.count >= LeaderCore.openingsFlushCount
+        else {
             return committed(log.lastRevision + 1..<log.lastRevision + 1)
         }
-        let commit = LeaderCommit(drafts: drafts, replies: dedupRows, index: index, openings: pendingOpenings)
+        let commit = LeaderCommit(drafts: drafts, replies: dedupRows, index: index, openings: pendingOpenings, rejections: rejectionRows)
         pendingOpenings = []
         committing = commit
         return [.commit(commit)]
@@ -339,6 +345,7 @@ public struct LeaderCore {
         scopesAtLastCommit = scopes
         batchDrops = []
         dedupRows = []
+        rejectionRows = []
         batchReplies = [:]
         if highestAnswered.count > LeaderCore.answeredCacheLimit {
             // A cache of what `lastSequence(of:)` reads: one-off names (each
@@ -377,6 +384,8 @@ public struct LeaderCore {
         batchDrops = []
         for request in batchApplied { unindexed[request] = nil }
         dedupRows = []
+        // Their requests are answered `unavailable` instead (kept nowhere).
+        rejectionRows = []
         batchReplies = [:]
         highestAnswered = [:]
         for (index, request) in batchOpReplies {
@@ -903,11 +912,11 @@ public struct LeaderCore {
             // A retry: answered in this batch, or stored. (Neither: a request
             // sent late, after its scope child's instance became known.)
             if let answered = batchReplies[id] ?? unindexed[id] {
-                return answer(id, stored: answered, digest: digest)
+                return answer(request, stored: answered, digest: digest)
             }
             do {
                 if let stored = try log.dedupReply(for: id) {
-                    return answer(id, stored: stored, digest: digest)
+                    return answer(request, stored: stored, digest: digest)
                 }
                 if let expired = try log.expiredSequence(worker: id.worker), id.sequence <= expired {
                     // Answered before retention removed the answer: a retry
@@ -967,8 +976,23 @@ public struct LeaderCore {
             batchApplied.append(id)
         } else {
             dedupRows.append((id, stored))
+            noteRejection(request, digest: digest, outcome: outcome, earlier: false)
         }
         return frame
+    }
+
+    /// Keeps a rejected or refused answer to `request` for the batch's
+    /// commit (`turnlog.md` §2d); other outcomes are not kept there.
+    private mutating func noteRejection(_ request: OpRequest, digest: [UInt8], outcome: OpReply.Outcome, earlier: Bool) {
+        let kind: RejectionRecord.Kind
+        let code: String, reason: String
+        switch outcome {
+        case .applied, .unchanged: return
+        case .rejected(let rejectedCode, let detail): (kind, code, reason) = (.rejected, rejectedCode, detail)
+        case .refused(let refusedCode, let refusedReason): (kind, code, reason) = (.refused, refusedCode, refusedReason)
+        }
+        rejectionRows.append(
+            RejectionRecord(request: request.request, op: request.op, digest: digest, kind: kind, code: code, reason: reason, earlier: earlier))
     }
 
     /// The execution-point checks: the requester is not given up, the scope
@@ -1042,7 +1066,8 @@ public struct LeaderCore {
     /// The stored answer to a retry — unless the retry carries another op or
     /// argument than the request first answered under its id: then it is
     /// refused `request-mismatch` (and that refusal is kept nowhere).
-    private mutating func answer(_ request: RequestID, stored: [UInt8], digest: [UInt8]) -> [UInt8] {
+    private mutating func answer(_ op: OpRequest, stored: [UInt8], digest: [UInt8]) -> [UInt8] {
+        let request = op.request
         guard stored.count > RequestDigest.size else {
             lastOutcome = .deduplicated
             return LeaderCore.answeredEarlier(stored)  // not written by this leader: answered as stored
@@ -1058,7 +1083,11 @@ public struct LeaderCore {
             ).frame()
         }
         lastOutcome = .deduplicated
-        return LeaderCore.answeredEarlier(Array(stored.dropFirst(RequestDigest.size)))
+        let frame = Array(stored.dropFirst(RequestDigest.size))
+        guard let reply = OpReply(scanning: frame) else { return frame }
+        // A retry of a rejected or refused request is on the record too, marked earlier.
+        noteRejection(op, digest: digest, outcome: reply.outcome, earlier: true)
+        return reply.answeredEarlier.frame()
     }
 
     /// A stored reply frame marked `earlier` (`protocol/cogwire.md` §4):

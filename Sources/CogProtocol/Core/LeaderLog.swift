@@ -60,10 +60,14 @@ public protocol LeaderPorts: AnyObject {
 /// What one commit of the leader writes in one transaction: the batch's
 /// turns, its dedup rows, what changes about the dedup index, and the
 /// scope instances registration replies opened since the last commit
-/// (kept so a log reader can name them, `turnlog.md` §2c).
+/// (kept so a log reader can name them, `turnlog.md` §2c), and the
+/// requests answered rejected or refused since the last commit, retries
+/// answered from `dedup` among them (`turnlog.md` §2d; the store stamps
+/// their revision, order and time).
 public struct LeaderCommit: Sendable {
     public var drafts: [TurnDraft]
     public var replies: [(RequestID, [UInt8])]
     public var index: DedupIndexChange?
     public var openings: [ScopeEvent] = []
+    public var rejections: [RejectionRecord] = []
 }
