@@ -285,7 +285,8 @@ enum ClusterCommands {
             // applies every turn the leader logs).
             _ = try OpRegistry(rigs: rigs.all)
             // What the rig reports (`ledger total 100`) is an event of the worker's log too.
-            let host = CogRig.Host(workerName: options.name) { line in
+            // The real clock; the settings of --settings and --set (checked when they were parsed).
+            let host = CogRig.Host(workerName: options.name, clock: ContinuousClock(), settings: options.settings) { line in
                 log.log(.info, "rig", TerminalText.escaped(line), ["line": .text(line)])
             }
             var configuration = Worker.Configuration(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint)
@@ -297,10 +298,15 @@ enum ClusterCommands {
             log.failure("\(escaped: error)")
             return 1
         }
+        // The settings' keys, never their values (a value may be a secret).
         log.log(
             .info, "started",
-            "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))",
-            ["leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName)])
+            "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName)), "
+                + (options.settings.isEmpty ? "no settings" : "settings \(options.settings.keys.joined(separator: ", "))"),
+            [
+                "leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName),
+                "settings": .text(options.settings.keys.joined(separator: ",")),
+            ])
         if let metrics {
             worker.publish(to: metrics.board)  // ready or not, and why, from the first request on
             logMetricsAddress(metrics.server, log)

@@ -135,7 +135,13 @@ public enum CogdCommandLine {
             return LogCommands.soak(dataFolder: dataFolder, batch: batch, count: count)
         case .leader(let options):
             return await MainActor.run { ClusterCommands.leader(options, rigs: rigs, notes: unread) }
-        case .worker(let options):
+        case .worker(var options):
+            // The settings file is read here, before anything starts: a bad one is a usage error (exit 64).
+            do {
+                options.settings = try Command.workerSettings(options)
+            } catch {
+                return usageFailure(error)
+            }
             return await ClusterCommands.worker(options, rigs: rigs, notes: unread)
         case .call(let options):
             return ClusterCommands.call(options, rigs: rigs)
