@@ -209,7 +209,9 @@ extension CogRig {
             func trimmed(_ part: Substring) -> String {
                 String(part.drop(while: { blanks.contains($0) }).reversed().drop(while: { blanks.contains($0) }).reversed())
             }
-            for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            // "\r\n" is one Character in Swift: a line ends at either.
+            let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
+            for (index, line) in lines.enumerated() {
                 let number = index + 1
                 let content = trimmed(line)
                 if content.isEmpty || content.hasPrefix("#") { continue }

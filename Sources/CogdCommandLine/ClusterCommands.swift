@@ -298,11 +298,11 @@ enum ClusterCommands {
             log.failure("\(escaped: error)")
             return 1
         }
-        // The settings' keys, never their values (a value may be a secret).
+        // The settings' keys, never their values (a value may be a secret); none: nothing said.
         log.log(
             .info, "started",
-            "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName)), "
-                + (options.settings.isEmpty ? "no settings" : "settings \(options.settings.keys.joined(separator: ", "))"),
+            "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))"
+                + (options.settings.isEmpty ? "" : ", settings \(options.settings.keys.joined(separator: ", "))"),
             [
                 "leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName),
                 "settings": .text(options.settings.keys.joined(separator: ",")),
