@@ -299,6 +299,12 @@ enum ClusterCommands {
             return 1
         }
         // The settings' keys, never their values (a value may be a secret); none: nothing said.
+        // One gauge per setting, its key a label and 1 its value (never the value: it may be a secret).
+        let settingFamilies = [
+            MetricFamily.labelled(
+                "cogd_worker_setting_info", .gauge, help: "1 for each app setting this worker was given (--set, --settings); the key only.",
+                label: "key", options.settings.keys.map { ($0, 1) })
+        ]
         log.log(
             .info, "started",
             "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))"
@@ -308,7 +314,7 @@ enum ClusterCommands {
                 "settings": .text(options.settings.keys.joined(separator: ",")),
             ])
         if let metrics {
-            worker.publish(to: metrics.board)  // ready or not, and why, from the first request on
+            worker.publish(to: metrics.board, adding: settingFamilies)  // ready or not, and why, from the first request on
             logMetricsAddress(metrics.server, log)
         }
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
@@ -342,7 +348,7 @@ enum ClusterCommands {
         var wrongEndpoint: EndpointHandshake.WrongEndpoint?
         do {
             try await worker.run(until: stopper.flag) {
-                if let metrics { worker.publish(to: metrics.board) }
+                if let metrics { worker.publish(to: metrics.board, adding: settingFamilies) }
                 // A leader that is down, or not at that endpoint, says nothing: say so (counted from this
                 // process's own return when it was itself stopped: then the leader is not to blame).
                 let silence = worker.leaderSilence

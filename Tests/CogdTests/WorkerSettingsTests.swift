@@ -79,14 +79,20 @@ struct WorkerSettingsTests {
         let ports = ClusterPorts()
         let leader = try ports.startLeader(data: folder.path + "/data")
         defer { leader.stop() }
+        let metrics = freePort()
         let worker = try CogdProcess([
             "worker", "--leader", ports.requests, "--name", "w1", "--rig", "ledger", "--set", "hold-seconds=5", "--settings", file,
+            "--metrics", "127.0.0.1:\(metrics)",
         ])
         defer { worker.stop() }
         let started = worker.waitForLine { $0.contains(", rig ledger, group ledger") }
         #expect(started?.hasSuffix("rig ledger, group ledger, settings hold-seconds, venue") == true, "\(worker.lines)")
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
         #expect(!worker.lines.contains { $0.contains("secret-hall") }, "\(worker.lines)")
+        let scrape = try MetricsEndpointTests.get(metrics, "/metrics").body
+        #expect(scrape.contains("cogd_worker_setting_info{key=\"hold-seconds\"} 1\n"), "\(scrape)")
+        #expect(scrape.contains("cogd_worker_setting_info{key=\"venue\"} 1\n"), "\(scrape)")
+        #expect(!scrape.contains("secret-hall"), "\(scrape)")
         worker.stop()
 
         let plain = try CogdProcess(["worker", "--leader", ports.requests, "--name", "w2", "--rig", "ledger", "--log-format", "json"])
