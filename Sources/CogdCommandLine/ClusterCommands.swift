@@ -293,6 +293,8 @@ enum ClusterCommands {
             configuration.keys = try options.keys?.load()
             // No --group: the rig's name, so the workers of one rig share its work (`cogwire.md` §6a).
             configuration.group = options.group ?? rigName
+            // The keys (never the values) go to the leader in the hello: `cogd status` shows them.
+            if !options.settings.isEmpty { configuration.settingKeys = options.settings.keys }
             worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
         } catch {
             log.failure("\(escaped: error)")

@@ -121,10 +121,12 @@ extension CogdCommandLine {
                   --set KEY=VALUE     an app setting the rig's mechanisms read (CogRig.Host.settings),
                                       repeated for more; a key is 1 to 64 of A-Z a-z 0-9 _ . -, a value
                                       at most 4096 bytes, at most 256 settings; wins over --settings
+                                      (default: none)
                   --settings FILE     app settings from a file read at start-up: KEY=VALUE lines (spaces
                                       around either dropped, no quotes), # comments and blank lines,
-                                      each key once, at most 65536 bytes. The started line names the
-                                      settings' keys, never their values
+                                      each key once, at most 65536 bytes (default: none). The started
+                                      line, /metrics and `status` name the settings' keys, never
+                                      their values
                   --metrics HOST:PORT serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
                                       there, like 127.0.0.1:9465 (default: off; protocol/metrics.md)
                   --log-format text|json
@@ -226,7 +228,7 @@ extension CogdCommandLine {
                                       fields: version, uptimeSeconds, heartbeatTimeoutSeconds, epoch,
                                       revision, workers [{name, appliedRevision, lag,
                                       secondsSinceHeard, silent, digest?, group?, instances?, roots?,
-                                      tool?}], errors {code: count}, openScopeInstances, placement?,
+                                      tool?, settings?}], errors {code: count}, openScopeInstances, placement?,
                                       commits? {count, window, p50Micros, p99Micros, turnsPerCommit}
                                       (? absent when the leader does not report it; version and
                                       uptimeSeconds null from older leaders)

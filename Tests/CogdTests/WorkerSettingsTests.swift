@@ -7,7 +7,7 @@ import Testing
 /// `cogd worker --set KEY=VALUE` (repeated) and `--settings FILE`: the app's
 /// settings a rig's mechanisms read from `CogRig.Host.settings`; checked
 /// before anything connects, their keys (never their values) in the
-/// worker's `started` line.
+/// worker's `started` line, its `/metrics` and `cogd status`.
 @Suite("A worker takes the app's settings", .serialized, .timeLimit(.minutes(3)))
 struct WorkerSettingsTests {
     func worker(_ arguments: [String]) throws -> Command.WorkerOptions? {
@@ -89,6 +89,13 @@ struct WorkerSettingsTests {
         #expect(started?.hasSuffix("rig ledger, group ledger, settings hold-seconds, venue") == true, "\(worker.lines)")
         #expect(worker.waitForLine { $0.contains("synced at revision") } != nil, "\(worker.lines)")
         #expect(!worker.lines.contains { $0.contains("secret-hall") }, "\(worker.lines)")
+        // The keys go to the leader in the hello: `cogd status` lists them under the worker (never the values).
+        let status = try runCogd(["status", "--leader", ports.requests])
+        #expect(status.stdout.contains("  w1: applied 0, lag 0, heard ") && status.stdout.contains("\n    settings: hold-seconds, venue\n"), "\(status.stdout)")
+        let json = try runCogd(["status", "--leader", ports.requests, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect((object?["workers"] as? [[String: Any]])?.first?["settings"] as? [String] == ["hold-seconds", "venue"], "\(json.stdout)")
+        #expect(!status.stdout.contains("secret-hall") && !json.stdout.contains("secret-hall"))
         let scrape = try MetricsEndpointTests.get(metrics, "/metrics").body
         #expect(scrape.contains("cogd_worker_setting_info{key=\"hold-seconds\"} 1\n"), "\(scrape)")
         #expect(scrape.contains("cogd_worker_setting_info{key=\"venue\"} 1\n"), "\(scrape)")
