@@ -21,8 +21,16 @@ let holdSeatOp = RemoteOp<String>(name: "boxOfficeTest.hold", summary: "holds a 
     hold(seat, in: c)
 }
 
+/// The same kind of helper as a method of `Writer`: an extension of a
+/// main-actor type is main-actor code, so it needs no annotation.
+extension Writer {
+    func release(_ seat: String) {
+        self[_heldSeatsCog].removeAll { $0 == seat }
+    }
+}
+
 let releaseSeatOp = RemoteOp<String>(name: "boxOfficeTest.release", summary: "releases a held seat", example: "A1") { c, seat in
-    c[_heldSeatsCog].removeAll { $0 == seat }
+    c.release(seat)
 }
 
 /// One scope per held seat, whose task releases the seat when the hold expires.
