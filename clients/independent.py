@@ -144,7 +144,7 @@ def check_vectors(checks):
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
                   "error-compacted", "status-uptime", "hello-tool", "status-tool", "goodbye",
-                  "error-goodbye-not-holder", "reply-earlier", "reply-refused"}
+                  "error-goodbye-not-holder", "reply-earlier", "reply-refused", "hello-settings", "status-settings"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -252,6 +252,11 @@ def check_vectors(checks):
     wire_check("status-tool", "status", lambda b: expect(
         [w["name"] for w in b["workers"]] == ["tail-7d2b", "w1"] and b["workers"][0]["tool"] is True
         and "tool" not in b["workers"][1], repr(b)))
+    wire_check("hello-settings", "hello", lambda b: expect(
+        b == {"worker": "w1", "lastRevision": 0, "group": "boxOffice", "settings": ["hold-seconds", "mail.from"]}, repr(b)))
+    wire_check("status-settings", "status", lambda b: expect(
+        [w["name"] for w in b["workers"]] == ["w1", "w2"] and b["workers"][0]["settings"] == ["hold-seconds", "mail.from"]
+        and "settings" not in b["workers"][1], repr(b)))
     wire_check("status-uptime", "status", lambda b: expect(
         b["version"] == "0.1.0" and b["uptimeSeconds"] == 3723.5 and b["heartbeatTimeoutSeconds"] == 5.0
         and [w["name"] for w in b["workers"]] == ["w1", "w2"] and b["workers"][1]["secondsSinceHeard"] == 3.25, repr(b)))
@@ -487,7 +492,8 @@ def status_problem(value):
         "workers": (t_list_of(t_shape({"name": (t_text, True), "appliedRevision": (t_uint, True),
                                        "lag": (t_uint, True), "secondsSinceHeard": (number, True),
                                        "digest": (t_text, False), "group": (t_text, False),
-                                       "instances": (t_uint, False), "roots": (t_list_of(t_text), False)})), True),
+                                       "instances": (t_uint, False), "roots": (t_list_of(t_text), False),
+                                       "settings": (t_list_of(t_text), False)})), True),
         "errorCounts": (t_map, True), "openScopeInstances": (t_list_of(t_uint), True),
         "placement": (t_text, False),
         "commits": (t_shape({"count": (number, True), "window": (number, True), "p50Micros": (number, True),

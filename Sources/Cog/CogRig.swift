@@ -44,8 +44,10 @@ public struct CogRig: Sendable {
     /// rig's scopes select: the leader evaluates them after each turn
     /// (DESIGN §6).
     public let selectors: [Declaration]
-    /// The mechanisms a worker running this rig assembles, in order.
-    public let mechanisms: @MainActor @Sendable (Host) -> [any Mechanism]
+    /// The mechanisms a worker running this rig assembles, in order. It may
+    /// throw (a setting it cannot read, `Settings.Problem`): the worker
+    /// stops at start-up with the error's message.
+    public let mechanisms: @MainActor @Sendable (Host) throws -> [any Mechanism]
 
     /// A rig of these declarations. Traps, naming the declaration and the
     /// fix, when one listed cannot take part (see `CogRig`).
@@ -53,7 +55,7 @@ public struct CogRig: Sendable {
         name: String, summary: String = "", schemaVersion: Int = 1,
         durableSources: [any CogRigDurableSource] = [], ops: [any RemoteOpDeclaration] = [],
         selectors: [any CogRigSelector] = [],
-        mechanisms: @escaping @MainActor @Sendable (Host) -> [any Mechanism] = { _ in [] }
+        mechanisms: @escaping @MainActor @Sendable (Host) throws -> [any Mechanism] = { _ in [] }
     ) {
         let sources = durableSources.map(\.durableSourceDeclaration)
         let selected = selectors.map(\.selectorDeclaration)
@@ -67,7 +69,7 @@ public struct CogRig: Sendable {
 
     private init(
         name: String, summary: String, schemaVersion: Int, sources: [Declaration], ops: [any RemoteOpDeclaration],
-        selectors: [Declaration], mechanisms: @escaping @MainActor @Sendable (Host) -> [any Mechanism]
+        selectors: [Declaration], mechanisms: @escaping @MainActor @Sendable (Host) throws -> [any Mechanism]
     ) {
         self.name = name
         self.summary = summary
@@ -82,7 +84,7 @@ public struct CogRig: Sendable {
     /// variant of one app that a worker chooses by name (the Ledger rig's
     /// `ledger-greeter` adds a greeter scope to `ledger`'s audit).
     public func variant(
-        named name: String, summary: String, mechanisms: @escaping @MainActor @Sendable (Host) -> [any Mechanism]
+        named name: String, summary: String, mechanisms: @escaping @MainActor @Sendable (Host) throws -> [any Mechanism]
     ) -> CogRig {
         CogRig(
             name: name, summary: summary, schemaVersion: schemaVersion, sources: durableSources, ops: ops,
@@ -141,7 +143,19 @@ public struct CogRig: Sendable {
         public var description: String { "\(name) (\(site))" }
     }
 
-    /// What a worker gives the rig's mechanisms when it assembles them.
+    /// What a worker gives the rig's mechanisms when it assembles them: its
+    /// name, its log, the clock to wait on and the app's settings.
+    ///
+    /// ```swift
+    /// mechanisms: { host in
+    ///   let holdFor = try host.settings.duration("hold-seconds") ?? .seconds(600)
+    ///   return [SeatHoldMechanism(clock: host.clock, holdFor: holdFor)]
+    /// }
+    /// ```
+    ///
+    /// A test builds one with a `TestClock` and the settings it needs, and
+    /// drives the mechanisms' waits with `advance(by:)`:
+    /// `CogRig.Host(workerName: "w", clock: clock, settings: try CogRig.Settings(["hold-seconds": "5"])) { _ in }`.
     public struct Host: Sendable {
         /// The worker's name (`--name`).
         public let workerName: String
@@ -150,10 +164,22 @@ public struct CogRig: Sendable {
         /// tests to read (`ledger total 100`). `cogd worker` logs it as the
         /// event `rig` (standard error, with the time and level, or as JSON).
         public let log: @Sendable (String) -> Void
+        /// The clock mechanisms wait on (`try await host.clock.sleep(for: .seconds(5))`):
+        /// the real one (`ContinuousClock`) in `cogd worker`, a `TestClock`
+        /// in a test, so a wait is driven, never slept through.
+        public let clock: any Clock<Duration>
+        /// The app's settings (`cogd worker --set KEY=VALUE`, `--settings FILE`).
+        public let settings: Settings
 
-        public init(workerName: String, log: @escaping @Sendable (String) -> Void) {
+        /// A host; `clock` and `settings` default to the real clock and no settings.
+        public init(
+            workerName: String, clock: any Clock<Duration> = ContinuousClock(), settings: Settings = Settings(),
+            log: @escaping @Sendable (String) -> Void
+        ) {
             self.workerName = workerName
             self.log = log
+            self.clock = clock
+            self.settings = settings
         }
     }
 }

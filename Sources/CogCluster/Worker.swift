@@ -30,6 +30,9 @@ public final class Worker: CogRemoteLink {
         /// places groups, each scope child of a top-level selector opens on
         /// one worker of the group only. Nil: every child opens here.
         public var group: String?
+        /// The keys of its app settings (`cogd worker --set`), named in its
+        /// hello so `cogd status` shows them; never the values. Nil: none.
+        public var settingKeys: [String]?
 
         public init(
             name: String, leaderEndpoint: String = "tcp://127.0.0.1:5701", heartbeatInterval: Duration = .seconds(1),
@@ -180,10 +183,10 @@ public final class Worker: CogRemoteLink {
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
         self.mechanisms = mechanisms
-        core = ReplicaCore(
-            settings: ReplicaCore.Settings(
-                name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig,
-                group: configuration.group))
+        var replicaSettings = ReplicaCore.Settings(
+            name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig, group: configuration.group)
+        replicaSettings.settingKeys = configuration.settingKeys
+        core = ReplicaCore(settings: replicaSettings)
         cogs = Cogs.replica()
         context = try ZMQContext()
         dealer = try ZMQSocket(context, .dealer)

@@ -285,24 +285,38 @@ enum ClusterCommands {
             // applies every turn the leader logs).
             _ = try OpRegistry(rigs: rigs.all)
             // What the rig reports (`ledger total 100`) is an event of the worker's log too.
-            let host = CogRig.Host(workerName: options.name) { line in
+            // The real clock; the settings of --settings and --set (checked when they were parsed).
+            let host = CogRig.Host(workerName: options.name, clock: ContinuousClock(), settings: options.settings) { line in
                 log.log(.info, "rig", TerminalText.escaped(line), ["line": .text(line)])
             }
             var configuration = Worker.Configuration(name: options.name, leaderEndpoint: options.leaderEndpoint, rig: rig.fingerprint)
             configuration.keys = try options.keys?.load()
             // No --group: the rig's name, so the workers of one rig share its work (`cogwire.md` §6a).
             configuration.group = options.group ?? rigName
+            // The keys (never the values) go to the leader in the hello: `cogd status` shows them.
+            if !options.settings.isEmpty { configuration.settingKeys = options.settings.keys }
             worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
         } catch {
             log.failure("\(escaped: error)")
             return 1
         }
+        // The settings' keys, never their values (a value may be a secret); none: nothing said.
+        // One gauge per setting, its key a label and 1 its value (never the value: it may be a secret).
+        let settingFamilies = [
+            MetricFamily.labelled(
+                "cogd_worker_setting_info", .gauge, help: "1 for each app setting this worker was given (--set, --settings); the key only.",
+                label: "key", options.settings.keys.map { ($0, 1) })
+        ]
         log.log(
             .info, "started",
-            "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))",
-            ["leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName)])
+            "leader \(options.leaderEndpoint), rig \(rigName), group \(TerminalText.escaped(options.group ?? rigName))"
+                + (options.settings.isEmpty ? "" : ", settings \(options.settings.keys.joined(separator: ", "))"),
+            [
+                "leader": .text(options.leaderEndpoint), "rig": .text(rigName), "group": .text(options.group ?? rigName),
+                "settings": .text(options.settings.keys.joined(separator: ",")),
+            ])
         if let metrics {
-            worker.publish(to: metrics.board)  // ready or not, and why, from the first request on
+            worker.publish(to: metrics.board, adding: settingFamilies)  // ready or not, and why, from the first request on
             logMetricsAddress(metrics.server, log)
         }
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
@@ -336,7 +350,7 @@ enum ClusterCommands {
         var wrongEndpoint: EndpointHandshake.WrongEndpoint?
         do {
             try await worker.run(until: stopper.flag) {
-                if let metrics { worker.publish(to: metrics.board) }
+                if let metrics { worker.publish(to: metrics.board, adding: settingFamilies) }
                 // A leader that is down, or not at that endpoint, says nothing: say so (counted from this
                 // process's own return when it was itself stopped: then the leader is not to blame).
                 let silence = worker.leaderSilence

@@ -118,6 +118,15 @@ extension CogdCommandLine {
                                       so workers of one rig share its work; a name no other worker uses,
                                       e.g. --group worker-1, runs everything here; --rig replica only
                                       replicates)
+                  --set KEY=VALUE     an app setting the rig's mechanisms read (CogRig.Host.settings),
+                                      repeated for more; a key is 1 to 64 of A-Z a-z 0-9 _ . -, a value
+                                      at most 4096 bytes, at most 256 settings; wins over --settings
+                                      (default: none)
+                  --settings FILE     app settings from a file read at start-up: KEY=VALUE lines (spaces
+                                      around either dropped, no quotes), # comments and blank lines,
+                                      each key once, at most 65536 bytes (default: none). The started
+                                      line, /metrics and `status` name the settings' keys, never
+                                      their values
                   --metrics HOST:PORT serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
                                       there, like 127.0.0.1:9465 (default: off; protocol/metrics.md)
                   --log-format text|json
@@ -132,10 +141,10 @@ extension CogdCommandLine {
                       second) and prints the revision it stopped at; a second signal is told the
                       goodbye comes first
                   1   a third signal (stops at once); a failure: a key file it cannot read, a
-                      metrics address it cannot bind, a socket error (a leader that is down or
-                      refuses it is waited on, not one)
+                      metrics address it cannot bind, a setting the rig cannot read (named), a
+                      socket error (a leader that is down or refuses it is waited on, not one)
                   4   --leader is the leader's turn stream (its --turns), not its requests endpoint
-                  64  a usage error
+                  64  a usage error (a bad --set, a --settings file it cannot read or take)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
@@ -145,6 +154,7 @@ extension CogdCommandLine {
                   \(cogd) worker --leader 127.0.0.1:5701 --name worker-2 --rig \(rigs.defaultName) --group solo-2
                   \(cogd) worker --leader 127.0.0.1:5701 --name worker-3 --rig replica
                   \(cogd) worker --name worker-1 --metrics 127.0.0.1:9465 --log-level debug
+                  \(cogd) worker --name worker-1 --set hold-seconds=600 --settings /etc/box-office.settings
                 """
         case "call":
             return """
@@ -218,7 +228,7 @@ extension CogdCommandLine {
                                       fields: version, uptimeSeconds, heartbeatTimeoutSeconds, epoch,
                                       revision, workers [{name, appliedRevision, lag,
                                       secondsSinceHeard, silent, digest?, group?, instances?, roots?,
-                                      tool?}], errors {code: count}, openScopeInstances, placement?,
+                                      tool?, settings?}], errors {code: count}, openScopeInstances, placement?,
                                       commits? {count, window, p50Micros, p99Micros, turnsPerCommit}
                                       (? absent when the leader does not report it; version and
                                       uptimeSeconds null from older leaders)

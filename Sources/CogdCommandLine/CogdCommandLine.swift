@@ -135,7 +135,13 @@ public enum CogdCommandLine {
             return LogCommands.soak(dataFolder: dataFolder, batch: batch, count: count)
         case .leader(let options):
             return await MainActor.run { ClusterCommands.leader(options, rigs: rigs, notes: unread) }
-        case .worker(let options):
+        case .worker(var options):
+            // The settings file is read here, before anything starts: a bad one is a usage error (exit 64).
+            do {
+                options.settings = try Command.workerSettings(options)
+            } catch {
+                return usageFailure(error)
+            }
             return await ClusterCommands.worker(options, rigs: rigs, notes: unread)
         case .call(let options):
             return ClusterCommands.call(options, rigs: rigs)
@@ -198,7 +204,8 @@ public enum CogdCommandLine {
         case "ops": "Usage: \(cogd) ops [--json]"
         case "worker":
             "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]\n"
-                + "         [--metrics HOST:PORT] [--log-format text|json] [--log-level debug|info|warn|error]"
+                + "         [--set KEY=VALUE]... [--settings FILE] [--metrics HOST:PORT] [--log-format text|json]\n"
+                + "         [--log-level debug|info|warn|error]"
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"
         case "log":

@@ -105,6 +105,10 @@ enum Command: Equatable {
         /// The operator's log (`--log-format`, `--log-level`).
         var logFormat = OperatorLog.defaultFormat
         var logLevel = OperatorLog.defaultLevel
+        /// The app's settings given as `--set KEY=VALUE` (they win over the file's).
+        var settings = CogRig.Settings()
+        /// The settings file (`--settings FILE`), read when the worker starts.
+        var settingsFile: String?
     }
 
     struct CallOptions: Equatable {
@@ -295,6 +299,7 @@ enum Command: Equatable {
         var callName: String?
         var watch: Duration?
         var watchCount: Int?
+        var settingAssignments: [String] = []
         func rig(_ text: String) throws(UsageError) -> String {
             guard rigNames.contains(text) else {
                 throw UsageError(message: "unknown rig '\(text)' (one of: \(rigNames.joined(separator: ", ")))", subcommand: subcommand)
@@ -389,6 +394,10 @@ enum Command: Equatable {
                 try reader.noValue(option)
                 json = true
             case ("worker", "--rig"): worker.rig = try rig(try reader.value(for: option))
+            case ("worker", "--set"): settingAssignments.append(try reader.value(for: option))
+            case ("worker", "--settings"):
+                guard worker.settingsFile == nil else { throw UsageError(message: "give --settings once (one settings file)", subcommand: subcommand) }
+                worker.settingsFile = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
             case ("worker", "--group"):
                 let text = try reader.value(for: option)
                 guard LeaderCore.groupProblem(text) == nil else {
@@ -462,6 +471,11 @@ enum Command: Equatable {
             guard positionals.isEmpty else { throw UsageError(message: "unexpected argument '\(positionals[0])'", subcommand: subcommand) }
             worker.leaderEndpoint = leaderEndpointOrDefault
             worker.keys = keys
+            do {
+                worker.settings = try CogRig.Settings(assignments: settingAssignments)
+            } catch {
+                throw UsageError(message: "--set: \(error.message)", subcommand: subcommand)
+            }
             return .worker(worker)
         case "call":
             guard positionals.count == 2 else {

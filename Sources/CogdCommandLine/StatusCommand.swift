@@ -212,6 +212,10 @@ enum StatusCommand {
                     + (worker.digest.map { ", digest \(TerminalText.escaped($0))" } ?? "")
                     + (worker.instances.map { $0 > 0 ? ", owns \($0) instance\($0 == 1 ? "" : "s")" : "" } ?? "") + silence
                     + (sparklines[worker.name].map { "  \($0)" } ?? ""))
+            // The keys of its app settings (`worker --set`, `--settings`), never their values.
+            if let settings = worker.settings, !settings.isEmpty {
+                lines.append("    settings: " + settings.map { TerminalText.escaped($0) }.joined(separator: ", "))
+            }
         }
         if !tools.isEmpty {
             lines.append("tools     \(tools.count) (cogd get / tail --connect / call --name: listed until their goodbye, or killed, the heartbeat timeout)")
@@ -276,7 +280,8 @@ enum StatusCommand {
                 + ($0.group.map { ", \"group\": \(CBORText.quoted($0))" } ?? "")
                 + ($0.instances.map { ", \"instances\": \($0)" } ?? "")
                 + ($0.roots.map { ", \"roots\": [\($0.map(CBORText.quoted).joined(separator: ", "))]" } ?? "")
-                + ($0.tool == true ? ", \"tool\": true" : "") + "}"
+                + ($0.tool == true ? ", \"tool\": true" : "")
+                + ($0.settings.map { ", \"settings\": [\($0.map(CBORText.quoted).joined(separator: ", "))]" } ?? "") + "}"
         }
         return "{\"version\": \(status.version.map(CBORText.quoted) ?? "null"), "
             + "\"uptimeSeconds\": \(status.uptimeSeconds.map(number) ?? "null"), "

@@ -13,7 +13,7 @@ struct CallScriptedLeaderTests {
         let call = try CogdProcess(["call", "ledger.open", #"{"account": "a", "balance": 1}"#, "--name", "n", "--leader", leader.endpoint, "--timeout", "3"])
         defer { call.stop() }
         let hello = try #require(try leader.next())
-        guard case .hello(let worker, _, _, _, let tool)? = hello.message else {
+        guard case .hello(let worker, _, _, _, let tool, _)? = hello.message else {
             Issue.record("expected a hello, got \(String(describing: hello.message))")
             return
         }

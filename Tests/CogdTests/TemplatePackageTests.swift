@@ -48,10 +48,15 @@ struct TemplatePackageTests {
         let started = leader.waitForLine { $0.contains("cogd leader: data") }
         try #require(started?.contains("rig todo, epoch 1, revision 0") == true, "\(leader.lines)")
 
-        let w1 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w1"])
+        let w1 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w1", "--set", "estimate-delay=250ms"])
         defer { w1.stop() }
         let w2 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w2", "--rig", "replica"])
         defer { w2.stop() }
+        #expect(w1.waitForLine { $0.hasSuffix("rig todo, group todo, settings estimate-delay") } != nil, "\(w1.lines)")
+        // A value the rig cannot read stops a worker at start-up, naming the key.
+        let badSetting = try runProgram(todo, ["worker", "--leader", ports.requests, "--name", "w9", "--set", "estimate-delay=soon"], timeout: .seconds(20))
+        #expect(badSetting.status == 1, "\(badSetting)")
+        #expect(badSetting.stderr.contains("setting 'estimate-delay' is 'soon', not a duration"), "\(badSetting.stderr)")
         #expect(w1.waitForLine { $0.hasSuffix("synced at revision 0, epoch 1") } != nil, "\(w1.lines)")
         #expect(w2.waitForLine { $0.hasSuffix("synced at revision 0, epoch 1") } != nil, "\(w2.lines)")
         // (Once the leader has placed the mechanism's root on w1, §6a: a reply after the sync.)

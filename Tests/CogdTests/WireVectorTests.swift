@@ -47,6 +47,7 @@ struct WireVectorTests {
             ("welcome", .welcome(epoch: 3, lastRevision: 42, turnsEndpoint: "tcp://127.0.0.1:5702", lastSequence: 18)),
             ("hello-group", .hello(worker: "w1", lastRevision: 0, group: "greeters")),
             ("hello-tool", .hello(worker: "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50", lastRevision: 0, tool: true)),
+            ("hello-settings", .hello(worker: "w1", lastRevision: 0, group: "boxOffice", settings: ["hold-seconds", "mail.from"])),
             ("goodbye", .goodbye(worker: "get-0c4f3c9e-5b1a-4d2e-9f6a-2b7d8e1c3a50")),
             ("error-goodbye-not-holder", .error(WireError(
                 code: "name-in-use",
@@ -105,6 +106,15 @@ struct WireVectorTests {
                     LeaderStatus.Worker(
                         name: "tail-7d2b", appliedRevision: 0, lag: 42, secondsSinceHeard: 1.5, digest: "unknown", instances: 0, tool: true),
                     LeaderStatus.Worker(name: "w1", appliedRevision: 42, lag: 0, secondsSinceHeard: 0.5, digest: "agrees", instances: 0),
+                ],
+                errorCounts: [:], openScopeInstances: []))),
+            ("status-settings", .status(LeaderStatus(
+                epoch: 3, revision: 42,
+                workers: [
+                    LeaderStatus.Worker(
+                        name: "w1", appliedRevision: 42, lag: 0, secondsSinceHeard: 0.5, digest: "agrees", instances: 0,
+                        settings: ["hold-seconds", "mail.from"]),
+                    LeaderStatus.Worker(name: "w2", appliedRevision: 42, lag: 0, secondsSinceHeard: 0.25, digest: "agrees", instances: 0),
                 ],
                 errorCounts: [:], openScopeInstances: []))),
             ("status-uptime", .status({

@@ -94,11 +94,13 @@ extension Worker {
         ]
     }
 
-    /// Once per pass: `/healthz`'s heartbeat, readiness, and fresh figures when a scrape asked.
-    public func publish(to board: MetricsBoard) {
+    /// Once per pass: `/healthz`'s heartbeat, readiness, and fresh figures
+    /// when a scrape asked, with `extra` families of the process's own
+    /// after the worker's (`cogd worker`'s `cogd_worker_setting_info`).
+    public func publish(to board: MetricsBoard, adding extra: [MetricFamily] = []) {
         board.notePass()
         let (ready, reason) = readiness
         board.setReadiness(ready, reason)
-        if board.isWanted { board.publish(metricFamilies()) }
+        if board.isWanted { board.publish(metricFamilies() + extra) }
     }
 }

@@ -100,6 +100,8 @@ public struct LeaderCore {
         var group: String?
         /// Whether it said hello as a tool (reads the state and closes).
         var tool = false
+        /// The keys of the app settings its hello named (nil: none).
+        var settings: [String]? = nil
     }
 
     public let settings: Settings
@@ -490,7 +492,7 @@ public struct LeaderCore {
             return
         }
         switch message {
-        case .hello(let worker, let revision, let rig, let group, let tool):
+        case .hello(let worker, let revision, let rig, let group, let tool, let settingKeys):
             if let rig, let refusal = rigRefusal(rig, worker: worker) {
                 note(.rigRefused(worker: worker, reason: refusal.message))
                 refuse(peer, refusal)
@@ -500,7 +502,13 @@ public struct LeaderCore {
                 refuse(peer, WireError(.malformed, problem))
                 return
             }
-            hello(peer, worker, revision: revision, group: settings.placesGroups ? group : nil, tool: tool, now: now)
+            if let settingKeys, let problem = LeaderCore.settingKeysProblem(settingKeys) {
+                refuse(peer, WireError(.malformed, problem))
+                return
+            }
+            hello(
+                peer, worker, revision: revision, group: settings.placesGroups ? group : nil, tool: tool,
+                settings: settingKeys.map { $0.isEmpty ? nil : $0.sorted() } ?? nil, now: now)
         case .heartbeat(let worker, let revision, let stateDigest):
             heartbeat(peer, worker, revision: revision, stateDigest: stateDigest, now: now)
         case .goodbye(let worker):
@@ -558,7 +566,7 @@ public struct LeaderCore {
         switch message {
         case .statusRequest:
             break
-        case .hello(let worker, _, _, _, let tool):
+        case .hello(let worker, _, _, _, let tool, _):
             // A client says hello only as a tool (`cogd call --name` learns its name's last sequence): it gains no reading.
             guard holder.role == .worker || (tool && holder.role == .client) else {
                 return forbidden("say hello: only a worker key may (a client key only as a tool)")
@@ -602,7 +610,9 @@ public struct LeaderCore {
         return rig.incompatibility(with: served).map { WireError(.rigMismatch, "worker \(worker)'s \($0)") }
     }
 
-    private mutating func hello(_ peer: Peer, _ worker: String, revision: UInt64, group: String?, tool: Bool = false, now: Duration) {
+    private mutating func hello(
+        _ peer: Peer, _ worker: String, revision: UInt64, group: String?, tool: Bool = false, settings settingKeys: [String]? = nil, now: Duration
+    ) {
         guard revision <= log.lastRevision else {
             // Its replica holds turns this log does not: another history.
             refuse(peer, WireError(
@@ -628,7 +638,7 @@ public struct LeaderCore {
             dropWorker(worker, named: LeaderCore.reregisteredTurn)
         }
         if workers[worker]?.identity != peer { note(.joined(worker: worker, group: group, revision: revision, tool: tool)) }
-        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group, tool: tool)
+        workers[worker] = WorkerState(appliedRevision: revision, lastHeard: now, identity: peer, group: group, tool: tool, settings: settingKeys)
         sendWelcome(worker, to: peer)
     }
 
@@ -673,7 +683,7 @@ public struct LeaderCore {
         }
         workers[worker] = WorkerState(
             appliedRevision: revision, lastHeard: now, identity: peer, digest: digestAgreement(revision, stateDigest),
-            group: holder.group, tool: holder.tool)
+            group: holder.group, tool: holder.tool, settings: holder.settings)
         sendWelcome(worker, to: peer)
     }
 
@@ -1151,7 +1161,7 @@ public struct LeaderCore {
                 lag: last > state.appliedRevision ? last - state.appliedRevision : 0,
                 secondsSinceHeard: Double(since.seconds) + Double(since.attoseconds) / 1e18,
                 digest: state.digest.rawValue, group: state.group, instances: owned[name] ?? 0, roots: roots[name],
-                tool: state.tool ? true : nil)
+                tool: state.tool ? true : nil, settings: state.settings)
         }
     }
 
@@ -1274,6 +1284,20 @@ public struct LeaderCore {
     /// Why the leader refuses `group` as a `hello`'s group (`cogwire.md`
     /// §6a), or nil when it admits it; `cogd worker --group` applies the
     /// same rule.
+    /// Why a hello's `settings` (the keys of a worker's app settings,
+    /// `cogwire.md` §3) cannot be taken, or nil: at most 256 keys, each as
+    /// `cogd worker --set` takes them, none twice.
+    public nonisolated static func settingKeysProblem(_ keys: [String]) -> String? {
+        guard keys.count <= CogRig.Settings.maximumCount else {
+            return "a hello names at most \(CogRig.Settings.maximumCount) settings, not \(keys.count)"
+        }
+        for key in keys {
+            if let problem = CogRig.Settings.keyProblem(key) { return "a hello's settings are keys: \(problem)" }
+        }
+        guard Set(keys).count == keys.count else { return "a hello's settings name each key once" }
+        return nil
+    }
+
     public nonisolated static func groupProblem(_ group: String) -> String? {
         // No control characters: a group names a key of the scope table (`\u{1}` separates its parts) and is printed.
         guard group.isEmpty || group.utf8.count > maximumWorkerName || group.unicodeScalars.contains(where: isControlCharacter) else { return nil }

@@ -29,6 +29,8 @@ public struct ReplicaCore: Sendable {
         public var rig: CogRig.Fingerprint?
         /// The worker group named in each hello (`cogwire.md` §6a; nil: none).
         public var group: String?
+        /// The keys of the app settings named in each hello (`cogwire.md` §3; nil: none).
+        public var settingKeys: [String]?
 
         public init(
             name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30), checksDigest: Bool = true,
@@ -270,7 +272,7 @@ public struct ReplicaCore: Sendable {
 
     /// Says hello, with the rig's fingerprint when the worker runs one.
     private mutating func sayHello(lastRevision: UInt64) {
-        send(.hello(worker: settings.name, lastRevision: lastRevision, rig: settings.rig, group: settings.group))
+        send(.hello(worker: settings.name, lastRevision: lastRevision, rig: settings.rig, group: settings.group, settings: settings.settingKeys))
     }
 
     private mutating func handle(_ message: WireMessage, now: Duration) {

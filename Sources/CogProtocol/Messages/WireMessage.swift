@@ -12,7 +12,7 @@ public enum WireMessage: Equatable, Sendable {
     /// `tool`: a short-lived tool (`cogd get`, `cogd tail --connect`) that
     /// reads the state and closes, not a worker (`cogwire.md` §3; sent only
     /// when true, absent reads as false, older leaders ignore it).
-    case hello(worker: String, lastRevision: UInt64, rig: CogRig.Fingerprint? = nil, group: String? = nil, tool: Bool = false)
+    case hello(worker: String, lastRevision: UInt64, rig: CogRig.Fingerprint? = nil, group: String? = nil, tool: Bool = false, settings: [String]? = nil)
     /// Leader → worker: the epoch, the newest revision, where turns are
     /// published, and the highest request sequence answered for this worker
     /// name (its next requests are numbered above it).
@@ -266,12 +266,17 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
         /// --connect`: it reads the state and closes); absent for a worker
         /// (and from leaders before it was reported).
         public var tool: Bool?
+        /// The keys of the app settings its hello named (`cogd worker --set`,
+        /// `--settings`; never their values), sorted; absent when none (and
+        /// from leaders and workers before they were reported).
+        public var settings: [String]?
 
         public init(
             name: String, appliedRevision: UInt64, lag: UInt64, secondsSinceHeard: Double, digest: String? = nil, group: String? = nil,
-            instances: UInt64? = nil, roots: [String]? = nil, tool: Bool? = nil
+            instances: UInt64? = nil, roots: [String]? = nil, tool: Bool? = nil, settings: [String]? = nil
         ) {
             self.tool = tool
+            self.settings = settings
             self.group = group
             self.instances = instances
             self.roots = roots
@@ -393,11 +398,12 @@ extension WireMessage {
         }
         let body: CBORValue?
         switch self {
-        case .hello(let worker, let lastRevision, let rig, let group, let tool):
+        case .hello(let worker, let lastRevision, let rig, let group, let tool, let settings):
             var fields: [(key: CBORValue, value: CBORValue)] = [(.text("worker"), .text(worker)), (.text("lastRevision"), .unsigned(lastRevision))]
             if let rig { fields.append((.text("rig"), tree(rig))) }
             if let group { fields.append((.text("group"), .text(group))) }
             if tool { fields.append((.text("tool"), .bool(true))) }
+            if let settings, !settings.isEmpty { fields.append((.text("settings"), .array(settings.map { .text($0) }))) }
             body = .map(fields)
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, let group):
             var fields: [String: CBORValue] = [
@@ -455,7 +461,7 @@ extension WireMessage {
     /// The worker a request, hello, heartbeat or registration names.
     public var workerName: String? {
         switch self {
-        case .hello(let worker, _, _, _, _), .heartbeat(let worker, _, _), .goodbye(let worker): worker
+        case .hello(let worker, _, _, _, _, _), .heartbeat(let worker, _, _), .goodbye(let worker): worker
         case .op(let request): request.request.worker
         case .scopeRegister(let spec): spec.worker
         default: nil
@@ -505,9 +511,13 @@ extension WireMessage {
         }
         switch envelope.type {
         case "hello":
-            struct Hello: Decodable { var worker: String; var lastRevision: UInt64; var rig: CogRig.Fingerprint?; var group: String?; var tool: Bool? }
+            struct Hello: Decodable {
+                var worker: String; var lastRevision: UInt64; var rig: CogRig.Fingerprint?; var group: String?; var tool: Bool?
+                var settings: [String]?
+            }
             let hello = try body(Hello.self)
-            return .hello(worker: hello.worker, lastRevision: hello.lastRevision, rig: hello.rig, group: hello.group, tool: hello.tool ?? false)
+            return .hello(worker: hello.worker, lastRevision: hello.lastRevision, rig: hello.rig, group: hello.group, tool: hello.tool ?? false,
+                settings: hello.settings)
         case "welcome":
             struct Welcome: Decodable {
                 var epoch: UInt64

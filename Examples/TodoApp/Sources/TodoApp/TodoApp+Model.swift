@@ -50,10 +50,11 @@ public struct TodoEstimator: Sendable {
         self.estimate = estimate
     }
 
-    /// Five minutes a word, answering after `delay` like a slow service.
-    public static func live(delay: Duration) -> TodoEstimator {
+    /// Five minutes a word, answering after `delay` on `clock` like a slow
+    /// service (the worker passes its host's clock: `CogRig.Host.clock`).
+    public static func live(delay: Duration, clock: any Clock<Duration> = ContinuousClock()) -> TodoEstimator {
         TodoEstimator { title in
-            try await Task.sleep(for: delay)
+            try await clock.sleep(for: delay)
             return 5 * max(1, title.split(separator: " ").count)
         }
     }

@@ -3,7 +3,8 @@ import Cog
 extension TodoApp {
     /// The todo rig (`todo worker`, the default): every durable source its
     /// ops write, its ops, the automatic cog its scope selects, and the
-    /// mechanisms a worker runs — the estimator (one second an estimate)
+    /// mechanisms a worker runs — the estimator (one second an estimate, or
+    /// the worker's `--set estimate-delay=DURATION`, on the host's clock)
     /// and the report.
     public static let rig = CogRig(
         name: "todo",
@@ -13,6 +14,8 @@ extension TodoApp {
         ops: [addTodoOp, completeTodoOp, removeTodoOp, acceptEstimateOp],
         selectors: [activeTodoIDsCog],
         mechanisms: { host in
-            [TodoEstimatorMechanism(estimator: .live(delay: .seconds(1))), TodoReportMechanism(log: host.log)]
+            // A setting of the app's own (`todo worker --set estimate-delay=250ms`); a bad value stops the worker, naming it.
+            let delay = try host.settings.duration("estimate-delay") ?? .seconds(1)
+            return [TodoEstimatorMechanism(estimator: .live(delay: delay, clock: host.clock)), TodoReportMechanism(log: host.log)]
         })
 }
