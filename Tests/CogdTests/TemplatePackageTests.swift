@@ -76,6 +76,9 @@ struct TemplatePackageTests {
         let complete = try runBounded(todo, ["call", "todos.complete", #""milk""#, "--leader", ports.requests])
         #expect(complete.status == 0 && complete.output.hasPrefix("applied revision 3 "), "\(complete)")
         #expect(w1.waitForLine { $0.hasSuffix(": todos left: 0 minutes") } != nil, "\(w1.lines)")
+        // A todo that is not there is refused: exit 3, the code and the reason, nothing kept (no revision).
+        let unknown = try runBounded(todo, ["call", "todos.complete", #""bread""#, "--leader", ports.requests])
+        #expect(unknown.status == 3 && unknown.output.hasPrefix("refused unknown-todo: no todo has the id bread (request call-"), "\(unknown)")
 
         // 6. Both workers converged: each applied revision 3 and its state digest agrees with the leader's.
         #expect(w1.waitForLine { $0.hasSuffix("w1: applied 3") } != nil, "\(w1.lines)")

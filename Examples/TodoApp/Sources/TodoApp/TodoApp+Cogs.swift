@@ -37,35 +37,44 @@ public let remainingMinutesCog = Cog<Int> { c in
     }
 }
 
-/// Adds a todo; an identity already in the list or longer than
-/// `TodoApp.idByteLimit`, or a blank title or one longer than
-/// `TodoApp.titleByteLimit`, changes nothing.
+/// Adds a todo. Refuses (nothing is kept; the caller is told why) an id
+/// already in the list (`duplicate-id`), an empty one or one longer than
+/// `TodoApp.idByteLimit` (`bad-id`), and a blank title or one longer than
+/// `TodoApp.titleByteLimit` (`bad-title`).
 let addTodoOp = RemoteOp<TodoAddition>(
-    name: "todos.add", summary: "adds a todo; a taken, empty or too long id, or a blank or too long title, changes nothing",
+    name: "todos.add", summary: "adds a todo; refuses a taken id (duplicate-id), an empty or too long one (bad-id), a blank or too long title (bad-title)",
     example: TodoAddition(id: TodoID(rawValue: "milk"), title: "buy milk")
 ) { c, addition in
     let title = addition.title
-    guard title.contains(where: { !$0.isWhitespace }), title.utf8.count <= TodoApp.titleByteLimit else { return }
-    guard !addition.id.rawValue.isEmpty, addition.id.rawValue.utf8.count <= TodoApp.idByteLimit else { return }
-    guard !c[_todoIDsCog].contains(addition.id) else { return }
+    guard title.contains(where: { !$0.isWhitespace }), title.utf8.count <= TodoApp.titleByteLimit else {
+        try c.refuse("bad-title", "a title has some text and at most \(TodoApp.titleByteLimit) bytes")
+    }
+    guard !addition.id.rawValue.isEmpty, addition.id.rawValue.utf8.count <= TodoApp.idByteLimit else {
+        try c.refuse("bad-id", "an id has 1 to \(TodoApp.idByteLimit) bytes")
+    }
+    guard !c[_todoIDsCog].contains(addition.id) else {
+        try c.refuse("duplicate-id", "a todo with id \(addition.id) is in the list already")
+    }
     c[_todoIDsCog].append(addition.id)
     c[_todoTitleCogs[addition.id]] = title
     c[_todoIsCompletedCogs[addition.id]] = false
 }
 
-/// Marks a todo done (its estimator scope retires: it leaves `activeTodoIDsCog`).
+/// Marks a todo done; refuses an id not in the list (`unknown-todo`).
 let completeTodoOp = RemoteOp<TodoID>(
-    name: "todos.complete", summary: "marks a todo done (its estimator stops); an unknown id changes nothing", example: TodoID(rawValue: "milk")
+    name: "todos.complete", summary: "marks a todo done (its estimator stops); refuses an id not in the list (unknown-todo)",
+    example: TodoID(rawValue: "milk")
 ) { c, id in
-    guard c[_todoIDsCog].contains(id) else { return }
+    guard c[_todoIDsCog].contains(id) else { try c.refuse("unknown-todo", "no todo has the id \(Refusal.shortened(id.rawValue, toBytes: 100))") }
     c[_todoIsCompletedCogs[id]] = true
 }
 
-/// Removes a todo and resets its row.
+/// Removes a todo and resets its row; refuses an id not in the list (`unknown-todo`).
 let removeTodoOp = RemoteOp<TodoID>(
-    name: "todos.remove", summary: "removes a todo and clears its row; an unknown id changes nothing", example: TodoID(rawValue: "milk")
+    name: "todos.remove", summary: "removes a todo and clears its row; refuses an id not in the list (unknown-todo)",
+    example: TodoID(rawValue: "milk")
 ) { c, id in
-    guard c[_todoIDsCog].contains(id) else { return }
+    guard c[_todoIDsCog].contains(id) else { try c.refuse("unknown-todo", "no todo has the id \(Refusal.shortened(id.rawValue, toBytes: 100))") }
     c[_todoIDsCog].removeAll { $0 == id }
     c[_todoTitleCogs[id]] = ""
     c[_todoIsCompletedCogs[id]] = false
@@ -87,7 +96,7 @@ let acceptEstimateOp = RemoteOp<EstimateAcceptance>(
 }
 
 extension CogOps {
-    /// Adds a todo (nothing if `id` is taken, empty or too long, or the title is blank or too long).
+    /// Adds a todo (refused if `id` is taken, empty or too long, or the title is blank or too long).
     public func addTodo(id: TodoID, title: String) { perform(addTodoOp, TodoAddition(id: id, title: title)) }
 
     /// Marks a todo done.
