@@ -1,0 +1,63 @@
+import Cog
+import CogCluster
+import Foundation
+import LedgerRig
+import Testing
+
+/// A mechanism that hands its controller to the test.
+private struct Teller: Mechanism {
+    let name = "Teller"
+    let operated: @MainActor (MechanismController) -> Void
+
+    func operate(_ m: MechanismController) { operated(m) }
+}
+
+@Suite("Op outcomes on a worker", .serialized, .timeLimit(.minutes(3)))
+struct WorkerOutcomeTests {
+    @MainActor
+    @Test func `a mechanism on a worker sees its overdraft refused insufficient-funds and a good transfer applied at the leader's revision`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+
+        LedgerRig.register()
+        var teller: MechanismController?
+        let worker = try Worker(
+            configuration: Worker.Configuration(name: "teller", leaderEndpoint: ports.requests, rig: LedgerRig.rig.fingerprint),
+            mechanisms: [Teller { teller = $0 }])
+        defer { worker.close() }
+
+        /// Pumps the worker until `done` holds, for at most 20 s.
+        func pump(until done: () -> Bool) throws -> Bool {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !done() && ContinuousClock.now < deadline { try worker.pump(waitingUpTo: .milliseconds(20)) }
+            return done()
+        }
+        try #require(try pump { teller != nil }, "the worker synced and operated its mechanism")
+        let m = try #require(teller)
+
+        var outcomes: [String: OpOutcome] = [:]
+        m.open(account: "alice", with: 30) { outcomes["open alice"] = $0 }
+        m.open(account: "bob", with: 0) { outcomes["open bob"] = $0 }
+        try #require(try pump { outcomes.count == 2 }, "both openings answered: \(outcomes)")
+        m.transfer(from: "alice", to: "bob", amount: 50) { outcomes["overdraft"] = $0 }
+        m.transfer(from: "alice", to: "bob", amount: 20) { outcomes["transfer"] = $0 }
+        m.open(account: "alice", with: 99) { outcomes["open alice again"] = $0 }
+        m.transfer(from: "alice", to: "carol", amount: 1) { outcomes["to nobody"] = $0 }
+        try #require(try pump { outcomes.count == 6 }, "every request answered: \(outcomes)")
+
+        #expect(outcomes["overdraft"] == .refused(code: "insufficient-funds", reason: "alice has 30, the transfer needs 50"))
+        #expect(outcomes["to nobody"] == .refused(code: "unknown-account", reason: "no open account named carol"))
+        #expect(outcomes["open alice again"] == .unchanged)
+        guard case .applied(let opened)? = outcomes["open bob"], case .applied(let moved)? = outcomes["transfer"] else {
+            Issue.record("the opening and the transfer were not applied: \(outcomes)")
+            return
+        }
+        #expect(moved > opened, "the transfer's revision is the leader's, after the opening's")
+        #expect(try pump { worker.appliedRevision >= moved }, "the replica reaches the revision it was told")
+        #expect(worker.cogs.peek(balanceCogs["bob"]) == 20)
+        #expect(worker.pendingOutcomeCount == 0, "nothing left waiting")
+    }
+}
