@@ -123,6 +123,8 @@ public final class Worker: CogRemoteLink {
     private var pendingOutcomes: [RequestID: @MainActor (OpOutcome) -> Void] = [:]
     private var pendingOutcomeOrder: [RequestID] = []
     private var pendingOutcomeHead = 0
+    /// `close` was called: no answer is waited for any more.
+    private var isClosed = false
     /// Error messages the leader sent this worker.
     public private(set) var errors: [WireError] = []
     /// Messages from the leader this worker could not decode (dropped).
@@ -261,6 +263,7 @@ public final class Worker: CogRemoteLink {
     }
 
     public func close() {
+        isClosed = true
         abandonPendingOutcomes()
         watch([])
         dealer.close()
@@ -584,7 +587,14 @@ public final class Worker: CogRemoteLink {
             return
         }
         let request = RequestID(worker: configuration.name, sequence: sequence)
-        if let observer { awaitOutcome(of: request, observer) }
+        if let observer {
+            // Asked from code that ran as the worker closed (an answer's callback): not sent.
+            guard !isClosed else {
+                observer(.rejected(code: RejectionCode.unavailable.rawValue, detail: "not sent: the worker closed"))
+                return
+            }
+            awaitOutcome(of: request, observer)
+        }
         let turnName = owner.map { "\($0.path).\(name)" } ?? name
         let bytes: [UInt8]
         do {

@@ -60,4 +60,33 @@ struct WorkerOutcomeTests {
         #expect(worker.cogs.peek(balanceCogs["bob"]) == 20)
         #expect(worker.pendingOutcomeCount == 0, "nothing left waiting")
     }
+
+    @MainActor
+    @Test func `a worker waits for a bounded number of answers, answering the oldest unavailable past it and the rest when it closes`() throws {
+        let leader = try WorkerProtocolTests.ScriptedLeader()
+        defer { leader.close() }
+        var teller: MechanismController?
+        let worker = try leader.replica([Teller { teller = $0 }])
+        try #require(try leader.join(worker))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while teller == nil && ContinuousClock.now < deadline { try worker.pump(waitingUpTo: .milliseconds(20)) }
+        let m = try #require(teller, "the worker synced and operated its mechanism")
+
+        var answers: [Int: OpOutcome] = [:]
+        for n in 0...Worker.pendingOutcomesLimit {
+            m.transfer(from: "alice", to: "bob", amount: 1) { answers[n] = $0 }
+            // The scripted leader reads every request and answers none (the socket's queue never fills).
+            while try leader.router.receive() != nil {}
+        }
+        #expect(answers.count == 1, "only the oldest is answered here: \(answers.count)")
+        guard case .rejected("unavailable", let detail)? = answers[0] else {
+            Issue.record("the oldest is not rejected unavailable: \(String(describing: answers[0]))")
+            return
+        }
+        #expect(detail.hasPrefix("no longer waited for"), "\(detail)")
+        #expect(worker.pendingOutcomeCount == Worker.pendingOutcomesLimit)
+        worker.close()
+        #expect(answers.count == Worker.pendingOutcomesLimit + 1, "closing answers every waiter")
+        #expect(answers[Worker.pendingOutcomesLimit] == .rejected(code: "unavailable", detail: "the worker closed before the answer; it may still be applied"))
+    }
 }
