@@ -1,5 +1,7 @@
 import Cog
 import CogCluster
+import CogCodec
+import CogProtocol
 import Foundation
 import LedgerRig
 import Testing
@@ -88,5 +90,36 @@ struct WorkerOutcomeTests {
         worker.close()
         #expect(answers.count == Worker.pendingOutcomesLimit + 1, "closing answers every waiter")
         #expect(answers[Worker.pendingOutcomesLimit] == .rejected(code: "unavailable", detail: "the worker closed before the answer; it may still be applied"))
+    }
+
+    @MainActor
+    @Test func `an answer from an earlier request reaches the mechanism as the outcome it records, and an unknown reply reaches nobody`() throws {
+        let leader = try WorkerProtocolTests.ScriptedLeader()
+        defer { leader.close() }
+        var teller: MechanismController?
+        let worker = try leader.replica([Teller { teller = $0 }])
+        defer { worker.close() }
+        try #require(try leader.join(worker))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while teller == nil && ContinuousClock.now < deadline { try worker.pump(waitingUpTo: .milliseconds(20)) }
+        let m = try #require(teller, "the worker synced and operated its mechanism")
+
+        var answers: [OpOutcome] = []
+        m.transfer(from: "alice", to: "bob", amount: 5) { answers.append($0) }
+        guard case .op(let request)? = try leader.next(pumping: worker, matching: { if case .op = $0 { true } else { false } }) else {
+            Issue.record("no op request")
+            return
+        }
+        #expect(request.op == "ledger.transfer")
+        // A reply to a request nobody waits for (another sequence) changes nothing here.
+        try leader.send(.reply(OpReply(request: RequestID(worker: "w1", sequence: request.request.sequence + 100), outcome: .unchanged)))
+        try leader.send(.reply(OpReply(request: request.request, outcome: .applied(revision: 6), earlier: true)))
+        try leader.send(.reply(OpReply(request: request.request, outcome: .applied(revision: 6), earlier: true)))
+        let answered = ContinuousClock.now + .seconds(10)
+        while answers.isEmpty && ContinuousClock.now < answered { try worker.pump(waitingUpTo: .milliseconds(20)) }
+        // Whatever else is waiting is handled too: a second reply to the same request calls nobody.
+        try worker.pump(waitingUpTo: .milliseconds(100))
+        #expect(answers == [.applied(revision: 6)])
+        #expect(worker.pendingOutcomeCount == 0)
     }
 }
