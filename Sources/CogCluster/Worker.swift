@@ -477,12 +477,16 @@ public final class Worker: CogRemoteLink {
     /// go): counted by outcome, a rejection noted for the log and counted by
     /// op and code, and the reply kept. `about` names a request answered
     /// before it was sent.
-    private func answer(_ reply: OpReply, about: WorkerRejections.Sent? = nil) {
+    ///
+    /// What waits for the request's outcome is told last, with the worker's
+    /// own books already kept; `tellingWaiter` false for an answer whose id
+    /// is not the request's own (the sequence ran out), which must not reach
+    /// the waiter of the request that holds that id.
+    private func answer(_ reply: OpReply, about: WorkerRejections.Sent? = nil, tellingWaiter: Bool = true) {
         operations.count(reply.outcome)
         rejections.answered(reply, op: about)
         keep(reply)
-        // The caller's code runs last, with the worker's own books already kept.
-        if let observer = pendingOutcomes.removeValue(forKey: reply.request) { observer(OpOutcome(reply.outcome)) }
+        if tellingWaiter, let observer = pendingOutcomes.removeValue(forKey: reply.request) { observer(OpOutcome(reply.outcome)) }
     }
 
     /// Keeps `observer` until `request` is answered, answering the oldest
@@ -582,7 +586,9 @@ public final class Worker: CogRemoteLink {
             let reply = OpReply(
                 request: RequestID(worker: configuration.name, sequence: core.sequence),
                 outcome: .rejected(Rejection(.badRequest, "the worker name \(configuration.name) has used every request sequence; choose another --name")))
-            answer(reply, about: WorkerRejections.Sent(op: name, turnName: owner.map { "\($0.path).\(name)" }, instance: owner?.owningSlot?.instance))
+            answer(
+                reply, about: WorkerRejections.Sent(op: name, turnName: owner.map { "\($0.path).\(name)" }, instance: owner?.owningSlot?.instance),
+                tellingWaiter: false)
             observer?(OpOutcome(reply.outcome))
             return
         }

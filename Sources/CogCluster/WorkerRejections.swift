@@ -140,15 +140,3 @@ public struct WorkerRejections: Sendable {
         return (1...64).contains(bytes.count) && bytes.allSatisfy { (0x61...0x7a).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2d }
     }
 }
-
-extension OpOutcome {
-    /// What a mechanism sees of the leader's (or the worker's own) answer.
-    init(_ outcome: OpReply.Outcome) {
-        switch outcome {
-        case .applied(let revision): self = .applied(revision: revision)
-        case .unchanged: self = .unchanged
-        case .refused(let code, let reason): self = .refused(code: code, reason: reason)
-        case .rejected(let code, let detail): self = .rejected(code: code, detail: detail)
-        }
-    }
-}
