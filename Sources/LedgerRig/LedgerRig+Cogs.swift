@@ -151,7 +151,7 @@ extension CogOps {
     }
 }
 
-extension MechanismController {
+extension CogOps {
     /// Opens an account like `open(account:with:)` and tells `observe`
     /// what became of it (`OpOutcome`; opening it again is `unchanged`).
     public func open(account: String, with balance: Int, then observe: @escaping @MainActor (OpOutcome) -> Void) {

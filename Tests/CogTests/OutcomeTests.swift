@@ -23,6 +23,13 @@ private let takeOp = RemoteOp<Stock>(name: "outcomes.take") { c, stock in
     c[_shelfCogs[stock.item]] = shelf - stock.count
 }
 
+extension CogOps {
+    /// A verb that lets its caller see the answer, on the runtime and on a controller alike.
+    fileprivate func take(_ item: String, _ count: Int, then observe: @escaping @MainActor (OpOutcome) -> Void) {
+        perform(takeOp, Stock(item: item, count: count), then: observe)
+    }
+}
+
 /// The controller of a Bool scope over `_openCog`, open.
 @MainActor
 private func openScope() -> (cogs: Cogs, root: MechanismController, scope: MechanismController) {
@@ -103,6 +110,17 @@ struct OutcomeTests {
         cogs.perform(takeOp, Stock(item: "jam", count: 2)) { seen = $0 }
         #expect(seen == .refused(code: "sold-out", reason: "jam has 1 left, the take needs 2"))
         #expect(seen?.description == "refused sold-out: jam has 1 left, the take needs 2")
+    }
+
+    @Test func `a verb in an extension of CogOps passes the outcome on from the runtime and from a controller`() {
+        let (cogs, m, _) = openScope()
+        cogs.perform(shelveOp, Stock(item: "rye", count: 1))
+        var seen: [OpOutcome] = []
+        cogs.take("rye", 2) { seen.append($0) }
+        m.take("rye", 1) { seen.append($0) }
+        #expect(seen.count == 2)
+        #expect(seen.first == .refused(code: "sold-out", reason: "rye has 1 left, the take needs 2"))
+        if case .applied? = seen.last {} else { Issue.record("not applied: \(seen)") }
     }
 
     @Test func `an op performed from a reaction is answered when its queued turn ends`() {
