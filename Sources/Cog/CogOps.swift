@@ -39,6 +39,21 @@ public protocol CogOps {
     /// Runs a remote op as a turn here, or (on a worker's replica) sends it
     /// to the leader. Verbs call it like `turn`.
     func perform<A>(_ op: RemoteOp<A>, _ argument: A)
+
+    /// `perform(_:_:)`, then `observe` is told what became of the op
+    /// (`OpOutcome`): a verb that lets its caller react to the answer.
+    ///
+    /// ```swift
+    /// extension CogOps {
+    ///   func hold(_ seat: Seat, then observe: @escaping @MainActor (OpOutcome) -> Void) { perform(holdOp, seat, then: observe) }
+    /// }
+    /// ```
+    func perform<A>(_ op: RemoteOp<A>, _ argument: A, then observe: @escaping @MainActor (OpOutcome) -> Void)
+
+    /// `perform(_:_:)`, waiting for what became of the op (`OpOutcome`);
+    /// throws `CancellationError` when the waiting task is cancelled or the
+    /// controller retires first.
+    func performAndWait<A>(_ op: RemoteOp<A>, _ argument: A) async throws(CancellationError) -> OpOutcome
 }
 
 extension CogOps {

@@ -28,6 +28,8 @@ public final class MechanismController: CogOps, TurnOwner {
     private(set) var retirement: Retirement?
     var reactions: [ReactionNode] = []
     var tasks: [Task<Void, any Error>] = []
+    /// `performAndWait` calls waiting for an answer (ended on retirement).
+    var outcomeWaiters: [OutcomeWaiter] = []
     var children: [MechanismController] = []
     weak var parent: MechanismController?
     /// On a worker's replica: the leader-minted instance of this scope child.
@@ -158,6 +160,7 @@ public final class MechanismController: CogOps, TurnOwner {
         guard retirement == nil else { return }
         retirement = reason
         instanceSlot?.isRetired = true
+        cancelOutcomeWaiters()
         for child in children { child.markRetired(reason) }
     }
 

@@ -82,6 +82,15 @@ public protocol CogRemoteLink: AnyObject {
     /// the runtime itself). A scope child's request carries its instance.
     func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?)
 
+    /// Sends one op request like `submit(op:argument:owner:)` and tells
+    /// `outcome` what became of it (`OpOutcome`): the leader's reply, or
+    /// the link's own rejection of a request it could not send. The link
+    /// calls it at most once, on the main actor, and keeps a bounded
+    /// number of them waiting. A link without answers (the default) sends
+    /// the request and answers `rejected` `unavailable` at once.
+    func submit(
+        op name: String, argument: any Encodable & Sendable, owner: MechanismController?, outcome: @escaping @MainActor (OpOutcome) -> Void)
+
     /// Registers a scope selector (a durable source, or a named automatic cog
     /// with a `Codable` value) with the leader,
     /// which mints the instances (DESIGN §6). `parent` is the instance the
@@ -109,6 +118,13 @@ public protocol CogRemoteLink: AnyObject {
 
 extension CogRemoteLink {
     public func placeRoot(mechanism: String, gate: CogRootGate) -> Bool { false }
+
+    public func submit(
+        op name: String, argument: any Encodable & Sendable, owner: MechanismController?, outcome: @escaping @MainActor (OpOutcome) -> Void
+    ) {
+        submit(op: name, argument: argument, owner: owner)
+        outcome(.rejected(code: "unavailable", detail: "sent, but this link does not report outcomes"))
+    }
 }
 
 /// How a scope turns its selected value into members.

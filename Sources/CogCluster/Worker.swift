@@ -120,6 +120,14 @@ public final class Worker: CogRemoteLink {
     public private(set) var replies: [RequestID: OpReply] = [:]
     /// `replies`' keys, oldest first.
     private var replyOrder: [RequestID] = []
+    /// What waits for the answer to a request (`perform(_:_:then:)`), and
+    /// the requests in the order they were sent (answered ones too, until
+    /// compacted; those before `pendingOutcomeHead` are done with).
+    private var pendingOutcomes: [RequestID: @MainActor (OpOutcome) -> Void] = [:]
+    private var pendingOutcomeOrder: [RequestID] = []
+    private var pendingOutcomeHead = 0
+    /// `close` was called: no answer is waited for any more.
+    private var isClosed = false
     /// Error messages the leader sent this worker.
     public private(set) var errors: [WireError] = []
     /// Messages from the leader this worker could not decode (dropped).
@@ -258,6 +266,8 @@ public final class Worker: CogRemoteLink {
     }
 
     public func close() {
+        isClosed = true
+        abandonPendingOutcomes()
         watch([])
         dealer.close()
         handshakes.close()
@@ -470,10 +480,50 @@ public final class Worker: CogRemoteLink {
     /// go): counted by outcome, a rejection noted for the log and counted by
     /// op and code, and the reply kept. `about` names a request answered
     /// before it was sent.
-    private func answer(_ reply: OpReply, about: WorkerRejections.Sent? = nil) {
+    ///
+    /// What waits for the request's outcome is told last, with the worker's
+    /// own books already kept; `tellingWaiter` false for an answer whose id
+    /// is not the request's own (the sequence ran out), which must not reach
+    /// the waiter of the request that holds that id.
+    private func answer(_ reply: OpReply, about: WorkerRejections.Sent? = nil, tellingWaiter: Bool = true) {
         operations.count(reply.outcome)
         rejections.answered(reply, op: about)
         keep(reply)
+        if tellingWaiter, let observer = pendingOutcomes.removeValue(forKey: reply.request) { observer(OpOutcome(reply.outcome)) }
+    }
+
+    /// Keeps `observer` until `request` is answered, answering the oldest
+    /// waiter `unavailable` past `pendingOutcomesLimit`.
+    private func awaitOutcome(of request: RequestID, _ observer: @escaping @MainActor (OpOutcome) -> Void) {
+        if pendingOutcomes.updateValue(observer, forKey: request) == nil { pendingOutcomeOrder.append(request) }
+        var evicted: [@MainActor (OpOutcome) -> Void] = []
+        while pendingOutcomes.count > Worker.pendingOutcomesLimit, pendingOutcomeHead < pendingOutcomeOrder.count {
+            let oldest = pendingOutcomeOrder[pendingOutcomeHead]
+            pendingOutcomeHead += 1
+            if let old = pendingOutcomes.removeValue(forKey: oldest) { evicted.append(old) }
+        }
+        // The order keeps answered requests until it is compacted: at most twice the limit.
+        if pendingOutcomeOrder.count > 2 * Worker.pendingOutcomesLimit {
+            pendingOutcomeOrder = pendingOutcomeOrder[pendingOutcomeHead...].filter { pendingOutcomes[$0] != nil }
+            pendingOutcomeHead = 0
+        }
+        for old in evicted {
+            old(
+                .rejected(
+                    code: RejectionCode.unavailable.rawValue,
+                    detail: "no longer waited for: more than \(Worker.pendingOutcomesLimit) requests of this worker await answers; it may still be applied"))
+        }
+    }
+
+    /// Answers every waiter `unavailable`: the worker stops listening.
+    private func abandonPendingOutcomes() {
+        let waiting = pendingOutcomeOrder[pendingOutcomeHead...].compactMap { pendingOutcomes.removeValue(forKey: $0) }
+        pendingOutcomes = [:]
+        pendingOutcomeOrder = []
+        pendingOutcomeHead = 0
+        for observer in waiting {
+            observer(.rejected(code: RejectionCode.unavailable.rawValue, detail: "the worker closed before the answer; it may still be applied"))
+        }
     }
 
     private func keep(_ reply: OpReply) {
@@ -501,19 +551,59 @@ public final class Worker: CogRemoteLink {
     public var codec: any CogDurableStore { replicaCodec }
 
     public func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
+        submit(op: name, argument: argument, owner: owner, observer: nil)
+    }
+
+    public func submit(
+        op name: String, argument: any Encodable & Sendable, owner: MechanismController?, outcome: @escaping @MainActor (OpOutcome) -> Void
+    ) {
+        submit(op: name, argument: argument, owner: owner, observer: outcome)
+    }
+
+    /// How many answers this worker waits for on behalf of
+    /// `perform(_:_:then:)` and `performAndWait` callers (as many as it
+    /// remembers unanswered requests, `WorkerRejections.requestsRemembered`).
+    /// Past it the oldest waiter is answered here, `rejected`
+    /// `unavailable` ("no longer waited for"), though its request may
+    /// still be applied: a leader that stops answering cannot make the
+    /// worker's memory grow.
+    public static let pendingOutcomesLimit = WorkerRejections.requestsRemembered
+
+    /// How many answers are waited for now (`perform(_:_:then:)`).
+    public var pendingOutcomeCount: Int { pendingOutcomes.count }
+
+    private func submit(
+        op name: String, argument: any Encodable & Sendable, owner: MechanismController?, observer: (@MainActor (OpOutcome) -> Void)?
+    ) {
         // A root placed elsewhere (§6a): its request is not sent.
-        if owner?.owningSlot?.isRetired == true { return }
+        if owner?.owningSlot?.isRetired == true {
+            observer?(
+                .rejected(
+                    code: RejectionCode.retiredScope.rawValue,
+                    detail: "not sent: the scope instance that owns it has retired or is placed on another worker"))
+            return
+        }
         guard let sequence = core.nextSequence() else {
             // The leader never answers a sequence this high (a request in
             // this name claimed it): refuse locally instead of overflowing.
+            let reply = OpReply(
+                request: RequestID(worker: configuration.name, sequence: core.sequence),
+                outcome: .rejected(Rejection(.badRequest, "the worker name \(configuration.name) has used every request sequence; choose another --name")))
             answer(
-                OpReply(
-                    request: RequestID(worker: configuration.name, sequence: core.sequence),
-                    outcome: .rejected(Rejection(.badRequest, "the worker name \(configuration.name) has used every request sequence; choose another --name"))),
-                about: WorkerRejections.Sent(op: name, turnName: owner.map { "\($0.path).\(name)" }, instance: owner?.owningSlot?.instance))
+                reply, about: WorkerRejections.Sent(op: name, turnName: owner.map { "\($0.path).\(name)" }, instance: owner?.owningSlot?.instance),
+                tellingWaiter: false)
+            observer?(OpOutcome(reply.outcome))
             return
         }
         let request = RequestID(worker: configuration.name, sequence: sequence)
+        if let observer {
+            // Asked from code that ran as the worker closed (an answer's callback): not sent.
+            guard !isClosed else {
+                observer(.rejected(code: RejectionCode.unavailable.rawValue, detail: "not sent: the worker closed"))
+                return
+            }
+            awaitOutcome(of: request, observer)
+        }
         let turnName = owner.map { "\($0.path).\(name)" } ?? name
         let bytes: [UInt8]
         do {

@@ -150,3 +150,24 @@ extension CogOps {
         perform(tellerTransferOp, TellerTransfer(transfer: Transfer(from: from, to: to, amount: amount), receipt: receipt))
     }
 }
+
+extension CogOps {
+    /// Opens an account like `open(account:with:)` and tells `observe`
+    /// what became of it (`OpOutcome`; opening it again is `unchanged`).
+    public func open(account: String, with balance: Int, then observe: @escaping @MainActor (OpOutcome) -> Void) {
+        perform(openAccountOp, Opening(account: account, balance: balance), then: observe)
+    }
+
+    /// Moves money like `transfer(from:to:amount:)` and tells `observe`
+    /// what became of it: `applied`, or `refused` `insufficient-funds` /
+    /// `unknown-account` with the reason.
+    ///
+    /// ```swift
+    /// m.transfer(from: "alice", to: "bob", amount: 50) { outcome in
+    ///   if case .refused("insufficient-funds", let reason) = outcome { host.report("no: \(reason)") }
+    /// }
+    /// ```
+    public func transfer(from: String, to: String, amount: Int, then observe: @escaping @MainActor (OpOutcome) -> Void) {
+        perform(transferOp, Transfer(from: from, to: to, amount: amount), then: observe)
+    }
+}

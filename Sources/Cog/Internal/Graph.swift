@@ -60,6 +60,13 @@ final class Graph {
     @exclusivity(unchecked) private var turnRefusal: Refusal?
     /// The refusal that ended the last turn run, or nil when it did not refuse.
     @exclusivity(unchecked) private(set) var lastRefusal: Refusal?
+    /// Told how the running turn ended (`whenTurnEnds`), then forgotten.
+    @exclusivity(unchecked) private var turnEndHandlers: [(TurnEnd) -> Void] = []
+    /// Whether the last flush committed a change.
+    @exclusivity(unchecked) private var lastTurnChanged = false
+    /// Turns run here that changed something (an embedded runtime's
+    /// `OpOutcome.applied` revision).
+    @exclusivity(unchecked) private(set) var changingTurns: UInt64 = 0
     /// Turns requested while a turn flushes, run one at a time in order.
     @exclusivity(unchecked) private var queue = TurnQueue()
     @exclusivity(unchecked) private var draining = false
@@ -486,6 +493,34 @@ final class Graph {
         lastRefusal = turnRefusal
         turnRefusal = nil
         flush()
+        if !turnEndHandlers.isEmpty { endTurn() }
+    }
+
+    /// How a turn ended, for `whenTurnEnds`.
+    struct TurnEnd {
+        /// The refusal that ended it; nil when it did not refuse.
+        var refusal: Refusal?
+        /// Whether it committed a change.
+        var changed: Bool
+        /// `changingTurns` after it.
+        var changingTurns: UInt64
+    }
+
+    /// Runs `handler` once the running turn has ended (flushed, its
+    /// reactions run): the caller must be inside a turn's body. Handlers
+    /// run in flush order rules: turns they request are queued.
+    func whenTurnEnds(_ handler: @escaping (TurnEnd) -> Void) {
+        precondition(phase == .body, "internal inconsistency: whenTurnEnds outside a turn's body")
+        turnEndHandlers.append(handler)
+    }
+
+    private func endTurn() {
+        let handlers = turnEndHandlers
+        turnEndHandlers = []
+        let end = TurnEnd(refusal: lastRefusal, changed: lastTurnChanged, changingTurns: changingTurns)
+        phase = .flush
+        for handler in handlers { handler(end) }
+        phase = .idle
     }
 
     /// Marks the running turn refused (an op body threw `refusal`): its
@@ -508,6 +543,8 @@ final class Graph {
             history.record(.write, turn: history.turnNumber, name: node.label)
         }
         stagedNodes.removeAll(keepingCapacity: true)
+        lastTurnChanged = !changedNodes.isEmpty
+        if lastTurnChanged { changingTurns &+= 1 }
         if let durableStore { commitDurably(to: durableStore) }
         for node in changedNodes { markObserversDirty(node) }
         changedNodes.removeAll(keepingCapacity: true)
