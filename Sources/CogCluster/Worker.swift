@@ -101,6 +101,8 @@ public final class Worker: CogRemoteLink {
     /// (`cogd worker` logs each).
     public var startOvers: UInt64 { core.startOvers }
     public var lastStartOver: ReplicaCore.StartOver? { core.lastStartOver }
+    /// Snapshots applied since the last start-over (`ReplicaCore.snapshotsSinceStartOver`).
+    public var snapshotsSinceStartOver: UInt64 { core.snapshotsSinceStartOver }
     /// Whether the leader welcomed this worker and has not refused or dropped it since.
     public var hasJoined: Bool { core.hasJoined }
     /// How many times the leader gave this worker up (`gone`; `cogd worker` logs each).

@@ -339,8 +339,8 @@ enum ClusterCommands {
         var reportedCompacted = 0
         var reportedResync: UInt64 = 0
         var reportedStartOvers: UInt64 = 0
-        // The snapshots applied when the replica was last discarded (revision-ahead): the next sync is reported.
-        var startedOverAt: (snapshots: UInt64, revision: UInt64)?
+        // A start-over (revision-ahead) noticed: the next sync is reported with it.
+        var startedOverAt: UInt64?  // the revision a start-over discarded, until the sync after it is logged
         var reportedGivenUp: UInt64 = 0
         var awaitingRejoin = false
         var reportedMalformed: UInt64 = 0
@@ -430,7 +430,7 @@ enum ClusterCommands {
                 if worker.startOvers != reportedStartOvers, let startOver = worker.lastStartOver {
                     // revision-ahead: the leader's log holds less than the replica (its folder went back or was replaced).
                     reportedStartOvers = worker.startOvers
-                    startedOverAt = (worker.operations.snapshotsApplied, startOver.discardedRevision)
+                    startedOverAt = startOver.discardedRevision
                     log.log(
                         .warn, "revision-ahead",
                         "the leader's log is behind this replica (its data folder went back, or is another one): "
@@ -440,7 +440,9 @@ enum ClusterCommands {
                         ["discardedRevision": .number(Double(startOver.discardedRevision)),
                          "discardedEpoch": .number(Double(startOver.discardedEpoch ?? 0)), "reason": .text(startOver.reason)])
                 }
-                let startedOver = startedOverAt.flatMap { worker.operations.snapshotsApplied > $0.snapshots ? $0.revision : nil }
+                // Synced again after it: counted by the core, so a start-over and its
+                // sync between two looks are still told (the sync logged with it).
+                let startedOver = startedOverAt.flatMap { worker.snapshotsSinceStartOver > 0 ? $0 : nil }
                 if worker.isSynced && (worker.syncedEpoch != reportedEpoch || startedOver != nil) {
                     // The snapshot's revision: turns applied after it in the same pass are reported next.
                     reportedEpoch = worker.syncedEpoch
