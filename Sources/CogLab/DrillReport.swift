@@ -293,8 +293,8 @@ struct DrillReport: Equatable {
             case "\"": result += "&quot;"
             case "'": result += "&#39;"
             default:
-                // Control characters (a log line read from a file) become visible escapes.
-                if character.unicodeScalars.allSatisfy({ $0.value < 0x20 && $0 != "\n" && $0 != "\t" }) {
+                // Control characters (C0, DEL and C1: a log line read from a file) become visible escapes.
+                if character.unicodeScalars.allSatisfy({ ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || (0x7f...0x9f).contains($0.value) }) {
                     result += character.unicodeScalars.map { String(format: "\\u{%02x}", $0.value) }.joined()
                 } else {
                     result.append(character)

@@ -166,23 +166,6 @@ struct BenchReport {
 
     private static func format(_ value: Double) -> String { String((value * 10).rounded() / 10) }
 
-    /// Text for the page: HTML's special characters and control characters escaped.
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            default:
-                if scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) {
-                    out += "\\u{\(String(scalar.value, radix: 16))}"  // a control character, shown as its number
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out
-    }
+    /// Text for the page, escaped as the drill's report escapes it.
+    static func escape(_ text: String) -> String { DrillReport.escape(text) }
 }

@@ -89,12 +89,8 @@ struct QuickBench {
 
     /// The figures in a part's `--json` output (lines that are not figures are skipped).
     nonisolated static func figures(inJSONLines output: String) -> [Measured] {
-        output.split(separator: "\n").compactMap { line in
-            guard let data = line.data(using: .utf8),
-                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                let name = object["name"] as? String, let value = (object["value"] as? NSNumber)?.doubleValue
-            else { return nil }
-            return Measured(name: name, value: value, ratio: (object["ratio"] as? NSNumber)?.doubleValue)
+        output.split(separator: "\n").compactMap(BenchReport.Figure.init(jsonLine:)).map {
+            Measured(name: $0.name, value: $0.value, ratio: $0.ratio)
         }
     }
 
