@@ -342,7 +342,7 @@ public struct ArbiterCore: Sendable {
 
     /// A value from etcd as an operator may see it: at most 64 characters,
     /// control characters and quotes escaped.
-    static func shown(_ value: String) -> String {
+    public static func shown(_ value: String) -> String {
         var out = "\""
         for scalar in value.unicodeScalars.prefix(64) {
             switch scalar.value {
