@@ -56,6 +56,14 @@ public final class Leader {
         public var metricsBoard: MetricsBoard?
         /// The operator's log (`--log-format`, `--log-level`; nil: none).
         public var operatorLog: OperatorLog?
+        /// The epoch to serve, given by the cluster's arbiter (`--ha`:
+        /// epochs are minted in etcd); nil: the next after the folder's own.
+        public var epoch: UInt64?
+        /// Asked before anything leaves (a reply, a status, a published
+        /// turn, a snapshot part): false once the arbiter's lease may have
+        /// ended (ha.md §4). The leader then releases nothing more and
+        /// `run` throws `LeaderSteppedDown`. Nil: always true (no `--ha`).
+        public var releaseGate: (@Sendable () -> Bool)?
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -210,7 +218,8 @@ public final class Leader {
         self.configuration = configuration
         let registry = try registry ?? OpRegistry.declared()
         store = try TurnStore(
-            directory: configuration.dataFolder, mode: .writer, createIfMissing: true, acceptDataLoss: configuration.acceptDataLoss)
+            directory: configuration.dataFolder, mode: .writer, createIfMissing: true, acceptDataLoss: configuration.acceptDataLoss,
+            epoch: configuration.epoch)
         // Every stored value must decode as its declaration's type now: a
         // field renamed or retyped is refused here, not a trap later.
         let undecodable = try StoredValueAudit.stateTable(of: store)
@@ -429,6 +438,7 @@ public final class Leader {
         configuration.metricsBoard?.setReadiness(true, "serving at \(boundRequestsEndpoint), epoch \(epoch)")
         defer { configuration.metricsBoard?.setReadiness(false, "stopping") }
         while !stop.isStopped {
+            if withheld || configuration.releaseGate?() == false { throw LeaderSteppedDown(epoch: epoch) }
             operationsPass()
             let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
             let timeout: Duration
@@ -441,9 +451,12 @@ public final class Leader {
                 timeout = InboundGuard.interval
             }
             let ready = try ZMQSocket.poll([router], timeout: timeout)
+            // A leader frozen in the poll past its deadline serves nothing it finds on waking.
+            if configuration.releaseGate?() == false { throw LeaderSteppedDown(epoch: epoch) }
             if ready[0] {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
+                if withheld { throw LeaderSteppedDown(epoch: epoch) }
                 // Everything the batch did is committed; a restart starts a new epoch.
                 if core.instancesExhausted { throw InstancesExhausted(epoch: epoch) }
             }
@@ -526,9 +539,24 @@ public final class Leader {
         for _ in inboundGuard.look(at: open, now: .now) { core.countEvent("unfinished-message") }
     }
 
+    /// Whether the release gate is open (always, without `--ha`); once it
+    /// is shut, nothing more leaves and the serving loop stops.
+    private func mayRelease() -> Bool {
+        guard !withheld else { return false }
+        guard let gate = configuration.releaseGate, !gate() else { return true }
+        withheld = true
+        return false
+    }
+
     /// Does what the core asks, in order; a commit's answer goes back to it at once.
     private func carryOut(_ effects: [LeaderCore.Effect]) {
         for effect in effects {
+            switch effect {
+            case .send, .sendStatus, .startSnapshot, .publish:
+                guard mayRelease() else { continue }
+            default:
+                break
+            }
             switch effect {
             case .send(let peer, let frame):
                 deliver(frame, to: peer)
@@ -612,6 +640,8 @@ public final class Leader {
     /// Whether the last pass of retention stopped at its limit: the serving
     /// loop prunes again at once while no batch comes.
     private var prunedBacklog = false
+    /// Set once the release gate shut: nothing more leaves (`LeaderSteppedDown`).
+    private var withheld = false
     /// When the serving loop last pruned between batches.
     private var lastIdlePrune = ContinuousClock.now
     /// The most bytes of messages the leader holds for one peer that reads slowly.
@@ -867,6 +897,16 @@ extension Leader: LeaderPorts {
         } catch {
             return error.code != EHOSTUNREACH
         }
+    }
+}
+
+/// Why a leader stops on its own: its arbiter's lease may have ended
+/// (`--ha`), so it released nothing past its deadline (ha.md §4).
+public struct LeaderSteppedDown: Error, CustomStringConvertible {
+    public let epoch: UInt64
+    public var description: String {
+        "stepped down from epoch \(epoch): the lease in etcd was not renewed in time, so nothing more was released; "
+            + "start it again (systemd does) to rejoin the cluster"
     }
 }
 

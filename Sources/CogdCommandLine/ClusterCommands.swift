@@ -121,6 +121,20 @@ enum ClusterCommands {
             return fail("\(escaped: error)")
         }
         defer { metrics?.server.stop() }
+        // With --ha, etcd decides when this node serves, and in which epoch.
+        var arbiter: Arbiter?
+        if let ha = options.ha {
+            switch awaitLead(ha, options: options, log: log, stop: stopper.flag) {
+            case .lead(_, let leading): arbiter = leading
+            case .exit(let status): return status
+            }
+        }
+        defer {
+            if let arbiter {
+                arbiter.resign()
+                waitFinished(arbiter)
+            }
+        }
         let leader: Leader
         // A folder this start makes is removed again when the leader cannot bind (nothing was served from it).
         let folderExisted = FileManager.default.fileExists(atPath: options.dataFolder)
@@ -139,6 +153,10 @@ enum ClusterCommands {
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             configuration.operatorLog = log
             configuration.metricsBoard = metrics?.board
+            if let arbiter {
+                configuration.epoch = arbiter.leadingEpoch
+                configuration.releaseGate = { arbiter.mayRelease() }
+            }
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
             if let secret = options.curveSecret, let peers = options.peersFile {

@@ -88,12 +88,22 @@ extension CogdCommandLine {
                                           (default info, or $\(Command.logLevelEnvironmentVariable)); warn
                                           leaves out the start and stop lines (info); debug adds tools
                                           coming and going (each cogd call --name, get, tail --connect)
+                  --ha URLS               one node of a cluster whose leader etcd decides: etcd's client
+                                          URLs, http://HOST:PORT, comma-separated. It serves only while
+                                          it holds the leader key, in the epoch etcd minted, and releases
+                                          nothing once its lease may have ended (protocol/ha.md). Standbys
+                                          do not receive the log yet: only the last leader may lead again
+                                          (default: none, a lone leader)
+                  --cluster NAME          the cluster's name in etcd (with --ha; default: none)
+                  --name NODE             this node's name in the cluster, its own (with --ha; default: none)
+                  --lease-ttl S           the lease's TTL, 2 to 3600 whole seconds: a stopped leader's key
+                                          goes this long after its last renewal (default 5)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
 
                 Exit status: 0 stopped cleanly, 1 a failure (a folder it refuses, a port in use, a key or
-                peers file it cannot read), 64 a usage error.
+                peers file it cannot read, an etcd it cannot use, a step-down), 64 a usage error.
 
                 Example:
                   \(cogd) leader --data /var/lib/cogd --requests 0.0.0.0:5701 --turns 0.0.0.0:5702 \\

@@ -33,6 +33,7 @@ public final class Arbiter: @unchecked Sendable {
     /// The core's release deadline in nanoseconds from `start`; 0: none.
     private let deadlineNanoseconds = Atomic<Int64>(0)
     private let resignRequested = Atomic<Bool>(false)
+    private let epochLed = Atomic<UInt64>(0)
     private let finished = Atomic<Bool>(false)
     private let lock = NSLock()
     private var thread: Thread?
@@ -54,6 +55,12 @@ public final class Arbiter: @unchecked Sendable {
     public func mayRelease() -> Bool {
         let deadline = deadlineNanoseconds.load(ordering: .acquiring)
         return deadline > 0 && Self.nanoseconds(now) < deadline
+    }
+
+    /// The epoch this node leads while its gate is open; nil otherwise.
+    public var leadingEpoch: UInt64? {
+        let epoch = epochLed.load(ordering: .acquiring)
+        return epoch > 0 && mayRelease() ? epoch : nil
     }
 
     /// Whether the arbiter's thread has ended (stepped down, refused or resigned).
@@ -87,6 +94,7 @@ public final class Arbiter: @unchecked Sendable {
                 case .send(let request):
                     answers.append(gateway.perform(request, limit: requestLimit))
                 case .lead(let epoch):
+                    epochLed.store(epoch, ordering: .releasing)
                     publish(core)
                     onEvent(.lead(epoch: epoch))
                 case .follow(let leader): onEvent(.follow(leader))
