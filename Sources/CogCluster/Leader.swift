@@ -413,6 +413,7 @@ public final class Leader {
     /// Closes sockets, the context and the store (indexing what is not yet).
     public func close() {
         let unindexed = core.unindexedReplies
+        // Not a loss when it fails: the next start rebuilds these replies from the records (turnlog.md §2, meta.unindexed-from).
         if !unindexed.isEmpty { _ = try? store.append([], replies: unindexed, index: .indexed) }
         for stream in snapshotStreams { stream.reader.close() }
         snapshotStreams = []
@@ -758,7 +759,8 @@ public final class Leader {
     private func endSnapshot(to identity: [UInt8], refusal: WireError? = nil) {
         if let refusal {
             core.countEvent(refusal.code)
-            _ = try? router.send([identity, WireMessage.error(refusal).encoded()], wait: false)
+            // A refusal its requester cannot take (gone, or its queue full) is counted; it asks again.
+            if (try? router.send([identity, WireMessage.error(refusal).encoded()], wait: false)) != true { core.countEvent("send-dropped") }
         }
         carryOut(core.step(.snapshotEnded(identity), now: now))
     }
