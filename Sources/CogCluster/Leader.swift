@@ -56,6 +56,9 @@ public final class Leader {
         public var metricsBoard: MetricsBoard?
         /// The operator's log (`--log-format`, `--log-level`; nil: none).
         public var operatorLog: OperatorLog?
+        /// What `status` reports as the version (`cogd`'s, or an app's
+        /// name and version with cogd's).
+        public var version = CogdVersion.current
         /// The epoch to serve, given by the cluster's arbiter (`--ha`:
         /// epochs are minted in etcd); nil: the next after the folder's own.
         public var epoch: UInt64?
@@ -859,7 +862,7 @@ public final class Leader {
         status.placement = placementDescription
         status.commits = commitTimes.summary
         status.errorCounts = errorCounts
-        status.version = CogdVersion.current
+        status.version = configuration.version
         let uptime = now.components
         status.uptimeSeconds = Double(uptime.seconds) + Double(uptime.attoseconds) / 1e18
         let timeout = configuration.heartbeatTimeout.components

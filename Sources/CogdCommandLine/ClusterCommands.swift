@@ -98,10 +98,10 @@ final class SignalStopper {
 enum ClusterCommands {
     @MainActor
     static func leader(_ options: Command.LeaderOptions, rigs: Rigs, notes: [String] = []) -> Int32 {
-        let stopper = SignalStopper(source: "cogd leader")
+        let stopper = SignalStopper(source: "\(CogdCommandLine.programName) leader")
         let rigName = options.rig ?? rigs.defaultName
         // Every line it prints is an event of this log (`--log-format json`: only JSON lines).
-        let log = OperatorLog(source: "cogd leader", format: options.logFormat, minimum: options.logLevel)
+        let log = OperatorLog(source: "\(CogdCommandLine.programName) leader", format: options.logFormat, minimum: options.logLevel)
         for note in notes { log.log(.info, "environment", note) }
         func fail(_ message: String) -> Int32 {
             log.failure(message)
@@ -153,6 +153,7 @@ enum ClusterCommands {
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             configuration.operatorLog = log
             configuration.metricsBoard = metrics?.board
+            configuration.version = CogdCommandLine.versionIdentity
             if let arbiter {
                 configuration.epoch = arbiter.leadingEpoch
                 configuration.releaseGate = { arbiter.mayRelease() }
@@ -282,11 +283,11 @@ enum ClusterCommands {
 
     @MainActor
     static func worker(_ options: Command.WorkerOptions, rigs: Rigs, notes: [String] = []) async -> Int32 {
-        let stopper = SignalStopper(source: "cogd worker \(TerminalText.escaped(options.name))", sayingGoodbye: true)
+        let stopper = SignalStopper(source: "\(CogdCommandLine.programName) worker \(TerminalText.escaped(options.name))", sayingGoodbye: true)
         let rigName = options.rig ?? rigs.defaultName
         guard let rig = rigs.rig(named: rigName) else { fatalError("internal inconsistency: rig \(rigName) passed parsing") }
         let worker: Worker
-        let log = OperatorLog(source: "cogd worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
+        let log = OperatorLog(source: "\(CogdCommandLine.programName) worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
         for note in notes { log.log(.info, "environment", note) }
         // The metrics port first: one in use stops the start before the worker says hello.
         let metrics: Metrics?

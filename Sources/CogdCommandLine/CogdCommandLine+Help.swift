@@ -25,6 +25,7 @@ extension CogdCommandLine {
                 + "                          (drills and tests; default off)\n  "
         } ?? ""
         if let extra = rigs.extras.first(where: { $0.name == topic }) { return extra.page(cogd) }
+        let examples = HelpExamples(rigs: rigs, program: cogd)
         let rigList = rigs.all.map { "  \(padded($0.name, to: 17)) \($0.summary)" }.joined(separator: "\n")
         switch topic {
         case "leader":
@@ -204,10 +205,7 @@ extension CogdCommandLine {
                   64  a usage error, or an argument that is not JSON (says where)
 
                 Example:
-                  \(cogd) call ledger.open '{"account": "alice", "balance": 100}' --leader 127.0.0.1:5701 --timeout 2
-                  \(cogd) call ledger.transfer '{"from": "alice", "to": "bob", "amount": 30}' --request-id console#7
-                  (the same line again: `answered from an earlier request: applied at revision R`, not applied twice)
-                  \(cogd) call ledger.close '"bob"' --name ops-console
+                \(examples.call)
                 """
         case "status":
             return """
@@ -293,8 +291,7 @@ extension CogdCommandLine {
                   64  a usage error, or a KEY that is not JSON
 
                 Example:
-                  \(cogd) get ledger.balance '"alice"' --data cogd-data
-                  \(cogd) get ledger.balance --leader 127.0.0.1:5701 --json
+                \(examples.get)
                 """
         case "ops":
             return """
@@ -393,10 +390,10 @@ extension CogdCommandLine {
                       its goodbye to the leader)
 
                 Example:
-                  \(cogd) tail --data cogd-data --from 100 --name 'ledger.*' --json
+                  \(cogd) tail --data cogd-data --from 100 --name '\(examples.tailPattern)' --json
                   \(cogd) tail --data cogd-data --from 100 --to 200
                   \(cogd) tail --data cogd-data --follow --count 5
-                  \(cogd) tail --data cogd-data --since 10m --name 'trails.*'
+                  \(cogd) tail --data cogd-data --since 10m --name '\(examples.otherTailPattern)'
                   \(cogd) tail --connect 127.0.0.1:5702 --from 1 --leader 127.0.0.1:5701 --timeout 2
                   \(cogd) tail --connect 127.0.0.1:5702 --key keys/operator.key --leader-key keys/leader.pub
                 """

@@ -45,7 +45,7 @@ struct TemplatePackageTests {
         let leader = try CogdProcess(
             executable: todo, ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
         defer { leader.stop() }
-        let started = leader.waitForLine { $0.contains("cogd leader: data") }
+        let started = leader.waitForLine { $0.contains("todo leader: data") }
         try #require(started?.contains("rig todo, epoch 1, revision 0") == true, "\(leader.lines)")
 
         let w1 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w1", "--set", "estimate-delay=250ms"])
@@ -111,15 +111,15 @@ struct TemplatePackageTests {
         // 8. Everything stops cleanly on SIGINT, the leader last. w1 says goodbye as
         // it stops: its mechanisms' roots retire at once, in revision 4, which the replica applies.
         for (name, worker, revision) in [("w1", w1, 3), ("w2", w2, 4)] {
-            if revision == 4 { #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w2: applied 4") } != nil, "\(worker.lines)") }
+            if revision == 4 { #expect(worker.waitForLine { $0.hasSuffix(" todo worker w2: applied 4") } != nil, "\(worker.lines)") }
             worker.interrupt()
             #expect(worker.waitForLine { $0.hasSuffix("worker \(name): stopped at revision \(revision)") } != nil, "\(worker.lines)")
             waitForExit(worker.process, timeout: .seconds(10))
             #expect(worker.process.terminationStatus == 0)
         }
-        #expect(leader.waitForLine { $0.hasSuffix(" cogd leader: worker w1 left (said goodbye as it stopped); its scope instances retire") } != nil)
+        #expect(leader.waitForLine { $0.hasSuffix(" todo leader: worker w1 left (said goodbye as it stopped); its scope instances retire") } != nil)
         leader.interrupt()
-        #expect(leader.waitForLine { $0.hasSuffix(" cogd leader: stopped at revision 4") } != nil, "\(leader.lines)")
+        #expect(leader.waitForLine { $0.hasSuffix(" todo leader: stopped at revision 4") } != nil, "\(leader.lines)")
         waitForExit(leader.process, timeout: .seconds(10))
         #expect(leader.process.terminationStatus == 0)
     }
