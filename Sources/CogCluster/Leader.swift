@@ -67,6 +67,8 @@ public final class Leader {
         /// ended (ha.md §4). The leader then releases nothing more and
         /// `run` throws `LeaderSteppedDown`. Nil: always true (no `--ha`).
         public var releaseGate: (@Sendable () -> Bool)?
+        /// More `/metrics` families, published with the leader's own (`--ha`: the arbiter's).
+        public var extraMetrics: (@Sendable () -> [MetricFamily])?
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",

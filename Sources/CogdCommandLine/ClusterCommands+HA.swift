@@ -25,7 +25,9 @@ extension ClusterCommands {
     /// Starts the arbiter for `ha` and waits until this node leads, is
     /// refused, or `stop` is set. Every event is logged: `standby` (who
     /// leads), `lead`, `step-down` (ERROR), `ha-refused`, `ha-note`.
-    static func awaitLead(_ ha: Command.HighAvailability, options: Command.LeaderOptions, log: OperatorLog, stop: StopFlag) -> LeadWait {
+    static func awaitLead(
+        _ ha: Command.HighAvailability, options: Command.LeaderOptions, log: OperatorLog, stop: StopFlag, metrics: MetricsBoard?
+    ) -> LeadWait {
         // The highest epoch this node's own log has served: etcd may not hold a lower one.
         var ownEpoch: UInt64 = 0
         if FileManager.default.fileExists(atPath: options.dataFolder + "/data.mdb") {
@@ -55,6 +57,8 @@ extension ClusterCommands {
                     log.log(.info, "lead", "node \(ha.node) leads cluster \(ha.cluster) in epoch \(epoch) (minted in etcd)",
                         ["cluster": cluster, "node": node, "epoch": .number(Double(epoch))])
                 case .follow(let leader):
+                    metrics?.setReadiness(
+                        false, "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)"))
                     if let leader {
                         log.log(.info, "standby", "node \(leader.node) leads cluster \(ha.cluster) in epoch \(leader.epoch)"
                             + (leader.endpoint.isEmpty ? "" : " at \(TerminalText.escaped(leader.endpoint))") + "; this node waits as a standby",
@@ -76,8 +80,14 @@ extension ClusterCommands {
             .info, "ha", "node \(ha.node) of cluster \(ha.cluster): asking etcd at \(endpoints.map(\.description).joined(separator: ", ")) "
                 + "who leads (lease TTL \(ha.leaseSeconds) s)",
             ["cluster": cluster, "node": node, "leaseSeconds": .number(Double(ha.leaseSeconds))])
+        // A standby's /metrics shows its role; /readyz says it is not serving (503) and who leads.
+        metrics?.setReadiness(false, "standby: no node of cluster \(ha.cluster) is known to lead yet")
         arbiter.run()
         while true {
+            if let metrics {
+                metrics.notePass()
+                if metrics.isWanted { metrics.publish(arbiter.metricFamilies()) }
+            }
             if let ended = state.ended.withLock({ $0 }) { return ended }
             if let epoch = arbiter.leadingEpoch { return .lead(epoch: epoch, arbiter: arbiter) }
             if stop.isStopped {

@@ -124,7 +124,7 @@ enum ClusterCommands {
         // With --ha, etcd decides when this node serves, and in which epoch.
         var arbiter: Arbiter?
         if let ha = options.ha {
-            switch awaitLead(ha, options: options, log: log, stop: stopper.flag) {
+            switch awaitLead(ha, options: options, log: log, stop: stopper.flag, metrics: metrics?.board) {
             case .lead(_, let leading): arbiter = leading
             case .exit(let status): return status
             }
@@ -157,6 +157,7 @@ enum ClusterCommands {
             if let arbiter {
                 configuration.epoch = arbiter.leadingEpoch
                 configuration.releaseGate = { arbiter.mayRelease() }
+                configuration.extraMetrics = { arbiter.metricFamilies() }
             }
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)

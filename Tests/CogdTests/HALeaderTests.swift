@@ -16,12 +16,20 @@ struct HALeaderTests {
         let folder = TemporaryFolder()
         let requests = freePort()
         let turns = freePort()
+        let metrics = freePort()
 
         func arguments(_ etcd: TestEtcd) -> [String] {
             [
                 "leader", "--ha", etcd.url, "--cluster", "bank", "--name", name, "--lease-ttl", "2", "--data", folder.path,
-                "--requests", "tcp://127.0.0.1:\(requests)", "--turns", "tcp://127.0.0.1:\(turns)",
+                "--requests", "tcp://127.0.0.1:\(requests)", "--turns", "tcp://127.0.0.1:\(turns)", "--metrics", "127.0.0.1:\(metrics)",
             ]
+        }
+
+        /// The value of `family` for this node on its /metrics (nil when absent).
+        func metric(_ family: String) throws -> Double? {
+            let body = try MetricsEndpointTests.get(metrics, "/metrics").body
+            let prefix = #"\#(family){cluster="bank",node="\#(name)"} "#
+            return body.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }
         }
 
         func call(_ account: String, timeout: Int = 10) throws -> (status: Int32, stdout: String, stderr: String) {
@@ -53,6 +61,14 @@ struct HALeaderTests {
         #expect(second.waitForLine {
             $0.contains("node n1 leads cluster bank in epoch 1 at tcp://127.0.0.1:\(n1.requests); this node waits as a standby")
         } != nil, "\(second.lines)")
+        // What an operator's scrape sees: n1 leads epoch 1 with its lease renewed; n2 is a standby, not ready.
+        #expect(waitUntil { (try? n1.metric("cogd_ha_lease_renewals_total")).flatMap { $0 } ?? 0 >= 1 })
+        #expect(try n1.metric("cogd_ha_leader") == 1 && n1.metric("cogd_ha_epoch") == 1)
+        #expect(try (n1.metric("cogd_ha_lease_seconds_left") ?? 0) > 0)
+        #expect(try MetricsEndpointTests.get(n1.metrics, "/metrics").body.contains("cogd_leader_revision 1"))
+        #expect(try n2.metric("cogd_ha_leader") == 0 && n2.metric("cogd_ha_epoch") == 1)
+        let ready = try MetricsEndpointTests.get(n2.metrics, "/readyz")
+        #expect(ready.status == 503 && ready.body.contains("standby: node n1 leads cluster bank in epoch 1"), "\(ready)")
 
         // Frozen past its 2 s lease: a request that arrives meanwhile is never answered.
         first.pause()

@@ -34,6 +34,10 @@ public final class Arbiter: @unchecked Sendable {
     private let deadlineNanoseconds = Atomic<Int64>(0)
     private let resignRequested = Atomic<Bool>(false)
     private let epochLed = Atomic<UInt64>(0)
+    private let epochSeen = Atomic<UInt64>(0)
+    private let renewals = Atomic<UInt64>(0)
+    private let renewalFailures = Atomic<UInt64>(0)
+    private let requestFailures = Atomic<UInt64>(0)
     private let finished = Atomic<Bool>(false)
     private let lock = NSLock()
     private var thread: Thread?
@@ -92,7 +96,9 @@ public final class Arbiter: @unchecked Sendable {
             for effect in effects {
                 switch effect {
                 case .send(let request):
-                    answers.append(gateway.perform(request, limit: requestLimit))
+                    let answer = gateway.perform(request, limit: requestLimit)
+                    count(request, answer)
+                    answers.append(answer)
                 case .lead(let epoch):
                     epochLed.store(epoch, ordering: .releasing)
                     publish(core)
@@ -123,7 +129,38 @@ public final class Arbiter: @unchecked Sendable {
         finished.store(true, ordering: .releasing)
     }
 
+    private func count(_ request: EtcdRequest, _ answer: EtcdAnswer) {
+        switch (request, answer) {
+        case (.keepAlive, .keptAlive(let seconds)) where seconds > 0: renewals.add(1, ordering: .relaxed)
+        case (.keepAlive, _): renewalFailures.add(1, ordering: .relaxed)
+        default: break
+        }
+        if case .failed = answer { requestFailures.add(1, ordering: .relaxed) }
+    }
+
+    /// The `/metrics` families of this node's role (`protocol/metrics.md` §3a).
+    public func metricFamilies() -> [MetricFamily] {
+        let deadline = deadlineNanoseconds.load(ordering: .acquiring)
+        let left = deadline > 0 ? max(0, Double(deadline - Self.nanoseconds(now)) / 1e9) : 0
+        let labels = [MetricFamily.Label("cluster", configuration.cluster), MetricFamily.Label("node", configuration.node)]
+        func family(_ name: String, _ kind: MetricFamily.Kind, _ help: String, _ value: Double) -> MetricFamily {
+            MetricFamily(name, kind, help: help, samples: [MetricFamily.Sample(labels: labels, value: value)])
+        }
+        return [
+            family("cogd_ha_leader", .gauge, "1 while this node leads its cluster and its lease holds, else 0.", leadingEpoch == nil ? 0 : 1),
+            family("cogd_ha_epoch", .gauge, "The highest epoch this node has seen in etcd (the one it leads, while it leads).",
+                Double(max(epochLed.load(ordering: .relaxed), epochSeen.load(ordering: .relaxed)))),
+            family("cogd_ha_lease_seconds_left", .gauge, "Seconds until this leader's release deadline; 0 when it does not lead.", left),
+            family("cogd_ha_lease_renewals_total", .counter, "Lease renewals etcd confirmed.", Double(renewals.load(ordering: .relaxed))),
+            family("cogd_ha_lease_renewal_failures_total", .counter, "Lease renewals that failed or found the lease ended.",
+                Double(renewalFailures.load(ordering: .relaxed))),
+            family("cogd_ha_etcd_failures_total", .counter, "Requests to etcd that got no answer (unreachable, timed out, garbage, an etcd error).",
+                Double(requestFailures.load(ordering: .relaxed))),
+        ]
+    }
+
     private func publish(_ core: ArbiterCore) {
+        epochSeen.store(core.epochSeen, ordering: .relaxed)
         guard case .leading = core.role, !resignRequested.load(ordering: .acquiring) else {
             deadlineNanoseconds.store(0, ordering: .releasing)
             return
