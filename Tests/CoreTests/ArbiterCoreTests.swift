@@ -205,4 +205,24 @@ struct ArbiterCoreTests {
         #expect(core.resign(now: .milliseconds(50)) == [.send(.revoke(lease: 7))])
         #expect(core.role == .stopped && !core.mayRelease(now: .milliseconds(51)))
     }
+
+    @Test func `a campaign whose answer was lost is won at the next read, not followed forever`() {
+        var core = Self.started()
+        _ = core.answered(.values([:]), now: .milliseconds(30))
+        // The transaction applied in etcd; its answer never came.
+        #expect(core.answered(.failed(EtcdFailure(.timedOut, "no answer in time")), now: .milliseconds(1030)) == [
+            .note("etcd request failed (timed-out: no answer in time); trying again")
+        ])
+        #expect(core.tick(now: .milliseconds(1290)) == [.send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))])
+        #expect(core.answered(.values([
+            "/cogd/bank/leader": EtcdValue(value: "n1 1 tcp://127.0.0.1:7000", modRevision: 4),
+            "/cogd/bank/epoch": EtcdValue(value: "1", modRevision: 4),
+        ]), now: .milliseconds(1300)) == [.lead(epoch: 1)])
+        #expect(core.role == .leading(epoch: 1) && core.mayRelease(now: .milliseconds(1301)))
+        // A key naming this node in another epoch (a crashed run's, on its old lease) is not taken for its own.
+        var other = Self.started()
+        #expect(other.answered(.values(["/cogd/bank/leader": EtcdValue(value: "n1 7", modRevision: 9)]), now: .milliseconds(30)) == [
+            .follow(ArbiterRecords.Leader(node: "n1", epoch: 7, endpoint: ""))
+        ])
+    }
 }

@@ -25,6 +25,9 @@
 ///   etcd can let the key go. A leader past its deadline steps down: it
 ///   releases nothing more and stops.
 /// - A lease etcd says has ended ends the node's role at once.
+/// - A campaign whose answer was lost (the transaction applied in etcd, the
+///   answer never came) is won all the same: the next read finds the leader
+///   key naming the node in the epoch it asked for, on its own lease.
 public struct ArbiterCore: Sendable {
     public struct Configuration: Sendable, Equatable {
         public var cluster: String
@@ -35,6 +38,10 @@ public struct ArbiterCore: Sendable {
         public var leaseSeconds: Int64
         /// The highest epoch in this node's own log: etcd must not hold a lower one.
         public var ownEpoch: UInt64
+        /// The simulator's broken rule (`cogd-lab sim --arbiter --break
+        /// arbiter-deadline`): the deadline counts from when a renewal's
+        /// answer came, with no margin — the mistake its checker must catch.
+        public var deadlineFromAnswer = false
 
         public init(cluster: String, node: String, endpoint: String = "", leaseSeconds: Int64 = 5, ownEpoch: UInt64 = 0) {
             self.cluster = cluster
@@ -94,6 +101,10 @@ public struct ArbiterCore: Sendable {
 
     /// The request in flight.
     private var inFlight: Step?
+    /// The epoch this node's last campaign asked for: a leader key naming
+    /// the node in it is the node's own, even when the campaign's answer
+    /// was lost (the transaction applied, the answer never came).
+    private var campaigned: UInt64?
     private var startedAt: Duration = .zero
     /// Whether the presence key is ours.
     private var claimed = false
@@ -197,16 +208,14 @@ public struct ArbiterCore: Sendable {
 
         case (.campaign(let epoch), .transaction(let succeeded)):
             guard succeeded else { return send(.read, readRequest) }
-            epochSeen = max(epochSeen, epoch)
-            role = .leading(epoch: epoch)
-            nextRead = now + readInterval
-            return [.lead(epoch: epoch)]
+            return won(epoch, now: now)
 
         case (.renew(let sentAt), .keptAlive(let seconds)):
             guard seconds > 0 else {
                 return stop(.stepDown(reason: "etcd says this node's lease has ended: its presence and any leader key it held are gone"))
             }
-            releaseDeadline = max(releaseDeadline, sentAt + .seconds(seconds) - margin)
+            releaseDeadline = configuration.deadlineFromAnswer
+                ? max(releaseDeadline, now + .seconds(seconds)) : max(releaseDeadline, sentAt + .seconds(seconds) - margin)
             nextRenewal = sentAt + renewalInterval
             return []
 
@@ -248,6 +257,9 @@ public struct ArbiterCore: Sendable {
                 return garbageRecord(keys.leader, leaderValue.value, now: now)
             }
             epochSeen = max(epochSeen, leader.epoch)
+            if leader.node == configuration.node, leader.epoch == campaigned, role != .stopped {
+                if case .leading = role {} else { return won(leader.epoch, now: now) }
+            }
             return follow(leader, now: now)
         }
         guard sync?.allows(configuration.node) ?? true, let lease else {
@@ -263,6 +275,7 @@ public struct ArbiterCore: Sendable {
         let next = epoch + 1
         let leader = ArbiterRecords.Leader(node: configuration.node, epoch: next, endpoint: configuration.endpoint)
         let newSync = ArbiterRecords.Sync(epoch: next, leader: configuration.node, standbys: [])
+        campaigned = next
         return send(.campaign(epoch: next), .transaction(
             compares: [
                 EtcdCompare(key: keys.leader, modRevision: 0),
@@ -274,6 +287,13 @@ public struct ArbiterCore: Sendable {
                 EtcdPut(key: keys.epoch, value: String(next)),
                 EtcdPut(key: keys.sync, value: newSync.text),
             ]))
+    }
+
+    private mutating func won(_ epoch: UInt64, now: Duration) -> [Effect] {
+        epochSeen = max(epochSeen, epoch)
+        role = .leading(epoch: epoch)
+        nextRead = now + readInterval
+        return [.lead(epoch: epoch)]
     }
 
     private mutating func follow(_ leader: ArbiterRecords.Leader?, now: Duration) -> [Effect] {
