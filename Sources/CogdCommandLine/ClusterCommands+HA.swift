@@ -20,13 +20,16 @@ extension ClusterCommands {
     /// What the arbiter's thread reported that the waiting command line acts on.
     private final class LeadState: Sendable {
         let ended = Mutex<LeadWait?>(nil)
+        /// What the node is doing, for systemd's status and /readyz.
+        let standing = Mutex<String>("")
     }
 
     /// Starts the arbiter for `ha` and waits until this node leads, is
     /// refused, or `stop` is set. Every event is logged: `standby` (who
     /// leads), `lead`, `step-down` (ERROR), `ha-refused`, `ha-note`.
     static func awaitLead(
-        _ ha: Command.HighAvailability, options: Command.LeaderOptions, log: OperatorLog, stop: StopFlag, metrics: MetricsBoard?
+        _ ha: Command.HighAvailability, options: Command.LeaderOptions, log: OperatorLog, stop: StopFlag, metrics: MetricsBoard?,
+        notifier: ServiceNotifier
     ) -> LeadWait {
         // The highest epoch this node's own log has served: etcd may not hold a lower one.
         var ownEpoch: UInt64 = 0
@@ -57,8 +60,9 @@ extension ClusterCommands {
                     log.log(.info, "lead", "node \(ha.node) leads cluster \(ha.cluster) in epoch \(epoch) (minted in etcd)",
                         ["cluster": cluster, "node": node, "epoch": .number(Double(epoch))])
                 case .follow(let leader):
-                    metrics?.setReadiness(
-                        false, "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)"))
+                    let standing = "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)")
+                    state.standing.withLock { $0 = standing }
+                    metrics?.setReadiness(false, standing)
                     if let leader {
                         log.log(.info, "standby", "node \(leader.node) leads cluster \(ha.cluster) in epoch \(leader.epoch)"
                             + (leader.endpoint.isEmpty ? "" : " at \(TerminalText.escaped(leader.endpoint))") + "; this node waits as a standby",
@@ -81,9 +85,16 @@ extension ClusterCommands {
                 + "who leads (lease TTL \(ha.leaseSeconds) s)",
             ["cluster": cluster, "node": node, "leaseSeconds": .number(Double(ha.leaseSeconds))])
         // A standby's /metrics shows its role; /readyz says it is not serving (503) and who leads.
-        metrics?.setReadiness(false, "standby: no node of cluster \(ha.cluster) is known to lead yet")
+        state.standing.withLock { $0 = "standby: no node of cluster \(ha.cluster) is known to lead yet" }
+        metrics?.setReadiness(false, state.standing.withLock { $0 })
         arbiter.run()
+        // Under systemd (Type=notify) a standby is still starting: it says who leads and pushes the start timeout on.
+        var lastNotice = ContinuousClock.now - .seconds(60)
         while true {
+            if ContinuousClock.now - lastNotice >= .seconds(5) {
+                lastNotice = .now
+                _ = notifier.notify(["EXTEND_TIMEOUT_USEC=15000000", "STATUS=\(state.standing.withLock { $0 })"])
+            }
             if let metrics {
                 metrics.notePass()
                 if metrics.isWanted { metrics.publish(arbiter.metricFamilies()) }

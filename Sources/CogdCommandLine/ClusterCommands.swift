@@ -124,7 +124,7 @@ enum ClusterCommands {
         // With --ha, etcd decides when this node serves, and in which epoch.
         var arbiter: Arbiter?
         if let ha = options.ha {
-            switch awaitLead(ha, options: options, log: log, stop: stopper.flag, metrics: metrics?.board) {
+            switch awaitLead(ha, options: options, log: log, stop: stopper.flag, metrics: metrics?.board, notifier: notifier) {
             case .lead(_, let leading): arbiter = leading
             case .exit(let status): return status
             }
