@@ -49,5 +49,5 @@
 // - `Leader.close` (in `CogCluster`): replies not yet indexed that cannot be
 //   stored at close are rebuilt from the records at the next start
 //   (turnlog.md §2, `meta.unindexed-from`);
-// - `Leader.endSnapshot`: a refusal its requester cannot take is counted
+// - `Leader.carrySnapshot`: a refusal its requester cannot take is counted
 //   `send-dropped`; the requester asks again.
