@@ -68,6 +68,7 @@ public final class Cogs: CogOps {
     public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> V {
         graph.pin(cog.ref)
         let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)
+        graph.asyncBoundary(cog.ref, as: V.self).access(.value)
         graph.runDeferredWorkIfIdle()
         return value
     }
@@ -142,7 +143,10 @@ public final class Cogs: CogOps {
         /// any `cogs[x]` read, keeps the state alive until the runtime ends.
         public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> CogStatus<V> {
             graph.pin(cog.ref)
-            return peek(cog)
+            let status = graph.readAsyncStatus(cog.ref, as: V.self, trackedBy: nil)
+            let boundary = graph.asyncBoundary(cog.ref, as: V.self)
+            graph.runDeferredWorkIfIdle()
+            return status.observed(by: boundary)
         }
 
         /// The async cog's status, without pinning.
