@@ -42,4 +42,9 @@ extension Cogs {
     package func hasObservationBoundaryForTesting<V: Sendable>(for cog: Cog<V>.Async) -> Bool {
         graph.existingNode(for: cog.ref)?.boundary != nil
     }
+
+    /// Seam for `CogTesting`: acknowledge after the next legacy re-arm of a `c.track` bridge.
+    package func registerExternalObservationRearm(_ acknowledgement: MainActorCleanupAcknowledgement) {
+        graph.externalObservationRearmAcknowledgements.append(acknowledgement)
+    }
 }

@@ -28,12 +28,13 @@ public final class Cogs: CogOps {
     /// on `clock` (tests inject a `TestClock`; the default is 30 s).
     package init(
         durableStore: (any CogDurableStore)? = nil, clock: any Clock<Duration>, whileObservedGrace: Duration,
-        parksDurableSources: Bool = false
+        parksDurableSources: Bool = false, externalObservationTracking: ExternalObservationTrackingMode = .automatic
     ) {
         graph = Graph(
             durableStore: durableStore,
             lifetimes: Lifetimes(
                 clock: clock, whileObservedGrace: whileObservedGrace, parksDurableSources: parksDurableSources))
+        graph.externalObservationTracking = externalObservationTracking
     }
 
     /// Teardown: every scope's reactions and tasks end first (two passes,
@@ -41,6 +42,7 @@ public final class Cogs: CogOps {
     /// mechanisms released (seeds §6.2).
     isolated deinit {
         graph.lifetimes.stop()
+        graph.cancelExternalBridges()
         for controller in controllers.reversed() { controller.retire(.runtimeEnded) }
         for export in exports {
             graph.unregister(export.node)

@@ -78,6 +78,10 @@ final class Graph {
     let turnChain = TurnChainGuard()
     /// Live Observation boundaries (`ObservationBoundary.swift`).
     var observationBoundaryCount = 0
+    /// How `c.track` follows outside models, and its bridges (`ExternalObservation.swift`).
+    var externalObservationTracking = ExternalObservationTrackingMode.automatic
+    var externalBridges: [ExternalBridgeKey: ExternalBridgeEntry] = [:]
+    var externalObservationRearmAcknowledgements: [MainActorCleanupAcknowledgement] = []
 
     let history = HistoryRing(capacity: 256)
 
