@@ -55,6 +55,32 @@ struct ObservationBoundaryTests {
         #expect(cogs[forecastCog] == 42)
     }
 
+    @Test func `ASYNC-28 a tracked read of an automatic cog over an async one starts it without re-entering`() async {
+        let work = ControlledWork<Int?>()
+        let forecastCog = Cog<Int?>.Async(default: nil, name: "forecast") { _ in work.makeWork() }
+        let runs = Counter()
+        let summaryCog = Cog<String>(name: "boundary.summary") { c in
+            runs.bump()
+            return c[forecastCog].map { "\($0)°" } ?? "…"
+        }
+        let cogs = Cogs.forTesting()
+
+        let (initial, notices) = tracked { cogs[summaryCog] }
+        #expect(initial == "…")
+        #expect(runs.count == 1)
+        #expect(notices.value == 0)
+        let pendingTurns = cogs.debugHistory.entries.filter { $0.event == .turn && $0.name == "forecast pending" }
+        #expect(pendingTurns.count == 1)
+
+        #expect(await nextStart(work.starts) == 0)
+        let completed = completionChecks(cogs, count: 1)
+        work.succeed(0, with: 21)
+        await waitAll(completed)
+        #expect(notices.value == 1)
+        #expect(runs.count == 2)
+        #expect(cogs[summaryCog] == "21°")
+    }
+
     @Test func `ASYNC-32 Observation tracks only the status fields a reader reads`() async {
         let work = ControlledWork<Int>()
         let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in work.makeWork() }
