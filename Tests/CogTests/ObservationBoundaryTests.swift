@@ -247,6 +247,53 @@ struct ObservationBoundaryTests {
         _ = export
     }
 
+    @Test func `HIST-06 history names each changed keyed notice, in its turn`() {
+        let weatherCogs = CogBox<String?, String>.Manual(name: "weather") { nil }
+        let cogs = Cogs.forTesting()
+        _ = tracked { cogs[weatherCogs["90210"]] }
+        _ = cogs[weatherCogs["10001"]]
+        cogs.turn(named: "update weather") { c in c[weatherCogs["90210"]] = "sunny" }
+        let notices = cogs.debugHistory.entries.filter { $0.event == .notice }
+        #expect(notices.map(\.name) == ["weather[90210]"])
+        #expect(notices.first?.turn == 1)
+    }
+
+    @Test func `REACT-19 every changed boundary is noticed before any reaction runs`() {
+        let (cogs, m) = Cogs.forTestingWithController()
+        _ = tracked { (cogs[_cityCog], cogs[_unitCog]) }
+        m.run { c in
+            _ = c[_cityCog]
+            _ = c[_unitCog]
+        }
+        cogs.turn(named: "change pair") { c in
+            c[_cityCog] = "Bergen"
+            c[_unitCog] = "F"
+        }
+        let entries = cogs.debugHistory.entries.filter { $0.turn == 1 }
+        let notices = entries.indices.filter { entries[$0].event == .notice }
+        let effects = entries.indices.filter { entries[$0].event == .effect }
+        #expect(notices.count == 2)
+        #expect(effects.count == 1)
+        #expect(notices.allSatisfy { $0 < effects[0] })
+    }
+
+    @Test func `SEED-07 a seed stays quiet until the next real turn, which notices it`() {
+        let cogs = Cogs.forTesting()
+        let (initial, notices) = tracked { cogs[_temperatureCog] }
+        #expect(initial == 10)
+        #expect(cogs.observationBoundaryCount == 1)
+        #expect(cogs.hasObservationBoundary(for: _temperatureCog))
+
+        cogs.seed(_temperatureCog, to: 11)
+        #expect(cogs.peek(_temperatureCog) == 11)
+        #expect(notices.value == 0)
+        #expect(cogs.debugHistory.entries.filter { $0.event == .notice }.isEmpty)
+
+        cogs.turn(_unitCog, to: "F")
+        #expect(notices.value == 1)
+        #expect(cogs.debugHistory.entries.filter { $0.event == .notice }.last?.name == "boundary.temperature")
+    }
+
     @Test func `a boundary does not keep a discarded state alive; its reader hears the reset`() {
         let cogs = Cogs.forTesting()
         cogs.turn(_noteCog, to: "pack water")
