@@ -178,6 +178,23 @@ struct ObservationBoundaryTests {
         #expect(cogs[_labelCog] == "Bergen true")
     }
 
+    @Test func `UI-03 writing one key of a box does not notify a reader of another key`() {
+        let weatherCogs = CogBox<String?, String>.Manual(name: "weather") { nil }
+        let forecastCogs = CogBox<String, String>(name: "forecast") { c, zip in c[weatherCogs[zip]] ?? "unknown" }
+        let cogs = Cogs.forTesting()
+        let (initial, weatherNotices) = tracked { cogs[weatherCogs["10001"]] }
+        let (_, forecastNotices) = tracked { cogs[forecastCogs["10001"]] }
+        let (_, otherNotices) = tracked { cogs[forecastCogs["90210"]] }
+        #expect(initial == nil)
+
+        cogs.turn(named: "update weather") { c in c[weatherCogs["90210"]] = "sunny" }
+        #expect(weatherNotices.value == 0)
+        #expect(forecastNotices.value == 0)
+        #expect(otherNotices.value == 1)
+        #expect(cogs.peek(weatherCogs["10001"]) == nil)
+        #expect(cogs.peek(forecastCogs["90210"]) == "sunny")
+    }
+
     @Test func `UI-04 an equal write and an equal recomputation send no notice`() {
         let cogs = Cogs.forTesting()
         let (_, cityNotices) = tracked { cogs[_cityCog] }
