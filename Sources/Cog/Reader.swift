@@ -79,7 +79,9 @@ public struct Reader<Value> {
     ///   Under `Cogs.forTesting(externalObservationTracking: .legacy)` a
     ///   one-shot `withObservationTracking` is re-armed after each change; a
     ///   mutation made between the change and the re-arm can be missed.
-    public func track<Root: Observable & AnyObject, Tracked>(_ root: Root, _ keyPath: KeyPath<Root, Tracked>) -> Tracked {
+    public func track<Root: Observable & AnyObject, Tracked>(
+        _ root: Root, _ keyPath: KeyPath<Root, Tracked>
+    ) -> Tracked {
         graph.trackedProperty(root, keyPath, trackedBy: node)
     }
 

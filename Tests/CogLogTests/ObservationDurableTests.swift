@@ -52,9 +52,8 @@ struct ObservationDurableTests {
         let (_, greetingNotices) = tracked { replica[_greetingCog] }
         #expect(city == "Oslo")
 
-        try replica.applyReplicatedTurn(
-            named: "move", writes: [CogDurableWrite(name: "durable.observation.city", key: nil, value: try codec.encode("Tromsø"))],
-            codec: codec)
+        let write = CogDurableWrite(name: "durable.observation.city", key: nil, value: try codec.encode("Tromsø"))
+        try replica.applyReplicatedTurn(named: "move", writes: [write], codec: codec)
         #expect(cityNotices.value == 1)
         #expect(greetingNotices.value == 1)
         #expect(replica[_greetingCog] == "Hello, Tromsø")

@@ -232,7 +232,7 @@ struct ObservationBoundaryTests {
         #expect(peekNotices.value == 0)
     }
 
-    @Test func `UI-13 UI-16 one turn changing two tracked cogs is one notice, and a tracking sees only its own reads`() {
+    @Test func `UI-13 UI-16 one turn changing two tracked cogs is one notice; a tracking sees only its reads`() {
         let cogs = Cogs.forTesting()
         let (_, bothNotices) = tracked { (cogs[_cityCog], cogs[_unitCog]) }
         cogs.turn(named: "move") { w in

@@ -12,10 +12,11 @@ package enum ExternalObservationTrackingMode: Sendable {
 }
 
 /// One outside Observation read feeding one hidden source that selectors
-/// depend on like any source. It stays on the main actor with the model, so `Tracked`
-/// need not be `Sendable`. Its publications are system turns named as Cog
-/// names them: `c.track(\Type.property)` (`c.track(Type)` where the key
-/// path prints no name) or `c.track closure at File.swift:line:column`.
+/// depend on like any source. It stays on the main actor with the model,
+/// so `Tracked` need not be `Sendable`. Its publications are local system
+/// turns named as Cog names them: `c.track(\Type.property)` (`c.track(Type)`
+/// where the key path prints no name) or `c.track closure at
+/// File.swift:line:column`.
 @MainActor
 final class ExternalBridge<Tracked> {
     let cell: ManualNode<Tracked>
