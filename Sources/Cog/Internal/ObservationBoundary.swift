@@ -65,7 +65,6 @@ extension Graph {
 
     /// A pinning read of a manual or automatic state: registers its `value`
     /// with the tracking in progress, making the boundary on the first read.
-    @usableFromInline
     func observedRead(of node: Node, _ ref: StateRef) {
         if let boundary = node.boundary {
             boundary.observation.access(.value)
