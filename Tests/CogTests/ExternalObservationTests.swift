@@ -120,6 +120,30 @@ struct ExternalObservationTests {
         #expect(runs.count == runsAfterSwitch + 1)
     }
 
+    @Test func `a closure bridge goes with its state's release; the state made again has its own`() async throws {
+        let profile = Profile()
+        let clock = TestClock()
+        let nameCog = Cog<String>(name: "external.name") { c in c.track(profile) { $0.given } }
+        let cogs = Cogs.forTesting(
+            clock: clock, whileObservedGrace: .seconds(1), externalObservationTracking: .legacy)
+        #expect(cogs.peek(nameCog) == "Ada")
+        let released = releases(cogs)
+        try await clock.waitForScheduledSleep(within: .seconds(30))
+        clock.advance(by: .seconds(1))
+        await waitAll(released)
+
+        // The released state's bridge is stopped: this change publishes nothing.
+        profile.given = "Augusta"
+        #expect(cogs[nameCog] == "Augusta")
+        let rearmed = MainActorCleanupAcknowledgement()
+        cogs.acknowledgeNextExternalObservationRearm(with: rearmed)
+        profile.given = "Ada"
+        await rearmed.wait()
+        #expect(cogs[nameCog] == "Ada")
+        let published = cogs.debugHistory.entries.filter { $0.event == .turn && $0.name.hasPrefix("c.track") }
+        #expect(published.count == 1)
+    }
+
     @Test func `outside publications are local turns named after the property`() async {
         let thermostat = Thermostat()
         let doubledCog = Cog<Int>(name: "external.doubled") { c in c.track(thermostat, \.target) * 2 }

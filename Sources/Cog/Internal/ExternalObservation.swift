@@ -165,6 +165,17 @@ extension Graph {
         return value
     }
 
+    /// Stops the closure bridges of a selector state being released: its
+    /// next incarnation makes its own.
+    func cancelClosureBridges(of node: Node) {
+        guard !externalBridges.isEmpty else { return }
+        let object = ObjectIdentifier(node)
+        for (key, entry) in externalBridges where key.object == object && key.keyPath == nil {
+            entry.cancel()
+            externalBridges[key] = nil
+        }
+    }
+
     /// Stops every bridge (the runtime's teardown).
     func cancelExternalBridges() {
         for entry in externalBridges.values { entry.cancel() }

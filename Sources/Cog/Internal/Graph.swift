@@ -789,6 +789,7 @@ final class Graph {
             }
         }
         trimSources(of: node, to: 0)
+        cancelClosureBridges(of: node)
         removeFromTable(node)
         node.pinned = false
         node.released = true
