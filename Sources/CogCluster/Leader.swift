@@ -285,40 +285,38 @@ public final class Leader {
         // more, and is quarantined if it is running at another such death
         // (`protocol/turnlog.md` §1a).
         runningNote = try RunningRequestNote(dataFolder: configuration.dataFolder)
-        var crashedCount: UInt64 = 0
-        var keepAsSurvivor = false
-        var forgetSurvivor = false
-        if let left = try runningNote.leftOver(), try store.dedupReply(for: left.entry.request) == nil {
-            let crashed = left.entry
-            let diedTwice = try runningNote.survivor()?.request == crashed.request
-            if left.crashSignal != nil || diedTwice {
-                let reply = OpReply(
-                    request: crashed.request,
-                    outcome: .rejected(Rejection(
-                        .crashedLeader, "the leader stopped while running this request (op `\(crashed.op)`); it is not run again")))
-                let stored = LeaderCore.dedupValue(digest: crashed.digest, frame: reply.frame())
-                // On the record too (`turnlog.md` §2d), with the digest as stored (8 zero bytes when unknown).
-                let onRecord = RejectionRecord(
-                    request: crashed.request, op: crashed.op, digest: Array(stored.prefix(RequestDigest.size)), kind: .rejected,
-                    code: RejectionCode.crashedLeader.rawValue, reason: "the leader stopped while running this request (op `\(crashed.op)`); it is not run again")
-                try store.append([], replies: [(crashed.request, stored)], rejections: [onRecord])
-                quarantined = QuarantinedRequest(request: crashed.request, op: crashed.op, crashSignal: left.crashSignal)
-                crashedCount = 1
-                forgetSurvivor = diedTwice
-            } else {
-                spared = QuarantinedRequest(request: crashed.request, op: crashed.op)
-                keepAsSurvivor = true
-            }
-        }
-        try runningNote.settle(keepingNoteAsSurvivor: keepAsSurvivor, forgettingSurvivor: forgetSurvivor)
-        try runningNote.arm()
+        let leftOver = try runningNote.leftOver()
+        let diedTwice = try leftOver.map { left throws in try runningNote.survivor()?.request == left.entry.request } ?? false
         var settings = LeaderCore.Settings(
             heartbeatTimeout: configuration.heartbeatTimeout, maximumRecordBytes: configuration.maximumRecordBytes,
             turnsEndpoint: boundTurnsEndpoint, rigs: configuration.rigs, peers: peers)
         // Only a worker whose hello names a group (`cogd worker --group`) is placed.
         settings.placesGroups = true
         core = try LeaderCore(log: store, ports: self, registry: registry, settings: settings)
-        if crashedCount > 0 { core.countRejection(.crashedLeader) }
+        // The core has rebuilt the replies not yet indexed: it decides whether
+        // the request left running has an answer, is quarantined (committed
+        // here, before anything is served) or spared.
+        var keepAsSurvivor = false
+        var forgetSurvivor = false
+        if let left = leftOver {
+            let crashed = left.entry
+            switch try core.settle(LeaderCore.LeftOverRequest(
+                request: crashed.request, op: crashed.op, digest: crashed.digest, crashed: left.crashSignal != nil, diedTwice: diedTwice))
+            {
+            case .answered:
+                break
+            case .quarantined:
+                quarantined = QuarantinedRequest(request: crashed.request, op: crashed.op, crashSignal: left.crashSignal)
+                forgetSurvivor = diedTwice
+                carryOut(core.step(.endBatch, now: now))
+            case .spared:
+                spared = QuarantinedRequest(request: crashed.request, op: crashed.op)
+                keepAsSurvivor = true
+            }
+        }
+        try runningNote.settle(keepingNoteAsSurvivor: keepAsSurvivor, forgettingSurvivor: forgetSurvivor)
+        try runningNote.arm()
+        if quarantined != nil { core.countRejection(.crashedLeader) }
         // Replies a crash left unindexed are indexed now.
         if core.hasWork { try serveBatch() }
     }

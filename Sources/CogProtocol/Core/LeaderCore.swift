@@ -300,6 +300,61 @@ public struct LeaderCore {
         }
     }
 
+    // MARK: A request left running by the previous process
+
+    /// A request the previous leader process noted as running and never
+    /// answered (`turnlog.md` §1a): what the driver read from the note,
+    /// handed to the core once it has rebuilt its unindexed replies.
+    public struct LeftOverRequest: Sendable, Equatable {
+        public var request: RequestID
+        public var op: String
+        public var digest: [UInt8]?
+        /// A fatal signal's handler marked it: its body crashed the process.
+        public var crashed: Bool
+        /// It was also running at an earlier death from outside (SIGKILL).
+        public var diedTwice: Bool
+
+        public init(request: RequestID, op: String, digest: [UInt8]?, crashed: Bool, diedTwice: Bool) {
+            self.request = request
+            self.op = op
+            self.digest = digest
+            self.crashed = crashed
+            self.diedTwice = diedTwice
+        }
+    }
+
+    /// What became of a left-over request.
+    public enum LeftOverOutcome: Sendable, Equatable {
+        /// It has an answer already (indexed, or rebuilt from its record): nothing to do.
+        case answered
+        /// Answered `rejected(crashed-leader)` for good, in the next commit (the driver commits at once).
+        case quarantined
+        /// Killed from outside once: its retry may run once more.
+        case spared
+    }
+
+    /// Decides a left-over request: a crash, or a second death with it
+    /// running, quarantines it — its answer `rejected(crashed-leader)` goes
+    /// into dedup and the rejections table at the next commit, so a retry
+    /// is never run again; one death from outside spares it. A request
+    /// that has an answer (in dedup, or among the replies rebuilt from
+    /// records not yet indexed) is left as it is. Call before serving, then
+    /// `step(.endBatch)` to commit the answer.
+    public mutating func settle(_ left: LeftOverRequest) throws(TurnStoreError) -> LeftOverOutcome {
+        if unindexed[left.request] != nil { return .answered }
+        if try log.dedupReply(for: left.request) != nil { return .answered }
+        guard left.crashed || left.diedTwice else { return .spared }
+        let reason = "the leader stopped while running this request (op `\(left.op)`); it is not run again"
+        let reply = OpReply(request: left.request, outcome: .rejected(Rejection(.crashedLeader, reason)))
+        let stored = LeaderCore.dedupValue(digest: left.digest, frame: reply.frame())
+        dedupRows.append((left.request, stored))
+        // On the record too (`turnlog.md` §2d), with the digest as stored (8 zero bytes when unknown).
+        rejectionRows.append(RejectionRecord(
+            request: left.request, op: left.op, digest: Array(stored.prefix(RequestDigest.size)), kind: .rejected,
+            code: RejectionCode.crashedLeader.rawValue, reason: reason))
+        return .quarantined
+    }
+
     // MARK: Batches and commits
 
     private mutating func endBatch() -> [Effect] {
