@@ -160,9 +160,9 @@ public final class Leader {
     /// Error replies sent, by code (`cogd status`).
     public var errorCounts: [String: UInt64] {
         var counts = core.errorCounts
-        if let refused = zap?.refused, refused > 0 { counts["handshake-refused"] = refused }
+        if let refused = zap?.refused, refused > 0 { counts[LeaderEvent.handshakeRefused.rawValue] = refused }
         let failed = handshakeWatches.reduce(earlierFailedHandshakes) { $0 &+ $1.failed }
-        if failed > 0 { counts["handshake-failed"] = failed }
+        if failed > 0 { counts[LeaderEvent.handshakeFailed.rawValue] = failed }
         return counts
     }
     /// `errorCounts` split by kind (`protocol/metrics.md` §3, §5): op
@@ -523,7 +523,7 @@ public final class Leader {
         } catch {
             // The note stays: at the next start its request is answered
             // rejected instead of run (never run twice); say so in the counts.
-            core.countEvent("note-failed")
+            core.countEvent(.noteFailed)
         }
         guard taken > 0 || core.hasWork else { return }
         if placement.cpus != nil, ioPlacement.observe(batch: taken) != nil || !ioThreadsPlaced { placeIOThreads() }
@@ -540,7 +540,7 @@ public final class Leader {
             _ = try? watch.problem()
             open.formUnion(watch.connections)
         }
-        for _ in inboundGuard.look(at: open, now: .now) { core.countEvent("unfinished-message") }
+        for _ in inboundGuard.look(at: open, now: .now) { core.countEvent(.unfinishedMessage) }
     }
 
     /// Whether the release gate is open (always, without `--ha`); once it
@@ -576,13 +576,13 @@ public final class Leader {
                         // One record too large for a turn message: ZeroMQ's queue
                         // for a slow subscriber holds messages of the cap at most
                         // (§8); subscribers fetch it by the gap it leaves.
-                        core.countEvent("turn-unpublished")
+                        core.countEvent(.turnUnpublished)
                         continue
                     }
                     do {
                         try publisher.send([frame])
                     } catch {
-                        core.countEvent("publish-failed")  // subscribers catch up by the gap
+                        core.countEvent(.publishFailed)  // subscribers catch up by the gap
                     }
                 }
             case .commit(let commit):
@@ -617,7 +617,7 @@ public final class Leader {
             prunedBacklog = try store.prune(configuration.retention, now: Date()).more
         } catch {
             prunedBacklog = false
-            core.countEvent("prune-failed")
+            core.countEvent(.pruneFailed)
         }
     }
 
@@ -657,13 +657,13 @@ public final class Leader {
             do {
                 if try router.send([identity, frame], wait: false) { return }
             } catch {
-                core.countEvent("send-dropped")  // the peer is gone
+                core.countEvent(.sendDropped)  // the peer is gone
                 return
             }
         }
         var backlog = backlogs[identity] ?? PeerBacklog()
         guard backlog.bytes + frame.count <= Leader.maximumBacklogBytes else {
-            core.countEvent("send-dropped")
+            core.countEvent(.sendDropped)
             backlogs[identity] = backlog
             return
         }
@@ -693,7 +693,7 @@ public final class Leader {
                 progressed = true
             }
             if gone {
-                core.countEvent("send-dropped", by: UInt64(backlog.frames.count - backlog.head))
+                core.countEvent(.sendDropped, by: UInt64(backlog.frames.count - backlog.head))
                 backlogs[identity] = nil
             } else if backlog.head == backlog.frames.count {
                 backlogs[identity] = nil
@@ -752,9 +752,9 @@ public final class Leader {
             case .count(let event):
                 core.countEvent(event)
             case .refuse(let peer, let refusal):
-                core.countEvent(refusal.code)
+                core.countError(refusal)
                 // A refusal its requester cannot take (gone, or its queue full) is counted; it asks again.
-                if (try? router.send([peer, WireMessage.error(refusal).encoded()], wait: false)) != true { core.countEvent("send-dropped") }
+                if (try? router.send([peer, WireMessage.error(refusal).encoded()], wait: false)) != true { core.countEvent(.sendDropped) }
             case .ended(let peer):
                 carryOut(core.step(.snapshotEnded(peer), now: now))
             case .streamed(let peer, let parts, let revision):

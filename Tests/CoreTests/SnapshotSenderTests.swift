@@ -89,12 +89,12 @@ struct SnapshotSenderTests {
         let first = Table(revision: 4, count: 25)
         _ = sender.start(to: Self.peer, whole: false, source: .success(first), now: .zero)
         let second = Table(revision: 5, count: 25)
-        #expect(sender.start(to: Self.peer, whole: false, source: .success(second), now: .seconds(1)) == [.count("snapshot-replaced")])
+        #expect(sender.start(to: Self.peer, whole: false, source: .success(second), now: .seconds(1)) == [.count(.snapshotReplaced)])
         #expect(first.closed && sender.count == 1)
         // Its socket is full: held until the deadline passes (from the start), then abandoned.
         #expect(sender.pump(now: .seconds(31), epoch: 1, reopen: { nil }) { _, _ in .full }.effects == [])
         #expect(sender.pump(now: .seconds(31) + .milliseconds(1), epoch: 1, reopen: { nil }) { _, _ in .full }.effects == [
-            .count("snapshot-abandoned"), .ended(peer: Self.peer),
+            .count(.snapshotAbandoned), .ended(peer: Self.peer),
         ])
         #expect(second.closed && sender.isEmpty)
 

@@ -429,7 +429,7 @@ public struct LeaderCore {
             // Commits failing on and on, workers registering again: only names are lost.
             pendingOpenings.removeFirst(pendingOpenings.count - LeaderCore.maximumPendingOpenings)
         }
-        errorCounts["commit-failed", default: 0] += 1
+        errorCounts[LeaderEvent.commitFailed.rawValue, default: 0] += 1
         do {
             try durable.restore(cogs, undoing: failed.drafts)
         } catch {
@@ -531,9 +531,9 @@ public struct LeaderCore {
                 if case .op(let request) = message {
                     // Refused without a dedup entry: the name's holder's own
                     // request with that id still runs.
-                    reject(peer, request.request, Rejection(RejectionCode(rawValue: code.rawValue)!, why))
+                    reject(peer, request.request, Rejection(code.rejectionCode, why))
                 } else {
-                    refuse(peer, WireError(code, why))
+                    refuse(peer, WireError(code.wireCode, why))
                 }
                 return
             }
@@ -598,7 +598,7 @@ public struct LeaderCore {
 
     enum Authorization {
         case allowed(PeerTable.Role)
-        case denied(WireErrorCode, String)
+        case denied(Denial, String)
     }
 
     /// Whether the connection that authenticated with `key` may send
@@ -1114,7 +1114,7 @@ public struct LeaderCore {
             durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites) { LeaderCore.evaluateSelector($0, $1, in: cogs, codec: durable) })
         }
         if scopes.unreadableSelections != unreadable {
-            errorCounts["selector-unreadable", default: 0] &+= scopes.unreadableSelections &- unreadable
+            errorCounts[LeaderEvent.selectorUnreadable.rawValue, default: 0] &+= scopes.unreadableSelections &- unreadable
         }
         return .success(.applied(revision: revision))
     }
@@ -1295,8 +1295,13 @@ public struct LeaderCore {
     }
 
     /// Counts an event the driver saw (`send-dropped`, …) with the core's.
-    public mutating func countEvent(_ name: String, by amount: UInt64 = 1) {
-        errorCounts[name, default: 0] += amount
+    public mutating func countEvent(_ event: LeaderEvent, by amount: UInt64 = 1) {
+        errorCounts[event.rawValue, default: 0] &+= amount
+    }
+
+    /// Counts an `error` the driver sent on the core's behalf (a snapshot refused `oversize`, …).
+    public mutating func countError(_ error: WireError) {
+        errorCounts[error.code, default: 0] &+= 1
     }
 
     /// Counts a rejection the driver answered (`crashed-leader`, stored at

@@ -29,7 +29,7 @@ public struct SnapshotSender<Source: SnapshotSource> {
     /// What the driver does for the sender.
     public enum Effect: Equatable {
         /// Count `event` in the leader's error counts (`snapshot-replaced`, `snapshot-abandoned`).
-        case count(String)
+        case count(LeaderEvent)
         /// Send `peer` this error (counted by its code), then end its snapshot.
         case refuse(peer: [UInt8], WireError)
         /// The snapshot to `peer` is over (its last part went, or it was given up): tell the core.
@@ -86,7 +86,7 @@ public struct SnapshotSender<Source: SnapshotSource> {
         streams.removeAll { stream in
             guard stream.peer == peer else { return false }
             stream.source.close()
-            effects.append(.count("snapshot-replaced"))
+            effects.append(.count(.snapshotReplaced))
             return true
         }
         switch source {
@@ -161,7 +161,7 @@ public struct SnapshotSender<Source: SnapshotSource> {
                     // growth it pins) is given up; it may ask again.
                     stream.source.close()
                     streams.remove(at: index)
-                    effects += [.count("snapshot-abandoned"), .ended(peer: stream.peer)]
+                    effects += [.count(.snapshotAbandoned), .ended(peer: stream.peer)]
                 } else {
                     streams[index] = stream
                 }

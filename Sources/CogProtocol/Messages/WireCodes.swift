@@ -181,3 +181,60 @@ extension WireError {
     /// The code, when this build knows it.
     public var knownCode: WireErrorCode? { WireErrorCode(rawValue: code) }
 }
+
+/// Why a connection's key may not send a message (`protocol/cogwire.md` §9):
+/// answered as a wire `error` to a message, and as a rejection to an `op`
+/// request. Each denial has both codes, by an exhaustive switch, so a new
+/// one cannot compile without deciding both.
+public enum Denial: Sendable, Equatable, CaseIterable {
+    case unknownKey
+    case notYourName
+    case roleForbids
+
+    public var wireCode: WireErrorCode {
+        switch self {
+        case .unknownKey: .unknownKey
+        case .notYourName: .notYourName
+        case .roleForbids: .roleForbids
+        }
+    }
+
+    public var rejectionCode: RejectionCode {
+        switch self {
+        case .unknownKey: .unknownKey
+        case .notYourName: .notYourName
+        case .roleForbids: .roleForbids
+        }
+    }
+}
+
+/// What the leader counts beside the wire's error codes and the rejection
+/// codes: its own events, in `cogd status`'s errors and
+/// `cogd_leader_errors_total{code}` (`protocol/metrics.md` §3, §5). Counted
+/// by value, so a misspelt event does not compile.
+public enum LeaderEvent: String, Sendable, CaseIterable, Hashable {
+    /// A reply or message a peer's queue could not take (it is gone, or past its backlog).
+    case sendDropped = "send-dropped"
+    /// The running-request note could not be cleared after a batch.
+    case noteFailed = "note-failed"
+    /// Retention could not remove old records between batches (tried again later).
+    case pruneFailed = "prune-failed"
+    /// A turn message could not be published (subscribers catch up by the gap).
+    case publishFailed = "publish-failed"
+    /// A record too large for one turn message (fetched by the gap).
+    case turnUnpublished = "turn-unpublished"
+    /// A connection closed for sending only part of a message for too long (cogwire §8).
+    case unfinishedMessage = "unfinished-message"
+    /// A snapshot under way replaced by its requester's new request.
+    case snapshotReplaced = "snapshot-replaced"
+    /// A snapshot given up: its requester took nothing for the deadline.
+    case snapshotAbandoned = "snapshot-abandoned"
+    /// A commit that failed.
+    case commitFailed = "commit-failed"
+    /// A scope selector whose value could not be read (nothing retired on it).
+    case selectorUnreadable = "selector-unreadable"
+    /// A CURVE handshake the leader's ZAP handler refused (a key not in the peers file).
+    case handshakeRefused = "handshake-refused"
+    /// A handshake that failed before authentication (a peer not speaking ZeroMQ, a wrong mechanism).
+    case handshakeFailed = "handshake-failed"
+}
