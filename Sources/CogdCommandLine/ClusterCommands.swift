@@ -492,6 +492,25 @@ enum ClusterCommands {
                             + "(over \(WorkerRejections.reportsKept)); cogd_worker_rejections_total counts every one",
                         ["count": .number(Double(unlogged))])
                 }
+                if worker.isSuspended != reportedSuspended || worker.leaseExpiries != reportedLeaseExpiries {
+                    // The lease ran out (or ran out and was renewed between two looks: both are told).
+                    let lease = worker.lease.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 0
+                    if worker.leaseExpiries != reportedLeaseExpiries {
+                        reportedLeaseExpiries = worker.leaseExpiries
+                        log.log(
+                            .warn, "lease-expired",
+                            "no welcome from the leader for \(String(format: "%.1f", lease)) s (its heartbeat timeout less the margin): the instances placed here "
+                                + "stop their tasks and reactions until the leader answers again, before it may move them to another worker",
+                            ["leaseSeconds": .number(lease), "expiries": .number(Double(worker.leaseExpiries))])
+                    }
+                    if !worker.isSuspended {
+                        log.log(
+                            .info, "lease-renewed",
+                            "the leader answers again: the instances still placed here start their tasks and reactions again",
+                            ["renewals": .number(Double(worker.leaseRenewals))])
+                    }
+                    reportedSuspended = worker.isSuspended
+                }
                 if worker.timesGivenUp != reportedGivenUp {
                     // `gone`: the leader heard nothing from this worker past its heartbeat timeout and retired its instances.
                     reportedGivenUp = worker.timesGivenUp
@@ -513,25 +532,6 @@ enum ClusterCommands {
                     } else {
                         log.log(.warn, "given-up", message, ["reason": reason])
                     }
-                }
-                if worker.isSuspended != reportedSuspended || worker.leaseExpiries != reportedLeaseExpiries {
-                    // The lease ran out (or ran out and was renewed between two looks: both are told).
-                    let lease = worker.lease.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 0
-                    if worker.leaseExpiries != reportedLeaseExpiries {
-                        reportedLeaseExpiries = worker.leaseExpiries
-                        log.log(
-                            .warn, "lease-expired",
-                            "no welcome from the leader for \(String(format: "%.1f", lease)) s (its heartbeat timeout less the margin): the instances placed here "
-                                + "stop their tasks and reactions until the leader answers again, before it may move them to another worker",
-                            ["leaseSeconds": .number(lease), "expiries": .number(Double(worker.leaseExpiries))])
-                    }
-                    if !worker.isSuspended {
-                        log.log(
-                            .info, "lease-renewed",
-                            "the leader answers again: the instances still placed here start their tasks and reactions again",
-                            ["renewals": .number(Double(worker.leaseRenewals))])
-                    }
-                    reportedSuspended = worker.isSuspended
                 }
                 if awaitingRejoin && worker.hasJoined {
                     awaitingRejoin = false

@@ -91,6 +91,22 @@ struct WorkerLeaseTests {
         #expect(Self.lease(replica.step(.tick, now: .seconds(5))) == [.suspendEffects])
     }
 
+    @Test func `a lease shorter than two heartbeat intervals brings heartbeats every half lease, so an answered worker never runs out`() {
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false, lease: .seconds(1)))
+        _ = replica.step(.start, now: .zero)
+        _ = replica.step(Self.welcome(), now: .milliseconds(10))
+        func beats(_ effects: [ReplicaCore.Effect]) -> Int { effects.filter { if case .send(.heartbeat) = $0 { true } else { false } }.count }
+        #expect(beats(replica.step(.tick, now: .milliseconds(490))) == 0)
+        #expect(beats(replica.step(.tick, now: .milliseconds(500))) == 1)
+        // Each heartbeat answered 50 ms later: the lease never runs out.
+        for half in 1...10 {
+            _ = replica.step(Self.welcome(), now: .milliseconds(Int64(half * 500 + 50)))
+            let effects = replica.step(.tick, now: .milliseconds(Int64((half + 1) * 500)))
+            #expect(beats(effects) == 1 && Self.lease(effects) == [], "at \((half + 1) * 500) ms")
+        }
+        #expect(replica.leaseExpiries == 0)
+    }
+
     @Test func `without a lease (cogd-lab sim --break worker-lease) nothing is ever suspended`() {
         var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false, lease: nil))
         _ = replica.step(.start, now: .zero)

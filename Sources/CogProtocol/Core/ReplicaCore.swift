@@ -267,7 +267,7 @@ public struct ReplicaCore: Sendable {
                 // The request or its answer was lost (a connection broke): ask again.
                 askForCatchUp(now: now)
             }
-            let interval = heldOff ? ReplicaCore.rigRetryInterval : displaced == nil ? settings.heartbeatInterval : nameRetry
+            let interval = heldOff ? ReplicaCore.rigRetryInterval : displaced == nil ? heartbeatInterval : nameRetry
             if now - lastHeartbeat >= interval {
                 lastHeartbeat = now
                 if displaced == nil && !heldOff {
@@ -326,6 +326,15 @@ public struct ReplicaCore: Sendable {
     private var stepTime: Duration = .zero
 
     // MARK: The lease
+
+    /// How often a heartbeat goes out: the configured interval, or half the
+    /// lease when that is shorter, so a welcome renews the lease well before
+    /// it runs out (a lease no longer than the interval would run out before
+    /// every answer).
+    private var heartbeatInterval: Duration {
+        guard let lease = settings.lease else { return settings.heartbeatInterval }
+        return min(settings.heartbeatInterval, lease / 2)
+    }
 
     /// The margin by which a worker's lease is shorter than the leader's
     /// heartbeat timeout: a fifth of it, at least one second, at most half.
