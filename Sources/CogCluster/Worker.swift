@@ -118,11 +118,6 @@ public final class Worker: CogRemoteLink {
     /// a welcome renews it (`cogwire.md` §6b; `cogd worker` logs
     /// `lease-expired` and `lease-renewed`).
     public var isSuspended: Bool { core.isSuspended }
-    /// Whether the placed instances are held now: the core's `isSuspended`
-    /// as of the end of the last pass. A lease that runs out and is renewed
-    /// within one pass (a long pass that read a late welcome) changes
-    /// nothing: no effect runs during a pass, so none would have run.
-    private(set) var effectsHeld = false
     /// How many times the lease ran out, and was renewed after that.
     public var leaseExpiries: UInt64 { core.leaseExpiries }
     public var leaseRenewals: UInt64 { core.leaseRenewals }
@@ -423,20 +418,7 @@ public final class Worker: CogRemoteLink {
         retryFailedHandshakes()
         try carryOut(core.step(.tick, now: now))
         retryUnsentRegistrations()
-        holdEffectsIfSuspended()
         return worked
-    }
-
-    /// Placed instances are placed here only while the lease holds
-    /// (`WorkerScope.owns`): when it has run out, the scope machinery
-    /// retires their lifetimes (tasks cancelled, reactions stopped, requests
-    /// dropped); when it is renewed, it opens them again, as after a
-    /// placement (`cogwire.md` §6b). Done once per pass, before the
-    /// mechanisms' tasks get the main actor again.
-    private func holdEffectsIfSuspended() {
-        guard core.isSuspended != effectsHeld else { return }
-        effectsHeld = core.isSuspended
-        for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
     }
 
     /// Does what the core asks, in order.
@@ -506,8 +488,12 @@ public final class Worker: CogRemoteLink {
                 pendingReplies.append((registration, revision, members))
                 adoptRegistrationReplies(reached: core.appliedRevision)
             case .suspendEffects, .resumeEffects:
-                // Carried out at the end of the pass (`holdEffectsIfSuspended`).
-                break
+                // Placed instances are placed here only while the lease holds
+                // (`WorkerScope.owns`): the scope machinery retires their
+                // lifetimes now — tasks cancelled, reactions stopped, requests
+                // dropped — before anything later in this pass is applied, and
+                // opens them again on renewal, as after a placement (`cogwire.md` §6b).
+                for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
             case .refused(let error):
                 errors.append(error)
                 // The newest ones only: a refused worker hears one every few seconds for as long as it is refused.
@@ -865,12 +851,12 @@ final class WorkerScope: CogRemoteScope {
     var isPlaced: Bool { spec.parent == nil && worker.core.placedGroup != nil }
 
     /// Whether the member is placed here and may act: not while the lease
-    /// has run out (`Worker.effectsHeld`).
-    func owns(_ identity: [UInt8]) -> Bool { !worker.effectsHeld && instances[identity] != nil }
+    /// has run out (`Worker.isSuspended`).
+    func owns(_ identity: [UInt8]) -> Bool { !worker.isSuspended && instances[identity] != nil }
 
     /// The instance the member `identity` is placed here with (nil while
     /// the lease has run out: the root's lifetime is retired meanwhile).
-    func instance(of identity: [UInt8]) -> UInt64? { worker.effectsHeld ? nil : instances[identity] }
+    func instance(of identity: [UInt8]) -> UInt64? { worker.isSuspended ? nil : instances[identity] }
 
     private var placementActions: [@MainActor () -> Void] = []
 

@@ -201,9 +201,9 @@ public struct ReplicaCore: Sendable {
     /// Whether the lease has run out: the placed instances' effects are
     /// suspended until a welcome renews it.
     public private(set) var isSuspended = false
-    /// How many times the lease ran out, and how many times a welcome
-    /// renewed it after that (`cogd_worker_lease_expiries_total`,
-    /// `cogd_worker_lease_renewals_total`, `protocol/metrics.md`).
+    /// How many times the lease ran out (`cogd_worker_lease_expiries_total`,
+    /// `protocol/metrics.md`), and how many times a welcome renewed it
+    /// after that (`lease-renewed` in the worker's log).
     public private(set) var leaseExpiries: UInt64 = 0
     public private(set) var leaseRenewals: UInt64 = 0
     /// When the lease began: the time the worker sent the hello or heartbeat
