@@ -136,6 +136,7 @@ struct WorkerLeaseTests {
         // leader may still act for these members until its lease runs out).
         #expect(leader.send("w1", Wire.register("w1", number: 1, source: "test.members", form: .each)) == [])
         #expect(leader.core.placementHeldUntil == .seconds(3))
+        #expect(leader.core.takeEvents().contains(.placementHeld(seconds: 3)), "the leader says so at its start")
         // Its heartbeats keep it; the registration stays held.
         leader.now = .seconds(2)
         #expect(leader.send("w1", Wire.heartbeat("w1")).first?.typeName == "welcome")
@@ -148,6 +149,7 @@ struct WorkerLeaseTests {
         }
         #expect(instances.map(\.instance) == [Wire.instance(1, epoch: 2), Wire.instance(2, epoch: 2)])
         #expect(leader.core.placementHeldUntil == nil)
+        #expect(leader.core.takeEvents().contains(.placementReleased(registrations: 1)))
     }
 
     @Test func `the first leader of a log and a worker's own scopes are never held`() throws {

@@ -286,7 +286,11 @@ public struct LeaderCore {
     public static let pauseAllowance: Duration = .seconds(1)
 
     private mutating func observe(_ now: Duration) {
-        if lastLook == nil, log.epoch > 1, settings.placesGroups { placementHeldUntil = now + settings.heartbeatTimeout }
+        if lastLook == nil, log.epoch > 1, settings.placesGroups {
+            placementHeldUntil = now + settings.heartbeatTimeout
+            let timeout = settings.heartbeatTimeout.components
+            note(.placementHeld(seconds: Double(timeout.seconds) + Double(timeout.attoseconds) / 1e18))
+        }
         if let lastLook, now - lastLook > LeaderCore.pauseAllowance { resumedAt = now }
         lastLook = now
     }
@@ -894,6 +898,7 @@ public struct LeaderCore {
         placementHeldUntil = nil
         let held = heldRegistrations
         heldRegistrations = []
+        note(.placementReleased(registrations: held.count))
         for (peer, spec) in held { register(peer, spec, now: now) }
     }
 
@@ -1258,6 +1263,11 @@ public struct LeaderCore {
         case nameConflict(worker: String)
         /// A worker's hello was refused `rig-mismatch`: why, naming the op or source.
         case rigRefused(worker: String, reason: String)
+        /// This leader follows an earlier one: group members are placed only
+        /// after this many seconds (`cogwire.md` §6b).
+        case placementHeld(seconds: Double)
+        /// The hold is over: the group registrations kept meanwhile are registered now.
+        case placementReleased(registrations: Int)
     }
 
     /// The most events kept until the driver takes them (more are counted in `droppedEvents`).
