@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the C libraries cogd links against (Debian packages), only when missing.
-# Safe to run again: it does nothing once both pkg-config modules, the Python modules, chromium and
-# prometheus (with promtool) are present.
+# Safe to run again: it does nothing once both pkg-config modules, the Python modules, chromium,
+# prometheus (with promtool) and etcd are present.
 set -euo pipefail
 
 missing=()
@@ -21,6 +21,9 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # PrometheusTests check deploy/prometheus's rules with promtool and run a Prometheus server (on a
 # free loopback port of their own) scraping a real leader and worker.
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# EtcdArbiterTests (and `cogd leader --ha`) run a real etcd: Debian's etcd-server. Its package may
+# enable a service on 2379/2380; like prometheus's, it is kept from starting and disabled.
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -41,7 +44,7 @@ $SUDO apt-get update -qq
 # already), none is pulled in by a recommendation (--no-install-recommends), and the unit the
 # package enabled is disabled and stopped after, so nothing listens on 9090 at this boot or the next.
 installing_prometheus=no
-[[ " ${missing[*]} " == *" prometheus "* ]] && installing_prometheus=yes
+[[ " ${missing[*]} " == *" prometheus "* || " ${missing[*]} " == *" etcd-server "* ]] && installing_prometheus=yes
 policy=/usr/sbin/policy-rc.d
 made_policy=no
 if [ "$installing_prometheus" = yes ] && [ ! -e "$policy" ]; then
@@ -54,13 +57,15 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 
 [ "$made_policy" = yes ] && $SUDO rm -f "$policy"
 [ "$status" -eq 0 ] || { echo "Error: apt-get install ${missing[*]} failed (status $status)" >&2; exit "$status"; }
 if [ "$installing_prometheus" = yes ]; then
-  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-    $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
-  elif [ -x /etc/init.d/prometheus ]; then
-    $SUDO /etc/init.d/prometheus stop >/dev/null 2>&1 || true
-    command -v update-rc.d >/dev/null 2>&1 && $SUDO update-rc.d prometheus disable >/dev/null 2>&1 || true
-  fi
-  echo "cogd: installed prometheus for the tests only: its service is disabled and stopped (nothing on port 9090)"
+  for service in prometheus etcd; do
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+      $SUDO systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+    elif [ -x "/etc/init.d/$service" ]; then
+      $SUDO "/etc/init.d/$service" stop >/dev/null 2>&1 || true
+      command -v update-rc.d >/dev/null 2>&1 && $SUDO update-rc.d "$service" disable >/dev/null 2>&1 || true
+    fi
+  done
+  echo "cogd: installed ${missing[*]} for the tests: the prometheus and etcd services are disabled and stopped (nothing on 9090, 2379 or 2380)"
 fi
 pkg-config --exists libzmq && pkg-config --exists lmdb || {
   echo "Error: libzmq or lmdb still not visible to pkg-config after install" >&2; exit 1; }

@@ -9,22 +9,58 @@ public struct CogStatus<Value> {
         case pending, success, failure
     }
 
-    public let kind: Kind
+    /// Pending, success or failure.
+    public var kind: Kind {
+        boundary?.access(.kind)
+        return storedKind
+    }
     /// The last accepted value, or the default before any success.
-    public let value: Value
+    public var value: Value {
+        boundary?.access(.value)
+        return storedValue
+    }
     /// Whether any generation has succeeded (tells a successful `nil` from the resting default).
-    public let hasSucceeded: Bool
+    public var hasSucceeded: Bool {
+        boundary?.access(.hasSucceeded)
+        return storedHasSucceeded
+    }
     /// The current failure, only while `kind == .failure`.
-    public let error: (any Error)?
+    public var error: (any Error)? {
+        boundary?.access(.error)
+        return storedError
+    }
 
     /// `kind == .pending`.
-    public var isLoading: Bool { kind == .pending }
+    public var isLoading: Bool {
+        boundary?.access(.isLoading)
+        return storedKind == .pending
+    }
+
+    let storedKind: Kind
+    let storedValue: Value
+    let storedHasSucceeded: Bool
+    let storedError: (any Error)?
+    /// Set on a status returned by `cogs.status[x]`: each field read inside
+    /// `withObservationTracking` registers that field alone.
+    let boundary: ObservationBoundary?
 
     public init(kind: Kind, value: Value, hasSucceeded: Bool, error: (any Error)?) {
-        self.kind = kind
-        self.value = value
-        self.hasSucceeded = hasSucceeded
-        self.error = error
+        self.init(kind: kind, value: value, hasSucceeded: hasSucceeded, error: error, boundary: nil)
+    }
+
+    init(kind: Kind, value: Value, hasSucceeded: Bool, error: (any Error)?, boundary: ObservationBoundary?) {
+        self.storedKind = kind
+        self.storedValue = value
+        self.storedHasSucceeded = hasSucceeded
+        self.storedError = error
+        self.boundary = boundary
+    }
+
+    /// This status, reporting its field reads to `boundary`.
+    func observed(by boundary: ObservationBoundary) -> CogStatus {
+        CogStatus(
+            kind: storedKind, value: storedValue, hasSucceeded: storedHasSucceeded, error: storedError,
+            boundary: boundary)
     }
 }
 

@@ -24,4 +24,27 @@ extension Cogs {
 
     /// Seam for the graph bench: states this runtime holds.
     package var liveStateCount: Int { graph.liveStateCount }
+
+    /// Seam for `CogTesting`: live Observation boundaries.
+    package var observationBoundaryCountForTesting: Int { graph.observationBoundaryCount }
+
+    /// Seam for `CogTesting`: whether a manual source has an Observation boundary.
+    package func hasObservationBoundaryForTesting<V>(for cog: Cog<V>.Manual) -> Bool {
+        graph.existingNode(for: cog.ref)?.boundary != nil
+    }
+
+    /// Seam for `CogTesting`: whether an automatic cog has an Observation boundary.
+    package func hasObservationBoundaryForTesting<V>(for cog: Cog<V>) -> Bool {
+        graph.existingNode(for: cog.ref)?.boundary != nil
+    }
+
+    /// Seam for `CogTesting`: whether an async cog has an Observation boundary.
+    package func hasObservationBoundaryForTesting<V: Sendable>(for cog: Cog<V>.Async) -> Bool {
+        graph.existingNode(for: cog.ref)?.boundary != nil
+    }
+
+    /// Seam for `CogTesting`: acknowledge after the next legacy re-arm of a `c.track` bridge.
+    package func registerExternalObservationRearm(_ acknowledgement: MainActorCleanupAcknowledgement) {
+        graph.externalObservationRearmAcknowledgements.append(acknowledgement)
+    }
 }

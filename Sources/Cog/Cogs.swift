@@ -28,12 +28,13 @@ public final class Cogs: CogOps {
     /// on `clock` (tests inject a `TestClock`; the default is 30 s).
     package init(
         durableStore: (any CogDurableStore)? = nil, clock: any Clock<Duration>, whileObservedGrace: Duration,
-        parksDurableSources: Bool = false
+        parksDurableSources: Bool = false, externalObservationTracking: ExternalObservationTrackingMode = .automatic
     ) {
         graph = Graph(
             durableStore: durableStore,
             lifetimes: Lifetimes(
                 clock: clock, whileObservedGrace: whileObservedGrace, parksDurableSources: parksDurableSources))
+        graph.externalObservationTracking = externalObservationTracking
     }
 
     /// Teardown: every scope's reactions and tasks end first (two passes,
@@ -41,6 +42,7 @@ public final class Cogs: CogOps {
     /// mechanisms released (seeds §6.2).
     isolated deinit {
         graph.lifetimes.stop()
+        graph.cancelExternalBridges()
         for controller in controllers.reversed() { controller.retire(.runtimeEnded) }
         for export in exports {
             graph.unregister(export.node)
@@ -68,6 +70,7 @@ public final class Cogs: CogOps {
     public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> V {
         graph.pin(cog.ref)
         let value = graph.readAsyncValue(cog.ref, as: V.self, trackedBy: nil)
+        graph.asyncBoundary(cog.ref, as: V.self).access(.value)
         graph.runDeferredWorkIfIdle()
         return value
     }
@@ -142,7 +145,10 @@ public final class Cogs: CogOps {
         /// any `cogs[x]` read, keeps the state alive until the runtime ends.
         public subscript<V: Sendable>(_ cog: Cog<V>.Async) -> CogStatus<V> {
             graph.pin(cog.ref)
-            return peek(cog)
+            let status = graph.readAsyncStatus(cog.ref, as: V.self, trackedBy: nil)
+            let boundary = graph.asyncBoundary(cog.ref, as: V.self)
+            graph.runDeferredWorkIfIdle()
+            return status.observed(by: boundary)
         }
 
         /// The async cog's status, without pinning.

@@ -1,3 +1,5 @@
+import Observation
+
 /// The `c` an automatic selector receives: tracked reads (`c[x]`), untracked
 /// settled reads (`c.peek(x)`), the async status lens and `curr`.
 ///
@@ -55,6 +57,53 @@ public struct Reader<Value> {
     public var curr: Value? {
         if let typed = node as? TypedNode<Value> { return typed.storage }
         return graph.currentStatus(of: node) as? Value
+    }
+
+    /// Links one property of an outside `@Observable` model into this
+    /// selector: the selector depends on it like a source, and a change of
+    /// that property (no other) runs it again with the newest value.
+    ///
+    /// ```swift
+    /// let targetLabelCog = Cog<String> { c in "\(c.track(thermostat, \.target)) °C" }
+    /// ```
+    ///
+    /// Every selector tracking the same property of the same object shares
+    /// one bridge, which keeps the object alive for the runtime's lifetime.
+    /// A change reaches the graph as a local system turn named
+    /// `c.track(Type)` (Linux prints no property name for an `@Observable`
+    /// key path), on the main actor, after the setter: through
+    /// `Observations`, mutations made before the main actor next suspends
+    /// coalesce into one turn with the newest value.
+    ///
+    /// - Important: the model lives on the main actor with the runtime.
+    ///   Under `Cogs.forTesting(externalObservationTracking: .legacy)` a
+    ///   one-shot `withObservationTracking` is re-armed after each change; a
+    ///   mutation made between the change and the re-arm can be missed.
+    public func track<Root: Observable & AnyObject, Tracked>(
+        _ root: Root, _ keyPath: KeyPath<Root, Tracked>
+    ) -> Tracked {
+        graph.trackedProperty(root, keyPath, trackedBy: node)
+    }
+
+    /// Links a synchronous read of an outside `@Observable` model into this
+    /// selector: every property `read` touches is tracked, as with the
+    /// key-path form.
+    ///
+    /// ```swift
+    /// let displayNameCog = Cog<String> { c in
+    ///   c.track(profile) { "\($0.given) \($0.family)" }
+    /// }
+    /// ```
+    ///
+    /// Each selector state and call site owns one bridge; each run of the
+    /// selector replaces its closure, so a closure whose captured inputs
+    /// changed tracks only what it reads now. Its turns are named after the
+    /// call site (`c.track closure at Module/File.swift:12:7`).
+    public func track<Root: Observable & AnyObject, Tracked>(
+        _ root: Root, fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column,
+        read: @escaping @MainActor (Root) -> Tracked
+    ) -> Tracked {
+        graph.trackedRead(site: "\(fileID):\(line):\(column)", trackedBy: node) { read(root) }
     }
 
     /// The status lens: `c.status[asyncCog]` is tracked, `c.status.peek(asyncCog)` is not.

@@ -56,6 +56,19 @@ public final class Leader {
         public var metricsBoard: MetricsBoard?
         /// The operator's log (`--log-format`, `--log-level`; nil: none).
         public var operatorLog: OperatorLog?
+        /// What `status` reports as the version (`cogd`'s, or an app's
+        /// name and version with cogd's).
+        public var version = CogdVersion.current
+        /// The epoch to serve, given by the cluster's arbiter (`--ha`:
+        /// epochs are minted in etcd); nil: the next after the folder's own.
+        public var epoch: UInt64?
+        /// Asked before anything leaves (a reply, a status, a published
+        /// turn, a snapshot part): false once the arbiter's lease may have
+        /// ended (ha.md §4). The leader then releases nothing more and
+        /// `run` throws `LeaderSteppedDown`. Nil: always true (no `--ha`).
+        public var releaseGate: (@Sendable () -> Bool)?
+        /// More `/metrics` families, published with the leader's own (`--ha`: the arbiter's).
+        public var extraMetrics: (@Sendable () -> [MetricFamily])?
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -108,8 +121,8 @@ public final class Leader {
     var operations = LeaderOperations()
     /// Snapshots asked for in parts, being sent a part at a time between
     /// batches (so a large state does not stop the serving).
-    private var snapshotStreams: [SnapshotStream] = []
-    var snapshotStreamCount: Int { snapshotStreams.count }
+    private var snapshots: SnapshotSender<StateSnapshotReader>
+    var snapshotStreamCount: Int { snapshots.count }
     /// The core's events for the operator's log since the last call.
     func takeCoreEvents() -> [LeaderCore.Event] { core.takeEvents() }
     /// A batch takes messages until they reach this many bytes (or 4,096 of them).
@@ -208,9 +221,11 @@ public final class Leader {
     /// twice refused here).
     public init(configuration: Configuration, registry: OpRegistry? = nil) throws {
         self.configuration = configuration
+        snapshots = SnapshotSender(partBytes: configuration.snapshotPartBytes, deadline: configuration.snapshotDeadline)
         let registry = try registry ?? OpRegistry.declared()
         store = try TurnStore(
-            directory: configuration.dataFolder, mode: .writer, createIfMissing: true, acceptDataLoss: configuration.acceptDataLoss)
+            directory: configuration.dataFolder, mode: .writer, createIfMissing: true, acceptDataLoss: configuration.acceptDataLoss,
+            epoch: configuration.epoch)
         // Every stored value must decode as its declaration's type now: a
         // field renamed or retyped is refused here, not a trap later.
         let undecodable = try StoredValueAudit.stateTable(of: store)
@@ -404,9 +419,9 @@ public final class Leader {
     /// Closes sockets, the context and the store (indexing what is not yet).
     public func close() {
         let unindexed = core.unindexedReplies
+        // Not a loss when it fails: the next start rebuilds these replies from the records (turnlog.md §2, meta.unindexed-from).
         if !unindexed.isEmpty { _ = try? store.append([], replies: unindexed, index: .indexed) }
-        for stream in snapshotStreams { stream.reader.close() }
-        snapshotStreams = []
+        snapshots.closeAll()
         router.close()
         publisher.close()
         for watch in handshakeWatches { watch.close() }
@@ -429,21 +444,25 @@ public final class Leader {
         configuration.metricsBoard?.setReadiness(true, "serving at \(boundRequestsEndpoint), epoch \(epoch)")
         defer { configuration.metricsBoard?.setReadiness(false, "stopping") }
         while !stop.isStopped {
+            if withheld || configuration.releaseGate?() == false { throw LeaderSteppedDown(epoch: epoch) }
             operationsPass()
             let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
             let timeout: Duration
-            if spinning || (!snapshotStreams.isEmpty && !snapshotsWaiting) || prunedBacklog {
+            if spinning || (!snapshots.isEmpty && !snapshotsWaiting) || prunedBacklog {
                 timeout = .zero  // look for requests without sleeping: parts (or old records) are ready to go
-            } else if !snapshotStreams.isEmpty || !backlogs.isEmpty {
+            } else if !snapshots.isEmpty || !backlogs.isEmpty {
                 timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue
             } else {
                 // Not longer: the inbound guard looks at the connections this often.
                 timeout = InboundGuard.interval
             }
             let ready = try ZMQSocket.poll([router], timeout: timeout)
+            // A leader frozen in the poll past its deadline serves nothing it finds on waking.
+            if configuration.releaseGate?() == false { throw LeaderSteppedDown(epoch: epoch) }
             if ready[0] {
                 try serveBatch()
                 lastBatch = ContinuousClock.now
+                if withheld { throw LeaderSteppedDown(epoch: epoch) }
                 // Everything the batch did is committed; a restart starts a new epoch.
                 if core.instancesExhausted { throw InstancesExhausted(epoch: epoch) }
             }
@@ -451,13 +470,13 @@ public final class Leader {
             // The watches are read there too (every 10 ms): the failed handshakes they count, the connections they list.
             if inboundGuard.isDue(.now) { guardConnections() }
             if !backlogs.isEmpty { drainBacklogs() }
-            if !snapshotStreams.isEmpty {
+            if !snapshots.isEmpty {
                 // Up to 16 small parts a stream per pass (about 1 MiB), while ZeroMQ takes them.
                 var rounds = 0
                 repeat {
                     snapshotsWaiting = !sendSnapshotParts()
                     rounds += 1
-                } while !snapshotsWaiting && !snapshotStreams.isEmpty && rounds < 16
+                } while !snapshotsWaiting && !snapshots.isEmpty && rounds < 16
             } else if spinning && !ready[0] {
                 sched_yield()
                 continue
@@ -526,9 +545,24 @@ public final class Leader {
         for _ in inboundGuard.look(at: open, now: .now) { core.countEvent("unfinished-message") }
     }
 
+    /// Whether the release gate is open (always, without `--ha`); once it
+    /// is shut, nothing more leaves and the serving loop stops.
+    private func mayRelease() -> Bool {
+        guard !withheld else { return false }
+        guard let gate = configuration.releaseGate, !gate() else { return true }
+        withheld = true
+        return false
+    }
+
     /// Does what the core asks, in order; a commit's answer goes back to it at once.
     private func carryOut(_ effects: [LeaderCore.Effect]) {
         for effect in effects {
+            switch effect {
+            case .send, .sendStatus, .startSnapshot, .publish:
+                guard mayRelease() else { continue }
+            default:
+                break
+            }
             switch effect {
             case .send(let peer, let frame):
                 deliver(frame, to: peer)
@@ -612,6 +646,8 @@ public final class Leader {
     /// Whether the last pass of retention stopped at its limit: the serving
     /// loop prunes again at once while no batch comes.
     private var prunedBacklog = false
+    /// Set once the release gate shut: nothing more leaves (`LeaderSteppedDown`).
+    private var withheld = false
     /// When the serving loop last pruned between batches.
     private var lastIdlePrune = ContinuousClock.now
     /// The most bytes of messages the leader holds for one peer that reads slowly.
@@ -690,134 +726,43 @@ public final class Leader {
 
     // MARK: Snapshot streams
 
-    /// A snapshot being sent in parts to one requester.
-    struct SnapshotStream {
-        let identity: [UInt8]
-        var reader: StateSnapshotReader
-        /// A snapshot asked for whole: one message, no `part`/`more`.
-        var whole = false
-        var part: UInt64 = 0
-        /// The next part, encoded, if ZeroMQ had no room for it yet.
-        var unsent: [UInt8]?
-        var isLast = false
-        /// When a part last went out (or the stream began).
-        var progress = ContinuousClock.now
-    }
-
-    /// Starts a snapshot for `identity` (replacing one under way): parts are
+    /// Starts a snapshot for `identity` (`SnapshotSender.start`): parts are
     /// read from one read transaction held open and go out between batches
     /// as ZeroMQ has room for them (`sendSnapshotParts`).
     private func startSnapshot(to identity: [UInt8], whole: Bool) {
-        snapshotStreams.removeAll { stream in
-            guard stream.identity == identity else { return false }
-            stream.reader.close()
-            // The request it answered gets no further part (a whole one, no
-            // answer at all): counted so a peer can tell (`cogwire.md` §8).
-            core.countEvent("snapshot-replaced")
-            return true
-        }
-        do {
-            snapshotStreams.append(SnapshotStream(identity: identity, reader: try store.stateSnapshot(), whole: whole))
-            noteSnapshotStarted()
-        } catch {
-            endSnapshot(to: identity, refusal: WireError(.unavailable, "cannot read the state table: \(error.message)"))
-        }
+        let source = Result { () throws(TurnStoreError) in try store.stateSnapshot() }
+        if case .success = source { noteSnapshotStarted() }
+        carrySnapshot(snapshots.start(to: identity, whole: whole, source: source, now: now))
     }
 
-    /// Tells the core the snapshot to `identity` ended, sending `refusal` first if any.
-    private func endSnapshot(to identity: [UInt8], refusal: WireError? = nil) {
-        if let refusal {
-            core.countEvent(refusal.code)
-            _ = try? router.send([identity, WireMessage.error(refusal).encoded()], wait: false)
-        }
-        carryOut(core.step(.snapshotEnded(identity), now: now))
-    }
-
-    /// Sends the next part of each snapshot being streamed. Returns false
-    /// when none could go (ZeroMQ's queue to each requester is full).
+    /// Offers the next part of each snapshot to its requester (`SnapshotSender.pump`).
+    /// Returns false when none could go (ZeroMQ's queue to each requester is full).
     private func sendSnapshotParts() -> Bool {
-        var sent = false
-        for index in snapshotStreams.indices.reversed() {
-            var stream = snapshotStreams[index]
-            if stream.unsent == nil {
-                do {
-                    let limit = stream.whole ? WireMessage.snapshotPartTarget : configuration.snapshotPartBytes
-                    let (entries, more) = try stream.reader.next(maximumBytes: limit) {
-                        WireMessage.snapshotEntrySize(name: $0.name, key: $0.key, value: $0.value)
-                    }
-                    if stream.whole && more {
-                        // A whole snapshot is at most one part: a larger state
-                        // comes only in parts (the leader never builds it whole).
-                        stream.reader.close()
-                        snapshotStreams.remove(at: index)
-                        endSnapshot(
-                            to: stream.identity,
-                            refusal: WireError(
-                                .oversize,
-                                "the state table is over \(WireMessage.snapshotPartTarget) bytes: ask for it in parts (snapshot-request {\"parts\": true})"))
-                        continue
-                    }
-                    let snapshotEntries = entries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
-                    stream.unsent =
-                        stream.whole
-                        ? WireMessage.snapshot(
-                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries,
-                            stateDigest: stream.reader.stateDigest
-                        ).encoded()
-                        : WireMessage.snapshot(
-                            epoch: epoch, revision: stream.reader.revision, entries: snapshotEntries, part: stream.part, more: more,
-                            stateDigest: stream.reader.stateDigest
-                        ).encoded()
-                    stream.isLast = !more
-                } catch {
-                    stream.reader.close()
-                    // The map grew under the view: start over at the newest
-                    // revision (the requester takes a part 0 as the start of
-                    // a new run). Any other failure ends the snapshot.
-                    guard error.code == .snapshotEnded, let reader = try? store.stateSnapshot() else {
-                        snapshotStreams.remove(at: index)
-                        endSnapshot(to: stream.identity, refusal: WireError(.unavailable, "cannot read the state table: \(error.message)"))
-                        continue
-                    }
-                    snapshotStreams[index] = SnapshotStream(identity: stream.identity, reader: reader, whole: stream.whole)
-                    continue
-                }
-            }
-            do {
-                guard try router.send([stream.identity, stream.unsent!], wait: false) else {
-                    if ContinuousClock.now - stream.progress > configuration.snapshotDeadline {
-                        // Its requester reads nothing: the held read (and the
-                        // file growth it pins) is given up; it may ask again.
-                        stream.reader.close()
-                        snapshotStreams.remove(at: index)
-                        core.countEvent("snapshot-abandoned")
-                        endSnapshot(to: stream.identity)
-                        continue
-                    }
-                    snapshotStreams[index] = stream
-                    continue
-                }
-            } catch {
-                // The requester is gone (or the part cannot be sent): it asks again.
-                stream.reader.close()
-                snapshotStreams.remove(at: index)
-                endSnapshot(to: stream.identity)
-                continue
-            }
-            sent = true
-            stream.unsent = nil
-            stream.part += 1
-            stream.progress = .now
-            if stream.isLast {
-                noteSnapshotStreamed(to: stream.identity, parts: stream.part, revision: stream.reader.revision)
-                stream.reader.close()
-                snapshotStreams.remove(at: index)
-                endSnapshot(to: stream.identity)
-            } else {
-                snapshotStreams[index] = stream
+        let (sent, effects) = snapshots.pump(
+            now: now, epoch: epoch, reopen: { try? store.stateSnapshot() },
+            send: { peer, frame in
+                do { return try router.send([peer, frame], wait: false) ? .taken : .full } catch { return .failed }
+            })
+        carrySnapshot(effects)
+        return sent
+    }
+
+    /// Does what the snapshot sender asks.
+    private func carrySnapshot(_ effects: [SnapshotSender<StateSnapshotReader>.Effect]) {
+        for effect in effects {
+            switch effect {
+            case .count(let event):
+                core.countEvent(event)
+            case .refuse(let peer, let refusal):
+                core.countEvent(refusal.code)
+                // A refusal its requester cannot take (gone, or its queue full) is counted; it asks again.
+                if (try? router.send([peer, WireMessage.error(refusal).encoded()], wait: false)) != true { core.countEvent("send-dropped") }
+            case .ended(let peer):
+                carryOut(core.step(.snapshotEnded(peer), now: now))
+            case .streamed(let peer, let parts, let revision):
+                noteSnapshotStreamed(to: peer, parts: parts, revision: revision)
             }
         }
-        return sent || snapshotStreams.isEmpty
     }
 
     // MARK: Status
@@ -827,7 +772,7 @@ public final class Leader {
         status.placement = placementDescription
         status.commits = commitTimes.summary
         status.errorCounts = errorCounts
-        status.version = CogdVersion.current
+        status.version = configuration.version
         let uptime = now.components
         status.uptimeSeconds = Double(uptime.seconds) + Double(uptime.attoseconds) / 1e18
         let timeout = configuration.heartbeatTimeout.components
@@ -867,6 +812,16 @@ extension Leader: LeaderPorts {
         } catch {
             return error.code != EHOSTUNREACH
         }
+    }
+}
+
+/// Why a leader stops on its own: its arbiter's lease may have ended
+/// (`--ha`), so it released nothing past its deadline (ha.md §4).
+public struct LeaderSteppedDown: Error, CustomStringConvertible {
+    public let epoch: UInt64
+    public var description: String {
+        "stepped down from epoch \(epoch): the lease in etcd was not renewed in time, so nothing more was released; "
+            + "start it again (systemd does) to rejoin the cluster"
     }
 }
 

@@ -14,6 +14,8 @@ enum SimCommand {
         var broken: [String] = []
         /// The workers form one group: the leader places each scope member on one of them (`--groups`).
         var groups = false
+        /// The nodes' arbiters against a model of etcd instead of the cluster (`--arbiter`).
+        var arbiter = false
     }
 
     static func parse(_ arguments: [String]) throws(CommandUsageError) -> Options {
@@ -47,11 +49,14 @@ enum SimCommand {
             case "--groups":
                 try reader.noValue(option)
                 options.groups = true
+            case "--arbiter":
+                try reader.noValue(option)
+                options.arbiter = true
             case "--break":
                 let text = try reader.value(for: option)
-                guard SimRule(rawValue: text) != nil else {
+                guard SimRule(rawValue: text) != nil || text == arbiterRule else {
                     throw CommandUsageError(
-                        message: "--break takes one of \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")), not '\(text)'",
+                        message: "--break takes one of \((SimRule.allCases.map(\.rawValue) + [arbiterRule]).joined(separator: ", ")), not '\(text)'",
                         subcommand: "sim")
                 }
                 options.broken.append(text)
@@ -59,6 +64,12 @@ enum SimCommand {
             }
         }
         if let extra = try reader.positional() { throw CommandUsageError(message: "unexpected argument '\(extra)'", subcommand: "sim") }
+        if options.arbiter, let other = options.broken.first(where: { $0 != arbiterRule }) {
+            throw CommandUsageError(message: "--break \(other) is a rule of the cluster's cores; with --arbiter, --break takes \(arbiterRule)", subcommand: "sim")
+        }
+        if !options.arbiter, options.broken.contains(arbiterRule) {
+            throw CommandUsageError(message: "--break \(arbiterRule) is the arbiter's rule: give --arbiter too", subcommand: "sim")
+        }
         if options.broken.contains(SimRule.exclusivePlacement.rawValue) && !options.groups {
             throw CommandUsageError(message: "--break exclusive-placement needs --groups (placement is a rule of groups)", subcommand: "sim")
         }
@@ -82,6 +93,7 @@ enum SimCommand {
             printError("Error: cannot restart cogd with deterministic hashing: \(String(cString: strerror(errno)))")
             return 1
         }
+        if options.arbiter { return runArbiter(options) }
         let broken = Set(options.broken.compactMap(SimRule.init(rawValue:)))
         let started = ContinuousClock.now
         var totalSteps = 0
@@ -118,6 +130,39 @@ enum SimCommand {
         if !options.json {
             print("\(seedsRun) seed\(seedsRun == 1 ? "" : "s") passed: \(totalSteps) steps in \(String(format: "%.1f", elapsed)) s (\(Int(rate)) steps/s)")
         }
+        return 0
+    }
+
+    /// The arbiter's broken rule (`--arbiter --break arbiter-deadline`).
+    static let arbiterRule = "arbiter-deadline"
+
+    /// `--arbiter`: each seed's nodes (`--workers` of them, at least 2) and a model of etcd.
+    static func runArbiter(_ options: Options) -> Int32 {
+        let started = ContinuousClock.now
+        var totalSteps = 0
+        var totals = (leads: 0, stepDowns: 0, seconds: 0.0)
+        for seed in options.seeds {
+            let result = ArbiterSimulation.run(.init(
+                seed: seed, steps: options.steps, nodes: max(2, options.workers), brokenDeadline: options.broken.contains(arbiterRule)))
+            totalSteps += result.steps
+            totals = (totals.leads + result.leads, totals.stepDowns + result.stepDowns, totals.seconds + result.simulatedSeconds)
+            if let violation = result.violation {
+                print("seed \(seed): FAIL at step \(violation.step) (t=\(String(format: "%.3f", seconds(violation.time))) s): \(violation.invariant): \(escaped: violation.message)")
+                print("trace (the last events, oldest first):")
+                for line in violation.trace { print("  \(escaped: line)") }
+                print("reproduce: cogd-lab sim --arbiter --seed \(seed) --steps \(options.steps) --workers \(options.workers)"
+                    + options.broken.map { " --break \($0)" }.joined())
+                return 1
+            }
+            if options.seeds.count <= 20 || seed == options.seeds.upperBound {
+                print("seed \(seed): pass — \(result.steps) steps, \(String(format: "%.0f", result.simulatedSeconds)) s simulated, "
+                    + "\(result.leads) leads, \(result.stepDowns) step-downs, epoch \(result.highestEpoch)")
+            }
+        }
+        let elapsed = seconds(ContinuousClock.now - started)
+        print("\(options.seeds.count) seed\(options.seeds.count == 1 ? "" : "s") passed: \(totalSteps) steps, \(Int(totals.seconds)) s simulated, "
+            + "\(totals.leads) leads, \(totals.stepDowns) step-downs, in \(String(format: "%.1f", elapsed)) s; "
+            + "no node released without holding etcd's leader key")
         return 0
     }
 

@@ -36,3 +36,18 @@
 // - one owner per scope instance, of this epoch: a number is minted once and
 //   never spills into the epoch's bits (`ScopeTable.mint`); a leader serves
 //   only epochs its instance numbers can hold (`LeaderCore.init`).
+//
+// `try?` on paths that decide exactly-once, durability, placement or dedup
+// (issue 26): none drops an answer without a word. Messages of this module
+// always encode (a failure is a precondition failure naming the message);
+// an op request the worker's socket cannot take is answered locally
+// `rejected unavailable` and counted; a registration that cannot be sent is
+// sent again at the next pass; a selector that cannot be read retires
+// nothing (`selector-unreadable`). What remains, each decided:
+// - `LeaderCore.digestAgreement`: a record that cannot be read makes the
+//   comparison `unknown`, and nothing is decided on it;
+// - `Leader.close` (in `CogCluster`): replies not yet indexed that cannot be
+//   stored at close are rebuilt from the records at the next start
+//   (turnlog.md §2, `meta.unindexed-from`);
+// - `Leader.carrySnapshot`: a refusal its requester cannot take is counted
+//   `send-dropped`; the requester asks again.

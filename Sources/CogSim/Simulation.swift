@@ -705,7 +705,7 @@ public final class Simulation {
     func count(_ name: String) { counts[name, default: 0] += 1 }
 
     /// Seconds with three decimals.
-    static func shown(_ duration: Duration) -> String {
+    nonisolated static func shown(_ duration: Duration) -> String {
         let millis = duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
         let fraction = String(millis % 1_000)
         return "\(millis / 1_000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"

@@ -11,6 +11,8 @@ extension Cogs {
     /// `clock` and `whileObservedGrace` decide when unobserved automatic,
     /// async and `.whileObserved` states are released (30 s on the
     /// continuous clock by default); a test injects a `TestClock`.
+    /// `externalObservationTracking` picks how `c.track` follows outside
+    /// `@Observable` models (`.legacy` tests the re-arm path).
     ///
     /// ```swift
     /// let cogs = Cogs.forTesting(seeding: { $0.seed(_countCog, to: 5) })
@@ -20,10 +22,13 @@ extension Cogs {
     public static func forTesting(
         clock: any Clock<Duration> = ContinuousClock(),
         whileObservedGrace: Duration = .seconds(30),
+        externalObservationTracking: ExternalObservationTrackingForTesting = .automatic,
         seeding: ((Cogs) -> Void)? = nil,
         mechanisms: [any Mechanism] = []
     ) -> Cogs {
-        let cogs = Cogs(clock: clock, whileObservedGrace: whileObservedGrace)
+        let cogs = Cogs(
+            clock: clock, whileObservedGrace: whileObservedGrace,
+            externalObservationTracking: externalObservationTracking.mode)
         seeding?(cogs)
         cogs.operate(mechanisms)
         return cogs
@@ -73,12 +78,14 @@ extension Cogs {
     public static func forTestingWithController(
         clock: any Clock<Duration> = ContinuousClock(),
         whileObservedGrace: Duration = .seconds(30),
+        externalObservationTracking: ExternalObservationTrackingForTesting = .automatic,
         seeding: ((Cogs) -> Void)? = nil,
         mechanisms: [any Mechanism] = []
     ) -> (cogs: Cogs, controller: MechanismController) {
         var probe: MechanismController?
         let cogs = forTesting(
-            clock: clock, whileObservedGrace: whileObservedGrace, seeding: seeding,
+            clock: clock, whileObservedGrace: whileObservedGrace,
+            externalObservationTracking: externalObservationTracking, seeding: seeding,
             mechanisms: mechanisms + [ProbeMechanism { probe = $0 }])
         guard let probe else { fatalError("internal inconsistency: the probe mechanism did not operate") }
         return (cogs, probe)

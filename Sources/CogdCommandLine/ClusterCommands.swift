@@ -98,10 +98,10 @@ final class SignalStopper {
 enum ClusterCommands {
     @MainActor
     static func leader(_ options: Command.LeaderOptions, rigs: Rigs, notes: [String] = []) -> Int32 {
-        let stopper = SignalStopper(source: "cogd leader")
+        let stopper = SignalStopper(source: "\(CogdCommandLine.programName) leader")
         let rigName = options.rig ?? rigs.defaultName
         // Every line it prints is an event of this log (`--log-format json`: only JSON lines).
-        let log = OperatorLog(source: "cogd leader", format: options.logFormat, minimum: options.logLevel)
+        let log = OperatorLog(source: "\(CogdCommandLine.programName) leader", format: options.logFormat, minimum: options.logLevel)
         for note in notes { log.log(.info, "environment", note) }
         func fail(_ message: String) -> Int32 {
             log.failure(message)
@@ -121,6 +121,20 @@ enum ClusterCommands {
             return fail("\(escaped: error)")
         }
         defer { metrics?.server.stop() }
+        // With --ha, etcd decides when this node serves, and in which epoch.
+        var arbiter: Arbiter?
+        if let ha = options.ha {
+            switch awaitLead(ha, options: options, log: log, stop: stopper.flag, metrics: metrics?.board, notifier: notifier) {
+            case .lead(_, let leading): arbiter = leading
+            case .exit(let status): return status
+            }
+        }
+        defer {
+            if let arbiter {
+                arbiter.resign()
+                waitFinished(arbiter)
+            }
+        }
         let leader: Leader
         // A folder this start makes is removed again when the leader cannot bind (nothing was served from it).
         let folderExisted = FileManager.default.fileExists(atPath: options.dataFolder)
@@ -139,6 +153,12 @@ enum ClusterCommands {
             configuration.snapshotDeadline = .milliseconds(Int64(options.snapshotDeadline * 1_000))
             configuration.operatorLog = log
             configuration.metricsBoard = metrics?.board
+            configuration.version = CogdCommandLine.versionIdentity
+            if let arbiter {
+                configuration.epoch = arbiter.leadingEpoch
+                configuration.releaseGate = { arbiter.mayRelease() }
+                configuration.extraMetrics = { arbiter.metricFamilies() }
+            }
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)
             if let secret = options.curveSecret, let peers = options.peersFile {
@@ -264,11 +284,11 @@ enum ClusterCommands {
 
     @MainActor
     static func worker(_ options: Command.WorkerOptions, rigs: Rigs, notes: [String] = []) async -> Int32 {
-        let stopper = SignalStopper(source: "cogd worker \(TerminalText.escaped(options.name))", sayingGoodbye: true)
+        let stopper = SignalStopper(source: "\(CogdCommandLine.programName) worker \(TerminalText.escaped(options.name))", sayingGoodbye: true)
         let rigName = options.rig ?? rigs.defaultName
         guard let rig = rigs.rig(named: rigName) else { fatalError("internal inconsistency: rig \(rigName) passed parsing") }
         let worker: Worker
-        let log = OperatorLog(source: "cogd worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
+        let log = OperatorLog(source: "\(CogdCommandLine.programName) worker \(TerminalText.escaped(options.name))", format: options.logFormat, minimum: options.logLevel)
         for note in notes { log.log(.info, "environment", note) }
         // The metrics port first: one in use stops the start before the worker says hello.
         let metrics: Metrics?

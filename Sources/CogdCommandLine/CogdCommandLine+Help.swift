@@ -25,6 +25,7 @@ extension CogdCommandLine {
                 + "                          (drills and tests; default off)\n  "
         } ?? ""
         if let extra = rigs.extras.first(where: { $0.name == topic }) { return extra.page(cogd) }
+        let examples = HelpExamples(rigs: rigs, program: cogd)
         let rigList = rigs.all.map { "  \(padded($0.name, to: 17)) \($0.summary)" }.joined(separator: "\n")
         switch topic {
         case "leader":
@@ -88,12 +89,22 @@ extension CogdCommandLine {
                                           (default info, or $\(Command.logLevelEnvironmentVariable)); warn
                                           leaves out the start and stop lines (info); debug adds tools
                                           coming and going (each cogd call --name, get, tail --connect)
+                  --ha URLS               one node of a cluster whose leader etcd decides: etcd's client
+                                          URLs, http://HOST:PORT, comma-separated. It serves only while
+                                          it holds the leader key, in the epoch etcd minted, and releases
+                                          nothing once its lease may have ended (protocol/ha.md). Standbys
+                                          do not receive the log yet: only the last leader may lead again
+                                          (default: none, a lone leader)
+                  --cluster NAME          the cluster's name in etcd (with --ha; default: none)
+                  --name NODE             this node's name in the cluster, its own (with --ha; default: none)
+                  --lease-ttl S           the lease's TTL, 2 to 3600 whole seconds: a stopped leader's key
+                                          goes this long after its last renewal (default 5)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)
 
                 Exit status: 0 stopped cleanly, 1 a failure (a folder it refuses, a port in use, a key or
-                peers file it cannot read), 64 a usage error.
+                peers file it cannot read, an etcd it cannot use, a step-down), 64 a usage error.
 
                 Example:
                   \(cogd) leader --data /var/lib/cogd --requests 0.0.0.0:5701 --turns 0.0.0.0:5702 \\
@@ -199,10 +210,7 @@ extension CogdCommandLine {
                   64  a usage error, or an argument that is not JSON (says where)
 
                 Example:
-                  \(cogd) call ledger.open '{"account": "alice", "balance": 100}' --leader 127.0.0.1:5701 --timeout 2
-                  \(cogd) call ledger.transfer '{"from": "alice", "to": "bob", "amount": 30}' --request-id console#7
-                  (the same line again: `answered from an earlier request: applied at revision R`, not applied twice)
-                  \(cogd) call ledger.close '"bob"' --name ops-console
+                \(examples.call)
                 """
         case "status":
             return """
@@ -288,8 +296,7 @@ extension CogdCommandLine {
                   64  a usage error, or a KEY that is not JSON
 
                 Example:
-                  \(cogd) get ledger.balance '"alice"' --data cogd-data
-                  \(cogd) get ledger.balance --leader 127.0.0.1:5701 --json
+                \(examples.get)
                 """
         case "ops":
             return """
@@ -388,10 +395,10 @@ extension CogdCommandLine {
                       its goodbye to the leader)
 
                 Example:
-                  \(cogd) tail --data cogd-data --from 100 --name 'ledger.*' --json
+                  \(cogd) tail --data cogd-data --from 100 --name '\(examples.tailPattern)' --json
                   \(cogd) tail --data cogd-data --from 100 --to 200
                   \(cogd) tail --data cogd-data --follow --count 5
-                  \(cogd) tail --data cogd-data --since 10m --name 'trails.*'
+                  \(cogd) tail --data cogd-data --since 10m --name '\(examples.otherTailPattern)'
                   \(cogd) tail --connect 127.0.0.1:5702 --from 1 --leader 127.0.0.1:5701 --timeout 2
                   \(cogd) tail --connect 127.0.0.1:5702 --key keys/operator.key --leader-key keys/leader.pub
                 """

@@ -2,6 +2,7 @@ import CCogdSupport
 import CogCluster
 import Cog
 import Foundation
+import Synchronization
 internal import CLMDB
 internal import CZMQ
 
@@ -34,8 +35,25 @@ public enum CogdCommandLine {
     /// - Important: call it once, from the executable's entry point (it
     ///   installs signal handling). Two rigs with one name, or none at all,
     ///   trap, naming the fix.
-    public static func main(rigs: [CogRig]) async -> Never {
+    ///
+    /// - Parameter version: the program's own version: `PROGRAM version`
+    ///   prints it first, and its leader reports `PROGRAM VERSION (cogd
+    ///   0.1.0)` in `status`.
+    public static func main(rigs: [CogRig], version: String? = nil) async -> Never {
+        programVersion.withLock { $0 = version.map { TerminalText.escaped($0) } }
         await main(rigs: Rigs(rigs))
+    }
+
+    /// The version the program was given (`main(rigs:version:)`).
+    static let programVersion = Mutex<String?>(nil)
+
+    /// What a leader run by this program reports as its version: cogd's
+    /// (`0.1.0`) for `cogd` itself, else the program's name and version
+    /// with cogd's (`todo 1.2.0 (cogd 0.1.0)`).
+    static var versionIdentity: String {
+        let version = programVersion.withLock { $0 }
+        guard programName != "cogd" || version != nil else { return CogdVersion.current }
+        return "\(TerminalText.escaped(programName))\(version.map { " \($0)" } ?? "") (cogd \(CogdVersion.current))"
     }
 
     /// Runs with a program's additions: the lab's subcommands and trap rig.
@@ -191,7 +209,8 @@ public enum CogdCommandLine {
                 + "         [--commit-cpu auto|none|LIST] [--spin-wait MICROSECONDS] [--snapshot-part-bytes N] [--snapshot-deadline S]\n"
                 + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE]\(rigs.trap == nil ? "" : " [--trap-op]")\n"
                 + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
-                + "         [--log-format text|json] [--log-level debug|info|warn|error]"
+                + "         [--log-format text|json] [--log-level debug|info|warn|error]\n"
+                + "         [--ha URLS --cluster NAME --name NODE [--lease-ttl S]]"
         case "tail":
             "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--rejections] [--name PATTERN]\n"
                 + "       \(cogd) tail --connect TURNS-ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--to REV]\n"
@@ -252,7 +271,9 @@ public enum CogdCommandLine {
         var lmdbPatch: Int32 = 0
         // LMDB's own string reads `LMDB 0.9.24: (July 24, 2019)`: the numbers say the same, plainly.
         _ = mdb_version(&lmdbMajor, &lmdbMinor, &lmdbPatch)
-        return "cogd \(CogdVersion.current)\nLMDB \(lmdbMajor).\(lmdbMinor).\(lmdbPatch)\nZeroMQ \(major).\(minor).\(patch)"
+        let own = programName == "cogd" && programVersion.withLock({ $0 }) == nil
+            ? "" : "\(TerminalText.escaped(programName))\(programVersion.withLock { $0 }.map { " \($0)" } ?? "")\n"
+        return own + "cogd \(CogdVersion.current)\nLMDB \(lmdbMajor).\(lmdbMinor).\(lmdbPatch)\nZeroMQ \(major).\(minor).\(patch)"
     }
 }
 

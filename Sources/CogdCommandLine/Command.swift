@@ -89,6 +89,16 @@ enum Command: Equatable {
         /// The operator's log (`--log-format`, `--log-level`).
         var logFormat = OperatorLog.defaultFormat
         var logLevel = OperatorLog.defaultLevel
+        /// One node of a cluster whose leader etcd decides (`--ha`, `--cluster`, `--name`, `--lease-ttl`); nil: a lone leader.
+        var ha: HighAvailability?
+    }
+
+    /// `cogd leader --ha`: where etcd is, which cluster, which node, the lease's TTL.
+    struct HighAvailability: Equatable {
+        var etcd: String
+        var cluster = ""
+        var node = ""
+        var leaseSeconds: Int64 = 5
     }
 
     struct WorkerOptions: Equatable {
@@ -302,6 +312,10 @@ enum Command: Equatable {
         var callName: String?
         var watch: Duration?
         var watchCount: Int?
+        var haEtcd: String?
+        var haCluster: String?
+        var haNode: String?
+        var haLeaseSeconds: Int64?
         var settingAssignments: [String] = []
         func rig(_ text: String) throws(UsageError) -> String {
             guard rigNames.contains(text) else {
@@ -361,6 +375,22 @@ enum Command: Equatable {
             case ("leader", "--insecure"):
                 try reader.noValue(option)
                 leader.insecure = true
+            case ("leader", "--ha"):
+                let text = try reader.value(for: option)
+                do { _ = try EtcdGateway.endpoints(text) } catch { throw UsageError(message: "\(error)", subcommand: subcommand) }
+                haEtcd = text
+            case ("leader", "--cluster"), ("leader", "--name"):
+                let text = try reader.value(for: option)
+                guard ArbiterRecords.isValidName(text) else {
+                    throw UsageError(message: "\(option.name) takes a name of 1 to 64 letters, digits, '_', '.' or '-', not '\(text)'", subcommand: subcommand)
+                }
+                if option.name == "--cluster" { haCluster = text } else { haNode = text }
+            case ("leader", "--lease-ttl"):
+                let text = try reader.value(for: option)
+                guard let seconds = Int64(text), ArbiterCore.Configuration.leaseSecondsRange.contains(seconds) else {
+                    throw UsageError(message: "--lease-ttl takes whole seconds from 2 to 3600, not '\(text)'", subcommand: subcommand)
+                }
+                haLeaseSeconds = seconds
             case ("leader", "--retain-turns"), ("leader", "--retain-age"), ("leader", "--retain-bytes"):
                 guard leader.retention == .everything else {
                     throw UsageError(
@@ -458,6 +488,14 @@ enum Command: Equatable {
                     message: "--requests and --turns must differ (both are \(TerminalText.escaped(leader.turnsEndpoint))): "
                         + "the leader listens on each, one for requests, one for its turn stream",
                     subcommand: subcommand)
+            }
+            if let haEtcd {
+                guard let haCluster, let haNode else {
+                    throw UsageError(message: "--ha needs --cluster NAME and --name NODE: which cluster this node is one of, and its own name in it", subcommand: subcommand)
+                }
+                leader.ha = HighAvailability(etcd: haEtcd, cluster: haCluster, node: haNode, leaseSeconds: haLeaseSeconds ?? 5)
+            } else if haCluster != nil || haNode != nil || haLeaseSeconds != nil {
+                throw UsageError(message: "--cluster, --name and --lease-ttl go with --ha ENDPOINTS (the etcd that decides who leads)", subcommand: subcommand)
             }
             return .leader(leader)
         }

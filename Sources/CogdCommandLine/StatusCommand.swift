@@ -191,7 +191,8 @@ enum StatusCommand {
     /// worker named in `sparklines` has its sparkline at the end of its line.
     static func lines(_ status: LeaderStatus, sparklines: [String: String] = [:]) -> [String] {
         var lines: [String] = []
-        let version = status.version.map { "cogd \(TerminalText.escaped($0))" } ?? "version not reported (an older leader)"
+        // cogd's own version is a number (`cogd 0.1.0`); an app's names itself (`todo 1.2.0 (cogd 0.1.0)`).
+        let version = status.version.map { ($0.first?.isNumber == true ? "cogd " : "") + TerminalText.escaped($0) } ?? "version not reported (an older leader)"
         lines.append("leader    \(version)" + (status.uptimeSeconds.map { ", up \(uptimeText($0))" } ?? ""))
         lines.append("epoch     \(status.epoch)")
         lines.append("revision  \(status.revision)")

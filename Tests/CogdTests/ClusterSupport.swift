@@ -150,8 +150,10 @@ struct ClusterPorts {
         let leader = try CogdProcess(executable: executable, [
             "leader", "--data", data, "--requests", requests, "--turns", turns, "--heartbeat-timeout", String(heartbeatTimeout),
         ] + options)
-        // Its first event: `… INFO  cogd leader: data …`, or under `--log-format json` the event `serving`.
-        #expect(leader.waitForLine { $0.contains("cogd leader: data") || $0.contains(#""event":"serving""#) } != nil, "the leader started")
+        // Its first event: `… INFO  cogd leader: data …` (`cogd-lab leader:` from the lab's executable), or
+        // under `--log-format json` the event `serving`.
+        let program = executable.lastPathComponent
+        #expect(leader.waitForLine { $0.contains("\(program) leader: data") || $0.contains(#""event":"serving""#) } != nil, "the leader started")
         return leader
     }
 

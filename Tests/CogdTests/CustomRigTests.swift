@@ -28,7 +28,7 @@ struct CustomRigTests {
         let leader = try CogdProcess(
             executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.contains("cogd leader: data") }?.contains("rig counter") == true, "the leader names the default rig")
+        #expect(leader.waitForLine { $0.contains("CounterApp leader: data") }?.contains("rig counter") == true, "the leader names the default rig")
 
         let bump = try run(["call", "counter.bump", "5", "--leader", ports.requests])
         #expect(bump.status == 0 && bump.stdout.hasPrefix("applied revision 1"), "\(bump)")
@@ -52,6 +52,15 @@ struct CustomRigTests {
         #expect(tail.stdout.contains("counter.bump") && tail.stdout.contains("counter.setBonus"), "\(tail.stdout)")
         let status = try run(["status", "--leader", ports.requests])
         #expect(status.status == 0 && status.stdout.contains("w1: applied"), "\(status)")
+        // The app says what it is: its name and version, with cogd's, in status, version and its log lines.
+        #expect(status.stdout.contains("leader    CounterApp 2.3.0 (cogd 0.1.0), up "), "\(status.stdout)")
+        let version = try run(["version"])
+        #expect(version.status == 0 && version.stdout.hasPrefix("CounterApp 2.3.0\ncogd 0.1.0\nLMDB "), "\(version.stdout)")
+        #expect(worker.lines.contains { $0.contains("CounterApp worker w1:") } && !worker.lines.contains { $0.contains("cogd worker") }, "\(worker.lines)")
+        // Its help's examples name its own ops and sources, never the demo's ledger.
+        let help = try run(["help", "call"]).stdout + (try run(["help", "get"]).stdout) + (try run(["help", "tail"]).stdout)
+        #expect(help.contains("CounterApp call counter.bump 1 --leader 127.0.0.1:5701") && help.contains("CounterApp get counter.count --data"), "\(help)")
+        #expect(help.contains("--name 'counter.*'") && !help.contains("ledger") && !help.contains("trails"), "\(help)")
     }
 
     @Test func `--rig chooses among the app's rigs, and the app carries no lab command, rig or op of cogd's`() throws {
@@ -101,7 +110,7 @@ struct CustomRigTests {
         let leader = try CogdProcess(
             executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil)
+        #expect(leader.waitForLine { $0.contains("CounterApp leader: data") } != nil)
 
         let renamed = try CogdProcess(
             executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "renamed"], environment: ["COUNTER_BUILD": "renamed"])
@@ -152,7 +161,7 @@ struct CustomRigTests {
         let leader = try CogdProcess(
             executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil)
+        #expect(leader.waitForLine { $0.contains("CounterApp leader: data") } != nil)
         let metrics = freePort()
         let worker = try CogdProcess(
             executable: counterApp(), ["worker", "--leader", ports.requests, "--name", "sloppy", "--metrics", "127.0.0.1:\(metrics)"],
@@ -164,7 +173,7 @@ struct CustomRigTests {
         let open = try run(["call", "counter.setBonus", "true", "--leader", ports.requests])
         #expect(open.status == 0, "\(open)")
         let line = worker.waitForLine { $0.contains("was rejected") }
-        #expect(line?.contains(" WARN  cogd worker sloppy: op `counter.bump` (turn ") == true, "\(worker.lines)")
+        #expect(line?.contains(" WARN  CounterApp worker sloppy: op `counter.bump` (turn ") == true, "\(worker.lines)")
         #expect(line?.contains("bonus.counter.bump, scope instance ") == true, "\(line ?? "")")
         #expect(line?.contains(") was rejected bad-argument: ") == true, "\(line ?? "")")
         #expect(line?.hasSuffix("; request sloppy#1") == true, "\(line ?? "")")
@@ -187,7 +196,7 @@ struct CustomRigTests {
             let leader = try CogdProcess(
                 executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
             defer { leader.stop() }
-            #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil)
+            #expect(leader.waitForLine { $0.contains("CounterApp leader: data") } != nil)
             #expect(try run(["call", "counter.bump", "5", "--leader", ports.requests]).stdout.hasPrefix("applied revision 1"))
             #expect(try run(["call", "counter.bump", "2", "--leader", ports.requests]).stdout.hasPrefix("applied revision 2"))
         }
@@ -209,7 +218,7 @@ struct CustomRigTests {
         let leader = try CogdProcess(
             executable: counterApp(), ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
         defer { leader.stop() }
-        #expect(leader.waitForLine { $0.contains("cogd leader: data") } != nil)
+        #expect(leader.waitForLine { $0.contains("CounterApp leader: data") } != nil)
         #expect(try run(["call", "counter.bump", "1", "--leader", ports.requests]).stdout.hasPrefix("applied revision 3"))
         // A worker of the retyped build (its rig's version unchanged) is
         // refused at hello: the fingerprint carries the value's shape.

@@ -48,7 +48,7 @@ struct RobustnessTests {
 
         leader = try ports.startLeader(data: folder.path, options: ["--trap-op"], executable: cogdLabExecutable())
         let logged = leader.waitForLine { $0.contains("quarantined request") }
-        #expect(logged?.hasSuffix(#" WARN  cogd leader: quarantined request "poison#1" (op "ledger.trap"): the previous leader process died of "# + signal + #" while running it; its retries are answered rejected(crashed-leader)"#) == true, "\(leader.lines)")
+        #expect(logged?.hasSuffix(#" WARN  cogd-lab leader: quarantined request "poison#1" (op "ledger.trap"): the previous leader process died of "# + signal + #" while running it; its retries are answered rejected(crashed-leader)"#) == true, "\(leader.lines)")
         // The client retries the same request: rejected, never run again.
         let retry = try RawPeer(endpoint: ports.requests)
         for _ in 0..<2 {

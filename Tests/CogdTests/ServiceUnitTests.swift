@@ -371,6 +371,44 @@ struct ServiceUnitTests {
         #expect(leader.waitForLine { $0.contains("cogd leader: stopped") } != nil)
     }
 
+    @Test func `with COGD_HA the unit's node leads through etcd, and a standby extends its start timeout naming who leads`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let host = try ServiceHost(
+            root: folder.path,
+            settings: [
+                "COGD_CURVE": "off", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
+                "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none", "COGD_HA": etcd.url, "COGD_CLUSTER": "bank", "COGD_NODE": "n1",
+                "COGD_LEASE_TTL": "2",
+            ])
+        let leader = try host.start("cogd-leader.service")
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.contains("node n1 leads cluster bank in epoch 1 (minted in etcd)") } != nil, "\(leader.lines)")
+        #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 10}"#).contains("applied"))
+
+        // A second node, started as systemd would with Type=notify: it is not ready; it says who leads and asks for more time.
+        let notify = try NotifySocket(abstract: false, folder: folder.path + "/run")
+        let other = ClusterPorts()
+        let standby = try CogdProcess(
+            executable: cogdExecutable(),
+            ["leader", "--data", folder.path + "/n2", "--requests", other.requests, "--turns", other.turns, "--ha", etcd.url,
+             "--cluster", "bank", "--name", "n2", "--lease-ttl", "2"],
+            environment: ["NOTIFY_SOCKET": notify.address])
+        defer { standby.stop() }
+        var messages: [[String]] = []
+        for _ in 0..<4 {
+            guard let message = notify.next(timeout: .seconds(15)) else { break }
+            messages.append(message)
+            if message.contains("STATUS=standby: node n1 leads cluster bank in epoch 1") { break }
+        }
+        #expect(messages.last == ["EXTEND_TIMEOUT_USEC=15000000", "STATUS=standby: node n1 leads cluster bank in epoch 1"], "\(messages)")
+        #expect(!messages.contains { $0.contains("READY=1") })
+    }
+
     @Test func `a worker sends READY=1 to an abstract NOTIFY_SOCKET once it has synced`() throws {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }

@@ -97,7 +97,11 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogdLab(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, not 'nothing'"))
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
+        let arbiterOnly = try runCogdLab(["sim", "--break", "arbiter-deadline"])
+        #expect(arbiterOnly.status == 64 && arbiterOnly.stderr.contains("--break arbiter-deadline is the arbiter's rule: give --arbiter too"))
+        let clusterOnly = try runCogdLab(["sim", "--arbiter", "--break", "dedup"])
+        #expect(clusterOnly.status == 64 && clusterOnly.stderr.contains("with --arbiter, --break takes arbiter-deadline"))
         let placement = try runCogdLab(["sim", "--break", "exclusive-placement"])
         #expect(placement.status == 64)
         #expect(placement.stderr.contains("--break exclusive-placement needs --groups"))
@@ -107,5 +111,23 @@ struct SimTests {
         let range = try runCogdLab(["sim", "--seeds", "9-3"])
         #expect(range.status == 64)
         #expect(range.stderr.contains("--seeds takes a range A-B"))
+    }
+
+    @Test func `the arbiters against a model etcd: no node releases without the leader key through every fault, and a broken deadline is caught`() throws {
+        let result = try runCogdLab(["sim", "--arbiter", "--seeds", "1-30", "--steps", "20000"], timeout: .seconds(120))
+        #expect(result.status == 0, "\(result.stdout)")
+        let summary = try #require(result.stdout.split(separator: "\n").last.map(String.init))
+        #expect(summary.hasPrefix("30 seeds passed: ") && summary.hasSuffix("no node released without holding etcd's leader key"), "\(summary)")
+        // Every seed saw leaders come and go: failovers and step-downs, not a quiet run.
+        for line in result.stdout.split(separator: "\n") where line.hasPrefix("seed ") {
+            let leads = line.split(separator: ",").first { $0.hasSuffix(" leads") }.flatMap { Int($0.split(separator: " ")[0]) } ?? 0
+            #expect(leads >= 3 && line.contains(" step-downs"), "\(line)")
+        }
+
+        let broken = try runCogdLab(["sim", "--arbiter", "--seeds", "1-20", "--steps", "20000", "--break", "arbiter-deadline"], timeout: .seconds(120))
+        #expect(broken.status == 1)
+        let failure = try #require(broken.stdout.split(separator: "\n").first { $0.contains("FAIL") }.map(String.init), "\(broken.stdout)")
+        #expect(failure.contains("stale-leader: ") || failure.contains("two-leaders: "), "\(failure)")
+        #expect(broken.stdout.contains("reproduce: cogd-lab sim --arbiter --seed ") && broken.stdout.contains("--break arbiter-deadline"))
     }
 }

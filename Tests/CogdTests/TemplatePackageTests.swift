@@ -45,7 +45,7 @@ struct TemplatePackageTests {
         let leader = try CogdProcess(
             executable: todo, ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
         defer { leader.stop() }
-        let started = leader.waitForLine { $0.contains("cogd leader: data") }
+        let started = leader.waitForLine { $0.contains("todo leader: data") }
         try #require(started?.contains("rig todo, epoch 1, revision 0") == true, "\(leader.lines)")
 
         let w1 = try CogdProcess(executable: todo, ["worker", "--leader", ports.requests, "--name", "w1", "--set", "estimate-delay=250ms"])
@@ -111,16 +111,90 @@ struct TemplatePackageTests {
         // 8. Everything stops cleanly on SIGINT, the leader last. w1 says goodbye as
         // it stops: its mechanisms' roots retire at once, in revision 4, which the replica applies.
         for (name, worker, revision) in [("w1", w1, 3), ("w2", w2, 4)] {
-            if revision == 4 { #expect(worker.waitForLine { $0.hasSuffix(" cogd worker w2: applied 4") } != nil, "\(worker.lines)") }
+            if revision == 4 { #expect(worker.waitForLine { $0.hasSuffix(" todo worker w2: applied 4") } != nil, "\(worker.lines)") }
             worker.interrupt()
             #expect(worker.waitForLine { $0.hasSuffix("worker \(name): stopped at revision \(revision)") } != nil, "\(worker.lines)")
             waitForExit(worker.process, timeout: .seconds(10))
             #expect(worker.process.terminationStatus == 0)
         }
-        #expect(leader.waitForLine { $0.hasSuffix(" cogd leader: worker w1 left (said goodbye as it stopped); its scope instances retire") } != nil)
+        #expect(leader.waitForLine { $0.hasSuffix(" todo leader: worker w1 left (said goodbye as it stopped); its scope instances retire") } != nil)
         leader.interrupt()
-        #expect(leader.waitForLine { $0.hasSuffix(" cogd leader: stopped at revision 4") } != nil, "\(leader.lines)")
+        #expect(leader.waitForLine { $0.hasSuffix(" todo leader: stopped at revision 4") } != nil, "\(leader.lines)")
         waitForExit(leader.process, timeout: .seconds(10))
         #expect(leader.process.terminationStatus == 0)
+    }
+
+    /// The fenced output block that follows the `sh` block holding `command` in the template's README.
+    static func readmeBlock(after command: String) throws -> [String] {
+        let text = try String(contentsOf: TemplatePackage.folder.appendingPathComponent("README.md"), encoding: .utf8)
+        let commandBlock = try #require(text.range(of: "```sh\n\(command)\n```\n\n```\n"), "README has no block after `\(command)`")
+        let rest = text[commandBlock.upperBound...]
+        let end = try #require(rest.range(of: "```\n"))
+        return rest[..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+    }
+
+    /// What differs from run to run, made the same: times, call names, uptimes, heard-ago, commit timings, placement.
+    static func normalized(_ line: String) -> String {
+        var line = line
+        let rules: [(String, String)] = [
+            (#"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"#, "TIME"),
+            (#"call-[0-9a-f]{8}-(…|[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"#, "call-ID"),
+            (#"heard [0-9.]+s ago"#, "heard Ns ago"),
+            (#", up .*$"#, ", up T"),
+            (#"^commits .*$"#, "commits …"),
+            (#"^placement .*$"#, "placement …"),
+        ]
+        for (pattern, replacement) in rules {
+            line = line.replacingOccurrences(of: pattern, with: replacement, options: .regularExpression)
+        }
+        return line
+    }
+
+    @Test func `the README's status, tail and report blocks are what the template prints for its steps`() throws {
+        let build = try runBounded(URL(fileURLWithPath: "/usr/bin/env"), TemplatePackage.buildArguments, timeout: .seconds(480))
+        try #require(build.status == 0, "swift build of Examples/TodoApp failed:\n\(build.output)")
+        let todo = TemplatePackage.todo
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        // The README's steps, on free ports: a leader, w1 with the rig's mechanisms (the default estimate delay), w2 a replica.
+        let leader = try CogdProcess(executable: todo, ["leader", "--data", folder.path, "--requests", ports.requests, "--turns", ports.turns])
+        defer { leader.stop() }
+        try #require(leader.waitForLine { $0.contains("todo leader: data") } != nil, "\(leader.lines)")
+        let w1 = try CogdProcess(executable: todo, ["worker", "--name", "w1", "--leader", ports.requests])
+        defer { w1.stop() }
+        let w2 = try CogdProcess(executable: todo, ["worker", "--name", "w2", "--rig", "replica", "--leader", ports.requests])
+        defer { w2.stop() }
+        #expect(w1.waitForLine { $0.hasSuffix(": todos left: 0 minutes") } != nil, "\(w1.lines)")
+        #expect(w2.waitForLine { $0.hasSuffix("synced at revision 0, epoch 1") } != nil, "\(w2.lines)")
+        for argument in [#"{"id": "milk", "title": "Buy milk"}"#, #"{"id": "taxes", "title": "File the tax return"}"#] {
+            #expect(try runBounded(todo, ["call", "todos.add", argument, "--leader", ports.requests]).status == 0)
+        }
+        // Revisions 3 and 4 are w1's estimates, before milk is completed.
+        #expect(w1.waitForLine { $0.hasSuffix(": todos left: 30 minutes") } != nil, "\(w1.lines)")
+        let complete = try runBounded(todo, ["call", "todos.complete", #""milk""#, "--leader", ports.requests])
+        #expect(complete.output.hasPrefix("applied revision 5 "), "\(complete)")
+        let bread = try runBounded(todo, ["call", "todos.complete", #""bread""#, "--leader", ports.requests])
+        #expect(bread.status == 3)
+        #expect(w1.waitForLine { $0.hasSuffix(": todos left: 20 minutes") } != nil, "\(w1.lines)")
+
+        var status: (status: Int32, output: String) = (0, "")
+        _ = try waitUntil {
+            status = try runBounded(todo, ["status", "--leader", ports.requests])
+            return status.output.contains("w1: applied 5, lag 0") && status.output.contains("w2: applied 5, lag 0")
+        }
+        let printedStatus = status.output.split(separator: "\n").map { Self.normalized(String($0)) }
+        #expect(printedStatus == (try Self.readmeBlock(after: ".build/debug/todo status")).map(Self.normalized), "\(status.output)")
+
+        let tail = try runBounded(todo, ["tail", "--data", folder.path])
+        let printedTail = tail.output.split(separator: "\n").map { Self.normalized(String($0)) }
+        #expect(printedTail == (try Self.readmeBlock(after: ".build/debug/todo tail")).map(Self.normalized), "\(tail.output)")
+
+        // w1's report, in the README without the log's prefix, comes in that order.
+        let text = try String(contentsOf: TemplatePackage.folder.appendingPathComponent("README.md"), encoding: .utf8)
+        let reportStart = try #require(text.range(of: "w1's report follows along:\n\n```\n"))
+        let report = text[reportStart.upperBound...].prefix { $0 != "`" }.split(separator: "\n").map(String.init)
+        let said = w1.lines.compactMap { line in line.range(of: "todo worker w1: ").map { String(line[$0.upperBound...]) } }.filter { $0.hasPrefix("todos ") }
+        #expect(Array(said.drop { $0 != report.first }.prefix(report.count)) == report, "\(w1.lines)")
     }
 }

@@ -4,4 +4,4 @@
 import CogdCommandLine
 import Foundation
 
-await CogdCommandLine.main(rigs: [Counter.build(ProcessInfo.processInfo.environment["COUNTER_BUILD"])])
+await CogdCommandLine.main(rigs: [Counter.build(ProcessInfo.processInfo.environment["COUNTER_BUILD"])], version: "2.3.0")

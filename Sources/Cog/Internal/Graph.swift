@@ -76,6 +76,12 @@ final class Graph {
     @exclusivity(unchecked) private var runningReactions = false
     /// Watches turn → reaction → turn chains for runaways.
     let turnChain = TurnChainGuard()
+    /// Live Observation boundaries (`ObservationBoundary.swift`).
+    var observationBoundaryCount = 0
+    /// How `c.track` follows outside models, and its bridges (`ExternalObservation.swift`).
+    var externalObservationTracking = ExternalObservationTrackingMode.automatic
+    var externalBridges: [ExternalBridgeKey: ExternalBridgeEntry] = [:]
+    var externalObservationRearmAcknowledgements: [MainActorCleanupAcknowledgement] = []
 
     let history = HistoryRing(capacity: 256)
 
@@ -236,6 +242,7 @@ final class Graph {
         node.pinned = true
         if node.graceDeadline != nil { graceInterrupted(node) }
         if node.state != .clean || node.busy { settle(node) }
+        observedRead(of: node, ref)
         runDeferredWorkIfIdle()
         return node
     }
@@ -661,7 +668,7 @@ final class Graph {
 
     /// Called by a consumer just before its body runs.
     func reactionWillRun(_ node: ReactionNode) {
-        reactionsRun &+= 1
+        if node.countsRun { reactionsRun &+= 1 }
         if node.recordsEffect {
             history.record(.effect, turn: history.turnNumber, name: node.label)
             turnChain.reactionRan(named: node.label)
@@ -772,6 +779,7 @@ final class Graph {
     }
 
     private func release(_ node: Node) {
+        detachBoundaryIfLastConsumer(of: node)
         guard !node.released, node.observers.isEmpty else { return }
         if let durableStore, node.kind == .manual {
             do {
@@ -781,6 +789,7 @@ final class Graph {
             }
         }
         trimSources(of: node, to: 0)
+        cancelClosureBridges(of: node)
         removeFromTable(node)
         node.pinned = false
         node.released = true

@@ -295,6 +295,7 @@ extension Graph {
             lifetimes.parked[StateRef(descriptor: descriptor, key: node.key)] = value
         }
         trimSources(of: node, to: 0)
+        cancelClosureBridges(of: node)
         removeFromTable(node)
         node.released = true
         node.resetValue()

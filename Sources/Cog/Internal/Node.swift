@@ -40,6 +40,10 @@ class Node {
     /// When the graph releases it unless a consumer or a one-shot read comes
     /// first (an offset on the runtime's grace clock); nil: not waiting.
     @exclusivity(unchecked) final var graceDeadline: Duration?
+    /// The Observation boundary a pinning read made for this state (its
+    /// registrar and the consumer that sends its change notices); nil until
+    /// the first pinning read.
+    @exclusivity(unchecked) final var boundary: BoundaryLink?
 
     @exclusivity(unchecked) final var sources = LinkList<SourceLink>()
     @exclusivity(unchecked) final var observers = LinkList<ObserverLink>()

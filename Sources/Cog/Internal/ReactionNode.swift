@@ -15,11 +15,17 @@ final class ReactionNode: Node {
     var unlinkAfterRun = false
     /// Whether a run is recorded as an `effect` (scope selectors and exports are not).
     let recordsEffect: Bool
+    /// Whether a run counts in `reactionsRun` (an Observation boundary's notices do not).
+    let countsRun: Bool
     private var body: (@MainActor (ReactionReader) -> Void)?
 
-    init(label: String, order: Int = 1, recordsEffect: Bool = true, body: @escaping @MainActor (ReactionReader) -> Void) {
+    init(
+        label: String, order: Int = 1, recordsEffect: Bool = true, countsRun: Bool = true,
+        body: @escaping @MainActor (ReactionReader) -> Void
+    ) {
         self.order = order
         self.recordsEffect = recordsEffect
+        self.countsRun = countsRun
         self.body = body
         super.init(kind: .consumer, descriptor: nil, key: .none, label: label, state: .dirty)
     }

@@ -80,7 +80,7 @@ extension Leader {
     func operationsPass() {
         if let board = configuration.metricsBoard {
             board.notePass()
-            if board.isWanted { board.publish(metricFamilies()) }
+            if board.isWanted { board.publish(metricFamilies() + (configuration.extraMetrics?() ?? [])) }
         }
         guard let log = configuration.operatorLog else { return }
         for event in takeCoreEvents() {

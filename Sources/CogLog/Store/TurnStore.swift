@@ -114,7 +114,11 @@ public final class TurnStore {
     /// missing, empty, of another log or behind what the folder's
     /// `cogd.identity` says was committed — unless `acceptDataLoss`, when it
     /// goes on from what `data.mdb` holds (`cogd leader --accept-data-loss`).
-    public init(directory: String, mode: Mode, createIfMissing: Bool = false, acceptDataLoss: Bool = false) throws(TurnStoreError) {
+    /// - Parameter epoch: for a writer, the epoch to open, given by the
+    ///   cluster's arbiter (`cogd leader --ha`: epochs are minted in etcd);
+    ///   it must be above every epoch the folder has served. Nil: the next
+    ///   after the folder's own.
+    public init(directory: String, mode: Mode, createIfMissing: Bool = false, acceptDataLoss: Bool = false, epoch givenEpoch: UInt64? = nil) throws(TurnStoreError) {
         self.directory = directory
         self.mode = mode
         var isDirectory: ObjCBool = false
@@ -169,7 +173,7 @@ public final class TurnStore {
             throw TurnStoreError(code: .lmdb, message: "\(error)")
         }
         do {
-            try openMeta(remembered: remembered, acceptDataLoss: acceptDataLoss)
+            try openMeta(remembered: remembered, acceptDataLoss: acceptDataLoss, givenEpoch: givenEpoch)
             if mode == .writer { try orderUnorderedAnswers() }
             if mode == .writer, let logID {
                 identityFile = try IdentityFile(
@@ -238,7 +242,7 @@ public final class TurnStore {
         static let dedupOrderSince = Array("dedup-order-since".utf8)
     }
 
-    private func openMeta(remembered: LogIdentity?, acceptDataLoss: Bool) throws(TurnStoreError) {
+    private func openMeta(remembered: LogIdentity?, acceptDataLoss: Bool, givenEpoch: UInt64?) throws(TurnStoreError) {
         try run { () throws in
             if mode == .writer {
                 try environment.write { (txn: Transaction) in
@@ -263,7 +267,17 @@ public final class TurnStore {
                         throw TurnStoreError(
                             code: .corrupt, message: "data folder \(directory): meta.epoch is \(stored), the largest there is; no new epoch can follow it")
                     }
-                    epoch = stored + 1
+                    if let givenEpoch {
+                        guard givenEpoch > stored else {
+                            throw TurnStoreError(
+                                code: .corrupt,
+                                message: "data folder \(directory): the cluster gave epoch \(givenEpoch), but this folder has served epoch \(stored): "
+                                    + "an epoch is never served twice")
+                        }
+                        epoch = givenEpoch
+                    } else {
+                        epoch = stored + 1
+                    }
                     if logID == nil {
                         logID = LogIdentity.newLogID()
                         try txn.put(metaDB, MetaKey.logID, logID!)

@@ -35,11 +35,6 @@ final class LeaderStore: CogDurableStore {
         TurnDraft(name: turn.name, origin: origin, writes: turn.writes.map { TurnWrite(name: $0.name, key: $0.key, value: $0.value) })
     }
 
-    /// The value a source (and key) has now: the newest buffered write, else the store's.
-    func currentValue(name: String, key: [UInt8]?) -> [UInt8]? {
-        (try? currentValueOrThrow(name: name, key: key)) ?? nil
-    }
-
     /// Buffers a system record that writes nothing: scope events no turn
     /// caused (a worker gone, a name taken over, a registration replaced).
     func appendSystemRecord(named name: String, scopeEvents: [ScopeEvent]) {

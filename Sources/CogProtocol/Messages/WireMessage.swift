@@ -393,8 +393,14 @@ extension WireMessage {
 
     private func encodedGenerically() -> [UInt8] {
         let encoder = CBOREncoder()
+        // Every body is made of this module's own types (texts, numbers,
+        // arrays, maps with text keys): one that does not encode is a bug
+        // here, never a peer's doing, and sending `null` or no frame in its
+        // place would lose a reply without a word.
         func tree<T: Encodable>(_ value: T) -> CBORValue {
-            (try? encoder.encodeTree(value)) ?? .null
+            do { return try encoder.encodeTree(value) } catch {
+                preconditionFailure("internal inconsistency: a \(typeName) message's body does not encode: \(error)")
+            }
         }
         let body: CBORValue?
         switch self {
@@ -455,7 +461,9 @@ extension WireMessage {
                 (.text("revision"), .unsigned(revision)), (.text("instances"), tree(instances)),
             ])
         }
-        return (try? encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body))) ?? []
+        do { return try encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body)) } catch {
+            preconditionFailure("internal inconsistency: a \(typeName) message does not encode: \(error)")
+        }
     }
 
     /// The worker a request, hello, heartbeat or registration names.

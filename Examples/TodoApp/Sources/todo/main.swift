@@ -3,4 +3,4 @@
 import CogdCommandLine
 import TodoApp
 
-await CogdCommandLine.main(rigs: [TodoApp.rig])
+await CogdCommandLine.main(rigs: [TodoApp.rig], version: "1.0.0")

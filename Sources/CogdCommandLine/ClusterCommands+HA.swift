@@ -1,0 +1,117 @@
+import Cog
+import CogCluster
+import CogLog
+import CogProtocol
+import Foundation
+import Synchronization
+
+/// `cogd leader --ha`: before it serves, the node waits for etcd to make it
+/// the leader (ha.md §4), logging who leads meanwhile; once it leads, its
+/// epoch is the one etcd minted and every release passes the arbiter's gate.
+extension ClusterCommands {
+    /// Where the wait for the lead ended.
+    enum LeadWait {
+        /// This node leads `epoch`; `arbiter` keeps the lease.
+        case lead(epoch: UInt64, arbiter: Arbiter)
+        /// It will not lead: the exit status to return (refused: 1; stopped by a signal: 0).
+        case exit(Int32)
+    }
+
+    /// What the arbiter's thread reported that the waiting command line acts on.
+    private final class LeadState: Sendable {
+        let ended = Mutex<LeadWait?>(nil)
+        /// What the node is doing, for systemd's status and /readyz.
+        let standing = Mutex<String>("")
+    }
+
+    /// Starts the arbiter for `ha` and waits until this node leads, is
+    /// refused, or `stop` is set. Every event is logged: `standby` (who
+    /// leads), `lead`, `step-down` (ERROR), `ha-refused`, `ha-note`.
+    static func awaitLead(
+        _ ha: Command.HighAvailability, options: Command.LeaderOptions, log: OperatorLog, stop: StopFlag, metrics: MetricsBoard?,
+        notifier: ServiceNotifier
+    ) -> LeadWait {
+        // The highest epoch this node's own log has served: etcd may not hold a lower one.
+        var ownEpoch: UInt64 = 0
+        if FileManager.default.fileExists(atPath: options.dataFolder + "/data.mdb") {
+            do {
+                let store = try TurnStore(directory: options.dataFolder, mode: .reader)
+                ownEpoch = store.epoch
+                store.close()
+            } catch {
+                log.failure("\(escaped: error)")
+                return .exit(1)
+            }
+        }
+        let endpoints: [EtcdGateway.Endpoint]
+        do { endpoints = try EtcdGateway.endpoints(ha.etcd) } catch {
+            log.failure("\(escaped: error)")
+            return .exit(1)
+        }
+        let state = LeadState()
+        let cluster = OperatorLog.Value.text(ha.cluster)
+        let node = OperatorLog.Value.text(ha.node)
+        let arbiter = Arbiter(
+            gateway: EtcdGateway(endpoints: endpoints),
+            configuration: .init(cluster: ha.cluster, node: ha.node, endpoint: options.requestsEndpoint, leaseSeconds: ha.leaseSeconds, ownEpoch: ownEpoch),
+            onEvent: { event in
+                switch event {
+                case .lead(let epoch):
+                    log.log(.info, "lead", "node \(ha.node) leads cluster \(ha.cluster) in epoch \(epoch) (minted in etcd)",
+                        ["cluster": cluster, "node": node, "epoch": .number(Double(epoch))])
+                case .follow(let leader):
+                    let standing = "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)")
+                    state.standing.withLock { $0 = standing }
+                    metrics?.setReadiness(false, standing)
+                    if let leader {
+                        log.log(.info, "standby", "node \(leader.node) leads cluster \(ha.cluster) in epoch \(leader.epoch)"
+                            + (leader.endpoint.isEmpty ? "" : " at \(TerminalText.escaped(leader.endpoint))") + "; this node waits as a standby",
+                            ["cluster": cluster, "node": node, "leader": .text(leader.node), "epoch": .number(Double(leader.epoch))])
+                    } else {
+                        log.log(.info, "standby", "no node leads cluster \(ha.cluster); this node waits", ["cluster": cluster, "node": node])
+                    }
+                case .stepDown(let reason):
+                    log.log(.error, "step-down", "node \(ha.node) steps down: \(reason)", ["cluster": cluster, "node": node, "reason": .text(reason)])
+                    state.ended.withLock { if $0 == nil { $0 = .exit(1) } }
+                case .refuse(let reason):
+                    log.log(.error, "ha-refused", reason, ["cluster": cluster, "node": node, "reason": .text(reason)])
+                    state.ended.withLock { if $0 == nil { $0 = .exit(1) } }
+                case .note(let text):
+                    log.log(.warn, "ha-note", text, ["cluster": cluster, "node": node])
+                }
+            })
+        log.log(
+            .info, "ha", "node \(ha.node) of cluster \(ha.cluster): asking etcd at \(endpoints.map(\.description).joined(separator: ", ")) "
+                + "who leads (lease TTL \(ha.leaseSeconds) s)",
+            ["cluster": cluster, "node": node, "leaseSeconds": .number(Double(ha.leaseSeconds))])
+        // A standby's /metrics shows its role; /readyz says it is not serving (503) and who leads.
+        state.standing.withLock { $0 = "standby: no node of cluster \(ha.cluster) is known to lead yet" }
+        metrics?.setReadiness(false, state.standing.withLock { $0 })
+        arbiter.run()
+        // Under systemd (Type=notify) a standby is still starting: it says who leads and pushes the start timeout on.
+        var lastNotice = ContinuousClock.now - .seconds(60)
+        while true {
+            if ContinuousClock.now - lastNotice >= .seconds(5) {
+                lastNotice = .now
+                _ = notifier.notify(["EXTEND_TIMEOUT_USEC=15000000", "STATUS=\(state.standing.withLock { $0 })"])
+            }
+            if let metrics {
+                metrics.notePass()
+                if metrics.isWanted { metrics.publish(arbiter.metricFamilies()) }
+            }
+            if let ended = state.ended.withLock({ $0 }) { return ended }
+            if let epoch = arbiter.leadingEpoch { return .lead(epoch: epoch, arbiter: arbiter) }
+            if stop.isStopped {
+                arbiter.resign()
+                waitFinished(arbiter)
+                return .exit(0)
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// Waits (at most 3 s) for the arbiter's last request, a resign's revoke.
+    static func waitFinished(_ arbiter: Arbiter) {
+        for _ in 0..<150 where !arbiter.isFinished { usleep(20_000) }
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cogd leader --ha` on a real etcd (protocol/ha.md): the node etcd makes
+/// leader serves in the epoch etcd minted, another waits as a standby, a
+/// leader frozen past its lease steps down without answering what arrived
+/// meanwhile, and a start etcd cannot back is refused with what to do.
+@Suite("cogd leader --ha on a real etcd", .serialized, .timeLimit(.minutes(3)))
+struct HALeaderTests {
+    struct Node {
+        let name: String
+        let folder = TemporaryFolder()
+        let requests = freePort()
+        let turns = freePort()
+        let metrics = freePort()
+
+        func arguments(_ etcd: TestEtcd) -> [String] {
+            [
+                "leader", "--ha", etcd.url, "--cluster", "bank", "--name", name, "--lease-ttl", "2", "--data", folder.path,
+                "--requests", "tcp://127.0.0.1:\(requests)", "--turns", "tcp://127.0.0.1:\(turns)", "--metrics", "127.0.0.1:\(metrics)",
+            ]
+        }
+
+        /// The value of `family` for this node on its /metrics (nil when absent).
+        func metric(_ family: String) throws -> Double? {
+            let body = try MetricsEndpointTests.get(metrics, "/metrics").body
+            let prefix = #"\#(family){cluster="bank",node="\#(name)"} "#
+            return body.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }
+        }
+
+        func call(_ account: String, timeout: Int = 10) throws -> (status: Int32, stdout: String, stderr: String) {
+            try runCogd([
+                "call", "--leader", "tcp://127.0.0.1:\(requests)", "--timeout", String(timeout), "ledger.open",
+                #"{"account": "\#(account)", "balance": 5}"#,
+            ], timeout: .seconds(Int64(timeout + 20)))
+        }
+    }
+
+    @Test func `one node serves in etcd's epoch, a frozen leader steps down unanswered, and only it may lead again`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = Node(name: "n1")
+        let n2 = Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        let first = try CogdProcess(n1.arguments(etcd))
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("node n1 leads cluster bank in epoch 1 (minted in etcd)") } != nil, "\(first.lines)")
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        #expect(try n1.call("alice").stdout.hasPrefix("applied revision 1"))
+
+        let second = try CogdProcess(n2.arguments(etcd))
+        defer { second.stop() }
+        #expect(second.waitForLine {
+            $0.contains("node n1 leads cluster bank in epoch 1 at tcp://127.0.0.1:\(n1.requests); this node waits as a standby")
+        } != nil, "\(second.lines)")
+        // What an operator's scrape sees: n1 leads epoch 1 with its lease renewed; n2 is a standby, not ready.
+        #expect(waitUntil { (try? n1.metric("cogd_ha_lease_renewals_total")).flatMap { $0 } ?? 0 >= 1 })
+        #expect(try n1.metric("cogd_ha_leader") == 1 && n1.metric("cogd_ha_epoch") == 1)
+        #expect(try (n1.metric("cogd_ha_lease_seconds_left") ?? 0) > 0)
+        #expect(try MetricsEndpointTests.get(n1.metrics, "/metrics").body.contains("cogd_leader_revision 1"))
+        #expect(try n2.metric("cogd_ha_leader") == 0 && n2.metric("cogd_ha_epoch") == 1)
+        let ready = try MetricsEndpointTests.get(n2.metrics, "/readyz")
+        #expect(ready.status == 503 && ready.body.contains("standby: node n1 leads cluster bank in epoch 1"), "\(ready)")
+
+        // Frozen past its 2 s lease: a request that arrives meanwhile is never answered.
+        first.pause()
+        usleep(3_500_000)
+        let unanswered = Thread.detachNewThreadResult { try? n1.call("bob", timeout: 4) }
+        usleep(300_000)
+        first.resume()
+        #expect(first.waitForLine { $0.contains("ERROR") && $0.contains("node n1 steps down: the lease could not be renewed in time") } != nil,
+            "\(first.lines)")
+        #expect(waitUntil(timeout: .seconds(15)) { !first.process.isRunning })
+        #expect(first.process.terminationStatus == 1)
+        #expect(first.waitForLine { $0.contains("stepped down from epoch 1") } != nil, "\(first.lines)")
+        let answer = unanswered.wait() ?? nil
+        #expect(answer != nil && answer?.status != 0 && answer?.stdout.contains("applied") == false, "\(String(describing: answer))")
+
+        // n2 holds no copy of the log: the sync key names only n1, and n2 never leads.
+        #expect(second.waitForLine { $0.contains("only n1 may take the lead (epoch 1's leader and synchronous standbys)") } != nil, "\(second.lines)")
+        #expect(!second.lines.contains { $0.contains("leads cluster bank in epoch") && $0.contains("node n2 leads") })
+
+        // n1 again: epoch 2, its log kept.
+        let again = try CogdProcess(n1.arguments(etcd))
+        defer { again.stop() }
+        #expect(again.waitForLine { $0.contains("node n1 leads cluster bank in epoch 2 (minted in etcd)") } != nil, "\(again.lines)")
+        // The request that came while n1 was frozen was not served: nothing is committed past the deadline.
+        #expect(again.waitForLine { $0.contains("epoch 2, revision 1") } != nil, "\(again.lines)")
+        #expect(try n1.call("carol").stdout.hasPrefix("applied revision 2"))
+        #expect(try etcd.get("/cogd/bank/epoch") == "2")
+        #expect(second.waitForLine { $0.contains("node n1 leads cluster bank in epoch 2") } != nil)
+
+        // Stopped cleanly, it revokes its lease: its keys go at once.
+        again.interrupt()
+        #expect(waitUntil(timeout: .seconds(15)) { !again.process.isRunning })
+        #expect(again.process.terminationStatus == 0)
+        #expect(try etcd.get("/cogd/bank/leader") == nil)
+        #expect(try etcd.get("/cogd/bank/members/n1") == nil)
+        #expect(second.waitForLine { $0.contains("no node leads cluster bank; this node waits") } != nil)
+    }
+
+    @Test func `a start etcd cannot back is refused with what to do, and --ha's options are checked`() throws {
+        let nothing = freePort()
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let unreachable = try runCogd([
+            "leader", "--ha", "http://127.0.0.1:\(nothing)", "--cluster", "bank", "--name", "n1", "--data", folder.path,
+            "--requests", "tcp://127.0.0.1:\(freePort())", "--turns", "tcp://127.0.0.1:\(freePort())",
+        ])
+        #expect(unreachable.status == 1)
+        #expect(unreachable.stderr.contains(
+            "etcd could not be used (unreachable: connect to http://127.0.0.1:\(nothing): Connection refused); "
+                + "check that --ha names the cluster's etcd client URLs and that etcd is running"), "\(unreachable.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/data.mdb"))
+
+        let usage: [([String], String)] = [
+            (["--ha", "http://127.0.0.1:2379"], "--ha needs --cluster NAME and --name NODE"),
+            (["--cluster", "bank"], "--cluster, --name and --lease-ttl go with --ha ENDPOINTS"),
+            (["--ha", "https://127.0.0.1:2379", "--cluster", "b", "--name", "n"], "etcd over TLS is not supported"),
+            (["--ha", "http://127.0.0.1:2379", "--cluster", "a b", "--name", "n"], "--cluster takes a name of 1 to 64 letters"),
+            (["--ha", "http://127.0.0.1:2379", "--cluster", "b", "--name", "n", "--lease-ttl", "1"], "--lease-ttl takes whole seconds from 2 to 3600, not '1'"),
+        ]
+        for (arguments, message) in usage {
+            let result = try runCogd(["leader"] + arguments)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+    }
+}
+
+extension Thread {
+    /// Runs `body` on a thread of its own; `wait()` returns its result.
+    static func detachNewThreadResult<T: Sendable>(_ body: @escaping @Sendable () -> T) -> ThreadResult<T> {
+        let result = ThreadResult<T>()
+        Thread.detachNewThread { result.set(body()) }
+        return result
+    }
+}
+
+/// A value another thread sets once.
+final class ThreadResult<T: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var value: T?
+    private var isSet = false
+
+    func set(_ newValue: T) {
+        condition.lock()
+        value = newValue
+        isSet = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits (at most 60 s) for the value.
+    func wait() -> T? {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(60)
+        while !isSet, condition.wait(until: deadline) {}
+        return value
+    }
+}
