@@ -33,6 +33,12 @@ public final class Worker: CogRemoteLink {
         /// The keys of its app settings (`cogd worker --set`), named in its
         /// hello so `cogd status` shows them; never the values. Nil: none.
         public var settingKeys: [String]?
+        /// The leader's heartbeat timeout (`cogd leader --heartbeat-timeout`,
+        /// 5 s unless set): the worker's lease is this less its margin
+        /// (`ReplicaCore.lease(heartbeatTimeout:)`, `cogwire.md` §6b). Past
+        /// the lease with no welcome, the instances placed here stop their
+        /// effects until one comes.
+        public var leaderHeartbeatTimeout: Duration = .seconds(5)
 
         public init(
             name: String, leaderEndpoint: String = "tcp://127.0.0.1:5701", heartbeatInterval: Duration = .seconds(1),
@@ -107,6 +113,16 @@ public final class Worker: CogRemoteLink {
     public var hasJoined: Bool { core.hasJoined }
     /// How many times the leader gave this worker up (`gone`; `cogd worker` logs each).
     public var timesGivenUp: UInt64 { core.timesGivenUp }
+    /// Whether the lease has run out (no welcome within it): the instances
+    /// placed here have their tasks cancelled and their reactions held until
+    /// a welcome renews it (`cogwire.md` §6b; `cogd worker` logs
+    /// `lease-expired` and `lease-renewed`).
+    public var isSuspended: Bool { core.isSuspended }
+    /// How many times the lease ran out, and was renewed after that.
+    public var leaseExpiries: UInt64 { core.leaseExpiries }
+    public var leaseRenewals: UInt64 { core.leaseRenewals }
+    /// The lease: the leader's heartbeat timeout less the margin.
+    public var lease: Duration? { core.settings.lease }
     /// The state digest of the replica (`protocol/turnlog.md`).
     public var stateDigest: StateDigest { core.stateDigest }
     /// How many applied records (and snapshots) carried another state
@@ -194,7 +210,8 @@ public final class Worker: CogRemoteLink {
         self.configuration = configuration
         self.mechanisms = mechanisms
         var replicaSettings = ReplicaCore.Settings(
-            name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig, group: configuration.group)
+            name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig, group: configuration.group,
+            lease: ReplicaCore.lease(heartbeatTimeout: configuration.leaderHeartbeatTimeout))
         replicaSettings.settingKeys = configuration.settingKeys
         core = ReplicaCore(settings: replicaSettings)
         cogs = Cogs.replica()
@@ -470,6 +487,13 @@ public final class Worker: CogRemoteLink {
             case .registered(let registration, let revision, let members):
                 pendingReplies.append((registration, revision, members))
                 adoptRegistrationReplies(reached: core.appliedRevision)
+            case .suspendEffects, .resumeEffects:
+                // Placed instances are placed here only while the lease holds
+                // (`WorkerScope.owns`): the scope machinery retires their
+                // lifetimes now — tasks cancelled, reactions stopped, requests
+                // dropped — before anything later in this pass is applied, and
+                // opens them again on renewal, as after a placement (`cogwire.md` §6b).
+                for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
             case .refused(let error):
                 errors.append(error)
                 // The newest ones only: a refused worker hears one every few seconds for as long as it is refused.
@@ -826,10 +850,13 @@ final class WorkerScope: CogRemoteScope {
     /// scopes: a child opens only for a member placed here.
     var isPlaced: Bool { spec.parent == nil && worker.core.placedGroup != nil }
 
-    func owns(_ identity: [UInt8]) -> Bool { instances[identity] != nil }
+    /// Whether the member is placed here and may act: not while the lease
+    /// has run out (`Worker.isSuspended`).
+    func owns(_ identity: [UInt8]) -> Bool { !worker.isSuspended && instances[identity] != nil }
 
-    /// The instance the member `identity` is placed here with.
-    func instance(of identity: [UInt8]) -> UInt64? { instances[identity] }
+    /// The instance the member `identity` is placed here with (nil while
+    /// the lease has run out: the root's lifetime is retired meanwhile).
+    func instance(of identity: [UInt8]) -> UInt64? { worker.isSuspended ? nil : instances[identity] }
 
     private var placementActions: [@MainActor () -> Void] = []
 

@@ -165,6 +165,10 @@ public enum CogLab {
                                           start another; no leader kills, no traps (default off)
                   --heartbeat-timeout S   with --group-workers: the leader's, after which a killed worker's
                                           accounts move (default \(formatted(defaults.heartbeatTimeout)))
+                  --freeze-worker-every D with --group-workers: about every D seconds SIGSTOP a worker for
+                                          the heartbeat timeout + 1 s, then SIGCONT it; it must say
+                                          lease-expired when it runs again, before it hears gone, and
+                                          rejoins (protocol/cogwire.md §6b); 0: never (default 0)
 
                 A group drill's verdict adds, read from the turn log: times an account had
                 two live instances (must be 0), times an account had no live owner past

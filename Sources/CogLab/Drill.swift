@@ -43,6 +43,9 @@ struct Drill {
         var groupWorkers = 0
         /// The leader's heartbeat timeout in a group drill (`--heartbeat-timeout`).
         var heartbeatTimeout: Double = 2
+        /// In a group drill, about how often a worker is frozen (SIGSTOP) past
+        /// the heartbeat timeout and let go again (`--freeze-worker-every`; 0: never).
+        var freezeWorkerEvery: Double = 0
         /// How often a group drill kills a worker unless `--kill-worker-every` says.
         static let groupKillWorkerEvery: Double = 5
         /// The loopback ports the leader serves on are picked free from this range (`--ports A-B`).
@@ -630,6 +633,18 @@ final class Child {
         guard let text = try? String(contentsOfFile: errors, encoding: .utf8) else { return nil }
         let lines = text.split(separator: "\n").suffix(count)
         return lines.isEmpty ? nil : lines.map { TerminalText.escaped(String($0)) }.joined(separator: " | ")
+    }
+
+    /// Freezes the process (SIGSTOP), as a stalled host or a paused VM would.
+    func freeze() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGSTOP)
+    }
+
+    /// Lets a frozen process run again (SIGCONT).
+    func thaw() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGCONT)
     }
 
     func killHard() {

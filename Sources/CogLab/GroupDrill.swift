@@ -22,6 +22,12 @@ import Foundation
 /// heartbeat timeout + 1 s of its owner's kill, effects duplicated 0, and
 /// each kill's move (kill → reopened on a survivor, kill → its greeter live
 /// there) beside the heartbeat timeout.
+///
+/// With `--freeze-worker-every`, about that often one worker (not the one
+/// frozen already) is SIGSTOPped for the heartbeat timeout + 1 s — the
+/// leader gives it up and moves its accounts — and then let go: its log
+/// must say `lease-expired` when it runs again, before it hears `gone`
+/// (`protocol/cogwire.md` §6b), and it rejoins the group.
 struct GroupDrill {
     /// The group the drill's workers join (`--group`).
     static let group = "drill"
@@ -30,6 +36,10 @@ struct GroupDrill {
 
     struct Verdict {
         var workerKills = 0
+        /// Workers frozen past the heartbeat timeout and let go, and those
+        /// whose log did not say `lease-expired` before `given-up` after it.
+        var workerFreezes = 0
+        var unsuspended: [String] = []
         var sent = 0
         var applied = 0
         var unchanged = 0
@@ -70,6 +80,9 @@ struct GroupDrill {
             }
             if check.coveredFrom == nil { list.append("the accounts were never all owned") }
             if !late.isEmpty { list.append("\(late.count) kills not moved within the window (first: \(late[0]))") }
+            if !unsuspended.isEmpty {
+                list.append("\(unsuspended.count) frozen workers did not stop their effects first when they ran again (first: \(unsuspended[0]))")
+            }
             return list
         }
     }
@@ -100,18 +113,28 @@ struct GroupDrill {
         defer { try? FileManager.default.removeItem(atPath: errorsBase + "-leader.err") }
         /// Each slot's current process and its name (a restarted one takes a new name: `drill-g1`, `drill-g1r2`, …).
         var generations = [Int](repeating: 0, count: count)
+        /// Each worker's stderr, by its name (a frozen one's is read after it runs again).
+        func errors(_ name: String) -> String { errorsBase + "-\(name).err" }
+        var errorFiles: [String] = []
         func startWorker(_ slot: Int) throws -> (child: Child, name: String) {
             let name = "drill-g\(slot)" + (generations[slot] == 0 ? "" : "r\(generations[slot])")
+            // The leader's heartbeat timeout: the worker's lease is it less the margin (cogwire §6b).
             let child = try Child(
-                executable, ["worker", "--leader", requests, "--name", name, "--rig", "ledger-greeter", "--group", GroupDrill.group],
-                errors: errorsBase + "-g\(slot).err", environment: ["SWIFT_BACKTRACE": "enable=no"])
+                executable,
+                [
+                    "worker", "--leader", requests, "--name", name, "--rig", "ledger-greeter", "--group", GroupDrill.group,
+                    "--heartbeat-timeout", Self.seconds(options.heartbeatTimeout),
+                ],
+                errors: errors(name), environment: ["SWIFT_BACKTRACE": "enable=no"])
+            errorFiles.append(errors(name))
             return (child, name)
         }
         var workers = try (0..<count).map(startWorker)
         defer {
             leader.stop()
+            for worker in workers { worker.child.thaw() }
             for worker in workers { worker.child.stop() }
-            for slot in 0..<count { try? FileManager.default.removeItem(atPath: errorsBase + "-g\(slot).err") }
+            for file in errorFiles { try? FileManager.default.removeItem(atPath: file) }
         }
         var verdict = Verdict()
         // The group formed (every worker synced in it, so registered soon after) before the accounts open:
@@ -140,6 +163,12 @@ struct GroupDrill {
         let end = start + .seconds(options.seconds)
         var nextKill = start + .milliseconds(Int64(options.killWorkerEvery * 1_000))
         var kills: [GroupLogCheck.Kill] = []
+        let freezing = options.freezeWorkerEvery > 0
+        var nextFreeze = start + .milliseconds(Int64(options.freezeWorkerEvery * 1_000))
+        /// The worker frozen now (its slot, and when it is let go), and each one let go, by name.
+        var frozen: (slot: Int, thawAt: ContinuousClock.Instant)?
+        var thawed: [String] = []
+        let freezeLength = Duration.milliseconds(Int64((options.heartbeatTimeout + 1) * 1_000))
         var lastKill = start
         var lastProgress = start
         var load = DrillLoad(accounts: accounts, churnPerForty: 3, churnOutstanding: 8)
@@ -149,8 +178,22 @@ struct GroupDrill {
             if now < end {
                 // A churned account's greeter opens on one member and retires, moved or not.
                 try load.feed(transfers: Array(clients.dropLast()), churn: clients[3], random: &random)
-                if now >= nextKill {
+                if let ice = frozen, now >= ice.thawAt {
+                    workers[ice.slot].child.thaw()
+                    thawed.append(workers[ice.slot].name)
+                    frozen = nil
+                    nextFreeze = now + .milliseconds(Int64(options.freezeWorkerEvery * 1_000))
+                }
+                if freezing, frozen == nil, now >= nextFreeze, now + freezeLength < end {
                     let slot = Int(random.next() % UInt64(count))
+                    workers[slot].child.freeze()
+                    frozen = (slot, now + freezeLength)
+                    verdict.workerFreezes += 1
+                }
+                if now >= nextKill, frozen.map({ $0.slot }) == nil || count > 1 {
+                    var slot = Int(random.next() % UInt64(count))
+                    // Not the frozen one: its freeze is judged by what it says when it runs again.
+                    if let ice = frozen, ice.slot == slot { slot = (slot + 1) % count }
                     kills.append(GroupLogCheck.Kill(worker: workers[slot].name, at: Date()))
                     if let timeline { killFaults[workers[slot].name] = timeline.fault(.workerKill, at: now, detail: "\(workers[slot].name) SIGKILLed") }
                     workers[slot].child.killHard()
@@ -171,6 +214,12 @@ struct GroupDrill {
                 fflush(nil)
             }
         }
+        // A worker still frozen runs again (it rejoins, as any one let go).
+        if let ice = frozen {
+            workers[ice.slot].child.thaw()
+            thawed.append(workers[ice.slot].name)
+            lastKill = max(lastKill, ContinuousClock.now)
+        }
         // The last kill's window passes (its move is judged like the others'), then the group settles:
         // the given-up workers gone, the live ones caught up.
         let windowEnd = lastKill + .milliseconds(Int64((options.heartbeatTimeout + Self.moveSlack) * 1_000) + 500)
@@ -190,14 +239,26 @@ struct GroupDrill {
         } else {
             verdict.unconverged = ["the leader did not answer status"]
         }
-        for (slot, worker) in workers.enumerated() where !worker.child.isRunning {
-            verdict.unconverged.append("\(worker.name) \(worker.child.ending)\(worker.child.lastErrorLine(in: errorsBase + "-g\(slot).err").map { ": \($0)" } ?? "")")
+        for worker in workers where !worker.child.isRunning {
+            verdict.unconverged.append("\(worker.name) \(worker.child.ending)\(worker.child.lastErrorLine(in: errors(worker.name)).map { ": \($0)" } ?? "")")
         }
         if !leader.isRunning {
             verdict.unconverged.append("the leader \(leader.ending)\(leader.lastErrorLine(in: errorsBase + "-leader.err").map { ": \($0)" } ?? "")")
         }
         leader.stop()
         for worker in workers { worker.child.stop() }
+        // Each worker let go said `lease-expired` when it ran again, before it heard `gone`.
+        for name in Set(thawed).sorted() {
+            let lines = ((try? String(contentsOfFile: errors(name), encoding: .utf8)) ?? "").split(separator: "\n")
+            let expired = lines.indices.filter { lines[$0].contains("no welcome from the leader for") }
+            let givenUp = lines.indices.filter { lines[$0].contains("the leader gave this worker up") }
+            let freezes = thawed.filter { $0 == name }.count
+            if expired.count < freezes {
+                verdict.unsuspended.append("\(name): frozen \(freezes) times, said lease-expired \(expired.count) times")
+            } else if let firstGone = givenUp.first, let firstExpired = expired.first, firstGone < firstExpired {
+                verdict.unsuspended.append("\(name): said given-up before lease-expired")
+            }
+        }
 
         let store = try TurnStore(directory: folder, mode: .reader)
         defer { store.close() }
@@ -318,12 +379,14 @@ struct GroupDrill {
         )
         // Without --data: a run's folder is always fresh, and the one given now holds this run's log.
         let command =
-            "cogd-lab drill --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout) --seed \(options.seed)\(options.portsOption)"
+            "cogd-lab drill --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout)"
+            + (options.freezeWorkerEvery > 0 ? " --freeze-worker-every \(options.freezeWorkerEvery)" : "") + " --seed \(options.seed)\(options.portsOption)"
         let ownerless = verdict.workerKills - verdict.live.count
         if json {
             func number(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "null" }
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"groupWorkers\": \(options.groupWorkers), "
                 + "\"workerKills\": \(verdict.workerKills), \"killsOfOwners\": \(verdict.live.count), \"sent\": \(verdict.sent), "
+                + "\"workerFreezes\": \(verdict.workerFreezes), \"freezesNotSuspended\": \(verdict.unsuspended.count), "
                 + "\"applied\": \(verdict.applied), \"unchanged\": \(verdict.unchanged), \"refused\": \(verdict.refused), \"rejected\": \(verdict.rejected), "
                 + "\"retried\": \(verdict.retried), \"unanswered\": \(verdict.unanswered), \"turns\": \(turns), \"lost\": \(verdict.lost.count), "
                 + "\"duplicated\": \(verdict.duplicated.count), \"logSound\": \(verdict.problem == nil), "
@@ -345,6 +408,7 @@ struct GroupDrill {
         var lines = [
             "drill verdict (seed \(options.seed), a group of \(options.groupWorkers) workers)",
             "  kills            workers \(verdict.workerKills) (\(verdict.live.count) owned accounts, \(ownerless) owned none), leader 0",
+            "  freezes          \(verdict.workerFreezes) workers SIGSTOPped past the heartbeat timeout; \(verdict.workerFreezes - verdict.unsuspended.count) said lease-expired when they ran again, before gone",
             "  requests         the drill's client sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), refused \(verdict.refused), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
             "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",

@@ -97,6 +97,12 @@ enum LabParse {
                 }
                 options.groupWorkers = value
             case "--heartbeat-timeout": options.heartbeatTimeout = try number(option, try reader.value(for: option))
+            case "--freeze-worker-every":
+                let text = try reader.value(for: option)
+                guard let value = Double(text), value >= 0, value.isFinite else {
+                    throw UsageError(message: "--freeze-worker-every takes a number of seconds, 0 for none, not '\(text)'", subcommand: "drill")
+                }
+                options.freezeWorkerEvery = value
             case "--ports": options.ports = try PortRange.parse(try reader.value(for: option), subcommand: "drill")
             case "--report": options.reportFolder = try reader.value(for: option)
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
@@ -109,8 +115,8 @@ enum LabParse {
                 throw UsageError(message: "\(other) does not apply to a group drill (--group-workers)", subcommand: "drill")
             }
             if !given.contains("--kill-worker-every") { options.killWorkerEvery = Drill.Options.groupKillWorkerEvery }
-        } else if given.contains("--heartbeat-timeout") {
-            throw UsageError(message: "--heartbeat-timeout applies to a group drill (with --group-workers)", subcommand: "drill")
+        } else if let groupOnly = ["--heartbeat-timeout", "--freeze-worker-every"].first(where: given.contains) {
+            throw UsageError(message: "\(groupOnly) applies to a group drill (with --group-workers)", subcommand: "drill")
         }
         if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
         try options.ports.check(needed: Drill.Options.portsNeeded, what: "a drill (the leader's requests and turns)", subcommand: "drill")

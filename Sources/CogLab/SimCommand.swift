@@ -73,6 +73,9 @@ enum SimCommand {
         if options.broken.contains(SimRule.exclusivePlacement.rawValue) && !options.groups {
             throw CommandUsageError(message: "--break exclusive-placement needs --groups (placement is a rule of groups)", subcommand: "sim")
         }
+        if options.broken.contains(SimRule.workerLease.rawValue) && !options.groups {
+            throw CommandUsageError(message: "--break worker-lease needs --groups (the lease guards instances placed in a group)", subcommand: "sim")
+        }
         return options
     }
 

@@ -22,6 +22,10 @@ struct SimChecker {
     /// revision whose record retired it.
     private var minted: [UInt64: (worker: String, revision: UInt64)] = [:]
     private var retired: [UInt64: UInt64] = [:]
+    /// Instances retired because the leader gave their worker up (silent
+    /// past the heartbeat timeout) or another process took its name: their
+    /// worker learns it only when it hears from the leader again.
+    private var givenUp: Set<UInt64> = []
     /// The final answer each request got (a later one must be the same).
     private var answers: [RequestID: OpReply.Outcome] = [:]
     /// With groups: the live instance of each member of each scope (by
@@ -79,6 +83,7 @@ struct SimChecker {
                     }
                 case .retire:
                     retired[event.instance] = retired[event.instance] ?? record.revision
+                    if record.name == LeaderCore.workerGoneTurn || record.name == LeaderCore.nameTakenOverTurn { givenUp.insert(event.instance) }
                     if owned[event.scope]?[event.identity ?? []] == event.instance { owned[event.scope]?[event.identity ?? []] = nil }
                 }
             }
@@ -208,6 +213,35 @@ struct SimChecker {
             if let instance = held.first {
                 return simulation.fail(
                     "dead-holder", "\(worker.name) has been dead \(Simulation.seconds(simulation.now - dead)) s, yet instance \(instance) is live")
+            }
+        }
+    }
+
+    /// With groups, at most one worker acts for each scope member at any
+    /// time: a worker acts for the members it holds an instance of (in its
+    /// own view) while it runs and its lease holds (`cogwire.md` §6b). A
+    /// worker cut off from the leader must stop before the leader gives it
+    /// up and moves its members to another: its view keeps an instance the
+    /// log retired until it hears from the leader again.
+    ///
+    /// Not checked here: an instance retired by any other record (moved to
+    /// a worker that joined, deselected), which its worker stops as it
+    /// applies that record — a worker the leader still hears from.
+    func checkEffectOwners(simulation: Simulation) {
+        guard simulation.configuration.groups else { return }
+        var owners: [String: [[UInt8]: (worker: String, instance: UInt64)]] = [:]
+        for worker in simulation.workers where worker.alive && !worker.core.isSuspended {
+            for (scope, members) in worker.instances.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                for (identity, instance) in members.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) })
+                where retired[instance] == nil || givenUp.contains(instance) {
+                    if let other = owners[scope.path]?[identity] {
+                        return simulation.fail(
+                            "two-effect-owners",
+                            "member \(CBORText.display(bytes: identity)) of \(scope.path) acts on \(other.worker) (instance \(other.instance)) "
+                                + "and on \(worker.name) (instance \(instance)) at once")
+                    }
+                    owners[scope.path, default: [:]][identity] = (worker.name, instance)
+                }
             }
         }
     }

@@ -40,6 +40,9 @@ public enum SimRule: String, Sendable, CaseIterable {
     case digestCheck = "digest-check"
     /// One owner per scope member in a group (with `--groups`).
     case exclusivePlacement = "exclusive-placement"
+    /// A worker's lease (with `--groups`): a worker cut off from the leader
+    /// suspends its placed instances' effects before the leader moves them.
+    case workerLease = "worker-lease"
 
     var leaderRule: LeaderRule? {
         switch self {
@@ -47,7 +50,7 @@ public enum SimRule: String, Sendable, CaseIterable {
         case .dedup: .dedup
         case .heartbeatExpiry: .heartbeatExpiry
         case .exclusivePlacement: .exclusivePlacement
-        case .digestCheck: nil
+        case .digestCheck, .workerLease: nil
         }
     }
 }
@@ -349,7 +352,8 @@ public final class Simulation {
         worker.identity = Array("\(worker.name)/\(worker.incarnation)".utf8)
         worker.core = ReplicaCore(
             settings: ReplicaCore.Settings(
-                name: worker.name, checksDigest: !configuration.broken.contains(.digestCheck), group: configuration.groups ? "sim" : nil))
+                name: worker.name, checksDigest: !configuration.broken.contains(.digestCheck), group: configuration.groups ? "sim" : nil,
+                lease: configuration.broken.contains(.workerLease) ? nil : ReplicaCore.lease(heartbeatTimeout: configuration.heartbeatTimeout)))
         worker.cogs = Cogs.replica()
         worker.subscribed = false
         worker.outstanding = []
@@ -466,6 +470,11 @@ public final class Simulation {
                 worker.adoptRegistered(upTo: worker.core.appliedRevision)
             case .refused(let error):
                 note("\(worker.name) refused: \(error.code)")
+            case .suspendEffects:
+                count("lease-expiries")
+                note("\(worker.name)'s lease runs out: its placed instances' effects stop")
+            case .resumeEffects:
+                note("\(worker.name)'s lease is renewed: its placed instances' effects start again")
             }
         }
     }
@@ -680,6 +689,7 @@ public final class Simulation {
         checker.scan(log, simulation: self)
         checker.checkMoney(simulation: self)
         checker.checkGivenUp(simulation: self)
+        checker.checkEffectOwners(simulation: self)
     }
 
     func fail(_ invariant: String, _ message: String) {

@@ -313,6 +313,8 @@ enum ClusterCommands {
             configuration.keys = try options.keys?.load()
             // No --group: the rig's name, so the workers of one rig share its work (`cogwire.md` §6a).
             configuration.group = options.group ?? rigName
+            // The lease: the leader's heartbeat timeout less its margin (`cogwire.md` §6b).
+            configuration.leaderHeartbeatTimeout = .milliseconds(Int64(options.heartbeatTimeout * 1_000))
             // The keys (never the values) go to the leader in the hello: `cogd status` shows them.
             if !options.settings.isEmpty { configuration.settingKeys = options.settings.keys }
             worker = try Worker(configuration: configuration, mechanisms: rig.mechanisms(host))
@@ -362,6 +364,8 @@ enum ClusterCommands {
         // A start-over (revision-ahead) noticed: the next sync is reported with it.
         var startedOverAt: UInt64?  // the revision a start-over discarded, until the sync after it is logged
         var reportedGivenUp: UInt64 = 0
+        var reportedLeaseExpiries: UInt64 = 0
+        var reportedSuspended = false
         var awaitingRejoin = false
         var reportedMalformed: UInt64 = 0
         var lastMalformedLine: ContinuousClock.Instant?
@@ -507,6 +511,25 @@ enum ClusterCommands {
                         "\(unlogged) more of this worker's requests were rejected since the last pass, not logged one by one "
                             + "(over \(WorkerRejections.reportsKept)); cogd_worker_rejections_total counts every one",
                         ["count": .number(Double(unlogged))])
+                }
+                if worker.isSuspended != reportedSuspended || worker.leaseExpiries != reportedLeaseExpiries {
+                    // The lease ran out (or ran out and was renewed between two looks: both are told).
+                    let lease = worker.lease.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 0
+                    if worker.leaseExpiries != reportedLeaseExpiries {
+                        reportedLeaseExpiries = worker.leaseExpiries
+                        log.log(
+                            .warn, "lease-expired",
+                            "no welcome from the leader for \(String(format: "%.1f", lease)) s (its heartbeat timeout less the margin): the instances placed here "
+                                + "stop their tasks and reactions until the leader answers again, before it may move them to another worker",
+                            ["leaseSeconds": .number(lease), "expiries": .number(Double(worker.leaseExpiries))])
+                    }
+                    if !worker.isSuspended {
+                        log.log(
+                            .info, "lease-renewed",
+                            "the leader answers again: the instances still placed here start their tasks and reactions again",
+                            ["renewals": .number(Double(worker.leaseRenewals))])
+                    }
+                    reportedSuspended = worker.isSuspended
                 }
                 if worker.timesGivenUp != reportedGivenUp {
                     // `gone`: the leader heard nothing from this worker past its heartbeat timeout and retired its instances.

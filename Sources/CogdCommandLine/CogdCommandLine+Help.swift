@@ -129,6 +129,11 @@ extension CogdCommandLine {
                                       so workers of one rig share its work; a name no other worker uses,
                                       e.g. --group worker-1, runs everything here; --rig replica only
                                       replicates)
+                  --heartbeat-timeout S
+                                      the leader's --heartbeat-timeout: with no welcome from the leader
+                                      for this less a margin (a fifth, 1 s at least), the instances placed
+                                      here stop their tasks and reactions until one comes, before the
+                                      leader moves them elsewhere (default 5; protocol/cogwire.md §6b)
                   --set KEY=VALUE     an app setting the rig's mechanisms read (CogRig.Host.settings),
                                       repeated for more; a key is 1 to 64 of A-Z a-z 0-9 _ . -, a value
                                       at most 4096 bytes, at most 256 settings; wins over --settings

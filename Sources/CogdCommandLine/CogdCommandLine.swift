@@ -223,7 +223,7 @@ public enum CogdCommandLine {
         case "ops": "Usage: \(cogd) ops [--json]"
         case "worker":
             "Usage: \(cogd) worker [--leader ENDPOINT] [--name NAME] [--rig NAME] [--group NAME] [--key FILE --leader-key FILE]\n"
-                + "         [--set KEY=VALUE]... [--settings FILE] [--metrics HOST:PORT] [--log-format text|json]\n"
+                + "         [--heartbeat-timeout S] [--set KEY=VALUE]... [--settings FILE] [--metrics HOST:PORT] [--log-format text|json]\n"
                 + "         [--log-level debug|info|warn|error]"
         case "version": "Usage: \(cogd) version"
         case "help": "Usage: \(cogd) help [SUBCOMMAND]"

@@ -119,6 +119,9 @@ enum Command: Equatable {
         var settings = CogRig.Settings()
         /// The settings file (`--settings FILE`), read when the worker starts.
         var settingsFile: String?
+        /// The leader's `--heartbeat-timeout` in seconds (`--heartbeat-timeout`):
+        /// the worker's lease is this less a margin (`cogwire.md` §6b).
+        var heartbeatTimeout: Double = 5
     }
 
     struct CallOptions: Equatable {
@@ -334,12 +337,12 @@ enum Command: Equatable {
             case ("leader", "--accept-data-loss"):
                 try reader.noValue(option)
                 leader.acceptDataLoss = true
-            case ("leader", "--heartbeat-timeout"):
+            case ("leader", "--heartbeat-timeout"), ("worker", "--heartbeat-timeout"):
                 let text = try reader.value(for: option)
-                guard let seconds = Double(text), seconds > 0 else {
-                    throw UsageError(message: "--heartbeat-timeout takes seconds (more than 0), not '\(text)'", subcommand: subcommand)
+                guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
+                    throw UsageError(message: "--heartbeat-timeout takes seconds (more than 0, at most 86400), not '\(text)'", subcommand: subcommand)
                 }
-                leader.heartbeatTimeout = seconds
+                if subcommand == "leader" { leader.heartbeatTimeout = seconds } else { worker.heartbeatTimeout = seconds }
             case ("leader", "--commit-cpu"):
                 let text = try reader.value(for: option)
                 switch text {

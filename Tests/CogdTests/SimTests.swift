@@ -57,9 +57,10 @@ struct SimTests {
     }
 
     @Test func `with --groups each scope member has one owner in the group through every fault; moves and re-placements happen`() throws {
-        let (status, runs, output) = try runs(["--seeds", "1-6", "--steps", "3000", "--groups"])
+        // (12 seeds: a root moves only when its owner goes, in about half the runs.)
+        let (status, runs, output) = try runs(["--seeds", "1-12", "--steps", "3000", "--groups"])
         #expect(status == 0, "\(output)")
-        #expect(runs.count == 6)
+        #expect(runs.count == 12)
         #expect(runs.allSatisfy { $0["pass"] as? Bool == true }, "\(output)")
         let counts = runs.map { $0["counts"] as? [String: Int] ?? [:] }
         #expect(counts.contains { ($0["group-moves"] ?? 0) > 0 }, "a joining worker took members over: \(counts)")
@@ -70,6 +71,17 @@ struct SimTests {
         #expect(broken.status == 1)
         let violation = try #require(broken.runs.last?["violation"] as? [String: Any], "\(broken.output)")
         #expect(violation["invariant"] as? String == "double-owned")
+    }
+
+    @Test func `with --groups a worker cut off from the leader stops its effects before its members move; without the lease two act at once`() throws {
+        let (status, runs, output) = try runs(["--seeds", "1-6", "--steps", "3000", "--groups"])
+        #expect(status == 0, "\(output)")
+        let counts = runs.map { $0["counts"] as? [String: Int] ?? [:] }
+        #expect(counts.contains { ($0["lease-expiries"] ?? 0) > 0 }, "a lease ran out: \(counts)")
+        let broken = try self.runs(["--seeds", "1-20", "--steps", "3000", "--groups", "--break", "worker-lease"])
+        #expect(broken.status == 1, "\(broken.output)")
+        let violation = try #require(broken.runs.last?["violation"] as? [String: Any], "\(broken.output)")
+        #expect(violation["invariant"] as? String == "two-effect-owners", "\(violation)")
     }
 
     @Test func `a failure prints the seed, the step, the trace and how to reproduce it`() throws {
@@ -85,7 +97,7 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogdLab(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
         let arbiterOnly = try runCogdLab(["sim", "--break", "arbiter-deadline"])
         #expect(arbiterOnly.status == 64 && arbiterOnly.stderr.contains("--break arbiter-deadline is the arbiter's rule: give --arbiter too"))
         let clusterOnly = try runCogdLab(["sim", "--arbiter", "--break", "dedup"])
@@ -93,6 +105,9 @@ struct SimTests {
         let placement = try runCogdLab(["sim", "--break", "exclusive-placement"])
         #expect(placement.status == 64)
         #expect(placement.stderr.contains("--break exclusive-placement needs --groups"))
+        let lease = try runCogdLab(["sim", "--break", "worker-lease"])
+        #expect(lease.status == 64)
+        #expect(lease.stderr.contains("--break worker-lease needs --groups"))
         let range = try runCogdLab(["sim", "--seeds", "9-3"])
         #expect(range.status == 64)
         #expect(range.stderr.contains("--seeds takes a range A-B"))

@@ -131,7 +131,8 @@ struct ReplicaCoreTests {
     }
 
     @Test func `a snapshot with no part at all is asked for again after 30 s, then 60 s, doubling; a part resets it`() {
-        var replica = ReplicaCore(settings: .init(name: "w1", heartbeatInterval: .seconds(1_000), checksDigest: false))
+        // (No lease: minutes pass unanswered here; `WorkerLeaseTests` holds the lease.)
+        var replica = ReplicaCore(settings: .init(name: "w1", heartbeatInterval: .seconds(1_000), checksDigest: false, lease: nil))
         _ = replica.step(.start, now: .zero)
         _ = replica.step(Self.welcome(), now: .zero)
         #expect(replica.step(.tick, now: .seconds(30)) == [])
@@ -309,7 +310,8 @@ struct ReplicaCoreTests {
     }
 
     @Test func `name-in-use: forget the instances, say hello again 0.5 s doubling to 5 s apart until welcomed, then register anew`() {
-        var replica = Self.synced(at: 2)
+        // (No lease: a displaced worker has forgotten its instances; `WorkerLeaseTests` holds the lease.)
+        var replica = Self.synced(at: 2, settings: .init(name: "w1", checksDigest: false, lease: nil))
         let error = WireError(.nameInUse, "another process is connected as worker w1 (heard 0.2 s ago); each worker needs its own --name")
         #expect(replica.step(.leader(.error(error)), now: .milliseconds(30)) == [.refused(error), .forgetInstances])
         #expect(replica.displaced == error)

@@ -113,6 +113,8 @@ final class WiredCores {
             case .reply(let reply): replies.append(reply)
             case .registered(let registration, _, _): log.append("registered \(registration)")
             case .refused(let error): log.append("refused \(error.code)")
+            case .suspendEffects: log.append("suspend effects")
+            case .resumeEffects: log.append("resume effects")
             }
         }
     }

@@ -125,6 +125,16 @@ extension Leader {
                     "refused worker \(TerminalText.escaped(worker))'s hello: \(TerminalText.escaped(reason))"
                         + (more > 0 ? " (\(more) more refusals since the last line)" : ""),
                     ["worker": .text(worker), "reason": .text(reason), "more": .number(Double(more))])
+            case .placementHeld(let seconds):
+                log.log(
+                    .info, "placement-held",
+                    "this leader follows an earlier one: group scopes are placed in \(String(format: "%g", seconds)) s (the heartbeat timeout), "
+                        + "once a worker the earlier leader placed them on has stopped them (its lease runs out first)",
+                    ["seconds": .number(seconds)])
+            case .placementReleased(let registrations):
+                log.log(
+                    .info, "placement-released", "group scopes are placed from now on (\(registrations) registrations kept meanwhile)",
+                    ["registrations": .number(Double(registrations))])
             case .nameConflict(let worker):
                 guard let more = operations.conflicts.lineDue(for: worker, now: ContinuousClock.now) else { continue }
                 log.log(

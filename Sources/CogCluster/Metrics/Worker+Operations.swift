@@ -89,6 +89,13 @@ extension Worker {
                 "cogd_worker_requests_unsent_total", .counter,
                 help: "Op requests the socket could not take (its queue to the leader full), each answered here rejected unavailable.",
                 Double(ops.unsentRequests)),
+            .single(
+                "cogd_worker_lease_suspended", .gauge,
+                help: "1 while the lease has run out (no welcome within the leader's heartbeat timeout less the margin): placed instances' effects are suspended.",
+                isSuspended ? 1 : 0),
+            .single(
+                "cogd_worker_lease_expiries_total", .counter,
+                help: "Times the lease ran out and the placed instances' tasks and reactions were suspended.", Double(leaseExpiries)),
             .single("cogd_worker_digest_mismatches_total", .counter, help: "Records or snapshots whose state digest differed from the replica's.", Double(digestMismatches)),
             .single("cogd_process_resident_memory_bytes", .gauge, help: "Resident memory of this process.", residentMemoryBytes()),
         ]

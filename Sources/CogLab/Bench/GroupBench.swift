@@ -60,7 +60,13 @@ struct GroupBench {
         func startWorker() throws -> (child: Child, name: String) {
             let name = "bench-g\(started)"
             started += 1
-            let child = try Child(executable, ["worker", "--leader", requests, "--name", name, "--rig", "ledger-greeter", "--group", Self.group])
+            // The leader's heartbeat timeout: the worker's lease is it less the margin (cogwire §6b).
+            let child = try Child(
+                executable,
+                [
+                    "worker", "--leader", requests, "--name", name, "--rig", "ledger-greeter", "--group", Self.group,
+                    "--heartbeat-timeout", GroupDrill.seconds(Self.heartbeatTimeout),
+                ])
             return (child, name)
         }
         var workers = try (0..<count).map { _ in try startWorker() }

@@ -118,6 +118,15 @@ public struct LeaderCore {
     /// measured from then, not across the pause.
     private var lastLook: Duration?
     private var resumedAt: Duration = .zero
+    /// Until when a leader that follows an earlier one (epoch above 1)
+    /// places no member of a group (`cogwire.md` §6b): a worker may still
+    /// act for what the earlier leader placed on it until its lease runs
+    /// out, at most the heartbeat timeout after it last heard that leader.
+    /// Nil: nothing is held (the first epoch, or the hold is over).
+    public private(set) var placementHeldUntil: Duration?
+    /// Group registrations that came during the hold, in arrival order
+    /// (one per worker and registration number), registered when it ends.
+    private var heldRegistrations: [(peer: Peer, spec: ScopeRegistration)] = []
     /// Workers given up for silence (this epoch): their requests are
     /// rejected and their heartbeats answered `gone` until they say hello.
     private var goneWorkers = GoneWorkers(limit: LeaderCore.goneWorkersLimit)
@@ -253,6 +262,7 @@ public struct LeaderCore {
             return snapshotsToStart
         case .tick:
             expireSilentWorkers(now: now)
+            releaseHeldRegistrations(now: now)
             return []
         case .endBatch:
             return endBatch()
@@ -276,6 +286,11 @@ public struct LeaderCore {
     public static let pauseAllowance: Duration = .seconds(1)
 
     private mutating func observe(_ now: Duration) {
+        if lastLook == nil, log.epoch > 1, settings.placesGroups {
+            placementHeldUntil = now + settings.heartbeatTimeout
+            let timeout = settings.heartbeatTimeout.components
+            note(.placementHeld(seconds: Double(timeout.seconds) + Double(timeout.attoseconds) / 1e18))
+        }
         if let lastLook, now - lastLook > LeaderCore.pauseAllowance { resumedAt = now }
         lastLook = now
     }
@@ -588,6 +603,7 @@ public struct LeaderCore {
         case .statusRequest:
             outgoing.append(.sendStatus(peer))
         case .scopeRegister(let spec):
+            if holdsPlacement(peer, spec, now: now) { return }
             register(peer, spec, now: now)
         default:
             refuse(peer, WireError(.notAllowed, "`\(message.typeName)` is not a request the leader serves"))
@@ -910,6 +926,35 @@ public struct LeaderCore {
                 worker: spec.worker, registration: spec.registration, revision: durable.nextRevision - 1, instances: instances
             ).encoded()))
         batchRegistrations.append(outgoing.count - 1)
+    }
+
+    /// Keeps a group's top-level registration for when the placement hold
+    /// ends (true), or says it may register now (false). A registration
+    /// number sent again replaces the one kept.
+    private mutating func holdsPlacement(_ peer: Peer, _ spec: ScopeRegistration, now: Duration) -> Bool {
+        guard let until = placementHeldUntil, now < until, spec.parent == nil, let holder = workers[spec.worker],
+            holder.identity == peer, holder.group != nil
+        else { return false }
+        heldRegistrations.removeAll { $0.spec.worker == spec.worker && $0.spec.registration == spec.registration }
+        guard heldRegistrations.count(where: { $0.spec.worker == spec.worker }) < LeaderCore.maximumRegistrationsPerWorker else {
+            refuse(peer, WireError(
+                .tooManyRegistrations,
+                "worker \(spec.worker) holds \(LeaderCore.maximumRegistrationsPerWorker) scope registrations, the most a worker may"))
+            return true
+        }
+        heldRegistrations.append((peer, spec))
+        return true
+    }
+
+    /// The hold is over: the registrations kept register now, in order (a
+    /// worker gone or replaced meanwhile is refused, as at any time).
+    private mutating func releaseHeldRegistrations(now: Duration) {
+        guard let until = placementHeldUntil, now >= until else { return }
+        placementHeldUntil = nil
+        let held = heldRegistrations
+        heldRegistrations = []
+        note(.placementReleased(registrations: held.count))
+        for (peer, spec) in held { register(peer, spec, now: now) }
     }
 
     /// Retires every instance `worker` holds, in a system record named `name`.
@@ -1273,6 +1318,11 @@ public struct LeaderCore {
         case nameConflict(worker: String)
         /// A worker's hello was refused `rig-mismatch`: why, naming the op or source.
         case rigRefused(worker: String, reason: String)
+        /// This leader follows an earlier one: group members are placed only
+        /// after this many seconds (`cogwire.md` §6b).
+        case placementHeld(seconds: Double)
+        /// The hold is over: the group registrations kept meanwhile are registered now.
+        case placementReleased(registrations: Int)
     }
 
     /// The most events kept until the driver takes them (more are counted in `droppedEvents`).

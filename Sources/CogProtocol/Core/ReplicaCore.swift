@@ -31,11 +31,21 @@ public struct ReplicaCore: Sendable {
         public var group: String?
         /// The keys of the app settings named in each hello (`cogwire.md` §3; nil: none).
         public var settingKeys: [String]?
+        /// The worker's lease (`cogwire.md` §6b): how long after the hello
+        /// or heartbeat that a `welcome` answered the worker's placed
+        /// instances may act. Past it, unanswered, their effects are
+        /// suspended until a welcome renews it. The leader's heartbeat
+        /// timeout less `leaseMargin(heartbeatTimeout:)`
+        /// (`lease(heartbeatTimeout:)`); nil: no lease, effects run until
+        /// the leader says `gone` (only `cogd-lab sim --break worker-lease`,
+        /// to show the checker notices).
+        public var lease: Duration?
 
         public init(
             name: String, heartbeatInterval: Duration = .seconds(1), snapshotPatience: Duration = .seconds(30), checksDigest: Bool = true,
-            rig: CogRig.Fingerprint? = nil, group: String? = nil
+            rig: CogRig.Fingerprint? = nil, group: String? = nil, lease: Duration? = ReplicaCore.lease(heartbeatTimeout: .seconds(5))
         ) {
+            self.lease = lease
             self.group = group
             self.name = name
             self.heartbeatInterval = heartbeatInterval
@@ -83,6 +93,14 @@ public struct ReplicaCore: Sendable {
         case registered(registration: UInt64, revision: UInt64, members: [ScopeMember])
         /// The leader refused something (kept for display; the core has acted on it).
         case refused(WireError)
+        /// The lease ran out (no welcome answered a hello or heartbeat sent
+        /// within it): stop the effects of the instances placed here —
+        /// cancel their tasks, hold their reactions — before the leader
+        /// moves them to another worker (`cogwire.md` §6b).
+        case suspendEffects
+        /// A welcome renewed the lease: the placed instances' effects start
+        /// again, as after a placement.
+        case resumeEffects
     }
 
     /// A replica discarded because the leader's log is behind it.
@@ -180,6 +198,21 @@ public struct ReplicaCore: Sendable {
     public private(set) var timesGivenUp: UInt64 = 0
     /// Whether a welcome ever came.
     private var joined = false
+    /// Whether the lease has run out: the placed instances' effects are
+    /// suspended until a welcome renews it.
+    public private(set) var isSuspended = false
+    /// How many times the lease ran out (`cogd_worker_lease_expiries_total`,
+    /// `protocol/metrics.md`), and how many times a welcome renewed it
+    /// after that (`lease-renewed` in the worker's log).
+    public private(set) var leaseExpiries: UInt64 = 0
+    public private(set) var leaseRenewals: UInt64 = 0
+    /// When the lease began: the time the worker sent the hello or heartbeat
+    /// that the newest welcome may answer, at the earliest (nil before the
+    /// first welcome). The leader heard that message no sooner, so it counts
+    /// the worker's silence from later than this.
+    public private(set) var leaseStart: Duration?
+    /// The first hello or heartbeat sent since the last welcome.
+    private var firstUnanswered: Duration?
     /// Whether the leader welcomed this worker and has not refused or dropped it since.
     public var hasJoined: Bool { joined && !rejoining && !registerOnWelcome && displaced == nil && !heldOff }
 
@@ -209,6 +242,9 @@ public struct ReplicaCore: Sendable {
     }
 
     public mutating func step(_ input: Input, now: Duration) -> [Effect] {
+        // The lease is looked at before anything else: what this step
+        // applies must not reach an instance whose lease has already run out.
+        checkLease(now: now)
         switch input {
         case .start:
             lastHeartbeat = now
@@ -231,7 +267,7 @@ public struct ReplicaCore: Sendable {
                 // The request or its answer was lost (a connection broke): ask again.
                 askForCatchUp(now: now)
             }
-            let interval = heldOff ? ReplicaCore.rigRetryInterval : displaced == nil ? settings.heartbeatInterval : nameRetry
+            let interval = heldOff ? ReplicaCore.rigRetryInterval : displaced == nil ? heartbeatInterval : nameRetry
             if now - lastHeartbeat >= interval {
                 lastHeartbeat = now
                 if displaced == nil && !heldOff {
@@ -262,6 +298,7 @@ public struct ReplicaCore: Sendable {
         if !buffered.isEmpty { parts.append("\(buffered.count) records held") }
         if rejoining { parts.append("rejoining") }
         if displaced != nil { parts.append("displaced") }
+        if isSuspended { parts.append("lease expired") }
         if rigRefused != nil { parts.append("rig refused") }
         if accessRefused != nil { parts.append("key refused") }
         return parts.joined(separator: ", ")
@@ -273,7 +310,70 @@ public struct ReplicaCore: Sendable {
     }
 
 
-    private mutating func send(_ message: WireMessage) { effects.append(.send(message)) }
+    private mutating func send(_ message: WireMessage) {
+        switch message {
+        case .hello, .heartbeat:
+            // A welcome to come may answer this, or a later one: the lease
+            // it renews counts from the first one not yet answered.
+            if firstUnanswered == nil { firstUnanswered = stepTime }
+        default:
+            break
+        }
+        effects.append(.send(message))
+    }
+
+    /// The time of the step under way (what `send` notes a hello or heartbeat at).
+    private var stepTime: Duration = .zero
+
+    // MARK: The lease
+
+    /// How often a heartbeat goes out: the configured interval, or half the
+    /// lease when that is shorter, so a welcome renews the lease well before
+    /// it runs out (a lease no longer than the interval would run out before
+    /// every answer).
+    private var heartbeatInterval: Duration {
+        guard let lease = settings.lease else { return settings.heartbeatInterval }
+        return min(settings.heartbeatInterval, lease / 2)
+    }
+
+    /// The margin by which a worker's lease is shorter than the leader's
+    /// heartbeat timeout: a fifth of it, at least one second, at most half.
+    /// It covers what the lease's start cannot see (`cogwire.md` §6b): a
+    /// welcome that answers a heartbeat sent before the one the lease counts
+    /// from (one heartbeat interval, 1 s), and a worker that looks at its
+    /// lease only between passes.
+    public static func leaseMargin(heartbeatTimeout: Duration) -> Duration {
+        min(max(heartbeatTimeout / 5, .seconds(1)), heartbeatTimeout / 2)
+    }
+
+    /// The lease of a worker whose leader gives a worker up after
+    /// `heartbeatTimeout` of silence: the timeout less its margin.
+    public static func lease(heartbeatTimeout: Duration) -> Duration {
+        heartbeatTimeout - leaseMargin(heartbeatTimeout: heartbeatTimeout)
+    }
+
+    /// Suspends the placed instances' effects once the lease has run out.
+    private mutating func checkLease(now: Duration) {
+        stepTime = now
+        guard !isSuspended, let lease = settings.lease, let leaseStart, now - leaseStart >= lease else { return }
+        isSuspended = true
+        leaseExpiries &+= 1
+        effects.append(.suspendEffects)
+    }
+
+    /// A welcome came: the lease runs from the first hello or heartbeat it
+    /// may answer (never back), and effects suspended resume if it has
+    /// not run out from there.
+    private mutating func renewLease(now: Duration) {
+        if let said = firstUnanswered {
+            leaseStart = max(leaseStart ?? said, said)
+            firstUnanswered = nil
+        }
+        guard isSuspended, let leaseStart, now - leaseStart < settings.lease ?? .zero else { return }
+        isSuspended = false
+        leaseRenewals &+= 1
+        effects.append(.resumeEffects)
+    }
 
     /// Says hello, with the rig's fingerprint when the worker runs one.
     private mutating func sayHello(lastRevision: UInt64) {
@@ -285,6 +385,7 @@ public struct ReplicaCore: Sendable {
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, let group):
             placedGroup = group
             welcome(epoch: epoch, lastRevision: lastRevision, turnsEndpoint: turnsEndpoint, lastSequence: lastSequence, now: now)
+            renewLease(now: now)
         case .snapshot(let epoch, let revision, let part, let partNumber, let more, let digest):
             snapshot(epoch: epoch, revision: revision, part: part, partNumber: partNumber, more: more, digest: digest, now: now)
         case .turns(let epoch, let records):
