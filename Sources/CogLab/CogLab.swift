@@ -53,8 +53,8 @@ public enum CogLab {
             }),
         ExtraSubcommand(
             name: "sim",
-            summary: "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE] [--json]",
-            usage: { cogd in "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups] [--break RULE]… [--json]" },
+            summary: "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups | --arbiter] [--break RULE] [--json]",
+            usage: { cogd in "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups | --arbiter] [--break RULE]… [--json]" },
             page: { page("sim", program: $0) },
             parse: { arguments throws(CommandUsageError) in
                 let options = try SimCommand.parse(arguments)
@@ -200,9 +200,13 @@ public enum CogLab {
                   --workers N         simulated workers, 1 to 16 (default \(defaults.workers))
                   --groups            the workers form one group: the leader places each scope member on
                                       one of them, and the checker holds it to that (default: off)
+                  --arbiter           instead of the cluster, --workers nodes' arbiters (cogd leader --ha)
+                                      against a model of etcd: the checker holds that a node whose
+                                      release gate is open holds etcd's leader key (default: off)
                   --break RULE        turn a rule off to see the checker catch it, again for more:
-                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")) (default: none;
-                                      exclusive-placement needs --groups)
+                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")), or with
+                                      --arbiter \(SimCommand.arbiterRule) (default: none; exclusive-placement
+                                      and worker-lease need --groups)
                   --json              one JSON object (default: lines)
 
                 Example:
