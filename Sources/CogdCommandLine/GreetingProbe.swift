@@ -1,4 +1,5 @@
 import Foundation
+import CogCluster
 
 #if canImport(Glibc)
     import Glibc
@@ -44,7 +45,7 @@ enum GreetingProbe {
         // Non-blocking connect and reads, each wait bounded by what is left of the limit.
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         if connect(descriptor, address.pointee.ai_addr, address.pointee.ai_addrlen) != 0 {
-            guard errno == EINPROGRESS, wait(descriptor, for: Int16(POLLOUT), until: deadline) else { return nil }
+            guard errno == EINPROGRESS, SocketWait.ready(descriptor, for: Int16(POLLOUT), until: deadline) else { return nil }
             var failure: Int32 = 0
             var length = socklen_t(MemoryLayout<Int32>.size)
             guard getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &failure, &length) == 0, failure == 0 else { return nil }
@@ -58,7 +59,7 @@ enum GreetingProbe {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64)
         while received.count < 32 {
-            guard wait(descriptor, for: Int16(POLLIN), until: deadline) else { break }
+            guard SocketWait.ready(descriptor, for: Int16(POLLIN), until: deadline) else { break }
             let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, 64 - received.count, 0) }
             if count <= 0 { return received.isEmpty && (count == 0 || errno == ECONNRESET) ? .closedSilently : classify(received) }
             let before = received.count
@@ -78,18 +79,4 @@ enum GreetingProbe {
         return .zeroMQ(mechanism: String(decoding: mechanism, as: UTF8.self))
     }
 
-    /// Waits for `events` on `descriptor` until `deadline`; false when it does not come.
-    private static func wait(_ descriptor: Int32, for events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
-        while true {
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { return false }
-            let milliseconds = Int32(clamping: left.components.seconds * 1_000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
-            var poller = pollfd(fd: descriptor, events: events, revents: 0)
-            let ready = poll(&poller, 1, milliseconds)
-            if ready > 0 { return true }
-            if ready < 0 && errno == EINTR { continue }
-            if ready == 0 { continue }
-            return false
-        }
-    }
 }

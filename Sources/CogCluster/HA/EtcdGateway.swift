@@ -183,7 +183,7 @@ public final class EtcdGateway {
         let bytes = Array(head.utf8) + Array(payload)
         var sent = 0
         while sent < bytes.count {
-            guard Self.wait(connection, for: Int16(POLLOUT), until: deadline) else {
+            guard SocketWait.ready(connection, for: Int16(POLLOUT), until: deadline) else {
                 return .failure(EtcdFailure(.timedOut, "\(endpoint) took the request too slowly"))
             }
             let count = bytes[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -208,7 +208,7 @@ public final class EtcdGateway {
             guard response.received.count <= Self.answerLimit + 64 * 1024 else {
                 return .failure(EtcdFailure(.garbage, "\(endpoint) answered more than \(Self.answerLimit) bytes"))
             }
-            guard Self.wait(connection, for: Int16(POLLIN), until: deadline) else {
+            guard SocketWait.ready(connection, for: Int16(POLLIN), until: deadline) else {
                 return .failure(EtcdFailure(.timedOut, "no whole answer from \(endpoint) in time"))
             }
             let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
@@ -254,7 +254,7 @@ public final class EtcdGateway {
                 close(descriptor)
                 return .failure(EtcdFailure(.unreachable, "connect to \(endpoint): \(reason)"))
             }
-            guard Self.wait(descriptor, for: Int16(POLLOUT), until: deadline) else {
+            guard SocketWait.ready(descriptor, for: Int16(POLLOUT), until: deadline) else {
                 close(descriptor)
                 return .failure(EtcdFailure(.unreachable, "connect to \(endpoint): no answer in time"))
             }
@@ -268,18 +268,6 @@ public final class EtcdGateway {
         return .success(descriptor)
     }
 
-    /// Waits for `events` on `descriptor` until `deadline`; false when they do not come.
-    private static func wait(_ descriptor: Int32, for events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
-        while true {
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { return false }
-            let milliseconds = Int32(clamping: left.components.seconds * 1_000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
-            var poller = pollfd(fd: descriptor, events: events, revents: 0)
-            let ready = poll(&poller, 1, milliseconds)
-            if ready > 0 { return true }
-            if ready < 0 && errno != EINTR { return false }
-        }
-    }
 }
 
 /// An HTTP/1.1 response as it arrives: the status line, the headers, and a
