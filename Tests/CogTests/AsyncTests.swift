@@ -151,6 +151,16 @@ struct AsyncTests {
         #expect(cogs.peek(forecastCog))
     }
 
+    @Test func `ASYNC-17 the task running a state's work is named after the state`() async {
+        let forecastCog = Cog<String>.Async(default: "", name: "forecast") { _ in .run { Task.name ?? "unnamed" } }
+        let cogs = Cogs.forTesting()
+        guard case .success(let name) = await cogs.refresh(forecastCog).outcome else {
+            Issue.record("the work did not succeed")
+            return
+        }
+        #expect(name == "forecast")
+    }
+
     @Test func `D19 ASYNC-15 @concurrent work runs off the main actor and publishes on it`() async {
         let forecastCog = Cog<Bool>.Async(default: true) { _ in
             .run { @concurrent in isolatedToMainActor() }

@@ -283,8 +283,8 @@ struct SettlementTests {
         #expect(
             text.contains(
                 "Reading a cog needed 129 nested computations, past the limit of 128: a first read computes each "
-                    + "never-computed link inside the next. The innermost links were: … → cold[4] → cold[3] → "
-                    + "cold[2] → cold[1] → cold[0]. Read the chain from its source end first, so each link is "
+                    + "never-computed link inside the next. The innermost links were: … -> cold[4] -> cold[3] -> "
+                    + "cold[2] -> cold[1] -> cold[0]. Read the chain from its source end first, so each link is "
                     + "already computed when the next one reads it, or make the chain shorter"), "\(text)")
     }
 
@@ -300,7 +300,7 @@ struct SettlementTests {
         let text = stderrText(result)
         #expect(
             text.contains(
-                "Cog dependency cycle: cycle.a → cycle.b → cycle.a. An automatic cog may not read itself, directly "
+                "Cog dependency cycle: cycle.a -> cycle.b -> cycle.a. An automatic cog may not read itself, directly "
                     + "or through others; break the loop (keep what one of them needs in a manual source that an op "
                     + "or a reaction writes)"), "\(text)")
     }
@@ -310,7 +310,7 @@ struct SettlementTests {
             await MainActor.run { _ = Cogs.forTesting().peek(selfCog) }
         }
         let text = stderrText(result)
-        #expect(text.contains("Cog dependency cycle: cycle.self → cycle.self. An automatic cog may not read itself"), "\(text)")
+        #expect(text.contains("Cog dependency cycle: cycle.self -> cycle.self. An automatic cog may not read itself"), "\(text)")
     }
 
     @Test func `G8 CYCLE-07 a keyed cycle's trap walks the path with each key`() async {
@@ -319,7 +319,7 @@ struct SettlementTests {
         }
         let text = stderrText(result)
         #expect(
-            text.contains("Cog dependency cycle: cycle.keyed[0] → cycle.keyed[1] → cycle.keyed[2] → cycle.keyed[0]."),
+            text.contains("Cog dependency cycle: cycle.keyed[0] -> cycle.keyed[1] -> cycle.keyed[2] -> cycle.keyed[0]."),
             "\(text)")
     }
 
@@ -328,6 +328,6 @@ struct SettlementTests {
         #expect(cogs.peek(probeACog) == 1)
         let diagnostic = diagnostics.values.last ?? nil
         #expect(diagnostic?.path == ["probe.a", "probe.b", "probe.a"])
-        #expect(diagnostic?.message == "Cog dependency cycle: probe.a → probe.b → probe.a.")
+        #expect(diagnostic?.message == "Cog dependency cycle: probe.a -> probe.b -> probe.a.")
     }
 }

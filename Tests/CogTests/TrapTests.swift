@@ -183,7 +183,7 @@ struct TrapTests {
         let diagnostic = cycleDiagnostics.values.last ?? nil
         #expect(diagnostic?.path == ["weather.cycle[home]", "weather.cycle[work]", "weather.cycle[home]"])
         #expect(
-            diagnostic?.message == "Cog dependency cycle: weather.cycle[home] → weather.cycle[work] → weather.cycle[home].")
+            diagnostic?.message == "Cog dependency cycle: weather.cycle[home] -> weather.cycle[work] -> weather.cycle[home].")
     }
 
     @Test func `DECL-10 a named cog carries its name into the cycle diagnostic its trap starts with`() {
@@ -191,7 +191,7 @@ struct TrapTests {
         #expect(cogs.peek(adviceCog) == 0)
         let diagnostic = cycleDiagnostics.values.last ?? nil
         #expect(diagnostic?.path == ["advice", "advice"])
-        #expect(diagnostic?.message == "Cog dependency cycle: advice → advice.")
+        #expect(diagnostic?.message == "Cog dependency cycle: advice -> advice.")
     }
 
     @Test func `a label's control characters are escaped in a cycle message, its path keeps them`() {
@@ -201,7 +201,7 @@ struct TrapTests {
         #expect(diagnostic?.path == ["odd\u{1B}[2J\nlabel", "odd\u{1B}[2J\nlabel"])
         #expect(
             diagnostic?.message
-                == #"Cog dependency cycle: odd\u{1B}[2J\nlabel → odd\u{1B}[2J\nlabel."#)
+                == #"Cog dependency cycle: odd\u{1B}[2J\nlabel -> odd\u{1B}[2J\nlabel."#)
     }
 
     @Test func `SEED-08 seeding inside a turn body traps saying seed is for idle test setup`() async {

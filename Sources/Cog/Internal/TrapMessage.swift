@@ -21,10 +21,10 @@ enum TrapMessage {
 
     // MARK: Cycles (CYCLE-01/02/03/07, DECL-10; seeds G8)
 
-    /// The closed path, `a → b → a`: the test seam's message and the start of
+    /// The closed path, `a -> b -> a`: the test seam's message and the start of
     /// the trap's, so the two cannot drift apart.
     static func cyclePath(_ path: [String]) -> String {
-        "Cog dependency cycle: \(path.map(TerminalText.escaped).joined(separator: " → "))."
+        "Cog dependency cycle: \(path.map(TerminalText.escaped).joined(separator: " -> "))."
     }
 
     static func cycle(_ path: [String]) -> String {
@@ -47,9 +47,9 @@ enum TrapMessage {
 
     /// `depth` nested computations, the innermost last.
     static func coldNesting(depth: Int, limit: Int, innermost: [String]) -> String {
-        let links = innermost.map(TerminalText.escaped).joined(separator: " → ")
+        let links = innermost.map(TerminalText.escaped).joined(separator: " -> ")
         return "Reading a cog needed \(depth) nested computations, past the limit of \(limit): a first read "
-            + "computes each never-computed link inside the next. The innermost links were: … → \(links). "
+            + "computes each never-computed link inside the next. The innermost links were: … -> \(links). "
             + "Read the chain from its source end first, so each link is already computed when the next one "
             + "reads it, or make the chain shorter"
     }

@@ -44,7 +44,8 @@ extension Graph {
         _ operation: @escaping @Sendable @isolated(any) () async throws -> Value, node: AsyncNode<Value>,
         deliver: @escaping @MainActor (Graph, AsyncNode<Value>, Result<Value, any Error>) -> Void
     ) -> Task<Void, Never> {
-        Task { [weak self, weak node] in
+        // Named after the state it computes (`forecast[90210]`), as a debugger or `Task.name` shows it.
+        Task(name: node.label) { [weak self, weak node] in
             let result: Result<Value, any Error>
             do {
                 result = .success(try await operation())
@@ -99,7 +100,7 @@ extension Graph {
         _ iterate: @escaping @MainActor @Sendable (_ publish: (Value) -> Bool) async throws -> Void,
         generation: Int, node: AsyncNode<Value>
     ) -> Task<Void, Never> {
-        Task { @MainActor [weak self, weak node] in
+        Task(name: node.label) { @MainActor [weak self, weak node] in
             var previous: Value?
             var outcome: Result<Void, any Error> = .success(())
             do {
