@@ -225,4 +225,14 @@ struct ArbiterCoreTests {
             .follow(ArbiterRecords.Leader(node: "n1", epoch: 7, endpoint: ""))
         ])
     }
+
+    @Test func `a campaign won while the node was frozen past its deadline leads nothing`() {
+        var core = Self.started()
+        _ = core.answered(.values([:]), now: .milliseconds(30))
+        // The answer arrives 10 s later: the lease's local deadline (4.5 s) has passed.
+        #expect(core.answered(.transaction(succeeded: true), now: .seconds(10)) == [
+            .stepDown(reason: "won epoch 1 in etcd, but the answer came after the lease's local deadline: another node may lead by now")
+        ])
+        #expect(core.role == .stopped && !core.mayRelease(now: .seconds(10)))
+    }
 }

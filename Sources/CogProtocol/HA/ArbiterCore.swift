@@ -291,6 +291,12 @@ public struct ArbiterCore: Sendable {
 
     private mutating func won(_ epoch: UInt64, now: Duration) -> [Effect] {
         epochSeen = max(epochSeen, epoch)
+        // A campaign's answer that comes after the deadline (the node was
+        // frozen while it was on its way) leads nothing: the lease may have
+        // ended and another node may lead a later epoch already.
+        guard now < releaseDeadline else {
+            return stop(.stepDown(reason: "won epoch \(epoch) in etcd, but the answer came after the lease's local deadline: another node may lead by now"))
+        }
         role = .leading(epoch: epoch)
         nextRead = now + readInterval
         return [.lead(epoch: epoch)]
