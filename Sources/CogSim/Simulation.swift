@@ -16,6 +16,8 @@ public struct SimConfiguration: Sendable {
     public var broken: Set<SimRule>
     public var faults: Bool
     public var heartbeatTimeout: Duration = .seconds(3)
+    /// How long a snapshot's requester may take nothing before the leader gives it up.
+    public var snapshotDeadline: Duration = .seconds(2)
     /// The workers form one group (`cogwire.md` §6a): the leader places each
     /// scope member on one of them, and the checker holds it to that.
     public var groups = false
@@ -43,6 +45,8 @@ public enum SimRule: String, Sendable, CaseIterable {
     /// A worker's lease (with `--groups`): a worker cut off from the leader
     /// suspends its placed instances' effects before the leader moves them.
     case workerLease = "worker-lease"
+    /// The leader's snapshot sender gives up a requester that reads nothing.
+    case snapshotDeadline = "snapshot-deadline"
 
     var leaderRule: LeaderRule? {
         switch self {
@@ -50,7 +54,7 @@ public enum SimRule: String, Sendable, CaseIterable {
         case .dedup: .dedup
         case .heartbeatExpiry: .heartbeatExpiry
         case .exclusivePlacement: .exclusivePlacement
-        case .digestCheck, .workerLease: nil
+        case .digestCheck, .workerLease, .snapshotDeadline: nil
         }
     }
 }
@@ -100,6 +104,8 @@ public final class Simulation {
     /// When the last in-order packet of each connection arrives.
     var channelClock: [Int: Duration] = [:]
     var checker = SimChecker()
+    /// Parts queued to a requester that reads nothing (down or cut off), by its identity.
+    var heldParts: [[UInt8]: Int] = [:]
     var counts: [String: Int] = [:]
     var trace: [String] = []
     var violation: SimViolation?
@@ -146,6 +152,7 @@ public final class Simulation {
         if faultsOn { injectFaults() }
         restartDueNodes()
         serveLeader()
+        pumpSnapshots()
         for worker in workers where worker.alive { serve(worker) }
         for worker in workers where worker.alive { act(worker) }
         check()
@@ -202,7 +209,8 @@ public final class Simulation {
     func startLeader() {
         if leaderIncarnation > 0 { log.reopen() }
         leaderIncarnation += 1
-        let node = SimLeader(simulation: self)
+        let node = SimLeader(
+            simulation: self, snapshotDeadline: configuration.snapshotDeadline, neverGivesUp: configuration.broken.contains(.snapshotDeadline))
         var broken = Set<LeaderRule>()
         for rule in configuration.broken { if let rule = rule.leaderRule { broken.insert(rule) } }
         do {
@@ -281,8 +289,7 @@ public final class Simulation {
             case .sendStatus:
                 break
             case .startSnapshot(let peer, let whole):
-                sendSnapshot(to: peer, whole: whole)
-                carry(leader.core.step(.snapshotEnded(peer), now: now))
+                carrySnapshot(leader.snapshots.start(to: peer, whole: whole, source: .success(MemorySnapshot(log)), now: now))
             case .commit(let commit):
                 if faultsOn, random.chance(0.01) {
                     log.failingCommits = 1
@@ -314,31 +321,45 @@ public final class Simulation {
         }
     }
 
-    /// The state table as of now, in parts of about 512 bytes (so that
-    /// several parts, lost or reordered, are the common case).
-    func sendSnapshot(to peer: [UInt8], whole: Bool) {
-        let entries = log.stateEntries.map { SnapshotEntry(name: $0.name, key: $0.key, value: $0.value) }
-        if whole {
-            let message = WireMessage.snapshot(epoch: log.epoch, revision: log.lastRevision, entries: entries, stateDigest: log.stateDigest)
-            sendToWorker(peer, message.encoded(), stream: false)
-            return
-        }
-        var parts: [[SnapshotEntry]] = [[]]
-        var bytes = 0
-        for entry in entries {
-            let size = WireMessage.snapshotEntrySize(name: entry.name, key: entry.key, value: entry.value)
-            if bytes + size > 512, !parts[parts.count - 1].isEmpty {
-                parts.append([])
-                bytes = 0
+    /// Offers the next part of each snapshot (the leader's own
+    /// `SnapshotSender`, parts of about 512 bytes so that several parts,
+    /// lost or reordered, are the common case). A requester that is down or
+    /// cut off from the leader takes nothing: its queue is full after two
+    /// parts, and the sender must give it up at its deadline.
+    func pumpSnapshots() {
+        guard let leader, !leader.snapshots.isEmpty else { return }
+        let (_, effects) = leader.snapshots.pump(now: now, epoch: log.epoch, reopen: { [log] in MemorySnapshot(log) }) { peer, frame in
+            let worker = workers.first { $0.identity == peer }
+            let reading = worker.map { $0.alive && ($0.blockedFromLeaderUntil.map { now >= $0 } ?? true) } ?? false
+            guard reading else {
+                let held = heldParts[peer, default: 0]
+                guard held < 2 else { return .full }
+                heldParts[peer] = held + 1
+                return .taken
             }
-            parts[parts.count - 1].append(entry)
-            bytes += size
+            sendToWorker(peer, frame, stream: false)
+            return .taken
         }
-        for (number, part) in parts.enumerated() {
-            let message = WireMessage.snapshot(
-                epoch: log.epoch, revision: log.lastRevision, entries: part, part: UInt64(number), more: number < parts.count - 1,
-                stateDigest: log.stateDigest)
-            sendToWorker(peer, message.encoded(), stream: false)
+        carrySnapshot(effects)
+    }
+
+    /// Does what the leader's snapshot sender asks.
+    func carrySnapshot(_ effects: [SnapshotSender<MemorySnapshot>.Effect]) {
+        for effect in effects {
+            guard let leader else { return }
+            switch effect {
+            case .count(let event):
+                leader.core.countEvent(event)
+                count(event.rawValue)
+            case .refuse(let peer, let refusal):
+                leader.core.countError(refusal)
+                sendToWorker(peer, WireMessage.error(refusal).encoded(), stream: false)
+            case .ended(let peer):
+                heldParts[peer] = nil
+                carry(leader.core.step(.snapshotEnded(peer), now: now))
+            case .streamed:
+                count("snapshots-streamed")
+            }
         }
     }
 
@@ -690,6 +711,13 @@ public final class Simulation {
         checker.checkMoney(simulation: self)
         checker.checkGivenUp(simulation: self)
         checker.checkEffectOwners(simulation: self)
+        // A requester that reads nothing is given up at the deadline: the
+        // leader never holds a view (and the file growth it pins) longer.
+        if let leader, leaderPausedUntil == nil, let oldest = leader.snapshots.oldestProgress,
+            now - oldest > configuration.snapshotDeadline + .seconds(1)
+        {
+            fail("snapshot-held", "a snapshot has waited \(Self.shown(now - oldest)) s for a requester that takes nothing (deadline \(Self.shown(configuration.snapshotDeadline)) s)")
+        }
     }
 
     func fail(_ invariant: String, _ message: String) {
@@ -740,9 +768,13 @@ public final class Simulation {
 final class SimLeader: LeaderPorts {
     unowned let simulation: Simulation
     var core: LeaderCore!
+    /// The snapshots it streams: the leader's own sender over the simulated log.
+    var snapshots: SnapshotSender<MemorySnapshot>
 
-    init(simulation: Simulation) {
+    init(simulation: Simulation, snapshotDeadline: Duration, neverGivesUp: Bool) {
         self.simulation = simulation
+        snapshots = SnapshotSender(partBytes: 512, deadline: snapshotDeadline)
+        snapshots.neverGivesUp = neverGivesUp
     }
 
     func noteRunning(_ request: RequestID, op: String, digest: [UInt8]) throws(TurnStoreError) {}
@@ -866,4 +898,34 @@ struct Packet {
     static func inOrder(_ a: Packet, _ b: Packet) -> Bool {
         a.deliverAt == b.deliverAt ? a.order < b.order : a.deliverAt < b.deliverAt
     }
+}
+
+/// The simulated log's state table as of one revision, read in parts like
+/// the leader's LMDB view.
+final class MemorySnapshot: SnapshotSource {
+    let revision: UInt64
+    let stateDigest: StateDigest
+    private let entries: [StateEntry]
+    private var position = 0
+
+    init(_ log: MemoryLog) {
+        revision = log.lastRevision
+        stateDigest = log.stateDigest
+        entries = log.stateEntries
+    }
+
+    func next(maximumBytes: Int, size: (StateEntry) -> Int) throws(TurnStoreError) -> (entries: [StateEntry], more: Bool) {
+        var taken: [StateEntry] = []
+        var total = 0
+        while position < entries.count {
+            let entrySize = size(entries[position])
+            if !taken.isEmpty, total + entrySize > maximumBytes { break }
+            taken.append(entries[position])
+            total += entrySize
+            position += 1
+        }
+        return (taken, position < entries.count)
+    }
+
+    func close() {}
 }
