@@ -51,6 +51,10 @@ struct SimChecker {
             }
             lastEpoch = record.epoch
             if let request = record.origin.request {
+                if simulation.quarantined.contains(request) {
+                    return simulation.fail(
+                        "quarantine-ran", "request \(request), whose body crashed the leader, was run again and applied at revision \(record.revision)")
+                }
                 if let earlier = appliedBy[request] {
                     return simulation.fail(
                         "applied-twice", "request \(request) was applied at revision \(earlier) and again at \(record.revision)")

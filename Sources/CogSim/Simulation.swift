@@ -47,6 +47,8 @@ public enum SimRule: String, Sendable, CaseIterable {
     case workerLease = "worker-lease"
     /// The leader's snapshot sender gives up a requester that reads nothing.
     case snapshotDeadline = "snapshot-deadline"
+    /// A restarted leader quarantines the request whose body crashed its predecessor.
+    case quarantine
 
     var leaderRule: LeaderRule? {
         switch self {
@@ -54,7 +56,7 @@ public enum SimRule: String, Sendable, CaseIterable {
         case .dedup: .dedup
         case .heartbeatExpiry: .heartbeatExpiry
         case .exclusivePlacement: .exclusivePlacement
-        case .digestCheck, .workerLease, .snapshotDeadline: nil
+        case .digestCheck, .workerLease, .snapshotDeadline, .quarantine: nil
         }
     }
 }
@@ -104,6 +106,10 @@ public final class Simulation {
     /// When the last in-order packet of each connection arrives.
     var channelClock: [Int: Duration] = [:]
     var checker = SimChecker()
+    /// The request whose body crashed the last leader, for the next one to settle.
+    var leftOver: LeaderCore.LeftOverRequest?
+    /// Requests a body crash quarantined: never applied, whatever retries come.
+    var quarantined: Set<RequestID> = []
     /// Parts queued to a requester that reads nothing (down or cut off), by its identity.
     var heldParts: [[UInt8]: Int] = [:]
     var counts: [String: Int] = [:]
@@ -230,6 +236,24 @@ public final class Simulation {
         leaderDownUntil = nil
         leaderUpSince = now
         note("leader starts (epoch \(log.epoch))")
+        if let left = leftOver {
+            leftOver = nil
+            // The leader's own rule, after its core rebuilt the unindexed replies (off under --break quarantine).
+            if !configuration.broken.contains(.quarantine) {
+                do {
+                    if try node.core.settle(left) == .quarantined {
+                        quarantined.insert(left.request)
+                        count("quarantined")
+                        note("\(left.request) quarantined: answered rejected(crashed-leader) for good")
+                    }
+                } catch {
+                    fail("start", "the left-over request could not be settled: \(error)")
+                    return
+                }
+            } else {
+                quarantined.insert(left.request)
+            }
+        }
         if node.core.hasWork { carry(node.core.step(.endBatch, now: now)) }
     }
 
@@ -271,8 +295,19 @@ public final class Simulation {
         }
         for packet in due.sorted(by: Packet.inOrder) {
             guard case .toLeader(let identity, let frame) = packet.kind, self.leader === leader else { continue }
+            leader.running = nil
             carry(leader.core.step(.message(from: identity, frames: [frame]), now: now))
+            if faultsOn, var body = leader.running, self.leader === leader, random.chance(0.003) {
+                // The op's body crashes the leader (a trap): its fatal-signal handler marks the note.
+                body.crashed = true
+                crashLeader(for: random.milliseconds(300, 3_000))
+                leftOver = body
+                note("leader crashes in the body of \(body.request) (\(body.op))")
+                count("body-crashes")
+                return
+            }
         }
+        leader.running = nil
         guard self.leader === leader else { return }
         carry(leader.core.step(.tick, now: now))
         if self.leader === leader, leader.core.hasWork { carry(leader.core.step(.endBatch, now: now)) }
@@ -330,6 +365,11 @@ public final class Simulation {
         guard let leader, !leader.snapshots.isEmpty else { return }
         let (_, effects) = leader.snapshots.pump(now: now, epoch: log.epoch, reopen: { [log] in MemorySnapshot(log) }) { peer, frame in
             let worker = workers.first { $0.identity == peer }
+            if faultsOn, let worker, worker.alive, random.chance(0.02) {
+                // The requester dies in the middle of its snapshot.
+                crash(worker, for: random.milliseconds(200, 3_000))
+                count("requester-crashes")
+            }
             let reading = worker.map { $0.alive && ($0.blockedFromLeaderUntil.map { now >= $0 } ?? true) } ?? false
             guard reading else {
                 let held = heldParts[peer, default: 0]
@@ -777,7 +817,12 @@ final class SimLeader: LeaderPorts {
         snapshots.neverGivesUp = neverGivesUp
     }
 
-    func noteRunning(_ request: RequestID, op: String, digest: [UInt8]) throws(TurnStoreError) {}
+    /// The request whose body runs now (the running-request note), cleared when the batch's messages are read.
+    var running: LeaderCore.LeftOverRequest?
+
+    func noteRunning(_ request: RequestID, op: String, digest: [UInt8]) throws(TurnStoreError) {
+        running = LeaderCore.LeftOverRequest(request: request, op: op, digest: digest, crashed: false, diedTwice: false)
+    }
 
     func isConnected(_ peer: [UInt8], probe: [UInt8]) -> Bool { simulation.isConnected(peer) }
 }

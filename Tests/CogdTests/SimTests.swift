@@ -44,7 +44,7 @@ struct SimTests {
 
     @Test(arguments: [
         ("instance-check", "dead-instance"), ("dedup", "applied-twice"), ("heartbeat-expiry", "dead-holder"),
-        ("digest-check", "replica-diverged"), ("snapshot-deadline", "snapshot-held"),
+        ("digest-check", "replica-diverged"), ("snapshot-deadline", "snapshot-held"), ("quarantine", "quarantine-ran"),
     ])
     func `a switched-off rule is caught within 20 seeds`(rule: String, invariant: String) throws {
         let (status, runs, output) = try runs(["--seeds", "1-20", "--steps", "3000", "--break", rule])
@@ -97,7 +97,7 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogdLab(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, quarantine, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
         let arbiterOnly = try runCogdLab(["sim", "--break", "arbiter-deadline"])
         #expect(arbiterOnly.status == 64 && arbiterOnly.stderr.contains("--break arbiter-deadline is the arbiter's rule: give --arbiter too"))
         let clusterOnly = try runCogdLab(["sim", "--arbiter", "--break", "dedup"])

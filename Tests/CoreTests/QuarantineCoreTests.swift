@@ -43,4 +43,18 @@ struct QuarantineCoreTests {
         #expect(try leader.core.settle(.init(request: id, op: "ledger.open", digest: nil, crashed: true, diedTwice: false)) == .answered)
         #expect(leader.outcome("c", try Wire.open("alice", 5, worker: "c", seq: 1)) == .applied(revision: 1))
     }
+
+    @Test func `a quarantine whose commit fails is kept, answers its retries meanwhile, and is stored by the next commit`() throws {
+        let leader = try CoreHarness()
+        let id = RequestID(worker: "poison", sequence: 1)
+        #expect(try leader.core.settle(.init(request: id, op: "ledger.open", digest: nil, crashed: true, diedTwice: false)) == .quarantined)
+        leader.log.failingCommits = 1
+        _ = leader.endBatch()
+        #expect(try leader.log.dedupReply(for: id) == nil, "the commit failed")
+        #expect(leader.core.hasWork)
+        // The retry is answered from memory, never run; that batch's commit stores the answer.
+        #expect(leader.outcome("poison", try Wire.open("alice", 5, worker: "poison", seq: 1)) == rejected(.crashedLeader, Self.crashedLeader))
+        #expect(try leader.log.dedupReply(for: id) != nil)
+        #expect(leader.log.lastRevision == 0 && leader.ports.noted.isEmpty, "never run")
+    }
 }

@@ -168,6 +168,8 @@ public struct LeaderCore {
     /// record (its `origin.request` and revision) holds it durably, so they
     /// are indexed together every `indexInterval` of them.
     private var unindexed: [RequestID: [UInt8]] = [:]
+    /// Quarantined requests' answers (`settle`) not yet committed.
+    private var quarantine: [RequestID: (stored: [UInt8], record: RejectionRecord)] = [:]
     /// The commit asked for and not yet answered.
     private var committing: LeaderCommit?
     /// Who may do what, when connections are authenticated (`Settings.peers`, reloaded by `.peers`).
@@ -244,7 +246,9 @@ public struct LeaderCore {
     public var instancesExhausted: Bool { scopes.exhausted }
 
     /// Whether a batch has anything to commit or send (`.endBatch` then does work).
-    public var hasWork: Bool { !outgoing.isEmpty || !durable.pending.isEmpty || !dedupRows.isEmpty || !rejectionRows.isEmpty || indexNow }
+    public var hasWork: Bool {
+        !outgoing.isEmpty || !durable.pending.isEmpty || !dedupRows.isEmpty || !rejectionRows.isEmpty || indexNow || !quarantine.isEmpty
+    }
 
     /// Every rule applies one input: see `Input`.
     public mutating func step(_ input: Input, now: Duration) -> [Effect] {
@@ -356,17 +360,20 @@ public struct LeaderCore {
     /// records not yet indexed) is left as it is. Call before serving, then
     /// `step(.endBatch)` to commit the answer.
     public mutating func settle(_ left: LeftOverRequest) throws(TurnStoreError) -> LeftOverOutcome {
-        if unindexed[left.request] != nil { return .answered }
+        if unindexed[left.request] != nil || quarantine[left.request] != nil { return .answered }
         if try log.dedupReply(for: left.request) != nil { return .answered }
         guard left.crashed || left.diedTwice else { return .spared }
         let reason = "the leader stopped while running this request (op `\(left.op)`); it is not run again"
         let reply = OpReply(request: left.request, outcome: .rejected(Rejection(.crashedLeader, reason)))
         let stored = LeaderCore.dedupValue(digest: left.digest, frame: reply.frame())
-        dedupRows.append((left.request, stored))
         // On the record too (`turnlog.md` §2d), with the digest as stored (8 zero bytes when unknown).
-        rejectionRows.append(RejectionRecord(
+        let record = RejectionRecord(
             request: left.request, op: left.op, digest: Array(stored.prefix(RequestDigest.size)), kind: .rejected,
-            code: RejectionCode.crashedLeader.rawValue, reason: reason))
+            code: RejectionCode.crashedLeader.rawValue, reason: reason)
+        // Held until a commit stores it (a failed commit does not drop it),
+        // and meanwhile the answer to its retries: never run.
+        quarantine[left.request] = (stored, record)
+        highestAnswered[left.request.worker] = nil
         return .quarantined
     }
 
@@ -383,6 +390,10 @@ public struct LeaderCore {
         } else if !unindexed.isEmpty, log.unindexedFrom == nil, !durable.pending.isEmpty {
             // The first replies left out since the last indexing are this batch's.
             index = .unindexedFrom(log.lastRevision + 1)
+        }
+        for (request, held) in quarantine.sorted(by: { ($0.key.worker, $0.key.sequence) < ($1.key.worker, $1.key.sequence) }) where !dedupRows.contains(where: { $0.0 == request }) {
+            dedupRows.append((request, held.stored))
+            rejectionRows.append(held.record)
         }
         let drafts = durable.takePending()
         // Openings ride along with a commit; they make one of their own only
@@ -409,6 +420,8 @@ public struct LeaderCore {
         } else {
             precondition(revisions.isEmpty, "internal inconsistency: revisions \(revisions) committed with no commit under way")
         }
+        // The quarantined answers rode along with every commit since settling: stored now.
+        if committing != nil { quarantine = [:] }
         if committing?.index == .indexed {
             unindexed = [:]
             indexNow = false
@@ -997,6 +1010,7 @@ public struct LeaderCore {
         if let highest = highestAnswered[worker] { return highest }
         var stored = try log.lastDedupSequence(worker: worker) ?? 0
         for request in unindexed.keys where request.worker == worker { stored = max(stored, request.sequence) }
+        for request in quarantine.keys where request.worker == worker { stored = max(stored, request.sequence) }
         highestAnswered[worker] = stored
         return stored
     }
@@ -1021,7 +1035,7 @@ public struct LeaderCore {
         if id.sequence <= highest, !settings.broken.contains(.dedup) {
             // A retry: answered in this batch, or stored. (Neither: a request
             // sent late, after its scope child's instance became known.)
-            if let answered = batchReplies[id] ?? unindexed[id] {
+            if let answered = batchReplies[id] ?? unindexed[id] ?? quarantine[id]?.stored {
                 return answer(request, stored: answered, digest: digest)
             }
             do {
