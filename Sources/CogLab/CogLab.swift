@@ -186,6 +186,9 @@ public enum CogLab {
                 """
         case "sim":
             let defaults = SimCommand.Options()
+            let breakRules = wrapped(
+                SimRule.allCases.map(\.rawValue) + [SimCommand.arbiterRule],
+                width: 56, indent: 22)
             return """
 
                 Runs the leader's and the workers' cores (no sockets, no disk) on a
@@ -203,10 +206,10 @@ public enum CogLab {
                   --arbiter           instead of the cluster, --workers nodes' arbiters (cogd leader --ha)
                                       against a model of etcd: the checker holds that a node whose
                                       release gate is open holds etcd's leader key (default: off)
-                  --break RULE        turn a rule off to see the checker catch it, again for more:
-                                      \(SimRule.allCases.map(\.rawValue).joined(separator: ", ")), or with
-                                      --arbiter \(SimCommand.arbiterRule) (default: none; exclusive-placement
-                                      and worker-lease need --groups)
+                  --break RULE        turn a rule off to see the checker catch it, again for more
+                                      (default: none); exclusive-placement and worker-lease need
+                                      --groups, \(SimCommand.arbiterRule) needs --arbiter:
+                                      \(breakRules)
                   --json              one JSON object (default: lines)
 
                 Example:
@@ -294,6 +297,23 @@ public enum CogLab {
         default:
             return ""
         }
+    }
+
+    /// Words joined by commas, broken into lines of at most `width`
+    /// characters, each line after the first indented by `indent` spaces.
+    private static func wrapped(_ words: [String], width: Int, indent: Int) -> String {
+        var lines = [""]
+        for (index, word) in words.enumerated() {
+            let item = index == words.count - 1 ? word : word + ","
+            if lines[lines.count - 1].isEmpty {
+                lines[lines.count - 1] = item
+            } else if lines[lines.count - 1].count + 1 + item.count <= width {
+                lines[lines.count - 1] += " " + item
+            } else {
+                lines.append(item)
+            }
+        }
+        return lines.joined(separator: "\n" + String(repeating: " ", count: indent))
     }
 
     /// A number of seconds as help prints it: `5`, `0.5`.
