@@ -107,6 +107,24 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
             revision: 12, order: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), request: RequestID(worker: "teller", sequence: 1),
             op: "ledger.transfer", digest: [0xcd, 0x94, 0xc1, 0x43, 0x9e, 0x44, 0xb4, 0x76], kind: .refused, code: "insufficient-funds",
             reason: "alice has 30, the transfer needs 50", earlier: true).encoded()),
+        // A shipped commit (ha.md §8): revision 43 of the story, its request's answer, the index made whole,
+        // retention by count, a registration's opening and a refusal.
+        ("shipped-commit", ShippedCommit(
+            epoch: 3, logID: Array(0x10..<0x20), firstRevision: 43, time: vectorTime,
+            records: EncodedTurnBatch([
+                TurnRecord(
+                    revision: 43, epoch: 3, time: vectorTime, name: "Trails.closeScreen()",
+                    writes: [TurnWrite(name: "trails.loaded", key: nil, value: try encoder.encode(Int?.none))], stateDigest: after43)
+            ]),
+            replies: [.init(request: RequestID(worker: "w1", sequence: 20), reply: [0xcd, 0x94, 0xc1, 0x43, 0x9e, 0x44, 0xb4, 0x76, 0xa0])],
+            index: .indexed, retention: .turns(100_000),
+            openings: [ScopeEvent(kind: .open, instance: 3 << 32 | 3, scope: "Journal", identity: nil, worker: "w1", registration: 2)],
+            rejections: [
+                RejectionRecord(
+                    time: vectorTime, request: RequestID(worker: "teller", sequence: 1), op: "ledger.transfer",
+                    digest: [0xcd, 0x94, 0xc1, 0x43, 0x9e, 0x44, 0xb4, 0x76], kind: .refused, code: "insufficient-funds",
+                    reason: "alice has 30, the transfer needs 50")
+            ]).encoded()),
     ]
 }
 

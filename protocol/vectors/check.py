@@ -231,6 +231,8 @@ def main():
         records = []
         if name.startswith("turn-record-"):
             records = [data]
+        elif name == "shipped-commit":
+            records = decoded["records"]
         elif name == "cogwire/turns":
             records = [cbor2.dumps(record, canonical=True, datetime_as_timestamp=True, timezone=datetime.timezone.utc)
                        for record in decoded["body"]["records"]]

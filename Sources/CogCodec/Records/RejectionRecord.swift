@@ -102,10 +102,7 @@ public struct RejectionRecord: Equatable, Sendable {
 
     /// The value's bytes.
     public func encoded() throws -> [UInt8] {
-        try CBOREncoder().encode(
-            Stored(
-                time: time, worker: request.worker, seq: request.sequence, op: op, digest: digest, kind: kind, code: code, reason: reason,
-                earlier: earlier ? true : nil))
+        try CBOREncoder().encode(stored)
     }
 
     /// Reads an entry back from its key and value; nil when the key is not

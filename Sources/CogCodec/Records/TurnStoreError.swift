@@ -28,6 +28,14 @@ public struct TurnStoreError: Error, Equatable, CustomStringConvertible, Sendabl
         /// The log's epoch is past the last a leader can serve (2^32 − 1:
         /// scope instance numbers hold the epoch in their high 32 bits).
         public static let epochTooHigh = Code(name: "epoch-too-high")
+        /// A shipped commit belongs to another log than the standby's copy (`protocol/ha.md` §8).
+        public static let otherLog = Code(name: "other-log")
+        /// A shipped commit's epoch is below the highest the standby's copy
+        /// has applied: a deposed leader's ship, refused (the fencing token).
+        public static let fenced = Code(name: "fenced")
+        /// After a shipped record the standby's state digest is not the
+        /// leader's: the copy has drifted and must sync again.
+        public static let diverged = Code(name: "diverged")
         /// LMDB itself failed.
         public static let lmdb = Code(name: "lmdb")
         /// A state snapshot being read was given up (the map grew under it,

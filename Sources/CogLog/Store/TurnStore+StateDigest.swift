@@ -27,7 +27,7 @@ extension TurnStore {
     public func currentStateDigest() throws(TurnStoreError) -> StateDigest {
         if let runningDigest { return runningDigest }
         let digest = try runRead { txn in try self.lastDigest(txn) }
-        if mode == .writer { runningDigest = digest }
+        if mode.appends { runningDigest = digest }
         return digest
     }
 
@@ -128,7 +128,7 @@ extension TurnStore {
     /// After a commit of drafts from `firstRevision` holds: the running
     /// digest and the recent revisions' digests follow it.
     func committed(_ digests: [StateDigest], firstRevision: UInt64) {
-        guard mode == .writer, let last = digests.last else { return }
+        guard mode.appends, let last = digests.last else { return }
         runningDigest = last
         if recentDigests.isEmpty {
             recentDigests = Array(repeating: (0, StateDigest()), count: TurnStore.recentDigestCount)

@@ -35,6 +35,16 @@ public final class TurnStore {
         /// (`compact`, `prune`), but appends nothing and starts no epoch:
         /// opening it writes nothing (`cogd log compact`).
         case maintenance
+        /// A standby's copy of a leader's log: holds the folder's lock like
+        /// a writer, appends only the commits a leader shipped (`apply(_:)`)
+        /// and starts no epoch. Its epoch is the highest a shipped commit
+        /// carried, and a ship of a lower one is refused (the fencing token,
+        /// `protocol/ha.md`). A standby that is promoted closes it and opens
+        /// the folder as a writer, in the epoch the cluster gives it.
+        case standby
+
+        /// Whether opening may create the folder and writes to it: a writer's or a standby's.
+        var appends: Bool { self == .writer || self == .standby }
     }
 
     /// The newest layout version this build reads and writes: schema 5, a
@@ -71,7 +81,7 @@ public final class TurnStore {
     private var lockDescriptor: Int32 = -1
 
     /// The epoch this open runs under (writer), or the last one written (reader).
-    public private(set) var epoch: UInt64 = 0
+    public internal(set) var epoch: UInt64 = 0
     /// The newest committed revision (0 for an empty log). A reader refreshes it on each read.
     public private(set) var lastRevision: UInt64 = 0
     /// The oldest revision the log keeps: 1 until retention removed older
@@ -82,6 +92,11 @@ public final class TurnStore {
     /// and the revision); nil when every reply is indexed. The leader
     /// rebuilds and indexes them when it opens.
     public private(set) var unindexedFrom: UInt64?
+    /// Called by each append with what it commits, before the commit (a
+    /// leader ships it to its standbys: `ShippedCommit`); nil: nothing is
+    /// built. A commit that then fails was shipped anyway: a standby may
+    /// hold a commit its leader does not (`protocol/ha.md` §8).
+    public var shipper: ((ShippedCommit) -> Void)?
     /// The encoded records of the last append, in order (the leader publishes
     /// these bytes instead of encoding each record again).
     public private(set) var lastAppended = EncodedTurnBatch.empty
@@ -92,9 +107,9 @@ public final class TurnStore {
 
     /// The log's id (`meta.log-id`, 16 bytes; also in `cogd.identity`); nil
     /// for a reader of a folder a writer has not opened since it had one.
-    public private(set) var logID: [UInt8]?
+    public internal(set) var logID: [UInt8]?
     /// The writer's `cogd.identity`, updated after each commit.
-    private var identityFile: IdentityFile?
+    var identityFile: IdentityFile?
     /// The writer's state digest as of `lastRevision` (`StateDigest`): read
     /// from the last record at the first append, then kept by each commit.
     var runningDigest: StateDigest?
@@ -127,7 +142,7 @@ public final class TurnStore {
             throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) is a file, not a folder")
         }
         if !exists {
-            guard mode == .writer, createIfMissing else {
+            guard mode.appends, createIfMissing else {
                 throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) does not exist (--data names the folder a cogd leader keeps its log in)")
             }
             do {
@@ -136,7 +151,7 @@ public final class TurnStore {
                 throw TurnStoreError(code: .notWritable, message: "cannot create data folder \(directory): \(error.localizedDescription)")
             }
         }
-        if mode != .writer && !FileManager.default.fileExists(atPath: directory + "/data.mdb") {
+        if !mode.appends && !FileManager.default.fileExists(atPath: directory + "/data.mdb") {
             throw TurnStoreError(code: .missingFolder, message: "data folder \(directory) holds no turn log (no data.mdb)")
         }
         if mode != .reader {
@@ -148,7 +163,7 @@ public final class TurnStore {
         var remembered: LogIdentity?
         do {
             try LMDBDataFile.check(directory: directory)
-            if mode == .writer {
+            if mode.appends {
                 remembered = try TurnStore.rememberedIdentity(directory: directory, acceptDataLoss: acceptDataLoss)
             }
             let environment = try LMDBEnvironment(path: directory, readOnly: mode == .reader)
@@ -174,8 +189,8 @@ public final class TurnStore {
         }
         do {
             try openMeta(remembered: remembered, acceptDataLoss: acceptDataLoss, givenEpoch: givenEpoch)
-            if mode == .writer { try orderUnorderedAnswers() }
-            if mode == .writer, let logID {
+            if mode.appends { try orderUnorderedAnswers() }
+            if mode.appends, let logID {
                 identityFile = try IdentityFile(
                     directory: directory, identity: LogIdentity(logID: logID, epoch: epoch, revision: lastRevision))
             }
@@ -244,7 +259,7 @@ public final class TurnStore {
 
     private func openMeta(remembered: LogIdentity?, acceptDataLoss: Bool, givenEpoch: UInt64?) throws(TurnStoreError) {
         try run { () throws in
-            if mode == .writer {
+            if mode.appends {
                 try environment.write { (txn: Transaction) in
                     try checkSchema(txn)
                     var stored = try TurnStore.metaNumber(txn, metaDB, MetaKey.epoch, directory: directory) ?? 0
@@ -267,7 +282,9 @@ public final class TurnStore {
                         throw TurnStoreError(
                             code: .corrupt, message: "data folder \(directory): meta.epoch is \(stored), the largest there is; no new epoch can follow it")
                     }
-                    if let givenEpoch {
+                    if mode == .standby {
+                        epoch = stored
+                    } else if let givenEpoch {
                         guard givenEpoch > stored else {
                             throw TurnStoreError(
                                 code: .corrupt,
@@ -278,7 +295,7 @@ public final class TurnStore {
                     } else {
                         epoch = stored + 1
                     }
-                    if logID == nil {
+                    if logID == nil, mode == .writer {
                         logID = LogIdentity.newLogID()
                         try txn.put(metaDB, MetaKey.logID, logID!)
                     }
@@ -288,7 +305,7 @@ public final class TurnStore {
                     // A log stays schema 4 until retention first removes records (then 5).
                     let schema = try TurnStore.metaNumber(txn, metaDB, MetaKey.schema, directory: directory)
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(schema ?? TurnStore.wholeLogSchemaVersion))
-                    try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch))
+                    if mode == .writer { try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(epoch)) }
                 }
             } else {
                 try environment.read { (txn: Transaction) in
@@ -417,6 +434,14 @@ public final class TurnStore {
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in
             TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time, stateDigest: digests[$0])
         }
+        if let shipper, let logID, !drafts.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty {
+            // Shipped before the local commit, so a standby's commit runs beside this one.
+            shipper(
+                ShippedCommit(
+                    epoch: epoch, logID: logID, firstRevision: first, time: time, records: batch,
+                    replies: replies.map { ShippedCommit.DedupAnswer(request: $0.0, reply: $0.1) }, index: index, retention: retention,
+                    openings: openings, rejections: rejections))
+        }
         try commit(
             drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings, rejections: rejections,
             now: time)
@@ -462,13 +487,15 @@ public final class TurnStore {
     /// The one write path: each record under its revision, each write's latest
     /// value in the state table, the last revision and the dedup replies, all
     /// in one durable transaction.
-    private func commit(
+    func commit(
         _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])],
         index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], rejections: [RejectionRecord] = [],
-        now: Date = Date()
+        now: Date = Date(), standbyMeta: StandbyMeta? = nil
     ) throws(TurnStoreError) {
         lastPruned = nil
-        guard !contents.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty else { return }
+        guard !contents.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty || standbyMeta != nil else {
+            return
+        }
         let last = firstRevision + UInt64(contents.count) - 1
         let state = StateBatch(batch)
         let unindexedAfter: UInt64?
@@ -507,6 +534,10 @@ public final class TurnStore {
                 case .indexed?: _ = try txn.delete(metaDB, MetaKey.unindexedFrom)
                 case nil: break
                 }
+                if let standbyMeta {
+                    if standbyMeta.epoch > epoch { try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(standbyMeta.epoch)) }
+                    if logID == nil { try txn.put(metaDB, MetaKey.logID, standbyMeta.logID) }
+                }
                 guard retention != .everything else { return nil }
                 let added = contents.count + replies.count + rejections.count
                 return try prune(
@@ -520,6 +551,7 @@ public final class TurnStore {
         case .indexed?: unindexedFrom = nil
         case nil: break
         }
+        if let standbyMeta { try adopt(standbyMeta) }
         if !contents.isEmpty {
             lastRevision = last
             identityFile?.record(revision: last)

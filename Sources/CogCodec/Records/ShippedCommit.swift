@@ -1,0 +1,195 @@
+import Foundation
+
+/// One commit of a leader's log as it is shipped to a standby, which
+/// applies it to its own copy (`TurnStore.apply(_:)`) so that the two
+/// folders hold the same records, state, dedup answers, openings and
+/// rejections (`protocol/ha.md` §8).
+///
+/// It carries what the commit was given, not the pages LMDB wrote: the
+/// records as the leader encoded them (each with its revision, epoch, time
+/// and the state digest after it), the dedup answers stored beside them,
+/// the change to the dedup index, the retention the leader prunes with,
+/// the openings and the rejections. A standby that applies it checks every
+/// record's state digest against its own, so a copy that has drifted is
+/// found at the first commit that shows it.
+///
+/// ```swift
+/// store.shipper = { commit in standbys.send(commit.encoded()) }   // leader
+/// try copy.apply(ShippedCommit.decode(bytes))                      // standby
+/// ```
+public struct ShippedCommit: Sendable, Equatable {
+    /// The epoch of the leader that made the commit (the fencing token).
+    public var epoch: UInt64
+    /// The log the commit belongs to (`meta.log-id`, 16 bytes).
+    public var logID: [UInt8]
+    /// The revision of the first record, or, for a commit without records,
+    /// the revision after the last: the commit follows revision `firstRevision − 1`.
+    public var firstRevision: UInt64
+    /// The commit's time (the records', the rejections' and retention's clock).
+    public var time: Date
+    /// The records, encoded by the leader, back to back (`recordEnds` says where each ends).
+    public var recordBytes: [UInt8]
+    public var recordEnds: [Int]
+    /// The dedup answers stored by the commit.
+    public var replies: [DedupAnswer]
+    public var index: DedupIndexChange?
+    /// The retention the leader's commit pruned with.
+    public var retention: Retention
+    /// Scope instances opened without a record (`instances`).
+    public var openings: [ScopeEvent]
+    /// Requests answered rejected or refused (`rejections`).
+    public var rejections: [RejectionRecord]
+
+    /// One dedup answer: the request and the reply stored for it.
+    public struct DedupAnswer: Sendable, Equatable {
+        public var request: RequestID
+        public var reply: [UInt8]
+
+        public init(request: RequestID, reply: [UInt8]) {
+            self.request = request
+            self.reply = reply
+        }
+    }
+
+    public init(
+        epoch: UInt64, logID: [UInt8], firstRevision: UInt64, time: Date, records: EncodedTurnBatch = .empty, replies: [DedupAnswer] = [],
+        index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], rejections: [RejectionRecord] = []
+    ) {
+        self.epoch = epoch
+        self.logID = logID
+        self.firstRevision = firstRevision
+        self.time = time
+        self.recordBytes = records.bytes
+        self.recordEnds = records.ends
+        self.replies = replies
+        self.index = index
+        self.retention = retention
+        self.openings = openings
+        self.rejections = rejections
+    }
+
+    /// How many records the commit holds.
+    public var recordCount: Int { recordEnds.count }
+
+    /// The bytes of record `index`.
+    public func record(_ index: Int) -> ArraySlice<UInt8> {
+        recordBytes[(index == 0 ? 0 : recordEnds[index - 1])..<recordEnds[index]]
+    }
+
+    /// The largest shipped commit a standby accepts, in encoded bytes
+    /// (`protocol/ha.md` §8): a leader's commit is bounded by its batch
+    /// limits far below it.
+    public static let maximumBytes = 64 << 20
+}
+
+// MARK: - Encoding
+
+extension ShippedCommit {
+    /// The commit's wire form: a deterministic CBOR map (`protocol/ha.md` §8).
+    struct Wire: Codable {
+        var epoch: UInt64
+        var log: [UInt8]
+        var first: UInt64
+        var time: Date
+        var records: [[UInt8]]
+        var replies: [Reply]
+        /// `unindexed-from`'s revision, or 0 for `indexed`; absent: no change.
+        var index: UInt64?
+        var retain: Retain
+        var openings: [ScopeEvent]
+        var rejections: [RejectionRecord.Stored]
+
+        struct Reply: Codable {
+            var worker: String
+            var seq: UInt64
+            var reply: [UInt8]
+        }
+
+        /// A retention: `everything`, `turns` (count), `age` (seconds) or `bytes` (size).
+        struct Retain: Codable {
+            var kind: String
+            var count: UInt64?
+            var seconds: Double?
+        }
+    }
+
+    /// The commit's bytes.
+    public func encoded() -> [UInt8] {
+        let retain: Wire.Retain
+        switch retention {
+        case .everything: retain = .init(kind: "everything")
+        case .turns(let count): retain = .init(kind: "turns", count: count)
+        case .age(let seconds): retain = .init(kind: "age", seconds: seconds)
+        case .bytes(let bytes): retain = .init(kind: "bytes", count: bytes)
+        }
+        let index: UInt64? =
+            switch self.index {
+            case .unindexedFrom(let revision)?: revision
+            case .indexed?: 0
+            case nil: nil
+            }
+        let wire = Wire(
+            epoch: epoch, log: logID, first: firstRevision, time: time, records: (0..<recordCount).map { Array(record($0)) },
+            replies: replies.map { .init(worker: $0.request.worker, seq: $0.request.sequence, reply: $0.reply) }, index: index, retain: retain,
+            openings: openings, rejections: rejections.map(\.stored))
+        // Every field is a number, bytes, text or a time: the encoder cannot fail on it.
+        guard let bytes = try? CBOREncoder().encode(wire) else {
+            preconditionFailure("internal inconsistency: a shipped commit did not encode")
+        }
+        return bytes
+    }
+
+    /// Reads a commit from its bytes; throws for anything else: bytes past
+    /// `maximumBytes`, a map that is not a commit, an unknown retention, an
+    /// index of 0 that is not `indexed`' own, a log id that is not 16 bytes,
+    /// or a retention count of 0.
+    public static func decode(_ bytes: [UInt8]) throws(CodecError) -> ShippedCommit {
+        guard bytes.count <= maximumBytes else {
+            throw invalid("a shipped commit of \(bytes.count) bytes is over the limit of \(maximumBytes)")
+        }
+        let wire = try CBORDecoder().decode(Wire.self, from: bytes)
+        guard wire.log.count == 16 else { throw invalid("a shipped commit's log id is \(wire.log.count) bytes, expected 16") }
+        let retention: Retention
+        switch (wire.retain.kind, wire.retain.count, wire.retain.seconds) {
+        case ("everything", nil, nil): retention = .everything
+        case ("turns", let count?, nil) where count > 0: retention = .turns(count)
+        case ("age", nil, let seconds?) where seconds > 0 && seconds.isFinite: retention = .age(seconds: seconds)
+        case ("bytes", let size?, nil) where size > 0: retention = .bytes(size)
+        default: throw invalid("a shipped commit's retention is not one of everything, turns, age or bytes")
+        }
+        var ends: [Int] = []
+        var recordBytes: [UInt8] = []
+        for record in wire.records {
+            recordBytes += record
+            ends.append(recordBytes.count)
+        }
+        var commit = ShippedCommit(
+            epoch: wire.epoch, logID: wire.log, firstRevision: wire.first, time: wire.time,
+            replies: wire.replies.map { DedupAnswer(request: RequestID(worker: $0.worker, sequence: $0.seq), reply: $0.reply) },
+            index: wire.index.map { $0 == 0 ? .indexed : .unindexedFrom($0) }, retention: retention, openings: wire.openings,
+            rejections: wire.rejections.map { RejectionRecord(stored: $0) })
+        commit.recordBytes = recordBytes
+        commit.recordEnds = ends
+        return commit
+    }
+}
+
+/// A shipped commit that is not one.
+private func invalid(_ message: String) -> CodecError {
+    CodecError(code: .invalidValue, path: [], message: message)
+}
+
+extension RejectionRecord {
+    /// The stored value's fields (its revision and order come from where it is stored).
+    var stored: Stored {
+        Stored(
+            time: time, worker: request.worker, seq: request.sequence, op: op, digest: digest, kind: kind, code: code, reason: reason,
+            earlier: earlier ? true : nil)
+    }
+
+    init(stored: Stored) {
+        self.init(
+            time: stored.time, request: RequestID(worker: stored.worker, sequence: stored.seq), op: stored.op, digest: stored.digest,
+            kind: stored.kind, code: stored.code, reason: stored.reason, earlier: stored.earlier == true)
+    }
+}
