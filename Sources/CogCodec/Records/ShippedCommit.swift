@@ -39,6 +39,10 @@ public struct ShippedCommit: Sendable, Equatable {
     public var openings: [ScopeEvent]
     /// Requests answered rejected or refused (`rejections`).
     public var rejections: [RejectionRecord]
+    /// Set for a pass of retention between commits (`TurnStore.prune`),
+    /// which ships nothing else: the most records (and, separately, answers)
+    /// the pass removes.
+    public var pruneLimit: Int?
 
     /// One dedup answer: the request and the reply stored for it.
     public struct DedupAnswer: Sendable, Equatable {
@@ -53,7 +57,8 @@ public struct ShippedCommit: Sendable, Equatable {
 
     public init(
         epoch: UInt64, logID: [UInt8], firstRevision: UInt64, time: Date, records: EncodedTurnBatch = .empty, replies: [DedupAnswer] = [],
-        index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], rejections: [RejectionRecord] = []
+        index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], rejections: [RejectionRecord] = [],
+        pruneLimit: Int? = nil
     ) {
         self.epoch = epoch
         self.logID = logID
@@ -66,6 +71,7 @@ public struct ShippedCommit: Sendable, Equatable {
         self.retention = retention
         self.openings = openings
         self.rejections = rejections
+        self.pruneLimit = pruneLimit
     }
 
     /// How many records the commit holds.
@@ -98,6 +104,8 @@ extension ShippedCommit {
         var retain: Retain
         var openings: [ScopeEvent]
         var rejections: [RejectionRecord.Stored]
+        /// A retention pass's limit (nothing else is shipped with it).
+        var prune: UInt64?
 
         struct Reply: Codable {
             var worker: String
@@ -131,7 +139,7 @@ extension ShippedCommit {
         let wire = Wire(
             epoch: epoch, log: logID, first: firstRevision, time: time, records: (0..<recordCount).map { Array(record($0)) },
             replies: replies.map { .init(worker: $0.request.worker, seq: $0.request.sequence, reply: $0.reply) }, index: index, retain: retain,
-            openings: openings, rejections: rejections.map(\.stored))
+            openings: openings, rejections: rejections.map(\.stored), prune: pruneLimit.map { UInt64($0) })
         // Every field is a number, bytes, text or a time: the encoder cannot fail on it.
         guard let bytes = try? CBOREncoder().encode(wire) else {
             preconditionFailure("internal inconsistency: a shipped commit did not encode")
@@ -157,6 +165,13 @@ extension ShippedCommit {
         case ("bytes", let size?, nil) where size > 0: retention = .bytes(size)
         default: throw invalid("a shipped commit's retention is not one of everything, turns, age or bytes")
         }
+        if let limit = wire.prune {
+            guard limit > 0, limit <= UInt64(Int32.max), wire.records.isEmpty, wire.replies.isEmpty, wire.index == nil, wire.openings.isEmpty,
+                wire.rejections.isEmpty, retention != .everything
+            else {
+                throw invalid("a shipped retention pass carries a limit from 1 to 2^31-1, a retention other than everything, and nothing else")
+            }
+        }
         var ends: [Int] = []
         var recordBytes: [UInt8] = []
         for record in wire.records {
@@ -167,7 +182,7 @@ extension ShippedCommit {
             epoch: wire.epoch, logID: wire.log, firstRevision: wire.first, time: wire.time,
             replies: wire.replies.map { DedupAnswer(request: RequestID(worker: $0.worker, sequence: $0.seq), reply: $0.reply) },
             index: wire.index.map { $0 == 0 ? .indexed : .unindexedFrom($0) }, retention: retention, openings: wire.openings,
-            rejections: wire.rejections.map { RejectionRecord(stored: $0) })
+            rejections: wire.rejections.map { RejectionRecord(stored: $0) }, pruneLimit: wire.prune.map { Int($0) })
         commit.recordBytes = recordBytes
         commit.recordEnds = ends
         return commit

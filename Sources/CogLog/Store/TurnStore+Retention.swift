@@ -38,6 +38,11 @@ extension TurnStore {
         guard mode != .reader else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
+        if let shipper, let logID, retention != .everything {
+            shipper(
+                ShippedCommit(
+                    epoch: epoch, logID: logID, firstRevision: lastRevision &+ 1, time: now, retention: retention, pruneLimit: limit))
+        }
         let report = try TurnStoreError.catching {
             try environment.write { txn in
                 try prune(

@@ -42,6 +42,11 @@ extension TurnStore {
                 code: .outOfOrder,
                 message: "a shipped commit follows revision \(shipped.firstRevision &- 1), but the copy in \(directory) ends at \(lastRevision)")
         }
+        if let limit = shipped.pruneLimit {
+            // A retention pass between commits: the same pass here (it writes nothing when nothing goes).
+            try prune(shipped.retention, now: shipped.time, limit: limit)
+            return
+        }
         var records: [TurnRecord] = []
         records.reserveCapacity(shipped.recordCount)
         for index in 0..<shipped.recordCount {

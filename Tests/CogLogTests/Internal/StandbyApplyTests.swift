@@ -98,12 +98,19 @@ struct StandbyApplyTests {
             #expect(leader.firstRevision > 1 && standby.firstRevision == leader.firstRevision)
             #expect(try standby.lastDedupSequence(worker: "teller") == 40 && standby.expiredSequence(worker: "teller") != nil)
             #expect(try contents(of: standby) == contents(of: leader))
+            // A pass of retention between commits (an idle leader's) is shipped and run on the copy too.
+            for n in 41...45 { try leader.append([try turn(n)], replies: [answer(UInt64(n))], at: time + Double(n)) }
+            #expect(try leader.prune(.turns(3), now: time + 46, limit: 2).records == 2)
+            try leader.prune(.turns(3), now: time + 46)
+            try shipment.deliver(to: standby)
+            #expect(standby.firstRevision == leader.firstRevision)
+            #expect(try contents(of: standby) == contents(of: leader))
             leader.close()
         }
         // The leader restarts in epoch 2: its commits carry it, and the standby's fence rises with them.
         let leader = try TurnStore(directory: leaderFolder.path, mode: .writer)
         shipment.attach(to: leader)
-        try leader.append([try turn(41)], replies: [answer(41)], retention: .age(seconds: 5), at: time + 44)
+        try leader.append([try turn(46)], replies: [answer(46)], retention: .age(seconds: 5), at: time + 50)
         try shipment.deliver(to: standby)
         #expect(standby.epoch == 2 && standby.lastRevision == leader.lastRevision)
         #expect(try contents(of: standby) == contents(of: leader))
@@ -208,6 +215,11 @@ struct StandbyApplyTests {
             other.index = .indexed
             #expect(try ShippedCommit.decode(other.encoded()) == other)
         }
+        let pass = ShippedCommit(epoch: 2, logID: Array(0..<16), firstRevision: 8, time: time, retention: .turns(10), pruneLimit: 1_024)
+        #expect(try ShippedCommit.decode(pass.encoded()) == pass)
+        var crowded = commit
+        crowded.pruneLimit = 10
+        #expect(throws: CodecError.self) { try ShippedCommit.decode(crowded.encoded()) }
         var shortID = commit
         shortID.logID = [1, 2, 3]
         #expect(throws: CodecError.self) { try ShippedCommit.decode(shortID.encoded()) }
