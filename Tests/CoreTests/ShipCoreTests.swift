@@ -1,0 +1,128 @@
+import CogProtocol
+import Testing
+
+private let a: [UInt8] = [0xa]
+private let b: [UInt8] = [0xb]
+private let commit: [UInt8] = [0xc0]
+
+/// The releases a list of effects allows, in order.
+private func releases(_ effects: [ShipCore.Effect]) -> [UInt64] {
+    effects.compactMap { if case .release(let through) = $0 { through } else { nil } }
+}
+
+/// The sync key writes a list of effects asks for.
+private func writes(_ effects: [ShipCore.Effect]) -> [[String]] {
+    effects.compactMap { if case .writeSync(let standbys) = $0 { standbys } else { nil } }
+}
+
+/// The rules of shipping a leader's log to its standbys (ha.md §9).
+@Suite("Shipping to standbys: the sync key and the release gate")
+struct ShipCoreTests {
+    @Test func `with sync one, nothing is released before a standby the sync key names acknowledges it`() {
+        var core = ShipCore(.init(sync: .one))
+        #expect(core.state == .held)
+        // A commit with no standby: held.
+        #expect(releases(core.shipped(commit, now: 0)).isEmpty)
+        // A standby in step is welcomed, then named in the sync key (it holds the tip); nothing is released meanwhile.
+        let hello = core.hello(from: a, node: "n2", inStep: true, now: 1)
+        #expect(hello.first == .welcome(to: a, sequence: 1))
+        #expect(writes(hello) == [["n2"]])
+        #expect(releases(hello).isEmpty && core.writing == ["n2"])
+        #expect(releases(core.shipped(commit, now: 1.1)).isEmpty, "a standby being added holds releases")
+        // Confirmed: commit 1 (which the standby held at hello) goes; commit 2 waits for its acknowledgement.
+        #expect(releases(core.syncWritten(now: 1.2)) == [1])
+        #expect(core.state == .sync && core.named == ["n2"])
+        #expect(releases(core.acknowledged(from: a, node: "n2", through: 2, now: 1.3)) == [2])
+        // Each commit is shipped to the standby, then released on its acknowledgement.
+        #expect(core.shipped(commit, now: 2) == [.ship(to: a, sequence: 3, commit: commit)])
+        #expect(releases(core.acknowledged(from: a, node: "n2", through: 3, now: 2.1)) == [3])
+        // An acknowledgement from another connection under the name counts for nothing.
+        _ = core.shipped(commit, now: 3)
+        #expect(core.acknowledged(from: b, node: "n2", through: 4, now: 3.1).isEmpty && core.releasedThrough == 3)
+    }
+
+    @Test func `strict: a standby gone holds every reply; with degrade-after, it is removed from the sync key first, then the leader releases alone`() {
+        for degradeAfter in [nil, 2.0] {
+            var core = ShipCore(.init(sync: .one, degradeAfter: degradeAfter, standbyTimeout: 1))
+            _ = core.hello(from: a, node: "n2", inStep: true, now: 0)
+            _ = core.syncWritten(now: 0)
+            _ = core.shipped(commit, now: 0)
+            _ = core.acknowledged(from: a, node: "n2", through: 1, now: 0.1)
+            #expect(core.releasedThrough == 1)
+            // The standby goes silent; commits go on.
+            _ = core.shipped(commit, now: 0.5)
+            let dropped = core.tick(now: 1.2)
+            #expect(dropped.first == .drop(node: "n2", reason: "silent for more than 1.0 s"))
+            #expect(core.releasedThrough == 1 && core.state == .sync, "named, gone: held")
+            let later = core.tick(now: 3)
+            if degradeAfter == nil {
+                #expect(later.isEmpty && core.releasedThrough == 1, "strict: held for good")
+                #expect(core.tick(now: 1_000).isEmpty)
+                continue
+            }
+            // Held for 2 s: the leader asks etcd to name no standby, and releases nothing until it confirms.
+            #expect(writes(later) == [[]] && releases(later).isEmpty)
+            #expect(releases(core.shipped(commit, now: 3.1)).isEmpty)
+            #expect(releases(core.syncWritten(now: 3.2)) == [3])
+            #expect(core.state == .degraded && core.named.isEmpty)
+            // Degraded: each commit released at once.
+            #expect(releases(core.shipped(commit, now: 4)) == [4])
+            // The standby returns in step: added back, and out of degraded once etcd names it.
+            let back = core.hello(from: b, node: "n2", inStep: true, now: 5)
+            #expect(writes(back) == [["n2"]])
+            #expect(releases(core.shipped(commit, now: 5.1)).isEmpty, "an addition in flight holds releases, degraded or not")
+            #expect(releases(core.syncWritten(now: 5.2)).isEmpty, "commit 5 waits for its acknowledgement")
+            #expect(core.state == .sync && !core.degraded)
+            #expect(releases(core.acknowledged(from: b, node: "n2", through: 5, now: 5.3)) == [5])
+        }
+    }
+
+    @Test func `a standby not in step resyncs, and one that synced a copy gets the commits since, then is named`() {
+        var core = ShipCore(.init(sync: .one, window: 3))
+        for step in 0..<5 { _ = core.shipped(commit, now: Double(step)) }
+        #expect(core.hello(from: a, node: "n2", inStep: false, now: 5) == [.resync(to: a, sequence: 5)])
+        #expect(core.standbys.isEmpty)
+        // The copy held commits through 3; 4 and 5 are sent after the welcome; named once it acknowledges 5.
+        let copied = core.copied(by: a, node: "n2", through: 3, missed: [[4], [5]], now: 6)
+        #expect(copied == [.welcome(to: a, sequence: 3), .ship(to: a, sequence: 4, commit: [4]), .ship(to: a, sequence: 5, commit: [5])])
+        #expect(writes(core.acknowledged(from: a, node: "n2", through: 4, now: 6.1)).isEmpty, "not at the tip yet")
+        #expect(writes(core.acknowledged(from: a, node: "n2", through: 5, now: 6.2)) == [["n2"]])
+        // Commits no longer kept, or too many: sync again.
+        #expect(core.copied(by: b, node: "n3", through: 1, missed: nil, now: 7) == [.resync(to: b, sequence: 5)])
+        #expect(core.copied(by: b, node: "n3", through: 1, missed: [[2], [3], [4], [5]], now: 7) == [.resync(to: b, sequence: 5)])
+        // A standby more than the window behind is dropped at the next commit.
+        _ = core.syncWritten(now: 7)
+        for step in 0..<3 { _ = core.shipped(commit, now: 8 + Double(step)) }
+        #expect(core.shipped(commit, now: 11).contains(.drop(node: "n2", reason: "more than 3 commits behind")))
+        #expect(core.standbys["n2"] == nil)
+    }
+
+    @Test func `quorum 2 releases what the second standby acknowledged; none releases at once`() {
+        var core = ShipCore(.init(sync: .quorum(2)))
+        _ = core.hello(from: a, node: "n2", inStep: true, now: 0)
+        _ = core.syncWritten(now: 0)
+        #expect(core.state == .held, "one of two named")
+        _ = core.hello(from: b, node: "n3", inStep: true, now: 0)
+        _ = core.syncWritten(now: 0)
+        #expect(core.state == .sync && core.named == ["n2", "n3"])
+        _ = core.shipped(commit, now: 1)
+        _ = core.shipped(commit, now: 1)
+        #expect(releases(core.acknowledged(from: a, node: "n2", through: 2, now: 1)).isEmpty)
+        #expect(releases(core.acknowledged(from: b, node: "n3", through: 1, now: 1)) == [1])
+        #expect(releases(core.acknowledged(from: b, node: "n3", through: 2, now: 1)) == [2])
+
+        var async = ShipCore(.init(sync: .none))
+        #expect(async.state == .async)
+        #expect(releases(async.shipped(commit, now: 0)) == [1])
+        #expect(writes(async.hello(from: a, node: "n2", inStep: true, now: 0)) == [["n2"]], "named, so it can take the lead")
+        #expect(releases(async.shipped(commit, now: 0)) == [2], "an addition in flight holds nothing with --sync none")
+    }
+
+    @Test func `sync modes read as the flag writes them`() {
+        #expect(ShipCore.SyncMode(text: "one") == .one)
+        #expect(ShipCore.SyncMode(text: "none") == ShipCore.SyncMode.none)
+        #expect(ShipCore.SyncMode(text: "quorum:2") == .quorum(2))
+        for bad in ["", "two", "quorum:0", "quorum:9", "quorum:", "quorum:-1", "ONE"] { #expect(ShipCore.SyncMode(text: bad) == nil, "\(bad)") }
+        #expect(ShipCore.SyncMode.quorum(3).description == "quorum:3" && ShipCore.SyncMode.one.description == "one")
+    }
+}
