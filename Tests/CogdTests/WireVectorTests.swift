@@ -61,6 +61,15 @@ struct WireVectorTests {
                 entries: [SnapshotEntry(name: "ledger.balance", key: try encoder.encode("a"), value: try encoder.encode(6))],
                 part: 1, more: true, stateDigest: after42)),
             ("catch-up-request", .catchUpRequest(from: 43)),
+            // Shipping to a standby (ha.md §9); the log id is the `shipped-commit` vector's.
+            ("standby-hello", .standbyHello(node: "n2", logID: Array(0x10..<0x20), epoch: 3, revision: 42, stateDigest: after42)),
+            ("standby-hello-empty", .standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil)),
+            ("ship-welcome", .shipWelcome(epoch: 3, sequence: 7)),
+            ("ship-resync", .shipResync(epoch: 3, revision: 42)),
+            ("ship", .ship(epoch: 3, sequence: 8, commit: ShippedCommit(
+                epoch: 3, logID: Array(0x10..<0x20), firstRevision: 43, time: Date(timeIntervalSince1970: 1_800_000_000.5),
+                retention: .turns(100_000), pruneLimit: 1_024).encoded())),
+            ("ship-ack", .shipAck(node: "n2", sequence: 8)),
             ("op", .op(OpRequest(
                 request: request, op: "ledger.transfer",
                 argument: try encoder.encode(["from": CBORValue.text("a"), "to": .text("b"), "amount": .unsigned(4)]),

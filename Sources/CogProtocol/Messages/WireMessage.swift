@@ -59,6 +59,19 @@ public enum WireMessage: Equatable, Sendable {
     case statusRequest
     /// Leader → peer: the status report (`cogd status`).
     case status(LeaderStatus)
+    /// Standby → leader (`ha.md` §9): node `node` holds a copy of log
+    /// `logID` (nil: no log yet) up to `revision`, whose state digest
+    /// there is `stateDigest` (nil at revision 0), having applied epochs up to `epoch`.
+    case standbyHello(node: String, logID: [UInt8]?, epoch: UInt64, revision: UInt64, stateDigest: StateDigest?)
+    /// Leader → standby: the copy is in step; the commits after `sequence` follow.
+    case shipWelcome(epoch: UInt64, sequence: UInt64)
+    /// Leader → standby: the copy is not the leader's log as of
+    /// `revision` (its last): it must sync a copy.
+    case shipResync(epoch: UInt64, revision: UInt64)
+    /// Leader → standby: shipped commit `sequence` (an encoded `ShippedCommit`).
+    case ship(epoch: UInt64, sequence: UInt64, commit: [UInt8])
+    /// Standby → leader: every commit through `sequence` is applied, each in its own durable commit.
+    case shipAck(node: String, sequence: UInt64)
 
     public static let version: UInt64 = 1
     /// The largest message the leader accepts; larger ones get `oversize`.
@@ -95,6 +108,11 @@ public enum WireMessage: Equatable, Sendable {
         case .status: "status"
         case .scopeRegister: "scope-register"
         case .scopeRegistered: "scope-registered"
+        case .standbyHello: "standby-hello"
+        case .shipWelcome: "ship-welcome"
+        case .shipResync: "ship-resync"
+        case .ship: "ship"
+        case .shipAck: "ship-ack"
         }
     }
 }
@@ -460,6 +478,21 @@ extension WireMessage {
                 (.text("worker"), .text(worker)), (.text("registration"), .unsigned(registration)),
                 (.text("revision"), .unsigned(revision)), (.text("instances"), tree(instances)),
             ])
+        case .standbyHello(let node, let logID, let epoch, let revision, let stateDigest):
+            var fields: [(key: CBORValue, value: CBORValue)] = [
+                (.text("node"), .text(node)), (.text("epoch"), .unsigned(epoch)), (.text("revision"), .unsigned(revision)),
+            ]
+            if let logID { fields.append((.text("log"), .bytes(logID))) }
+            if let stateDigest { fields.append((.text("stateDigest"), .bytes(stateDigest.bytes))) }
+            body = .map(fields)
+        case .shipWelcome(let epoch, let sequence):
+            body = .map([(.text("epoch"), .unsigned(epoch)), (.text("sequence"), .unsigned(sequence))])
+        case .shipResync(let epoch, let revision):
+            body = .map([(.text("epoch"), .unsigned(epoch)), (.text("revision"), .unsigned(revision))])
+        case .ship(let epoch, let sequence, let commit):
+            body = .map([(.text("epoch"), .unsigned(epoch)), (.text("sequence"), .unsigned(sequence)), (.text("commit"), .bytes(commit))])
+        case .shipAck(let node, let sequence):
+            body = .map([(.text("node"), .text(node)), (.text("sequence"), .unsigned(sequence))])
         }
         do { return try encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body)) } catch {
             preconditionFailure("internal inconsistency: a \(typeName) message does not encode: \(error)")
@@ -591,6 +624,31 @@ extension WireMessage {
             return .scopeRegistered(
                 worker: registered.worker, registration: registered.registration, revision: registered.revision,
                 instances: registered.instances)
+        case "standby-hello":
+            struct Hello: Decodable { var node: String; var log: [UInt8]?; var epoch: UInt64; var revision: UInt64; var stateDigest: [UInt8]? }
+            let hello = try body(Hello.self)
+            guard hello.log.map({ $0.count == 16 }) ?? true else {
+                throw WireDecodeError(code: .malformed, message: "standby-hello body: `log` must be 16 bytes")
+            }
+            return .standbyHello(
+                node: hello.node, logID: hello.log, epoch: hello.epoch, revision: hello.revision,
+                stateDigest: try WireMessage.stateDigest(hello.stateDigest, in: "standby-hello"))
+        case "ship-welcome":
+            struct Welcome: Decodable { var epoch: UInt64; var sequence: UInt64 }
+            let welcome = try body(Welcome.self)
+            return .shipWelcome(epoch: welcome.epoch, sequence: welcome.sequence)
+        case "ship-resync":
+            struct Resync: Decodable { var epoch: UInt64; var revision: UInt64 }
+            let resync = try body(Resync.self)
+            return .shipResync(epoch: resync.epoch, revision: resync.revision)
+        case "ship":
+            struct Ship: Decodable { var epoch: UInt64; var sequence: UInt64; var commit: [UInt8] }
+            let ship = try body(Ship.self)
+            return .ship(epoch: ship.epoch, sequence: ship.sequence, commit: ship.commit)
+        case "ship-ack":
+            struct Ack: Decodable { var node: String; var sequence: UInt64 }
+            let ack = try body(Ack.self)
+            return .shipAck(node: ack.node, sequence: ack.sequence)
         default:
             throw WireDecodeError(code: .unknownType, message: "unknown message type `\(envelope.type)`")
         }
