@@ -297,6 +297,8 @@ public struct ArbiterSimulation {
                 let back = faults && random.chance(0.03) ? random.milliseconds(100, 3_000) : random.milliseconds(1, 15)
                 nodes[index].request = Flight(
                     request: request, appliesAt: now + there, answersAt: now + there + back, givesUpAt: now + limit, answer: nil)
+            case .syncWritten, .syncWriteFailed:
+                break  // The simulated nodes ship nothing: no sync key writes are asked for.
             case .lead(let epoch):
                 leads += 1
                 nodes[index].epochLed = epoch

@@ -75,6 +75,36 @@ struct ArbiterCoreTests {
         #expect(core.epochSeen == 5)
     }
 
+    @Test func `a leader writes the sync key only while the leader key it read is still its own`() {
+        var core = Self.started()
+        _ = core.answered(.values([:]), now: .milliseconds(30))
+        #expect(core.answered(.transaction(succeeded: true), now: .milliseconds(40)) == [.lead(epoch: 1)])
+        // Asked before the leader key's revision is known: held until a read finds the key its own.
+        #expect(core.writeSync(standbys: ["n2"], now: .milliseconds(50)).isEmpty)
+        #expect(core.tick(now: .milliseconds(600)) == [.send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))])
+        #expect(core.answered(.values([
+            "/cogd/bank/leader": EtcdValue(value: "n1 1 tcp://127.0.0.1:7000", modRevision: 12),
+            "/cogd/bank/epoch": EtcdValue(value: "1", modRevision: 12),
+            "/cogd/bank/sync": EtcdValue(value: "1 n1", modRevision: 12),
+        ]), now: .milliseconds(610)).isEmpty)
+        let write = EtcdRequest.transaction(
+            compares: [EtcdCompare(key: "/cogd/bank/leader", modRevision: 12)], puts: [EtcdPut(key: "/cogd/bank/sync", value: "1 n1 n2")])
+        #expect(core.tick(now: .milliseconds(620)) == [.send(write)])
+        #expect(core.answered(.transaction(succeeded: true), now: .milliseconds(630)) == [.syncWritten(["n2"])])
+        // The key changed under it: not written, and the node reads again.
+        #expect(core.writeSync(standbys: [], now: .milliseconds(700)) == [
+            .send(.transaction(
+                compares: [EtcdCompare(key: "/cogd/bank/leader", modRevision: 12)], puts: [EtcdPut(key: "/cogd/bank/sync", value: "1 n1")]))
+        ])
+        #expect(core.answered(.transaction(succeeded: false), now: .milliseconds(710)) == [
+            .send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"])),
+            .syncWriteFailed("the leader key changed since this node read it"),
+        ])
+        // A node that does not lead writes nothing.
+        var standby = Self.started(node: "n2")
+        #expect(standby.writeSync(standbys: ["n3"], now: .milliseconds(30)) == [.syncWriteFailed("this node does not lead")])
+    }
+
     @Test func `a node the sync key does not name waits and never campaigns`() {
         var core = Self.started(node: "n3")
         let values = ["/cogd/bank/epoch": EtcdValue(value: "4", modRevision: 40), "/cogd/bank/sync": EtcdValue(value: "4 n1 n2", modRevision: 41)]

@@ -11,7 +11,7 @@ import Synchronization
 /// clock, so a leader whose arbiter thread is stuck in a slow request, or
 /// whose whole process was stopped past the deadline, still releases
 /// nothing at or after it.
-public final class Arbiter: @unchecked Sendable {
+public final class Arbiter: SyncKeyWriter, @unchecked Sendable {
     /// What the node hears from its arbiter.
     public enum Event: Sendable, Equatable {
         /// This node leads `epoch`.
@@ -41,6 +41,21 @@ public final class Arbiter: @unchecked Sendable {
     private let finished = Atomic<Bool>(false)
     private let lock = NSLock()
     private var thread: Thread?
+    /// The sync key write the leader asked for, not yet taken by the loop (under `lock`).
+    private var syncRequest: [String]?
+    /// The answers to sync key writes, oldest first (under `lock`).
+    private var syncAnswers: [Bool] = []
+
+    /// Asks for etcd's sync key to name `standbys` (ha.md §9); the answer
+    /// comes through `takeSyncAnswer()`. Called from the serving thread.
+    public func requestSync(standbys: [String]) {
+        lock.withLock { syncRequest = standbys }
+    }
+
+    /// The oldest answer to a sync key write not taken yet: true, written; false, failed.
+    public func takeSyncAnswer() -> Bool? {
+        lock.withLock { syncAnswers.isEmpty ? nil : syncAnswers.removeFirst() }
+    }
 
     /// - Parameter onEvent: called on the arbiter's thread, in order.
     public init(gateway: EtcdGateway, configuration: ArbiterCore.Configuration, onEvent: @escaping @Sendable (Event) -> Void) {
@@ -109,6 +124,10 @@ public final class Arbiter: @unchecked Sendable {
                     onEvent(.stepDown(reason: reason))
                 case .refuse(let reason): onEvent(.refuse(reason: reason))
                 case .note(let text): onEvent(.note(text))
+                case .syncWritten: lock.withLock { syncAnswers.append(true) }
+                case .syncWriteFailed(let reason):
+                    lock.withLock { syncAnswers.append(false) }
+                    onEvent(.note("the sync key was not written: \(reason)"))
                 }
             }
             publish(core)
@@ -120,6 +139,13 @@ public final class Arbiter: @unchecked Sendable {
             if resignRequested.load(ordering: .acquiring) {
                 effects = core.resign(now: now)
                 if effects.isEmpty { break }
+                continue
+            }
+            if let standbys = lock.withLock({ () -> [String]? in
+                defer { syncRequest = nil }
+                return syncRequest
+            }) {
+                effects = core.writeSync(standbys: standbys, now: now)
                 continue
             }
             Thread.sleep(forTimeInterval: 0.02)
@@ -167,4 +193,12 @@ public final class Arbiter: @unchecked Sendable {
         }
         deadlineNanoseconds.store(Self.nanoseconds(core.releaseDeadline), ordering: .releasing)
     }
+}
+
+/// Who writes etcd's sync key for a leader that ships to standbys (ha.md §9): its arbiter.
+public protocol SyncKeyWriter: AnyObject, Sendable {
+    /// Asks for the sync key to name `standbys`; answered through `takeSyncAnswer()`.
+    func requestSync(standbys: [String])
+    /// The oldest answer not taken yet: true, written; false, failed; nil: none yet.
+    func takeSyncAnswer() -> Bool?
 }

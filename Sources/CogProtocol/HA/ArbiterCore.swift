@@ -77,6 +77,11 @@ public struct ArbiterCore: Sendable {
         case refuse(reason: String)
         /// Something an operator should hear of (a failed request, a wait).
         case note(String)
+        /// etcd's sync key now names these standbys (a `writeSync` done).
+        case syncWritten([String])
+        /// The sync key was not written (etcd failed, or the leader key
+        /// changed since this node read it); ask again later.
+        case syncWriteFailed(String)
     }
 
     public let configuration: Configuration
@@ -97,6 +102,7 @@ public struct ArbiterCore: Sendable {
         case campaign(epoch: UInt64)
         case renew(sentAt: Duration)
         case resign
+        case writeSync([String])
     }
 
     /// The request in flight.
@@ -111,6 +117,21 @@ public struct ArbiterCore: Sendable {
     private var nextRenewal: Duration = .zero
     private var nextRead: Duration = .zero
     private var nextClaim: Duration = .zero
+    /// While leading: the leader key's revision as last read (a sync key
+    /// write is compared against it, so it lands only while the key is ours).
+    private var leaderKeyRevision: Int64?
+    /// The sync key's standbys a leader asked for, not yet sent.
+    private var syncWanted: [String]?
+
+    /// A leader asks for the sync key to name `standbys` (ha.md §9): sent
+    /// when no other request is in flight and the leader key's revision is
+    /// known, answered by `syncWritten` or `syncWriteFailed`. A later ask
+    /// replaces one not yet sent.
+    public mutating func writeSync(standbys: [String], now: Duration) -> [Effect] {
+        guard case .leading = role else { return [.syncWriteFailed("this node does not lead")] }
+        syncWanted = standbys
+        return tick(now: now)
+    }
 
     public init(_ configuration: Configuration) {
         precondition(ArbiterRecords.isValidName(configuration.cluster) && ArbiterRecords.isValidName(configuration.node),
@@ -168,6 +189,13 @@ public struct ArbiterCore: Sendable {
         }
         guard inFlight == nil, let lease else { return [] }
         if now >= nextRenewal { return send(.renew(sentAt: now), .keepAlive(lease: lease)) }
+        if let standbys = syncWanted, case .leading(let epoch) = role, let leaderKeyRevision {
+            syncWanted = nil
+            let sync = ArbiterRecords.Sync(epoch: epoch, leader: configuration.node, standbys: standbys)
+            return send(.writeSync(standbys), .transaction(
+                compares: [EtcdCompare(key: keys.leader, modRevision: leaderKeyRevision)],
+                puts: [EtcdPut(key: keys.sync, value: sync.text)]))
+        }
         if !claimed {
             return now >= nextClaim ? send(.claim, claimRequest(lease: lease)) : []
         }
@@ -222,6 +250,13 @@ public struct ArbiterCore: Sendable {
         case (.resign, .revoked):
             return []
 
+        case (.writeSync(let standbys), .transaction(let succeeded)):
+            guard succeeded else {
+                leaderKeyRevision = nil
+                return send(.read, readRequest) + [.syncWriteFailed("the leader key changed since this node read it")]
+            }
+            return [.syncWritten(standbys)]
+
         default:
             return failed(step, EtcdFailure(.garbage, "an answer of another kind than the request asked for"), now: now)
         }
@@ -258,6 +293,7 @@ public struct ArbiterCore: Sendable {
             }
             epochSeen = max(epochSeen, leader.epoch)
             if leader.node == configuration.node, leader.epoch == campaigned, role != .stopped {
+                leaderKeyRevision = leaderValue.modRevision
                 if case .leading = role {} else { return won(leader.epoch, now: now) }
             }
             return follow(leader, now: now)
@@ -331,6 +367,8 @@ public struct ArbiterCore: Sendable {
             nextRead = now + retryInterval
         case .resign:
             break
+        case .writeSync:
+            return [.syncWriteFailed("etcd request failed (\(failure))")]
         }
         return [.note("etcd request failed (\(failure)); trying again")]
     }
