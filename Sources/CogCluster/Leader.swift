@@ -69,6 +69,9 @@ public final class Leader {
         public var releaseGate: (@Sendable () -> Bool)?
         /// More `/metrics` families, published with the leader's own (`--ha`: the arbiter's).
         public var extraMetrics: (@Sendable () -> [MetricFamily])?
+        /// Shipping the log to standbys (`--ha`, ha.md §9): the rules, and who
+        /// writes etcd's sync key; nil: standbys are refused, nothing is held.
+        public var shipping: Shipping?
 
         public init(
             dataFolder: String, requestsEndpoint: String = "tcp://127.0.0.1:5701",
@@ -83,6 +86,19 @@ public final class Leader {
             self.commitAffinity = commitAffinity
             self.spinWait = spinWait
             self.snapshotPartBytes = snapshotPartBytes
+        }
+    }
+
+    /// How a leader ships its log to standbys (ha.md §9).
+    public struct Shipping: Sendable {
+        public var rules: ShipCore.Configuration
+        /// Writes etcd's sync key (the arbiter); nil: no key is written, and
+        /// a write is taken as done (tests, and a leader outside a cluster).
+        public var syncKey: (any SyncKeyWriter)?
+
+        public init(rules: ShipCore.Configuration, syncKey: (any SyncKeyWriter)?) {
+            self.rules = rules
+            self.syncKey = syncKey
         }
     }
 
@@ -123,6 +139,12 @@ public final class Leader {
     /// batches (so a large state does not stop the serving).
     private var snapshots: SnapshotSender<StateSnapshotReader>
     var snapshotStreamCount: Int { snapshots.count }
+    /// Shipping to standbys (nil: none, `Leader+Shipping.swift`).
+    var shipCore: ShipCore?
+    /// What waits for standbys' acknowledgements before it may leave, oldest first.
+    var heldReleases: [HeldRelease] = []
+    /// The shipped commits kept for a standby catching up, newest last (at most the window).
+    var recentShipped: [[UInt8]] = []
     /// The core's events for the operator's log since the last call.
     func takeCoreEvents() -> [LeaderCore.Event] { core.takeEvents() }
     /// A batch takes messages until they reach this many bytes (or 4,096 of them).
@@ -317,6 +339,7 @@ public final class Leader {
         try runningNote.settle(keepingNoteAsSurvivor: keepAsSurvivor, forgettingSurvivor: forgetSurvivor)
         try runningNote.arm()
         if quarantined != nil { core.countRejection(.crashedLeader) }
+        startShipping()
         // Replies a crash left unindexed are indexed now.
         if core.hasWork { try serveBatch() }
     }
@@ -487,6 +510,7 @@ public final class Leader {
                 }
             }
             carryOut(core.step(.tick, now: now))
+            tickShipping()
             // Retirement records (workers gone) commit and go out now.
             if core.hasWork { try serveBatch() }
             if !ready[0] { pruneBetweenBatches() }
@@ -545,7 +569,7 @@ public final class Leader {
 
     /// Whether the release gate is open (always, without `--ha`); once it
     /// is shut, nothing more leaves and the serving loop stops.
-    private func mayRelease() -> Bool {
+    func mayRelease() -> Bool {
         guard !withheld else { return false }
         guard let gate = configuration.releaseGate, !gate() else { return true }
         withheld = true
@@ -558,33 +582,15 @@ public final class Leader {
             switch effect {
             case .send, .sendStatus, .startSnapshot, .publish:
                 guard mayRelease() else { continue }
+                if holdsForStandbys(effect) { continue }
             default:
                 break
             }
             switch effect {
-            case .send(let peer, let frame):
-                deliver(frame, to: peer)
-            case .sendStatus(let peer):
-                deliver(WireMessage.status(status).encoded(), to: peer)
-            case .startSnapshot(let peer, let whole):
-                startSnapshot(to: peer, whole: whole)
-            case .publish:
-                // Packed below the cap by the envelope's few bytes (epoch, count, keys).
-                let target = Leader.turnsMessageBytes - 128
-                for frame in WireMessage.turnsFrames(epoch: epoch, batch: store.lastAppended, target: target) {
-                    guard frame.count <= Leader.turnsMessageBytes else {
-                        // One record too large for a turn message: ZeroMQ's queue
-                        // for a slow subscriber holds messages of the cap at most
-                        // (§8); subscribers fetch it by the gap it leaves.
-                        core.countEvent(.turnUnpublished)
-                        continue
-                    }
-                    do {
-                        try publisher.send([frame])
-                    } catch {
-                        core.countEvent(.publishFailed)  // subscribers catch up by the gap
-                    }
-                }
+            case .send, .sendStatus, .startSnapshot, .publish:
+                release(effect, batch: store.lastAppended)
+            case .standby(let peer, let message):
+                standbyMessage(message, from: peer)
             case .commit(let commit):
                 let start = ContinuousClock.now
                 let answer: LeaderCore.Input
@@ -602,6 +608,38 @@ public final class Leader {
                 }
                 carryOut(core.step(answer, now: now))
             }
+        }
+    }
+
+    /// Lets a reply, a status, a snapshot or a publication leave, now:
+    /// `batch` is the commit's records a publication sends.
+    func release(_ effect: LeaderCore.Effect, batch: EncodedTurnBatch) {
+        switch effect {
+        case .send(let peer, let frame):
+            deliver(frame, to: peer)
+        case .sendStatus(let peer):
+            deliver(WireMessage.status(status).encoded(), to: peer)
+        case .startSnapshot(let peer, let whole):
+            startSnapshot(to: peer, whole: whole)
+        case .publish:
+            // Packed below the cap by the envelope's few bytes (epoch, count, keys).
+            let target = Leader.turnsMessageBytes - 128
+            for frame in WireMessage.turnsFrames(epoch: epoch, batch: batch, target: target) {
+                guard frame.count <= Leader.turnsMessageBytes else {
+                    // One record too large for a turn message: ZeroMQ's queue
+                    // for a slow subscriber holds messages of the cap at most
+                    // (§8); subscribers fetch it by the gap it leaves.
+                    core.countEvent(.turnUnpublished)
+                    continue
+                }
+                do {
+                    try publisher.send([frame])
+                } catch {
+                    core.countEvent(.publishFailed)  // subscribers catch up by the gap
+                }
+            }
+        case .commit, .standby:
+            break
         }
     }
 
@@ -652,7 +690,7 @@ public final class Leader {
     public static let maximumBacklogBytes = 16 << 20
 
     /// Sends `frame` to `identity`, behind anything it is still owed.
-    private func deliver(_ frame: [UInt8], to identity: [UInt8]) {
+    func deliver(_ frame: [UInt8], to identity: [UInt8]) {
         if backlogs[identity] == nil {
             do {
                 if try router.send([identity, frame], wait: false) { return }

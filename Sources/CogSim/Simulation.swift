@@ -352,6 +352,8 @@ public final class Simulation {
                 for worker in workers where worker.alive && worker.subscribed {
                     sendToWorker(worker.identity, frame, stream: true)
                 }
+            case .standby:
+                break  // The simulated workers are no standbys.
             }
         }
     }

@@ -158,6 +158,12 @@ enum ClusterCommands {
                 configuration.epoch = arbiter.leadingEpoch
                 configuration.releaseGate = { arbiter.mayRelease() }
                 configuration.extraMetrics = { arbiter.metricFamilies() }
+                if let sync = options.ha?.sync {
+                    configuration.shipping = Leader.Shipping(
+                        rules: ShipCore.Configuration(
+                            sync: sync, degradeAfter: options.ha?.degradeAfter, standbyTimeout: options.heartbeatTimeout),
+                        syncKey: arbiter)
+                }
             }
             // A worker whose hello names another rig, or an incompatible version of one, is refused.
             configuration.rigs = rigs.all.map(\.fingerprint)

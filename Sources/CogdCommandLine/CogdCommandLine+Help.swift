@@ -99,6 +99,15 @@ extension CogdCommandLine {
                   --name NODE             this node's name in the cluster, its own (with --ha; default: none)
                   --lease-ttl S           the lease's TTL, 2 to 3600 whole seconds: a stopped leader's key
                                           goes this long after its last renewal (default 5)
+                  --sync MODE             ship every commit to standbys that say standby-hello, and
+                                          release by MODE: one or quorum:K (K from 1 to 8) — nothing
+                                          leaves before K standbys named in etcd's sync key acknowledged
+                                          it — or none (released at once; a failover may lose turns).
+                                          No cogd node runs as a standby yet (with --ha; default: ship
+                                          nothing)
+                  --degrade-after S       with --sync one or quorum:K: after S seconds in which held
+                                          replies did not move, drop the standbys no longer connected
+                                          from the sync key and release alone (default: hold)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)

@@ -210,7 +210,8 @@ public enum CogdCommandLine {
                 + "         [--max-record-bytes N] [--retain-turns N | --retain-age DURATION | --retain-bytes SIZE]\(rigs.trap == nil ? "" : " [--trap-op]")\n"
                 + "         [--accept-data-loss] [--curve-secret FILE --peers FILE | --insecure] [--metrics HOST:PORT]\n"
                 + "         [--log-format text|json] [--log-level debug|info|warn|error]\n"
-                + "         [--ha URLS --cluster NAME --name NODE [--lease-ttl S]]"
+                + "         [--ha URLS --cluster NAME --name NODE [--lease-ttl S]\n"
+                + "          [--sync one|none|quorum:K [--degrade-after S]]]"
         case "tail":
             "Usage: \(cogd) tail [--data DIR] [--from REV | --last N | --since TIME] [--to REV] [--count N] [--follow] [--json] [--rejections] [--name PATTERN]\n"
                 + "       \(cogd) tail --connect TURNS-ENDPOINT [--from REV | --since TIME] [--leader ENDPOINT] [--timeout SECONDS] [--to REV]\n"

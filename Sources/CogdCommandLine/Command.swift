@@ -99,6 +99,10 @@ enum Command: Equatable {
         var cluster = ""
         var node = ""
         var leaseSeconds: Int64 = 5
+        /// `--sync`: ship the log to standbys and release by these rules (ha.md §9); nil: ship nothing.
+        var sync: ShipCore.SyncMode?
+        /// `--degrade-after`: seconds of held releases after which the leader releases alone.
+        var degradeAfter: Double?
     }
 
     struct WorkerOptions: Equatable {
@@ -316,6 +320,8 @@ enum Command: Equatable {
         var haCluster: String?
         var haNode: String?
         var haLeaseSeconds: Int64?
+        var haSync: ShipCore.SyncMode?
+        var haDegradeAfter: Double?
         var settingAssignments: [String] = []
         func rig(_ text: String) throws(UsageError) -> String {
             guard rigNames.contains(text) else {
@@ -391,6 +397,18 @@ enum Command: Equatable {
                     throw UsageError(message: "--lease-ttl takes whole seconds from 2 to 3600, not '\(text)'", subcommand: subcommand)
                 }
                 haLeaseSeconds = seconds
+            case ("leader", "--sync"):
+                let text = try reader.value(for: option)
+                guard let mode = ShipCore.SyncMode(text: text) else {
+                    throw UsageError(message: "--sync takes one, none or quorum:K (K from 1 to 8), not '\(text)'", subcommand: subcommand)
+                }
+                haSync = mode
+            case ("leader", "--degrade-after"):
+                let text = try reader.value(for: option)
+                guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= 86_400 else {
+                    throw UsageError(message: "--degrade-after takes seconds above 0, at most 86400, not '\(text)'", subcommand: subcommand)
+                }
+                haDegradeAfter = seconds
             case ("leader", "--retain-turns"), ("leader", "--retain-age"), ("leader", "--retain-bytes"):
                 guard leader.retention == .everything else {
                     throw UsageError(
@@ -493,9 +511,15 @@ enum Command: Equatable {
                 guard let haCluster, let haNode else {
                     throw UsageError(message: "--ha needs --cluster NAME and --name NODE: which cluster this node is one of, and its own name in it", subcommand: subcommand)
                 }
-                leader.ha = HighAvailability(etcd: haEtcd, cluster: haCluster, node: haNode, leaseSeconds: haLeaseSeconds ?? 5)
-            } else if haCluster != nil || haNode != nil || haLeaseSeconds != nil {
-                throw UsageError(message: "--cluster, --name and --lease-ttl go with --ha ENDPOINTS (the etcd that decides who leads)", subcommand: subcommand)
+                if haDegradeAfter != nil, haSync == nil || haSync == ShipCore.SyncMode.none {
+                    throw UsageError(message: "--degrade-after goes with --sync one or quorum:K (with none nothing is held)", subcommand: subcommand)
+                }
+                leader.ha = HighAvailability(
+                    etcd: haEtcd, cluster: haCluster, node: haNode, leaseSeconds: haLeaseSeconds ?? 5, sync: haSync, degradeAfter: haDegradeAfter)
+            } else if haCluster != nil || haNode != nil || haLeaseSeconds != nil || haSync != nil || haDegradeAfter != nil {
+                throw UsageError(
+                    message: "--cluster, --name, --lease-ttl, --sync and --degrade-after go with --ha ENDPOINTS (the etcd that decides who leads)",
+                    subcommand: subcommand)
             }
             return .leader(leader)
         }

@@ -123,7 +123,13 @@ struct HALeaderTests {
 
         let usage: [([String], String)] = [
             (["--ha", "http://127.0.0.1:2379"], "--ha needs --cluster NAME and --name NODE"),
-            (["--cluster", "bank"], "--cluster, --name and --lease-ttl go with --ha ENDPOINTS"),
+            (["--cluster", "bank"], "--cluster, --name, --lease-ttl, --sync and --degrade-after go with --ha ENDPOINTS"),
+            (["--sync", "one"], "--cluster, --name, --lease-ttl, --sync and --degrade-after go with --ha ENDPOINTS"),
+            (["--ha", "http://127.0.0.1:2379", "--cluster", "b", "--name", "n", "--sync", "two"], "--sync takes one, none or quorum:K (K from 1 to 8), not 'two'"),
+            (["--ha", "http://127.0.0.1:2379", "--cluster", "b", "--name", "n", "--sync", "none", "--degrade-after", "3"],
+                "--degrade-after goes with --sync one or quorum:K"),
+            (["--ha", "http://127.0.0.1:2379", "--cluster", "b", "--name", "n", "--sync", "one", "--degrade-after", "0"],
+                "--degrade-after takes seconds above 0, at most 86400, not '0'"),
             (["--ha", "https://127.0.0.1:2379", "--cluster", "b", "--name", "n"], "etcd over TLS is not supported"),
             (["--ha", "http://127.0.0.1:2379", "--cluster", "a b", "--name", "n"], "--cluster takes a name of 1 to 64 letters"),
             (["--ha", "http://127.0.0.1:2379", "--cluster", "b", "--name", "n", "--lease-ttl", "1"], "--lease-ttl takes whole seconds from 2 to 3600, not '1'"),

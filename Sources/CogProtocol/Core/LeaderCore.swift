@@ -86,6 +86,9 @@ public struct LeaderCore {
         case commit(LeaderCommit)
         /// Publish the committed records of these revisions on the turn stream.
         case publish(Range<UInt64>)
+        /// A standby's `standby-hello` or `ship-ack` (ha.md §9), for the
+        /// driver's shipping; a leader that ships to none refuses it.
+        case standby(Peer, WireMessage)
     }
 
     struct WorkerState {
@@ -505,7 +508,7 @@ public struct LeaderCore {
 
     private static func peer(of effect: Effect) -> Peer {
         switch effect {
-        case .send(let peer, _), .sendStatus(let peer), .startSnapshot(let peer, _): return peer
+        case .send(let peer, _), .sendStatus(let peer), .startSnapshot(let peer, _), .standby(let peer, _): return peer
         case .commit, .publish: return []
         }
     }
@@ -618,6 +621,8 @@ public struct LeaderCore {
         case .scopeRegister(let spec):
             if holdsPlacement(peer, spec, now: now) { return }
             register(peer, spec, now: now)
+        case .standbyHello, .shipAck:
+            outgoing.append(.standby(peer, message))
         default:
             refuse(peer, WireError(.notAllowed, "`\(message.typeName)` is not a request the leader serves"))
         }
@@ -665,6 +670,9 @@ public struct LeaderCore {
         case .scopeRegister(let spec):
             guard holder.role == .worker else { return forbidden("register scopes: only a worker key may") }
             if let denial = own(spec.worker) { return denial }
+        case .standbyHello, .shipAck:
+            // No key role is a standby's yet: a standby speaks only to a leader without CURVE.
+            return forbidden("ship the log: no key role may yet (a standby needs a leader without CURVE)")
         case .snapshotRequest, .catchUpRequest:
             guard holder.role != .client else { return forbidden("read the state or the turns: only worker and observer keys may") }
         case .op(let request):

@@ -278,6 +278,8 @@ final class CoreHarness {
                 sent.snapshots.append((peer, whole, log.lastRevision, log.stateEntries))
             case .publish(let revisions):
                 sent.published.append(revisions)
+            case .standby(let peer, let message):
+                sent.messages.append((peer, message))  // what the core hands its driver's shipping
             case .commit(let commit):
                 commits.append(commit)
                 sent.commits += 1

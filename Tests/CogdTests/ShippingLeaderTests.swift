@@ -1,0 +1,61 @@
+import CogCodec
+import CogLog
+import CogProtocol
+import Foundation
+import Testing
+
+/// `cogd leader --ha --sync one` on a real etcd (ha.md §9): a standby in
+/// step is named in etcd's sync key, every commit is shipped to it, and a
+/// reply leaves only once the standby has acknowledged its commit.
+@Suite("cogd leader --sync: shipping to a standby", .serialized, .timeLimit(.minutes(3)))
+struct ShippingLeaderTests {
+    @Test func `a reply waits for the standby's acknowledgement of its commit, which the standby's copy applies`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let node = HALeaderTests.Node(name: "n1")
+        let copy = TemporaryFolder()
+        defer {
+            node.folder.cleanUp()
+            copy.cleanUp()
+        }
+        let leader = try CogdProcess(node.arguments(etcd) + ["--sync", "one"])
+        defer { leader.stop() }
+        #expect(leader.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(leader.lines)")
+        let endpoint = "tcp://127.0.0.1:\(node.requests)"
+
+        // A standby with an empty folder is in step with a log of no turns.
+        let standby = try RawPeer(endpoint: endpoint, identity: "standby-n2")
+        let store = try TurnStore(directory: copy.path, mode: .standby, createIfMissing: true)
+        guard case .shipWelcome(1, let welcomed)? = try standby.exchange(
+            .standbyHello(node: "n2", logID: nil, epoch: store.epoch, revision: store.lastRevision, stateDigest: nil))
+        else {
+            Issue.record("no ship-welcome: \(leader.lines)")
+            return
+        }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "the standby is named in the sync key")
+
+        // An op: its commit is shipped; its reply waits for the standby's acknowledgement.
+        let client = try RawPeer(endpoint: endpoint)
+        try client.send([try openAccountFrame("alice", balance: 5, worker: "c1", sequence: 1)])
+        guard case .ship(1, let sequence, let bytes)? = try standby.next() else {
+            Issue.record("no ship: \(leader.lines)")
+            return
+        }
+        #expect(sequence > welcomed)
+        let commit = try ShippedCommit.decode(bytes)
+        #expect(commit.epoch == 1 && commit.firstRevision == 1 && commit.recordCount == 1)
+        #expect(try TurnRecord.decode(commit.record(0)).origin.request == RequestID(worker: "c1", sequence: 1))
+        #expect(try client.next(within: .seconds(1)) == nil, "no reply before the standby acknowledges")
+        try store.apply(commit)
+        try standby.send([WireMessage.shipAck(node: "n2", sequence: sequence).encoded()])
+        guard case .reply(let reply)? = try client.next() else {
+            Issue.record("no reply after the acknowledgement: \(leader.lines)")
+            return
+        }
+        #expect(reply.outcome == .applied(revision: 1))
+        #expect(store.lastRevision == 1 && store.epoch == 1)
+        #expect(try store.records(from: 1).map(\.origin.request) == [RequestID(worker: "c1", sequence: 1)])
+        #expect(try store.value(name: "ledger.balance", key: CBOREncoder().encode("alice")) == CBOREncoder().encode(5))
+    }
+}
