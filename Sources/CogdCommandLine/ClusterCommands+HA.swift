@@ -22,6 +22,8 @@ extension ClusterCommands {
         let ended = Mutex<LeadWait?>(nil)
         /// What the node is doing, for systemd's status and /readyz.
         let standing = Mutex<String>("")
+        /// Where the node that leads serves (nil: no one, or unknown).
+        let leaderEndpoint = Mutex<String?>(nil)
     }
 
     /// Starts the arbiter for `ha` and waits until this node leads, is
@@ -60,6 +62,7 @@ extension ClusterCommands {
                     log.log(.info, "lead", "node \(ha.node) leads cluster \(ha.cluster) in epoch \(epoch) (minted in etcd)",
                         ["cluster": cluster, "node": node, "epoch": .number(Double(epoch))])
                 case .follow(let leader):
+                    state.leaderEndpoint.withLock { $0 = leader?.endpoint }
                     let standing = "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)")
                     state.standing.withLock { $0 = standing }
                     metrics?.setReadiness(false, standing)
@@ -87,6 +90,19 @@ extension ClusterCommands {
         // A standby's /metrics shows its role; /readyz says it is not serving (503) and who leads.
         state.standing.withLock { $0 = "standby: no node of cluster \(ha.cluster) is known to lead yet" }
         metrics?.setReadiness(false, state.standing.withLock { $0 })
+        // With --sync, this node keeps its folder a copy of the leader's log while it waits (ha.md §9).
+        var follower: StandbyFollower?
+        if ha.sync != nil {
+            do {
+                follower = try StandbyFollower(node: ha.node, dataFolder: options.dataFolder) { event, message, warning in
+                    log.log(warning ? .warn : .info, event, message, ["cluster": cluster, "node": node])
+                }
+            } catch {
+                log.failure("\(escaped: error)")
+                return .exit(1)
+            }
+        }
+        defer { follower?.close() }
         arbiter.run()
         // Under systemd (Type=notify) a standby is still starting: it says who leads and pushes the start timeout on.
         var lastNotice = ContinuousClock.now - .seconds(60)
@@ -106,7 +122,11 @@ extension ClusterCommands {
                 waitFinished(arbiter)
                 return .exit(0)
             }
-            usleep(20_000)
+            if let follower {
+                follower.pass(leaderEndpoint: state.leaderEndpoint.withLock { $0 }, timeout: .milliseconds(20))
+            } else {
+                usleep(20_000)
+            }
         }
     }
 

@@ -92,19 +92,19 @@ extension CogdCommandLine {
                   --ha URLS               one node of a cluster whose leader etcd decides: etcd's client
                                           URLs, http://HOST:PORT, comma-separated. It serves only while
                                           it holds the leader key, in the epoch etcd minted, and releases
-                                          nothing once its lease may have ended (protocol/ha.md). Standbys
-                                          do not receive the log yet: only the last leader may lead again
+                                          nothing once its lease may have ended (protocol/ha.md). Without
+                                          --sync, standbys hold no copy: only the last leader may lead again
                                           (default: none, a lone leader)
                   --cluster NAME          the cluster's name in etcd (with --ha; default: none)
                   --name NODE             this node's name in the cluster, its own (with --ha; default: none)
                   --lease-ttl S           the lease's TTL, 2 to 3600 whole seconds: a stopped leader's key
                                           goes this long after its last renewal (default 5)
-                  --sync MODE             ship every commit to standbys that say standby-hello, and
-                                          release by MODE: one or quorum:K (K from 1 to 8) — nothing
-                                          leaves before K standbys named in etcd's sync key acknowledged
-                                          it — or none (released at once; a failover may lose turns).
-                                          No cogd node runs as a standby yet (with --ha; default: ship
-                                          nothing)
+                  --sync MODE             ship the log to standbys and release by MODE: one or quorum:K
+                                          (K from 1 to 8) — nothing leaves before K standbys named in
+                                          etcd's sync key acknowledged it — or none (released at once; a
+                                          failover may lose turns). A node started with it that does
+                                          not lead keeps its --data a copy of the leader's log, and may
+                                          take the lead once named (with --ha; default: ship nothing)
                   --degrade-after S       with --sync one or quorum:K: after S seconds in which held
                                           replies did not move, drop the standbys no longer connected
                                           from the sync key and release alone (default: hold)

@@ -58,4 +58,47 @@ struct ShippingLeaderTests {
         #expect(try store.records(from: 1).map(\.origin.request) == [RequestID(worker: "c1", sequence: 1)])
         #expect(try store.value(name: "ledger.balance", key: CBOREncoder().encode("alice")) == CBOREncoder().encode(5))
     }
+
+    @Test func `a cogd standby keeps a copy, is named in the sync key, and takes over with every acknowledged turn when the leader is killed`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        // n2 releases alone a second after it finds no standby (once it leads: n1 will be gone).
+        let second = try CogdProcess(n2.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
+        defer { second.stop() }
+        #expect(second.waitForLine { $0.contains("in step with the leader of epoch 1 at revision 0") } != nil, "\(second.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "the standby is named in the sync key")
+
+        // Three requests, each answered once n2 holds its commit.
+        for sequence in 1...3 {
+            let call = try runCogd([
+                "call", "--leader", "tcp://127.0.0.1:\(n1.requests)", "--timeout", "10", "--request-id", "teller#\(sequence)", "ledger.open",
+                #"{"account": "a\#(sequence)", "balance": 5}"#,
+            ], timeout: .seconds(30))
+            #expect(call.stdout.hasPrefix("applied revision \(sequence)"), "\(call.stdout)\(call.stderr)")
+        }
+
+        // The leader is killed: n2 takes the lead once its lease is gone, in epoch 2, from its own copy.
+        first.killHard()
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("node n2 leads cluster bank in epoch 2 (minted in etcd)") } != nil,
+            "\(second.lines)")
+        #expect(second.waitForLine { $0.contains("epoch 2, revision 3") } != nil, "\(second.lines)")
+        // Alone, it degrades after a second; a retry of an answered request is answered from the copy's dedup:
+        // the same revision, nothing run again.
+        let retry = try runCogd([
+            "call", "--leader", "tcp://127.0.0.1:\(n2.requests)", "--timeout", "10", "--request-id", "teller#2", "ledger.open",
+            #"{"account": "a2", "balance": 5}"#,
+        ], timeout: .seconds(30))
+        #expect(retry.stdout.hasPrefix("answered from an earlier request: applied at revision 2 (request teller#2)"), "\(retry.stdout)\(retry.stderr)")
+        #expect(try etcd.get("/cogd/bank/sync") == "2 n2", "the new leader names no standby until one is in step")
+    }
 }
