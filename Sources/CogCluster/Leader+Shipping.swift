@@ -2,6 +2,7 @@ import Cog
 import CogCodec
 import CogLog
 import CogProtocol
+import Foundation
 
 /// Something the leader would release — a reply, a status, a snapshot, a
 /// publication — held until the standbys acknowledge the commits it
@@ -12,6 +13,41 @@ struct HeldRelease {
     var effect: LeaderCore.Effect
     /// The records a held publication sends.
     var batch: EncodedTurnBatch
+}
+
+/// A copy of the log on its way to a standby that was not in step
+/// (`ship-resync`, then `ship-copy` parts): a compacted backup of the
+/// leader's folder, read a part at a time from its file.
+final class CopyStream {
+    let peer: [UInt8]
+    let node: String
+    /// The last shipped commit the copy holds.
+    let sequence: UInt64
+    let folder: String
+    let file: FileHandle
+    let size: UInt64
+    var offset: UInt64 = 0
+
+    init(peer: [UInt8], node: String, sequence: UInt64, folder: String) throws {
+        self.peer = peer
+        self.node = node
+        self.sequence = sequence
+        self.folder = folder
+        file = try FileHandle(forReadingFrom: URL(fileURLWithPath: folder + "/data.mdb"))
+        size = try file.seekToEnd()
+        try file.seek(toOffset: 0)
+    }
+
+    /// Closes the file and removes the copy.
+    func end() {
+        try? file.close()
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    /// The bytes of one part.
+    static let partBytes = 1 << 20
+    /// The most copies sent at once.
+    static let maximumStreams = 2
 }
 
 /// The leader's side of shipping its log to standbys: the driver of `ShipCore`.
@@ -25,6 +61,11 @@ extension Leader {
     func startShipping() {
         guard let shipping = configuration.shipping else { return }
         shipCore = ShipCore(shipping.rules)
+        // Copies a stopped leader was sending are of no use now.
+        let leftOver = (try? FileManager.default.contentsOfDirectory(atPath: configuration.dataFolder)) ?? []
+        for name in leftOver where name.hasPrefix("standby-copy-") {
+            try? FileManager.default.removeItem(atPath: configuration.dataFolder + "/" + name)
+        }
         store.shipper = { [unowned self] commit in
             MainActor.assumeIsolated { self.ship(commit) }
         }
@@ -61,6 +102,10 @@ extension Leader {
                 from: peer, node: node, inStep: inStep(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest), now: shipNow)
         case .shipAck(let node, let sequence):
             effects = rules.acknowledged(from: peer, node: node, through: sequence, now: shipNow)
+        case .standbyCopied(let node, let sequence):
+            let count = rules.lastSequence >= sequence ? rules.lastSequence - sequence : UInt64.max
+            let missed = count <= UInt64(recentShipped.count) ? Array(recentShipped.suffix(Int(count))) : nil
+            effects = rules.copied(by: peer, node: node, through: sequence, missed: missed, now: shipNow)
         default:
             return
         }
@@ -97,8 +142,8 @@ extension Leader {
                 deliver(WireMessage.ship(epoch: epoch, sequence: sequence, commit: commit).encoded(), to: peer)
             case .welcome(let peer, let sequence):
                 deliver(WireMessage.shipWelcome(epoch: epoch, sequence: sequence).encoded(), to: peer)
-            case .resync(let peer, _):
-                deliver(WireMessage.shipResync(epoch: epoch, revision: store.lastRevision).encoded(), to: peer)
+            case .resync(let peer, let node, let sequence):
+                startCopy(to: peer, node: node, sequence: sequence)
             case .writeSync(let standbys):
                 if let writer = configuration.shipping?.syncKey {
                     writer.requestSync(standbys: standbys)
@@ -119,6 +164,62 @@ extension Leader {
             let more = rules.syncWritten(now: shipNow)
             shipCore = rules
             carryShipping(more)
+        }
+    }
+
+    /// Answers `ship-resync` and starts sending the standby a copy of the
+    /// log as it is now, after shipped commit `sequence` (taken here, between
+    /// batches: the serving waits for the copy to be written).
+    private func startCopy(to peer: [UInt8], node: String, sequence: UInt64) {
+        copyStreams.removeAll { stream in
+            guard stream.node == node || stream.peer == peer else { return false }
+            stream.end()
+            return true
+        }
+        guard copyStreams.count < CopyStream.maximumStreams else {
+            deliver(WireMessage.error(WireError(.unavailable, "the leader is sending copies to other standbys; say hello again later")).encoded(), to: peer)
+            return
+        }
+        let folder = configuration.dataFolder + "/standby-copy-\(sequence)-\(copyStreams.count)"
+        try? FileManager.default.removeItem(atPath: folder)
+        do {
+            let report = try store.backup(to: folder)
+            copyStreams.append(try CopyStream(peer: peer, node: node, sequence: sequence, folder: folder))
+            deliver(WireMessage.shipResync(epoch: epoch, revision: report.lastRevision).encoded(), to: peer)
+            configuration.operatorLog?.log(
+                .info, "standby-copy", "standby \(TerminalText.escaped(node)) is not in step: sending it a copy of the log at revision \(report.lastRevision) (\(report.bytes) bytes)",
+                ["node": .text(node), "revision": .number(Double(report.lastRevision)), "bytes": .number(Double(report.bytes))])
+        } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            configuration.operatorLog?.log(
+                .error, "standby-copy", "cannot copy the log for standby \(TerminalText.escaped(node)): \(error)", ["node": .text(node)])
+            deliver(WireMessage.error(WireError(.unavailable, "the leader could not copy its log; say hello again later")).encoded(), to: peer)
+        }
+    }
+
+    /// Sends the copies' next parts while the standbys' queues take them (4 a stream a pass).
+    func sendCopyParts() {
+        guard !copyStreams.isEmpty else { return }
+        copyStreams.removeAll { stream in
+            for _ in 0..<4 where backlogs[stream.peer] == nil {
+                let data: Data
+                do {
+                    data = try stream.file.read(upToCount: CopyStream.partBytes) ?? Data()
+                } catch {
+                    stream.end()
+                    return true
+                }
+                let more = stream.offset + UInt64(data.count) < stream.size && !data.isEmpty
+                deliver(
+                    WireMessage.shipCopy(epoch: epoch, sequence: stream.sequence, offset: stream.offset, data: Array(data), more: more).encoded(),
+                    to: stream.peer)
+                stream.offset += UInt64(data.count)
+                if !more {
+                    stream.end()
+                    return true
+                }
+            }
+            return false
         }
     }
 

@@ -145,6 +145,8 @@ public final class Leader {
     var heldReleases: [HeldRelease] = []
     /// The shipped commits kept for a standby catching up, newest last (at most the window).
     var recentShipped: [[UInt8]] = []
+    /// Copies of the log being sent to standbys that were not in step.
+    var copyStreams: [CopyStream] = []
     /// The core's events for the operator's log since the last call.
     func takeCoreEvents() -> [LeaderCore.Event] { core.takeEvents() }
     /// A batch takes messages until they reach this many bytes (or 4,096 of them).
@@ -469,7 +471,7 @@ public final class Leader {
             operationsPass()
             let spinning = configuration.spinWait > .zero && ContinuousClock.now - lastBatch < configuration.spinWait
             let timeout: Duration
-            if spinning || (!snapshots.isEmpty && !snapshotsWaiting) || prunedBacklog {
+            if spinning || (!snapshots.isEmpty && !snapshotsWaiting) || prunedBacklog || !copyStreams.isEmpty {
                 timeout = .zero  // look for requests without sleeping: parts (or old records) are ready to go
             } else if !snapshots.isEmpty || !backlogs.isEmpty {
                 timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue
@@ -511,6 +513,7 @@ public final class Leader {
             }
             carryOut(core.step(.tick, now: now))
             tickShipping()
+            sendCopyParts()
             // Retirement records (workers gone) commit and go out now.
             if core.hasWork { try serveBatch() }
             if !ready[0] { pruneBetweenBatches() }
@@ -678,7 +681,7 @@ public final class Leader {
         var head = 0
         var bytes = 0
     }
-    private var backlogs: [[UInt8]: PeerBacklog] = [:]
+    var backlogs: [[UInt8]: PeerBacklog] = [:]
     /// Whether the last pass of retention stopped at its limit: the serving
     /// loop prunes again at once while no batch comes.
     private var prunedBacklog = false

@@ -101,4 +101,49 @@ struct ShippingLeaderTests {
         #expect(retry.stdout.hasPrefix("answered from an earlier request: applied at revision 2 (request teller#2)"), "\(retry.stdout)\(retry.stderr)")
         #expect(try etcd.get("/cogd/bank/sync") == "2 n2", "the new leader names no standby until one is in step")
     }
+
+    @Test func `a node behind the leader gets a copy of the log, is named, and takes over with every acknowledged turn`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        func call(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
+            let result = try runCogd([
+                "call", "--leader", "tcp://127.0.0.1:\(node.requests)", "--timeout", "10", "--request-id", "teller#\(sequence)", "ledger.open",
+                #"{"account": "a\#(sequence)", "balance": 5}"#,
+            ], timeout: .seconds(30))
+            return result.stdout + result.stderr
+        }
+        // n1 leads alone (degraded after a second without a standby) and answers three calls.
+        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        for sequence in 1...3 { #expect(try call(n1, sequence).hasPrefix("applied revision \(sequence)")) }
+
+        // n2 starts with an empty folder, behind: it is sent a copy, then follows and is named.
+        let second = try CogdProcess(n2.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
+        defer { second.stop() }
+        #expect(second.waitForLine { $0.contains("receiving its copy at revision 3") } != nil, "\(second.lines)")
+        #expect(second.waitForLine { $0.contains("the leader's copy is in place at revision 3") } != nil, "\(second.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try call(n1, 4).hasPrefix("applied revision 4"))
+
+        // n1 is killed: n2 leads epoch 2 from its copy, and answers a retry of the last call from it.
+        first.killHard()
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 4") } != nil, "\(second.lines)")
+        #expect(try call(n2, 4).hasPrefix("answered from an earlier request: applied at revision 4 (request teller#4)"))
+        #expect(try call(n2, 5).hasPrefix("applied revision 5"))
+
+        // n1 returns behind n2 (and with epoch 1's log): it is sent a copy in turn and named again.
+        let again = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
+        defer { again.stop() }
+        #expect(again.waitForLine { $0.contains("the leader's copy is in place at revision 5") } != nil, "\(again.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n2 n1" }, "\(again.lines)")
+        #expect(try call(n2, 6).hasPrefix("applied revision 6"))
+    }
 }

@@ -80,7 +80,7 @@ struct ShipCoreTests {
     @Test func `a standby not in step resyncs, and one that synced a copy gets the commits since, then is named`() {
         var core = ShipCore(.init(sync: .one, window: 3))
         for step in 0..<5 { _ = core.shipped(commit, now: Double(step)) }
-        #expect(core.hello(from: a, node: "n2", inStep: false, now: 5) == [.resync(to: a, sequence: 5)])
+        #expect(core.hello(from: a, node: "n2", inStep: false, now: 5) == [.resync(to: a, node: "n2", sequence: 5)])
         #expect(core.standbys.isEmpty)
         // The copy held commits through 3; 4 and 5 are sent after the welcome; named once it acknowledges 5.
         let copied = core.copied(by: a, node: "n2", through: 3, missed: [[4], [5]], now: 6)
@@ -88,8 +88,8 @@ struct ShipCoreTests {
         #expect(writes(core.acknowledged(from: a, node: "n2", through: 4, now: 6.1)).isEmpty, "not at the tip yet")
         #expect(writes(core.acknowledged(from: a, node: "n2", through: 5, now: 6.2)) == [["n2"]])
         // Commits no longer kept, or too many: sync again.
-        #expect(core.copied(by: b, node: "n3", through: 1, missed: nil, now: 7) == [.resync(to: b, sequence: 5)])
-        #expect(core.copied(by: b, node: "n3", through: 1, missed: [[2], [3], [4], [5]], now: 7) == [.resync(to: b, sequence: 5)])
+        #expect(core.copied(by: b, node: "n3", through: 1, missed: nil, now: 7) == [.resync(to: b, node: "n3", sequence: 5)])
+        #expect(core.copied(by: b, node: "n3", through: 1, missed: [[2], [3], [4], [5]], now: 7) == [.resync(to: b, node: "n3", sequence: 5)])
         // A standby more than the window behind is dropped at the next commit.
         _ = core.syncWritten(now: 7)
         for step in 0..<3 { _ = core.shipped(commit, now: 8 + Double(step)) }

@@ -18,7 +18,12 @@ public final class StandbyFollower {
     public typealias Note = (_ event: String, _ message: String, _ warning: Bool) -> Void
 
     private let node: String
-    private let store: TurnStore
+    private var store: TurnStore
+    private let dataFolder: String
+    /// A copy of the leader's log being received (after `ship-resync`).
+    private var incoming: (sequence: UInt64, file: FileHandle, written: UInt64)?
+    /// Where a copy is received, inside the data folder.
+    private var incomingFolder: String { dataFolder + "/standby-incoming" }
     private let note: Note
     private let context: ZMQContext
     private var socket: ZMQSocket?
@@ -34,7 +39,9 @@ public final class StandbyFollower {
     public init(node: String, dataFolder: String, note: @escaping Note) throws {
         self.node = node
         self.note = note
+        self.dataFolder = dataFolder
         store = try TurnStore(directory: dataFolder, mode: .standby, createIfMissing: true)
+        try? FileManager.default.removeItem(atPath: dataFolder + "/standby-incoming")
         context = try ZMQContext()
     }
 
@@ -94,11 +101,15 @@ public final class StandbyFollower {
             return sequence
         case .shipResync(let leaderEpoch, let revision):
             applied = nil
-            quietUntil = .now + .seconds(5)
+            quietUntil = .now + .seconds(30)  // the copy's parts follow; hello again only if they stop
             note(
                 "standby-resync",
-                "the leader of epoch \(leaderEpoch) says this copy (revision \(revision)) is not its log; this node cannot sync a copy yet "
-                    + "(restore the leader's backup into its folder), and asks again in 5 s", true)
+                "this copy (revision \(store.lastRevision)) is not the log of the leader of epoch \(leaderEpoch); receiving its copy at revision \(revision)",
+                false)
+            startIncoming()
+            return nil
+        case .shipCopy(_, let sequence, let offset, let data, let more):
+            receive(sequence: sequence, offset: offset, data: data, more: more)
             return nil
         case .error(let error):
             applied = nil
@@ -108,6 +119,61 @@ public final class StandbyFollower {
         default:
             return nil
         }
+    }
+
+    private func startIncoming() {
+        incoming.map { try? $0.file.close() }
+        incoming = nil
+        try? FileManager.default.removeItem(atPath: incomingFolder)
+        do {
+            try FileManager.default.createDirectory(atPath: incomingFolder, withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: incomingFolder + "/data.mdb", contents: nil) else {
+                throw TurnStoreError(code: .notWritable, message: "cannot create \(incomingFolder)/data.mdb")
+            }
+            incoming = (0, try FileHandle(forWritingTo: URL(fileURLWithPath: incomingFolder + "/data.mdb")), 0)
+        } catch {
+            note("standby-copy-failed", "cannot receive the leader's copy in \(incomingFolder): \(error)", true)
+            quietUntil = .now + .seconds(5)
+        }
+    }
+
+    /// Writes one part of the leader's copy; the last puts the copy in the folder's place.
+    private func receive(sequence: UInt64, offset: UInt64, data: [UInt8], more: Bool) {
+        guard var copy = incoming, offset == copy.written else {
+            // A part out of order (one dropped on the way): start over.
+            incoming.map { try? $0.file.close() }
+            incoming = nil
+            quietUntil = .now
+            return
+        }
+        do {
+            try copy.file.write(contentsOf: data)
+            copy.written += UInt64(data.count)
+            copy.sequence = sequence
+            incoming = copy
+            guard !more else { return }
+            try copy.file.synchronize()
+            try copy.file.close()
+            incoming = nil
+            try takeCopy()
+            note("standby-copied", "the leader's copy is in place at revision \(store.lastRevision) (\(copy.written) bytes)", false)
+            _ = try socket?.send([WireMessage.standbyCopied(node: node, sequence: sequence).encoded()], wait: false)
+            quietUntil = .now + .seconds(5)
+        } catch {
+            incoming = nil
+            note("standby-copy-failed", "the leader's copy could not be taken: \(error); asking again", true)
+            quietUntil = .now
+        }
+    }
+
+    /// Closes the folder, puts the received copy in place of its log, and opens it again.
+    private func takeCopy() throws {
+        store.close()
+        let manager = FileManager.default
+        for name in ["data.mdb", "lock.mdb", "cogd.identity"] { try? manager.removeItem(atPath: dataFolder + "/" + name) }
+        try manager.moveItem(atPath: incomingFolder + "/data.mdb", toPath: dataFolder + "/data.mdb")
+        try? manager.removeItem(atPath: incomingFolder)
+        store = try TurnStore(directory: dataFolder, mode: .standby)
     }
 
     private func outOfStep(_ why: String) -> UInt64? {

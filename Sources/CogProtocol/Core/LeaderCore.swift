@@ -621,7 +621,7 @@ public struct LeaderCore {
         case .scopeRegister(let spec):
             if holdsPlacement(peer, spec, now: now) { return }
             register(peer, spec, now: now)
-        case .standbyHello, .shipAck:
+        case .standbyHello, .shipAck, .standbyCopied:
             outgoing.append(.standby(peer, message))
         default:
             refuse(peer, WireError(.notAllowed, "`\(message.typeName)` is not a request the leader serves"))
@@ -670,7 +670,7 @@ public struct LeaderCore {
         case .scopeRegister(let spec):
             guard holder.role == .worker else { return forbidden("register scopes: only a worker key may") }
             if let denial = own(spec.worker) { return denial }
-        case .standbyHello, .shipAck:
+        case .standbyHello, .shipAck, .standbyCopied:
             // No key role is a standby's yet: a standby speaks only to a leader without CURVE.
             return forbidden("ship the log: no key role may yet (a standby needs a leader without CURVE)")
         case .snapshotRequest, .catchUpRequest:

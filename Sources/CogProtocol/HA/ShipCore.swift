@@ -116,7 +116,7 @@ public struct ShipCore: Sendable {
         case welcome(to: [UInt8], sequence: UInt64)
         /// The standby's copy does not match: it must sync a copy of the
         /// log taken now (`ship-resync`); `sequence` is the last commit the copy holds.
-        case resync(to: [UInt8], sequence: UInt64)
+        case resync(to: [UInt8], node: String, sequence: UInt64)
         /// Write the sync key naming these standbys (answer with `syncWritten` or `syncWriteFailed`).
         case writeSync(standbys: [String])
         /// Everything tagged up to this sequence may be released now.
@@ -176,7 +176,7 @@ public struct ShipCore: Sendable {
     public mutating func hello(from peer: [UInt8], node: String, inStep: Bool, now: Double) -> [Effect] {
         var effects: [Effect] = []
         if standbys[node] != nil { effects += drop(node, reason: "it connected again") }
-        guard inStep else { return effects + [.resync(to: peer, sequence: lastSequence)] }
+        guard inStep else { return effects + [.resync(to: peer, node: node, sequence: lastSequence)] }
         standbys[node] = Standby(node: node, peer: peer, acknowledged: lastSequence, heard: now)
         return effects + [.welcome(to: peer, sequence: lastSequence)] + advance(now: now)
     }
@@ -188,7 +188,7 @@ public struct ShipCore: Sendable {
     public mutating func copied(by peer: [UInt8], node: String, through sequence: UInt64, missed: [[UInt8]]?, now: Double) -> [Effect] {
         guard let missed, sequence <= lastSequence, UInt64(missed.count) == lastSequence - sequence,
             missed.count <= configuration.window
-        else { return [.resync(to: peer, sequence: lastSequence)] }
+        else { return [.resync(to: peer, node: node, sequence: lastSequence)] }
         var effects: [Effect] = []
         if standbys[node] != nil { effects += drop(node, reason: "it connected again") }
         standbys[node] = Standby(node: node, peer: peer, acknowledged: sequence, heard: now)

@@ -66,8 +66,14 @@ public enum WireMessage: Equatable, Sendable {
     /// Leader → standby: the copy is in step; the commits after `sequence` follow.
     case shipWelcome(epoch: UInt64, sequence: UInt64)
     /// Leader → standby: the copy is not the leader's log as of
-    /// `revision` (its last): it must sync a copy.
+    /// `revision` (its last): a copy of the leader's follows in `shipCopy` parts.
     case shipResync(epoch: UInt64, revision: UInt64)
+    /// Leader → standby: part of a copy of the leader's `data.mdb`, taken
+    /// after shipped commit `sequence`: `data` goes at `offset`; `more` on
+    /// every part but the last.
+    case shipCopy(epoch: UInt64, sequence: UInt64, offset: UInt64, data: [UInt8], more: Bool)
+    /// Standby → leader: the copy is in place; send the commits after `sequence`.
+    case standbyCopied(node: String, sequence: UInt64)
     /// Leader → standby: shipped commit `sequence` (an encoded `ShippedCommit`).
     case ship(epoch: UInt64, sequence: UInt64, commit: [UInt8])
     /// Standby → leader: every commit through `sequence` is applied, each in its own durable commit.
@@ -111,6 +117,8 @@ public enum WireMessage: Equatable, Sendable {
         case .standbyHello: "standby-hello"
         case .shipWelcome: "ship-welcome"
         case .shipResync: "ship-resync"
+        case .shipCopy: "ship-copy"
+        case .standbyCopied: "standby-copied"
         case .ship: "ship"
         case .shipAck: "ship-ack"
         }
@@ -493,6 +501,13 @@ extension WireMessage {
             body = .map([(.text("epoch"), .unsigned(epoch)), (.text("sequence"), .unsigned(sequence)), (.text("commit"), .bytes(commit))])
         case .shipAck(let node, let sequence):
             body = .map([(.text("node"), .text(node)), (.text("sequence"), .unsigned(sequence))])
+        case .shipCopy(let epoch, let sequence, let offset, let data, let more):
+            body = .map([
+                (.text("epoch"), .unsigned(epoch)), (.text("sequence"), .unsigned(sequence)), (.text("offset"), .unsigned(offset)),
+                (.text("data"), .bytes(data)), (.text("more"), .bool(more)),
+            ])
+        case .standbyCopied(let node, let sequence):
+            body = .map([(.text("node"), .text(node)), (.text("sequence"), .unsigned(sequence))])
         }
         do { return try encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body)) } catch {
             preconditionFailure("internal inconsistency: a \(typeName) message does not encode: \(error)")
@@ -645,6 +660,14 @@ extension WireMessage {
             struct Ship: Decodable { var epoch: UInt64; var sequence: UInt64; var commit: [UInt8] }
             let ship = try body(Ship.self)
             return .ship(epoch: ship.epoch, sequence: ship.sequence, commit: ship.commit)
+        case "ship-copy":
+            struct Copy: Decodable { var epoch: UInt64; var sequence: UInt64; var offset: UInt64; var data: [UInt8]; var more: Bool }
+            let copy = try body(Copy.self)
+            return .shipCopy(epoch: copy.epoch, sequence: copy.sequence, offset: copy.offset, data: copy.data, more: copy.more)
+        case "standby-copied":
+            struct Copied: Decodable { var node: String; var sequence: UInt64 }
+            let copied = try body(Copied.self)
+            return .standbyCopied(node: copied.node, sequence: copied.sequence)
         case "ship-ack":
             struct Ack: Decodable { var node: String; var sequence: UInt64 }
             let ack = try body(Ack.self)
