@@ -383,11 +383,12 @@ struct ServiceUnitTests {
             settings: [
                 "COGD_CURVE": "off", "COGD_DATA": folder.path + "/data", "COGD_REQUESTS": ports.requests, "COGD_TURNS": ports.turns,
                 "COGD_RIG": "ledger", "COGD_COMMIT_CPU": "none", "COGD_HA": etcd.url, "COGD_CLUSTER": "bank", "COGD_NODE": "n1",
-                "COGD_LEASE_TTL": "2",
+                "COGD_LEASE_TTL": "2", "COGD_SYNC": "one", "COGD_DEGRADE_AFTER": "1",
             ])
         let leader = try host.start("cogd-leader.service")
         defer { leader.stop() }
         #expect(leader.waitForLine { $0.contains("node n1 leads cluster bank in epoch 1 (minted in etcd)") } != nil, "\(leader.lines)")
+        // COGD_SYNC=one with no standby yet: COGD_DEGRADE_AFTER=1 lets the leader answer alone after a second.
         #expect(try ports.call("ledger.open", #"{"account": "alice", "balance": 10}"#).contains("applied"))
 
         // A second node, started as systemd would with Type=notify: it is not ready; it says who leads and asks for more time.
@@ -396,7 +397,7 @@ struct ServiceUnitTests {
         let standby = try CogdProcess(
             executable: cogdExecutable(),
             ["leader", "--data", folder.path + "/n2", "--requests", other.requests, "--turns", other.turns, "--ha", etcd.url,
-             "--cluster", "bank", "--name", "n2", "--lease-ttl", "2"],
+             "--cluster", "bank", "--name", "n2", "--lease-ttl", "2", "--sync", "one"],
             environment: ["NOTIFY_SOCKET": notify.address])
         defer { standby.stop() }
         var messages: [[String]] = []
@@ -407,6 +408,9 @@ struct ServiceUnitTests {
         }
         #expect(messages.last == ["EXTEND_TIMEOUT_USEC=15000000", "STATUS=standby: node n1 leads cluster bank in epoch 1"], "\(messages)")
         #expect(!messages.contains { $0.contains("READY=1") })
+        // The unit's leader ships: the standby, behind, is sent a copy and named in the sync key.
+        #expect(standby.waitForLine { $0.contains("the leader's copy is in place at revision 1") } != nil, "\(standby.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(leader.lines)")
     }
 
     @Test func `a worker sends READY=1 to an abstract NOTIFY_SOCKET once it has synced`() throws {
