@@ -47,6 +47,10 @@ struct ShippingLeaderTests {
         #expect(commit.epoch == 1 && commit.firstRevision == 1 && commit.recordCount == 1)
         #expect(try TurnRecord.decode(commit.record(0)).origin.request == RequestID(worker: "c1", sequence: 1))
         #expect(try client.next(within: .seconds(1)) == nil, "no reply before the standby acknowledges")
+        let held = try MetricsEndpointTests.get(node.metrics, "/metrics").body
+        // Held: the reply and the turn's publication.
+        #expect(held.contains("cogd_ha_held_releases 2\n") && held.contains("cogd_ha_sync_state{state=\"sync\"} 1\n"), "\(held)")
+        #expect(held.contains("cogd_ha_standby_lag_commits{standby=\"n2\"} 1\n") && held.contains("cogd_ha_named_standbys 1\n"))
         try store.apply(commit)
         try standby.send([WireMessage.shipAck(node: "n2", sequence: sequence).encoded()])
         guard case .reply(let reply)? = try client.next() else {
@@ -54,6 +58,8 @@ struct ShippingLeaderTests {
             return
         }
         #expect(reply.outcome == .applied(revision: 1))
+        let released = try MetricsEndpointTests.get(node.metrics, "/metrics").body
+        #expect(released.contains("cogd_ha_held_releases 0\n") && released.contains("cogd_ha_standby_lag_commits{standby=\"n2\"} 0\n"))
         #expect(store.lastRevision == 1 && store.epoch == 1)
         #expect(try store.records(from: 1).map(\.origin.request) == [RequestID(worker: "c1", sequence: 1)])
         #expect(try store.value(name: "ledger.balance", key: CBOREncoder().encode("alice")) == CBOREncoder().encode(5))

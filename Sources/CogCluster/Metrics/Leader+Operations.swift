@@ -265,8 +265,30 @@ extension Leader {
                 .single("cogd_leader_data_page_size_bytes", .gauge, help: "LMDB's page size.", Double(use.pageSize)),
             ]
         }
+        families += shippingFamilies()
         families.append(.single("cogd_process_resident_memory_bytes", .gauge, help: "Resident memory of this process.", residentMemoryBytes()))
         return families
+    }
+
+    /// With `--sync` (`protocol/metrics.md` §3b): the sync state, each standby's acknowledgements, what is held.
+    private func shippingFamilies() -> [MetricFamily] {
+        guard let rules = shipCore else { return [] }
+        let states: [ShipCore.State] = [.sync, .degraded, .held, .async]
+        let names = ["sync", "degraded", "held", "async"]
+        let standbys = rules.standbys.values.sorted { $0.node < $1.node }
+        return [
+            .labelled(
+                "cogd_ha_sync_state", .gauge, help: "1 for the leader's replication state now (sync, degraded, held: no standby, async: --sync none), else 0.",
+                label: "state", zip(states, names).map { ($1, rules.state == $0 ? 1 : 0) }),
+            .single("cogd_ha_shipped_commits", .gauge, help: "Commits shipped to standbys in this epoch (the last one's sequence).", Double(rules.lastSequence)),
+            .single("cogd_ha_released_commits", .gauge, help: "Shipped commits whose replies and turns may leave (acknowledged as --sync asks).", Double(rules.releasedThrough)),
+            .single("cogd_ha_held_releases", .gauge, help: "Replies, turns, statuses and snapshots waiting for standbys' acknowledgements.", Double(heldReleases.count)),
+            .single("cogd_ha_named_standbys", .gauge, help: "Standbys etcd's sync key names.", Double(rules.named.count)),
+            MetricFamily(
+                "cogd_ha_standby_lag_commits", .gauge, help: "Commits shipped that the connected standby has not acknowledged.",
+                samples: standbys.map { MetricFamily.Sample(labels: [.init("standby", $0.node)], value: Double(rules.lastSequence - $0.acknowledged)) }),
+            .single("cogd_ha_copy_streams", .gauge, help: "Copies of the log being sent to standbys not in step.", Double(copyStreams.count)),
+        ]
     }
 }
 
