@@ -81,9 +81,26 @@ extension Leader {
         carryShipping(effects)
     }
 
+    /// The shipping as `status` reports it (nil without `--sync`).
+    var replicationStatus: LeaderStatus.Replication? {
+        guard let rules = shipCore else { return nil }
+        let state: String =
+            switch rules.state {
+            case .sync: "sync"
+            case .degraded: "degraded"
+            case .held: "held"
+            case .async: "async"
+            }
+        return LeaderStatus.Replication(
+            state: state, named: rules.named, shipped: rules.lastSequence, released: rules.releasedThrough,
+            standbys: rules.standbys.values.sorted { $0.node < $1.node }.map { .init(node: $0.node, lag: rules.lastSequence - $0.acknowledged) })
+    }
+
     /// Whether `effect` must wait for the standbys (it is then kept, in order).
+    /// A status answer never waits: it is how an operator sees why replies do.
     func holdsForStandbys(_ effect: LeaderCore.Effect) -> Bool {
         guard let rules = shipCore else { return false }
+        if case .sendStatus = effect { return false }
         guard !heldReleases.isEmpty || rules.lastSequence > rules.releasedThrough else { return false }
         heldReleases.append(HeldRelease(tag: rules.lastSequence, effect: effect, batch: store.lastAppended))
         return true

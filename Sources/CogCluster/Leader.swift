@@ -816,6 +816,7 @@ public final class Leader {
         status.uptimeSeconds = Double(uptime.seconds) + Double(uptime.attoseconds) / 1e18
         let timeout = configuration.heartbeatTimeout.components
         status.heartbeatTimeoutSeconds = Double(timeout.seconds) + Double(timeout.attoseconds) / 1e18
+        status.replication = replicationStatus
         return status
     }
 

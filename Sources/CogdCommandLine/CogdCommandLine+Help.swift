@@ -251,7 +251,9 @@ extension CogdCommandLine {
                                       revision, workers [{name, appliedRevision, lag,
                                       secondsSinceHeard, silent, digest?, group?, instances?, roots?,
                                       tool?, settings?}], errors {code: count}, openScopeInstances, placement?,
-                                      commits? {count, window, p50Micros, p99Micros, turnsPerCommit}
+                                      commits? {count, window, p50Micros, p99Micros, turnsPerCommit},
+                                      refusals? [{op, code, count}], replication? {state, named,
+                                      shipped, released, standbys [{node, lag}]} (--sync)
                                       (? absent when the leader does not report it; version and
                                       uptimeSeconds null from older leaders)
                 \(keyOptions)

@@ -259,6 +259,14 @@ enum StatusCommand {
                     // A commit may hold no turn: only the stored answers of ops that changed nothing or were rejected.
                     + (commits.turnsPerCommit < 1 ? "; some hold no turn, only answers of ops that changed nothing)" : ")"))
         }
+        if let replication = status.replication {
+            let named = replication.named.isEmpty ? "no standby named" : "named " + replication.named.map(TerminalText.escaped).joined(separator: ", ")
+            let standbys = replication.standbys.map { "\(TerminalText.escaped($0.node)) \($0.lag) behind" }
+            let state = replication.state == "held" ? "held (no standby: replies wait)" : TerminalText.escaped(replication.state)
+            lines.append(
+                "standbys  \(state); \(named); \(replication.released) of \(replication.shipped) commits released"
+                    + (standbys.isEmpty ? "; none connected" : "; connected: " + standbys.joined(separator: ", ")))
+        }
         if let placement = status.placement { lines.append("placement \(TerminalText.escaped(placement))") }
         return lines
     }
@@ -293,6 +301,11 @@ enum StatusCommand {
             + (status.refusals.map {
                 ", \"refusals\": [" + $0.map { "{\"op\": \(CBORText.quoted($0.op)), \"code\": \(CBORText.quoted($0.code)), \"count\": \($0.count)}" }
                     .joined(separator: ", ") + "]"
+            } ?? "")
+            + (status.replication.map {
+                ", \"replication\": {\"state\": \(CBORText.quoted($0.state)), \"named\": [\($0.named.map(CBORText.quoted).joined(separator: ", "))], "
+                    + "\"shipped\": \($0.shipped), \"released\": \($0.released), \"standbys\": ["
+                    + $0.standbys.map { "{\"node\": \(CBORText.quoted($0.node)), \"lag\": \($0.lag)}" }.joined(separator: ", ") + "]}"
             } ?? "")
             + (status.placement.map { ", \"placement\": \(CBORText.quoted($0))" } ?? "")
             + (status.commits.map {

@@ -51,6 +51,11 @@ struct ShippingLeaderTests {
         // Held: the reply and the turn's publication.
         #expect(held.contains("cogd_ha_held_releases 2\n") && held.contains("cogd_ha_sync_state{state=\"sync\"} 1\n"), "\(held)")
         #expect(held.contains("cogd_ha_standby_lag_commits{standby=\"n2\"} 1\n") && held.contains("cogd_ha_named_standbys 1\n"))
+        // A status is answered while replies wait: it says why they do.
+        let status = try runCogd(["status", "--leader", endpoint], timeout: .seconds(20))
+        #expect(status.stdout.contains("standbys  sync; named n2; \(welcomed) of \(sequence) commits released; connected: n2 1 behind"), "\(status)")
+        let json = try runCogd(["status", "--leader", endpoint, "--json"], timeout: .seconds(20))
+        #expect(json.stdout.contains(#""replication": {"state": "sync", "named": ["n2"], "shipped": \#(sequence), "released": \#(welcomed), "standbys": [{"node": "n2", "lag": 1}]}"#), "\(json)")
         try store.apply(commit)
         try standby.send([WireMessage.shipAck(node: "n2", sequence: sequence).encoded()])
         guard case .reply(let reply)? = try client.next() else {

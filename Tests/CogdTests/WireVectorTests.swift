@@ -70,6 +70,12 @@ struct WireVectorTests {
                 epoch: 3, logID: Array(0x10..<0x20), firstRevision: 43, time: Date(timeIntervalSince1970: 1_800_000_000.5),
                 retention: .turns(100_000), pruneLimit: 1_024).encoded())),
             ("ship-ack", .shipAck(node: "n2", sequence: 8)),
+            ("status-replication", .status({
+                var status = LeaderStatus(epoch: 3, revision: 42, workers: [], errorCounts: [:], openScopeInstances: [])
+                status.replication = LeaderStatus.Replication(
+                    state: "sync", named: ["n2"], shipped: 42, released: 41, standbys: [.init(node: "n2", lag: 1)])
+                return status
+            }())),
             ("ship-copy", .shipCopy(epoch: 3, sequence: 7, offset: 1 << 20, data: [0xde, 0xad, 0xbe, 0xef], more: false)),
             ("standby-copied", .standbyCopied(node: "n2", sequence: 7)),
             ("op", .op(OpRequest(

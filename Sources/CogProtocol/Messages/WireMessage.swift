@@ -335,6 +335,40 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     /// Op requests whose body refused since the leader started, by op and
     /// code, sorted (absent when none, and from leaders before refusals).
     public var refusals: [RefusalCount]?
+    /// How the leader ships its log to standbys (`--sync`, `ha.md` §9;
+    /// absent without it, and from leaders before it was reported).
+    public var replication: Replication?
+
+    /// The leader's shipping to standbys, as `cogd status` shows it.
+    public struct Replication: Codable, Equatable, Sendable {
+        /// `sync`, `degraded`, `held` or `async` (`protocol/metrics.md` §3b).
+        public var state: String
+        /// The standbys etcd's sync key names.
+        public var named: [String]
+        /// Commits shipped in this epoch, and those whose replies may leave.
+        public var shipped: UInt64
+        public var released: UInt64
+        /// The connected standbys and the commits each has not acknowledged, by name.
+        public var standbys: [Standby]
+
+        public struct Standby: Codable, Equatable, Sendable {
+            public var node: String
+            public var lag: UInt64
+
+            public init(node: String, lag: UInt64) {
+                self.node = node
+                self.lag = lag
+            }
+        }
+
+        public init(state: String, named: [String], shipped: UInt64, released: UInt64, standbys: [Standby]) {
+            self.state = state
+            self.named = named
+            self.shipped = shipped
+            self.released = released
+            self.standbys = standbys
+        }
+    }
 
     /// How many requests of one op were refused with one code (`_other`
     /// for both: the pairs past the leader's limit, `protocol/metrics.md`).
