@@ -399,6 +399,99 @@ struct GraceSleeperScenarioTests {
         #expect(clock.activeSleeperCount == 0, "a peek of a pinned state starts no grace")
     }
 
+    @Test func `LIFE-10 ASYNC-29 every one-shot peek replaces the sleeper with one for its own deadline`() async throws {
+        let clock = SleepAnnouncingClock()
+        let cogs = Cogs.forTesting(clock: clock, whileObservedGrace: .seconds(10))
+        let runs = Counter()
+        let derivedCog = Cog<Int>(name: "derived") { c in
+            runs.bump()
+            return c[_baseCog]
+        }
+        var sleeps = clock.sleeps.makeAsyncIterator()
+        #expect(cogs.peek(derivedCog) == 10)
+        #expect(await sleeps.next() == .seconds(10))
+        clock.inner.advance(by: .seconds(4))
+        for _ in 0..<8 {
+            #expect(cogs.peek(derivedCog) == 10)
+            // A fresh sleeper for 14 s, even when the deadline did not move.
+            #expect(await sleeps.next() == .seconds(14))
+            try await clock.inner.waitForScheduledSleep()
+            #expect(clock.inner.activeSleeperCount == 1)
+        }
+        #expect(clock.inner.maximumActiveSleeperCount == 1)
+        clock.inner.advance(by: .seconds(6))
+        #expect(clock.inner.activeSleeperCount == 1, "no obsolete sleeper wakes at 10 s")
+        let released = releases(cogs)
+        clock.inner.advance(by: .seconds(4))
+        await waitAll(released)
+        #expect(clock.inner.activeSleeperCount == 0)
+        #expect(cogs.peek(derivedCog) == 10)
+        #expect(runs.count == 2)
+    }
+
+    @Test func `ASYNC-22 ASYNC-29 every one-shot peek of a cold async cog replaces its one sleeper`() async throws {
+        let work = ControlledWork<Int>()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in work.makeWork() }
+        let clock = SleepAnnouncingClock()
+        let cogs = Cogs.forTesting(clock: clock, whileObservedGrace: .seconds(10))
+        var sleeps = clock.sleeps.makeAsyncIterator()
+        #expect(cogs.status.peek(forecastCog).kind == .pending)
+        #expect(await nextStart(work.starts) == 0)
+        #expect(await sleeps.next() == .seconds(10))
+        clock.inner.advance(by: .seconds(4))
+        for _ in 0..<8 {
+            #expect(cogs.status.peek(forecastCog).kind == .pending)
+            #expect(await sleeps.next() == .seconds(14))
+            try await clock.inner.waitForScheduledSleep()
+            #expect(clock.inner.activeSleeperCount == 1)
+        }
+        #expect(work.generationCount == 1)
+        #expect(clock.inner.maximumActiveSleeperCount == 1)
+        clock.inner.advance(by: .seconds(6))
+        #expect(clock.inner.activeSleeperCount == 1)
+        let released = releases(cogs)
+        let dropped = completionChecks(cogs, count: 1)
+        clock.inner.advance(by: .seconds(4))
+        await waitAll(released)
+        await waitAll(dropped)
+        #expect(clock.inner.activeSleeperCount == 0)
+        work.succeed(0, with: 100)
+        #expect(cogs.debugHistory.turnNames == ["forecast pending"])
+    }
+
+    @Test func `ASYNC-23 ASYNC-29 every refresh of a cold async cog replaces its one sleeper`() async throws {
+        let work = ControlledWork<Int>()
+        let selectorRuns = Counter()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in
+            selectorRuns.bump()
+            return work.makeWork()
+        }
+        let clock = SleepAnnouncingClock()
+        let cogs = Cogs.forTesting(clock: clock, whileObservedGrace: .seconds(10))
+        var sleeps = clock.sleeps.makeAsyncIterator()
+        var starts = work.starts.makeAsyncIterator()
+        cogs.refresh(forecastCog)
+        #expect(await starts.next() == 0)
+        #expect(await sleeps.next() == .seconds(10))
+        clock.inner.advance(by: .seconds(4))
+        for run in 1...4 {
+            cogs.refresh(forecastCog)
+            #expect(await starts.next() == run)
+            #expect(await sleeps.next() == .seconds(14))
+            try await clock.inner.waitForScheduledSleep()
+            #expect(clock.inner.activeSleeperCount == 1)
+        }
+        #expect(selectorRuns.count == 5)
+        #expect(clock.inner.maximumActiveSleeperCount == 1)
+        #expect(cogs.debugHistory.turnNames == Array(repeating: "forecast pending", count: 5))
+        clock.inner.advance(by: .seconds(6))
+        #expect(clock.inner.activeSleeperCount == 1)
+        let released = releases(cogs)
+        clock.inner.advance(by: .seconds(4))
+        await waitAll(released)
+        #expect(clock.inner.activeSleeperCount == 0)
+    }
+
     @Test func `LIFE-10 a one-shot peek renews its one sleeper, then releases, and a later peek recomputes`() async throws {
         let (cogs, _, clock) = gracedRuntime()
         let previous = Recorder<Int?>()
