@@ -252,6 +252,33 @@ struct AsyncScenarioTests {
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.count == 1)
     }
 
+    @Test func `ASYNC-24 a status consumer returning after the change sees one pending, then the new result`() async throws {
+        let work = StubbornWork()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in work.makeWork(input: c[_requestCog]) }
+        let clock = TestClock()
+        let (cogs, m) = Cogs.forTestingWithController(clock: clock, whileObservedGrace: .seconds(10))
+        let first = Recorder<String>()
+        m.scope(_screenOpenCog) { s in s.run { c in first.append(describe(c.status[forecastCog])) } }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        cogs.turn(_screenOpenCog, to: false)
+        try await clock.waitForScheduledSleep(within: .seconds(30))
+        cogs.turn(_requestCog, to: 1)
+        let dropped = completionChecks(cogs, count: 1)
+        work.finish(input: 0, with: 100)
+        await waitAll(dropped)
+        // A new consumer comes back within grace: its own read starts the run.
+        let returning = Recorder<String>()
+        m.run { c in returning.append(describe(c.status[forecastCog])) }
+        #expect(await starts.next() == 1)
+        #expect(returning.values == ["pending 0"])
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 1, with: 200)
+        await waitAll(accepted)
+        #expect(returning.values == ["pending 0", "success 200"])
+        #expect(first.values == ["pending 0"])
+    }
+
     @Test func `ASYNC-24 a change two links up also keeps a stale cold run's result from being published`() async throws {
         let work = StubbornWork()
         let selectorRuns = Counter()
