@@ -279,6 +279,43 @@ struct AsyncScenarioTests {
         #expect(first.values == ["pending 0"])
     }
 
+    @Test func `ASYNC-26 equal keys share one value state, keys stay apart, and an equal success wakes no value reader`() async throws {
+        let home = ControlledWork<Int>()
+        let away = ControlledWork<Int>()
+        let forecastCogs = CogBox<Int, String>.Async(default: 0, name: "forecast") { _, key in
+            key == "home" ? home.makeWork() : away.makeWork()
+        }
+        let (cogs, m) = Cogs.forTestingWithController()
+        let firstHome = Recorder<Int>()
+        let secondHome = Recorder<Int>()
+        let awayValues = Recorder<Int>()
+        m.run { c in firstHome.append(c[forecastCogs["home"]]) }
+        m.run { c in secondHome.append(c[forecastCogs["home"]]) }
+        m.run { c in awayValues.append(c[forecastCogs["away"]]) }
+        #expect(await nextStart(home.starts) == 0)
+        #expect(await nextStart(away.starts) == 0)
+        #expect(home.generationCount == 1, "two readers of one key share one run")
+        let homeLoaded = completionChecks(cogs, count: 1)
+        home.succeed(0, with: 72)
+        await waitAll(homeLoaded)
+        #expect(firstHome.values == [0, 72])
+        #expect(secondHome.values == [0, 72])
+        #expect(awayValues.values == [0], "the other key is its own state")
+        let awayLoaded = completionChecks(cogs, count: 1)
+        away.succeed(0, with: 41)
+        await waitAll(awayLoaded)
+        #expect(awayValues.values == [0, 41])
+        #expect(firstHome.values == [0, 72])
+        cogs.refresh(forecastCogs["home"])
+        #expect(await nextStart(home.starts) == 1)
+        let reloaded = completionChecks(cogs, count: 1)
+        home.succeed(1, with: 72)
+        await waitAll(reloaded)
+        #expect(firstHome.values == [0, 72], "an equal success is no value change")
+        #expect(secondHome.values == [0, 72])
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast[home] success" }.count == 2)
+    }
+
     @Test func `ASYNC-24 a change two links up also keeps a stale cold run's result from being published`() async throws {
         let work = StubbornWork()
         let selectorRuns = Counter()
