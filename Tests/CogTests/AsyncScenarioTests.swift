@@ -46,6 +46,18 @@ private final class StubbornWork: Sendable {
     }
 }
 
+/// The last consumer leaves; within grace the request changes to 1; the old
+/// run (input 0) ignores its cancellation and finishes: checked, dropped.
+@MainActor
+private func changeRequestWhileAway(_ cogs: Cogs, clock: TestClock, work: StubbornWork) async throws {
+    cogs.turn(_screenOpenCog, to: false)
+    try await clock.waitForScheduledSleep(within: .seconds(30))
+    cogs.turn(_requestCog, to: 1)
+    let dropped = completionChecks(cogs, count: 1)
+    work.finish(input: 0, with: 100)
+    await waitAll(dropped)
+}
+
 /// What a status watch saw, as `kind value` lines.
 private func describe<Value>(_ status: CogStatus<Value>) -> String {
     "\(status.kind) \(status.value)"
@@ -231,14 +243,7 @@ struct AsyncScenarioTests {
         m.scope(_screenOpenCog) { s in s.watch(forecastCog, initial: .run) { _, value in seen.append(value) } }
         var starts = work.starts.makeAsyncIterator()
         #expect(await starts.next() == 0)
-        // The last consumer leaves; within grace the dependency changes.
-        cogs.turn(_screenOpenCog, to: false)
-        try await clock.waitForScheduledSleep(within: .seconds(30))
-        cogs.turn(_requestCog, to: 1)
-        // The old run ignores its cancellation and finishes: checked, dropped.
-        let dropped = completionChecks(cogs, count: 1)
-        work.finish(input: 0, with: 100)
-        await waitAll(dropped)
+        try await changeRequestWhileAway(cogs, clock: clock, work: work)
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.isEmpty)
         // A consumer returning within grace starts work from the newest input.
         clock.advance(by: .seconds(5))
@@ -261,12 +266,7 @@ struct AsyncScenarioTests {
         m.scope(_screenOpenCog) { s in s.run { c in first.append(describe(c.status[forecastCog])) } }
         var starts = work.starts.makeAsyncIterator()
         #expect(await starts.next() == 0)
-        cogs.turn(_screenOpenCog, to: false)
-        try await clock.waitForScheduledSleep(within: .seconds(30))
-        cogs.turn(_requestCog, to: 1)
-        let dropped = completionChecks(cogs, count: 1)
-        work.finish(input: 0, with: 100)
-        await waitAll(dropped)
+        try await changeRequestWhileAway(cogs, clock: clock, work: work)
         // A new consumer comes back within grace: its own read starts the run.
         let returning = Recorder<String>()
         m.run { c in returning.append(describe(c.status[forecastCog])) }
