@@ -46,6 +46,18 @@ private final class StubbornWork: Sendable {
     }
 }
 
+/// The last consumer leaves; within grace the request changes to 1; the old
+/// run (input 0) ignores its cancellation and finishes: checked, dropped.
+@MainActor
+private func changeRequestWhileAway(_ cogs: Cogs, clock: TestClock, work: StubbornWork) async throws {
+    cogs.turn(_screenOpenCog, to: false)
+    try await clock.waitForScheduledSleep(within: .seconds(30))
+    cogs.turn(_requestCog, to: 1)
+    let dropped = completionChecks(cogs, count: 1)
+    work.finish(input: 0, with: 100)
+    await waitAll(dropped)
+}
+
 /// What a status watch saw, as `kind value` lines.
 private func describe<Value>(_ status: CogStatus<Value>) -> String {
     "\(status.kind) \(status.value)"
@@ -231,14 +243,7 @@ struct AsyncScenarioTests {
         m.scope(_screenOpenCog) { s in s.watch(forecastCog, initial: .run) { _, value in seen.append(value) } }
         var starts = work.starts.makeAsyncIterator()
         #expect(await starts.next() == 0)
-        // The last consumer leaves; within grace the dependency changes.
-        cogs.turn(_screenOpenCog, to: false)
-        try await clock.waitForScheduledSleep(within: .seconds(30))
-        cogs.turn(_requestCog, to: 1)
-        // The old run ignores its cancellation and finishes: checked, dropped.
-        let dropped = completionChecks(cogs, count: 1)
-        work.finish(input: 0, with: 100)
-        await waitAll(dropped)
+        try await changeRequestWhileAway(cogs, clock: clock, work: work)
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.isEmpty)
         // A consumer returning within grace starts work from the newest input.
         clock.advance(by: .seconds(5))
@@ -250,6 +255,65 @@ struct AsyncScenarioTests {
         #expect(seen.values == [0, 0, 101])
         #expect(cogs.peek(forecastCog) == 101)
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.count == 1)
+    }
+
+    @Test func `ASYNC-24 a status consumer returning after the change sees one pending, then the new result`() async throws {
+        let work = StubbornWork()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in work.makeWork(input: c[_requestCog]) }
+        let clock = TestClock()
+        let (cogs, m) = Cogs.forTestingWithController(clock: clock, whileObservedGrace: .seconds(10))
+        let first = Recorder<String>()
+        m.scope(_screenOpenCog) { s in s.run { c in first.append(describe(c.status[forecastCog])) } }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        try await changeRequestWhileAway(cogs, clock: clock, work: work)
+        // A new consumer comes back within grace: its own read starts the run.
+        let returning = Recorder<String>()
+        m.run { c in returning.append(describe(c.status[forecastCog])) }
+        #expect(await starts.next() == 1)
+        #expect(returning.values == ["pending 0"])
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 1, with: 200)
+        await waitAll(accepted)
+        #expect(returning.values == ["pending 0", "success 200"])
+        #expect(first.values == ["pending 0"])
+    }
+
+    @Test func `ASYNC-26 equal keys share one value state, keys stay apart, and an equal success wakes no value reader`() async throws {
+        let home = ControlledWork<Int>()
+        let away = ControlledWork<Int>()
+        let forecastCogs = CogBox<Int, String>.Async(default: 0, name: "forecast") { _, key in
+            key == "home" ? home.makeWork() : away.makeWork()
+        }
+        let (cogs, m) = Cogs.forTestingWithController()
+        let firstHome = Recorder<Int>()
+        let secondHome = Recorder<Int>()
+        let awayValues = Recorder<Int>()
+        m.run { c in firstHome.append(c[forecastCogs["home"]]) }
+        m.run { c in secondHome.append(c[forecastCogs["home"]]) }
+        m.run { c in awayValues.append(c[forecastCogs["away"]]) }
+        #expect(await nextStart(home.starts) == 0)
+        #expect(await nextStart(away.starts) == 0)
+        #expect(home.generationCount == 1, "two readers of one key share one run")
+        let homeLoaded = completionChecks(cogs, count: 1)
+        home.succeed(0, with: 72)
+        await waitAll(homeLoaded)
+        #expect(firstHome.values == [0, 72])
+        #expect(secondHome.values == [0, 72])
+        #expect(awayValues.values == [0], "the other key is its own state")
+        let awayLoaded = completionChecks(cogs, count: 1)
+        away.succeed(0, with: 41)
+        await waitAll(awayLoaded)
+        #expect(awayValues.values == [0, 41])
+        #expect(firstHome.values == [0, 72])
+        cogs.refresh(forecastCogs["home"])
+        #expect(await nextStart(home.starts) == 1)
+        let reloaded = completionChecks(cogs, count: 1)
+        home.succeed(1, with: 72)
+        await waitAll(reloaded)
+        #expect(firstHome.values == [0, 72], "an equal success is no value change")
+        #expect(secondHome.values == [0, 72])
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast[home] success" }.count == 2)
     }
 
     @Test func `ASYNC-24 a change two links up also keeps a stale cold run's result from being published`() async throws {
@@ -397,6 +461,99 @@ struct GraceSleeperScenarioTests {
         #expect(cogs.peek(derivedCog) == 10)
         #expect(runs.count == 1)
         #expect(clock.activeSleeperCount == 0, "a peek of a pinned state starts no grace")
+    }
+
+    @Test func `LIFE-10 ASYNC-29 every one-shot peek replaces the sleeper with one for its own deadline`() async throws {
+        let clock = SleepAnnouncingClock()
+        let cogs = Cogs.forTesting(clock: clock, whileObservedGrace: .seconds(10))
+        let runs = Counter()
+        let derivedCog = Cog<Int>(name: "derived") { c in
+            runs.bump()
+            return c[_baseCog]
+        }
+        var sleeps = clock.sleeps.makeAsyncIterator()
+        #expect(cogs.peek(derivedCog) == 10)
+        #expect(await sleeps.next() == .seconds(10))
+        clock.inner.advance(by: .seconds(4))
+        for _ in 0..<8 {
+            #expect(cogs.peek(derivedCog) == 10)
+            // A fresh sleeper for 14 s, even when the deadline did not move.
+            #expect(await sleeps.next() == .seconds(14))
+            try await clock.inner.waitForScheduledSleep()
+            #expect(clock.inner.activeSleeperCount == 1)
+        }
+        #expect(clock.inner.maximumActiveSleeperCount == 1)
+        clock.inner.advance(by: .seconds(6))
+        #expect(clock.inner.activeSleeperCount == 1, "no obsolete sleeper wakes at 10 s")
+        let released = releases(cogs)
+        clock.inner.advance(by: .seconds(4))
+        await waitAll(released)
+        #expect(clock.inner.activeSleeperCount == 0)
+        #expect(cogs.peek(derivedCog) == 10)
+        #expect(runs.count == 2)
+    }
+
+    @Test func `ASYNC-22 ASYNC-29 every one-shot peek of a cold async cog replaces its one sleeper`() async throws {
+        let work = ControlledWork<Int>()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in work.makeWork() }
+        let clock = SleepAnnouncingClock()
+        let cogs = Cogs.forTesting(clock: clock, whileObservedGrace: .seconds(10))
+        var sleeps = clock.sleeps.makeAsyncIterator()
+        #expect(cogs.status.peek(forecastCog).kind == .pending)
+        #expect(await nextStart(work.starts) == 0)
+        #expect(await sleeps.next() == .seconds(10))
+        clock.inner.advance(by: .seconds(4))
+        for _ in 0..<8 {
+            #expect(cogs.status.peek(forecastCog).kind == .pending)
+            #expect(await sleeps.next() == .seconds(14))
+            try await clock.inner.waitForScheduledSleep()
+            #expect(clock.inner.activeSleeperCount == 1)
+        }
+        #expect(work.generationCount == 1)
+        #expect(clock.inner.maximumActiveSleeperCount == 1)
+        clock.inner.advance(by: .seconds(6))
+        #expect(clock.inner.activeSleeperCount == 1)
+        let released = releases(cogs)
+        let dropped = completionChecks(cogs, count: 1)
+        clock.inner.advance(by: .seconds(4))
+        await waitAll(released)
+        await waitAll(dropped)
+        #expect(clock.inner.activeSleeperCount == 0)
+        work.succeed(0, with: 100)
+        #expect(cogs.debugHistory.turnNames == ["forecast pending"])
+    }
+
+    @Test func `ASYNC-23 ASYNC-29 every refresh of a cold async cog replaces its one sleeper`() async throws {
+        let work = ControlledWork<Int>()
+        let selectorRuns = Counter()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in
+            selectorRuns.bump()
+            return work.makeWork()
+        }
+        let clock = SleepAnnouncingClock()
+        let cogs = Cogs.forTesting(clock: clock, whileObservedGrace: .seconds(10))
+        var sleeps = clock.sleeps.makeAsyncIterator()
+        var starts = work.starts.makeAsyncIterator()
+        cogs.refresh(forecastCog)
+        #expect(await starts.next() == 0)
+        #expect(await sleeps.next() == .seconds(10))
+        clock.inner.advance(by: .seconds(4))
+        for run in 1...4 {
+            cogs.refresh(forecastCog)
+            #expect(await starts.next() == run)
+            #expect(await sleeps.next() == .seconds(14))
+            try await clock.inner.waitForScheduledSleep()
+            #expect(clock.inner.activeSleeperCount == 1)
+        }
+        #expect(selectorRuns.count == 5)
+        #expect(clock.inner.maximumActiveSleeperCount == 1)
+        #expect(cogs.debugHistory.turnNames == Array(repeating: "forecast pending", count: 5))
+        clock.inner.advance(by: .seconds(6))
+        #expect(clock.inner.activeSleeperCount == 1)
+        let released = releases(cogs)
+        clock.inner.advance(by: .seconds(4))
+        await waitAll(released)
+        #expect(clock.inner.activeSleeperCount == 0)
     }
 
     @Test func `LIFE-10 a one-shot peek renews its one sleeper, then releases, and a later peek recomputes`() async throws {

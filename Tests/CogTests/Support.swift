@@ -59,3 +59,29 @@ func nextStart(_ starts: AsyncStream<Int>) async -> Int? {
     var iterator = starts.makeAsyncIterator()
     return await iterator.next()
 }
+
+/// A `TestClock` that also announces each sleep as it starts, with its
+/// deadline: what shows that a renewal replaced a grace sleeper with one for
+/// the new deadline rather than kept the old one asleep.
+final class SleepAnnouncingClock: Clock, Sendable {
+    typealias Instant = TestClock.Instant
+    typealias Duration = Swift.Duration
+
+    /// The clock the sleepers really sleep on (counts, `advance(by:)`).
+    let inner = TestClock()
+    /// Each sleep's deadline, as an offset from the clock's start.
+    let sleeps: AsyncStream<Duration>
+    private let announce: AsyncStream<Duration>.Continuation
+
+    init() {
+        (sleeps, announce) = AsyncStream.makeStream(of: Duration.self)
+    }
+
+    var now: Instant { inner.now }
+    var minimumResolution: Duration { inner.minimumResolution }
+
+    func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        announce.yield(deadline.offset)
+        try await inner.sleep(until: deadline, tolerance: tolerance)
+    }
+}

@@ -5,13 +5,15 @@
 ///
 /// One timer per runtime sleeps until the earliest deadline, so at most one
 /// sleeper is ever active, and a state never has more than that one
-/// (ASYNC-22, LIFE-10). A consumer (or a pin) that returns before expiry
-/// takes its state off the list; when no state waits any more, the sleeper
-/// is cancelled at once, before it even starts if it has not (LIFE-04,
-/// LIFE-07, LIFE-08). A renewal that leaves one state waiting replaces the
-/// sleeper with one for the new deadline, unless the deadline moved by less
-/// than a sixteenth of the grace (a peek loop must not make a task per
-/// read): that sleeper wakes early by at most that much and sleeps again.
+/// (ASYNC-22, ASYNC-29, LIFE-10). A consumer (or a pin) that returns before
+/// expiry takes its state off the list; when no state waits any more, the
+/// sleeper is cancelled at once, before it even starts if it has not
+/// (LIFE-04, LIFE-07, LIFE-08). A renewal of the one waiting state replaces
+/// its sleeper with one for the new deadline, as Cog's state replaces its
+/// own: no obsolete sleeper is left behind (ASYNC-22, ASYNC-23, LIFE-10).
+/// The timer's task reads its deadline when it starts, so renewals made
+/// before it runs (a peek loop on the main actor) move that deadline and
+/// make no task of their own.
 ///
 /// - Important: grace releases only the in-memory node. A durable source's
 ///   stored value stays in the store (the next read loads it); on a replica
@@ -34,7 +36,11 @@ final class Lifetimes {
     /// How many states have a deadline (`graceDeadline != nil`).
     fileprivate var deadlineCount = 0
     fileprivate var timer: Task<Void, Never>?
+    /// The deadline the timer sleeps (or, not started yet, will sleep) until.
     fileprivate var timerDeadline: Duration?
+    /// Whether the timer's task has read `timerDeadline` and gone to sleep:
+    /// a later deadline then needs a new task; before, it only moves.
+    fileprivate var timerSleeping = false
     fileprivate var timerSerial: UInt64 = 0
     /// Set while an expiry pass releases states: sources they leave with no
     /// consumer are due at once (an internal edge keeps nothing alive).
@@ -208,28 +214,31 @@ extension Graph {
             return
         }
         // A renewal. With no other state waiting, the sleeper is this
-        // state's own: it moves to the new deadline.
+        // state's own: it is replaced by one for the new deadline.
         node.graceDeadline = deadline
-        if lifetimes.deadlineCount == 1, let armed = lifetimes.timerDeadline, deadline - armed >= grace / 16,
-            deadline > armed
-        {
-            armGraceTimer(for: deadline, replacing: true)
-        } else {
-            armGraceTimer(for: deadline)
-        }
+        armGraceTimer(for: deadline, replacing: lifetimes.deadlineCount == 1)
     }
 
     /// Makes the one timer wake no later than `deadline` (`replacing`: at
-    /// `deadline`, even if it was armed for earlier).
+    /// `deadline` with a sleeper of its own, even if one sleeps already).
     private func armGraceTimer(for deadline: Duration, replacing: Bool = false) {
         let lifetimes = self.lifetimes
+        if lifetimes.timer != nil, !lifetimes.timerSleeping {
+            // Not asleep yet: it will sleep until whatever the deadline is then.
+            if replacing || lifetimes.timerDeadline.map({ deadline < $0 }) ?? true {
+                lifetimes.timerDeadline = deadline
+            }
+            return
+        }
         if !replacing, lifetimes.timer != nil, let armed = lifetimes.timerDeadline, armed <= deadline { return }
         lifetimes.timer?.cancel()
         lifetimes.timerSerial &+= 1
         let serial = lifetimes.timerSerial
         let sleep = lifetimes.sleep
         lifetimes.timerDeadline = deadline
+        lifetimes.timerSleeping = false
         lifetimes.timer = Task { @MainActor [weak self] in
+            guard let deadline = self?.timerStartsSleeping(serial) else { return }
             do {
                 try await sleep(deadline)
             } catch {
@@ -238,6 +247,17 @@ extension Graph {
             guard !Task.isCancelled else { return }
             self?.expireGrace(timer: serial)
         }
+    }
+
+    /// The timer `serial` starts: the deadline it sleeps until, nil if it
+    /// was replaced or stopped before it ran.
+    private func timerStartsSleeping(_ serial: UInt64) -> Duration? {
+        let lifetimes = self.lifetimes
+        guard serial == lifetimes.timerSerial, !Task.isCancelled, let deadline = lifetimes.timerDeadline else {
+            return nil
+        }
+        lifetimes.timerSleeping = true
+        return deadline
     }
 
     /// The timer fired: releases every state whose deadline has passed and

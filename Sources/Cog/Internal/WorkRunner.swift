@@ -68,14 +68,19 @@ extension Graph {
     /// queued before it may have changed it). A pending that replaces an
     /// earlier published one (a new generation before the last one ended)
     /// reaches status consumers as its own turn (ASYNC-32, STREAM-03); the
-    /// first one only restates the resting status.
+    /// first one only restates the resting status, and so does one started
+    /// when no consumer watched the status: a consumer returning to a state
+    /// whose dependency changed while it was away reads that pending as it
+    /// starts the run, and hears next of the result, not of its own read
+    /// again (ASYNC-24).
     func publishPending<Value: Sendable>(of node: AsyncNode<Value>) {
+        let replacesWatchedPending = !node.statusCell.observers.isEmpty
         systemTurn(named: "\(node.label) pending") { [unowned self] _ in
             let current = node.statusCell.staged ?? node.statusCell.value
             self.stage(
                 CogStatus(kind: .pending, value: current.value, hasSucceeded: current.hasSucceeded, error: nil),
                 into: node.statusCell)
-            if node.publishedStatus { node.statusCell.stagedIsChange = true }
+            if node.publishedStatus && replacesWatchedPending { node.statusCell.stagedIsChange = true }
             node.publishedStatus = true
         }
     }
