@@ -64,7 +64,7 @@ def check_vectors(checks):
               "array-mixed-optionals", "map-sorted-keys", "struct-absent-optional", "struct-present-optional",
               "enum-no-payload", "enum-payload", "date-tag-1", "uuid-tag-37", "turn-record-system",
               "turn-record-request", "turn-record-nil-value", "turn-record-retirement", "state-digest",
-              "instance-opening", "rejection-refused"}
+              "instance-opening", "rejection-refused", "shipped-commit"}
     hexes = {"uint-0": "00", "uint-24": "1818", "uint64-max": "1bffffffffffffffff", "int-minus-500": "3901f3",
              "int64-min": "3b7fffffffffffffff", "float-half-1.5": "f93e00", "float-single-100000": "fa47c35000",
              "float-double-0.1": "fb3fb999999999999a", "true": "f5", "null-optional": "f6", "bytes-data": "44000102ff",
@@ -144,7 +144,9 @@ def check_vectors(checks):
                   "turns", "error-hello-first", "reply-request-mismatch", "scope-register", "scope-registered",
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
                   "error-compacted", "status-uptime", "hello-tool", "status-tool", "goodbye",
-                  "error-goodbye-not-holder", "reply-earlier", "reply-refused", "hello-settings", "status-settings"}
+                  "error-goodbye-not-holder", "reply-earlier", "reply-refused", "hello-settings", "status-settings",
+                  "standby-hello", "standby-hello-empty", "ship-welcome", "ship-resync", "ship", "ship-copy", "standby-copied",
+                  "ship-ack", "status-replication"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
 
@@ -260,6 +262,36 @@ def check_vectors(checks):
     wire_check("status-uptime", "status", lambda b: expect(
         b["version"] == "0.1.0" and b["uptimeSeconds"] == 3723.5 and b["heartbeatTimeoutSeconds"] == 5.0
         and [w["name"] for w in b["workers"]] == ["w1", "w2"] and b["workers"][1]["secondsSinceHeard"] == 3.25, repr(b)))
+
+    # ha.md §8–§9: shipping to a standby.
+    log_id = bytes(range(0x10, 0x20))
+    wire_check("standby-hello", "standby-hello", lambda b: expect(
+        b == {"node": "n2", "epoch": 3, "revision": 42, "log": log_id, "stateDigest": after_42}, repr(b)))
+    wire_check("standby-hello-empty", "standby-hello", lambda b: expect(b == {"node": "n2", "epoch": 0, "revision": 0}, repr(b)))
+    wire_check("ship-welcome", "ship-welcome", lambda b: expect(b == {"epoch": 3, "sequence": 7}, repr(b)))
+    wire_check("ship-resync", "ship-resync", lambda b: expect(b == {"epoch": 3, "revision": 42}, repr(b)))
+    wire_check("ship-ack", "ship-ack", lambda b: expect(b == {"node": "n2", "sequence": 8}, repr(b)))
+    wire_check("standby-copied", "standby-copied", lambda b: expect(b == {"node": "n2", "sequence": 7}, repr(b)))
+    wire_check("ship-copy", "ship-copy", lambda b: expect(
+        b == {"epoch": 3, "sequence": 7, "offset": 1 << 20, "data": bytes.fromhex("deadbeef"), "more": False}, repr(b)))
+
+    def ship_vector(body):
+        # The embedded commit is a retention pass (§8.1): `prune` and `retain`, nothing else shipped.
+        commit = decode(body["commit"])
+        return expect(body["epoch"] == 3 and body["sequence"] == 8 and commit["epoch"] == 3 and commit["log"] == log_id
+                      and commit["first"] == 43 and commit["prune"] == 1024 and commit["retain"] == {"kind": "turns", "count": 100000}
+                      and commit["records"] == [] and commit["replies"] == [] and "index" not in commit
+                      and encode(commit) == body["commit"], repr(commit))
+    wire_check("ship", "ship", ship_vector)
+    wire_check("status-replication", "status", lambda b: expect(
+        b["replication"] == {"state": "sync", "named": ["n2"], "shipped": 42, "released": 41, "standbys": [{"node": "n2", "lag": 1}]},
+        repr(b)))
+    commit = decode((VECTORS / "turnlog" / "shipped-commit.cbor").read_bytes())
+    checks.check("vector shipped-commit: ten keys, its record checksummed (turnlog.md §3) and at revision 43, the index made whole",
+                 set(commit) == {"epoch", "log", "first", "time", "records", "replies", "index", "retain", "openings", "rejections"}
+                 and len(commit["records"]) == 1 and not record_problem(commit["records"][0])
+                 and decode(commit["records"][0])["rev"] == 43 and commit["index"] == 0
+                 and commit["replies"] == [{"worker": "w1", "seq": 20, "reply": bytes.fromhex("cd94c1439e44b476a0")}], repr(commit))
 
     def turns_vector(body):
         if body["epoch"] != 3 or len(body["records"]) != 1:

@@ -57,6 +57,10 @@ extension Leader {
         Double(now.components.seconds) + Double(now.components.attoseconds) / 1e18
     }
 
+    /// The most bytes of shipped commits kept for a standby that is receiving
+    /// a copy (past them, it is sent a newer copy): 256 MiB.
+    static let recentShippedLimit = 256 << 20
+
     /// With `configuration.shipping`: every commit is shipped, before it runs.
     func startShipping() {
         guard let shipping = configuration.shipping else { return }
@@ -75,7 +79,19 @@ extension Leader {
         guard var rules = shipCore else { return }
         let bytes = commit.encoded()
         recentShipped.append(bytes)
-        if recentShipped.count > rules.configuration.window { recentShipped.removeFirst(recentShipped.count - rules.configuration.window) }
+        recentShippedBytes += bytes.count
+        // Kept for a standby's copy: the window's commits, and at most `recentShippedLimit` bytes of them.
+        var drop = max(0, recentShipped.count - rules.configuration.window)
+        var bytesLeft = recentShippedBytes
+        for commit in recentShipped[..<drop] { bytesLeft -= commit.count }
+        while drop < recentShipped.count - 1, bytesLeft > Leader.recentShippedLimit {
+            bytesLeft -= recentShipped[drop].count
+            drop += 1
+        }
+        if drop > 0 {
+            recentShipped.removeFirst(drop)
+            recentShippedBytes = bytesLeft
+        }
         let effects = rules.shipped(bytes, now: shipNow)
         shipCore = rules
         carryShipping(effects)

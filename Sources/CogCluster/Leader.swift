@@ -145,6 +145,7 @@ public final class Leader {
     var heldReleases: [HeldRelease] = []
     /// The shipped commits kept for a standby catching up, newest last (at most the window).
     var recentShipped: [[UInt8]] = []
+    var recentShippedBytes = 0
     /// Copies of the log being sent to standbys that were not in step.
     var copyStreams: [CopyStream] = []
     /// The core's events for the operator's log since the last call.
