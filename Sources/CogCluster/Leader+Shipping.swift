@@ -13,6 +13,8 @@ struct HeldRelease {
     var effect: LeaderCore.Effect
     /// The records a held publication sends.
     var batch: EncodedTurnBatch
+    /// What it holds in memory: the reply's frame, or the publication's records.
+    var bytes: Int
 }
 
 /// A copy of the log on its way to a standby that was not in step
@@ -60,6 +62,8 @@ extension Leader {
     /// The most bytes of shipped commits kept for a standby that is receiving
     /// a copy (past them, it is sent a newer copy): 256 MiB.
     static let recentShippedLimit = 256 << 20
+    /// The most bytes of replies and records held for standbys' acknowledgements: 64 MiB.
+    static let heldBytesLimit = 64 << 20
 
     /// With `configuration.shipping`: every commit is shipped, before it runs.
     func startShipping() {
@@ -112,13 +116,27 @@ extension Leader {
             standbys: rules.standbys.values.sorted { $0.node < $1.node }.map { .init(node: $0.node, lag: rules.lastSequence - $0.acknowledged) })
     }
 
-    /// Whether `effect` must wait for the standbys (it is then kept, in order).
-    /// A status answer never waits: it is how an operator sees why replies do.
+    /// Whether `effect` must wait for the standbys (it is then kept, in
+    /// order). A status answer never waits: it is how an operator sees why
+    /// replies do. Past `heldBytesLimit` of held replies and records, what
+    /// would be held is dropped, counted `send-dropped`: a requester's retry
+    /// is answered from dedup once released, a subscriber fetches the turns by the gap.
     func holdsForStandbys(_ effect: LeaderCore.Effect) -> Bool {
         guard let rules = shipCore else { return false }
         if case .sendStatus = effect { return false }
         guard !heldReleases.isEmpty || rules.lastSequence > rules.releasedThrough else { return false }
-        heldReleases.append(HeldRelease(tag: rules.lastSequence, effect: effect, batch: store.lastAppended))
+        let size: Int
+        switch effect {
+        case .send(_, let frame): size = frame.count
+        case .publish: size = store.lastAppended.bytes.count
+        default: size = 0
+        }
+        guard heldBytes + size <= Leader.heldBytesLimit else {
+            countDroppedSend()
+            return true
+        }
+        heldBytes += size
+        heldReleases.append(HeldRelease(tag: rules.lastSequence, effect: effect, batch: store.lastAppended, bytes: size))
         return true
     }
 
@@ -188,6 +206,8 @@ extension Leader {
                     ["standbys": .text(standbys.joined(separator: " "))])
             case .release(let through):
                 releaseHeld(through: through)
+            case .refuse(let peer, let reason):
+                deliver(WireMessage.error(WireError(.unavailable, reason)).encoded(), to: peer)
             case .drop(let node, let reason):
                 configuration.operatorLog?.log(
                     .warn, "standby-dropped", "standby \(TerminalText.escaped(node)) dropped: \(reason)", ["node": .text(node), "reason": .text(reason)])
@@ -262,6 +282,7 @@ extension Leader {
         for held in heldReleases {
             guard held.tag <= through else { break }
             released += 1
+            heldBytes -= held.bytes
             guard mayRelease() else { continue }
             release(held.effect, batch: held.batch)
         }

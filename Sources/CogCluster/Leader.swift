@@ -143,6 +143,7 @@ public final class Leader {
     var shipCore: ShipCore?
     /// What waits for standbys' acknowledgements before it may leave, oldest first.
     var heldReleases: [HeldRelease] = []
+    var heldBytes = 0
     /// The shipped commits kept for a standby catching up, newest last (at most the window).
     var recentShipped: [[UInt8]] = []
     var recentShippedBytes = 0
@@ -694,6 +695,9 @@ public final class Leader {
     public static let maximumBacklogBytes = 16 << 20
 
     /// Sends `frame` to `identity`, behind anything it is still owed.
+    /// Counts a frame the leader dropped instead of sending (`send-dropped`).
+    func countDroppedSend() { core.countEvent(.sendDropped) }
+
     func deliver(_ frame: [UInt8], to identity: [UInt8]) {
         if backlogs[identity] == nil {
             do {

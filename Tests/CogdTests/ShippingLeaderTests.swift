@@ -9,6 +9,15 @@ import Testing
 /// reply leaves only once the standby has acknowledged its commit.
 @Suite("cogd leader --sync: shipping to a standby", .serialized, .timeLimit(.minutes(3)))
 struct ShippingLeaderTests {
+    /// Opens account `a<sequence>` through `node` as request `teller#<sequence>`; what `cogd call` printed.
+    static func call(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
+        let result = try runCogd([
+            "call", "--leader", "tcp://127.0.0.1:\(node.requests)", "--timeout", "10", "--request-id", "teller#\(sequence)", "ledger.open",
+            #"{"account": "a\#(sequence)", "balance": 5}"#,
+        ], timeout: .seconds(30))
+        return result.stdout + result.stderr
+    }
+
     @Test func `a reply waits for the standby's acknowledgement of its commit, which the standby's copy applies`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }
@@ -91,11 +100,8 @@ struct ShippingLeaderTests {
 
         // Three requests, each answered once n2 holds its commit.
         for sequence in 1...3 {
-            let call = try runCogd([
-                "call", "--leader", "tcp://127.0.0.1:\(n1.requests)", "--timeout", "10", "--request-id", "teller#\(sequence)", "ledger.open",
-                #"{"account": "a\#(sequence)", "balance": 5}"#,
-            ], timeout: .seconds(30))
-            #expect(call.stdout.hasPrefix("applied revision \(sequence)"), "\(call.stdout)\(call.stderr)")
+            let output = try Self.call(n1, sequence)
+            #expect(output.hasPrefix("applied revision \(sequence)"), "\(output)")
         }
 
         // The leader is killed: n2 takes the lead once its lease is gone, in epoch 2, from its own copy.
@@ -105,11 +111,8 @@ struct ShippingLeaderTests {
         #expect(second.waitForLine { $0.contains("epoch 2, revision 3") } != nil, "\(second.lines)")
         // Alone, it degrades after a second; a retry of an answered request is answered from the copy's dedup:
         // the same revision, nothing run again.
-        let retry = try runCogd([
-            "call", "--leader", "tcp://127.0.0.1:\(n2.requests)", "--timeout", "10", "--request-id", "teller#2", "ledger.open",
-            #"{"account": "a2", "balance": 5}"#,
-        ], timeout: .seconds(30))
-        #expect(retry.stdout.hasPrefix("answered from an earlier request: applied at revision 2 (request teller#2)"), "\(retry.stdout)\(retry.stderr)")
+        let retry = try Self.call(n2, 2)
+        #expect(retry.hasPrefix("answered from an earlier request: applied at revision 2 (request teller#2)"), "\(retry)")
         #expect(try etcd.get("/cogd/bank/sync") == "2 n2", "the new leader names no standby until one is in step")
     }
 
@@ -123,18 +126,11 @@ struct ShippingLeaderTests {
             n1.folder.cleanUp()
             n2.folder.cleanUp()
         }
-        func call(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
-            let result = try runCogd([
-                "call", "--leader", "tcp://127.0.0.1:\(node.requests)", "--timeout", "10", "--request-id", "teller#\(sequence)", "ledger.open",
-                #"{"account": "a\#(sequence)", "balance": 5}"#,
-            ], timeout: .seconds(30))
-            return result.stdout + result.stderr
-        }
         // n1 leads alone (degraded after a second without a standby) and answers three calls.
         let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
-        for sequence in 1...3 { #expect(try call(n1, sequence).hasPrefix("applied revision \(sequence)")) }
+        for sequence in 1...3 { #expect(try Self.call(n1, sequence).hasPrefix("applied revision \(sequence)")) }
 
         // n2 starts with an empty folder, behind: it is sent a copy, then follows and is named.
         let second = try CogdProcess(n2.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
@@ -142,19 +138,19 @@ struct ShippingLeaderTests {
         #expect(second.waitForLine { $0.contains("receiving its copy at revision 3") } != nil, "\(second.lines)")
         #expect(second.waitForLine { $0.contains("the leader's copy is in place at revision 3") } != nil, "\(second.lines)")
         #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
-        #expect(try call(n1, 4).hasPrefix("applied revision 4"))
+        #expect(try Self.call(n1, 4).hasPrefix("applied revision 4"))
 
         // n1 is killed: n2 leads epoch 2 from its copy, and answers a retry of the last call from it.
         first.killHard()
         #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 4") } != nil, "\(second.lines)")
-        #expect(try call(n2, 4).hasPrefix("answered from an earlier request: applied at revision 4 (request teller#4)"))
-        #expect(try call(n2, 5).hasPrefix("applied revision 5"))
+        #expect(try Self.call(n2, 4).hasPrefix("answered from an earlier request: applied at revision 4 (request teller#4)"))
+        #expect(try Self.call(n2, 5).hasPrefix("applied revision 5"))
 
         // n1 returns behind n2 (and with epoch 1's log): it is sent a copy in turn and named again.
         let again = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
         defer { again.stop() }
         #expect(again.waitForLine { $0.contains("the leader's copy is in place at revision 5") } != nil, "\(again.lines)")
         #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n2 n1" }, "\(again.lines)")
-        #expect(try call(n2, 6).hasPrefix("applied revision 6"))
+        #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
 }

@@ -118,6 +118,33 @@ struct ShipCoreTests {
         #expect(releases(async.shipped(commit, now: 0)) == [2], "an addition in flight holds nothing with --sync none")
     }
 
+    @Test func `at most 16 standbys are taken, and a node name that is not a cluster node's is malformed`() throws {
+        var core = ShipCore(.init(sync: .one))
+        for index in 0..<ShipCore.maximumStandbys {
+            #expect(core.hello(from: [UInt8(index)], node: "n\(index)", inStep: true, now: 0).first == .welcome(to: [UInt8(index)], sequence: 0))
+        }
+        let refused = "the leader serves 16 standbys already; this one is not taken"
+        #expect(core.hello(from: [99], node: "n99", inStep: true, now: 0) == [.refuse(to: [99], reason: refused)])
+        #expect(core.copied(by: [99], node: "n99", through: 0, missed: [], now: 0) == [.refuse(to: [99], reason: refused)])
+        #expect(core.standbys.count == 16)
+        // A name already connected may say hello again.
+        #expect(core.hello(from: [98], node: "n3", inStep: true, now: 1).contains(.welcome(to: [98], sequence: 0)))
+
+        for bad in ["n 2", "", String(repeating: "n", count: 65), "n\u{1b}[2J"] {
+            for message in [
+                WireMessage.standbyHello(node: bad, logID: nil, epoch: 0, revision: 0, stateDigest: nil), .shipAck(node: bad, sequence: 1),
+                .standbyCopied(node: bad, sequence: 1),
+            ] {
+                #expect(throws: WireDecodeError.self) { try WireMessage.decode(message.encoded()) }
+                do {
+                    _ = try WireMessage.decode(message.encoded())
+                } catch {
+                    #expect(error.code == .malformed)
+                }
+            }
+        }
+    }
+
     @Test func `sync modes read as the flag writes them`() {
         #expect(ShipCore.SyncMode(text: "one") == .one)
         #expect(ShipCore.SyncMode(text: "none") == ShipCore.SyncMode.none)

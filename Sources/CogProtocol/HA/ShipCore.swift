@@ -123,6 +123,8 @@ public struct ShipCore: Sendable {
         case release(through: UInt64)
         /// The standby is dropped, for this reason (logged).
         case drop(node: String, reason: String)
+        /// The hello is refused (answered `error unavailable` with this message).
+        case refuse(to: [UInt8], reason: String)
     }
 
     public private(set) var configuration: Configuration
@@ -140,6 +142,10 @@ public struct ShipCore: Sendable {
     public private(set) var writing: [String]?
     /// Since when releases have been held (nil: not held).
     private var heldSince: Double?
+
+    /// The most standbys connected at once (a cluster has a few nodes;
+    /// the names a peer can say are not allowed to grow the leader's memory).
+    public static let maximumStandbys = 16
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
@@ -174,6 +180,9 @@ public struct ShipCore: Sendable {
     /// leader's, the same state digest there, no later epoch); otherwise it
     /// must sync a copy.
     public mutating func hello(from peer: [UInt8], node: String, inStep: Bool, now: Double) -> [Effect] {
+        guard standbys[node] != nil || standbys.count < ShipCore.maximumStandbys else {
+            return [.refuse(to: peer, reason: "the leader serves \(ShipCore.maximumStandbys) standbys already; this one is not taken")]
+        }
         var effects: [Effect] = []
         if standbys[node] != nil { effects += drop(node, reason: "it connected again") }
         guard inStep else { return effects + [.resync(to: peer, node: node, sequence: lastSequence)] }
@@ -189,6 +198,9 @@ public struct ShipCore: Sendable {
         guard let missed, sequence <= lastSequence, UInt64(missed.count) == lastSequence - sequence,
             missed.count <= configuration.window
         else { return [.resync(to: peer, node: node, sequence: lastSequence)] }
+        guard standbys[node] != nil || standbys.count < ShipCore.maximumStandbys else {
+            return [.refuse(to: peer, reason: "the leader serves \(ShipCore.maximumStandbys) standbys already; this one is not taken")]
+        }
         var effects: [Effect] = []
         if standbys[node] != nil { effects += drop(node, reason: "it connected again") }
         standbys[node] = Standby(node: node, peer: peer, acknowledged: sequence, heard: now)

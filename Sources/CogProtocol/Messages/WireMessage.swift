@@ -676,6 +676,7 @@ extension WireMessage {
         case "standby-hello":
             struct Hello: Decodable { var node: String; var log: [UInt8]?; var epoch: UInt64; var revision: UInt64; var stateDigest: [UInt8]? }
             let hello = try body(Hello.self)
+            try WireMessage.checkNode(hello.node, in: "standby-hello")
             guard hello.log.map({ $0.count == 16 }) ?? true else {
                 throw WireDecodeError(code: .malformed, message: "standby-hello body: `log` must be 16 bytes")
             }
@@ -701,10 +702,12 @@ extension WireMessage {
         case "standby-copied":
             struct Copied: Decodable { var node: String; var sequence: UInt64 }
             let copied = try body(Copied.self)
+            try WireMessage.checkNode(copied.node, in: "standby-copied")
             return .standbyCopied(node: copied.node, sequence: copied.sequence)
         case "ship-ack":
             struct Ack: Decodable { var node: String; var sequence: UInt64 }
             let ack = try body(Ack.self)
+            try WireMessage.checkNode(ack.node, in: "ship-ack")
             return .shipAck(node: ack.node, sequence: ack.sequence)
         default:
             throw WireDecodeError(code: .unknownType, message: "unknown message type `\(envelope.type)`")
@@ -994,5 +997,15 @@ extension WireMessage {
         writer.appendText("type")
         writer.appendText("turns")
         return writer.bytes
+    }
+}
+
+extension WireMessage {
+    /// A standby's node name is a cluster node's (`ha.md` §1): anything else is `malformed`
+    /// (it would be written into etcd's space-separated sync key).
+    static func checkNode(_ node: String, in type: String) throws(WireDecodeError) {
+        guard ArbiterRecords.isValidName(node) else {
+            throw WireDecodeError(code: .malformed, message: "\(type) body: `node` must be 1 to 64 letters, digits, '_', '.' or '-'")
+        }
     }
 }
