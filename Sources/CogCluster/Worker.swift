@@ -19,6 +19,10 @@ import Foundation
 public final class Worker: CogRemoteLink {
     public struct Configuration: Sendable {
         public var name: String
+        /// The leader's requests endpoint; for an HA cluster, every node's,
+        /// separated by commas (`ha.md` §10): the worker uses one at a time
+        /// and goes to another when a standby answers `not-leader` or the
+        /// one it uses is silent for its lease.
         public var leaderEndpoint: String
         public var heartbeatInterval: Duration
         /// The fingerprint of the rig it runs, sent with each hello (nil: none is sent).
@@ -52,6 +56,20 @@ public final class Worker: CogRemoteLink {
     }
 
     public let configuration: Configuration
+    /// The endpoints `configuration.leaderEndpoint` lists, and the one in use.
+    public let leaderEndpoints: [String]
+    public private(set) var currentLeaderEndpoint: String
+    /// How many times the worker went to another node (`not-leader`, or silence).
+    public private(set) var leaderSwitches: UInt64 = 0
+    /// The newest `not-leader` answer: the node it named and its epoch (empty, 0: none leads).
+    public private(set) var lastNotLeader: (leader: String, epoch: UInt64)?
+    /// When the worker last went to another node.
+    private var lastSwitch = ContinuousClock.now
+    /// A `not-leader` that came within `switchPause` of the last switch: acted on when the pause ends.
+    private var pendingSwitch: String?
+    /// The shortest time between two switches: while no node leads, each
+    /// standby's `not-leader` does not send the worker round at network speed.
+    public static let switchPause: Duration = .milliseconds(500)
     /// The replica: changed only by applied turns.
     public let cogs: Cogs
     private let context: ZMQContext
@@ -209,6 +227,8 @@ public final class Worker: CogRemoteLink {
     public init(configuration: Configuration, mechanisms: [any Mechanism]) throws {
         self.configuration = configuration
         self.mechanisms = mechanisms
+        leaderEndpoints = Worker.endpoints(configuration.leaderEndpoint)
+        currentLeaderEndpoint = leaderEndpoints.first ?? configuration.leaderEndpoint
         var replicaSettings = ReplicaCore.Settings(
             name: configuration.name, heartbeatInterval: configuration.heartbeatInterval, rig: configuration.rig, group: configuration.group,
             lease: ReplicaCore.lease(heartbeatTimeout: configuration.leaderHeartbeatTimeout))
@@ -225,7 +245,7 @@ public final class Worker: CogRemoteLink {
         try dealer.setReconnect(initial: 100, maximum: 2_000)
         try dealer.useCurve(configuration.keys)
         handshakes = try HandshakeWatch(dealer)
-        try dealer.connect(configuration.leaderEndpoint)
+        try dealer.connect(currentLeaderEndpoint)
         cogs.remoteLink = self
         try carryOut(core.step(.start, now: now))
     }
@@ -242,6 +262,44 @@ public final class Worker: CogRemoteLink {
         return head + tail
     }
 
+    /// The endpoints a `--leader` value lists: split at commas, blanks trimmed, empty ones dropped.
+    public nonisolated static func endpoints(_ list: String) -> [String] {
+        list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    /// Goes to another node of the cluster: `named` when the list holds it,
+    /// else the next one. Nothing goes anywhere the list does not name.
+    private func switchLeader(toward named: String) throws {
+        guard leaderEndpoints.count > 1 else { return }
+        guard ContinuousClock.now - lastSwitch >= Worker.switchPause else {
+            pendingSwitch = named
+            return
+        }
+        pendingSwitch = nil
+        let index = leaderEndpoints.firstIndex(of: currentLeaderEndpoint) ?? 0
+        let target =
+            leaderEndpoints.contains(named) && named != currentLeaderEndpoint
+            ? named : leaderEndpoints[(index + 1) % leaderEndpoints.count]
+        try? dealer.disconnect(currentLeaderEndpoint)
+        currentLeaderEndpoint = target
+        try dealer.connect(target)
+        lastSwitch = .now
+        lastHeardFromLeader = .now
+        leaderSwitches &+= 1
+        try carryOut(core.step(.reconnected, now: now))
+    }
+
+    /// With several nodes listed: a `not-leader` waiting out the pause, or
+    /// a node silent for the worker's lease, sends it to another.
+    private func followLeaderIfNeeded() throws {
+        guard leaderEndpoints.count > 1 else { return }
+        if let pendingSwitch, ContinuousClock.now - lastSwitch >= Worker.switchPause {
+            try switchLeader(toward: pendingSwitch)
+        } else if leaderSilence >= core.lowerEpochWindow, ContinuousClock.now - lastSwitch >= core.lowerEpochWindow {
+            try switchLeader(toward: "")
+        }
+    }
+
     /// Connects again where a handshake was refused or broke the protocol
     /// (at most every `handshakeRetryInterval`): ZeroMQ stops there, while
     /// after a dropped connection it reconnects by itself (and a second
@@ -256,8 +314,8 @@ public final class Worker: CogRemoteLink {
         }
         if givenUp(handshakes) {
             lastHandshakeRetry = .now
-            try? dealer.disconnect(configuration.leaderEndpoint)
-            try? dealer.connect(configuration.leaderEndpoint)
+            try? dealer.disconnect(currentLeaderEndpoint)
+            try? dealer.connect(currentLeaderEndpoint)
         }
         if let subscriber, let endpoint = subscribedEndpoint, givenUp(subscriberHandshakes) {
             lastHandshakeRetry = .now
@@ -416,6 +474,7 @@ public final class Worker: CogRemoteLink {
             }
         }
         retryFailedHandshakes()
+        try followLeaderIfNeeded()
         try carryOut(core.step(.tick, now: now))
         retryUnsentRegistrations()
         return worked
@@ -494,6 +553,9 @@ public final class Worker: CogRemoteLink {
                 // dropped — before anything later in this pass is applied, and
                 // opens them again on renewal, as after a placement (`cogwire.md` §6b).
                 for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
+            case .followLeader(let endpoint, let epoch):
+                lastNotLeader = (endpoint, epoch)
+                try switchLeader(toward: endpoint)
             case .refused(let error):
                 errors.append(error)
                 // The newest ones only: a refused worker hears one every few seconds for as long as it is refused.

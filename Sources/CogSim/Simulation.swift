@@ -538,6 +538,9 @@ public final class Simulation {
                 note("\(worker.name)'s lease runs out: its placed instances' effects stop")
             case .resumeEffects:
                 note("\(worker.name)'s lease is renewed: its placed instances' effects start again")
+            case .followLeader:
+                // One leader here: no standby ever answers `not-leader`.
+                fail("replica-follow", "\(worker.name) was told to follow another leader, and this simulation has one")
             }
         }
     }

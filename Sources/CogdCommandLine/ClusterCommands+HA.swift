@@ -2,6 +2,7 @@ import Cog
 import CogCluster
 import CogLog
 import CogProtocol
+import CogWire
 import Foundation
 import Synchronization
 
@@ -22,8 +23,9 @@ extension ClusterCommands {
         let ended = Mutex<LeadWait?>(nil)
         /// What the node is doing, for systemd's status and /readyz.
         let standing = Mutex<String>("")
-        /// Where the node that leads serves (nil: no one, or unknown).
+        /// Where the node that leads serves (nil: no one, or unknown), and its epoch.
         let leaderEndpoint = Mutex<String?>(nil)
+        let leaderEpoch = Mutex<UInt64>(0)
     }
 
     /// Starts the arbiter for `ha` and waits until this node leads, is
@@ -63,6 +65,7 @@ extension ClusterCommands {
                         ["cluster": cluster, "node": node, "epoch": .number(Double(epoch))])
                 case .follow(let leader):
                     state.leaderEndpoint.withLock { $0 = leader?.endpoint }
+                    state.leaderEpoch.withLock { $0 = leader?.epoch ?? 0 }
                     let standing = "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)")
                     state.standing.withLock { $0 = standing }
                     metrics?.setReadiness(false, standing)
@@ -90,19 +93,27 @@ extension ClusterCommands {
         // A standby's /metrics shows its role; /readyz says it is not serving (503) and who leads.
         state.standing.withLock { $0 = "standby: no node of cluster \(ha.cluster) is known to lead yet" }
         metrics?.setReadiness(false, state.standing.withLock { $0 })
-        // With --sync, this node keeps its folder a copy of the leader's log while it waits (ha.md §9).
+        // The node keeps its folder a copy of the leader's log while it waits (ha.md §9), from the
+        // first time it learns who leads: a start etcd refuses leaves the folder untouched.
         var follower: StandbyFollower?
-        if ha.sync != nil {
-            do {
-                follower = try StandbyFollower(node: ha.node, dataFolder: options.dataFolder) { event, message, warning in
-                    log.log(warning ? .warn : .info, event, message, ["cluster": cluster, "node": node])
-                }
-            } catch {
-                log.failure("\(escaped: error)")
-                return .exit(1)
-            }
-        }
         defer { follower?.close() }
+        // Workers and tools that ask this node are sent to the one that leads (ha.md §10).
+        let door: StandbyDoor
+        do {
+            var authentication: Leader.Authentication?
+            if let secret = options.curveSecret, let peers = options.peersFile {
+                authentication = Leader.Authentication(keyPair: try CurveKeyPair.load(secretKeyFile: secret), peersFile: peers)
+            }
+            door = try StandbyDoor(endpoint: options.requestsEndpoint, authentication: authentication)
+        } catch let error as ZMQError where error.operation.hasPrefix("zmq_bind(") {
+            log.failure("\(escaped: bindFailure(error, options, removedFolder: false))")
+            return .exit(1)
+        } catch {
+            log.failure("\(escaped: error)")
+            return .exit(1)
+        }
+        // Closed before the node binds the endpoint as the leader.
+        defer { door.close() }
         arbiter.run()
         // Under systemd (Type=notify) a standby is still starting: it says who leads and pushes the start timeout on.
         var lastNotice = ContinuousClock.now - .seconds(60)
@@ -122,10 +133,24 @@ extension ClusterCommands {
                 waitFinished(arbiter)
                 return .exit(0)
             }
+            let leader = state.leaderEndpoint.withLock { $0 }.flatMap { $0.isEmpty ? nil : $0 }
+            if follower == nil, leader != nil {
+                do {
+                    follower = try StandbyFollower(node: ha.node, dataFolder: options.dataFolder) { event, message, warning in
+                        log.log(warning ? .warn : .info, event, message, ["cluster": cluster, "node": node])
+                    }
+                } catch {
+                    log.failure("\(escaped: error)")
+                    arbiter.resign()
+                    waitFinished(arbiter)
+                    return .exit(1)
+                }
+            }
             if let follower {
-                follower.pass(leaderEndpoint: state.leaderEndpoint.withLock { $0 }, timeout: .milliseconds(20))
+                door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 }, timeout: .zero)
+                follower.pass(leaderEndpoint: leader, timeout: .milliseconds(20))
             } else {
-                usleep(20_000)
+                door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 }, timeout: .milliseconds(20))
             }
         }
     }

@@ -363,6 +363,7 @@ enum ClusterCommands {
         var reportedAccessRefused = false
         var reportedHandshake: HandshakeWatch.Problem?
         var reportedSilence = false
+        var reportedSwitches: UInt64 = 0
         var reportedMismatches = 0
         var reportedCompacted = 0
         var reportedResync: UInt64 = 0
@@ -411,6 +412,17 @@ enum ClusterCommands {
                 } else if silence < .seconds(3) && reportedSilence {
                     reportedSilence = false
                     log.log(.info, "leader-answers", "the leader answers again", ["leader": .text(options.leaderEndpoint)])
+                }
+                if worker.leaderSwitches != reportedSwitches {
+                    reportedSwitches = worker.leaderSwitches
+                    let said = worker.lastNotLeader.map { answer in
+                        answer.leader.isEmpty
+                            ? " (a standby said no node leads now)"
+                            : " (a standby said the node at \(TerminalText.escaped(answer.leader)) leads epoch \(answer.epoch))"
+                    } ?? ""
+                    log.log(
+                        .info, "leader-switch", "asking the node at \(TerminalText.escaped(worker.currentLeaderEndpoint))\(said)",
+                        ["leader": .text(worker.currentLeaderEndpoint), "switches": .number(Double(worker.leaderSwitches))])
                 }
                 if (worker.displaced != nil) != reportedDisplaced {
                     reportedDisplaced = worker.displaced != nil
@@ -639,7 +651,102 @@ enum ClusterCommands {
     /// timeout only while the leader's status lists the name as a tool's
     /// (another call under the name holds it for a moment); a live worker's
     /// name, and any other refusal, is the answer at once.
+    ///
+    /// `list` may name several nodes of an HA cluster (`ha.md` §10): a
+    /// standby's `not-leader` sends the request to the node it names, and
+    /// silence to the next one, until the timeout. The message is built
+    /// once: a retry elsewhere carries the same request id.
     static func request(
+        leader list: String, timeout: Duration, keys: Command.ClientKeyFiles?, introducing name: String?,
+        _ build: (_ lastSequence: UInt64) -> WireMessage
+    ) throws -> WireMessage? {
+        var built: WireMessage?
+        return try following(list, timeout: timeout) { endpoint, budget in
+            let answer = try requestOne(leader: endpoint, timeout: budget, keys: keys, introducing: name) { lastSequence in
+                if let built { return built }
+                let message = build(lastSequence)
+                built = message
+                return message
+            }
+            if case .notLeader(let leader, let epoch)? = answer { throw StandbyAnswered(endpoint: endpoint, leader: leader, epoch: epoch) }
+            return answer
+        }
+    }
+
+    /// A node answered `not-leader` (`ha.md` §10): it is a standby.
+    struct StandbyAnswered: Error, CustomStringConvertible {
+        let endpoint: String
+        /// The leader's requests endpoint as etcd holds it (empty: no node leads), and its epoch.
+        let leader: String
+        let epoch: UInt64
+
+        var description: String {
+            let node = "the node at \(TerminalText.escaped(endpoint)) is a standby"
+            guard !leader.isEmpty else { return "\(node), and no node of its cluster leads now (a failover under way?): try again shortly" }
+            return "\(node): the node at \(TerminalText.escaped(leader)) leads epoch \(epoch); ask it, or list every node in --leader (A,B)"
+        }
+    }
+
+    /// No node that `asked` names led within the timeout: the last standby's answer says why.
+    struct NoNodeLeads: Error, CustomStringConvertible {
+        let asked: [String]
+        let last: StandbyAnswered
+
+        var description: String {
+            "no node leads: asked \(asked.map { TerminalText.escaped($0) }.joined(separator: ", ")); the last answer: \(last)"
+        }
+    }
+
+    /// Runs `attempt` against the nodes `list` names until one answers
+    /// (non-nil) or the timeout passes. A `not-leader` goes to the node it
+    /// names next (added to the nodes tried, at most `maximumLeaderEndpoints`);
+    /// silence, or a node that completes no handshake, to the next one. One
+    /// node and no standby on the way: a single attempt, as without HA.
+    static func following<T>(
+        _ list: String, timeout: Duration, _ attempt: (_ endpoint: String, _ budget: Duration) throws -> T?
+    ) throws -> T? {
+        var endpoints = Worker.endpoints(list)
+        if endpoints.isEmpty { endpoints = [list] }
+        let deadline = ContinuousClock.now + timeout
+        var index = 0
+        var lastStandby: StandbyAnswered?
+        // Bounded: every attempt takes time or sleeps, and all end by the deadline.
+        while ContinuousClock.now < deadline {
+            let remaining = deadline - ContinuousClock.now
+            // Alone, a node gets the whole wait; among several, a share (at least a second).
+            let budget = endpoints.count == 1 ? remaining : min(remaining, max(.seconds(1), timeout / (2 * endpoints.count)))
+            let endpoint = endpoints[index]
+            do {
+                if let answer = try attempt(endpoint, budget) { return answer }
+                guard endpoints.count > 1 else { return nil }
+                index = (index + 1) % endpoints.count
+            } catch let standby as StandbyAnswered {
+                lastStandby = standby
+                if !standby.leader.isEmpty, !standby.leader.contains("*"), !endpoints.contains(standby.leader),
+                    endpoints.count < Command.maximumLeaderEndpoints,
+                    (try? Command.endpoint(standby.leader, from: "not-leader", subcommand: nil)) != nil
+                {
+                    endpoints.append(standby.leader)
+                }
+                if let named = endpoints.firstIndex(of: standby.leader), named != index {
+                    index = named
+                } else {
+                    // No leader yet (or only this node named): wait a little before asking round again.
+                    index = (index + 1) % endpoints.count
+                    usleep(200_000)
+                }
+            } catch is EndpointHandshake.NotALeader where endpoints.count > 1 {
+                index = (index + 1) % endpoints.count
+            }
+        }
+        if let lastStandby {
+            if endpoints.count == 1 { throw lastStandby }
+            throw NoNodeLeads(asked: endpoints, last: lastStandby)
+        }
+        return nil
+    }
+
+    static func requestOne(
         leader endpoint: String, timeout: Duration, keys: Command.ClientKeyFiles?, introducing name: String?,
         _ build: (_ lastSequence: UInt64) -> WireMessage
     ) throws -> WireMessage? {
@@ -834,6 +941,13 @@ enum ClusterCommands {
         // dedup table with an earlier call's reply instead of being run.
         let name = options.requestID == nil ? callName(options) : nil
         var sent: RequestID?
+        /// Sent and unanswered, it may yet be applied: its id learns the outcome without running it twice.
+        func retryHint(_ sent: RequestID?) -> String {
+            sent.map {
+                " — the request \(TerminalText.escaped($0.description)) was sent: the same call with --request-id "
+                    + "\(TerminalText.escaped($0.description)) learns what became of it and runs it at most once"
+            } ?? ""
+        }
         do {
             guard
                 let answer = try request(leader: options.leaderEndpoint, timeout: options.timeout, keys: options.keys, introducing: name, {
@@ -846,8 +960,7 @@ enum ClusterCommands {
                     return .op(OpRequest(request: id, op: options.op, argument: argument))
                 })
             else {
-                // Sent and unanswered, it may yet be applied: its id learns the outcome without running it twice.
-                let retry = sent.map { " — the request \(TerminalText.escaped($0.description)) was sent: the same call with --request-id \(TerminalText.escaped($0.description)) learns what became of it and runs it at most once" } ?? ""
+                let retry = retryHint(sent)
                 printError(noAnswer(from: options.leaderEndpoint, within: options.timeout) + retry)
                 return CallExit.noAnswer
             }
@@ -897,6 +1010,13 @@ enum ClusterCommands {
             return CallExit.noAnswer
         } catch let none as EndpointHandshake.NotALeader {
             printError("Error: \(none)")
+            return CallExit.noAnswer
+        } catch let standby as StandbyAnswered {
+            printError("Error: \(standby)")
+            return CallExit.noAnswer
+        } catch let none as NoNodeLeads {
+            let retry = retryHint(sent)
+            printError("Error: \(none)\(retry)")
             return CallExit.noAnswer
         } catch {
             printError("Error: \(escaped: error)")

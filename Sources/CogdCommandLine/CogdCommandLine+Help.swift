@@ -12,7 +12,9 @@ extension CogdCommandLine {
     static func helpPage(for topic: String, rigs: Rigs) -> String {
         let cogd = programName
         let leaderOption = """
-              --leader ENDPOINT   the leader's requests endpoint; HOST:PORT means tcp://HOST:PORT
+              --leader ENDPOINT   the leader's requests endpoint; HOST:PORT means tcp://HOST:PORT. For an
+                                  HA cluster, every node's, comma-separated: a standby's not-leader
+                                  sends it to the node that leads, silence to the next node
                                   (default: $\(Command.leaderEnvironmentVariable) when set, else \(Command.defaultRequestsEndpoint))
             """
         let keyOptions = """
@@ -92,9 +94,9 @@ extension CogdCommandLine {
                   --ha URLS               one node of a cluster whose leader etcd decides: etcd's client
                                           URLs, http://HOST:PORT, comma-separated. It serves only while
                                           it holds the leader key, in the epoch etcd minted, and releases
-                                          nothing once its lease may have ended (protocol/ha.md). Without
-                                          --sync, standbys hold no copy: only the last leader may lead again
-                                          (default: none, a lone leader)
+                                          nothing once its lease may have ended (protocol/ha.md). While
+                                          another node leads it keeps --data a copy of the leader's log and
+                                          answers workers and tools not-leader (default: none, a lone leader)
                   --cluster NAME          the cluster's name in etcd (with --ha; default: none)
                   --name NODE             this node's name in the cluster, its own (with --ha; default: none)
                   --lease-ttl S           the lease's TTL, 2 to 3600 whole seconds: a stopped leader's key
@@ -102,9 +104,8 @@ extension CogdCommandLine {
                   --sync MODE             ship the log to standbys and release by MODE: one or quorum:K
                                           (K from 1 to 8) — nothing leaves before K standbys named in
                                           etcd's sync key acknowledged it — or none (released at once; a
-                                          failover may lose turns). A node started with it that does
-                                          not lead keeps its --data a copy of the leader's log, and may
-                                          take the lead once named (with --ha; default: ship nothing)
+                                          failover may lose turns). A standby may take the lead once
+                                          the sync key names it (with --ha; default: one)
                   --degrade-after S       with --sync one or quorum:K: after S seconds in which held
                                           replies did not move, drop the standbys no longer connected
                                           from the sync key and release alone (default: hold)
@@ -284,8 +285,8 @@ extension CogdCommandLine {
                   --data DIR          the leader's data folder (default $\(Command.dataEnvironmentVariable) when set,
                                       else ./\(Command.defaultDataFolder))
                   --leader ENDPOINT   ask this leader's requests endpoint instead; HOST:PORT means
-                                      tcp://HOST:PORT (default: $\(Command.leaderEnvironmentVariable) when set and
-                                      --data is not given, else none — read --data)
+                                      tcp://HOST:PORT; an HA cluster's nodes comma-separated (default:
+                                      $\(Command.leaderEnvironmentVariable) when set and --data is not given, else none — read --data)
                   --json              one JSON object: {"name", "revision", "entries": [{"key", "value"}]},
                                       "key" null for a keyless source (default: lines)
                   --timeout SECONDS   with --leader, how long to wait for each answer (default \(Command.secondsText(Command.defaultTimeout)))

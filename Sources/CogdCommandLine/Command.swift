@@ -99,8 +99,8 @@ enum Command: Equatable {
         var cluster = ""
         var node = ""
         var leaseSeconds: Int64 = 5
-        /// `--sync`: ship the log to standbys and release by these rules (ha.md §9); nil: ship nothing.
-        var sync: ShipCore.SyncMode?
+        /// `--sync`: ship the log to standbys and release by these rules (ha.md §9); `one` unless given.
+        var sync: ShipCore.SyncMode = .one
         /// `--degrade-after`: seconds of held releases after which the leader releases alone.
         var degradeAfter: Double?
     }
@@ -456,7 +456,7 @@ enum Command: Equatable {
                 }
                 worker.group = text
             case ("worker", "--leader"), ("call", "--leader"), ("status", "--leader"):
-                leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: subcommand)
+                leaderEndpoint = try leaderEndpoints(try reader.value(for: option), from: option.name, subcommand: subcommand)
             case ("call", "--timeout"), ("status", "--timeout"):
                 timeout = try Command.timeout(try reader.value(for: option), subcommand: subcommand)
             case ("status", "--json"):
@@ -511,11 +511,11 @@ enum Command: Equatable {
                 guard let haCluster, let haNode else {
                     throw UsageError(message: "--ha needs --cluster NAME and --name NODE: which cluster this node is one of, and its own name in it", subcommand: subcommand)
                 }
-                if haDegradeAfter != nil, haSync == nil || haSync == ShipCore.SyncMode.none {
+                if haDegradeAfter != nil, haSync == ShipCore.SyncMode.none {
                     throw UsageError(message: "--degrade-after goes with --sync one or quorum:K (with none nothing is held)", subcommand: subcommand)
                 }
                 leader.ha = HighAvailability(
-                    etcd: haEtcd, cluster: haCluster, node: haNode, leaseSeconds: haLeaseSeconds ?? 5, sync: haSync, degradeAfter: haDegradeAfter)
+                    etcd: haEtcd, cluster: haCluster, node: haNode, leaseSeconds: haLeaseSeconds ?? 5, sync: haSync ?? .one, degradeAfter: haDegradeAfter)
             } else if haCluster != nil || haNode != nil || haLeaseSeconds != nil || haSync != nil || haDegradeAfter != nil {
                 throw UsageError(
                     message: "--cluster, --name, --lease-ttl, --sync and --degrade-after go with --ha ENDPOINTS (the etcd that decides who leads)",
@@ -618,7 +618,7 @@ enum Command: Equatable {
             guard let option = try reader.nextOption() else { break }
             switch option.name {
             case "--data": dataFolder = try reader.value(for: option)
-            case "--leader": leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: "get")
+            case "--leader": leaderEndpoint = try leaderEndpoints(try reader.value(for: option), from: option.name, subcommand: "get")
             case "--timeout": timeout = try Command.timeout(try reader.value(for: option), subcommand: "get")
             case "--json":
                 try reader.noValue(option)
@@ -646,7 +646,7 @@ enum Command: Equatable {
         // Neither given: $COGD_LEADER asks that leader; else $COGD_DATA names the folder.
         if dataFolder == nil && leaderEndpoint == nil {
             if let text = environment[leaderEnvironmentVariable], !text.isEmpty {
-                leaderEndpoint = try endpoint(text, from: leaderEnvironmentVariable, subcommand: "get")
+                leaderEndpoint = try leaderEndpoints(text, from: leaderEnvironmentVariable, subcommand: "get")
             } else if let folder = environment[dataEnvironmentVariable], !folder.isEmpty {
                 dataFolder = folder
             }
@@ -774,7 +774,7 @@ enum Command: Equatable {
             if let leaderEndpoint {
                 options.leader = leaderEndpoint
             } else {
-                options.leader = try defaultLeaderEndpoint(environment, subcommand: "tail")
+                options.leader = try defaultLeaderEndpoint(environment, subcommand: "tail", single: true)
                 if environment[leaderEnvironmentVariable] != nil { options.leaderSource = leaderEnvironmentVariable }
             }
             if let timeout { options.timeout = timeout }

@@ -34,7 +34,11 @@ struct GetCommand {
         let state: State
         if let endpoint = options.leaderEndpoint {
             do {
-                guard let answer = try LeaderSnapshot.state(named: options.name, leader: endpoint, timeout: options.timeout, keys: options.keys)
+                // Several nodes of an HA cluster: asked in turn, a standby's `not-leader` followed.
+                guard
+                    let answer = try ClusterCommands.following(endpoint, timeout: options.timeout, { node, budget in
+                        try LeaderSnapshot.state(named: options.name, leader: node, timeout: budget, keys: options.keys)
+                    })
                 else {
                     printError(ClusterCommands.noAnswer(from: endpoint, within: options.timeout))
                     return Exit.noAnswer
@@ -216,6 +220,9 @@ enum LeaderSnapshot {
                     let frames = try socket.receive(), let frame = frames.last
                 {
                     let message = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
+                    if case .notLeader(let leader, let epoch) = message {
+                        throw ClusterCommands.StandbyAnswered(endpoint: endpoint, leader: leader, epoch: epoch)
+                    }
                     if case .error(let error) = message {
                         // A heartbeat refused (the leader restarted mid-snapshot): no refusal of the read; its parts stop coming.
                         if lastSaid != nil && error.knownCode == .helloFirst { continue }

@@ -40,7 +40,7 @@ struct HALeaderTests {
         }
     }
 
-    @Test func `one node serves in etcd's epoch, a frozen leader steps down unanswered, and only it may lead again`() throws {
+    @Test func `one node serves in etcd's epoch, a frozen leader steps down unanswered, only a named node may lead, and a standby sends tools on`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }
         guard try etcd.start() else { return }
@@ -50,25 +50,15 @@ struct HALeaderTests {
             n1.folder.cleanUp()
             n2.folder.cleanUp()
         }
-        let first = try CogdProcess(n1.arguments(etcd))
+        // Alone, n1 holds replies for a standby (--sync one, the default) until it degrades after a second.
+        let first = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("node n1 leads cluster bank in epoch 1 (minted in etcd)") } != nil, "\(first.lines)")
         #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
         #expect(try n1.call("alice").stdout.hasPrefix("applied revision 1"))
-
-        let second = try CogdProcess(n2.arguments(etcd))
-        defer { second.stop() }
-        #expect(second.waitForLine {
-            $0.contains("node n1 leads cluster bank in epoch 1 at tcp://127.0.0.1:\(n1.requests); this node waits as a standby")
-        } != nil, "\(second.lines)")
-        // What an operator's scrape sees: n1 leads epoch 1 with its lease renewed; n2 is a standby, not ready.
         #expect(waitUntil { (try? n1.metric("cogd_ha_lease_renewals_total")).flatMap { $0 } ?? 0 >= 1 })
         #expect(try n1.metric("cogd_ha_leader") == 1 && n1.metric("cogd_ha_epoch") == 1)
         #expect(try (n1.metric("cogd_ha_lease_seconds_left") ?? 0) > 0)
-        #expect(try MetricsEndpointTests.get(n1.metrics, "/metrics").body.contains("cogd_leader_revision 1"))
-        #expect(try n2.metric("cogd_ha_leader") == 0 && n2.metric("cogd_ha_epoch") == 1)
-        let ready = try MetricsEndpointTests.get(n2.metrics, "/readyz")
-        #expect(ready.status == 503 && ready.body.contains("standby: node n1 leads cluster bank in epoch 1"), "\(ready)")
 
         // Frozen past its 2 s lease: a request that arrives meanwhile is never answered.
         first.pause()
@@ -84,27 +74,45 @@ struct HALeaderTests {
         let answer = unanswered.wait() ?? nil
         #expect(answer != nil && answer?.status != 0 && answer?.stdout.contains("applied") == false, "\(String(describing: answer))")
 
-        // n2 holds no copy of the log: the sync key names only n1, and n2 never leads.
+        // n2 starts with no copy of the log: the sync key names only n1, and n2 never leads. Asked meanwhile, it says no node leads.
+        let second = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1"])
+        defer { second.stop() }
         #expect(second.waitForLine { $0.contains("only n1 may take the lead (epoch 1's leader and synchronous standbys)") } != nil, "\(second.lines)")
-        #expect(!second.lines.contains { $0.contains("leads cluster bank in epoch") && $0.contains("node n2 leads") })
+        let nobody = try n2.call("dave", timeout: 2)
+        #expect(nobody.status == 4, "\(nobody)")
+        #expect(nobody.stderr.contains("the node at tcp://127.0.0.1:\(n2.requests) is a standby, and no node of its cluster leads now"), "\(nobody)")
+        #expect(!second.lines.contains { $0.contains("node n2 leads") })
 
-        // n1 again: epoch 2, its log kept.
-        let again = try CogdProcess(n1.arguments(etcd))
+        // n1 again: epoch 2, its log kept; n2 follows it as a standby, copied and named.
+        let again = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
         defer { again.stop() }
         #expect(again.waitForLine { $0.contains("node n1 leads cluster bank in epoch 2 (minted in etcd)") } != nil, "\(again.lines)")
         // The request that came while n1 was frozen was not served: nothing is committed past the deadline.
         #expect(again.waitForLine { $0.contains("epoch 2, revision 1") } != nil, "\(again.lines)")
-        #expect(try n1.call("carol").stdout.hasPrefix("applied revision 2"))
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n1 n2" }, "\(second.lines)")
         #expect(try etcd.get("/cogd/bank/epoch") == "2")
-        #expect(second.waitForLine { $0.contains("node n1 leads cluster bank in epoch 2") } != nil)
+        // What an operator's scrape sees: n1 leads epoch 2; n2 is a standby, not ready.
+        #expect(try n2.metric("cogd_ha_leader") == 0 && n2.metric("cogd_ha_epoch") == 2)
+        let ready = try MetricsEndpointTests.get(n2.metrics, "/readyz")
+        #expect(ready.status == 503 && ready.body.contains("standby: node n1 leads cluster bank in epoch 2"), "\(ready)")
 
-        // Stopped cleanly, it revokes its lease: its keys go at once.
+        // Asked first, the standby sends a call and a status on to n1 (not-leader), with the standby listed first or alone.
+        let both = "tcp://127.0.0.1:\(n2.requests),tcp://127.0.0.1:\(n1.requests)"
+        let carol = try runCogd(["call", "--leader", both, "--timeout", "10", "ledger.open", #"{"account": "carol", "balance": 5}"#], timeout: .seconds(30))
+        #expect(carol.stdout.hasPrefix("applied revision 2"), "\(carol)")
+        let status = try runCogd(["status", "--leader", "tcp://127.0.0.1:\(n2.requests)"], timeout: .seconds(30))
+        #expect(status.stdout.contains("epoch     2\n") && status.stdout.contains("standbys  sync; named n2"), "\(status)")
+
+        // Stopped cleanly, n1 revokes its lease: n2, named in the sync key, leads epoch 3 with every turn.
         again.interrupt()
         #expect(waitUntil(timeout: .seconds(15)) { !again.process.isRunning })
         #expect(again.process.terminationStatus == 0)
-        #expect(try etcd.get("/cogd/bank/leader") == nil)
         #expect(try etcd.get("/cogd/bank/members/n1") == nil)
-        #expect(second.waitForLine { $0.contains("no node leads cluster bank; this node waits") } != nil)
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("node n2 leads cluster bank in epoch 3 (minted in etcd)") } != nil, "\(second.lines)")
+        #expect(second.waitForLine { $0.contains("epoch 3, revision 2") } != nil, "\(second.lines)")
+        let erin = try runCogd(["call", "--leader", "tcp://127.0.0.1:\(n1.requests),tcp://127.0.0.1:\(n2.requests)", "--timeout", "10", "ledger.open",
+            #"{"account": "erin", "balance": 5}"#], timeout: .seconds(30))
+        #expect(erin.stdout.hasPrefix("applied revision 3"), "\(erin)")
     }
 
     @Test func `a start etcd cannot back is refused with what to do, and --ha's options are checked`() throws {

@@ -153,4 +153,43 @@ struct ShippingLeaderTests {
         #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n2 n1" }, "\(again.lines)")
         #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
+
+    @Test func `a worker that lists every node follows the leader: a standby's not-leader, then a failover`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        let first = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1", "--heartbeat-timeout", "2"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1", "--heartbeat-timeout", "2"])
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+
+        // The standby is listed first: its not-leader sends the worker to n1, which syncs it.
+        let nodes = "tcp://127.0.0.1:\(n2.requests),tcp://127.0.0.1:\(n1.requests)"
+        let worker = try CogdProcess(["worker", "--leader", nodes, "--name", "w1", "--rig", "ledger", "--heartbeat-timeout", "2"])
+        defer { worker.stop() }
+        #expect(worker.waitForLine {
+            $0.contains("asking the node at tcp://127.0.0.1:\(n1.requests) (a standby said the node at "
+                + "tcp://127.0.0.1:\(n1.requests) leads epoch 1)")
+        } != nil, "\(worker.lines)")
+        #expect(worker.waitForLine { $0.contains("synced at revision 0") } != nil, "\(worker.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+
+        // n1 is killed: n2 leads epoch 2; the worker, hearing nothing for its lease, asks n2 and syncs there.
+        first.killHard()
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 1") } != nil, "\(second.lines)")
+        #expect(worker.waitForLine(timeout: .seconds(30)) {
+            $0.contains("asking the node at tcp://127.0.0.1:\(n2.requests)")
+        } != nil, "\(worker.lines)")
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("synced at revision 1") } != nil, "\(worker.lines)")
+        let status = try runCogd(["status", "--leader", nodes, "--json"], timeout: .seconds(20))
+        #expect(status.stdout.contains(#""epoch": 2"#) && status.stdout.contains(#""name": "w1""#), "\(status)")
+    }
 }

@@ -78,6 +78,9 @@ struct WireVectorTests {
             }())),
             ("ship-copy", .shipCopy(epoch: 3, sequence: 7, offset: 1 << 20, data: [0xde, 0xad, 0xbe, 0xef], more: false)),
             ("standby-copied", .standbyCopied(node: "n2", sequence: 7)),
+            // A standby's answer to workers and tools (ha.md §10).
+            ("not-leader", .notLeader(leader: "tcp://10.0.0.1:5701", epoch: 3)),
+            ("not-leader-none", .notLeader(leader: "", epoch: 0)),
             ("op", .op(OpRequest(
                 request: request, op: "ledger.transfer",
                 argument: try encoder.encode(["from": CBORValue.text("a"), "to": .text("b"), "amount": .unsigned(4)]),

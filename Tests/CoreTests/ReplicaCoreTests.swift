@@ -538,3 +538,43 @@ struct ReplicaSnapshotBoundsTests {
         #expect(!replica.isSynced && replica.appliedRevision == 0)
     }
 }
+
+/// Following the leader of an HA cluster (`ha.md` §10): a standby's
+/// `not-leader`, a move to another node, and welcomes of a lower epoch.
+@Suite("Replica core: following the leader")
+struct ReplicaFollowTests {
+    @Test func `a not-leader asks the driver to follow the node it names, and a move says hello as to a restarted leader`() {
+        var replica = ReplicaCoreTests.synced(at: 2, epoch: 3)
+        #expect(
+            replica.step(.leader(.notLeader(leader: "tcp://10.0.0.2:5701", epoch: 4)), now: .seconds(1))
+                == [.followLeader(endpoint: "tcp://10.0.0.2:5701", epoch: 4)])
+        #expect(replica.epoch == 3 && replica.appliedRevision == 2, "nothing changes until another node welcomes it")
+        // Moved: hello at the revision it holds; the scopes register anew once welcomed.
+        #expect(replica.step(.reconnected, now: .seconds(2)) == [.forgetInstances, .send(.hello(worker: "w1", lastRevision: 2))])
+        #expect(!replica.hasJoined)
+        // The new leader's epoch: subscribe and sync from its snapshot.
+        #expect(
+            replica.step(ReplicaCoreTests.welcome(epoch: 4, lastRevision: 2), now: .seconds(3))
+                == [.subscribe(ReplicaCoreTests.endpoint), ReplicaCoreTests.snapshotRequest])
+        #expect(replica.epoch == 4 && replica.hasJoined && replica.rejoins == 1)
+    }
+
+    @Test func `a welcome of a lower epoch is ignored while the followed epoch's leader answers, and followed once it is gone`() {
+        var settings = ReplicaCore.Settings(name: "w1", checksDigest: false)
+        settings.lease = .seconds(4)
+        var replica = ReplicaCoreTests.synced(at: 2, epoch: 5, settings: settings)
+        // A deposed leader (epoch 4) answers within the lease of epoch 5's last welcome: nothing changes.
+        #expect(replica.step(ReplicaCoreTests.welcome(epoch: 4, lastRevision: 9), now: .seconds(1)) == [])
+        #expect(replica.epoch == 5 && replica.lowerEpochWelcomesIgnored == 1)
+        #expect(replica.step(.published(epoch: 4, records: [ReplicaCoreTests.record(3, epoch: 4)]), now: .seconds(1)) == [])
+        #expect(replica.appliedRevision == 2)
+        // A higher epoch is followed at once.
+        #expect(
+            replica.step(ReplicaCoreTests.welcome(epoch: 6, lastRevision: 2), now: .seconds(2))
+                == [.subscribe(ReplicaCoreTests.endpoint), ReplicaCoreTests.snapshotRequest])
+        // Past the lease with no welcome of epoch 6, a lower epoch is followed again (a leader restored from a backup).
+        let effects = replica.step(ReplicaCoreTests.welcome(epoch: 5, lastRevision: 2), now: .seconds(7))
+        #expect(effects.contains(.subscribe(ReplicaCoreTests.endpoint)) && replica.epoch == 5, "\(effects)")
+        #expect(replica.lowerEpochWelcomesIgnored == 1)
+    }
+}

@@ -115,6 +115,7 @@ final class WiredCores {
             case .refused(let error): log.append("refused \(error.code)")
             case .suspendEffects: log.append("suspend effects")
             case .resumeEffects: log.append("resume effects")
+            case .followLeader(let endpoint, let epoch): log.append("follow \(endpoint) epoch \(epoch)")
             }
         }
     }

@@ -62,6 +62,7 @@ public final class StandbyFollower {
             return
         }
         if applied == nil, ContinuousClock.now >= quietUntil, ContinuousClock.now - lastHello >= .seconds(1) { hello() }
+        keepAlive(socket)
         do {
             guard try ZMQSocket.poll([socket], timeout: timeout)[0] else { return }
             var acknowledge: UInt64?
@@ -73,10 +74,26 @@ public final class StandbyFollower {
                 }
                 if let sequence = take(message) { acknowledge = sequence }
             }
-            if let acknowledge { _ = try socket.send([WireMessage.shipAck(node: node, sequence: acknowledge).encoded()], wait: false) }
+            if let acknowledge, try socket.send([WireMessage.shipAck(node: node, sequence: acknowledge).encoded()], wait: false) {
+                lastAcknowledged = .now
+            }
         } catch {
             note("standby", "the connection to the leader failed: \(error); connecting again", true)
             connect(to: endpoint)
+        }
+    }
+
+    /// How often a standby in step repeats its last acknowledgement when
+    /// nothing is shipped: the leader drops a standby silent for its
+    /// heartbeat timeout (ha.md §9), and an idle log ships nothing.
+    public static let keepAliveInterval: Duration = .milliseconds(500)
+    private var lastAcknowledged = ContinuousClock.now
+
+    /// In step and quiet for `keepAliveInterval`: says its last acknowledgement again.
+    private func keepAlive(_ socket: ZMQSocket) {
+        guard let applied, ContinuousClock.now - lastAcknowledged >= StandbyFollower.keepAliveInterval else { return }
+        if (try? socket.send([WireMessage.shipAck(node: node, sequence: applied).encoded()], wait: false)) == true {
+            lastAcknowledged = .now
         }
     }
 

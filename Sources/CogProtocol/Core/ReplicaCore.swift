@@ -64,6 +64,10 @@ public struct ReplicaCore: Sendable {
         case published(epoch: UInt64, records: [TurnRecord])
         /// Time passed (heartbeats, a stalled snapshot).
         case tick
+        /// The driver connected to another node of an HA cluster (a
+        /// `not-leader` named it, or the one it used fell silent): say hello
+        /// there, as to a leader that restarted (`ha.md` §10).
+        case reconnected
     }
 
     public enum Effect: Sendable, Equatable {
@@ -101,6 +105,10 @@ public struct ReplicaCore: Sendable {
         /// A welcome renewed the lease: the placed instances' effects start
         /// again, as after a placement.
         case resumeEffects
+        /// A standby answered `not-leader`: connect to the node that leads
+        /// (`endpoint`, empty when none is known: the next one the driver
+        /// knows), then step `.reconnected` (`ha.md` §10).
+        case followLeader(endpoint: String, epoch: UInt64)
     }
 
     /// A replica discarded because the leader's log is behind it.
@@ -198,6 +206,16 @@ public struct ReplicaCore: Sendable {
     public private(set) var timesGivenUp: UInt64 = 0
     /// Whether a welcome ever came.
     private var joined = false
+    /// When the last welcome of the followed epoch came.
+    private var lastWelcome: Duration?
+    /// Welcomes of an epoch below the followed one that were ignored
+    /// (`ha.md` §10): a deposed leader does not pull the worker back.
+    public private(set) var lowerEpochWelcomesIgnored: UInt64 = 0
+    /// How long after a welcome of the followed epoch a welcome of a lower
+    /// one is ignored: the lease (5 s without one). Past it the leader of
+    /// the higher epoch is gone, and a lower epoch is followed again (a
+    /// leader restarted from a backup may serve one).
+    public var lowerEpochWindow: Duration { settings.lease ?? .seconds(5) }
     /// Whether the lease has run out: the placed instances' effects are
     /// suspended until a welcome renews it.
     public private(set) var isSuspended = false
@@ -253,6 +271,9 @@ public struct ReplicaCore: Sendable {
             handle(message, now: now)
         case .published(let epoch, let records):
             if epoch == self.epoch { receive(records, now: now) }
+        case .reconnected:
+            lastHeartbeat = now
+            if joined { rejoin() } else { sayHello(lastRevision: appliedRevision) }
         case .tick:
             if awaitingSnapshot, snapshotParts != nil, now - snapshotProgress >= ReplicaCore.catchUpPatience {
                 // Some parts came, then none: the rest was lost (a connection broke).
@@ -383,6 +404,11 @@ public struct ReplicaCore: Sendable {
     private mutating func handle(_ message: WireMessage, now: Duration) {
         switch message {
         case .welcome(let epoch, let lastRevision, let turnsEndpoint, let lastSequence, let group):
+            if let followed = self.epoch, epoch < followed, let lastWelcome, now - lastWelcome < lowerEpochWindow {
+                lowerEpochWelcomesIgnored &+= 1
+                return
+            }
+            lastWelcome = now
             placedGroup = group
             welcome(epoch: epoch, lastRevision: lastRevision, turnsEndpoint: turnsEndpoint, lastSequence: lastSequence, now: now)
             renewLease(now: now)
@@ -401,6 +427,8 @@ public struct ReplicaCore: Sendable {
             effects.append(.registered(registration: registration, revision: revision, members: members))
         case .error(let error):
             refused(error, now: now)
+        case .notLeader(let leader, let epoch):
+            effects.append(.followLeader(endpoint: leader, epoch: epoch))
         default:
             break
         }
@@ -502,6 +530,15 @@ public struct ReplicaCore: Sendable {
         }
     }
 
+    /// Says hello to a leader that does not know this worker (any more),
+    /// and registers the scopes anew once welcomed.
+    private mutating func rejoin() {
+        rejoining = true
+        registerOnWelcome = true
+        effects.append(.forgetInstances)
+        sayHello(lastRevision: appliedRevision)
+    }
+
     private mutating func refused(_ error: WireError, now: Duration) {
         effects.append(.refused(error))
         let code = error.knownCode
@@ -520,10 +557,7 @@ public struct ReplicaCore: Sendable {
             // such answer, since a hello can be lost with a leader that stops
             // — and register the scopes anew once welcomed (a new epoch
             // re-syncs first). Meanwhile the children's requests wait.
-            rejoining = true
-            registerOnWelcome = true
-            effects.append(.forgetInstances)
-            sayHello(lastRevision: appliedRevision)
+            rejoin()
         } else if code == .registerAgain, displaced == nil, isSynced {
             // The leader's commit failed: the registration it answered in
             // that batch was given up with it.

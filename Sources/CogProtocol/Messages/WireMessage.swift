@@ -78,6 +78,13 @@ public enum WireMessage: Equatable, Sendable {
     case ship(epoch: UInt64, sequence: UInt64, commit: [UInt8])
     /// Standby → leader: every commit through `sequence` is applied, each in its own durable commit.
     case shipAck(node: String, sequence: UInt64)
+    /// Standby → worker or tool (`ha.md` §10): this node does not lead; the
+    /// node etcd names leads `epoch` and serves requests at `leader` (empty,
+    /// epoch 0: no node leads now). Ask there, or the next node you know.
+    case notLeader(leader: String, epoch: UInt64)
+
+    /// The longest `leader` endpoint a `not-leader` names, in bytes (longer is malformed).
+    public static let maximumEndpointLength = 1_024
 
     public static let version: UInt64 = 1
     /// The largest message the leader accepts; larger ones get `oversize`.
@@ -121,6 +128,7 @@ public enum WireMessage: Equatable, Sendable {
         case .standbyCopied: "standby-copied"
         case .ship: "ship"
         case .shipAck: "ship-ack"
+        case .notLeader: "not-leader"
         }
     }
 }
@@ -542,6 +550,8 @@ extension WireMessage {
             ])
         case .standbyCopied(let node, let sequence):
             body = .map([(.text("node"), .text(node)), (.text("sequence"), .unsigned(sequence))])
+        case .notLeader(let leader, let epoch):
+            body = .map([(.text("leader"), .text(leader)), (.text("epoch"), .unsigned(epoch))])
         }
         do { return try encoder.encode(Envelope(v: WireMessage.version, type: typeName, body: body)) } catch {
             preconditionFailure("internal inconsistency: a \(typeName) message does not encode: \(error)")
@@ -709,6 +719,13 @@ extension WireMessage {
             let ack = try body(Ack.self)
             try WireMessage.checkNode(ack.node, in: "ship-ack")
             return .shipAck(node: ack.node, sequence: ack.sequence)
+        case "not-leader":
+            struct NotLeader: Decodable { var leader: String; var epoch: UInt64 }
+            let answer = try body(NotLeader.self)
+            guard answer.leader.utf8.count <= maximumEndpointLength else {
+                throw WireDecodeError(code: .malformed, message: "not-leader body: `leader` is longer than \(maximumEndpointLength) bytes")
+            }
+            return .notLeader(leader: answer.leader, epoch: answer.epoch)
         default:
             throw WireDecodeError(code: .unknownType, message: "unknown message type `\(envelope.type)`")
         }
