@@ -99,10 +99,16 @@ extension ClusterCommands {
         defer { follower?.close() }
         // Workers and tools that ask this node are sent to the one that leads (ha.md §10).
         let door: StandbyDoor
+        // Under CURVE the node follows the log with its standby key; every node serves with the cluster's one leader key.
+        var standbyKeys: CurveClientKeys?
         do {
             var authentication: Leader.Authentication?
             if let secret = options.curveSecret, let peers = options.peersFile {
-                authentication = Leader.Authentication(keyPair: try CurveKeyPair.load(secretKeyFile: secret), peersFile: peers)
+                let pair = try CurveKeyPair.load(secretKeyFile: secret)
+                authentication = Leader.Authentication(keyPair: pair, peersFile: peers)
+                if let standbyKey = options.standbyKey {
+                    standbyKeys = CurveClientKeys(pair: try CurveKeyPair.load(secretKeyFile: standbyKey), leaderKey: pair.publicKey)
+                }
             }
             door = try StandbyDoor(endpoint: options.requestsEndpoint, authentication: authentication)
         } catch let error as ZMQError where error.operation.hasPrefix("zmq_bind(") {
@@ -136,7 +142,7 @@ extension ClusterCommands {
             let leader = state.leaderEndpoint.withLock { $0 }.flatMap { $0.isEmpty ? nil : $0 }
             if follower == nil, leader != nil {
                 do {
-                    follower = try StandbyFollower(node: ha.node, dataFolder: options.dataFolder) { event, message, warning in
+                    follower = try StandbyFollower(node: ha.node, dataFolder: options.dataFolder, keys: standbyKeys) { event, message, warning in
                         log.log(warning ? .warn : .info, event, message, ["cluster": cluster, "node": node])
                     }
                 } catch {

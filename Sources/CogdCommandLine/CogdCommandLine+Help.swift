@@ -79,8 +79,8 @@ extension CogdCommandLine {
                                           connection authenticated against --peers (default: none, no
                                           authentication; protocol/cogwire.md §9)
                   --peers FILE            who may connect, one `PUBLIC-KEY ROLE NAME [OP-PATTERN…]` a line,
-                                          ROLE worker, client or observer; read again on SIGHUP (default:
-                                          none; needed with --curve-secret)
+                                          ROLE worker, client, observer or standby; read again on SIGHUP
+                                          (default: none; needed with --curve-secret)
                   --insecure              without keys, bind endpoints off this host too: anyone who reaches
                                           them runs any op and reads all state (default off: loopback only)
                   --metrics HOST:PORT     serve HTTP GET /metrics (Prometheus text), /healthz and /readyz
@@ -109,6 +109,10 @@ extension CogdCommandLine {
                   --degrade-after S       with --sync one or quorum:K: after S seconds in which held
                                           replies did not move, drop the standbys no longer connected
                                           from the sync key and release alone (default: hold)
+                  --standby-key FILE      with --ha and --curve-secret (every node of a cluster serves
+                                          with one leader key): this node's own secret key, listed in
+                                          the peers file as `standby NODE`; it follows the leader's log
+                                          with it (default: none; needed with both)
 
                 Rigs (--rig NAME, default \(rigs.defaultName)):
                 \(rigList)

@@ -82,6 +82,8 @@ enum Command: Equatable {
         var curveSecret: String?
         /// Who may connect, and as what (`--peers`; needed with `--curve-secret`).
         var peersFile: String?
+        /// This node's standby key (`--standby-key`; with `--ha` and `--curve-secret`): it follows the leader's log with it.
+        var standbyKey: String?
         /// How much of the turn log to keep (`--retain-turns`, `--retain-age`, `--retain-bytes`; default everything).
         var retention: Retention = .everything
         /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics HOST:PORT`; nil: nowhere).
@@ -415,6 +417,8 @@ enum Command: Equatable {
                         message: "give one of --retain-turns, --retain-age and --retain-bytes (\(option.name) after another)", subcommand: subcommand)
                 }
                 leader.retention = try retention(option.name, try reader.value(for: option), subcommand: subcommand)
+            case ("leader", "--standby-key"):
+                leader.standbyKey = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
             case ("leader", "--curve-secret"):
                 leader.curveSecret = try filePath(try reader.value(for: option), option: option.name, subcommand: subcommand)
             case ("leader", "--peers"):
@@ -505,6 +509,17 @@ enum Command: Equatable {
                 throw UsageError(
                     message: "--requests and --turns must differ (both are \(TerminalText.escaped(leader.turnsEndpoint))): "
                         + "the leader listens on each, one for requests, one for its turn stream",
+                    subcommand: subcommand)
+            }
+            if leader.standbyKey != nil, haEtcd == nil || leader.curveSecret == nil {
+                throw UsageError(
+                    message: "--standby-key goes with --ha and --curve-secret: the key a node follows the leader's log with under CURVE",
+                    subcommand: subcommand)
+            }
+            if haEtcd != nil, leader.curveSecret != nil, leader.standbyKey == nil {
+                throw UsageError(
+                    message: "--ha with --curve-secret needs --standby-key FILE: this node's own secret key, listed in the peers file "
+                        + "as `standby NODE`, with which it follows the leader's log while it does not lead",
                     subcommand: subcommand)
             }
             if let haEtcd {

@@ -197,9 +197,10 @@ struct ServiceUnitTests {
         }
         let leader = try unit("cogd-leader.service")
         #expect(leader.values("Type") == ["notify"] && leader.values("NotifyAccess") == ["main"])
-        #expect(leader.values("LoadCredential") == ["leader.key:/etc/cogd/keys/leader.key"])
+        // The leader key, and a node's standby key (with COGD_HA: it follows the leader's log with it).
+        #expect(leader.values("LoadCredential") == ["leader.key:/etc/cogd/keys/leader.key", "standby.key:/etc/cogd/keys/standby.key"])
         // A missing key file leaves the word `missing` in its place, so COGD_CURVE=off needs no keys.
-        #expect(leader.values("SetCredential") == ["leader.key:missing"])
+        #expect(leader.values("SetCredential") == ["leader.key:missing", "standby.key:missing"])
         // The peers file is read where it is, never copied as a credential: a reload must see an edit.
         #expect(!leader.values("LoadCredential").contains { $0.contains("peers") })
         #expect(leader.values("ExecReload") == ["/bin/kill -HUP $MAINPID"])

@@ -1,6 +1,7 @@
 import CogCodec
 import CogLog
 import CogProtocol
+import CogWire
 import Foundation
 import Testing
 
@@ -191,5 +192,74 @@ struct ShippingLeaderTests {
         #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("synced at revision 1") } != nil, "\(worker.lines)")
         let status = try runCogd(["status", "--leader", nodes, "--json"], timeout: .seconds(20))
         #expect(status.stdout.contains(#""epoch": 2"#) && status.stdout.contains(#""name": "w1""#), "\(status)")
+    }
+
+    @Test func `under CURVE a node follows the log with its standby key, another key may not, and a client is sent on`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let keys = TemporaryFolder()
+        defer { keys.cleanUp() }
+        let folder = keys.path + "/keys"
+        try FileManager.default.createDirectory(atPath: keys.path, withIntermediateDirectories: true)
+        // One leader key for the cluster; each node's standby key; a worker and a client.
+        let leader = try CurveKeyPair.generate()
+        _ = try leader.write(name: "leader", to: folder)
+        var pairs: [String: CurveKeyPair] = [:]
+        for name in ["n1", "n2", "w1", "ops"] {
+            pairs[name] = try CurveKeyPair.generate()
+            _ = try pairs[name]!.write(name: name, to: folder)
+        }
+        let peers = keys.path + "/peers"
+        try """
+            \(pairs["w1"]!.publicKey) worker w1
+            \(pairs["ops"]!.publicKey) client ops ledger.open
+            \(pairs["n1"]!.publicKey) standby n1
+            \(pairs["n2"]!.publicKey) standby n2
+
+            """.write(toFile: peers, atomically: true, encoding: .utf8)
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        func curve(_ node: String) -> [String] {
+            ["--curve-secret", folder + "/leader.key", "--peers", peers, "--standby-key", folder + "/\(node).key"]
+        }
+        // Without its standby key a node of a CURVE cluster is refused at start.
+        let missing = try runCogd(n1.arguments(etcd) + ["--curve-secret", folder + "/leader.key", "--peers", peers])
+        #expect(missing.status == 64 && missing.stderr.contains("--ha with --curve-secret needs --standby-key FILE"), "\(missing)")
+
+        let first = try CogdProcess(n1.arguments(etcd) + curve("n1"))
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + curve("n2"))
+        defer { second.stop() }
+        #expect(second.waitForLine { $0.contains("in step with the leader of epoch 1") } != nil, "\(second.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+
+        // A worker key may not follow the log, nor may n2's key as another node.
+        let endpoint = "tcp://127.0.0.1:\(n1.requests)"
+        let worker = try RawPeer(endpoint: endpoint, keys: CurveClientKeys(pair: pairs["w1"]!, leaderKey: leader.publicKey))
+        guard case .error(let refused)? = try worker.exchange(.standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil))
+        else {
+            Issue.record("no refusal")
+            return
+        }
+        #expect(refused.code == "role-forbids" && refused.message.hasSuffix("may not follow the log as a standby: only a standby key may"))
+        let impostor = try RawPeer(endpoint: endpoint, keys: CurveClientKeys(pair: pairs["n2"]!, leaderKey: leader.publicKey))
+        guard case .error(let named)? = try impostor.exchange(.shipAck(node: "n3", sequence: 1)) else {
+            Issue.record("no refusal")
+            return
+        }
+        #expect(named.code == "not-your-name" && named.message.hasSuffix("may act only as n2, not as n3"), "\(named)")
+
+        // The client asks the standby first: its not-leader (under CURVE, to a listed key) sends it to n1.
+        let call = try runCogd([
+            "call", "--leader", "tcp://127.0.0.1:\(n2.requests),\(endpoint)", "--timeout", "10", "--key", folder + "/ops.key",
+            "--leader-key", folder + "/leader.pub", "ledger.open", #"{"account": "alice", "balance": 5}"#,
+        ], timeout: .seconds(30))
+        #expect(call.stdout.hasPrefix("applied revision 1"), "\(call)")
     }
 }

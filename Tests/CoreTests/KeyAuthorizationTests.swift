@@ -72,4 +72,25 @@ struct KeyAuthorizationTests {
         let leader = try CoreHarness()
         #expect(leader.outcome("x", try Wire.open("a", 1, worker: "anyone", seq: 1)) == .applied(revision: 1))
     }
+
+    @Test func `a standby key follows the log as its own node and nothing else; no other key may follow it`() throws {
+        let standby = "0#00000000000000000000000000000000000001"
+        let leader = try CoreHarness(peers: try Self.table(Self.all + ["\(standby) standby n2"]))
+        leader.keys = ["w": Self.worker, "c": Self.client, "o": Self.observer, "s": standby]
+        let hello = WireMessage.standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil)
+        // Allowed: handed to the leader's shipping, as from any standby without CURVE.
+        #expect(leader.send("s", hello) == [hello])
+        #expect(leader.send("s", .shipAck(node: "n2", sequence: 1)) == [.shipAck(node: "n2", sequence: 1)])
+        let who = "key \(standby) (standby n2, line 4 of the peers file)"
+        #expect(leader.error("s", .shipAck(node: "n3", sequence: 1)) == WireError(.notYourName, "\(who) may act only as n2, not as n3"))
+        for other in ["w", "c", "o"] {
+            #expect(leader.error(other, hello)?.message.hasSuffix("may not follow the log as a standby: only a standby key may") == true)
+        }
+        #expect(leader.error("s", Wire.hello("n2"))?.code == "role-forbids")
+        #expect(leader.error("s", .snapshotRequest(inParts: true))?.code == "role-forbids")
+        #expect(leader.error("s", .goodbye(worker: "n2"))?.code == "role-forbids")
+        #expect(leader.outcome("s", try Wire.open("a", 1, worker: "n2", seq: 1))?.rejection?.code == .roleForbids)
+        #expect(leader.send("s", .statusRequest).isEmpty && leader.log.lastRevision == 0)
+        #expect(leader.core.errorCounts == ["role-forbids": 7, "not-your-name": 1], "the op's rejection too")
+    }
 }

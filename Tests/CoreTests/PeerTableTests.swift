@@ -44,7 +44,10 @@ struct PeerTableTests {
     @Test(arguments: [
         ("w1 worker w1", 1, "'w1' is not a CURVE public key (40 characters of the Z85 alphabet; `cogd keys show FILE` prints one)"),
         ("\(keyA) worker", 1, "a peer line is PUBLIC-KEY ROLE NAME [OP-PATTERN…]; this one has 2 fields"),
-        ("\(keyA) admin w1", 1, "the role is worker, client or observer, not 'admin'"),
+        ("\(keyA) admin w1", 1, "the role is worker, client, observer or standby, not 'admin'"),
+        ("\(keyA) standby n*", 1, "a standby line names its node (its --name): 1 to 64 letters, digits, '_', '.' or '-', not 'n*'"),
+        ("\(keyA) standby n1 ledger.*", 1, "only a client line lists op patterns (a standby runs none)"),
+        ("\(keyA) standby n1\n\(keyB) standby n1", 2, "node `n1` has a standby key on line 1 already: one key per node"),
         ("\(keyA) client ops", 1, "a client line lists the ops it may run after its name (for example `ledger.*`)"),
         ("\(keyA) worker w1 ledger.*", 1, "only a client line lists op patterns (a worker runs any op in its own names)"),
         ("\(keyA) observer d ledger.*", 1, "only a client line lists op patterns (an observer runs none)"),
@@ -71,7 +74,7 @@ struct PeerTableTests {
         let expected = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: vectors.appendingPathComponent("expected.json"))) as? [String: Any])
         let files = try FileManager.default.contentsOfDirectory(atPath: vectors.appendingPathComponent("security").path).sorted()
-        #expect(files.count == 8)
+        #expect(files.count == 11)
         for file in files {
             let path = vectors.appendingPathComponent("security/\(file)").path
             let want = expected["security/\(file)"]

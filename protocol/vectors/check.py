@@ -23,6 +23,7 @@ import base64
 import datetime
 import hashlib
 import json
+import re
 import pathlib
 import sys
 import uuid
@@ -179,16 +180,20 @@ def parse_peers(text):
             continue
         if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in "".join(fields)):
             return ("refused", number)
-        if len(fields) < 3 or not is_key(fields[0]) or fields[1] not in ("worker", "client", "observer"):
+        if len(fields) < 3 or not is_key(fields[0]) or fields[1] not in ("worker", "client", "observer", "standby"):
             return ("refused", number)
         key, role, name, ops = fields[0], fields[1], fields[2], fields[3:]
+        # A standby's name is its node's (ha.md §1): 1 to 64 of A-Z a-z 0-9 _ . -, one key per node.
+        if role == "standby" and (not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name)
+                                  or any(peer["role"] == "standby" and peer["name"] == name for peer in peers)):
+            return ("refused", number)
         if any("*" in pattern[:-1] or len(pattern.encode()) > 255 for pattern in [name] + ops):
             return ("refused", number)
         if (role == "client") != bool(ops):
             return ("refused", number)
         if any(peer["key"] == key for peer in peers):
             return ("refused", number)
-        if role != "observer" and any(peer["role"] != "observer" and overlaps(peer["name"], name) for peer in peers):
+        if role in ("worker", "client") and any(peer["role"] in ("worker", "client") and overlaps(peer["name"], name) for peer in peers):
             return ("refused", number)
         peers.append({"line": number, "key": key, "role": role, "name": name, "ops": ops})
     return peers

@@ -36,8 +36,12 @@ public final class StandbyFollower {
     private var closed = false
 
     /// Opens `dataFolder` as a standby's copy (made if missing).
-    public init(node: String, dataFolder: String, note: @escaping Note) throws {
+    /// Its standby key and the leader's public key, under CURVE (`ha.md` §9); nil: none.
+    private let keys: CurveClientKeys?
+
+    public init(node: String, dataFolder: String, keys: CurveClientKeys? = nil, note: @escaping Note) throws {
         self.node = node
+        self.keys = keys
         self.note = note
         self.dataFolder = dataFolder
         store = try TurnStore(directory: dataFolder, mode: .standby, createIfMissing: true)
@@ -216,6 +220,7 @@ public final class StandbyFollower {
         guard let wanted else { return }
         do {
             let socket = try ZMQSocket(context, .dealer, linger: .zero)
+            try socket.useCurve(keys)
             try socket.connect(wanted)
             self.socket = socket
             lastHello = .now - .seconds(60)

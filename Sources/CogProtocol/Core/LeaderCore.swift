@@ -665,18 +665,23 @@ public struct LeaderCore {
             guard holder.role == .worker else { return forbidden("say hello or heartbeat: only a worker key may") }
             if let denial = own(worker) { return denial }
         case .goodbye(let worker):
+            guard holder.role != .standby else { return forbidden("say goodbye: a standby key holds no worker name") }
             // Whoever holds the name says it; the core refuses anyone else.
             if let denial = own(worker) { return denial }
         case .scopeRegister(let spec):
             guard holder.role == .worker else { return forbidden("register scopes: only a worker key may") }
             if let denial = own(spec.worker) { return denial }
-        case .standbyHello, .shipAck, .standbyCopied:
-            // No key role is a standby's yet: a standby speaks only to a leader without CURVE.
-            return forbidden("ship the log: no key role may yet (a standby needs a leader without CURVE)")
+        case .standbyHello(let node, _, _, _, _), .shipAck(let node, _), .standbyCopied(let node, _):
+            // Only a standby key follows the log (ha.md §9), as the node its line names.
+            guard holder.role == .standby else { return forbidden("follow the log as a standby: only a standby key may") }
+            if let denial = own(node) { return denial }
         case .snapshotRequest, .catchUpRequest:
-            guard holder.role != .client else { return forbidden("read the state or the turns: only worker and observer keys may") }
+            guard holder.role == .worker || holder.role == .observer else {
+                return forbidden("read the state or the turns: only worker and observer keys may")
+            }
         case .op(let request):
             guard holder.role != .observer else { return forbidden("run ops: an observer only reads") }
+            guard holder.role != .standby else { return forbidden("run ops: a standby key only follows the log") }
             if let denial = own(request.request.worker) { return denial }
             guard holder.mayRun(op: request.op) else {
                 let patterns = holder.ops.map(\.text).joined(separator: " ")

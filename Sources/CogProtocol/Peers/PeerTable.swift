@@ -27,6 +27,9 @@ public struct PeerTable: Sendable, Equatable {
         /// May ask for status, read the turn stream, and ask for snapshots
         /// and catch-ups; no ops.
         case observer
+        /// A node of an HA cluster: may follow the leader's log as the
+        /// standby its name names (`ha.md` §9) and ask for status; nothing else.
+        case standby
     }
 
     /// A name or op name, or a prefix of them: `w1`, `w*`, `ledger.*`, `*` (any).
@@ -63,7 +66,9 @@ public struct PeerTable: Sendable, Equatable {
         public func mayUse(name worker: String) -> Bool { name.matches(worker) }
         public func mayRun(op: String) -> Bool { role == .worker || ops.contains { $0.matches(op) } }
         /// Whether it may subscribe to the turn stream.
-        public var mayReadTurns: Bool { role != .client }
+        public var mayReadTurns: Bool { role == .worker || role == .observer }
+        /// Whether its name is a worker name, one key's alone (observers' and standbys' are labels or node names).
+        var actsInWorkerNames: Bool { role == .worker || role == .client }
     }
 
     /// The most bytes a peers file may have, and the most peers it may list.
@@ -106,21 +111,27 @@ public struct PeerTable: Sendable, Equatable {
                 throw problem("'\(key.prefix(60))' is not a CURVE public key (40 characters of the Z85 alphabet; `cogd keys show FILE` prints one)")
             }
             guard let role = Role(rawValue: fields[1]) else {
-                throw problem("the role is worker, client or observer, not '\(fields[1].prefix(60))'")
+                throw problem("the role is worker, client, observer or standby, not '\(fields[1].prefix(60))'")
+            }
+            if role == .standby, !ArbiterRecords.isValidName(fields[2]) {
+                throw problem("a standby line names its node (its --name): 1 to 64 letters, digits, '_', '.' or '-', not '\(fields[2].prefix(60))'")
             }
             let name = try PeerTable.pattern(fields[2], what: "name", problem)
             let ops = try fields.dropFirst(3).map { (text) throws(PeerTableError) in try PeerTable.pattern(text, what: "op pattern", problem) }
             switch role {
             case .client where ops.isEmpty:
                 throw problem("a client line lists the ops it may run after its name (for example `ledger.*`)")
-            case .worker where !ops.isEmpty, .observer where !ops.isEmpty:
-                throw problem("only a client line lists op patterns (\(role == .worker ? "a worker runs any op in its own names" : "an observer runs none"))")
+            case .worker where !ops.isEmpty, .observer where !ops.isEmpty, .standby where !ops.isEmpty:
+                throw problem("only a client line lists op patterns (\(role == .worker ? "a worker runs any op in its own names" : "a\(role == .observer ? "n observer" : " standby") runs none"))")
             default: break
             }
             if let earlier = byKey[key] {
                 throw problem("this key is listed already, on line \(earlier.line): one line per key")
             }
-            if role != .observer, let other = peers.first(where: { $0.role != .observer && $0.name.overlaps(name) }) {
+            if role == .standby, let other = peers.first(where: { $0.role == .standby && $0.name == name }) {
+                throw problem("node `\(name)` has a standby key on line \(other.line) already: one key per node")
+            }
+            if role == .worker || role == .client, let other = peers.first(where: { $0.actsInWorkerNames && $0.name.overlaps(name) }) {
                 throw problem(
                     "name `\(name)` meets `\(other.name)` of line \(other.line): a worker name belongs to one key, so two keys' names may not overlap")
             }
