@@ -15,6 +15,8 @@ struct HeldRelease {
     var batch: EncodedTurnBatch
     /// What it holds in memory: the reply's frame, or the publication's records.
     var bytes: Int
+    /// When it was held (`cogd_ha_release_wait_seconds`).
+    var since: ContinuousClock.Instant
 }
 
 /// A copy of the log on its way to a standby that was not in step
@@ -136,7 +138,7 @@ extension Leader {
             return true
         }
         heldBytes += size
-        heldReleases.append(HeldRelease(tag: rules.lastSequence, effect: effect, batch: store.lastAppended, bytes: size))
+        heldReleases.append(HeldRelease(tag: rules.lastSequence, effect: effect, batch: store.lastAppended, bytes: size, since: .now))
         return true
     }
 
@@ -279,10 +281,13 @@ extension Leader {
     /// Lets go, in order, what was held for the commits through `through`.
     private func releaseHeld(through: UInt64) {
         var released = 0
+        let now = ContinuousClock.now
         for held in heldReleases {
             guard held.tag <= through else { break }
             released += 1
             heldBytes -= held.bytes
+            let waited = now - held.since
+            operations.releaseWait.observe(Double(waited.components.seconds) + Double(waited.components.attoseconds) / 1e18)
             guard mayRelease() else { continue }
             release(held.effect, batch: held.batch)
         }

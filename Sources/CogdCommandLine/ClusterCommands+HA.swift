@@ -130,7 +130,15 @@ extension ClusterCommands {
             }
             if let metrics {
                 metrics.notePass()
-                if metrics.isWanted { metrics.publish(arbiter.metricFamilies()) }
+                if metrics.isWanted {
+                    metrics.publish(
+                        arbiter.metricFamilies() + [
+                            .single(
+                                "cogd_ha_not_leader_answers_total", .counter,
+                                help: "Requests this standby answered not-leader (workers and tools sent on to the node that leads).",
+                                Double(door.answered))
+                        ])
+                }
             }
             if let ended = state.ended.withLock({ $0 }) { return ended }
             if let epoch = arbiter.leadingEpoch { return .lead(epoch: epoch, arbiter: arbiter) }

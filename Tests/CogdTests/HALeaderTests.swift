@@ -102,6 +102,9 @@ struct HALeaderTests {
         #expect(carol.stdout.hasPrefix("applied revision 2"), "\(carol)")
         let status = try runCogd(["status", "--leader", "tcp://127.0.0.1:\(n2.requests)"], timeout: .seconds(30))
         #expect(status.stdout.contains("epoch     2\n") && status.stdout.contains("standbys  sync; named n2"), "\(status)")
+        let answers = try MetricsEndpointTests.get(n2.metrics, "/metrics").body
+        #expect(answers.contains("cogd_ha_not_leader_answers_total "), "\(answers)")
+        #expect(!answers.contains("cogd_ha_not_leader_answers_total 0\n"), "the call's and the status's not-leader are counted")
 
         // Stopped cleanly, n1 revokes its lease: n2, named in the sync key, leads epoch 3 with every turn.
         again.interrupt()

@@ -75,6 +75,8 @@ struct ShippingLeaderTests {
         #expect(reply.outcome == .applied(revision: 1))
         let released = try MetricsEndpointTests.get(node.metrics, "/metrics").body
         #expect(released.contains("cogd_ha_held_releases 0\n") && released.contains("cogd_ha_standby_lag_commits{standby=\"n2\"} 0\n"))
+        // The reply and the publication each waited once for the acknowledgement.
+        #expect(released.contains("cogd_ha_release_wait_seconds_count 2\n"), "\(released)")
         #expect(store.lastRevision == 1 && store.epoch == 1)
         #expect(try store.records(from: 1).map(\.origin.request) == [RequestID(worker: "c1", sequence: 1)])
         #expect(try store.value(name: "ledger.balance", key: CBOREncoder().encode("alice")) == CBOREncoder().encode(5))

@@ -11,6 +11,10 @@ struct LeaderOperations {
     var commitDuration = MetricHistogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
     ])
+    /// Seconds a held reply, turn or snapshot waited for standbys' acknowledgements (ha.md §9).
+    var releaseWait = MetricHistogram(bounds: [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+    ])
     /// Turns per commit (group commit: more under load).
     var commitTurns = MetricHistogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1_024, 2_048, 4_096])
     var turnsCommitted: UInt64 = 0
@@ -288,6 +292,8 @@ extension Leader {
                 "cogd_ha_standby_lag_commits", .gauge, help: "Commits shipped that the connected standby has not acknowledged.",
                 samples: standbys.map { MetricFamily.Sample(labels: [.init("standby", $0.node)], value: Double(rules.lastSequence - $0.acknowledged)) }),
             .single("cogd_ha_copy_streams", .gauge, help: "Copies of the log being sent to standbys not in step.", Double(copyStreams.count)),
+            operations.releaseWait.family(
+                "cogd_ha_release_wait_seconds", help: "How long each held reply, turn, status or snapshot waited for standbys' acknowledgements."),
         ]
     }
 }
