@@ -85,6 +85,7 @@ extension Leader {
         guard var rules = shipCore else { return }
         let bytes = commit.encoded()
         recentShipped.append(bytes)
+        recentShippedFirstRevisions.append(commit.firstRevision)
         recentShippedBytes += bytes.count
         // Kept for a standby's copy: the window's commits, and at most `recentShippedLimit` bytes of them.
         var drop = max(0, recentShipped.count - rules.configuration.window)
@@ -96,6 +97,7 @@ extension Leader {
         }
         if drop > 0 {
             recentShipped.removeFirst(drop)
+            recentShippedFirstRevisions.removeFirst(drop)
             recentShippedBytes = bytesLeft
         }
         let effects = rules.shipped(bytes, now: shipNow)
@@ -151,8 +153,17 @@ extension Leader {
         let effects: [ShipCore.Effect]
         switch message {
         case .standbyHello(let node, let logID, let standbyEpoch, let revision, let digest):
-            effects = rules.hello(
-                from: peer, node: node, inStep: inStep(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest), now: shipNow)
+            let matches = matches(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
+            if matches, revision < store.lastRevision, let missed = keptCommits(after: revision) {
+                // Behind, on this log: the commits it lacks follow, as after a copy (ha.md §9, catch-up).
+                configuration.operatorLog?.log(
+                    .info, "standby-catch-up",
+                    "standby \(TerminalText.escaped(node)) is at revision \(revision) of this log: sending it the \(missed.commits.count) commits after it",
+                    ["node": .text(node), "revision": .number(Double(revision)), "commits": .number(Double(missed.commits.count))])
+                effects = rules.copied(by: peer, node: node, through: missed.sequence, missed: missed.commits, now: shipNow)
+            } else {
+                effects = rules.hello(from: peer, node: node, inStep: matches && revision == store.lastRevision, now: shipNow)
+            }
         case .shipAck(let node, let sequence):
             effects = rules.acknowledged(from: peer, node: node, through: sequence, now: shipNow)
         case .standbyCopied(let node, let sequence):
@@ -166,9 +177,21 @@ extension Leader {
         carryShipping(effects)
     }
 
-    /// Whether a standby's copy, as its hello describes it, is this log as of the last commit.
-    private func inStep(logID: [UInt8]?, epoch standbyEpoch: UInt64, revision: UInt64, digest: StateDigest?) -> Bool {
-        guard standbyEpoch <= epoch, revision == store.lastRevision else { return false }
+    /// The kept shipped commits after `revision` (every commit whose first
+    /// revision is above it) and the sequence before the first of them; nil
+    /// when the window no longer holds a commit at or before `revision`, so
+    /// some commit after it may be gone.
+    private func keptCommits(after revision: UInt64) -> (sequence: UInt64, commits: [[UInt8]])? {
+        guard let rules = shipCore, let start = recentShippedFirstRevisions.firstIndex(where: { $0 > revision }), start > 0 else { return nil }
+        let commits = Array(recentShipped[start...])
+        return (rules.lastSequence - UInt64(commits.count), commits)
+    }
+
+    /// Whether a standby's copy, as its hello describes it, is this log as of
+    /// `revision` (log matching: the same log, no later epoch, the same state
+    /// digest there as the leader's record of it).
+    private func matches(logID: [UInt8]?, epoch standbyEpoch: UInt64, revision: UInt64, digest: StateDigest?) -> Bool {
+        guard standbyEpoch <= epoch, revision <= store.lastRevision else { return false }
         guard let logID else { return revision == 0 }  // an empty copy beside a log with no turn yet takes the log's id from its first commit
         guard logID == store.logID else { return false }
         guard revision > 0 else { return true }

@@ -146,6 +146,8 @@ public final class Leader {
     var heldBytes = 0
     /// The shipped commits kept for a standby catching up, newest last (at most the window).
     var recentShipped: [[UInt8]] = []
+    /// The first revision of each of `recentShipped` (a standby's catch-up starts after its last revision).
+    var recentShippedFirstRevisions: [UInt64] = []
     var recentShippedBytes = 0
     /// Copies of the log being sent to standbys that were not in step.
     var copyStreams: [CopyStream] = []

@@ -264,4 +264,42 @@ struct ShippingLeaderTests {
         ], timeout: .seconds(30))
         #expect(call.stdout.hasPrefix("applied revision 1"), "\(call)")
     }
+
+    @Test func `a standby that returns behind on the leader's log gets the commits it lacks, not a copy, and can take over with them`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        let first = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1"])
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+
+        // n2 is killed: n1 degrades after a second and answers two more calls alone.
+        second.killHard()
+        second.stop()
+        #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
+        #expect(try Self.call(n1, 3).hasPrefix("applied revision 3"))
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1" }, "\(first.lines)")
+
+        // n2 returns at revision 1 of n1's log: it is sent the commits after it, and named again.
+        let again = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1"])
+        defer { again.stop() }
+        #expect(first.waitForLine { $0.contains("standby n2 is at revision 1 of this log: sending it the") } != nil, "\(first.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(again.lines)")
+        #expect(!again.lines.contains { $0.contains("receiving its copy") }, "no copy: \(again.lines)")
+        #expect(try Self.call(n1, 4).hasPrefix("applied revision 4"))
+
+        // What it was sent is the log: it takes over at revision 4 and answers a retry of call 3 from it.
+        first.killHard()
+        #expect(again.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 4") } != nil, "\(again.lines)")
+        #expect(try Self.call(n2, 3).hasPrefix("answered from an earlier request: applied at revision 3 (request teller#3)"))
+    }
 }
