@@ -237,7 +237,8 @@ public enum CogLab {
                                 the time until its standby applies an op (the new leader, alone,
                                 releases after --degrade-after \(ClusterBench.standbyDegradeAfter) s), --failovers times, the killed
                                 node back as the standby between them; the median beside the lease
-                                TTL ("baselineKind": "lease-ttl"). etcd comes from deploy/install-deps.sh)
+                                TTL ("baselineKind": "lease-ttl"), and failover-leads: until etcd's
+                                leader key names the standby. etcd comes from deploy/install-deps.sh)
                 Groups shapes:  \(GroupBench.shapeNames.joined(separator: ", ")) (a leader and a group of
                                 that many ledger-greeter workers: greeter children opened and greeted
                                 per second beside raw LMDB appends/s; with 2 and 4, the time from a

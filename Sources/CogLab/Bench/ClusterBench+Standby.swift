@@ -132,7 +132,7 @@ extension ClusterBench {
             }
         }
         if shapes.contains("failover") {
-            report(try failovers(context: context, etcd: etcd, leader: n1, standby: n2))
+            for figure in try failovers(context: context, etcd: etcd, leader: n1, standby: n2) { report(figure) }
         }
     }
 
@@ -174,13 +174,15 @@ extension ClusterBench {
     }
 
     /// Kills the leader `options.failovers` times, each time measuring from
-    /// the SIGKILL to the first op the standby applies; between them the
-    /// killed node restarts as the new standby and is waited for until it is
-    /// in step. The median, in ms, beside the lease TTL.
-    private func failovers(context: ZMQContext, etcd: LabEtcd, leader first: StandbyNode, standby second: StandbyNode) throws -> BenchFigure {
+    /// the SIGKILL to the first op the standby applies, and to etcd's leader
+    /// key naming it; between them the killed node restarts as the new
+    /// standby and is waited for until it is in step. The medians, in ms,
+    /// beside the lease TTL.
+    private func failovers(context: ZMQContext, etcd: LabEtcd, leader first: StandbyNode, standby second: StandbyNode) throws -> [BenchFigure] {
         var leader = first
         var standby = second
-        var times: [Double] = []
+        var applied: [Double] = []
+        var led: [Double] = []
         for round in 1...options.failovers {
             if round > 1 {
                 // The node killed last comes back as the standby of the one that took over.
@@ -191,23 +193,34 @@ extension ClusterBench {
             }
             let killed = ContinuousClock.now
             leader.killHard()
-            times.append(try firstApplied(context: context, node: standby, since: killed, round: round))
+            let times = try firstApplied(context: context, node: standby, etcd: etcd, since: killed, round: round)
+            applied.append(times.applied)
+            led.append(times.led)
             swap(&leader, &standby)
         }
+        func list(_ times: [Double]) -> String { times.map(BenchFigure.format).joined(separator: ", ") + " ms" }
         say(
-            "failover: SIGKILL of the leader to its standby's first applied op, \(times.count) time\(times.count == 1 ? "" : "s"): "
-                + times.map { BenchFigure.format($0) + " ms" }.joined(separator: ", ")
-                + " (lease TTL \(Self.standbyLeaseTTL) s; the new leader, alone, releases after --degrade-after \(Self.standbyDegradeAfter) s)")
-        return BenchFigure(
-            name: "cluster.standby.failover.p50", value: BenchFigure.median(times), unit: "ms", baseline: Double(Self.standbyLeaseTTL * 1_000),
-            baselineKind: "lease-ttl")
+            "failover: SIGKILL of the leader to its standby's first applied op, \(applied.count) time\(applied.count == 1 ? "" : "s"): "
+                + "\(list(applied)); to etcd naming it leader: \(list(led)) "
+                + "(lease TTL \(Self.standbyLeaseTTL) s; the new leader, alone, releases after --degrade-after \(Self.standbyDegradeAfter) s)")
+        let ttl = Double(Self.standbyLeaseTTL * 1_000)
+        return [
+            BenchFigure(name: "cluster.standby.failover.p50", value: BenchFigure.median(applied), unit: "ms", baseline: ttl, baselineKind: "lease-ttl"),
+            BenchFigure(name: "cluster.standby.failover-leads.p50", value: BenchFigure.median(led), unit: "ms", baseline: ttl, baselineKind: "lease-ttl"),
+        ]
     }
 
     /// Sends `node` transfers, each with a request id of its own from a fresh
     /// client waiting at most 250 ms, until one is applied: the ms since
-    /// `since`. No answer, or any other answer (an error, a refusal), is not yet.
-    private func firstApplied(context: ZMQContext, node: StandbyNode, since: ContinuousClock.Instant, round: Int) throws -> Double {
+    /// `since` until then, and until etcd's leader key first named `node`
+    /// (read every 10 ms meanwhile). No answer, or any other answer (an
+    /// error, a refusal), is not yet.
+    private func firstApplied(
+        context: ZMQContext, node: StandbyNode, etcd: LabEtcd, since: ContinuousClock.Instant, round: Int
+    ) throws -> (applied: Double, led: Double) {
+        let key = "/cogd/\(Self.standbyCluster)/leader"
         let deadline = since + .seconds(60)
+        var led: Double?
         var attempt = 0
         while ContinuousClock.now < deadline {
             attempt += 1
@@ -216,9 +229,14 @@ extension ClusterBench {
             try client.send(op: "ledger.transfer", argument: Self.transfer(attempt))
             let waitUntil = ContinuousClock.now + .milliseconds(250)
             while ContinuousClock.now < waitUntil {
+                if led == nil, etcd.value(key)?.split(separator: " ").first.map(String.init) == node.name {
+                    led = Self.microseconds(ContinuousClock.now - since) / 1_000
+                }
                 guard try ZMQSocket.poll([client.socket], timeout: .milliseconds(10))[0] else { continue }
                 while let reply = try client.receiveReply() {
-                    if case .applied = reply.outcome { return Self.microseconds(ContinuousClock.now - since) / 1_000 }
+                    guard case .applied = reply.outcome else { continue }
+                    let applied = Self.microseconds(ContinuousClock.now - since) / 1_000
+                    return (applied, led ?? applied)
                 }
             }
         }
