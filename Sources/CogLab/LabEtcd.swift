@@ -57,11 +57,16 @@ final class LabEtcd {
         return false
     }
 
+    /// Ends etcd and removes its folder if the run is interrupted.
+    private let interruptGuard: LabInterruptGuard?
+
     /// Takes the two ports; nothing runs until `start()`.
-    init(clientPort: Int, peerPort: Int) {
+    init(clientPort: Int, peerPort: Int, interruptGuard: LabInterruptGuard? = nil) {
         self.clientPort = clientPort
         self.peerPort = peerPort
+        self.interruptGuard = interruptGuard
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-lab-etcd-\(getpid())-\(clientPort)").path
+        interruptGuard?.add(folder: folder)
     }
 
     /// Starts etcd and waits (at most `timeout`) until it grants a lease;
@@ -80,6 +85,7 @@ final class LabEtcd {
             throw LabError(message: "etcd (\(program.path)) could not be started: \(error)")
         }
         process = etcd
+        interruptGuard?.add(etcd)
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline, etcd.isRunning {
             if Self.grantsLease(port: clientPort) { return }
@@ -109,6 +115,7 @@ final class LabEtcd {
                 if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             }
             process.waitUntilExit()
+            interruptGuard?.remove(process)
             self.process = nil
         }
         try? FileManager.default.removeItem(atPath: folder)

@@ -82,6 +82,26 @@ struct StandbyBenchTests {
         #expect(ports.count == 7 && !ports.contains(where: LoopbackPorts.answers), "\(ports)")
     }
 
+    @Test func `interrupted, the standby bench stops etcd and the nodes it started and removes their folders`() throws {
+        guard LabEtcd.program() != nil else {
+            Issue.record(Comment(rawValue: LabEtcd.missing))
+            return
+        }
+        let bench = try CogdProcess(
+            executable: cogdLabExecutable(), ["bench", "cluster", "--standby", "--only", "failover", "--failovers", "20", "--ports", "43470-43499"])
+        defer { bench.stop() }
+        #expect(bench.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("n1 leads cluster bench on etcd ") } != nil, "\(bench.lines)")
+        bench.interrupt()
+        #expect(waitUntil(timeout: .seconds(20)) { !bench.process.isRunning })
+        #expect(bench.process.terminationStatus == 130)
+        #expect(bench.waitForLine { $0.hasPrefix("bench cluster --standby: interrupted (signal 2); stopped the ") } != nil, "\(bench.lines)")
+        let ports = Self.ports(bench.lines.joined(separator: "\n"))
+        #expect(ports.count == 6 && !ports.contains(where: LoopbackPorts.answers), "\(ports)")
+        let temporary = try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)
+        let pid = bench.process.processIdentifier
+        #expect(!temporary.contains { $0.hasPrefix("cogd-lab-etcd-\(pid)-") || $0 == "cogd-bench-standby-\(pid)" }, "\(temporary)")
+    }
+
     @Test func `--standby's options are checked`() throws {
         let usage: [([String], String)] = [
             (["--failovers", "2"], "--failovers goes with --standby"),

@@ -43,9 +43,11 @@ extension ClusterBench {
         private var starts = 0
         private let logFolder: String
         private var logFile: String { "\(logFolder)/\(name)-\(starts).log" }
+        private let interruptGuard: LabInterruptGuard
 
-        init(name: String, root: String, ports: LoopbackPorts) {
+        init(name: String, root: String, ports: LoopbackPorts, interruptGuard: LabInterruptGuard) {
             self.name = name
+            self.interruptGuard = interruptGuard
             data = root + "/" + name
             logFolder = root
             requests = ports.nextEndpoint()
@@ -72,6 +74,7 @@ extension ClusterBench {
             node.standardError = log
             try node.run()
             process = node
+            interruptGuard.add(node)
         }
 
         /// SIGKILL, as a crash: returns once the process is gone.
@@ -79,6 +82,7 @@ extension ClusterBench {
             guard let process else { return }
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
+            interruptGuard.remove(process)
             self.process = nil
         }
 
@@ -87,6 +91,7 @@ extension ClusterBench {
             guard let process else { return }
             ClusterBench.stop(process)
             process.waitUntilExit()
+            interruptGuard.remove(process)
             self.process = nil
         }
 
@@ -100,14 +105,18 @@ extension ClusterBench {
     func runStandby() throws {
         let shapes = options.only.isEmpty ? Self.standbyShapeNames : Self.standbyShapeNames.filter(options.only.contains)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-standby-\(getpid())").path
+        // A Ctrl-C stops etcd and the nodes too, and removes the folders.
+        let interruptGuard = LabInterruptGuard(what: "bench cluster --standby")
+        defer { interruptGuard.end() }
+        interruptGuard.add(folder: root)
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         // Stopped last (the deferred run in reverse): a node stopped cleanly revokes its lease in etcd.
-        let etcd = LabEtcd(clientPort: ports.next(), peerPort: ports.next())
+        let etcd = LabEtcd(clientPort: ports.next(), peerPort: ports.next(), interruptGuard: interruptGuard)
         defer { etcd.stop() }
-        let n1 = StandbyNode(name: "n1", root: root, ports: ports)
+        let n1 = StandbyNode(name: "n1", root: root, ports: ports, interruptGuard: interruptGuard)
         defer { n1.stop() }
-        let n2 = StandbyNode(name: "n2", root: root, ports: ports)
+        let n2 = StandbyNode(name: "n2", root: root, ports: ports, interruptGuard: interruptGuard)
         defer { n2.stop() }
         try etcd.start()
         let spin = ["--spin-wait", String(options.leaderSpinWaitMicroseconds)]
@@ -124,7 +133,9 @@ extension ClusterBench {
         defer { context.close() }
         try Self.setUpAccounts(context: context, requests: n1.requests, name: "setup", keys: nil)
         if shapes.contains("round-trip") {
-            for figure in try standbyRoundTrip(context: context, requests: n1.requests, root: root) { report(figure) }
+            for figure in try standbyRoundTrip(context: context, requests: n1.requests, root: root, interruptGuard: interruptGuard) {
+                report(figure)
+            }
         }
         if shapes.contains("throughput-16"), let leader = n1.process {
             for figure in try throughput(clients: 16, context: context, requests: n1.requests, root: root, leader: leader, prefix: "cluster.standby") {
@@ -140,9 +151,11 @@ extension ClusterBench {
     /// the raw figures measured in the same interleaved rounds: a ZeroMQ echo
     /// round trip and one raw LMDB commit; the p50 is put beside echo + two
     /// commits (the leader's own and the standby's, each durable).
-    private func standbyRoundTrip(context: ZMQContext, requests: String, root: String) throws -> [BenchFigure] {
+    private func standbyRoundTrip(
+        context: ZMQContext, requests: String, root: String, interruptGuard: LabInterruptGuard
+    ) throws -> [BenchFigure] {
         let client = try Client(context: context, endpoint: requests, name: "rtt")
-        let echo = try EchoServer(context: context, endpoint: ports.nextEndpoint(), commitFolder: nil)
+        let echo = try EchoServer(context: context, endpoint: ports.nextEndpoint(), commitFolder: nil, interruptGuard: interruptGuard)
         defer { echo.stop() }
         let commit = try RawCommitTimer(root: root)
         var samples: [Double] = []

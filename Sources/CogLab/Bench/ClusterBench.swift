@@ -440,12 +440,17 @@ struct ClusterBench {
         private let client: ZMQSocket
         private let payload = [UInt8](repeating: 7, count: 160)
 
-        init(context: ZMQContext, endpoint: String, commitFolder: String?) throws {
+        /// Ends the server if the run is interrupted (nil: no guard).
+        private let interruptGuard: LabInterruptGuard?
+
+        init(context: ZMQContext, endpoint: String, commitFolder: String?, interruptGuard: LabInterruptGuard? = nil) throws {
+            self.interruptGuard = interruptGuard
             process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             process.arguments = [echoServerCommand, endpoint] + (commitFolder.map { [$0] } ?? [])
             let ready = Pipe()
             process.standardOutput = ready
             try process.run()
+            interruptGuard?.add(process)
             // The server prints one line once it is bound.
             _ = ready.fileHandleForReading.availableData
             client = try ZMQSocket(context, .dealer, linger: .zero)
@@ -473,6 +478,7 @@ struct ClusterBench {
             for _ in 0..<200 where process.isRunning { usleep(5_000) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
+            interruptGuard?.remove(process)
         }
     }
 
