@@ -62,9 +62,10 @@ public enum CogLab {
             }),
         ExtraSubcommand(
             name: "bench",
-            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--report DIR] [--leader-spin-wait MICROSECONDS] [--curve] [--ports A-B] | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B] | cogd bench quick [--only PART,…] [--runs N] [--json] [--ports A-B]",
+            summary: "measure the runtime (release build): cogd bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE,…] [--report DIR] [--leader-spin-wait MICROSECONDS] [--curve] [--ports A-B] | cogd bench cluster --standby [--failovers N] … | cogd bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B] | cogd bench quick [--only PART,…] [--runs N] [--json] [--ports A-B]",
             usage: { cogd in
                 "Usage: \(cogd) bench graph|log|cluster|groups [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--report DIR] [--leader-spin-wait US] [--curve] [--ports A-B]\n"
+                    + "       \(cogd) bench cluster --standby [--failovers N] [--json] [--runs N] [--only SHAPE[,SHAPE…]] [--report DIR] [--leader-spin-wait US] [--ports A-B]\n"
                     + "       \(cogd) bench retention [--retain-turns N] [--total-turns N] [--sample-every N] [--json] [--runs N] [--ports A-B]\n"
                     + "       \(cogd) bench quick [--only PART[,PART…]] [--runs N] [--json] [--ports A-B]"
             },
@@ -225,6 +226,19 @@ public enum CogLab {
                                 stream beside the raw AsyncStream iteration)
                 Log shapes:     \(LogBench.shapeNames.joined(separator: ", "))
                 Cluster shapes: \(ClusterBench.shapeNames.joined(separator: ", "))
+                With --standby: \(ClusterBench.standbyShapeNames.joined(separator: ", ")) (a cluster of two nodes on a
+                                lab etcd, `leader --ha … --sync one --lease-ttl \(ClusterBench.standbyLeaseTTL)`: n1 leads, n2 is
+                                its synchronous standby, so each reply waits for n2's acknowledgement
+                                of its own commit. The round trip p50 through n1 beside a raw ZeroMQ
+                                echo + two raw LMDB commits of the same run ("baselineKind":
+                                "echo-plus-two-commits"; the line "round trip p50 with --sync one"
+                                gives the ratio and whether it is within \(BenchFigure.format(ClusterBench.standbyRoundTripBar))×), p99; 16-client
+                                turns/s beside raw LMDB appends; the failover: the leader SIGKILLed,
+                                the time until its standby applies an op (the new leader, alone,
+                                releases after --degrade-after \(ClusterBench.standbyDegradeAfter) s), --failovers times, the killed
+                                node back as the standby between them; the median beside the lease
+                                TTL ("baselineKind": "lease-ttl"), and failover-leads: until etcd's
+                                leader key names the standby. etcd comes from deploy/install-deps.sh)
                 Groups shapes:  \(GroupBench.shapeNames.joined(separator: ", ")) (a leader and a group of
                                 that many ledger-greeter workers: greeter children opened and greeted
                                 per second beside raw LMDB appends/s; with 2 and 4, the time from a
@@ -269,6 +283,9 @@ public enum CogLab {
                                       The suite runs as a child of this command (default: none)
                   --leader-spin-wait US
                                       cluster: start the leader with --spin-wait US (default 0)
+                  --standby           cluster: measure a leader with a synchronous standby and the
+                                      failover instead (shapes above; default off)
+                  --failovers N       cluster --standby: times the leader is killed, 1 to 20 (default 3)
                   --curve             cluster: then measure the round trip p50 and the 16-client
                                       turns/s again against a second leader serving with CURVE,
                                       beside the same without (interleaved runs; "baselineKind":
@@ -282,7 +299,8 @@ public enum CogLab {
                                       picked free in A-B, 1024 ≤ A ≤ B ≤ 65535, all taken at the
                                       start and said in one line on stderr (and as "ports" in each
                                       --json figure); the range must hold what the run needs: cluster
-                                      2, +2 with round-trip, +2 with --curve; groups 2 per shape;
+                                      2, +2 with round-trip, +2 with --curve; --standby 6 (etcd and
+                                      two nodes), +1 with round-trip; groups 2 per shape;
                                       retention 2 per run; quick: its cluster part's (default
                                       \(PortRange.standard))
 
@@ -290,6 +308,7 @@ public enum CogLab {
 
                 Example:
                   \(cogd) bench cluster --only round-trip --runs 3 --json
+                  \(cogd) bench cluster --standby --runs 3 --failovers 3
                   \(cogd) bench groups --runs 5
                   \(cogd) bench retention --retain-turns 100000 --total-turns 400000 --sample-every 50000
                   \(cogd) bench quick

@@ -13,6 +13,10 @@ struct BenchOptions: Equatable {
     var leaderSpinWaitMicroseconds = 0
     /// The cluster bench also measures with CURVE on (`--curve`), beside the same without.
     var curve = false
+    /// The cluster bench measures a leader with a synchronous standby instead (`--standby`): on a lab etcd, `--sync one`.
+    var standby = false
+    /// `--standby`: how many times the leader is killed and the failover timed (`--failovers N`).
+    var failovers = 3
     /// The retention bench's leader: its `--retain-turns`.
     var retainTurns = RetentionBench.defaultRetainTurns
     /// The retention bench's transfers (`--total-turns`; default 4× the retention).
@@ -32,6 +36,10 @@ struct BenchOptions: Equatable {
         switch suite {
         case .graph, .log: return (0, "")
         case .quick: return (0, "")  // each part's child takes its own from the range
+        case .cluster where standby:
+            let shapes = only.isEmpty ? ClusterBench.standbyShapeNames : only
+            let echo = shapes.contains("round-trip") ? 1 : 0
+            return (6 + echo, "bench cluster --standby (etcd's client and peer, two nodes\(echo > 0 ? ", a raw echo server" : ""))")
         case .cluster:
             let shapes = only.isEmpty ? ClusterBench.shapeNames : only
             let echo = shapes.contains("round-trip") ? 2 : 0
@@ -131,6 +139,23 @@ enum LabParse {
         return count
     }
 
+    /// `bench cluster`'s shapes are those of its mode (with or without
+    /// `--standby`), and `--standby`'s options go with it.
+    private static func checkStandby(_ options: BenchOptions, given: Set<String>) throws(UsageError) {
+        let known = options.standby ? ClusterBench.standbyShapeNames : ClusterBench.shapeNames
+        if let unknown = options.only.first(where: { !known.contains($0) }) {
+            throw UsageError(
+                message: "unknown shape '\(unknown)'\(options.standby ? " with --standby" : "") (one of: \(known.joined(separator: ", ")))",
+                subcommand: "bench")
+        }
+        if options.standby, options.curve {
+            throw UsageError(message: "--curve does not go with --standby", subcommand: "bench")
+        }
+        if !options.standby, given.contains("--failovers") {
+            throw UsageError(message: "--failovers goes with --standby", subcommand: "bench")
+        }
+    }
+
     static func parseBench(_ arguments: [String]) throws(UsageError) -> BenchOptions {
         var options = OptionReader(arguments: arguments, subcommand: "bench")
         guard let suiteName = try options.positional() else {
@@ -163,7 +188,8 @@ enum LabParse {
                 let known = switch suite {
                 case .graph: GraphBench.shapeNames
                 case .log: LogBench.shapeNames
-                case .cluster: ClusterBench.shapeNames
+                // Checked against --standby's own after every option is read.
+                case .cluster: ClusterBench.shapeNames + ClusterBench.standbyShapeNames
                 case .groups: GroupBench.shapeNames
                 case .retention: [String]()
                 case .quick: QuickBench.partNames
@@ -179,6 +205,15 @@ enum LabParse {
             case "--curve" where suite == .cluster:
                 try options.noValue(option)
                 result.curve = true
+            case "--standby" where suite == .cluster:
+                try options.noValue(option)
+                result.standby = true
+            case "--failovers" where suite == .cluster:
+                let text = try options.value(for: option)
+                guard let count = Int(text), (1...20).contains(count) else {
+                    throw UsageError(message: "--failovers takes a whole number from 1 to 20, not '\(text)'", subcommand: "bench")
+                }
+                result.failovers = count
             case "--retain-turns" where suite == .retention:
                 result.retainTurns = try turnCount(try options.value(for: option), option)
             case "--total-turns" where suite == .retention:
@@ -202,6 +237,9 @@ enum LabParse {
             if !given.contains("--total-turns") { result.totalTurns = 4 * result.retainTurns }
             if !given.contains("--sample-every") { result.sampleEvery = max(1, result.retainTurns / 2) }
             if let problem = RetentionBench.problem(with: result) { throw UsageError(message: problem, subcommand: "bench") }
+        }
+        if suite == .cluster {
+            try checkStandby(result, given: given)
         }
         let needed = result.portsNeeded
         try result.ports.check(needed: needed.count, what: needed.what, subcommand: "bench")

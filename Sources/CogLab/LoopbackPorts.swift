@@ -95,6 +95,20 @@ final class LoopbackPorts: Sendable {
 
     /// Whether a TCP socket binds to 127.0.0.1:`port` now.
     static func isFree(_ port: Int) -> Bool {
+        onLoopback(port) { descriptor, address, length in bind(descriptor, address, length) == 0 }
+    }
+
+    /// Whether something accepts a TCP connection on 127.0.0.1:`port` now
+    /// (a port a run has closed may stay in TIME-WAIT a while, taken for
+    /// `isFree` though nothing listens there).
+    static func answers(_ port: Int) -> Bool {
+        onLoopback(port) { descriptor, address, length in connect(descriptor, address, length) == 0 }
+    }
+
+    /// `body` with a fresh TCP socket (closed after) and the address 127.0.0.1:`port`; false when no socket is had.
+    private static func onLoopback(
+        _ port: Int, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    ) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
@@ -102,10 +116,9 @@ final class LoopbackPorts: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = UInt16(port).bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        return bound == 0
     }
 }
 

@@ -1,3 +1,4 @@
+@testable import CogLab
 import Foundation
 import Testing
 
@@ -8,23 +9,23 @@ import Testing
 /// A real etcd (Debian's `etcd-server`, installed by deploy/install-deps.sh)
 /// on loopback for one test: free client and peer ports, a folder of its
 /// own, no fsync (a test's etcd need not survive the machine), always stopped.
+/// Started as the lab's `LabEtcd` starts one; run as a `CogdProcess`, so a
+/// test may read its lines and pause it.
 final class TestEtcd {
     let clientPort = freePort()
     let peerPort = freePort()
     let folder: URL
     private(set) var server: CogdProcess?
 
-    var url: String { "http://127.0.0.1:\(clientPort)" }
+    var url: String { LabEtcd.url(port: clientPort) }
 
-    /// `etcd` from PATH or /usr/bin; nil (and a recorded issue naming the install script) when missing.
+    /// `etcd` (`LabEtcd.program()`); nil (and a recorded issue naming the install script) when missing.
     static func program() -> URL? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for directory in path.split(separator: ":") + ["/usr/bin"] {
-            let candidate = "\(directory)/etcd"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return URL(fileURLWithPath: candidate) }
+        guard let program = LabEtcd.program() else {
+            Issue.record(Comment(rawValue: LabEtcd.missing))
+            return nil
         }
-        Issue.record("etcd is missing: run deploy/install-deps.sh (it installs Debian's etcd-server)")
-        return nil
+        return program
     }
 
     init() throws {
@@ -35,19 +36,13 @@ final class TestEtcd {
     /// Starts etcd and waits (at most 30 s) until it grants a lease.
     func start() throws -> Bool {
         guard let program = Self.program() else { return false }
-        let peer = "http://127.0.0.1:\(peerPort)"
         let process = try CogdProcess(
             executable: program,
-            [
-                "--name", "test", "--data-dir", folder.appendingPathComponent("data").path,
-                "--listen-client-urls", url, "--advertise-client-urls", url,
-                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", "test=\(peer)", "--unsafe-no-fsync", "--log-level", "error",
-            ])
+            LabEtcd.arguments(name: "test", dataFolder: folder.appendingPathComponent("data").path, clientPort: clientPort, peerPort: peerPort))
         server = process
         let ready = waitUntil(timeout: .seconds(30)) {
             guard process.process.isRunning else { return true }
-            return (try? TestEtcd.post(clientPort, "/v3/lease/grant", #"{"TTL": "2"}"#).contains("\"ID\"")) == true
+            return LabEtcd.grantsLease(port: clientPort)
         }
         #expect(ready && process.process.isRunning, "etcd did not start: \(process.lines.suffix(20))")
         return ready && process.process.isRunning

@@ -48,6 +48,7 @@ struct BenchReport {
         if !options.only.isEmpty { arguments += ["--only", options.only.joined(separator: ",")] }
         if options.leaderSpinWaitMicroseconds > 0 { arguments += ["--leader-spin-wait", String(options.leaderSpinWaitMicroseconds)] }
         if options.curve { arguments.append("--curve") }
+        if options.standby { arguments += ["--standby", "--failovers", String(options.failovers)] }
         if options.suite == .retention {
             arguments += [
                 "--retain-turns", String(options.retainTurns), "--total-turns", String(options.totalTurns), "--sample-every",

@@ -35,6 +35,7 @@ struct ClusterBench {
     nonisolated static let curveClientPrefix = "bench-curve-"
 
     func run() throws {
+        if options.standby { return try runStandby() }
         let shapes = options.only.isEmpty ? ClusterBench.shapeNames : options.only
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-bench-cluster-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -126,8 +127,7 @@ struct ClusterBench {
         defer { echo.stop() }
         let echoWithCommit = try EchoServer(context: context, endpoint: ports.nextEndpoint(), commitFolder: root + "/raw-echo-commit")
         defer { echoWithCommit.stop() }
-        let commit = try RawAppendBaseline.Appender(directory: root + "/raw-commit")
-        let record = [UInt8](repeating: 0x5a, count: 160)
+        let commit = try RawCommitTimer(root: root)
         let worker = try BenchWorker(endpoint: requests)
         defer { worker.close() }
         var samples: [Double] = []
@@ -135,23 +135,12 @@ struct ClusterBench {
         var echoSamples: [Double] = []
         var commitSamples: [Double] = []
         var composedSamples: [Double] = []
-        // The raw commit is measured where the leader commits (`--commit-cpu
-        // auto`), at its best too; the client runs unpinned as before.
-        let unpinned = ThreadAffinity.current()
-        let commitCPUs = try CommitPlacement.apply(.automatic, dataFolder: root).cpus ?? unpinned
-        try ThreadAffinity.pin(unpinned)
         var index = 0
         for _ in 0..<max(3, options.runs) {
             samples += try roundTrips(client, count: 220, warmUp: 20, index: &index)
             workerSamples += try worker.measure(count: 120, warmUp: 20, firstIndex: index)
             echoSamples += try echo.measure(count: 400, warmUp: 40)
-            try ThreadAffinity.pin(commitCPUs)
-            for round in 0..<120 {
-                let start = ContinuousClock.now
-                try commit.commit(record)
-                if round >= 20 { commitSamples.append(Self.microseconds(ContinuousClock.now - start)) }
-            }
-            try ThreadAffinity.pin(unpinned)
+            commitSamples += try commit.measure()
             composedSamples += try echoWithCommit.measure(count: 220, warmUp: 20)
         }
         let p50 = Self.percentile(samples, 0.5)
@@ -175,8 +164,39 @@ struct ClusterBench {
         ]
     }
 
+    /// Raw LMDB durable commits of a 160-byte record, each its own
+    /// transaction, timed where the leader commits (`--commit-cpu auto`), at
+    /// its best too; the calling thread runs unpinned between them, as before.
+    final class RawCommitTimer {
+        private let appender: RawAppendBaseline.Appender
+        private let record = [UInt8](repeating: 0x5a, count: 160)
+        private let unpinned: [Int]
+        private let commitCPUs: [Int]
+
+        /// Commits into `root`/raw-commit.
+        init(root: String) throws {
+            appender = try RawAppendBaseline.Appender(directory: root + "/raw-commit")
+            unpinned = ThreadAffinity.current()
+            commitCPUs = try CommitPlacement.apply(.automatic, dataFolder: root).cpus ?? unpinned
+            try ThreadAffinity.pin(unpinned)
+        }
+
+        /// The µs of `count` commits, the first `warmUp` left out.
+        func measure(count: Int = 120, warmUp: Int = 20) throws -> [Double] {
+            try ThreadAffinity.pin(commitCPUs)
+            defer { try? ThreadAffinity.pin(unpinned) }
+            var samples: [Double] = []
+            for round in 0..<count {
+                let start = ContinuousClock.now
+                try appender.commit(record)
+                if round >= warmUp { samples.append(ClusterBench.microseconds(ContinuousClock.now - start)) }
+            }
+            return samples
+        }
+    }
+
     /// Round-trip times in µs of `count` transfers called one at a time, the first `warmUp` left out.
-    private func roundTrips(_ client: Client, count: Int, warmUp: Int, index: inout Int) throws -> [Double] {
+    func roundTrips(_ client: Client, count: Int, warmUp: Int, index: inout Int) throws -> [Double] {
         var samples: [Double] = []
         for round in 0..<count {
             let start = ContinuousClock.now
@@ -191,9 +211,9 @@ struct ClusterBench {
     /// the leader's batch; then the leader's serving thread's CPU per applied
     /// turn over the same window beside the CPU of one graph turn of the same
     /// op in this process (`"baselineKind": "graph-turn"`).
-    private func throughput(clients count: Int, context: ZMQContext, requests: String, root: String, leader: Process) throws
-        -> [BenchFigure]
-    {
+    func throughput(
+        clients count: Int, context: ZMQContext, requests: String, root: String, leader: Process, prefix: String = "cluster"
+    ) throws -> [BenchFigure] {
         let clients = try (0..<count).map { try Client(context: context, endpoint: requests, name: "load-\(count)-\($0)") }
         var sent = 0
         let serving = ThreadCPUClock(pid: leader.processIdentifier, threadNamed: Leader.servingThreadName)
@@ -207,7 +227,7 @@ struct ClusterBench {
         try? FileManager.default.removeItem(atPath: rawFolder)
         var figures = [
             BenchFigure(
-                name: "cluster.turns-per-second.clients-\(count)", value: Double(run.applied) / run.seconds, unit: "turns/s",
+                name: "\(prefix).turns-per-second.clients-\(count)", value: Double(run.applied) / run.seconds, unit: "turns/s",
                 baseline: Double(batch * 50) / rawSeconds)
         ]
         if let cpuBefore, let cpuAfter, cpuAfter >= cpuBefore, run.applied > 0 {
@@ -215,10 +235,10 @@ struct ClusterBench {
             // 64 a client, are in the CPU but not the count: under 1% of a run).
             figures.append(
                 BenchFigure(
-                    name: "cluster.leader-cpu-per-op.clients-\(count)", value: Double(cpuAfter - cpuBefore) / Double(run.applied) / 1_000,
+                    name: "\(prefix).leader-cpu-per-op.clients-\(count)", value: Double(cpuAfter - cpuBefore) / Double(run.applied) / 1_000,
                     unit: "us", baseline: graphTurn, baselineKind: "graph-turn"))
         } else if !options.json {
-            print("cluster.leader-cpu-per-op.clients-\(count): the leader's \(Leader.servingThreadName) thread was not found in /proc")
+            print("\(prefix).leader-cpu-per-op.clients-\(count): the leader's \(Leader.servingThreadName) thread was not found in /proc")
         }
         return figures
     }
@@ -420,12 +440,17 @@ struct ClusterBench {
         private let client: ZMQSocket
         private let payload = [UInt8](repeating: 7, count: 160)
 
-        init(context: ZMQContext, endpoint: String, commitFolder: String?) throws {
+        /// Ends the server if the run is interrupted (nil: no guard).
+        private let interruptGuard: LabInterruptGuard?
+
+        init(context: ZMQContext, endpoint: String, commitFolder: String?, interruptGuard: LabInterruptGuard? = nil) throws {
+            self.interruptGuard = interruptGuard
             process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             process.arguments = [echoServerCommand, endpoint] + (commitFolder.map { [$0] } ?? [])
             let ready = Pipe()
             process.standardOutput = ready
             try process.run()
+            interruptGuard?.add(process)
             // The server prints one line once it is bound.
             _ = ready.fileHandleForReading.availableData
             client = try ZMQSocket(context, .dealer, linger: .zero)
@@ -453,6 +478,7 @@ struct ClusterBench {
             for _ in 0..<200 where process.isRunning { usleep(5_000) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
+            interruptGuard?.remove(process)
         }
     }
 
@@ -574,7 +600,7 @@ struct ClusterBench {
         }
     }
 
-    private func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 44, ports: ports) }
+    func report(_ figure: BenchFigure) { figure.report(json: options.json, nameWidth: 44, ports: ports) }
 
     /// The nearest-rank percentile: the smallest value with at least
     /// `fraction` of the values at or below it (0 for no values). With
