@@ -37,10 +37,13 @@ extension ClusterCommands {
     ) -> LeadWait {
         // The highest epoch this node's own log has served: etcd may not hold a lower one.
         var ownEpoch: UInt64 = 0
+        // Whether the folder holds a log: one without may not lead a cluster that has had a leader (ha.md §4).
+        var holdsLog = false
         if FileManager.default.fileExists(atPath: options.dataFolder + "/data.mdb") {
             do {
                 let store = try TurnStore(directory: options.dataFolder, mode: .reader)
                 ownEpoch = store.epoch
+                holdsLog = store.logID != nil
                 store.close()
             } catch {
                 log.failure("\(escaped: error)")
@@ -57,7 +60,12 @@ extension ClusterCommands {
         let node = OperatorLog.Value.text(ha.node)
         let arbiter = Arbiter(
             gateway: EtcdGateway(endpoints: endpoints),
-            configuration: .init(cluster: ha.cluster, node: ha.node, endpoint: options.requestsEndpoint, leaseSeconds: ha.leaseSeconds, ownEpoch: ownEpoch),
+            configuration: {
+                var configuration = ArbiterCore.Configuration(
+                    cluster: ha.cluster, node: ha.node, endpoint: options.requestsEndpoint, leaseSeconds: ha.leaseSeconds, ownEpoch: ownEpoch)
+                configuration.holdsLog = holdsLog
+                return configuration
+            }(),
             onEvent: { event in
                 switch event {
                 case .lead(let epoch):
@@ -163,6 +171,10 @@ extension ClusterCommands {
             if let follower {
                 door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 }, timeout: .zero)
                 follower.pass(leaderEndpoint: leader, timeout: .milliseconds(20))
+                if follower.holdsLog != holdsLog {
+                    holdsLog = follower.holdsLog
+                    arbiter.holdsLog(holdsLog)
+                }
             } else {
                 door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 }, timeout: .milliseconds(20))
             }

@@ -119,6 +119,33 @@ struct ArbiterCoreTests {
         #expect(core.role == .standby(leader: nil))
     }
 
+    @Test func `a named node whose folder holds no log waits for a copy before it may take the lead`() {
+        var core = Self.started(node: "n1")
+        core.holdsLog(false)
+        // Epoch 4's leader, its folder destroyed: named, yet it may not lead with nothing.
+        let values = ["/cogd/bank/epoch": EtcdValue(value: "4", modRevision: 40), "/cogd/bank/sync": EtcdValue(value: "4 n1 n2", modRevision: 41)]
+        #expect(core.answered(.values(values), now: .milliseconds(30)) == [
+            .follow(nil),
+            .note("no node leads; this node's folder holds no log, so it may not take the lead of a cluster at epoch 4: it waits for a copy from the next leader"),
+        ])
+        #expect(core.role == .standby(leader: nil))
+        // A copy arrived: at its next look it campaigns.
+        core.holdsLog(true)
+        #expect(core.tick(now: .milliseconds(530)) == [.send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))])
+        guard case .send(.transaction(_, let puts))? = core.answered(.values(values), now: .milliseconds(540)).first else {
+            Issue.record("no campaign")
+            return
+        }
+        #expect(puts.first == EtcdPut(key: "/cogd/bank/leader", value: "n1 5 tcp://127.0.0.1:7000", lease: 7))
+        // A cluster that never had a leader needs no log to start one.
+        var first = Self.started(node: "n2")
+        first.holdsLog(false)
+        guard case .send(.transaction)? = first.answered(.values([:]), now: .milliseconds(30)).first else {
+            Issue.record("no first campaign")
+            return
+        }
+    }
+
     @Test func `a leader releases only before the deadline its last confirmed renewal set, then steps down`() {
         var core = Self.started()
         _ = core.answered(.values([:]), now: .milliseconds(30))

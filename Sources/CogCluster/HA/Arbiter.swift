@@ -45,6 +45,14 @@ public final class Arbiter: SyncKeyWriter, @unchecked Sendable {
     private var syncRequest: [String]?
     /// The answers to sync key writes, oldest first (under `lock`).
     private var syncAnswers: [Bool] = []
+    /// Whether the node's folder holds a log now, not yet told to the core (under `lock`).
+    private var holdsLogChange: Bool?
+
+    /// The node's folder holds a log now, or does not (ha.md §4: a node
+    /// without one may not take the lead). Called from the waiting command line.
+    public func holdsLog(_ holds: Bool) {
+        lock.withLock { holdsLogChange = holds }
+    }
 
     /// Asks for etcd's sync key to name `standbys` (ha.md §9); the answer
     /// comes through `takeSyncAnswer()`. Called from the serving thread.
@@ -147,6 +155,12 @@ public final class Arbiter: SyncKeyWriter, @unchecked Sendable {
             }) {
                 effects = core.writeSync(standbys: standbys, now: now)
                 continue
+            }
+            if let holds = lock.withLock({ () -> Bool? in
+                defer { holdsLogChange = nil }
+                return holdsLogChange
+            }) {
+                core.holdsLog(holds)
             }
             Thread.sleep(forTimeInterval: 0.02)
             effects = core.tick(now: now)

@@ -51,6 +51,9 @@ public final class StandbyFollower {
 
     deinit { close() }
 
+    /// Whether the copy holds a log (a copy received, or a commit applied).
+    public var holdsLog: Bool { store.logID != nil }
+
     /// The copy's last revision and epoch.
     public var revision: UInt64 { store.lastRevision }
     public var epoch: UInt64 { store.epoch }

@@ -38,6 +38,11 @@ public struct ArbiterCore: Sendable {
         public var leaseSeconds: Int64
         /// The highest epoch in this node's own log: etcd must not hold a lower one.
         public var ownEpoch: UInt64
+        /// Whether this node's data folder holds a log. A node without one
+        /// (a new node, a folder destroyed) may not take the lead of a
+        /// cluster that has had a leader, even where the sync key names it:
+        /// it waits until a copy gives it one (`holdsLog(_:)`, ha.md §4).
+        public var holdsLog = true
         /// The simulator's broken rule (`cogd-lab sim --arbiter --break
         /// arbiter-deadline`): the deadline counts from when a renewal's
         /// answer came, with no margin — the mistake its checker must catch.
@@ -54,6 +59,9 @@ public struct ArbiterCore: Sendable {
         /// The lease TTLs a node accepts.
         public static let leaseSecondsRange: ClosedRange<Int64> = 2...3600
     }
+
+    /// The node's data folder now holds a log, or no longer does (a standby's copy arrived).
+    public mutating func holdsLog(_ holds: Bool) { configuration.holdsLog = holds }
 
     public enum Role: Sendable, Equatable {
         case starting
@@ -84,7 +92,7 @@ public struct ArbiterCore: Sendable {
         case syncWriteFailed(String)
     }
 
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     public let keys: ArbiterRecords.Keys
     public private(set) var role: Role = .starting
     /// The lease this node holds, once granted.
@@ -302,6 +310,13 @@ public struct ArbiterCore: Sendable {
             var effects = follow(nil, now: now)
             if let sync, !effects.isEmpty {
                 effects.append(.note("no node leads; only \(([sync.leader] + sync.standbys).joined(separator: ", ")) may take the lead (epoch \(sync.epoch)'s leader and synchronous standbys)"))
+            }
+            return effects
+        }
+        guard configuration.holdsLog || epoch == 0 else {
+            var effects = follow(nil, now: now)
+            if !effects.isEmpty {
+                effects.append(.note("no node leads; this node's folder holds no log, so it may not take the lead of a cluster at epoch \(epoch): it waits for a copy from the next leader"))
             }
             return effects
         }
