@@ -710,11 +710,15 @@ enum ClusterCommands {
         let deadline = ContinuousClock.now + timeout
         var index = 0
         var lastStandby: StandbyAnswered?
+        var attempts = 0
         // Bounded: every attempt takes time or sleeps, and all end by the deadline.
         while ContinuousClock.now < deadline {
             let remaining = deadline - ContinuousClock.now
-            // Alone, a node gets the whole wait; among several, a share (at least a second).
-            let budget = endpoints.count == 1 ? remaining : min(remaining, max(.seconds(1), timeout / (2 * endpoints.count)))
+            // Alone, a node gets the whole wait (the first time exactly the timeout, as it is named); among several, a share (at least a second).
+            let budget =
+                endpoints.count == 1
+                ? (attempts == 0 ? timeout : remaining) : min(remaining, max(.seconds(1), timeout / (2 * endpoints.count)))
+            attempts += 1
             let endpoint = endpoints[index]
             do {
                 if let answer = try attempt(endpoint, budget) { return answer }
