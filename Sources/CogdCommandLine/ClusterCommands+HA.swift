@@ -24,6 +24,8 @@ extension ClusterCommands {
         let standing = Mutex<String>("")
         /// Where the node that leads serves (nil: no one, or unknown).
         let leaderEndpoint = Mutex<String?>(nil)
+        /// The epoch it leads (a restarted leader at the same endpoint is followed anew).
+        let leaderEpoch = Mutex<UInt64?>(nil)
     }
 
     /// Starts the arbiter for `ha` and waits until this node leads, is
@@ -63,6 +65,7 @@ extension ClusterCommands {
                         ["cluster": cluster, "node": node, "epoch": .number(Double(epoch))])
                 case .follow(let leader):
                     state.leaderEndpoint.withLock { $0 = leader?.endpoint }
+                    state.leaderEpoch.withLock { $0 = leader?.epoch }
                     let standing = "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)")
                     state.standing.withLock { $0 = standing }
                     metrics?.setReadiness(false, standing)
@@ -123,7 +126,8 @@ extension ClusterCommands {
                 return .exit(0)
             }
             if let follower {
-                follower.pass(leaderEndpoint: state.leaderEndpoint.withLock { $0 }, timeout: .milliseconds(20))
+                follower.pass(
+                    leaderEndpoint: state.leaderEndpoint.withLock { $0 }, leaderEpoch: state.leaderEpoch.withLock { $0 }, timeout: .milliseconds(20))
             } else {
                 usleep(20_000)
             }
