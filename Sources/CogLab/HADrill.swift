@@ -109,11 +109,13 @@ struct HADrill {
         var expectedTotal = 0
         var moneyConserved = true
         var failoverTimes: [Double] = []
+        /// Which fault the slowest failover followed.
+        var slowestFailover = ""
         var standbyTimes: [Double] = []
         var etcdTimes: [Double] = []
         /// Frozen leaders that stepped down (exit 1) and those that did not.
         var steppedDown = 0
-        /// Leaders that stepped down (exit 1) while etcd was frozen.
+        /// Nodes that stepped down (exit 1) while etcd was frozen: the leader at its deadline, a standby when its presence lease may have ended.
         var etcdStepDowns = 0
         var notSteppedDown: [String] = []
         /// Node processes that ended by themselves outside a fault that explains it (restarted; not violations).
@@ -234,7 +236,11 @@ struct HADrill {
             guard answer.at > fault.timedFrom else { return }
             let milliseconds = ClusterBench.seconds(answer.at - fault.timedFrom) * 1_000
             switch fault.kind {
-            case .killLeader, .wipeLeader, .freezeLeader: verdict.failoverTimes.append(milliseconds)
+            case .killLeader, .wipeLeader, .freezeLeader:
+                if milliseconds > (verdict.failoverTimes.max() ?? 0) {
+                    verdict.slowestFailover = "\(fault.kind.rawValue) at t=\(Int(ClusterBench.seconds(fault.at - start)))s"
+                }
+                verdict.failoverTimes.append(milliseconds)
             case .killStandby: verdict.standbyTimes.append(milliseconds)
             case .freezeEtcd: verdict.etcdTimes.append(milliseconds)
             }
@@ -332,8 +338,8 @@ struct HADrill {
                     nodes[leaderIndex].restartAt = now + moment()
                 case .freezeLeader:
                     nodes[leaderIndex].process?.freeze()
-                    // Past the lease: etcd lets its key go, and the standby may campaign before it runs again.
-                    fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 500)
+                    // Just past the lease (its release deadline falls before): it must step down as soon as it runs.
+                    fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 200)
                 case .killStandby:
                     fault.node = standbyIndex
                     nodes[standbyIndex].process?.killHard()
@@ -488,7 +494,7 @@ struct HADrill {
                 + "\"lost\": \(verdict.lost.count), \"duplicated\": \(verdict.duplicated.count), \"releasedLost\": \(verdict.releasedLost.count), "
                 + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
-                + "\"steppedDown\": \(verdict.steppedDown), \"notSteppedDown\": \(verdict.notSteppedDown.count), "
+                + "\"steppedDown\": \(verdict.steppedDown), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
                 + "\"unplannedExits\": \(verdict.unplannedExits.count), "
                 + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(bar), "
                 + "\"standbyKillMsP50\": \(standby.p50), \"etcdFreezeMsP50\": \(etcdFigures.p50), "
@@ -512,8 +518,8 @@ struct HADrill {
             "  epochs           \(verdict.twoLeaders.isEmpty ? "never two leaders in one epoch" : "TWO LEADERS: \(verdict.twoLeaders.joined(separator: "; "))"); "
                 + "first answers from a node that did not lead their record's epoch: \(verdict.wrongEpochReleases.count)",
             "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
-                + "; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
-            "  failover         leader killed or frozen → first applied answer: \(times(verdict.failoverTimes, failover)) (lease TTL \(options.leaseTTL) s; bar p99 ≤ \(bar) ms)",
+                + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
+            "  failover         leader killed or frozen → first applied answer: \(times(verdict.failoverTimes, failover))\(verdict.slowestFailover.isEmpty ? "" : ", slowest after \(verdict.slowestFailover)") (lease TTL \(options.leaseTTL) s; bar p99 ≤ \(bar) ms)",
             "  standby killed   → first applied answer: \(times(verdict.standbyTimes, standby))",
             "  etcd frozen      thawed → first applied answer: \(times(verdict.etcdTimes, etcdFigures))",
             "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
