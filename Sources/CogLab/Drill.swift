@@ -535,10 +535,7 @@ struct Drill {
         ] + recoveries.enumerated().map { String(format: "restart %d: %.0f ms", $0.offset + 1, $0.element) }
     }
 
-    private mutating func jitter(_ every: Double) -> Duration {
-        let fraction = 0.5 + Double(random.next() % 1_000) / 1_000
-        return .milliseconds(Int64(every * fraction * 1_000))
-    }
+    private mutating func jitter(_ every: Double) -> Duration { random.jitter(every) }
 
     private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts, json: Bool, reportFile: String?) -> String {
         let recoveries = verdict.recoveries
@@ -768,6 +765,12 @@ struct SplitMix64 {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+
+    /// About `every` seconds: from half of it to one and a half times it, drawn from the sequence.
+    mutating func jitter(_ every: Double) -> Duration {
+        let fraction = 0.5 + Double(next() % 1_000) / 1_000
+        return .milliseconds(Int64(every * fraction * 1_000))
     }
 }
 

@@ -39,6 +39,8 @@ struct HADrill {
     }
 
     static let cluster = "drill"
+    /// The answers' outcomes, in the verdict's order.
+    static let outcomeNames = ["applied", "unchanged", "refused", "rejected"]
     static let nodeNames = ["n1", "n2"]
     /// Ports a run takes: etcd's client and peer, and each node's requests and turns.
     static let portsNeeded = 2 + 2 * nodeNames.count
@@ -85,15 +87,10 @@ struct HADrill {
     struct Verdict {
         var faults: [Fault: Int] = [:]
         var failovers = 0
-        var sent = 0
-        var applied = 0
-        var unchanged = 0
-        var refused = 0
-        var rejected = 0
-        var retried = 0
-        var switches = 0
-        var otherAnswers = 0
-        var unanswered = 0
+        /// What the clients sent, resent and switched, and what was left unanswered.
+        var traffic = (sent: 0, retried: 0, switches: 0, otherAnswers: 0, unanswered: 0)
+        /// The answers by outcome: applied, unchanged, refused, rejected.
+        var outcomes: [String: Int] = [:]
         var lost: [String] = []
         var duplicated: [String] = []
         var releasedLost: [String] = []
@@ -150,17 +147,12 @@ struct HADrill {
     }
 
     let options: Drill.Options
-    private var random: SplitMix64
+    /// The schedule's sequence (faults, restarts and the load), from the seed.
+    private lazy var random = SplitMix64(seed: options.seed)
 
-    init(options: Drill.Options) {
-        self.options = options
-        random = SplitMix64(seed: options.seed)
-    }
+    init(options: Drill.Options) { self.options = options }
 
-    private mutating func jitter(_ every: Double) -> Duration {
-        let fraction = 0.5 + Double(random.next() % 1_000) / 1_000
-        return .milliseconds(Int64(every * fraction * 1_000))
-    }
+    private mutating func jitter(_ every: Double) -> Duration { random.jitter(every) }
 
     private mutating func moment() -> Duration { .milliseconds(Int64(200 + random.next() % 600)) }
 
@@ -429,15 +421,15 @@ struct HADrill {
         }
         verdict.unledEpochs = unled.sorted().map { "epoch \($0)" }
         for client in clients {
-            verdict.sent += client.sent
-            verdict.retried += client.retried
-            verdict.switches += client.switches
-            verdict.otherAnswers += client.otherAnswers
-            verdict.unanswered += client.outstanding
+            verdict.traffic.sent += client.sent
+            verdict.traffic.retried += client.retried
+            verdict.traffic.switches += client.switches
+            verdict.traffic.otherAnswers += client.otherAnswers
+            verdict.traffic.unanswered += client.outstanding
             for (request, answer) in client.answers {
                 switch answer.outcome {
                 case .applied(let revision):
-                    verdict.applied += 1
+                    verdict.outcomes["applied", default: 0] += 1
                     let node = Self.nodeNames[answer.node]
                     if appliedBy[request] == nil { verdict.lost.append("\(request) at revision \(revision) (from \(node))") }
                     guard let record = recordAt[revision], record.request == request else {
@@ -447,9 +439,9 @@ struct HADrill {
                     if !answer.earlier, verdict.leadLines[record.epoch]?.contains(node) != true {
                         verdict.wrongEpochReleases.append("\(request) at revision \(revision) of epoch \(record.epoch) answered by \(node)")
                     }
-                case .unchanged: verdict.unchanged += 1
-                case .refused: verdict.refused += 1
-                case .rejected: verdict.rejected += 1
+                case .unchanged: verdict.outcomes["unchanged", default: 0] += 1
+                case .refused: verdict.outcomes["refused", default: 0] += 1
+                case .rejected: verdict.outcomes["rejected", default: 0] += 1
                 }
             }
         }
@@ -488,9 +480,10 @@ struct HADrill {
             let leaders = epochs.map { "\(CBORText.quoted(String($0))): [\(Set(verdict.leadLines[$0]!).sorted().map(CBORText.quoted).joined(separator: ", "))]" }
                 .joined(separator: ", ")
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaseTTL\": \(options.leaseTTL), \"faults\": {\(faults)}, "
-                + "\"failovers\": \(verdict.failovers), \"sent\": \(verdict.sent), \"applied\": \(verdict.applied), \"unchanged\": \(verdict.unchanged), "
-                + "\"refused\": \(verdict.refused), \"rejected\": \(verdict.rejected), \"retried\": \(verdict.retried), \"switches\": \(verdict.switches), "
-                + "\"unanswered\": \(verdict.unanswered), \"survivor\": \(CBORText.quoted(verdict.survivor)), \"turns\": \(verdict.turns), "
+                + "\"failovers\": \(verdict.failovers), \"sent\": \(verdict.traffic.sent), "
+                + Self.outcomeNames.map { "\"\($0)\": \(verdict.outcomes[$0] ?? 0), " }.joined()
+                + "\"retried\": \(verdict.traffic.retried), \"switches\": \(verdict.traffic.switches), "
+                + "\"unanswered\": \(verdict.traffic.unanswered), \"survivor\": \(CBORText.quoted(verdict.survivor)), \"turns\": \(verdict.turns), "
                 + "\"lost\": \(verdict.lost.count), \"duplicated\": \(verdict.duplicated.count), \"releasedLost\": \(verdict.releasedLost.count), "
                 + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
@@ -510,7 +503,9 @@ struct HADrill {
             "  cluster          etcd on 127.0.0.1, nodes \(Self.nodeNames.joined(separator: " and ")) (--sync one, --lease-ttl \(options.leaseTTL)); clients follow the leader; no workers",
             "  faults           \(faultLine)",
             "  failovers        \(verdict.failovers) (epochs led: \(leaders.isEmpty ? "none" : leaders))",
-            "  requests         the drill's clients sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), refused \(verdict.refused), rejected \(verdict.rejected), retried \(verdict.retried), switched node \(verdict.switches), unanswered \(verdict.unanswered)",
+            "  requests         the drill's clients sent \(verdict.traffic.sent): "
+                + Self.outcomeNames.map { "\($0) \(verdict.outcomes[$0] ?? 0), " }.joined()
+                + "retried \(verdict.traffic.retried), switched node \(verdict.traffic.switches), unanswered \(verdict.traffic.unanswered)",
             "  log              the survivor's (\(verdict.survivor)): \(verdict.turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",
