@@ -300,7 +300,9 @@ struct HADrill {
                 for node in nodes {
                     guard let since = node.mustStepDown, now - since > .seconds(15), node.isRunning else { continue }
                     verdict.notSteppedDown.append("\(node.name) still running 15 s after its thaw")
+                    node.mustStepDown = nil
                     node.process?.killHard()
+                    node.restartAt = now + .milliseconds(100)
                 }
                 if let current = active, current.settled, current.thawAt == nil, nodes.allSatisfy({ $0.isRunning && $0.restartAt == nil && $0.mustStepDown == nil }) {
                     active = nil

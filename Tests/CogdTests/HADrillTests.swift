@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import CogLab
+@testable import CogdCommandLine
 
 /// `cogd-lab drill --ha`: a real etcd and two `cogd leader --ha --sync one`
 /// nodes under faults, with clients that follow the leader; the verdict a
@@ -37,6 +38,34 @@ struct HADrillTests {
             if ports.contains(port) { found.append(port) }
         }
         return found
+    }
+
+    @Test func `drill --ha parses its options and refuses the other drills' ones`() throws {
+        var options = Drill.Options()
+        options.ha = true
+        options.leaseTTL = 3
+        options.faultEvery = 2.5
+        options.faults = [.killLeader, .freezeEtcd]
+        options.seed = 7
+        #expect(
+            try LabParse.parseDrill(["--ha", "--lease-ttl", "3", "--fault-every", "2.5", "--faults", "freeze-etcd,kill-leader", "--seed", "7"]) == options)
+        #expect(Drill.Options().faults == HADrill.Fault.allCases)
+        #expect(throws: CommandUsageError(message: "--lease-ttl takes a whole number of seconds from 2 to 3600, not '1'", subcommand: "drill")) {
+            try LabParse.parseDrill(["--ha", "--lease-ttl", "1"])
+        }
+        #expect(throws: CommandUsageError(
+            message: "--faults takes names from kill-leader, wipe-leader, freeze-leader, kill-standby, freeze-etcd, not 'kill-etcd'", subcommand: "drill")) {
+            try LabParse.parseDrill(["--ha", "--faults", "kill-leader,kill-etcd"])
+        }
+        #expect(throws: CommandUsageError(message: "--workers does not apply to an HA drill (--ha)", subcommand: "drill")) {
+            try LabParse.parseDrill(["--ha", "--workers", "2"])
+        }
+        #expect(throws: CommandUsageError(message: "--lease-ttl applies to an HA drill (with --ha)", subcommand: "drill")) {
+            try LabParse.parseDrill(["--lease-ttl", "3"])
+        }
+        #expect(throws: CommandUsageError(message: "--ports 20000-20004 holds 5 ports; an HA drill (etcd's two, and each node's requests and turns) needs 6", subcommand: "drill")) {
+            try LabParse.parseDrill(["--ha", "--ports", "20000-20004"])
+        }
     }
 
     @Test func `a short HA drill fails the leader over, loses nothing, passes, and leaves no process behind`() throws {
