@@ -174,7 +174,7 @@ public enum CogLab {
                   --ha                    instead, a high-availability drill: a real etcd on loopback (needs
                                           etcd: deploy/install-deps.sh) and two nodes, n1 and n2, each
                                           cogd leader --ha --sync one over its own folder; clients that
-                                          follow the leader themselves (no answer within 1 s, or an
+                                          follow the leader themselves (no answer within 0.5 s, or an
                                           answer that is not a reply: the other node, same request id);
                                           no workers (default off)
                   --lease-ttl S           with --ha: the nodes' lease TTL, 2 to 3600 (default \(defaults.leaseTTL))

@@ -48,7 +48,7 @@ final class HAClient: DrillLoadClient {
     let switchAfter: Duration
     var outstanding: Int { inFlight.count }
 
-    init(context: ZMQContext, endpoints: [String], name: String, switchAfter: Duration = .seconds(1)) throws {
+    init(context: ZMQContext, endpoints: [String], name: String, switchAfter: Duration = .milliseconds(500)) throws {
         self.name = name
         self.switchAfter = switchAfter
         var sockets: [ZMQSocket] = []

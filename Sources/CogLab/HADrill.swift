@@ -219,6 +219,12 @@ struct HADrill {
         var lastProgress = start
         let leaseSeconds = Double(ttl)
 
+        /// A line of the run's progress (not with --json): what happened when.
+        func say(_ text: String) {
+            guard !options.json else { return }
+            print(String(format: "drill --ha t=%.1fs ", ClusterBench.seconds(ContinuousClock.now - start)) + text)
+            fflush(nil)
+        }
         /// Ends the active fault once an applied answer shows service is back; records its time.
         func settle(with answer: HAClient.Answer) {
             guard var fault = active, !fault.settled else { return }
@@ -238,6 +244,8 @@ struct HADrill {
             }
             fault.settled = true
             active = fault
+            say(String(format: "%@: first applied answer %.0f ms after the %@ (from %@)", fault.kind.rawValue, milliseconds,
+                fault.kind == .freezeEtcd ? "thaw" : "fault", Self.nodeNames[answer.node]))
         }
 
         while true {
@@ -345,6 +353,7 @@ struct HADrill {
                     fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 1_500)
                 }
                 active = fault
+                say("\(kind.rawValue): \(fault.node.map { "\(nodes[$0].name) (\($0 == leaderIndex ? "leader" : "standby"))" } ?? "etcd")")
                 leaderName = nil
                 syncNames = []
             }
