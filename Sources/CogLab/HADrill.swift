@@ -98,6 +98,8 @@ struct HADrill {
         var twoLeaders: [String] = []
         /// First answers (not from dedup) whose record's epoch the answering node did not lead.
         var wrongEpochReleases: [String] = []
+        /// Epochs after the first that a node served from an empty log (its folder destroyed): a clue, not a check.
+        var emptyLeads: [String] = []
         /// Records whose epoch no node's `lead` line names.
         var unledEpochs: [String] = []
         var leadLines: [UInt64: [String]] = [:]
@@ -398,6 +400,12 @@ struct HADrill {
             for file in node.errorFiles {
                 guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
                 for line in text.split(separator: "\n") {
+                    // A leader's start line (`…, epoch E, revision R, …`): one that serves a later epoch from an empty log.
+                    if line.contains(" leader: data "), let range = line.range(of: ", revision 0, "),
+                        let epoch = line[..<range.lowerBound].split(separator: " ").last.flatMap({ UInt64($0) }), epoch > 1
+                    {
+                        verdict.emptyLeads.append("epoch \(epoch) by \(node.name)")
+                    }
                     guard let range = line.range(of: "node \(node.name) leads cluster \(Self.cluster) in epoch ") else { continue }
                     let digits = line[range.upperBound...].prefix { $0.isNumber }
                     // Only its own `lead` lines: a standby's line may name it as the leader of a crashed run's epoch.
@@ -496,7 +504,7 @@ struct HADrill {
                 + "\"retried\": \(verdict.traffic.retried), \"switches\": \(verdict.traffic.switches), "
                 + "\"unanswered\": \(verdict.traffic.unanswered), \"survivor\": \(CBORText.quoted(verdict.survivor)), \"turns\": \(verdict.turns), "
                 + "\"lost\": \(verdict.lost.count), \"duplicated\": \(verdict.duplicated.count), \"releasedLost\": \(verdict.releasedLost.count), "
-                + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
+                + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"emptyLeads\": [\(verdict.emptyLeads.map(CBORText.quoted).joined(separator: ", "))], \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
                 + "\"steppedDown\": \(verdict.steppedDown), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
                 + "\"unplannedExits\": \(verdict.unplannedExits.count), "
@@ -523,6 +531,7 @@ struct HADrill {
             "  released-lost    \(verdict.releasedLost.count) (acknowledged revisions the survivor's log lacks or holds for another request)",
             "  epochs           \(verdict.twoLeaders.isEmpty ? "never two leaders in one epoch" : "TWO LEADERS: \(verdict.twoLeaders.joined(separator: "; "))"); "
                 + "first answers from a node that did not lead their record's epoch: \(verdict.wrongEpochReleases.count)",
+            "  empty leads      \(verdict.emptyLeads.isEmpty ? "none" : verdict.emptyLeads.joined(separator: ", ") + " (a node led a later epoch from an empty folder)")",
             "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
                 + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
             "  failover         leader killed or frozen → first applied answer: \(times(verdict.failoverTimes, failover))\(verdict.slowestFailover.isEmpty ? "" : ", slowest after \(verdict.slowestFailover)") (lease TTL \(options.leaseTTL) s; bar p99 ≤ \(bar) ms)",
