@@ -232,6 +232,8 @@ struct HADrill {
             guard var fault = active, !fault.settled else { return }
             // A frozen or dead node's answers (read late) do not count until it was started again.
             if let struck = fault.node, answer.node == struck, nodes[struck].startedAt < fault.at { return }
+            // With its standby killed the leader releases nothing new until it is back: earlier answers were on their way at the kill.
+            if fault.kind == .killStandby, let struck = fault.node, nodes[struck].startedAt < fault.at { return }
             if fault.kind == .freezeEtcd && fault.thawAt != nil { return }
             guard answer.at > fault.timedFrom else { return }
             let milliseconds = ClusterBench.seconds(answer.at - fault.timedFrom) * 1_000
