@@ -256,7 +256,8 @@ struct HADrill {
             let now = ContinuousClock.now
             let outstanding = clients.contains { $0.outstanding > 0 }
             let restarting = nodes.contains { $0.restartAt != nil || !$0.isRunning }
-            if now >= end, !outstanding, !restarting, active == nil || active?.settled == true, !etcdFrozen { break }
+            // Done once the load is answered and every process runs again: a fault still untimed then has no answer left to time it.
+            if now >= end, !outstanding, !restarting, !etcdFrozen, active?.thawAt == nil, !nodes.contains(where: { $0.mustStepDown != nil }) { break }
             if now > end + .seconds(45) { break }
 
             // Who leads, and whom the sync key names, as etcd says (not while it is frozen).
@@ -327,7 +328,8 @@ struct HADrill {
             }
 
             // The next fault, once the cluster is whole: a leader and its standby named in the sync key.
-            if active == nil, now < end, now >= nextFault, let leader = leaderName, let leaderIndex = nodes.firstIndex(where: { $0.name == leader }),
+            // None so late that the load ends before the cluster can answer again.
+            if active == nil, now < end - .seconds(options.leaseTTL + 4), now >= nextFault, let leader = leaderName, let leaderIndex = nodes.firstIndex(where: { $0.name == leader }),
                 nodes.allSatisfy({ $0.isRunning && $0.restartAt == nil }),
                 Set(syncNames) == Set(Self.nodeNames)
             {
@@ -381,7 +383,7 @@ struct HADrill {
                 }
             }
         }
-        if let fault = active, !fault.settled {
+        if let fault = active, !fault.settled, ContinuousClock.now > end + .seconds(45) {
             verdict.unrecovered.append("\(fault.kind.rawValue) at t=\(Int(ClusterBench.seconds(fault.at - start)))s")
         }
         if etcdFrozen { etcd.resume() }
