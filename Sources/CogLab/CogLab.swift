@@ -29,12 +29,13 @@ public enum CogLab {
     static let subcommands: [ExtraSubcommand] = [
         ExtraSubcommand(
             name: "drill",
-            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json] | --group-workers N [--heartbeat-timeout S] …",
+            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json] | --group-workers N [--heartbeat-timeout S] … | --ha [--lease-ttl S] [--fault-every D] [--faults F,…]",
             usage: { cogd in
                 "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
                     + "         [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json]\n"
                     + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR]\n"
-                    + "         [--ports A-B] [--report DIR] [--json]"
+                    + "         [--ports A-B] [--report DIR] [--json]\n"
+                    + "       \(cogd) drill --ha [--seconds S] [--lease-ttl S] [--fault-every D] [--faults F[,F…]] [--seed N] [--ports A-B] [--json]"
             },
             page: { page("drill", program: $0) },
             parse: { arguments throws(CommandUsageError) in
@@ -153,7 +154,8 @@ public enum CogLab {
                                           would append, and its reproduce line would not reproduce it)
                                           (default: a fresh temporary folder, removed afterwards)
                   --ports A-B             serve the leader on two loopback ports (127.0.0.1) picked free
-                                          in A-B, 1024 ≤ A ≤ B ≤ 65535; said on stderr at the start and as
+                                          in A-B, 1024 ≤ A ≤ B ≤ 65535 (with --ha, six: etcd's two and
+                                          each node's two); said on stderr at the start and as
                                           "ports" in --json (default \(PortRange.standard))
                   --report DIR            also write DIR/\(Drill.Options.reportFileName) (DIR made when missing): one
                                           self-contained page, inline SVG, no script, nothing fetched, with
@@ -170,6 +172,27 @@ public enum CogLab {
                                           the heartbeat timeout + 1 s, then SIGCONT it; it must say
                                           lease-expired when it runs again, before it hears gone, and
                                           rejoins (protocol/cogwire.md §6b); 0: never (default 0)
+                  --ha                    instead, a high-availability drill: a real etcd on loopback (needs
+                                          etcd: deploy/install-deps.sh) and two nodes, n1 and n2, each
+                                          cogd leader --ha --sync one over its own folder; clients that
+                                          follow the leader themselves (no answer within 0.5 s, or an
+                                          answer that is not a reply: the other node, same request id);
+                                          no workers (default off)
+                  --lease-ttl S           with --ha: the nodes' lease TTL, 2 to 3600 (default \(defaults.leaseTTL))
+                  --fault-every D         with --ha: about D seconds after the last fault is over (the
+                                          cluster answers again, both nodes run, the sync key names
+                                          both), the next one (default \(formatted(defaults.faultEvery)))
+                  --faults F[,F…]         with --ha: the faults drawn from (default all):
+                                          kill-leader    SIGKILL the leader, start it again after a moment
+                                          wipe-leader    the same, its data folder destroyed: it starts
+                                                         empty and must be sent a copy
+                                          freeze-leader  SIGSTOP the leader just past the lease TTL, then
+                                                         SIGCONT: it must step down (exit 1); started again
+                                          kill-standby   SIGKILL the standby (replies wait for it), start
+                                                         it again after a moment
+                                          freeze-etcd    SIGSTOP etcd for the TTL + 1.5 s, then SIGCONT:
+                                                         the leader steps down at its deadline; nodes that
+                                                         exit are started again once etcd runs
 
                 A group drill's verdict adds, read from the turn log: times an account had
                 two live instances (must be 0), times an account had no live owner past
@@ -180,10 +203,23 @@ public enum CogLab {
                 greeting there (p50, p99, max), beside the heartbeat timeout; it fails if a
                 kill's accounts are not all greeted again within heartbeat timeout + 1 s.
 
+                An HA drill's verdict is read after the run from the log of the node etcd
+                names leader (the survivor): failovers (epochs led after the first),
+                acknowledged transfers lost, applied twice, and acknowledged revisions the
+                survivor's log lacks or holds for another request (each must be 0); money
+                conserved; no epoch led by two nodes (from the nodes' own "leads … in
+                epoch" log lines), and each first answer sent by the node that led its
+                record's epoch; frozen leaders that did not exit 1 (0); and the time from
+                the leader's kill or freeze to the first applied answer (p50, p99, max)
+                beside the TTL. It fails if any count is not 0 or that p99 is above the
+                TTL + 1 s. A standby's kill and an etcd freeze are timed apart (to the
+                first applied answer, from the kill and from etcd's thaw).
+
                 Example:
                   \(cogd) drill --workers 3 --seconds 30 --seed 7 --json
                   \(cogd) drill --group-workers 3 --seconds 120 --heartbeat-timeout 2
                   \(cogd) drill --seconds 20 --report /tmp/drill-report
+                  \(cogd) drill --ha --seconds 120 --lease-ttl 2 --faults kill-leader,freeze-leader
                 """
         case "sim":
             let defaults = SimCommand.Options()

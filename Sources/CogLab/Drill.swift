@@ -56,6 +56,14 @@ struct Drill {
         static let reportFileName = "drill-report.html"
         /// How many ports a drill takes (the leader's requests and turns endpoints).
         static let portsNeeded = 2
+        /// Run the high-availability drill instead (`--ha`, `HADrill`): etcd and two nodes, no workers.
+        var ha = false
+        /// With `--ha`: the nodes' `--lease-ttl` (2–3600 s).
+        var leaseTTL = 2
+        /// With `--ha`: about how often a fault strikes, once the last one is over (`--fault-every`).
+        var faultEvery: Double = 4
+        /// With `--ha`: the faults drawn from (`--faults a,b,…`).
+        var faults = HADrill.Fault.allCases
 
         /// Why `--data` cannot be run over: it already holds a turn log
         /// (`data.mdb` or `cogd.identity`), so the run would append to it and
@@ -198,6 +206,10 @@ struct Drill {
         if options.groupWorkers > 0 {
             var group = GroupDrill(options: options)
             return try group.run()
+        }
+        if options.ha {
+            var drill = HADrill(options: options)
+            return try drill.run()
         }
         let folder = options.dataFolder ?? Options.freshFolder()
         defer { if options.dataFolder == nil { try? FileManager.default.removeItem(atPath: folder) } }
@@ -523,10 +535,7 @@ struct Drill {
         ] + recoveries.enumerated().map { String(format: "restart %d: %.0f ms", $0.offset + 1, $0.element) }
     }
 
-    private mutating func jitter(_ every: Double) -> Duration {
-        let fraction = 0.5 + Double(random.next() % 1_000) / 1_000
-        return .milliseconds(Int64(every * fraction * 1_000))
-    }
+    private mutating func jitter(_ every: Double) -> Duration { random.jitter(every) }
 
     private func render(_ verdict: Verdict, turns: Int, ports: LoopbackPorts, json: Bool, reportFile: String?) -> String {
         let recoveries = verdict.recoveries
@@ -616,6 +625,8 @@ final class Child {
     }
 
     var isRunning: Bool { process.isRunning }
+
+    var processIdentifier: pid_t { process.processIdentifier }
 
     var ending: Ending {
         if process.isRunning { return .running }
@@ -757,6 +768,12 @@ struct SplitMix64 {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
+    /// About `every` seconds: from half of it to one and a half times it, drawn from the sequence.
+    mutating func jitter(_ every: Double) -> Duration {
+        let fraction = 0.5 + Double(next() % 1_000) / 1_000
+        return .milliseconds(Int64(every * fraction * 1_000))
+    }
 }
 
 /// The drills' steady load: pipelined transfers among `accounts` (`acct0`…),
@@ -780,19 +797,19 @@ struct DrillLoad {
     /// Tops up each of `transfers` to `transferOutstanding` with a transfer
     /// between two different accounts, then maybe sends `churn` one opening
     /// or closing.
-    mutating func feed(transfers clients: [DrillClient], churn: DrillClient, random: inout SplitMix64) throws {
+    mutating func feed<Client: DrillLoadClient>(transfers clients: [Client], churn: Client, random: inout SplitMix64) throws {
         for client in clients where client.outstanding < transferOutstanding {
             let from = Int(random.next() % UInt64(accounts))
             let to = (from + 1 + Int(random.next() % UInt64(accounts - 1))) % accounts
             client.enqueue(op: "ledger.transfer", argument: [
                 "from": .text("acct\(from)"), "to": .text("acct\(to)"), "amount": .unsigned(1 + random.next() % 50),
-            ])
+            ], raw: nil)
             transfers += 1
         }
         guard transfers % 40 < churnPerForty, churn.outstanding < churnOutstanding else { return }
         let name = "churn\(transfers % 3)"
         if transfers % 2 == 0 {
-            churn.enqueue(op: "ledger.open", argument: ["account": .text(name), "balance": .unsigned(0)])
+            churn.enqueue(op: "ledger.open", argument: ["account": .text(name), "balance": .unsigned(0)], raw: nil)
         } else {
             churn.enqueue(op: "ledger.close", argument: [:], raw: try CBOREncoder().encode(name))
         }

@@ -32,10 +32,12 @@ final class LabInterruptGuard: @unchecked Sendable {
     }
 
     /// A child started: ended if the run is interrupted.
-    func add(_ process: Process) { lock.withLock { children.append(process.processIdentifier) } }
+    func add(_ process: Process) { add(pid: process.processIdentifier) }
+    func add(pid: pid_t) { lock.withLock { children.append(pid) } }
 
     /// A child the run has ended (or waited for) itself.
-    func remove(_ process: Process) { lock.withLock { children.removeAll { $0 == process.processIdentifier } } }
+    func remove(_ process: Process) { remove(pid: process.processIdentifier) }
+    func remove(pid: pid_t) { lock.withLock { children.removeAll { $0 == pid } } }
 
     /// A folder removed if the run is interrupted.
     func add(folder: String) { lock.withLock { folders.append(folder) } }

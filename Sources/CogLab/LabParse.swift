@@ -113,9 +113,43 @@ enum LabParse {
                 options.freezeWorkerEvery = value
             case "--ports": options.ports = try PortRange.parse(try reader.value(for: option), subcommand: "drill")
             case "--report": options.reportFolder = try reader.value(for: option)
+            case "--ha":
+                try reader.noValue(option)
+                options.ha = true
+            case "--lease-ttl":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), (2...3600).contains(value) else {
+                    throw UsageError(message: "--lease-ttl takes a whole number of seconds from 2 to 3600, not '\(text)'", subcommand: "drill")
+                }
+                options.leaseTTL = value
+            case "--fault-every": options.faultEvery = try number(option, try reader.value(for: option))
+            case "--faults":
+                let text = try reader.value(for: option)
+                var faults: [HADrill.Fault] = []
+                for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+                    guard let fault = HADrill.Fault(rawValue: String(name)) else {
+                        throw UsageError(
+                            message: "--faults takes names from \(HADrill.Fault.allCases.map(\.rawValue).joined(separator: ", ")), not '\(name)'", subcommand: "drill")
+                    }
+                    if !faults.contains(fault) { faults.append(fault) }
+                }
+                options.faults = HADrill.Fault.allCases.filter(faults.contains)
             default: throw UsageError(message: "unknown option '\(option.name)'", subcommand: "drill")
             }
             given.insert(option.name)
+        }
+        if options.ha {
+            // The HA drill: etcd, two nodes and clients; its own faults.
+            let others = ["--workers", "--kill-leader-every", "--kill-worker-every", "--trap-every", "--curve", "--data", "--group-workers",
+                "--heartbeat-timeout", "--freeze-worker-every", "--report"]
+            if let other = others.first(where: given.contains) {
+                throw UsageError(message: "\(other) does not apply to an HA drill (--ha)", subcommand: "drill")
+            }
+            if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
+            try options.ports.check(needed: HADrill.portsNeeded, what: "an HA drill (etcd's two, and each node's requests and turns)", subcommand: "drill")
+            return options
+        } else if let haOnly = ["--lease-ttl", "--fault-every", "--faults"].first(where: given.contains) {
+            throw UsageError(message: "\(haOnly) applies to an HA drill (with --ha)", subcommand: "drill")
         }
         if options.groupWorkers > 0 {
             // A group drill kills workers only, without CURVE.

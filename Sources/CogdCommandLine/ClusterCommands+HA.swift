@@ -25,7 +25,8 @@ extension ClusterCommands {
         let standing = Mutex<String>("")
         /// Where the node that leads serves (nil: no one, or unknown), and its epoch.
         let leaderEndpoint = Mutex<String?>(nil)
-        let leaderEpoch = Mutex<UInt64>(0)
+        /// The epoch it leads (a restarted leader at the same endpoint is followed anew).
+        let leaderEpoch = Mutex<UInt64?>(nil)
     }
 
     /// Starts the arbiter for `ha` and waits until this node leads, is
@@ -73,7 +74,7 @@ extension ClusterCommands {
                         ["cluster": cluster, "node": node, "epoch": .number(Double(epoch))])
                 case .follow(let leader):
                     state.leaderEndpoint.withLock { $0 = leader?.endpoint }
-                    state.leaderEpoch.withLock { $0 = leader?.epoch ?? 0 }
+                    state.leaderEpoch.withLock { $0 = leader?.epoch }
                     let standing = "standby: " + (leader.map { "node \($0.node) leads cluster \(ha.cluster) in epoch \($0.epoch)" } ?? "no node leads cluster \(ha.cluster)")
                     state.standing.withLock { $0 = standing }
                     metrics?.setReadiness(false, standing)
@@ -169,14 +170,15 @@ extension ClusterCommands {
                 }
             }
             if let follower {
-                door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 }, timeout: .zero)
-                follower.pass(leaderEndpoint: leader, timeout: .milliseconds(20))
+                let epoch = state.leaderEpoch.withLock { $0 }
+                door.pass(leader: leader, epoch: epoch ?? 0, timeout: .zero)
+                follower.pass(leaderEndpoint: leader, leaderEpoch: epoch, timeout: .milliseconds(20))
                 if follower.holdsLog != holdsLog {
                     holdsLog = follower.holdsLog
                     arbiter.holdsLog(holdsLog)
                 }
             } else {
-                door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 }, timeout: .milliseconds(20))
+                door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 } ?? 0, timeout: .milliseconds(20))
             }
         }
     }

@@ -1,63 +1,39 @@
-@testable import CogLab
 import Foundation
 import Testing
+
+@testable import CogLab
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// A real etcd (Debian's `etcd-server`, installed by deploy/install-deps.sh)
-/// on loopback for one test: free client and peer ports, a folder of its
-/// own, no fsync (a test's etcd need not survive the machine), always stopped.
-/// Started as the lab's `LabEtcd` starts one; run as a `CogdProcess`, so a
-/// test may read its lines and pause it.
+/// on loopback for one test: the lab's `EtcdServer` (what `cogd-lab drill
+/// --ha` runs) on free client and peer ports, a folder of its own, no fsync
+/// (a test's etcd need not survive the machine), always stopped.
 final class TestEtcd {
-    let clientPort = freePort()
-    let peerPort = freePort()
-    let folder: URL
-    private(set) var server: CogdProcess?
+    let server = EtcdServer(clientPort: freePort(), peerPort: freePort())
 
-    var url: String { LabEtcd.url(port: clientPort) }
+    var clientPort: Int { server.clientPort }
+    var url: String { server.url }
 
-    /// `etcd` (`LabEtcd.program()`); nil (and a recorded issue naming the install script) when missing.
-    static func program() -> URL? {
-        guard let program = LabEtcd.program() else {
-            Issue.record(Comment(rawValue: LabEtcd.missing))
-            return nil
-        }
-        return program
-    }
+    init() throws {}
 
-    init() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-etcd-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
-
-    /// Starts etcd and waits (at most 30 s) until it grants a lease.
+    /// Starts etcd and waits (at most 30 s) until it grants a lease; false
+    /// (and a recorded issue: etcd missing names the install script) when it does not.
     func start() throws -> Bool {
-        guard let program = Self.program() else { return false }
-        let process = try CogdProcess(
-            executable: program,
-            LabEtcd.arguments(name: "test", dataFolder: folder.appendingPathComponent("data").path, clientPort: clientPort, peerPort: peerPort))
-        server = process
-        let ready = waitUntil(timeout: .seconds(30)) {
-            guard process.process.isRunning else { return true }
-            return LabEtcd.grantsLease(port: clientPort)
+        do {
+            try server.start()
+            return true
+        } catch {
+            Issue.record("\(error)")
+            return false
         }
-        #expect(ready && process.process.isRunning, "etcd did not start: \(process.lines.suffix(20))")
-        return ready && process.process.isRunning
     }
 
-    func pause() { server?.pause() }
-    func resume() { server?.resume() }
-
-    func stop() {
-        server?.resume()
-        server?.stop()
-        try? FileManager.default.removeItem(at: folder)
-    }
-
-    deinit { stop() }
+    func pause() { server.pause() }
+    func resume() { server.resume() }
+    func stop() { server.stop() }
 
     /// Puts `value` at `key` with no lease (to set a cluster's keys the way a node would).
     func put(_ key: String, _ value: String) throws {

@@ -19,8 +19,8 @@ struct StandbyBenchTests {
     }
 
     @Test func `the standby bench prints its figures, the ratio to echo and two commits, a failover, and stops everything`() throws {
-        guard LabEtcd.program() != nil else {
-            Issue.record(Comment(rawValue: LabEtcd.missing))
+        guard (try? EtcdServer.program()) != nil else {
+            Issue.record(Comment(rawValue: EtcdServer.missing))
             return
         }
         let result = try runCogdLab(
@@ -53,8 +53,8 @@ struct StandbyBenchTests {
     }
 
     @Test func `with --json each figure is one object, and the failover is beside the lease TTL`() throws {
-        guard LabEtcd.program() != nil else {
-            Issue.record(Comment(rawValue: LabEtcd.missing))
+        guard (try? EtcdServer.program()) != nil else {
+            Issue.record(Comment(rawValue: EtcdServer.missing))
             return
         }
         let result = try runCogdLab(
@@ -83,8 +83,8 @@ struct StandbyBenchTests {
     }
 
     @Test func `interrupted, the standby bench stops etcd and the nodes it started and removes their folders`() throws {
-        guard LabEtcd.program() != nil else {
-            Issue.record(Comment(rawValue: LabEtcd.missing))
+        guard (try? EtcdServer.program()) != nil else {
+            Issue.record(Comment(rawValue: EtcdServer.missing))
             return
         }
         let bench = try CogdProcess(

@@ -28,6 +28,8 @@ public final class StandbyFollower {
     private let context: ZMQContext
     private var socket: ZMQSocket?
     private var endpoint: String?
+    /// The epoch of the leader followed (nil: unknown).
+    private var followedEpoch: UInt64?
     /// The last shipped commit applied, once welcomed (nil: not in step).
     private var applied: UInt64?
     private var lastHello = ContinuousClock.now - .seconds(60)
@@ -61,9 +63,14 @@ public final class StandbyFollower {
     /// Follows the leader at `leaderEndpoint` (nil or empty: none known):
     /// connects when it changes, says hello until welcomed, applies what
     /// came within `timeout`.
-    public func pass(leaderEndpoint: String?, timeout: Duration) {
+    /// A new `leaderEpoch` at the same endpoint (the same node leading again
+    /// after a restart) is a new leader too: connected anew, hello again.
+    public func pass(leaderEndpoint: String?, leaderEpoch: UInt64? = nil, timeout: Duration) {
         let wanted = leaderEndpoint.flatMap { $0.isEmpty ? nil : $0 }
-        if wanted != endpoint { connect(to: wanted) }
+        if wanted != endpoint || leaderEpoch != followedEpoch {
+            followedEpoch = leaderEpoch
+            connect(to: wanted)
+        }
         guard let socket else {
             usleep(UInt32(max(0, timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000)))
             return

@@ -10,7 +10,7 @@ import Foundation
 #endif
 
 /// `cogd-lab bench cluster --standby`: a cluster of two nodes on a lab etcd
-/// (`LabEtcd`), `leader --ha … --sync one --lease-ttl 2`: n1 leads and n2 is
+/// (`EtcdServer`), `leader --ha … --sync one --lease-ttl 2`: n1 leads and n2 is
 /// its synchronous standby, so every reply waits for n2's acknowledgement of
 /// its own commit. Measured through n1, beside the same run's raw figures:
 /// the op round trip (p50 beside a raw ZeroMQ echo plus two raw LMDB
@@ -55,7 +55,7 @@ extension ClusterBench {
         }
 
         /// Starts `cogd leader --ha` (this executable) on `etcd` with `options` added; its output goes to a log file in the bench's folder.
-        func start(etcd: LabEtcd, options: [String]) throws {
+        func start(etcd: EtcdServer, options: [String]) throws {
             precondition(process == nil, "internal inconsistency: node \(name) started twice")
             starts += 1
             guard FileManager.default.createFile(atPath: logFile, contents: nil) else {
@@ -112,7 +112,7 @@ extension ClusterBench {
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         // Stopped last (the deferred run in reverse): a node stopped cleanly revokes its lease in etcd.
-        let etcd = LabEtcd(clientPort: ports.next(), peerPort: ports.next(), interruptGuard: interruptGuard)
+        let etcd = EtcdServer(clientPort: ports.next(), peerPort: ports.next(), interruptGuard: interruptGuard)
         defer { etcd.stop() }
         let n1 = StandbyNode(name: "n1", root: root, ports: ports, interruptGuard: interruptGuard)
         defer { n1.stop() }
@@ -191,7 +191,7 @@ extension ClusterBench {
     /// key naming it; between them the killed node restarts as the new
     /// standby and is waited for until it is in step. The medians, in ms,
     /// beside the lease TTL.
-    private func failovers(context: ZMQContext, etcd: LabEtcd, leader first: StandbyNode, standby second: StandbyNode) throws -> [BenchFigure] {
+    private func failovers(context: ZMQContext, etcd: EtcdServer, leader first: StandbyNode, standby second: StandbyNode) throws -> [BenchFigure] {
         var leader = first
         var standby = second
         var applied: [Double] = []
@@ -229,7 +229,7 @@ extension ClusterBench {
     /// (read every 10 ms meanwhile). No answer, or any other answer (an
     /// error, a refusal), is not yet.
     private func firstApplied(
-        context: ZMQContext, node: StandbyNode, etcd: LabEtcd, since: ContinuousClock.Instant, round: Int
+        context: ZMQContext, node: StandbyNode, etcd: EtcdServer, since: ContinuousClock.Instant, round: Int
     ) throws -> (applied: Double, led: Double) {
         let key = "/cogd/\(Self.standbyCluster)/leader"
         let deadline = since + .seconds(60)
@@ -242,7 +242,7 @@ extension ClusterBench {
             try client.send(op: "ledger.transfer", argument: Self.transfer(attempt))
             let waitUntil = ContinuousClock.now + .milliseconds(250)
             while ContinuousClock.now < waitUntil {
-                if led == nil, etcd.value(key)?.split(separator: " ").first.map(String.init) == node.name {
+                if led == nil, etcd.read([key])?[key]?.split(separator: " ").first.map(String.init) == node.name {
                     led = Self.microseconds(ContinuousClock.now - since) / 1_000
                 }
                 guard try ZMQSocket.poll([client.socket], timeout: .milliseconds(10))[0] else { continue }
@@ -263,19 +263,19 @@ extension ClusterBench {
     }
 
     /// Waits (at most 30 s) until etcd's leader key names `node`.
-    private func waitForLeader(_ node: StandbyNode, etcd: LabEtcd) throws {
+    private func waitForLeader(_ node: StandbyNode, etcd: EtcdServer) throws {
         let key = "/cogd/\(Self.standbyCluster)/leader"
         try waitUntilHolds("node \(node.name) to lead (etcd's \(key))", node: node, seconds: 30) {
-            etcd.value(key)?.split(separator: " ").first.map(String.init) == node.name
+            etcd.read([key])?[key]?.split(separator: " ").first.map(String.init) == node.name
         }
     }
 
     /// Waits (at most 60 s) until etcd's sync key says `leader` leads with
     /// `standby` named: the standby holds every turn released.
-    private func waitForSync(leader: StandbyNode, standby: StandbyNode, etcd: LabEtcd) throws {
+    private func waitForSync(leader: StandbyNode, standby: StandbyNode, etcd: EtcdServer) throws {
         let key = "/cogd/\(Self.standbyCluster)/sync"
         try waitUntilHolds("node \(standby.name) to be named \(leader.name)'s standby (etcd's \(key))", node: standby, seconds: 60) {
-            let fields = (etcd.value(key) ?? "").split(separator: " ").map(String.init)
+            let fields = (etcd.read([key])?[key] ?? "").split(separator: " ").map(String.init)
             return fields.count >= 3 && fields[1] == leader.name && fields.dropFirst(2).contains(standby.name)
         }
     }

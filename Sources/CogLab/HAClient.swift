@@ -1,0 +1,125 @@
+import Cog
+import CogCodec
+import CogProtocol
+import CogWire
+import Foundation
+
+/// What a drill's load feeds: a client that takes requests to send (and retry) and says how many are unanswered.
+protocol DrillLoadClient: AnyObject {
+    var outstanding: Int { get }
+    @discardableResult
+    func enqueue(op: String, argument: [String: CBORValue], raw: [UInt8]?) -> RequestID
+}
+
+extension DrillClient: DrillLoadClient {}
+
+/// A pipelining client of an HA cluster (`cogd-lab drill --ha`) that follows
+/// the leader by itself: it knows every node's requests endpoint (one DEALER
+/// each) and sends to one of them. When a request it sent there has no
+/// answer within `switchAfter`, or that node answers anything but a reply
+/// (an error, a message it does not know, such as a standby's future
+/// `not-leader`), it turns to the next node and sends every unanswered
+/// request again there, with the same request id: exactly-once comes from
+/// the leader's dedup answers, which are shipped to its standbys.
+final class HAClient: DrillLoadClient {
+    /// One answer: what, from which node (its index), when, and whether the leader said it came from its dedup.
+    struct Answer {
+        var outcome: OpReply.Outcome
+        var node: Int
+        var earlier: Bool
+        var at: ContinuousClock.Instant
+    }
+
+    let name: String
+    let sockets: [ZMQSocket]
+    /// The node requests go to now.
+    private(set) var current = 0
+    private(set) var switches = 0
+    private var nextSequence: UInt64 = 1
+    /// Each unanswered request's frame and when it was last sent (nil: not yet).
+    private var inFlight: [RequestID: (frame: [UInt8], sentAt: ContinuousClock.Instant?)] = [:]
+    private(set) var answers: [RequestID: Answer] = [:]
+    private(set) var sent = 0
+    private(set) var retried = 0
+    /// Answers that were not replies (errors, unknown messages), and replies to a request already answered.
+    private(set) var otherAnswers = 0
+    private(set) var repeatedReplies = 0
+    private var lastSwitch = ContinuousClock.now
+    let switchAfter: Duration
+    var outstanding: Int { inFlight.count }
+
+    init(context: ZMQContext, endpoints: [String], name: String, switchAfter: Duration = .milliseconds(500)) throws {
+        self.name = name
+        self.switchAfter = switchAfter
+        var sockets: [ZMQSocket] = []
+        for endpoint in endpoints {
+            let socket = try ZMQSocket(context, .dealer, linger: .zero)
+            try socket.setIdentity(name)
+            try socket.setReconnect(initial: 20, maximum: 200)
+            try socket.connect(endpoint)
+            sockets.append(socket)
+        }
+        self.sockets = sockets
+    }
+
+    func close() { for socket in sockets { socket.close() } }
+
+    @discardableResult
+    func enqueue(op: String, argument: [String: CBORValue], raw: [UInt8]? = nil) -> RequestID {
+        let request = RequestID(worker: name, sequence: nextSequence)
+        nextSequence += 1
+        guard let bytes = raw ?? (try? CBOREncoder().encode(argument)) else { return request }
+        inFlight[request] = (WireMessage.op(OpRequest(request: request, op: op, argument: bytes)).encoded(), nil)
+        sent += 1
+        return request
+    }
+
+    /// Turns to the next node and sends everything unanswered there (same ids).
+    private func switchNode(now: ContinuousClock.Instant) throws {
+        current = (current + 1) % sockets.count
+        switches += 1
+        lastSwitch = now
+        for (request, entry) in inFlight {
+            if entry.sentAt != nil { retried += 1 }
+            _ = try sockets[current].send([entry.frame], wait: false)
+            inFlight[request] = (entry.frame, now)
+        }
+    }
+
+    /// Sends the requests never sent to the current node; when one sent has
+    /// waited `switchAfter` unanswered, turns to the next node (at most once per `switchAfter`).
+    func pump(now: ContinuousClock.Instant) throws {
+        if now - lastSwitch >= switchAfter, inFlight.values.contains(where: { $0.sentAt.map { now - $0 >= switchAfter } ?? false }) {
+            try switchNode(now: now)
+            return
+        }
+        for (request, entry) in inFlight where entry.sentAt == nil {
+            _ = try sockets[current].send([entry.frame], wait: false)
+            inFlight[request] = (entry.frame, now)
+        }
+    }
+
+    /// Takes what node `node` sent; returns the applied answers among it.
+    /// Anything but a reply from the current node turns the client to the next one.
+    func receive(from node: Int) throws -> [Answer] {
+        var applied: [Answer] = []
+        var other = false
+        while let frames = try sockets[node].receive() {
+            guard let last = frames.last, case .reply(let reply)? = try? WireMessage.decode(last) else {
+                otherAnswers += 1
+                other = true
+                continue
+            }
+            guard inFlight.removeValue(forKey: reply.request) != nil else {
+                repeatedReplies += 1
+                continue
+            }
+            let answer = Answer(outcome: reply.outcome, node: node, earlier: reply.earlier == true, at: .now)
+            answers[reply.request] = answer
+            if case .applied = reply.outcome { applied.append(answer) }
+        }
+        let now = ContinuousClock.now
+        if other, node == current, now - lastSwitch >= .milliseconds(100) { try switchNode(now: now) }
+        return applied
+    }
+}

@@ -1,0 +1,550 @@
+import Cog
+import CogCodec
+import CogLog
+import CogProtocol
+import CogWire
+import CogdCommandLine
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cogd-lab drill --ha`: a high-availability drill on the real binaries. A
+/// real etcd on loopback decides which of two nodes (`cogd leader --ha
+/// --sync one`, n1 and n2, each with its own data folder) leads; pipelined
+/// transfers flow through clients that follow the leader themselves
+/// (`HAClient`) and retry with the same request id; on a seeded schedule
+/// the drill kills, wipes and freezes the leader, kills the standby and
+/// freezes etcd. The verdict, read from the surviving leader's log, checks
+/// that nothing acknowledged was lost or applied twice, that every
+/// revision released is in the survivor's log, that no epoch had two
+/// leaders, and how long the cluster took to answer again. No workers.
+struct HADrill {
+    /// The faults, in the order they were added; each run draws from those `--faults` names.
+    enum Fault: String, CaseIterable, Equatable, Sendable {
+        /// SIGKILL the leader; start it again after a moment (as a standby).
+        case killLeader = "kill-leader"
+        /// SIGKILL the leader and destroy its data folder; start it again on an empty one (it must be sent a copy).
+        case wipeLeader = "wipe-leader"
+        /// SIGSTOP the leader past its lease, then SIGCONT: it must step down (exit 1) releasing nothing; start it again.
+        case freezeLeader = "freeze-leader"
+        /// SIGKILL the standby (the leader holds its replies meanwhile); start it again after a moment.
+        case killStandby = "kill-standby"
+        /// SIGSTOP etcd past the lease, then SIGCONT: the leader steps down at its deadline; service resumes.
+        case freezeEtcd = "freeze-etcd"
+
+        /// Whether the leader's service moves (or may move) to another node: its time counts as a failover.
+        var isFailover: Bool { self == .killLeader || self == .wipeLeader || self == .freezeLeader }
+    }
+
+    static let cluster = "drill"
+    /// The answers' outcomes, in the verdict's order.
+    static let outcomeNames = ["applied", "unchanged", "refused", "rejected"]
+    static let nodeNames = ["n1", "n2"]
+    /// Ports a run takes: etcd's client and peer, and each node's requests and turns.
+    static let portsNeeded = 2 + 2 * nodeNames.count
+
+    /// One node: its folder and endpoints, its process now, and every process's stderr file.
+    final class Node {
+        let name: String
+        let folder: String
+        let requests: String
+        let turns: String
+        var process: Child?
+        var errorFiles: [String] = []
+        /// When to start it again (after a drill kill or its own exit).
+        var restartAt: ContinuousClock.Instant?
+        /// The drill froze it (SIGSTOP) and let it go: it must exit 1 by itself.
+        var mustStepDown: ContinuousClock.Instant?
+        /// When its current process started.
+        var startedAt = ContinuousClock.now
+
+        init(name: String, folder: String, requests: String, turns: String) {
+            self.name = name
+            self.folder = folder
+            self.requests = requests
+            self.turns = turns
+        }
+
+        var isRunning: Bool { process?.isRunning == true }
+    }
+
+    /// A fault in progress.
+    struct ActiveFault {
+        var kind: Fault
+        /// The node it struck (nil: etcd).
+        var node: Int?
+        var at: ContinuousClock.Instant
+        /// When the frozen process (the leader or etcd) is let go.
+        var thawAt: ContinuousClock.Instant?
+        /// From when a recovery is timed (the fault; for etcd, its thaw).
+        var timedFrom: ContinuousClock.Instant
+        /// The fault is over once an applied answer comes after this (a restart's, or the thaw's).
+        var settled = false
+    }
+
+    struct Verdict {
+        var faults: [Fault: Int] = [:]
+        var failovers = 0
+        /// What the clients sent, resent and switched, and what was left unanswered.
+        var traffic = (sent: 0, retried: 0, switches: 0, otherAnswers: 0, unanswered: 0)
+        /// The answers by outcome: applied, unchanged, refused, rejected.
+        var outcomes: [String: Int] = [:]
+        var lost: [String] = []
+        var duplicated: [String] = []
+        var releasedLost: [String] = []
+        /// Epochs led by more than one node, per the nodes' `lead` lines.
+        var twoLeaders: [String] = []
+        /// First answers (not from dedup) whose record's epoch the answering node did not lead.
+        var wrongEpochReleases: [String] = []
+        /// Epochs after the first that a node served from an empty log (its folder destroyed): a clue, not a check.
+        var emptyLeads: [String] = []
+        /// Records whose epoch no node's `lead` line names.
+        var unledEpochs: [String] = []
+        var leadLines: [UInt64: [String]] = [:]
+        var problem: String?
+        var total = 0
+        var expectedTotal = 0
+        var moneyConserved = true
+        var failoverTimes: [Double] = []
+        /// Which fault the slowest failover followed.
+        var slowestFailover = ""
+        var standbyTimes: [Double] = []
+        var etcdTimes: [Double] = []
+        /// Frozen leaders that stepped down (exit 1) and those that did not.
+        var steppedDown = 0
+        /// Nodes that stepped down (exit 1) while etcd was frozen: the leader at its deadline, a standby when its presence lease may have ended.
+        var etcdStepDowns = 0
+        var notSteppedDown: [String] = []
+        /// Node processes that ended by themselves outside a fault that explains it (restarted; not violations).
+        var unplannedExits: [String] = []
+        /// Faults never followed by an applied answer before the run ended.
+        var unrecovered: [String] = []
+        var survivor = "?"
+        var turns = 0
+        var survivorRevision: UInt64 = 0
+
+        func violations(leaseTTL: Int) -> [String] {
+            var list: [String] = []
+            if !lost.isEmpty { list.append("\(lost.count) acknowledged transfers lost (first: \(lost[0]))") }
+            if !duplicated.isEmpty { list.append("\(duplicated.count) requests applied twice (first: \(duplicated[0]))") }
+            if !releasedLost.isEmpty { list.append("\(releasedLost.count) released revisions the survivor lacks (first: \(releasedLost[0]))") }
+            if !twoLeaders.isEmpty { list.append("two nodes led one epoch: \(twoLeaders.joined(separator: "; "))") }
+            if !wrongEpochReleases.isEmpty {
+                list.append("\(wrongEpochReleases.count) answers released by a node that did not lead their epoch (first: \(wrongEpochReleases[0]))")
+            }
+            if !unledEpochs.isEmpty { list.append("records of epochs no node said it led: \(unledEpochs.joined(separator: ", "))") }
+            if let problem { list.append("log: \(problem)") }
+            if !moneyConserved { list.append("money not conserved: total \(total), expected \(expectedTotal)") }
+            if !notSteppedDown.isEmpty { list.append("\(notSteppedDown.count) frozen leaders did not step down (first: \(notSteppedDown[0]))") }
+            if !unrecovered.isEmpty { list.append("\(unrecovered.count) faults never answered again (first: \(unrecovered[0]))") }
+            let bar = Double(leaseTTL) * 1_000 + 1_000
+            let p99 = ClusterBench.percentile(failoverTimes, 0.99)
+            if !failoverTimes.isEmpty, p99 > bar {
+                list.append(String(format: "failover p99 %.0f ms above the lease TTL + 1 s (%.0f ms)", p99, bar))
+            }
+            return list
+        }
+    }
+
+    let options: Drill.Options
+    /// The schedule's sequence (faults, restarts and the load), from the seed.
+    private lazy var random = SplitMix64(seed: options.seed)
+
+    init(options: Drill.Options) { self.options = options }
+
+    private mutating func jitter(_ every: Double) -> Duration { random.jitter(every) }
+
+    private mutating func moment() -> Duration { .milliseconds(Int64(200 + random.next() % 600)) }
+
+    mutating func run() throws -> Int32 {
+        let runFolder = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-hadrill-\(getpid())-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: runFolder, withIntermediateDirectories: true)
+        // COGD_HA_DRILL_KEEP=1 keeps the nodes' folders and logs (said on stderr) to look into a failed run.
+        let keep = ProcessInfo.processInfo.environment["COGD_HA_DRILL_KEEP"] == "1"
+        defer { if keep { printError("drill --ha: kept \(runFolder)") } else { try? FileManager.default.removeItem(atPath: runFolder) } }
+        let ports = try LoopbackPorts(range: options.ports, count: Self.portsNeeded)
+        printError(ports.line("drill --ha"))
+        let etcd = EtcdServer(clientPort: ports.next(), peerPort: ports.next())
+        defer { etcd.stop() }
+        let nodes = Self.nodeNames.map {
+            Node(name: $0, folder: runFolder + "/" + $0, requests: ports.nextEndpoint(), turns: ports.nextEndpoint())
+        }
+        // Every node process is stopped on every path (before etcd: a leader resigns its lease).
+        defer { for node in nodes { node.process?.thaw(); node.process?.stop() } }
+        try etcd.start()
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let ttl = options.leaseTTL
+        func launch(_ node: Node) throws {
+            try FileManager.default.createDirectory(atPath: node.folder, withIntermediateDirectories: true)
+            let errors = runFolder + "/\(node.name)-\(node.errorFiles.count + 1).err"
+            node.errorFiles.append(errors)
+            node.process = try Child(
+                executable,
+                [
+                    "leader", "--ha", etcd.url, "--cluster", Self.cluster, "--name", node.name, "--sync", "one",
+                    "--lease-ttl", String(ttl), "--data", node.folder, "--requests", node.requests, "--turns", node.turns,
+                ],
+                errors: errors, environment: ["SWIFT_BACKTRACE": "enable=no"])
+            node.startedAt = .now
+            node.restartAt = nil
+            node.mustStepDown = nil
+        }
+        // n1 first, so it leads epoch 1; n2 a moment later, as its standby.
+        try launch(nodes[0])
+        usleep(300_000)
+        try launch(nodes[1])
+
+        var verdict = Verdict()
+        let context = try ZMQContext()
+        defer { context.close() }
+        let clients = try (0..<4).map {
+            try HAClient(context: context, endpoints: nodes.map(\.requests), name: "\(Drill.clientNamePrefix)\($0)-\(getpid())")
+        }
+        defer { for client in clients { client.close() } }
+        let accounts = 10
+        let opening = 1_000
+        verdict.expectedTotal = accounts * opening
+        for account in 0..<accounts {
+            clients[0].enqueue(op: "ledger.open", argument: ["account": .text("acct\(account)"), "balance": .unsigned(UInt64(opening))])
+        }
+        var load = DrillLoad(accounts: accounts, churnPerForty: 2, churnOutstanding: 40)
+        let start = ContinuousClock.now
+        let end = start + .seconds(options.seconds)
+        var nextFault = start + .seconds(2) + jitter(options.faultEvery)
+        var active: ActiveFault?
+        var etcdFrozen = false
+        var lastRead = start - .seconds(1)
+        var leaderName: String?
+        var syncNames: [String] = []
+        var lastProgress = start
+        let leaseSeconds = Double(ttl)
+
+        /// A line of the run's progress (not with --json): what happened when.
+        func say(_ text: String) {
+            guard !options.json else { return }
+            print(String(format: "drill --ha t=%.1fs ", ClusterBench.seconds(ContinuousClock.now - start)) + text)
+            fflush(nil)
+        }
+        /// Ends the active fault once an applied answer shows service is back; records its time.
+        func settle(with answer: HAClient.Answer) {
+            guard var fault = active, !fault.settled else { return }
+            // A frozen or dead node's answers (read late) do not count until it was started again.
+            if let struck = fault.node, answer.node == struck, nodes[struck].startedAt < fault.at { return }
+            // With its standby killed the leader releases nothing new until it is back: earlier answers were on their way at the kill.
+            if fault.kind == .killStandby, let struck = fault.node, nodes[struck].startedAt < fault.at { return }
+            if fault.kind == .freezeEtcd && fault.thawAt != nil { return }
+            guard answer.at > fault.timedFrom else { return }
+            let milliseconds = ClusterBench.seconds(answer.at - fault.timedFrom) * 1_000
+            switch fault.kind {
+            case .killLeader, .wipeLeader, .freezeLeader:
+                if milliseconds > (verdict.failoverTimes.max() ?? 0) {
+                    verdict.slowestFailover = "\(fault.kind.rawValue) at t=\(Int(ClusterBench.seconds(fault.at - start)))s"
+                }
+                verdict.failoverTimes.append(milliseconds)
+            case .killStandby: verdict.standbyTimes.append(milliseconds)
+            case .freezeEtcd: verdict.etcdTimes.append(milliseconds)
+            }
+            fault.settled = true
+            active = fault
+            say(String(format: "%@: first applied answer %.0f ms after the %@ (from %@)", fault.kind.rawValue, milliseconds,
+                fault.kind == .freezeEtcd ? "thaw" : "fault", Self.nodeNames[answer.node]))
+        }
+
+        while true {
+            let now = ContinuousClock.now
+            let outstanding = clients.contains { $0.outstanding > 0 }
+            let restarting = nodes.contains { $0.restartAt != nil || !$0.isRunning }
+            // Done once the load is answered and every process runs again: a fault still untimed then has no answer left to time it.
+            if now >= end, !outstanding, !restarting, !etcdFrozen, active?.thawAt == nil, !nodes.contains(where: { $0.mustStepDown != nil }) { break }
+            if now > end + .seconds(45) { break }
+
+            // Who leads, and whom the sync key names, as etcd says (not while it is frozen).
+            if !etcdFrozen, now - lastRead >= .milliseconds(250) {
+                lastRead = now
+                if let values = etcd.read(["/cogd/\(Self.cluster)/leader", "/cogd/\(Self.cluster)/sync"], limit: .milliseconds(500)) {
+                    leaderName = values["/cogd/\(Self.cluster)/leader"].flatMap { $0.split(separator: " ").first.map(String.init) }
+                    syncNames = values["/cogd/\(Self.cluster)/sync"].map { $0.split(separator: " ").dropFirst().map(String.init) } ?? []
+                }
+            }
+
+            // Node processes that ended by themselves.
+            for node in nodes where node.restartAt == nil && node.process != nil && !node.isRunning {
+                let ending = node.process!.ending
+                let said = node.process!.lastErrorLine(in: node.errorFiles.last!) ?? node.process!.lastLines(in: node.errorFiles.last!) ?? "nothing"
+                if node.mustStepDown != nil {
+                    if ending == .exited(1) {
+                        verdict.steppedDown += 1
+                    } else {
+                        verdict.notSteppedDown.append("\(node.name) \(ending) after its thaw: \(said)")
+                    }
+                } else if active?.kind == .freezeEtcd, ending == .exited(1) {
+                    // The leader steps down at its deadline while etcd is frozen: the fault's own effect.
+                    verdict.etcdStepDowns += 1
+                } else {
+                    verdict.unplannedExits.append("\(node.name) \(ending): \(said)")
+                }
+                node.mustStepDown = nil
+                // Started again at once: it is back as a standby as soon as it can be.
+                node.restartAt = now + .milliseconds(100)
+            }
+            // Restarts due (not while etcd is frozen: a start that cannot reach etcd is refused).
+            for node in nodes {
+                guard let at = node.restartAt, now >= at, !etcdFrozen else { continue }
+                try launch(node)
+            }
+
+            // The fault in progress: thaws, and the end of a settled one.
+            if var fault = active {
+                if let thaw = fault.thawAt, now >= thaw {
+                    fault.thawAt = nil
+                    if let index = fault.node {
+                        nodes[index].process?.thaw()
+                        nodes[index].mustStepDown = now
+                    } else {
+                        etcd.resume()
+                        etcdFrozen = false
+                        fault.timedFrom = now
+                    }
+                    active = fault
+                }
+                // A frozen leader let go must exit by itself; past 15 s it did not step down.
+                for node in nodes {
+                    guard let since = node.mustStepDown, now - since > .seconds(15), node.isRunning else { continue }
+                    verdict.notSteppedDown.append("\(node.name) still running 15 s after its thaw")
+                    node.mustStepDown = nil
+                    node.process?.killHard()
+                    node.restartAt = now + .milliseconds(100)
+                }
+                if let current = active, current.settled, current.thawAt == nil, nodes.allSatisfy({ $0.isRunning && $0.restartAt == nil && $0.mustStepDown == nil }) {
+                    active = nil
+                    nextFault = now + jitter(options.faultEvery)
+                } else if let current = active, !current.settled, now - current.at > .seconds(60) {
+                    verdict.unrecovered.append("\(current.kind.rawValue) at t=\(Int(ClusterBench.seconds(current.at - start)))s")
+                    active = nil
+                    nextFault = now + jitter(options.faultEvery)
+                }
+            }
+
+            // The next fault, once the cluster is whole: a leader and its standby named in the sync key.
+            // None so late that the load ends before the cluster can answer again.
+            if active == nil, now < end - .seconds(options.leaseTTL + 4), now >= nextFault, let leader = leaderName, let leaderIndex = nodes.firstIndex(where: { $0.name == leader }),
+                nodes.allSatisfy({ $0.isRunning && $0.restartAt == nil }),
+                Set(syncNames) == Set(Self.nodeNames)
+            {
+                let kind = options.faults[Int(random.next() % UInt64(options.faults.count))]
+                let standbyIndex = 1 - leaderIndex
+                verdict.faults[kind, default: 0] += 1
+                var fault = ActiveFault(kind: kind, node: leaderIndex, at: now, timedFrom: now)
+                switch kind {
+                case .killLeader, .wipeLeader:
+                    nodes[leaderIndex].process?.killHard()
+                    if kind == .wipeLeader {
+                        try? FileManager.default.removeItem(atPath: nodes[leaderIndex].folder)
+                    }
+                    nodes[leaderIndex].restartAt = now + moment()
+                case .freezeLeader:
+                    nodes[leaderIndex].process?.freeze()
+                    // Just past the lease (its release deadline falls before): it must step down as soon as it runs.
+                    fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 200)
+                case .killStandby:
+                    fault.node = standbyIndex
+                    nodes[standbyIndex].process?.killHard()
+                    nodes[standbyIndex].restartAt = now + moment()
+                case .freezeEtcd:
+                    fault.node = nil
+                    etcd.pause()
+                    etcdFrozen = true
+                    fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 1_500)
+                }
+                active = fault
+                say("\(kind.rawValue): \(fault.node.map { "\(nodes[$0].name) (\($0 == leaderIndex ? "leader" : "standby"))" } ?? "etcd")")
+                leaderName = nil
+                syncNames = []
+            }
+
+            if now < end { try load.feed(transfers: clients, churn: clients[3], random: &random) }
+            for client in clients { try client.pump(now: now) }
+            let sockets = clients.flatMap(\.sockets)
+            let ready = try ZMQSocket.poll(sockets, timeout: .milliseconds(5))
+            for (index, client) in clients.enumerated() {
+                for node in 0..<nodes.count where ready[index * nodes.count + node] {
+                    for answer in try client.receive(from: node) { settle(with: answer) }
+                }
+            }
+            if now - lastProgress >= .seconds(1) {
+                lastProgress = now
+                if !options.json {
+                    let answered = clients.reduce(0) { $0 + $1.answers.count }
+                    let faults = verdict.faults.values.reduce(0, +)
+                    print("drill --ha t=\(Int(ClusterBench.seconds(now - start)))s sent \(clients.reduce(0) { $0 + $1.sent }) answered \(answered) faults \(faults) leader \(leaderName ?? "-")\(active.map { " (\($0.kind.rawValue))" } ?? "")")
+                    fflush(nil)
+                }
+            }
+        }
+        if let fault = active, !fault.settled, ContinuousClock.now > end + .seconds(45) {
+            verdict.unrecovered.append("\(fault.kind.rawValue) at t=\(Int(ClusterBench.seconds(fault.at - start)))s")
+        }
+        if etcdFrozen { etcd.resume() }
+
+        // The survivor: the node etcd names as leader now (read a few times: one may be taking over).
+        var survivorIndex: Int?
+        for _ in 0..<40 where survivorIndex == nil {
+            if let name = etcd.read(["/cogd/\(Self.cluster)/leader"])?["/cogd/\(Self.cluster)/leader"]?.split(separator: " ").first {
+                survivorIndex = nodes.firstIndex { $0.name == String(name) }
+            }
+            if survivorIndex == nil { usleep(250_000) }
+        }
+        // The standby stops first, so the leader cannot hand over while it stops.
+        for (index, node) in nodes.enumerated() where index != survivorIndex { node.process?.thaw(); node.process?.stop() }
+        if let survivorIndex { nodes[survivorIndex].process?.stop() }
+
+        for (index, node) in nodes.enumerated() {
+            for file in node.errorFiles {
+                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+                for line in text.split(separator: "\n") {
+                    // A leader's start line (`…, epoch E, revision R, …`): one that serves a later epoch from an empty log.
+                    if line.contains(" leader: data "), let range = line.range(of: ", revision 0, "),
+                        let epoch = line[..<range.lowerBound].split(separator: " ").last.flatMap({ UInt64($0) }), epoch > 1
+                    {
+                        verdict.emptyLeads.append("epoch \(epoch) by \(node.name)")
+                    }
+                    guard let range = line.range(of: "node \(node.name) leads cluster \(Self.cluster) in epoch ") else { continue }
+                    let digits = line[range.upperBound...].prefix { $0.isNumber }
+                    // Only its own `lead` lines: a standby's line may name it as the leader of a crashed run's epoch.
+                    guard line[range.upperBound...].dropFirst(digits.count).hasPrefix(" (minted in etcd)"), let epoch = UInt64(digits) else { continue }
+                    verdict.leadLines[epoch, default: []].append(Self.nodeNames[index])
+                }
+            }
+        }
+        verdict.failovers = max(0, verdict.leadLines.count - 1)
+        verdict.twoLeaders = verdict.leadLines.filter { Set($0.value).count > 1 }.sorted { $0.key < $1.key }
+            .map { "epoch \($0.key) led by \(Set($0.value).sorted().joined(separator: " and "))" }
+
+        guard let survivorIndex else {
+            verdict.problem = "no node leads at the end (etcd names none): nothing to read"
+            return finish(verdict, ports: ports)
+        }
+        let survivor = nodes[survivorIndex]
+        verdict.survivor = survivor.name
+        let store = try TurnStore(directory: survivor.folder, mode: .reader)
+        defer { store.close() }
+        let report = try store.verify()
+        verdict.problem = report.problem
+        verdict.turns = report.turns
+        verdict.survivorRevision = store.lastRevision
+        var appliedBy: [RequestID: [UInt64]] = [:]
+        var recordAt: [UInt64: (request: RequestID?, epoch: UInt64)] = [:]
+        var unled = Set<UInt64>()
+        for record in try store.records(from: 1) {
+            if let request = record.origin.request { appliedBy[request, default: []].append(record.revision) }
+            recordAt[record.revision] = (record.origin.request, record.epoch)
+            if verdict.leadLines[record.epoch] == nil { unled.insert(record.epoch) }
+        }
+        verdict.unledEpochs = unled.sorted().map { "epoch \($0)" }
+        for client in clients {
+            verdict.traffic.sent += client.sent
+            verdict.traffic.retried += client.retried
+            verdict.traffic.switches += client.switches
+            verdict.traffic.otherAnswers += client.otherAnswers
+            verdict.traffic.unanswered += client.outstanding
+            for (request, answer) in client.answers {
+                switch answer.outcome {
+                case .applied(let revision):
+                    verdict.outcomes["applied", default: 0] += 1
+                    let node = Self.nodeNames[answer.node]
+                    if appliedBy[request] == nil { verdict.lost.append("\(request) at revision \(revision) (from \(node))") }
+                    guard let record = recordAt[revision], record.request == request else {
+                        verdict.releasedLost.append("\(request) at revision \(revision) (from \(node)): the survivor's log \(revision > store.lastRevision ? "ends at \(store.lastRevision)" : "holds another request there")")
+                        continue
+                    }
+                    if !answer.earlier, verdict.leadLines[record.epoch]?.contains(node) != true {
+                        verdict.wrongEpochReleases.append("\(request) at revision \(revision) of epoch \(record.epoch) answered by \(node)")
+                    }
+                case .unchanged: verdict.outcomes["unchanged", default: 0] += 1
+                case .refused: verdict.outcomes["refused", default: 0] += 1
+                case .rejected: verdict.outcomes["rejected", default: 0] += 1
+                }
+            }
+        }
+        verdict.duplicated = appliedBy.filter { $0.value.count > 1 }.map { "\($0.key) at revisions \($0.value)" }.sorted()
+        for entry in try store.stateEntries() where entry.name == "ledger.balance" {
+            let (sum, overflow) = verdict.total.addingReportingOverflow((try? CBORDecoder().decode(Int.self, from: entry.value)) ?? 0)
+            verdict.total = overflow ? Int.max : sum
+        }
+        verdict.moneyConserved = verdict.total == verdict.expectedTotal
+        return finish(verdict, ports: ports)
+    }
+
+    private func finish(_ verdict: Verdict, ports: LoopbackPorts) -> Int32 {
+        print(render(verdict, ports: ports, json: options.json))
+        return verdict.violations(leaseTTL: options.leaseTTL).isEmpty ? 0 : 1
+    }
+
+    /// The command line that runs this drill again.
+    var command: String {
+        let faults = options.faults == Fault.allCases ? "" : " --faults \(options.faults.map(\.rawValue).joined(separator: ","))"
+        return "cogd-lab drill --ha --seconds \(options.seconds) --lease-ttl \(options.leaseTTL) --fault-every \(options.faultEvery)\(faults) --seed \(options.seed)\(options.portsOption)"
+    }
+
+    private func render(_ verdict: Verdict, ports: LoopbackPorts, json: Bool) -> String {
+        let violations = verdict.violations(leaseTTL: options.leaseTTL)
+        func figures(_ values: [Double]) -> (p50: Double, p99: Double, max: Double) {
+            (ClusterBench.percentile(values, 0.5), ClusterBench.percentile(values, 0.99), values.max() ?? 0)
+        }
+        let failover = figures(verdict.failoverTimes)
+        let standby = figures(verdict.standbyTimes)
+        let etcdFigures = figures(verdict.etcdTimes)
+        let bar = options.leaseTTL * 1_000 + 1_000
+        let epochs = verdict.leadLines.keys.sorted()
+        if json {
+            let faults = Fault.allCases.map { "\(CBORText.quoted($0.rawValue)): \(verdict.faults[$0] ?? 0)" }.joined(separator: ", ")
+            let leaders = epochs.map { "\(CBORText.quoted(String($0))): [\(Set(verdict.leadLines[$0]!).sorted().map(CBORText.quoted).joined(separator: ", "))]" }
+                .joined(separator: ", ")
+            return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaseTTL\": \(options.leaseTTL), \"faults\": {\(faults)}, "
+                + "\"failovers\": \(verdict.failovers), \"sent\": \(verdict.traffic.sent), "
+                + Self.outcomeNames.map { "\"\($0)\": \(verdict.outcomes[$0] ?? 0), " }.joined()
+                + "\"retried\": \(verdict.traffic.retried), \"switches\": \(verdict.traffic.switches), "
+                + "\"unanswered\": \(verdict.traffic.unanswered), \"survivor\": \(CBORText.quoted(verdict.survivor)), \"turns\": \(verdict.turns), "
+                + "\"lost\": \(verdict.lost.count), \"duplicated\": \(verdict.duplicated.count), \"releasedLost\": \(verdict.releasedLost.count), "
+                + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"emptyLeads\": [\(verdict.emptyLeads.map(CBORText.quoted).joined(separator: ", "))], \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
+                + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
+                + "\"steppedDown\": \(verdict.steppedDown), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
+                + "\"unplannedExits\": \(verdict.unplannedExits.count), "
+                + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(bar), "
+                + "\"standbyKillMsP50\": \(standby.p50), \"etcdFreezeMsP50\": \(etcdFigures.p50), "
+                + "\"ports\": \(ports.json), \"violations\": [\(violations.map(CBORText.quoted).joined(separator: ", "))]}"
+        }
+        let faultLine = Fault.allCases.filter { options.faults.contains($0) }.map { "\($0.rawValue) \(verdict.faults[$0] ?? 0)" }.joined(separator: ", ")
+        let leaders = epochs.map { "\($0): \(Set(verdict.leadLines[$0]!).sorted().joined(separator: "+"))" }.joined(separator: ", ")
+        func times(_ values: [Double], _ f: (p50: Double, p99: Double, max: Double)) -> String {
+            values.isEmpty ? "none" : String(format: "p50 %.0f ms, p99 %.0f ms, max %.0f ms over %d", f.p50, f.p99, f.max, values.count)
+        }
+        var lines = [
+            "drill --ha verdict (seed \(options.seed))",
+            "  cluster          etcd on 127.0.0.1, nodes \(Self.nodeNames.joined(separator: " and ")) (--sync one, --lease-ttl \(options.leaseTTL)); clients follow the leader; no workers",
+            "  faults           \(faultLine)",
+            "  failovers        \(verdict.failovers) (epochs led: \(leaders.isEmpty ? "none" : leaders))",
+            "  requests         the drill's clients sent \(verdict.traffic.sent): "
+                + Self.outcomeNames.map { "\($0) \(verdict.outcomes[$0] ?? 0), " }.joined()
+                + "retried \(verdict.traffic.retried), switched node \(verdict.traffic.switches), unanswered \(verdict.traffic.unanswered)",
+            "  log              the survivor's (\(verdict.survivor)): \(verdict.turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
+            "  lost             \(verdict.lost.count)",
+            "  duplicated       \(verdict.duplicated.count)",
+            "  released-lost    \(verdict.releasedLost.count) (acknowledged revisions the survivor's log lacks or holds for another request)",
+            "  epochs           \(verdict.twoLeaders.isEmpty ? "never two leaders in one epoch" : "TWO LEADERS: \(verdict.twoLeaders.joined(separator: "; "))"); "
+                + "first answers from a node that did not lead their record's epoch: \(verdict.wrongEpochReleases.count)",
+            "  empty leads      \(verdict.emptyLeads.isEmpty ? "none" : verdict.emptyLeads.joined(separator: ", ") + " (a node led a later epoch from an empty folder)")",
+            "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
+                + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
+            "  failover         leader killed or frozen → first applied answer: \(times(verdict.failoverTimes, failover))\(verdict.slowestFailover.isEmpty ? "" : ", slowest after \(verdict.slowestFailover)") (lease TTL \(options.leaseTTL) s; bar p99 ≤ \(bar) ms)",
+            "  standby killed   → first applied answer: \(times(verdict.standbyTimes, standby))",
+            "  etcd frozen      thawed → first applied answer: \(times(verdict.etcdTimes, etcdFigures))",
+            "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
+            "  reproduce        \(command)",
+        ]
+        lines.append(violations.isEmpty ? "PASS" : "FAIL: " + violations.map { "\(escaped: $0)" }.joined(separator: "; "))
+        return lines.joined(separator: "\n")
+    }
+}
