@@ -16,11 +16,14 @@ extension DrillClient: DrillLoadClient {}
 /// A pipelining client of an HA cluster (`cogd-lab drill --ha`) that follows
 /// the leader by itself: it knows every node's requests endpoint (one DEALER
 /// each) and sends to one of them. When a request it sent there has no
-/// answer within `switchAfter`, or that node answers anything but a reply
-/// (an error, a message it does not know, such as a standby's future
-/// `not-leader`), it turns to the next node and sends every unanswered
-/// request again there, with the same request id: exactly-once comes from
-/// the leader's dedup answers, which are shipped to its standbys.
+/// answer within `switchAfter`, or that node answers anything but a reply or
+/// `not-leader` (an error, a message it does not know), it turns to the next
+/// node and sends every unanswered request again there, with the same
+/// request id: exactly-once comes from the leader's dedup answers, which are
+/// shipped to its standbys. A `not-leader` sends it to the node named; one
+/// that names no node, or a node it left for silence less than `switchAfter`
+/// ago (a standby names a dead leader until etcd lets its key go), has it
+/// ask the same node again `askAgainAfter` later.
 final class HAClient: DrillLoadClient {
     /// One answer: what, from which node (its index), when, and whether the leader said it came from its dedup.
     struct Answer {
@@ -31,6 +34,7 @@ final class HAClient: DrillLoadClient {
     }
 
     let name: String
+    let endpoints: [String]
     let sockets: [ZMQSocket]
     /// The node requests go to now.
     private(set) var current = 0
@@ -45,11 +49,17 @@ final class HAClient: DrillLoadClient {
     private(set) var otherAnswers = 0
     private(set) var repeatedReplies = 0
     private var lastSwitch = ContinuousClock.now
+    /// The node left last because it was silent, and when: a `not-leader` naming it is not followed back within `switchAfter`.
+    private var leftSilent: (node: Int, at: ContinuousClock.Instant)?
+    /// When to send every unanswered request to the current node again (after a `not-leader` naming no live node).
+    private var askAgainAt: ContinuousClock.Instant?
     let switchAfter: Duration
+    let askAgainAfter = Duration.milliseconds(100)
     var outstanding: Int { inFlight.count }
 
     init(context: ZMQContext, endpoints: [String], name: String, switchAfter: Duration = .milliseconds(500)) throws {
         self.name = name
+        self.endpoints = endpoints
         self.switchAfter = switchAfter
         var sockets: [ZMQSocket] = []
         for endpoint in endpoints {
@@ -74,11 +84,17 @@ final class HAClient: DrillLoadClient {
         return request
     }
 
-    /// Turns to the next node and sends everything unanswered there (same ids).
-    private func switchNode(now: ContinuousClock.Instant) throws {
-        current = (current + 1) % sockets.count
-        switches += 1
+    /// Turns to node `to` (the next one by default) and sends everything unanswered there (same ids).
+    private func switchNode(to node: Int? = nil, now: ContinuousClock.Instant) throws {
+        if node != current { switches += 1 }
+        current = node ?? (current + 1) % sockets.count
         lastSwitch = now
+        try sendAll(now: now)
+    }
+
+    /// Sends every unanswered request to the current node (same ids).
+    private func sendAll(now: ContinuousClock.Instant) throws {
+        askAgainAt = nil
         for (request, entry) in inFlight {
             if entry.sentAt != nil { retried += 1 }
             _ = try sockets[current].send([entry.frame], wait: false)
@@ -90,7 +106,12 @@ final class HAClient: DrillLoadClient {
     /// waited `switchAfter` unanswered, turns to the next node (at most once per `switchAfter`).
     func pump(now: ContinuousClock.Instant) throws {
         if now - lastSwitch >= switchAfter, inFlight.values.contains(where: { $0.sentAt.map { now - $0 >= switchAfter } ?? false }) {
+            leftSilent = (current, now)
             try switchNode(now: now)
+            return
+        }
+        if let askAgainAt, now >= askAgainAt {
+            try sendAll(now: now)
             return
         }
         for (request, entry) in inFlight where entry.sentAt == nil {
@@ -104,12 +125,19 @@ final class HAClient: DrillLoadClient {
     func receive(from node: Int) throws -> [Answer] {
         var applied: [Answer] = []
         var other = false
+        var named: String?
         while let frames = try sockets[node].receive() {
-            guard let last = frames.last, case .reply(let reply)? = try? WireMessage.decode(last) else {
+            let message = frames.last.flatMap { try? WireMessage.decode($0) }
+            if case .notLeader(let leader, _)? = message {
+                named = leader
+                continue
+            }
+            guard case .reply(let reply)? = message else {
                 otherAnswers += 1
                 other = true
                 continue
             }
+            if node == leftSilent?.node { leftSilent = nil }
             guard inFlight.removeValue(forKey: reply.request) != nil else {
                 repeatedReplies += 1
                 continue
@@ -119,7 +147,16 @@ final class HAClient: DrillLoadClient {
             if case .applied = reply.outcome { applied.append(answer) }
         }
         let now = ContinuousClock.now
-        if other, node == current, now - lastSwitch >= .milliseconds(100) { try switchNode(now: now) }
+        if let named, node == current {
+            let distrusted = leftSilent.map { $0.node == endpoints.firstIndex(of: named) && now - $0.at < switchAfter } ?? false
+            if let leader = endpoints.firstIndex(of: named), leader != current, !distrusted {
+                try switchNode(to: leader, now: now)
+            } else if askAgainAt == nil {
+                askAgainAt = now + askAgainAfter
+            }
+        } else if other, node == current, now - lastSwitch >= .milliseconds(100) {
+            try switchNode(now: now)
+        }
         return applied
     }
 }

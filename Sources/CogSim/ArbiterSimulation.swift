@@ -97,6 +97,8 @@ public struct ArbiterSimulation {
         var restartAt: Duration?
         var epochLed: UInt64 = 0
         var request: Flight?
+        /// The lease of the run that ended (killed, stepped down, resigned): its next run revokes it (ha.md §4.1).
+        var deadRunLease: Int64?
 
         func local(_ now: Duration) -> Duration {
             let nanoseconds = Double(now.components.seconds) * 1e9 + Double(now.components.attoseconds) / 1e9
@@ -228,6 +230,7 @@ public struct ArbiterSimulation {
             var resigning = core
             let effects = resigning.resign(now: nodes[pick].local(now))
             for case .send(let request) in effects { late.append((request, now + random.milliseconds(1, 20))) }
+            nodes[pick].deadRunLease = core.lease
             nodes[pick].core = nil
             nodes[pick].request = nil
             nodes[pick].restartAt = now + random.milliseconds(200, 2_000)
@@ -237,6 +240,7 @@ public struct ArbiterSimulation {
 
     mutating func kill(_ index: Int, restartIn: Duration, why: String) {
         if let flight = nodes[index].request, flight.appliesAt > now, flight.answer == nil { late.append((flight.request, flight.appliesAt)) }
+        nodes[index].deadRunLease = nodes[index].core?.lease
         nodes[index].core = nil
         nodes[index].request = nil
         nodes[index].pausedUntil = nil
@@ -247,6 +251,8 @@ public struct ArbiterSimulation {
     mutating func start(_ index: Int) {
         var settings = ArbiterCore.Configuration(cluster: "sim", node: nodes[index].name, leaseSeconds: ttl, ownEpoch: nodes[index].epochLed)
         settings.deadlineFromAnswer = configuration.brokenDeadline
+        settings.deadRunLease = nodes[index].deadRunLease
+        nodes[index].deadRunLease = nil
         var core = ArbiterCore(settings)
         nodes[index].restartAt = nil
         let effects = core.start(now: nodes[index].local(now))
@@ -316,7 +322,7 @@ public struct ArbiterSimulation {
                 kill(index, restartIn: random.milliseconds(100, 1_500), why: "steps down (\(reason))")
             case .refuse(let reason):
                 kill(index, restartIn: random.milliseconds(500, 3_000), why: "refused (\(reason))")
-            case .follow, .note:
+            case .follow, .note, .leaseGranted:
                 break
             }
             if nodes[index].core == nil { return }

@@ -56,6 +56,12 @@ extension ClusterCommands {
             log.failure("\(escaped: error)")
             return .exit(1)
         }
+        // The run's lease is recorded in the folder, so the next run can revoke it if this one dies holding it (ha.md §4.1).
+        let runRecord = RunRecord(dataFolder: options.dataFolder)
+        do { try FileManager.default.createDirectory(atPath: options.dataFolder, withIntermediateDirectories: true) } catch {
+            log.failure("cannot create data folder \(escaped: options.dataFolder): \(escaped: error.localizedDescription)")
+            return .exit(1)
+        }
         let state = LeadState()
         let cluster = OperatorLog.Value.text(ha.cluster)
         let node = OperatorLog.Value.text(ha.node)
@@ -65,8 +71,10 @@ extension ClusterCommands {
                 var configuration = ArbiterCore.Configuration(
                     cluster: ha.cluster, node: ha.node, endpoint: options.requestsEndpoint, leaseSeconds: ha.leaseSeconds, ownEpoch: ownEpoch)
                 configuration.holdsLog = holdsLog
+                configuration.deadRunLease = runRecord.deadRunLease()
                 return configuration
             }(),
+            runRecord: runRecord,
             onEvent: { event in
                 switch event {
                 case .lead(let epoch):

@@ -118,6 +118,35 @@ struct HALeaderTests {
         #expect(erin.stdout.hasPrefix("applied revision 3"), "\(erin)")
     }
 
+    @Test func `a leader killed and started again revokes its dead run's lease at once, and leads again`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = Node(name: "n1")
+        defer { n1.folder.cleanUp() }
+        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "none"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("node n1 leads cluster bank in epoch 1 (minted in etcd)") } != nil, "\(first.lines)")
+        #expect(try n1.call("alice").stdout.hasPrefix("applied revision 1"))
+        // The run's record names its lease and its process, on this machine's boot.
+        let record = try String(contentsOfFile: n1.folder.path + "/cogd.ha-run", encoding: .utf8)
+        let boot = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(record.hasPrefix("lease ") && record.contains(" boot \(boot) pidns pid:[") && record.hasSuffix(" pid \(first.process.processIdentifier)\n"),
+            "\(record)")
+        let lease = record.split(separator: " ")[1]
+
+        // SIGKILL: the leader key and the presence key stay on the dead run's lease until the next run revokes it.
+        first.killHard()
+        #expect(waitUntil { !first.process.isRunning })
+        #expect(try etcd.get("/cogd/bank/leader") != nil)
+        let again = try CogdProcess(n1.arguments(etcd) + ["--sync", "none"])
+        defer { again.stop() }
+        #expect(again.waitForLine { $0.contains("revoked lease \(lease) of this node's previous run, which ended holding it") } != nil, "\(again.lines)")
+        #expect(again.waitForLine { $0.contains("node n1 leads cluster bank in epoch 2 (minted in etcd)") } != nil, "\(again.lines)")
+        #expect(!again.lines.contains { $0.contains("waiting for the presence key") }, "\(again.lines)")
+        #expect(try n1.call("bob").stdout.hasPrefix("applied revision 2"))
+    }
+
     @Test func `a start etcd cannot back is refused with what to do, and --ha's options are checked`() throws {
         let nothing = freePort()
         let folder = TemporaryFolder()

@@ -14,6 +14,7 @@ struct ArbiterCoreTests {
         var core = ArbiterCore(.init(cluster: "bank", node: node, endpoint: "tcp://127.0.0.1:7000", leaseSeconds: 5, ownEpoch: ownEpoch))
         #expect(core.start(now: .zero) == [.send(.grantLease(seconds: 5))])
         #expect(core.answered(.granted(lease: 7, seconds: 5), now: .milliseconds(10)) == [
+            .leaseGranted(7),
             .send(.transaction(
                 compares: [EtcdCompare(key: "/cogd/bank/members/\(node)", modRevision: 0)],
                 puts: [EtcdPut(key: "/cogd/bank/members/\(node)", value: node, lease: 7)]))
@@ -22,6 +23,35 @@ struct ArbiterCoreTests {
             .send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))
         ])
         return core
+    }
+
+    @Test func `a node whose previous run died holding its lease revokes it before asking for its own`() {
+        var settings = ArbiterCore.Configuration(cluster: "bank", node: "n1", endpoint: "tcp://127.0.0.1:7000", leaseSeconds: 5)
+        settings.deadRunLease = 41
+        var core = ArbiterCore(settings)
+        #expect(core.start(now: .zero) == [.send(.revoke(lease: 41))])
+        // The lease's time counts from the grant's send, after the revocation's answer.
+        #expect(core.answered(.revoked, now: .milliseconds(300)) == [
+            .note("revoked lease 41 of this node's previous run, which ended holding it"), .send(.grantLease(seconds: 5)),
+        ])
+        #expect(core.answered(.granted(lease: 42, seconds: 5), now: .milliseconds(310)) == [
+            .leaseGranted(42),
+            .send(.transaction(
+                compares: [EtcdCompare(key: "/cogd/bank/members/n1", modRevision: 0)],
+                puts: [EtcdPut(key: "/cogd/bank/members/n1", value: "n1", lease: 42)])),
+        ])
+        #expect(core.releaseDeadline == .milliseconds(300) + .seconds(5) - .milliseconds(500))
+
+        // etcd unreachable for the revocation: the node goes on, and its name waits out the dead run's TTL.
+        var unlucky = ArbiterCore(settings)
+        _ = unlucky.start(now: .zero)
+        let effects = unlucky.answered(.failed(EtcdFailure(.unreachable, "connect: connection refused")), now: .milliseconds(200))
+        #expect(effects.count == 2 && effects.last == .send(.grantLease(seconds: 5)))
+        if case .note(let text)? = effects.first {
+            #expect(text.hasPrefix("could not revoke lease 41 of this node's previous run ("))
+        } else {
+            Issue.record("expected a note, got \(effects)")
+        }
     }
 
     @Test func `on a cluster that never had a leader the first node mints epoch 1 in one transaction`() {

@@ -65,10 +65,17 @@ public final class Arbiter: SyncKeyWriter, @unchecked Sendable {
         lock.withLock { syncAnswers.isEmpty ? nil : syncAnswers.removeFirst() }
     }
 
+    /// Where the run's lease is recorded for the node's next run (ha.md §4.1); nil: nowhere.
+    private let runRecord: RunRecord?
+
     /// - Parameter onEvent: called on the arbiter's thread, in order.
-    public init(gateway: EtcdGateway, configuration: ArbiterCore.Configuration, onEvent: @escaping @Sendable (Event) -> Void) {
+    public init(
+        gateway: EtcdGateway, configuration: ArbiterCore.Configuration, runRecord: RunRecord? = nil,
+        onEvent: @escaping @Sendable (Event) -> Void
+    ) {
         self.gateway = gateway
         self.configuration = configuration
+        self.runRecord = runRecord
         self.onEvent = onEvent
     }
 
@@ -136,6 +143,11 @@ public final class Arbiter: SyncKeyWriter, @unchecked Sendable {
                 case .syncWriteFailed(let reason):
                     lock.withLock { syncAnswers.append(false) }
                     onEvent(.note("the sync key was not written: \(reason)"))
+                case .leaseGranted(let lease):
+                    // Recorded before the presence key is put on it (the next effect).
+                    do { try runRecord?.write(lease: lease) } catch {
+                        onEvent(.note("could not record this run's lease (\(error)): if this run dies, its name stays taken until the lease's TTL ends"))
+                    }
                 }
             }
             publish(core)

@@ -13,6 +13,10 @@
 /// - A node takes a name only when no live node holds it (its presence key
 ///   is put only if absent); a name held past one TTL after start belongs to
 ///   another live node and the start is refused.
+/// - A node whose previous run on the same machine is known to have ended
+///   (the driver's run record: that process no longer exists) revokes that
+///   run's lease before it asks for its own, so the presence key and any
+///   leader key the dead run held go at once rather than a TTL later.
 /// - The leader key is taken only when absent, by a node the sync key allows
 ///   (the last leader or a synchronous standby; anyone on a cluster that has
 ///   never had a leader), in one transaction that also mints the next epoch
@@ -43,6 +47,10 @@ public struct ArbiterCore: Sendable {
         /// cluster that has had a leader, even where the sync key names it:
         /// it waits until a copy gives it one (`holdsLog(_:)`, ha.md §4).
         public var holdsLog = true
+        /// The lease of this node's previous run, when that run is known to
+        /// have ended (its process no longer exists: ha.md §4.1): revoked at
+        /// start. Nil when unknown or possibly alive.
+        public var deadRunLease: Int64?
         /// The simulator's broken rule (`cogd-lab sim --arbiter --break
         /// arbiter-deadline`): the deadline counts from when a renewal's
         /// answer came, with no margin — the mistake its checker must catch.
@@ -90,6 +98,10 @@ public struct ArbiterCore: Sendable {
         /// The sync key was not written (etcd failed, or the leader key
         /// changed since this node read it); ask again later.
         case syncWriteFailed(String)
+        /// etcd granted this lease: record it as this run's (before the
+        /// next effect puts the presence key on it), so that the node's
+        /// next run can revoke it if this one dies holding it.
+        case leaseGranted(Int64)
     }
 
     public private(set) var configuration: Configuration
@@ -104,6 +116,7 @@ public struct ArbiterCore: Sendable {
     public private(set) var epochSeen: UInt64 = 0
 
     private enum Step: Equatable {
+        case revokeDeadRun
         case grant
         case claim
         case read
@@ -170,6 +183,9 @@ public struct ArbiterCore: Sendable {
     public mutating func start(now: Duration) -> [Effect] {
         precondition(role == .starting && inFlight == nil, "internal inconsistency: the arbiter started twice")
         startedAt = now
+        if let dead = configuration.deadRunLease {
+            return send(.revokeDeadRun, .revoke(lease: dead))
+        }
         return send(.grant, .grantLease(seconds: configuration.leaseSeconds))
     }
 
@@ -219,12 +235,18 @@ public struct ArbiterCore: Sendable {
         if role == .stopped { return [] }
         if case .failed(let failure) = answer { return failed(step, failure, now: now) }
         switch (step, answer) {
+        case (.revokeDeadRun, .revoked):
+            // The grant is sent now: the lease's time counts from here.
+            startedAt = now
+            return [.note("revoked lease \(configuration.deadRunLease ?? 0) of this node's previous run, which ended holding it")]
+                + send(.grant, .grantLease(seconds: configuration.leaseSeconds))
+
         case (.grant, .granted(let lease, let seconds)):
             guard seconds > 0 else { return refuse("etcd granted a lease of \(seconds) s; it cannot keep this node's presence") }
             self.lease = lease
             releaseDeadline = startedAt + .seconds(seconds) - margin
             nextRenewal = startedAt + renewalInterval
-            return send(.claim, claimRequest(lease: lease))
+            return [.leaseGranted(lease)] + send(.claim, claimRequest(lease: lease))
 
         case (.claim, .transaction(let succeeded)):
             guard succeeded else {
@@ -374,6 +396,11 @@ public struct ArbiterCore: Sendable {
 
     private mutating func failed(_ step: Step, _ failure: EtcdFailure, now: Duration) -> [Effect] {
         switch step {
+        case .revokeDeadRun:
+            // The dead run's lease ends by itself within its TTL: wait for it as without a record.
+            startedAt = now
+            return [.note("could not revoke lease \(configuration.deadRunLease ?? 0) of this node's previous run (\(failure)); its presence ends within the TTL")]
+                + send(.grant, .grantLease(seconds: configuration.leaseSeconds))
         case .grant, .claim:
             return refuse("etcd could not be used (\(failure)); check that --ha names the cluster's etcd client URLs and that etcd is running")
         case .renew:
