@@ -70,7 +70,11 @@ extension Leader {
     /// With `configuration.shipping`: every commit is shipped, before it runs.
     func startShipping() {
         guard let shipping = configuration.shipping else { return }
-        shipCore = ShipCore(shipping.rules)
+        // What this node applied as a standby counts as shipped before its own commits: an old leader behind it on this log catches up from them.
+        let inherited = shipping.inherited?.commits ?? []
+        shipCore = ShipCore(shipping.rules, inherited: UInt64(inherited.count))
+        recentShipped = KeptCommits(countLimit: shipping.rules.window, byteLimit: Leader.recentShippedLimit)
+        for (commit, first) in zip(inherited, shipping.inherited?.firstRevisions ?? []) { recentShipped.append(commit, firstRevision: first) }
         // Copies a stopped leader was sending are of no use now.
         let leftOver = (try? FileManager.default.contentsOfDirectory(atPath: configuration.dataFolder)) ?? []
         for name in leftOver where name.hasPrefix("standby-copy-") {
@@ -84,22 +88,8 @@ extension Leader {
     private func ship(_ commit: ShippedCommit) {
         guard var rules = shipCore else { return }
         let bytes = commit.encoded()
-        recentShipped.append(bytes)
-        recentShippedFirstRevisions.append(commit.firstRevision)
-        recentShippedBytes += bytes.count
-        // Kept for a standby's copy: the window's commits, and at most `recentShippedLimit` bytes of them.
-        var drop = max(0, recentShipped.count - rules.configuration.window)
-        var bytesLeft = recentShippedBytes
-        for commit in recentShipped[..<drop] { bytesLeft -= commit.count }
-        while drop < recentShipped.count - 1, bytesLeft > Leader.recentShippedLimit {
-            bytesLeft -= recentShipped[drop].count
-            drop += 1
-        }
-        if drop > 0 {
-            recentShipped.removeFirst(drop)
-            recentShippedFirstRevisions.removeFirst(drop)
-            recentShippedBytes = bytesLeft
-        }
+        // Kept for a standby's catch-up or copy: the window's commits, and at most `recentShippedLimit` bytes of them.
+        recentShipped.append(bytes, firstRevision: commit.firstRevision)
         let effects = rules.shipped(bytes, now: shipNow)
         shipCore = rules
         carryShipping(effects)
@@ -168,7 +158,7 @@ extension Leader {
             effects = rules.acknowledged(from: peer, node: node, through: sequence, now: shipNow)
         case .standbyCopied(let node, let sequence):
             let count = rules.lastSequence >= sequence ? rules.lastSequence - sequence : UInt64.max
-            let missed = count <= UInt64(recentShipped.count) ? Array(recentShipped.suffix(Int(count))) : nil
+            let missed = recentShipped.last(count)
             effects = rules.copied(by: peer, node: node, through: sequence, missed: missed, now: shipNow)
         default:
             return
@@ -182,8 +172,7 @@ extension Leader {
     /// when the window no longer holds a commit at or before `revision`, so
     /// some commit after it may be gone.
     private func keptCommits(after revision: UInt64) -> (sequence: UInt64, commits: [[UInt8]])? {
-        guard let rules = shipCore, let start = recentShippedFirstRevisions.firstIndex(where: { $0 > revision }), start > 0 else { return nil }
-        let commits = Array(recentShipped[start...])
+        guard let rules = shipCore, let commits = recentShipped.after(revision: revision) else { return nil }
         return (rules.lastSequence - UInt64(commits.count), commits)
     }
 

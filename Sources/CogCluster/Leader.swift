@@ -95,10 +95,15 @@ public final class Leader {
         /// Writes etcd's sync key (the arbiter); nil: no key is written, and
         /// a write is taken as done (tests, and a leader outside a cluster).
         public var syncKey: (any SyncKeyWriter)?
+        /// The commits this node applied as a standby before it took the
+        /// lead, ending at its folder's last revision: kept as if shipped, so
+        /// an old leader behind on this log catches up rather than copying.
+        public var inherited: KeptCommits?
 
-        public init(rules: ShipCore.Configuration, syncKey: (any SyncKeyWriter)?) {
+        public init(rules: ShipCore.Configuration, syncKey: (any SyncKeyWriter)?, inherited: KeptCommits? = nil) {
             self.rules = rules
             self.syncKey = syncKey
+            self.inherited = inherited
         }
     }
 
@@ -145,10 +150,7 @@ public final class Leader {
     var heldReleases: [HeldRelease] = []
     var heldBytes = 0
     /// The shipped commits kept for a standby catching up, newest last (at most the window).
-    var recentShipped: [[UInt8]] = []
-    /// The first revision of each of `recentShipped` (a standby's catch-up starts after its last revision).
-    var recentShippedFirstRevisions: [UInt64] = []
-    var recentShippedBytes = 0
+    var recentShipped = KeptCommits(countLimit: 1, byteLimit: Leader.recentShippedLimit)
     /// Copies of the log being sent to standbys that were not in step.
     var copyStreams: [CopyStream] = []
     /// The core's events for the operator's log since the last call.

@@ -12,8 +12,9 @@ import Synchronization
 extension ClusterCommands {
     /// Where the wait for the lead ended.
     enum LeadWait {
-        /// This node leads `epoch`; `arbiter` keeps the lease.
-        case lead(epoch: UInt64, arbiter: Arbiter)
+        /// This node leads `epoch`; `arbiter` keeps the lease; `kept`: the
+        /// commits it applied last as a standby (an old leader catches up from them).
+        case lead(epoch: UInt64, arbiter: Arbiter, kept: KeptCommits?)
         /// It will not lead: the exit status to return (refused: 1; stopped by a signal: 0).
         case exit(Int32)
     }
@@ -158,7 +159,7 @@ extension ClusterCommands {
                 }
             }
             if let ended = state.ended.withLock({ $0 }) { return ended }
-            if let epoch = arbiter.leadingEpoch { return .lead(epoch: epoch, arbiter: arbiter) }
+            if let epoch = arbiter.leadingEpoch { return .lead(epoch: epoch, arbiter: arbiter, kept: follower?.keptCommits) }
             if stop.isStopped {
                 arbiter.resign()
                 waitFinished(arbiter)

@@ -123,9 +123,12 @@ enum ClusterCommands {
         defer { metrics?.server.stop() }
         // With --ha, etcd decides when this node serves, and in which epoch.
         var arbiter: Arbiter?
+        var inherited: KeptCommits?
         if let ha = options.ha {
             switch awaitLead(ha, options: options, log: log, stop: stopper.flag, metrics: metrics?.board, notifier: notifier) {
-            case .lead(_, let leading): arbiter = leading
+            case .lead(_, let leading, let kept):
+                arbiter = leading
+                inherited = kept
             case .exit(let status): return status
             }
         }
@@ -162,7 +165,7 @@ enum ClusterCommands {
                     configuration.shipping = Leader.Shipping(
                         rules: ShipCore.Configuration(
                             sync: sync, degradeAfter: options.ha?.degradeAfter, standbyTimeout: options.heartbeatTimeout),
-                        syncKey: arbiter)
+                        syncKey: arbiter, inherited: inherited)
                 }
             }
             // A worker whose hello names another rig, or an incompatible version of one, is refused.

@@ -119,7 +119,7 @@ struct ShippingLeaderTests {
         #expect(try etcd.get("/cogd/bank/sync") == "2 n2", "the new leader names no standby until one is in step")
     }
 
-    @Test func `a node behind the leader gets a copy of the log, is named, and takes over with every acknowledged turn`() throws {
+    @Test func `a node behind the leader gets a copy of the log, is named, takes over with every acknowledged turn, and catches the old leader up`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }
         guard try etcd.start() else { return }
@@ -149,10 +149,12 @@ struct ShippingLeaderTests {
         #expect(try Self.call(n2, 4).hasPrefix("answered from an earlier request: applied at revision 4 (request teller#4)"))
         #expect(try Self.call(n2, 5).hasPrefix("applied revision 5"))
 
-        // n1 returns behind n2 (and with epoch 1's log): it is sent a copy in turn and named again.
+        // n1 returns behind n2 on the same log (revision 4 of epoch 1): n2 catches it up from the commits it applied
+        // as a standby and its own since, and names it again.
         let again = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
         defer { again.stop() }
-        #expect(again.waitForLine { $0.contains("the leader's copy is in place at revision 5") } != nil, "\(again.lines)")
+        #expect(second.waitForLine { $0.contains("standby n1 is at revision 4 of this log: sending it the") } != nil, "\(second.lines)")
+        #expect(!again.lines.contains { $0.contains("receiving its copy") }, "no copy: \(again.lines)")
         #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n2 n1" }, "\(again.lines)")
         #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
@@ -301,5 +303,16 @@ struct ShippingLeaderTests {
         first.killHard()
         #expect(again.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 4") } != nil, "\(again.lines)")
         #expect(try Self.call(n2, 3).hasPrefix("answered from an earlier request: applied at revision 3 (request teller#3)"))
+
+        // n2 serves alone (degraded after a second); n1 returns at revision 4, behind n2's own commit. n2 catches it up
+        // from the commits it applied as a standby and the one it made since, not with a copy.
+        #expect(try Self.call(n2, 5).hasPrefix("applied revision 5"))
+        let back = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
+        defer { back.stop() }
+        #expect(again.waitForLine { $0.contains("standby n1 is at revision 4 of this log: sending it the") } != nil,
+            "\(again.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n2 n1" }, "\(back.lines)")
+        #expect(!back.lines.contains { $0.contains("receiving its copy") }, "no copy: \(back.lines)")
+        #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
 }

@@ -1,3 +1,4 @@
+import CogCluster
 import CogProtocol
 import Testing
 
@@ -95,6 +96,39 @@ struct ShipCoreTests {
         for step in 0..<3 { _ = core.shipped(commit, now: 8 + Double(step)) }
         #expect(core.shipped(commit, now: 11).contains(.drop(node: "n2", reason: "more than 3 commits behind")))
         #expect(core.standbys["n2"] == nil)
+    }
+
+    @Test func `a new leader's commits applied as a standby count as shipped and released: the old leader catches up from them`() {
+        var core = ShipCore(.init(sync: .one), inherited: 3)
+        #expect(core.lastSequence == 3 && core.releasedThrough == 3, "nothing inherited is held")
+        _ = core.shipped(commit, now: 1)
+        // The old leader's folder ends at inherited commit 1: commits 2 and 3 (applied here as a standby) and 4 follow.
+        let copied = core.copied(by: a, node: "n1", through: 1, missed: [[2], [3], [4]], now: 2)
+        #expect(copied == [
+            .welcome(to: a, sequence: 1), .ship(to: a, sequence: 2, commit: [2]), .ship(to: a, sequence: 3, commit: [3]),
+            .ship(to: a, sequence: 4, commit: [4]),
+        ])
+        #expect(writes(core.acknowledged(from: a, node: "n1", through: 4, now: 3)) == [["n1"]])
+    }
+
+    @Test func `kept commits are bounded by count and bytes, and reach back only as far as they are kept`() {
+        var kept = KeptCommits(countLimit: 3, byteLimit: 10)
+        kept.append([1, 1], firstRevision: 1)
+        kept.append([2, 2], firstRevision: 3)
+        kept.append([3, 3], firstRevision: 5)
+        #expect(kept.after(revision: 0) == nil, "nothing kept at or before revision 0: commit 1 may have had a predecessor")
+        #expect(kept.after(revision: 2) == [[2, 2], [3, 3]])
+        #expect(kept.after(revision: 4) == [[3, 3]])
+        #expect(kept.after(revision: 5) == nil, "nothing follows")
+        #expect(kept.last(2) == [[2, 2], [3, 3]] && kept.last(4) == nil)
+        kept.append([4, 4], firstRevision: 7)
+        #expect(kept.firstRevisions == [3, 5, 7] && kept.bytes == 6, "the oldest went past the count")
+        kept.append(Array(repeating: 5, count: 9), firstRevision: 9)
+        #expect(kept.firstRevisions == [9] && kept.bytes == 9, "past the bytes, all but the newest go")
+        kept.append(Array(repeating: 6, count: 20), firstRevision: 10)
+        #expect(kept.firstRevisions == [10], "the newest stays even past the bytes")
+        kept.removeAll()
+        #expect(kept.count == 0 && kept.bytes == 0)
     }
 
     @Test func `quorum 2 releases what the second standby acknowledged; none releases at once`() {

@@ -32,6 +32,19 @@ public final class StandbyFollower {
     private var followedEpoch: UInt64?
     /// The last shipped commit applied, once welcomed (nil: not in step).
     private var applied: UInt64?
+    /// The shipped commits applied last, and the revision the newest ends at.
+    private var kept = KeptCommits(countLimit: StandbyFollower.keptCountLimit, byteLimit: StandbyFollower.keptByteLimit)
+    private var keptThrough: UInt64?
+    /// What a standby keeps of the commits it applied (ha.md §9): the leader's window, and 64 MiB.
+    public static let keptCountLimit = 4_096
+    public static let keptByteLimit = 64 << 20
+
+    /// The commits applied last, when the newest ends at the folder's last
+    /// revision: a node that takes the lead ships them to an old leader
+    /// behind it on this log (catch-up) rather than a copy.
+    public var keptCommits: KeptCommits? {
+        kept.count > 0 && keptThrough == store.lastRevision ? kept : nil
+    }
     private var lastHello = ContinuousClock.now - .seconds(60)
     /// After `ship-resync`: no hello before this (a copy cannot be synced yet).
     private var quietUntil = ContinuousClock.now
@@ -124,7 +137,10 @@ public final class StandbyFollower {
                 return outOfStep("commit \(sequence) came after \(last): one was lost on the way")
             }
             do {
-                try store.apply(ShippedCommit.decode(bytes))
+                let commit = try ShippedCommit.decode(bytes)
+                try store.apply(commit)
+                kept.append(bytes, firstRevision: commit.firstRevision)
+                keptThrough = store.lastRevision
             } catch {
                 return outOfStep("shipped commit \(sequence) was refused: \(error)")
             }
@@ -199,6 +215,8 @@ public final class StandbyFollower {
 
     /// Closes the folder, puts the received copy in place of its log, and opens it again.
     private func takeCopy() throws {
+        kept.removeAll()
+        keptThrough = nil
         store.close()
         let manager = FileManager.default
         for name in ["data.mdb", "lock.mdb", "cogd.identity"] { try? manager.removeItem(atPath: dataFolder + "/" + name) }

@@ -147,8 +147,13 @@ public struct ShipCore: Sendable {
     /// the names a peer can say are not allowed to grow the leader's memory).
     public static let maximumStandbys = 16
 
-    public init(_ configuration: Configuration) {
+    /// - Parameter inherited: commits the node applied as a standby before it
+    ///   took the lead, kept by the driver for catch-up: counted as shipped
+    ///   (sequences 1 through `inherited`) and released, before its own.
+    public init(_ configuration: Configuration, inherited: UInt64 = 0) {
         self.configuration = configuration
+        lastSequence = inherited
+        releasedThrough = inherited
     }
 
     public var state: State {
