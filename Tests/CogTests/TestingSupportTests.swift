@@ -42,7 +42,7 @@ struct TestingSupportTests {
         #expect(second.peek(_zipCog) == "")
     }
 
-    @Test func `Q1 seeding runs before any mechanism operates and operate writes settle in order`() {
+    @Test func `Q1 MECH-12 seeding runs before any mechanism operates and operate writes settle in order`() {
         let seen = Recorder<String>()
         let cogs = Cogs.forTesting(
             seeding: { $0.seed(_zipCog, to: "94110") },
