@@ -219,7 +219,7 @@ struct TeardownTests {
         #expect(seen.values == ["retired"])
     }
 
-    @Test func `MECH-10 a runtime released off the main actor retires every scope of its mechanisms`() async {
+    @Test func `MECH-10 a runtime released off the main actor retires every scope of its mechanisms`() async throws {
         let milestones = Milestones()
         let cleanup = MainActorCleanupAcknowledgement()
         let gate = Cog<Bool>.Manual { true }
@@ -267,14 +267,14 @@ struct TeardownTests {
             holder = LastReference(cogs)
         }
         let drop = Task.detached { await holder.drop() }
-        await cleanup.wait()
+        try await cleanup.wait()
         await drop.value
         #expect(cleanup.hasBeenAcknowledged)
         #expect(released == nil)
         #expect(Set(milestones.values) == ["poll cancelled", "session cancelled", "reaction released"])
     }
 
-    @Test func `MECH-15 the runtime keeps the mechanism it was handed and releases it after its scopes`() async {
+    @Test func `MECH-15 the runtime keeps the mechanism it was handed and releases it after its scopes`() async throws {
         let milestones = Milestones()
         let cleanup = MainActorCleanupAcknowledgement()
         let (starts, started) = AsyncStream.makeStream(of: Void.self)
@@ -295,7 +295,7 @@ struct TeardownTests {
             holder = LastReference(cogs)
         }
         let drop = Task.detached { await holder.drop() }
-        await cleanup.wait()
+        try await cleanup.wait()
         await drop.value
         #expect(mechanism == nil)
         #expect(milestones.values == ["task cancelled", "mechanism released", "resource released"])

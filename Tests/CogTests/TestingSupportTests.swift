@@ -111,6 +111,21 @@ struct TestingSupportTests {
             try await clock.waitForScheduledSleep(within: .milliseconds(20))
         }
     }
+
+    @Test func `Q8 an acknowledgement wakes every waiter, and a cancelled waiter stops with CancellationError`() async throws {
+        let acknowledgement = MainActorCleanupAcknowledgement()
+        let waiters = (0..<3).map { _ in Task { try await acknowledgement.wait() } }
+        acknowledgement.acknowledge()
+        for waiter in waiters { try await waiter.value }
+        #expect(acknowledgement.hasBeenAcknowledged)
+        try await acknowledgement.wait()
+
+        let never = MainActorCleanupAcknowledgement()
+        let cancelled = Task { try await never.wait() }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(!never.hasBeenAcknowledged)
+    }
 }
 
 /// Collects wake-ups from tasks in order.
