@@ -59,7 +59,8 @@ public final class CogRefresh<Value: Sendable>: Sendable {
 public final class MainActorCleanupAcknowledgement: Sendable {
     private struct State {
         var acknowledged = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var nextWaiter = 0
+        var waiters: [Int: CheckedContinuation<Void, any Error>] = [:]
     }
 
     private let state = Mutex(State())
@@ -70,23 +71,37 @@ public final class MainActorCleanupAcknowledgement: Sendable {
 
     /// Marks the event as happened and wakes every waiter.
     public func acknowledge() {
-        let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
+        let waiters: [CheckedContinuation<Void, any Error>] = state.withLock { state in
             state.acknowledged = true
-            defer { state.waiters = [] }
-            return state.waiters
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
         }
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Waits until `acknowledge()` has been called.
-    public func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done: Bool = state.withLock { state in
-                if state.acknowledged { return true }
-                state.waiters.append(continuation)
-                return false
+    /// Waits until `acknowledge()` has been called (returning at once if it
+    /// already was).
+    ///
+    /// - Throws: `CancellationError` if the waiting task is cancelled first,
+    ///   so a cancelled test stops waiting instead of hanging.
+    public func wait() async throws {
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let early: Result<Void, any Error>? = state.withLock { state in
+                    if state.acknowledged { return .success(()) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.waiters[id] = continuation
+                    return nil
+                }
+                if let early { continuation.resume(with: early) }
             }
-            if done { continuation.resume() }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume(throwing: CancellationError())
         }
     }
 }

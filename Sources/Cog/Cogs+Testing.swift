@@ -19,6 +19,11 @@ extension Cogs {
         graph.lifetimes.checkAcknowledgements.append(acknowledgement)
     }
 
+    /// Seam for `CogTesting`: acknowledge at the end of this runtime's teardown.
+    package func registerDeinitCleanup(_ acknowledgement: MainActorCleanupAcknowledgement) {
+        deinitCleanupAcknowledgements.append(acknowledgement)
+    }
+
     /// Seam for the graph bench: states waiting for their grace to pass.
     package var statesInGrace: Int { graph.lifetimes.waitingCount }
 

@@ -19,6 +19,9 @@ public final class Cogs: CogOps {
     var mechanisms: [any Mechanism] = []
     var controllers: [MechanismController] = []
     var exports: [Export] = []
+    /// Acknowledged at the end of this runtime's teardown (`CogTesting`'s
+    /// `acknowledgeDeinitCleanup(with:)`).
+    var deinitCleanupAcknowledgements: [MainActorCleanupAcknowledgement] = []
 
     package init(durableStore: (any CogDurableStore)? = nil) {
         graph = Graph(durableStore: durableStore)
@@ -37,19 +40,27 @@ public final class Cogs: CogOps {
         graph.externalObservationTracking = externalObservationTracking
     }
 
-    /// Teardown: every scope's reactions and tasks end first (two passes,
-    /// marks then teardown), exports finish, and only then are the retained
-    /// mechanisms released (seeds §6.2).
+    /// Teardown, on the main actor wherever the last reference went: every
+    /// scope of every mechanism is retired first, in two passes over all of
+    /// them (every controller marked, then each torn down: reactions
+    /// unregistered, tasks cancelled), exports finish, and only then are the
+    /// retained mechanism values released, and what they own after them. A
+    /// cancellation handler or `deinit` that runs during the teardown finds
+    /// every controller already inert.
     isolated deinit {
         graph.lifetimes.stop()
         graph.cancelExternalBridges()
-        for controller in controllers.reversed() { controller.retire(.runtimeEnded) }
+        let roots = controllers.reversed()
+        for controller in roots { controller.markRetired(.runtimeEnded) }
+        for controller in roots { controller.tearDown() }
+        controllers = []
         for export in exports {
             graph.unregister(export.node)
             export.finish()
         }
         exports = []
         mechanisms = []
+        for acknowledgement in deinitCleanupAcknowledgements { acknowledgement.acknowledge() }
     }
 
     // MARK: Pinning reads

@@ -34,6 +34,8 @@ extension Mechanism {
 
 extension Cogs {
     private static let assembled = Atomic<Bool>(false)
+    /// The runtime `assemble` installed, while it lives.
+    private static weak var installed: Cogs?
 
     /// Builds the app's one runtime and operates each mechanism, in order.
     ///
@@ -70,8 +72,34 @@ extension Cogs {
             fatalError(TrapMessage.secondAssemble)
         }
         let cogs = Cogs(durableStore: durableStore)
+        installed = cogs
         cogs.operate(mechanisms)
         return cogs
+    }
+
+    /// Seam for `CogTesting`'s install fixture: assembles the app's runtime
+    /// through the real guarded `assemble`, runs `body` with it, and empties
+    /// the install slot again when `body` returns or throws. Synchronous, so
+    /// no other main-actor code runs while the slot is taken.
+    package static func withInstalledAppForTesting<Result>(
+        mechanisms: [any Mechanism], _ body: (Cogs) throws -> Result
+    ) rethrows -> Result {
+        let cogs = assemble(durableStore: nil, mechanisms: mechanisms)
+        defer {
+            installed = nil
+            assembled.store(false, ordering: .relaxed)
+        }
+        return try body(cogs)
+    }
+
+    /// Seam for `CogTesting`: whether `cogs` is the runtime `assemble` installed.
+    package static func isInstalledAppForTesting(_ cogs: Cogs) -> Bool {
+        installed === cogs
+    }
+
+    /// Seam for `CogTesting`: whether the install slot is taken.
+    package static var hasInstalledAppForTesting: Bool {
+        assembled.load(ordering: .relaxed)
     }
 
     /// Operates `mechanisms` in order, failing on duplicate names.

@@ -156,7 +156,7 @@ public final class MechanismController: CogOps, TurnOwner {
         tearDown()
     }
 
-    private func markRetired(_ reason: Retirement) {
+    func markRetired(_ reason: Retirement) {
         guard retirement == nil else { return }
         retirement = reason
         instanceSlot?.isRetired = true
@@ -164,7 +164,7 @@ public final class MechanismController: CogOps, TurnOwner {
         for child in children { child.markRetired(reason) }
     }
 
-    private func tearDown() {
+    func tearDown() {
         let children = self.children
         self.children = []
         for child in children { child.tearDown() }

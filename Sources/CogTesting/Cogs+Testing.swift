@@ -60,6 +60,58 @@ extension Cogs {
     public func acknowledgeNextDerivedReleaseCheck(with acknowledgement: MainActorCleanupAcknowledgement) {
         registerGraceReleaseCheck(acknowledgement)
     }
+
+    /// Registers `acknowledgement` to be acknowledged when this runtime's
+    /// teardown has finished on the main actor: every scope retired (its
+    /// reactions unregistered, its tasks cancelled), exports finished, and
+    /// the mechanisms it retained released. A test that drops its last
+    /// reference from another executor awaits it instead of sleeping.
+    ///
+    /// ```swift
+    /// let cleanup = MainActorCleanupAcknowledgement()
+    /// cogs.acknowledgeDeinitCleanup(with: cleanup)
+    /// // drop the last reference, from any executor
+    /// await cleanup.wait()
+    /// ```
+    public func acknowledgeDeinitCleanup(with acknowledgement: MainActorCleanupAcknowledgement) {
+        registerDeinitCleanup(acknowledgement)
+    }
+}
+
+extension Cogs {
+    /// Assembles the app's one runtime with the real `Cogs.assemble` (and so
+    /// its once-per-process guard), runs `body` with it, and frees the
+    /// install slot when `body` returns, so a test can check code that needs
+    /// the installed runtime without leaving it installed for other tests.
+    ///
+    /// It is synchronous on purpose: nothing else on the main actor can run
+    /// while the slot is taken. It is not re-entrant: an `assemble` (or
+    /// another `withAssembledCogs`) inside `body` traps, as a second
+    /// assembly does.
+    ///
+    /// ```swift
+    /// Cogs.withAssembledCogs(mechanisms: [WeatherMechanism()]) { cogs in
+    ///   #expect(Cogs.isBootstrappedApp(cogs))
+    /// }
+    /// #expect(!Cogs.hasBootstrappedApp)
+    /// ```
+    public static func withAssembledCogs<Result>(
+        mechanisms: [any Mechanism] = [], _ body: (Cogs) throws -> Result
+    ) rethrows -> Result {
+        try withInstalledAppForTesting(mechanisms: mechanisms, body)
+    }
+
+    /// Whether `cogs` is the runtime `Cogs.assemble` installed (never one
+    /// made by `forTesting`).
+    public static func isBootstrappedApp(_ cogs: Cogs) -> Bool {
+        isInstalledAppForTesting(cogs)
+    }
+
+    /// Whether this process's install slot is taken: `Cogs.assemble` ran,
+    /// outside a `withAssembledCogs` that has returned since.
+    public static var hasBootstrappedApp: Bool {
+        hasInstalledAppForTesting
+    }
 }
 
 /// The mechanism `forTestingWithController` adds last: it hands its

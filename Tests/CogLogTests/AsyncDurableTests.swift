@@ -75,8 +75,8 @@ private func completionChecks(_ cogs: Cogs, count: Int) -> [MainActorCleanupAckn
 }
 
 @MainActor
-private func waitAll(_ checks: [MainActorCleanupAcknowledgement]) async {
-    for check in checks { await check.wait() }
+private func waitAll(_ checks: [MainActorCleanupAcknowledgement]) async throws {
+    for check in checks { try await check.wait() }
 }
 
 /// Async cogs are process-local (D25, D24 in a durable runtime and on a
@@ -99,24 +99,24 @@ struct AsyncDurableTests {
             let elements = completionChecks(cogs, count: 2)
             feeds.prices.yield(5, to: 0)
             feeds.prices.yield(6, to: 0)
-            await waitAll(elements)
+            try await waitAll(elements)
             let saved = completionChecks(cogs, count: 1)
             feeds.saves.succeed(0, with: 1)
-            await waitAll(saved)
+            try await waitAll(saved)
             #expect(store.store.lastRevision == 0, "three async turns, no record")
 
             // The rename cancels stream generation 0, whose end is one more check.
             let ended = completionChecks(cogs, count: 1)
             cogs.turn(named: "rename") { c in c[_symbolCog] = "BOLT" }
-            await waitAll(ended)
+            try await waitAll(ended)
             #expect(await nextStart(feeds.prices.starts) == 1)
             #expect(await nextStart(feeds.saves.starts) == 1)
             let element = completionChecks(cogs, count: 1)
             feeds.prices.yield(7, to: 1)
-            await waitAll(element)
+            try await waitAll(element)
             let resaved = completionChecks(cogs, count: 1)
             feeds.saves.succeed(1, with: 2)
-            await waitAll(resaved)
+            try await waitAll(resaved)
             #expect(seen.values == ["price 5", "price 6", "save 1", "price 7", "save 2"])
             #expect(cogs.debugHistory.turnNames.filter { $0 == "durable.async.price success" }.count == 3)
             #expect(store.store.lastRevision == 1)
@@ -147,7 +147,7 @@ struct AsyncDurableTests {
         #expect(await nextStart(feeds.saves.starts) == 0)
         let first = completionChecks(replica, count: 1)
         feeds.prices.yield(5, to: 0)
-        await waitAll(first)
+        try await waitAll(first)
 
         // The leader's turn arrives: the stream restarts (generation 0's end
         // is one check); the queued run waits for the one in flight.
@@ -155,18 +155,18 @@ struct AsyncDurableTests {
         try replica.applyReplicatedTurn(
             named: "rename", writes: [CogDurableWrite(name: "durable.async.symbol", key: nil, value: try link.codec.encode("BOLT"))],
             codec: link.codec)
-        await waitAll(ended)
+        try await waitAll(ended)
         #expect(await nextStart(feeds.prices.starts) == 1)
         #expect(feeds.saves.generationCount == 1)
         let late = completionChecks(replica, count: 1)
         feeds.prices.yield(99, to: 0)  // generation 0 was cancelled: this reaches nothing
         feeds.prices.yield(7, to: 1)
-        await waitAll(late)
+        try await waitAll(late)
         feeds.saves.succeed(0, with: 1)
         #expect(await nextStart(feeds.saves.starts) == 1)
         let last = completionChecks(replica, count: 1)
         feeds.saves.succeed(1, with: 2)
-        await waitAll(last)
+        try await waitAll(last)
         #expect(seen.values == ["price 5", "price 7", "save 1", "save 2"])
         #expect(replica.peek(_symbolCog) == "BOLT")
         #expect(link.submitted.isEmpty, "async results are never sent to the leader")

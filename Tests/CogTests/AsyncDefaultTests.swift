@@ -18,7 +18,7 @@ private final class Placeholder: Sendable {
 @MainActor
 @Suite("Async defaults", .timeLimit(.minutes(1)))
 struct AsyncDefaultTests {
-    @Test func `ASYNC-40 a class default is one object through pending, failure and the retry's pending`() async {
+    @Test func `ASYNC-40 a class default is one object through pending, failure and the retry's pending`() async throws {
         let runs = Counter()
         let work = ControlledWork<Placeholder>()
         let forecastCog = Cog<Placeholder>.Async(default: Placeholder(counting: runs), name: "forecast") { _ in
@@ -33,7 +33,7 @@ struct AsyncDefaultTests {
         #expect(await starts.next() == 0)
         let finished = completionChecks(cogs, count: 1)
         work.fail(0, with: LoadFailed())
-        await waitAll(finished)
+        try await waitAll(finished)
         let failure = cogs.status[forecastCog]
         #expect(failure.kind == .failure)
         #expect(failure.value === pending.value)
@@ -90,7 +90,7 @@ struct AsyncDefaultTests {
         let released = releases(cogs)
         try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
-        await released[0].wait()
+        try await released[0].wait()
         let second = cogs.peek(forecastCog)
         #expect(second !== first)
         #expect(runs.count == 2, "the recreated state ran the default closure again")

@@ -55,7 +55,7 @@ private func changeRequestWhileAway(_ cogs: Cogs, clock: TestClock, work: Stubbo
     cogs.turn(_requestCog, to: 1)
     let dropped = completionChecks(cogs, count: 1)
     work.finish(input: 0, with: 100)
-    await waitAll(dropped)
+    try await waitAll(dropped)
 }
 
 /// What a status watch saw, as `kind value` lines.
@@ -66,7 +66,7 @@ private func describe<Value>(_ status: CogStatus<Value>) -> String {
 @MainActor
 @Suite("Async scenarios (issue 31)", .timeLimit(.minutes(1)))
 struct AsyncScenarioTests {
-    @Test func `STREAM-03 a replacement pending reaches status consumers`() async {
+    @Test func `STREAM-03 a replacement pending reaches status consumers`() async throws {
         let readings = ControlledStream<Int>()
         let readingsCog = Cog<Int>.Async(default: -1, name: "readings") { c in
             _ = c[_requestCog]
@@ -87,14 +87,14 @@ struct AsyncScenarioTests {
         readings.yield(99, to: 0)
         let accepted = completionChecks(cogs, count: 1)
         readings.yield(20, to: 1)
-        await waitAll(accepted)
+        try await waitAll(accepted)
         #expect(statuses.values == ["pending -1", "pending -1", "success 20"])
         #expect(values.values == [-1, 20])
         #expect(readings.generationCount == 2)
         readings.finish(1)
     }
 
-    @Test func `STREAM-11 a stream with no equality rule publishes every element, and its resting status once`() async {
+    @Test func `STREAM-11 a stream with no equality rule publishes every element, and its resting status once`() async throws {
         let readings = ControlledStream<OpaqueReading>()
         let readingsCog = Cog<OpaqueReading>.Async(default: OpaqueReading(celsius: -1), name: "opaqueReadings") { _ in
             readings.makeWork()
@@ -110,14 +110,14 @@ struct AsyncScenarioTests {
         let checks = completionChecks(cogs, count: 2)
         readings.yield(OpaqueReading(celsius: 4), to: 0)
         readings.yield(OpaqueReading(celsius: 4), to: 0)
-        await waitAll(checks)
+        try await waitAll(checks)
         #expect(statuses.values == [-1, 4, 4])
         #expect(values.values == [-1, 4, 4])
         #expect(reactions.values == [-1, 4, 4])
         readings.finish(0)
     }
 
-    @Test func `ASYNC-32 status consumers see every pending turn, value consumers only changes`() async {
+    @Test func `ASYNC-32 status consumers see every pending turn, value consumers only changes`() async throws {
         let work = ControlledWork<Int>()
         let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in
             _ = c[_requestCog]
@@ -137,7 +137,7 @@ struct AsyncScenarioTests {
         #expect(statuses.values == ["pending 0", "pending 0", "pending 0"])
         let done = completionChecks(cogs, count: 1)
         work.succeed(2, with: 7)
-        await waitAll(done)
+        try await waitAll(done)
         // A refresh while the success rests, then an equal success: the
         // status consumer sees both turns, the value consumer neither.
         let again = cogs.refresh(forecastCog)
@@ -151,7 +151,7 @@ struct AsyncScenarioTests {
         #expect(values.values == [7])
     }
 
-    @Test func `ASYNC-32 overlapping merged runs that succeed equal are two status turns and one value change`() async {
+    @Test func `ASYNC-32 overlapping merged runs that succeed equal are two status turns and one value change`() async throws {
         let work = ControlledWork<Int>()
         let saveCog = Cog<Int>.Async(.merged, default: 0, name: "save") { c in
             _ = c[_requestCog]
@@ -169,7 +169,7 @@ struct AsyncScenarioTests {
         let landed = completionChecks(cogs, count: 2)
         work.succeed(0, with: 5)
         work.succeed(1, with: 5)
-        await waitAll(landed)
+        try await waitAll(landed)
         #expect(statuses.values == ["pending 0", "success 5", "success 5"])
         #expect(values.values == [5])
         #expect(cogs.debugHistory.turnNames.filter { $0 == "save success" }.count == 2)
@@ -251,7 +251,7 @@ struct AsyncScenarioTests {
         #expect(await starts.next() == 1)
         let accepted = completionChecks(cogs, count: 1)
         work.finish(input: 1, with: 101)
-        await waitAll(accepted)
+        try await waitAll(accepted)
         #expect(seen.values == [0, 0, 101])
         #expect(cogs.peek(forecastCog) == 101)
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.count == 1)
@@ -274,7 +274,7 @@ struct AsyncScenarioTests {
         #expect(returning.values == ["pending 0"])
         let accepted = completionChecks(cogs, count: 1)
         work.finish(input: 1, with: 200)
-        await waitAll(accepted)
+        try await waitAll(accepted)
         #expect(returning.values == ["pending 0", "success 200"])
         #expect(first.values == ["pending 0"])
     }
@@ -297,20 +297,20 @@ struct AsyncScenarioTests {
         #expect(home.generationCount == 1, "two readers of one key share one run")
         let homeLoaded = completionChecks(cogs, count: 1)
         home.succeed(0, with: 72)
-        await waitAll(homeLoaded)
+        try await waitAll(homeLoaded)
         #expect(firstHome.values == [0, 72])
         #expect(secondHome.values == [0, 72])
         #expect(awayValues.values == [0], "the other key is its own state")
         let awayLoaded = completionChecks(cogs, count: 1)
         away.succeed(0, with: 41)
-        await waitAll(awayLoaded)
+        try await waitAll(awayLoaded)
         #expect(awayValues.values == [0, 41])
         #expect(firstHome.values == [0, 72])
         cogs.refresh(forecastCogs["home"])
         #expect(await nextStart(home.starts) == 1)
         let reloaded = completionChecks(cogs, count: 1)
         home.succeed(1, with: 72)
-        await waitAll(reloaded)
+        try await waitAll(reloaded)
         #expect(firstHome.values == [0, 72], "an equal success is no value change")
         #expect(secondHome.values == [0, 72])
         #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast[home] success" }.count == 2)
@@ -333,14 +333,14 @@ struct AsyncScenarioTests {
         cogs.turn(_requestCog, to: 1)
         let dropped = completionChecks(cogs, count: 1)
         work.finish(input: 0, with: 100)
-        await waitAll(dropped)
+        try await waitAll(dropped)
         #expect(cogs.debugHistory.turnNames.filter { $0.contains("success") }.isEmpty)
         #expect(selectorRuns.count == 1, "learning the result is stale runs no selector")
         cogs.turn(_screenOpenCog, to: true)
         #expect(await starts.next() == 10)
         let accepted = completionChecks(cogs, count: 1)
         work.finish(input: 10, with: 110)
-        await waitAll(accepted)
+        try await waitAll(accepted)
         #expect(cogs.peek(forecastCog) == 110)
     }
 
@@ -357,7 +357,7 @@ struct AsyncScenarioTests {
         cogs.turn(_requestCog, to: 2)
         let accepted = completionChecks(cogs, count: 1)
         work.finish(input: 0, with: 100)
-        await waitAll(accepted)
+        try await waitAll(accepted)
         #expect(cogs.peek(forecastCog) == 100)
         #expect(work.startedCount == 1)
     }
@@ -487,7 +487,7 @@ struct GraceSleeperScenarioTests {
         #expect(clock.inner.activeSleeperCount == 1, "no obsolete sleeper wakes at 10 s")
         let released = releases(cogs)
         clock.inner.advance(by: .seconds(4))
-        await waitAll(released)
+        try await waitAll(released)
         #expect(clock.inner.activeSleeperCount == 0)
         #expect(cogs.peek(derivedCog) == 10)
         #expect(runs.count == 2)
@@ -516,8 +516,8 @@ struct GraceSleeperScenarioTests {
         let released = releases(cogs)
         let dropped = completionChecks(cogs, count: 1)
         clock.inner.advance(by: .seconds(4))
-        await waitAll(released)
-        await waitAll(dropped)
+        try await waitAll(released)
+        try await waitAll(dropped)
         #expect(clock.inner.activeSleeperCount == 0)
         work.succeed(0, with: 100)
         #expect(cogs.debugHistory.turnNames == ["forecast pending"])
@@ -552,7 +552,7 @@ struct GraceSleeperScenarioTests {
         #expect(clock.inner.activeSleeperCount == 1)
         let released = releases(cogs)
         clock.inner.advance(by: .seconds(4))
-        await waitAll(released)
+        try await waitAll(released)
         #expect(clock.inner.activeSleeperCount == 0)
     }
 
@@ -579,7 +579,7 @@ struct GraceSleeperScenarioTests {
         #expect(clock.activeSleeperCount == 1)
         let released = releases(cogs)
         clock.advance(by: .seconds(4))
-        await waitAll(released)
+        try await waitAll(released)
         #expect(clock.activeSleeperCount == 0)
         cogs.turn(_baseCog, to: 20)
         #expect(cogs.peek(derivedCog) == 2)
@@ -614,8 +614,8 @@ struct GraceSleeperScenarioTests {
         let released = releases(cogs)
         let cancelled = completionChecks(cogs, count: 1)
         clock.advance(by: .seconds(4))
-        await waitAll(released)
-        await waitAll(cancelled)
+        try await waitAll(released)
+        try await waitAll(cancelled)
         #expect(clock.activeSleeperCount == 0)
         work.succeed(0, with: 100)
         #expect(cogs.debugHistory.turnNames == ["forecast pending"])

@@ -42,7 +42,7 @@ struct AsyncTests {
         work.fail(0, with: CancellationError())
     }
 
-    @Test func `D12 status follows pending, success, reload and failure, keeping the last good value`() async {
+    @Test func `D12 status follows pending, success, reload and failure, keeping the last good value`() async throws {
         let work = ControlledWork<Int>()
         let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in work.makeWork() }
         let cogs = Cogs.forTesting()
@@ -50,7 +50,7 @@ struct AsyncTests {
         #expect(await nextStart(work) == 0)
         let first = completionChecks(cogs, count: 1)
         work.succeed(0, with: 72)
-        await first[0].wait()
+        try await first[0].wait()
         #expect(cogs[forecastCog] == 72)
         let success = cogs.status[forecastCog]
         #expect(success.kind == .success)
@@ -81,7 +81,7 @@ struct AsyncTests {
             ])
     }
 
-    @Test func `D15 latest wins: a dependency change replaces the run in flight and drops its result`() async {
+    @Test func `D15 latest wins: a dependency change replaces the run in flight and drops its result`() async throws {
         let work = ControlledWork<Int>()
         let forecastCog = Cog<Int>.Async(default: -1, name: "forecast") { c in
             _ = c[_zipCog]
@@ -96,8 +96,8 @@ struct AsyncTests {
         #expect(await nextStart(work) == 1)
         work.succeed(0, with: 100)
         work.succeed(1, with: 200)
-        await checks[0].wait()
-        await checks[1].wait()
+        try await checks[0].wait()
+        try await checks[1].wait()
         #expect(cogs[forecastCog] == 200)
         let status = cogs.status[forecastCog]
         #expect(status.kind == .success)
@@ -314,7 +314,7 @@ struct AsyncReactionTests {
             ])
     }
 
-    @Test func `D15 a watched async cog restarts its work when a dependency changes`() async {
+    @Test func `D15 a watched async cog restarts its work when a dependency changes`() async throws {
         let work = ControlledWork<Int>()
         let _zipCog = Cog<Int>.Manual { 1 }
         let forecastCog = Cog<Int>.Async(default: 0) { c in
@@ -334,8 +334,8 @@ struct AsyncReactionTests {
         cogs.turn(named: "move") { c in c[_zipCog] = 2 }
         #expect(await starts.next() == 1)
         work.succeed(1, with: 42)
-        await check.wait()
-        await published.wait()
+        try await check.wait()
+        try await published.wait()
         #expect(values.values == [42])
     }
 }

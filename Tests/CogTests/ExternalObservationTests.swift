@@ -72,7 +72,7 @@ struct ExternalObservationTests {
     }
 
     @Test func `EXPORT-11 on the legacy path a mutation after the re-arm acknowledgement propagates its newest value`()
-        async
+        async throws
     {
         let thermostat = Thermostat()
         let doubledCog = Cog<Int>(name: "external.doubled") { c in c.track(thermostat, \.target) * 2 }
@@ -83,7 +83,7 @@ struct ExternalObservationTests {
             let rearmed = MainActorCleanupAcknowledgement()
             cogs.acknowledgeNextExternalObservationRearm(with: rearmed)
             thermostat.target = target
-            await rearmed.wait()
+            try await rearmed.wait()
             #expect(cogs[doubledCog] == target * 2)
         }
     }
@@ -130,7 +130,7 @@ struct ExternalObservationTests {
         let released = releases(cogs)
         try await clock.waitForScheduledSleep(within: .seconds(30))
         clock.advance(by: .seconds(1))
-        await waitAll(released)
+        try await waitAll(released)
 
         // The released state's bridge is stopped: this change publishes nothing.
         profile.given = "Augusta"
@@ -138,13 +138,13 @@ struct ExternalObservationTests {
         let rearmed = MainActorCleanupAcknowledgement()
         cogs.acknowledgeNextExternalObservationRearm(with: rearmed)
         profile.given = "Ada"
-        await rearmed.wait()
+        try await rearmed.wait()
         #expect(cogs[nameCog] == "Ada")
         let published = cogs.debugHistory.entries.filter { $0.event == .turn && $0.name.hasPrefix("c.track") }
         #expect(published.count == 1)
     }
 
-    @Test func `outside publications are local turns named after the property`() async {
+    @Test func `outside publications are local turns named after the property`() async throws {
         let thermostat = Thermostat()
         let doubledCog = Cog<Int>(name: "external.doubled") { c in c.track(thermostat, \.target) * 2 }
         let cogs = Cogs.forTesting(externalObservationTracking: .legacy)
@@ -152,7 +152,7 @@ struct ExternalObservationTests {
         let rearmed = MainActorCleanupAcknowledgement()
         cogs.acknowledgeNextExternalObservationRearm(with: rearmed)
         thermostat.target = 22
-        await rearmed.wait()
+        try await rearmed.wait()
         let names = cogs.debugHistory.entries.filter { $0.event == .turn }.map(\.name)
         #expect(names.last == "c.track(Thermostat)" || names.last == "c.track(\\Thermostat.target)")
     }

@@ -36,7 +36,7 @@ private struct Outage: Error {}
 @MainActor
 @Suite("Observation boundary (issue 31)", .timeLimit(.minutes(1)))
 struct ObservationBoundaryTests {
-    @Test func `ASYNC-28 a tracked first value read records one pending turn, and completion one notice`() async {
+    @Test func `ASYNC-28 a tracked first value read records one pending turn, and completion one notice`() async throws {
         let work = ControlledWork<Int?>()
         let forecastCog = Cog<Int?>.Async(default: nil, name: "forecast") { _ in work.makeWork() }
         let cogs = Cogs.forTesting()
@@ -50,12 +50,12 @@ struct ObservationBoundaryTests {
         #expect(await nextStart(work.starts) == 0)
         let completed = completionChecks(cogs, count: 1)
         work.succeed(0, with: 42)
-        await waitAll(completed)
+        try await waitAll(completed)
         #expect(notices.value == 1)
         #expect(cogs[forecastCog] == 42)
     }
 
-    @Test func `ASYNC-28 a tracked read of an automatic cog over an async one starts it without re-entering`() async {
+    @Test func `ASYNC-28 a tracked read of an automatic cog over an async one starts it without re-entering`() async throws {
         let work = ControlledWork<Int?>()
         let forecastCog = Cog<Int?>.Async(default: nil, name: "forecast") { _ in work.makeWork() }
         let runs = Counter()
@@ -75,13 +75,13 @@ struct ObservationBoundaryTests {
         #expect(await nextStart(work.starts) == 0)
         let completed = completionChecks(cogs, count: 1)
         work.succeed(0, with: 21)
-        await waitAll(completed)
+        try await waitAll(completed)
         #expect(notices.value == 1)
         #expect(runs.count == 2)
         #expect(cogs[summaryCog] == "21°")
     }
 
-    @Test func `ASYNC-32 Observation tracks only the status fields a reader reads`() async {
+    @Test func `ASYNC-32 Observation tracks only the status fields a reader reads`() async throws {
         let work = ControlledWork<Int>()
         let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { _ in work.makeWork() }
         let cogs = Cogs.forTesting()
@@ -103,7 +103,7 @@ struct ObservationBoundaryTests {
         let completed = completionChecks(cogs, count: 1)
         // An equal success: the value field stays quiet.
         work.succeed(0, with: 0)
-        await waitAll(completed)
+        try await waitAll(completed)
         #expect(bindingOnly.value == 0)
         #expect(kindNotices.value == 1)
         #expect(valueNotices.value == 0)
@@ -112,7 +112,7 @@ struct ObservationBoundaryTests {
         #expect(loadingNotices.value == 1)
     }
 
-    @Test func `ASYNC-32 a tracked status notices every status turn: reload pending, failure, equal success`() async {
+    @Test func `ASYNC-32 a tracked status notices every status turn: reload pending, failure, equal success`() async throws {
         let work = ControlledWork<Int>()
         let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in
             _ = c[_cityCog]
@@ -123,7 +123,7 @@ struct ObservationBoundaryTests {
         #expect(await nextStart(work.starts) == 0)
         var completed = completionChecks(cogs, count: 1)
         work.succeed(0, with: 7)
-        await waitAll(completed)
+        try await waitAll(completed)
 
         // A dependency change reloads: pending is one notice for a kind reader,
         // none for a value reader.
@@ -140,7 +140,7 @@ struct ObservationBoundaryTests {
         (_, valueNotices) = tracked { cogs.status[forecastCog].value }
         completed = completionChecks(cogs, count: 1)
         work.fail(1, with: Outage())
-        await waitAll(completed)
+        try await waitAll(completed)
         #expect(errorNotices.value == 1)
         #expect(valueNotices.value == 0)
         #expect(cogs.status[forecastCog].kind == .failure)
@@ -152,7 +152,7 @@ struct ObservationBoundaryTests {
         #expect(await nextStart(work.starts) == 2)
         completed = completionChecks(cogs, count: 1)
         work.succeed(2, with: 7)
-        await waitAll(completed)
+        try await waitAll(completed)
         #expect(kindNotices.value == 1)
         #expect(valueNotices.value == 0)
         #expect(cogs.status[forecastCog].kind == .success)

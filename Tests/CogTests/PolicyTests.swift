@@ -34,7 +34,7 @@ private func watchedSave(
 @Suite("Ordered async policies (D24)", .timeLimit(.minutes(1)))
 struct PolicyTests {
     @Test("POLICY-01 .queue runs one at a time in input order, each result its own turn")
-    func queueRunsInInputOrder() async {
+    func queueRunsInInputOrder() async throws {
         let runs = runsByInput([10, 20, 30])
         let (cogs, saveCog, values) = watchedSave(.queue, runs: runs)
         #expect(await nextStart(runs[10]!.starts) == 0)
@@ -49,7 +49,7 @@ struct PolicyTests {
         #expect(await nextStart(runs[30]!.starts) == 0)
         let last = completionChecks(cogs, count: 1)[0]
         runs[30]!.succeed(0, with: 3)
-        await last.wait()
+        try await last.wait()
         #expect(values.values == [1, 2, 3])
         #expect(cogs.peek(saveCog) == 3)
         #expect(runs.values.map(\.generationCount) == [1, 1, 1])
@@ -60,7 +60,7 @@ struct PolicyTests {
     }
 
     @Test("POLICY-02 .queue: a failure does not stop the runs queued behind it")
-    func queueGoesOnAfterAFailure() async {
+    func queueGoesOnAfterAFailure() async throws {
         let runs = runsByInput([10, 20])
         let (cogs, saveCog, values) = watchedSave(.queue, runs: runs)
         #expect(await nextStart(runs[10]!.starts) == 0)
@@ -73,7 +73,7 @@ struct PolicyTests {
         #expect(failed.kind == .pending)
         let last = completionChecks(cogs, count: 1)[0]
         runs[20]!.succeed(0, with: 2)
-        await last.wait()
+        try await last.wait()
         #expect(values.values == [2])
         let status = cogs.status[saveCog]
         #expect(status.kind == .success)
@@ -82,7 +82,7 @@ struct PolicyTests {
     }
 
     @Test("POLICY-03 .exhaustLatest: while busy changes start nothing, then one catch-up run with the newest input")
-    func exhaustLatestCatchesUpOnce() async {
+    func exhaustLatestCatchesUpOnce() async throws {
         let runs = runsByInput([10, 20, 30])
         let (cogs, saveCog, values) = watchedSave(.exhaustLatest, runs: runs)
         #expect(await nextStart(runs[10]!.starts) == 0)
@@ -95,7 +95,7 @@ struct PolicyTests {
         #expect(await nextStart(runs[30]!.starts) == 0)
         let last = completionChecks(cogs, count: 1)[0]
         runs[30]!.succeed(0, with: 3)
-        await last.wait()
+        try await last.wait()
         #expect(values.values == [1, 3])
         #expect(cogs.peek(saveCog) == 3)
         // Exactly one catch-up: the skipped input never ran, nothing ran twice.
@@ -106,7 +106,7 @@ struct PolicyTests {
     }
 
     @Test("POLICY-04 .merged: runs overlap and each result is its own turn in landing order")
-    func mergedPublishesInLandingOrder() async {
+    func mergedPublishesInLandingOrder() async throws {
         let runs = runsByInput([10, 20, 30])
         let (cogs, saveCog, values) = watchedSave(.merged, runs: runs)
         #expect(await nextStart(runs[10]!.starts) == 0)
@@ -116,11 +116,11 @@ struct PolicyTests {
         #expect(await nextStart(runs[30]!.starts) == 0)
         let checks = completionChecks(cogs, count: 3)
         runs[30]!.succeed(0, with: 3)
-        await checks[0].wait()
+        try await checks[0].wait()
         runs[10]!.succeed(0, with: 1)
-        await checks[1].wait()
+        try await checks[1].wait()
         runs[20]!.fail(0, with: SaveFailed())
-        await checks[2].wait()
+        try await checks[2].wait()
         #expect(values.values == [3, 1])
         #expect(
             cogs.debugHistory.turnNames.filter { $0.hasPrefix("save ") }.suffix(3) == [
@@ -146,7 +146,7 @@ struct PolicyTests {
     /// A compile failure cannot run in the suite; this test pins the
     /// signatures that enforce it, so changing them breaks the build here.
     @Test("POLICY-05 streams accept .latest only, enforced by the initializers' types")
-    func streamsAreLatestOnlyByType() async {
+    func streamsAreLatestOnlyByType() async throws {
         let ordered: (
             OrderedPolicy, @autoclosure @escaping @MainActor () -> Int, String?, StaticString, UInt,
             @escaping @MainActor (Reader<CogStatus<Int>>) -> RunWork<Int>
@@ -169,7 +169,7 @@ struct PolicyTests {
         #expect(await starts.next() == 0)
         let published = completionChecks(cogs, count: 1)[0]
         stream.yield(6, to: 0)
-        await published.wait()
+        try await published.wait()
         #expect(cogs.peek(streamed) == 6)
     }
 

@@ -116,7 +116,7 @@ struct ScopeTests {
         #expect(log.events == ["open G#1", "close G#1", "open G#2", "x 2 in G#2"])
     }
 
-    @Test func `S4 a turn that closes a scope and changes what its reaction reads never runs that reaction`() {
+    @Test func `S4 MECH-11 a turn that closes a scope and changes what its reaction reads never runs that reaction`() {
         let log = ScopeLog()
         let cogs = Cogs.forTesting(mechanisms: [Probe("M") { m in m.scope(_gateCog, name: "gate") { s in log.open("G", s) } }])
         cogs.setGate(true)

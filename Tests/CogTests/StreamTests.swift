@@ -81,7 +81,7 @@ private final class StubbornFeed: Sendable {
 @Suite("Async streams (D25)", .timeLimit(.minutes(1)))
 struct StreamTests {
     @Test("STREAM-01 each changed element of a stream is its own turn")
-    func eachElementIsATurn() async {
+    func eachElementIsATurn() async throws {
         let prices = ControlledStream<Int>()
         let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in prices.makeWork() }
         let values = Recorder<Int>()
@@ -92,7 +92,7 @@ struct StreamTests {
         prices.yield(5, to: 0)
         prices.yield(7, to: 0)
         prices.yield(9, to: 0)
-        await waitAll(checks)
+        try await waitAll(checks)
         #expect(values.values == [5, 7, 9])
         #expect(
             cogs.debugHistory.turnNames.filter { $0.hasPrefix("price ") } == [
@@ -104,7 +104,7 @@ struct StreamTests {
     }
 
     @Test("STREAM-02 a stream's status is pending on the default before its first element")
-    func pendingBeforeTheFirstElement() async {
+    func pendingBeforeTheFirstElement() async throws {
         let prices = ControlledStream<Int>()
         let priceCog = Cog<Int>.Async(default: -1, name: "price") { _ in prices.makeWork() }
         let cogs = Cogs.forTesting()
@@ -117,7 +117,7 @@ struct StreamTests {
         #expect(waiting.error == nil)
         let checks = completionChecks(cogs, count: 1)
         prices.yield(3, to: 0)
-        await waitAll(checks)
+        try await waitAll(checks)
         let first = cogs.status[priceCog]
         #expect(first.kind == .success)
         #expect(first.value == 3)
@@ -126,7 +126,7 @@ struct StreamTests {
     }
 
     @Test("STREAM-03 a dependency change cancels the old stream and drops its late elements")
-    func dependencyChangeDropsLateElements() async {
+    func dependencyChangeDropsLateElements() async throws {
         let stubborn = StubbornFeed()
         let controlled = ControlledStream<Int>()
         let priceCog = Cog<Int>.Async(default: 0, name: "price") { c in
@@ -137,7 +137,7 @@ struct StreamTests {
         m.watch(priceCog, initial: .skip, name: "price") { _, value in values.append(value) }
         let first = completionChecks(cogs, count: 1)
         stubborn.send(1)
-        await waitAll(first)
+        try await waitAll(first)
         #expect(values.values == [1])
         cogs.turn(_feedCog, to: 2)
         #expect(await nextStart(controlled.starts) == 0)
@@ -145,11 +145,11 @@ struct StreamTests {
         // and its iteration ends (two checks), with no failure published.
         let late = completionChecks(cogs, count: 2)
         stubborn.send(99)
-        await waitAll(late)
+        try await waitAll(late)
         #expect(stubborn.cancelledWhenTaken == [false, true])
         let fresh = completionChecks(cogs, count: 1)
         controlled.yield(2, to: 0)
-        await waitAll(fresh)
+        try await waitAll(fresh)
         #expect(values.values == [1, 2])
         #expect(cogs.peek(priceCog) == 2)
         #expect(!cogs.debugHistory.turnNames.contains("price failure"))
@@ -157,12 +157,12 @@ struct StreamTests {
     }
 
     @Test("STREAM-04 a natural end publishes nothing and keeps the last element as the success")
-    func naturalEndKeepsTheLastSuccess() async {
+    func naturalEndKeepsTheLastSuccess() async throws {
         let (prices, priceCog, cogs) = await startedPrice()
         let checks = completionChecks(cogs, count: 2)
         prices.yield(8, to: 0)
         prices.finish(0)
-        await waitAll(checks)
+        try await waitAll(checks)
         let turns = cogs.debugHistory.turnNames
         #expect(turns == ["price pending", "price success"])
         let status = cogs.status[priceCog]
@@ -174,11 +174,11 @@ struct StreamTests {
     }
 
     @Test("STREAM-05 a stream that ends before any element stays pending on the default")
-    func emptyEndStaysPending() async {
+    func emptyEndStaysPending() async throws {
         let (prices, priceCog, cogs) = await startedPrice(default: 42)
         let checks = completionChecks(cogs, count: 1)
         prices.finish(0)
-        await waitAll(checks)
+        try await waitAll(checks)
         let status = cogs.status[priceCog]
         #expect(status.kind == .pending)
         #expect(status.value == 42)
@@ -189,12 +189,12 @@ struct StreamTests {
     }
 
     @Test("STREAM-06 a stream that throws publishes one failure and is not restarted")
-    func throwIsOneFailure() async {
+    func throwIsOneFailure() async throws {
         let (prices, priceCog, cogs) = await startedPrice()
         let checks = completionChecks(cogs, count: 2)
         prices.yield(4, to: 0)
         prices.fail(0, with: FeedBroke())
-        await waitAll(checks)
+        try await waitAll(checks)
         let status = cogs.status[priceCog]
         #expect(status.kind == .failure)
         #expect(status.value == 4)
@@ -209,13 +209,13 @@ struct StreamTests {
     }
 
     @Test("STREAM-07 cancellation Cog caused is silent: a replaced stream publishes no failure")
-    func cogCausedCancellationIsSilent() async {
+    func cogCausedCancellationIsSilent() async throws {
         let (prices, priceCog, cogs) = await startedPrice()
         // The refresh cancels generation 0, whose iterator throws CancellationError.
         let ended = completionChecks(cogs, count: 1)
         _ = cogs.refresh(priceCog)
         #expect(await nextStart(prices.starts) == 1)
-        await waitAll(ended)
+        try await waitAll(ended)
         let status = cogs.status[priceCog]
         #expect(status.kind == .pending)
         #expect(status.error == nil)
@@ -224,7 +224,7 @@ struct StreamTests {
     }
 
     @Test("STREAM-08 equal consecutive elements publish nothing for an Equatable value")
-    func equalConsecutiveElementsAreDropped() async {
+    func equalConsecutiveElementsAreDropped() async throws {
         let prices = ControlledStream<Int>()
         let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in prices.makeWork() }
         let statuses = Recorder<String>()
@@ -235,14 +235,14 @@ struct StreamTests {
         #expect(await nextStart(prices.starts) == 0)
         let checks = completionChecks(cogs, count: 5)
         for element in [5, 5, 6, 6, 5] { prices.yield(element, to: 0) }
-        await waitAll(checks)
+        try await waitAll(checks)
         #expect(statuses.values == ["success 5", "success 6", "success 5"])
         #expect(cogs.debugHistory.turnNames.filter { $0 == "price success" }.count == 3)
         prices.finish(0)
     }
 
     @Test("STREAM-09 non-Equatable elements always publish, equal or not")
-    func nonEquatableElementsAlwaysPublish() async {
+    func nonEquatableElementsAlwaysPublish() async throws {
         let readings = ControlledStream<Reading>()
         let readingCog = Cog<Reading>.Async(default: Reading(celsius: 0), name: "reading") { _ in
             readings.makeWork()
@@ -253,14 +253,14 @@ struct StreamTests {
         #expect(await nextStart(readings.starts) == 0)
         let checks = completionChecks(cogs, count: 3)
         for celsius in [20, 20, 20] { readings.yield(Reading(celsius: celsius), to: 0) }
-        await waitAll(checks)
+        try await waitAll(checks)
         #expect(seen.values == [20, 20, 20])
         #expect(cogs.debugHistory.turnNames.filter { $0 == "reading success" }.count == 3)
         readings.finish(0)
     }
 
     @Test("STREAM-10 ControlledStream: driving an unknown, unstarted or ended generation does nothing")
-    func controlledStreamIgnoresOtherGenerations() async {
+    func controlledStreamIgnoresOtherGenerations() async throws {
         let prices = ControlledStream<Int>()
         let priceCog = Cog<Int>.Async(default: 0, name: "price") { _ in prices.makeWork() }
         let cogs = Cogs.forTesting()
@@ -277,7 +277,7 @@ struct StreamTests {
         let checks = completionChecks(cogs, count: 2)
         prices.yield(3, to: 0)
         prices.finish(0)
-        await waitAll(checks)
+        try await waitAll(checks)
         // Generation 0 saw only its own element; the ended one takes no more.
         prices.yield(4, to: 0)
         prices.fail(0, with: FeedBroke())

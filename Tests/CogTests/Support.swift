@@ -49,8 +49,8 @@ func releases(_ cogs: Cogs, count: Int = 1) -> [MainActorCleanupAcknowledgement]
 }
 
 @MainActor
-func waitAll(_ checks: [MainActorCleanupAcknowledgement]) async {
-    for check in checks { await check.wait() }
+func waitAll(_ checks: [MainActorCleanupAcknowledgement]) async throws {
+    for check in checks { try await check.wait() }
 }
 
 /// The next generation a `ControlledWork` or `ControlledStream` announces.

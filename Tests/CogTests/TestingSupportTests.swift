@@ -42,7 +42,7 @@ struct TestingSupportTests {
         #expect(second.peek(_zipCog) == "")
     }
 
-    @Test func `Q1 seeding runs before any mechanism operates and operate writes settle in order`() {
+    @Test func `Q1 MECH-12 seeding runs before any mechanism operates and operate writes settle in order`() {
         let seen = Recorder<String>()
         let cogs = Cogs.forTesting(
             seeding: { $0.seed(_zipCog, to: "94110") },
@@ -110,6 +110,21 @@ struct TestingSupportTests {
         await #expect(throws: TestClock.WaitTimeout.self) {
             try await clock.waitForScheduledSleep(within: .milliseconds(20))
         }
+    }
+
+    @Test func `Q8 an acknowledgement wakes every waiter, and a cancelled waiter stops with CancellationError`() async throws {
+        let acknowledgement = MainActorCleanupAcknowledgement()
+        let waiters = (0..<3).map { _ in Task { try await acknowledgement.wait() } }
+        acknowledgement.acknowledge()
+        for waiter in waiters { try await waiter.value }
+        #expect(acknowledgement.hasBeenAcknowledged)
+        try await acknowledgement.wait()
+
+        let never = MainActorCleanupAcknowledgement()
+        let cancelled = Task { try await never.wait() }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(!never.hasBeenAcknowledged)
     }
 }
 

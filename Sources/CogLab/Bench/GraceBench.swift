@@ -120,7 +120,7 @@ extension Cogs {
         while statesInGrace > 0 {
             let check = MainActorCleanupAcknowledgement()
             registerGraceReleaseCheck(check)
-            await check.wait()
+            do { try await check.wait() } catch { return }
         }
     }
 }
