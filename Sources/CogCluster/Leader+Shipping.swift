@@ -143,7 +143,8 @@ extension Leader {
         let effects: [ShipCore.Effect]
         switch message {
         case .standbyHello(let node, let logID, let standbyEpoch, let revision, let digest):
-            let matches = matches(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
+            let mismatch = mismatch(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
+            let matches = mismatch == nil
             if matches, revision < store.lastRevision, let missed = keptCommits(after: revision) {
                 // Behind, on this log: the commits it lacks follow, as after a copy (ha.md §9, catch-up).
                 configuration.operatorLog?.log(
@@ -152,6 +153,9 @@ extension Leader {
                     ["node": .text(node), "revision": .number(Double(revision)), "commits": .number(Double(missed.commits.count))])
                 effects = rules.copied(by: peer, node: node, through: missed.sequence, missed: missed.commits, now: shipNow)
             } else {
+                // Why a copy follows, for its log line.
+                copyReasons[node] = mismatch ?? (revision == store.lastRevision ? nil : "the commits after its revision \(revision) are no longer kept"
+                    + (recentShipped.firstRevisions.first.map { " (kept from revision \($0))" } ?? " (none is kept)"))
                 effects = rules.hello(from: peer, node: node, inStep: matches && revision == store.lastRevision, now: shipNow)
             }
         case .shipAck(let node, let sequence):
@@ -176,15 +180,17 @@ extension Leader {
         return (rules.lastSequence - UInt64(commits.count), commits)
     }
 
-    /// Whether a standby's copy, as its hello describes it, is this log as of
+    /// Why a standby's copy, as its hello describes it, is not this log as of
     /// `revision` (log matching: the same log, no later epoch, the same state
-    /// digest there as the leader's record of it).
-    private func matches(logID: [UInt8]?, epoch standbyEpoch: UInt64, revision: UInt64, digest: StateDigest?) -> Bool {
-        guard standbyEpoch <= epoch, revision <= store.lastRevision else { return false }
-        guard let logID else { return revision == 0 }  // an empty copy beside a log with no turn yet takes the log's id from its first commit
-        guard logID == store.logID else { return false }
-        guard revision > 0 else { return true }
-        return digest != nil && (try? store.stateDigest(at: revision)) == digest
+    /// digest there as the leader's record of it); nil when it is.
+    private func mismatch(logID: [UInt8]?, epoch standbyEpoch: UInt64, revision: UInt64, digest: StateDigest?) -> String? {
+        guard standbyEpoch <= epoch else { return "its epoch \(standbyEpoch) is above this leader's" }
+        guard revision <= store.lastRevision else { return "its revision \(revision) is past this log's last" }
+        // An empty copy beside a log with no turn yet takes the log's id from its first commit.
+        guard let logID else { return revision == 0 ? nil : "its copy names no log" }
+        guard logID == store.logID else { return "its copy is another log" }
+        guard revision > 0 else { return nil }
+        return digest != nil && (try? store.stateDigest(at: revision)) == digest ? nil : "its state digest at revision \(revision) differs from this log's"
     }
 
     /// Once per pass of the serving loop: etcd's answers to sync key writes, and the rules' timers.
@@ -254,7 +260,9 @@ extension Leader {
             copyStreams.append(try CopyStream(peer: peer, node: node, sequence: sequence, folder: folder))
             deliver(WireMessage.shipResync(epoch: epoch, revision: report.lastRevision).encoded(), to: peer)
             configuration.operatorLog?.log(
-                .info, "standby-copy", "standby \(TerminalText.escaped(node)) is not in step: sending it a copy of the log at revision \(report.lastRevision) (\(report.bytes) bytes)",
+                .info, "standby-copy", "standby \(TerminalText.escaped(node)) is not in step"
+                    + (copyReasons.removeValue(forKey: node).map { " (\($0))" } ?? "")
+                    + ": sending it a copy of the log at revision \(report.lastRevision) (\(report.bytes) bytes)",
                 ["node": .text(node), "revision": .number(Double(report.lastRevision)), "bytes": .number(Double(report.bytes))])
         } catch {
             try? FileManager.default.removeItem(atPath: folder)

@@ -151,6 +151,8 @@ public final class Leader {
     var heldBytes = 0
     /// The shipped commits kept for a standby catching up, newest last (at most the window).
     var recentShipped = KeptCommits(countLimit: 1, byteLimit: Leader.recentShippedLimit)
+    /// Why each standby about to be sent a copy is not in step (for the copy's log line).
+    var copyReasons: [String: String] = [:]
     /// Copies of the log being sent to standbys that were not in step.
     var copyStreams: [CopyStream] = []
     /// The core's events for the operator's log since the last call.
