@@ -1,5 +1,6 @@
 import Cog
 import CogTesting
+import Foundation
 import Synchronization
 import Testing
 
@@ -39,6 +40,73 @@ private final class StubbornWork: Sendable {
     /// How many runs have started.
     var startedCount: Int { started.withLock { $0 } }
     private let started = Mutex(0)
+
+    func finish(input: Int, with value: Int) {
+        let continuation = waiting.withLock { $0.removeValue(forKey: input) }
+        continuation?.resume(returning: value)
+    }
+}
+
+/// What an off-actor run saw as it started or stopped: its input, whether it
+/// ran with no actor isolation, and (on a stop) whether its task was cancelled.
+private struct OffActorEvent: Sendable, Equatable {
+    let input: Int
+    let offActor: Bool
+    var cancelled = false
+}
+
+/// One-shot `@concurrent` work: each run, made for one input, announces its
+/// start (from off the main actor) and waits until the test finishes it.
+/// Cooperative runs stop with `CancellationError` when their task is
+/// cancelled, announcing the stop from the run's own off-actor context;
+/// uncooperative ones ignore cancellation and wait for the test anyway.
+private final class OffActorWork: Sendable {
+    private let cooperative: Bool
+    private let waiting = Mutex<[Int: CheckedContinuation<Int, any Error>]>([:])
+    private let startsContinuation: AsyncStream<OffActorEvent>.Continuation
+    private let stopsContinuation: AsyncStream<OffActorEvent>.Continuation
+    /// Each run as it starts.
+    let starts: AsyncStream<OffActorEvent>
+    /// Each cooperative run that stopped because it was cancelled.
+    let stops: AsyncStream<OffActorEvent>
+
+    init(cooperative: Bool) {
+        self.cooperative = cooperative
+        (starts, startsContinuation) = AsyncStream.makeStream(of: OffActorEvent.self)
+        (stops, stopsContinuation) = AsyncStream.makeStream(of: OffActorEvent.self)
+    }
+
+    func makeWork(input: Int) -> Work<Int> {
+        .run { @concurrent in
+            let offActor = Self.isOffTheMainActor()
+            do {
+                return try await self.wait(input: input, offActor: offActor)
+            } catch {
+                self.stopsContinuation.yield(
+                    OffActorEvent(input: input, offActor: Self.isOffTheMainActor(), cancelled: Task.isCancelled))
+                throw error
+            }
+        }
+    }
+
+    /// No actor isolation here, and not on the main thread (where the main
+    /// actor runs its jobs): checked where it runs, not just how it is typed.
+    private static func isOffTheMainActor(isolation: isolated (any Actor)? = #isolation) -> Bool {
+        isolation == nil && !Thread.isMainThread
+    }
+
+    private func wait(input: Int, offActor: Bool) async throws -> Int {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiting.withLock { $0[input] = continuation }
+                startsContinuation.yield(OffActorEvent(input: input, offActor: offActor))
+            }
+        } onCancel: {
+            guard cooperative else { return }
+            let continuation = waiting.withLock { $0.removeValue(forKey: input) }
+            continuation?.resume(throwing: CancellationError())
+        }
+    }
 
     func finish(input: Int, with value: Int) {
         let continuation = waiting.withLock { $0.removeValue(forKey: input) }
@@ -92,6 +160,102 @@ struct AsyncScenarioTests {
         #expect(values.values == [-1, 20])
         #expect(readings.generationCount == 2)
         readings.finish(1)
+    }
+
+    @Test func `ASYNC-08 a replaced run that ignores cancellation finishes anyway; its result is dropped and only the newest commits`() async throws {
+        let work = StubbornWork()
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in work.makeWork(input: c[_requestCog]) }
+        let statuses = Recorder<String>()
+        let values = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(forecastCog, initial: .run, name: "status") { _, status in statuses.append(describe(status)) }
+        m.watch(forecastCog, initial: .run, name: "value") { _, value in values.append(value) }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == 0)
+        cogs.turn(_requestCog, to: 1)
+        #expect(await starts.next() == 1)
+        #expect(statuses.values == ["pending 0", "pending 0"])
+        // The replaced run (input 0) finishes in spite of its cancellation.
+        let dropped = completionChecks(cogs, count: 1)
+        work.finish(input: 0, with: 100)
+        try await waitAll(dropped)
+        let afterStale = cogs.status.peek(forecastCog)
+        #expect(afterStale.kind == .pending)
+        #expect(afterStale.value == 0)
+        #expect(!afterStale.hasSucceeded)
+        #expect(statuses.values == ["pending 0", "pending 0"])
+        #expect(values.values == [0])
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 1, with: 200)
+        try await waitAll(accepted)
+        #expect(statuses.values == ["pending 0", "pending 0", "success 200"])
+        #expect(values.values == [0, 200])
+        #expect(cogs.peek(forecastCog) == 200)
+        #expect(work.startedCount == 2)
+        #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast success" }.count == 1)
+    }
+
+    @Test func `ASYNC-16 @concurrent work runs off the main actor; only the newest result commits, on the main actor`() async throws {
+        let work = OffActorWork(cooperative: false)
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in work.makeWork(input: c[_requestCog]) }
+        let statuses = Recorder<String>()
+        let values = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(forecastCog, initial: .run, name: "status") { _, status in
+            MainActor.preconditionIsolated("a status was published off the main actor")
+            statuses.append(describe(status))
+        }
+        m.watch(forecastCog, initial: .run, name: "value") { _, value in
+            MainActor.preconditionIsolated("a value was published off the main actor")
+            values.append(value)
+        }
+        var starts = work.starts.makeAsyncIterator()
+        #expect(await starts.next() == OffActorEvent(input: 0, offActor: true))
+        cogs.turn(_requestCog, to: 1)
+        #expect(await starts.next() == OffActorEvent(input: 1, offActor: true))
+        #expect(statuses.values == ["pending 0", "pending 0"])
+        // The replaced off-actor run returns anyway: the generation check drops it.
+        let dropped = completionChecks(cogs, count: 1)
+        work.finish(input: 0, with: 100)
+        try await waitAll(dropped)
+        let afterStale = cogs.status.peek(forecastCog)
+        #expect(afterStale.kind == .pending)
+        #expect(!afterStale.hasSucceeded)
+        #expect(statuses.values == ["pending 0", "pending 0"])
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 1, with: 200)
+        try await waitAll(accepted)
+        #expect(statuses.values == ["pending 0", "pending 0", "success 200"])
+        #expect(values.values == [0, 200])
+        #expect(cogs.peek(forecastCog) == 200)
+    }
+
+    @Test func `ASYNC-36 replaced @concurrent work is told to stop, off the main actor; the replacement's result commits`() async throws {
+        let work = OffActorWork(cooperative: true)
+        let forecastCog = Cog<Int>.Async(default: 0, name: "forecast") { c in work.makeWork(input: c[_requestCog]) }
+        let statuses = Recorder<String>()
+        let values = Recorder<Int>()
+        let (cogs, m) = Cogs.forTestingWithController()
+        m.status.watch(forecastCog, initial: .run, name: "status") { _, status in statuses.append(describe(status)) }
+        m.watch(forecastCog, initial: .run, name: "value") { _, value in values.append(value) }
+        var starts = work.starts.makeAsyncIterator()
+        var stops = work.stops.makeAsyncIterator()
+        #expect(await starts.next() == OffActorEvent(input: 0, offActor: true))
+        // The replaced run's stop is a completion check too (nothing published).
+        let stopped = completionChecks(cogs, count: 1)
+        cogs.turn(_requestCog, to: 1)
+        // The old run itself, off the actor, sees its task cancelled and stops.
+        #expect(await stops.next() == OffActorEvent(input: 0, offActor: true, cancelled: true))
+        try await waitAll(stopped)
+        #expect(await starts.next() == OffActorEvent(input: 1, offActor: true))
+        // A replaced run's cancellation is no failure (ASYNC-09).
+        #expect(statuses.values == ["pending 0", "pending 0"])
+        let accepted = completionChecks(cogs, count: 1)
+        work.finish(input: 1, with: 11)
+        try await waitAll(accepted)
+        #expect(statuses.values == ["pending 0", "pending 0", "success 11"])
+        #expect(values.values == [0, 11])
+        #expect(cogs.debugHistory.turnNames.filter { $0.contains("failure") }.isEmpty)
     }
 
     @Test func `STREAM-11 a stream with no equality rule publishes every element, and its resting status once`() async throws {
