@@ -20,10 +20,11 @@ extension DrillClient: DrillLoadClient {}
 /// `not-leader` (an error, a message it does not know), it turns to the next
 /// node and sends every unanswered request again there, with the same
 /// request id: exactly-once comes from the leader's dedup answers, which are
-/// shipped to its standbys. A `not-leader` sends it to the node named; one
-/// that names no node, or a node it left for silence less than `switchAfter`
-/// ago (a standby names a dead leader until etcd lets its key go), has it
-/// ask the same node again `askAgainAfter` later.
+/// shipped to its standbys. A `not-leader` sends it to the node named, and
+/// one that names no node has it ask the same node again `askAgainAfter`
+/// later. A standby names a dead leader until etcd lets its key go: a node
+/// the client left for silence in the last `suspectFor` and is sent back to
+/// is only probed, left again after `probeAfter` of silence.
 final class HAClient: DrillLoadClient {
     /// One answer: what, from which node (its index), when, and whether the leader said it came from its dedup.
     struct Answer {
@@ -49,8 +50,12 @@ final class HAClient: DrillLoadClient {
     private(set) var otherAnswers = 0
     private(set) var repeatedReplies = 0
     private var lastSwitch = ContinuousClock.now
-    /// The node left last because it was silent, and when: a `not-leader` naming it is not followed back within `switchAfter`.
+    /// The node left last because it was silent, and when: sent back to it within `suspectFor`, the client only probes it.
     private var leftSilent: (node: Int, at: ContinuousClock.Instant)?
+    /// Whether the current node is one left for silence and sent back to (left again after `probeAfter`).
+    private var probing = false
+    let probeAfter = Duration.milliseconds(150)
+    let suspectFor = Duration.seconds(3)
     /// When to send every unanswered request to the current node again (after a `not-leader` naming no live node).
     private var askAgainAt: ContinuousClock.Instant?
     let switchAfter: Duration
@@ -105,8 +110,10 @@ final class HAClient: DrillLoadClient {
     /// Sends the requests never sent to the current node; when one sent has
     /// waited `switchAfter` unanswered, turns to the next node (at most once per `switchAfter`).
     func pump(now: ContinuousClock.Instant) throws {
-        if now - lastSwitch >= switchAfter, inFlight.values.contains(where: { $0.sentAt.map { now - $0 >= switchAfter } ?? false }) {
-            leftSilent = (current, now)
+        let silence = probing ? probeAfter : switchAfter
+        if now - lastSwitch >= silence, inFlight.values.contains(where: { $0.sentAt.map { now - $0 >= silence } ?? false }) {
+            if !probing { leftSilent = (current, now) }
+            probing = false
             try switchNode(now: now)
             return
         }
@@ -138,6 +145,7 @@ final class HAClient: DrillLoadClient {
                 continue
             }
             if node == leftSilent?.node { leftSilent = nil }
+            if node == current { probing = false }
             guard inFlight.removeValue(forKey: reply.request) != nil else {
                 repeatedReplies += 1
                 continue
@@ -148,8 +156,8 @@ final class HAClient: DrillLoadClient {
         }
         let now = ContinuousClock.now
         if let named, node == current {
-            let distrusted = leftSilent.map { $0.node == endpoints.firstIndex(of: named) && now - $0.at < switchAfter } ?? false
-            if let leader = endpoints.firstIndex(of: named), leader != current, !distrusted {
+            if let leader = endpoints.firstIndex(of: named), leader != current {
+                probing = leftSilent.map { $0.node == leader && now - $0.at < suspectFor } ?? false
                 try switchNode(to: leader, now: now)
             } else if askAgainAt == nil {
                 askAgainAt = now + askAgainAfter

@@ -169,8 +169,8 @@ public struct ArbiterCore: Sendable {
     public var margin: Duration { max(ttl / 10, .milliseconds(100)) }
     /// How often the lease is renewed: a third of the TTL.
     public var renewalInterval: Duration { ttl / 3 }
-    /// How often a standby reads who leads: an eighth of the TTL, at most 250 ms.
-    public var readInterval: Duration { min(ttl / 8, .milliseconds(250)) }
+    /// How often a standby reads who leads: an eighth of the TTL, at most 100 ms.
+    public var readInterval: Duration { min(ttl / 8, .milliseconds(100)) }
     /// How soon a failed request is tried again.
     public var retryInterval: Duration { min(ttl / 10, .milliseconds(250)) }
 
