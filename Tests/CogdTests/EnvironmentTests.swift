@@ -73,5 +73,10 @@ struct EnvironmentTests {
         let status = try runCogd(["status", "--leader", ports.requests], environment: ["COGD_TURNS": ports.turns])
         #expect(status.status == 0, "\(status)")
         #expect(status.stderr == "note: COGD_TURNS is set, but status does not read it (read by: leader)\n", "\(status.stderr)")
+        // A help page or the version runs nothing: it says nothing of the variables.
+        for arguments in [["status", "--help"], ["help", "status"], ["version"]] {
+            let quiet = try runCogd(arguments, environment: ["COGD_TURNS": ports.turns, "COGD_DATA": folder.path])
+            #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(arguments): \(quiet.stderr)")
+        }
     }
 }
