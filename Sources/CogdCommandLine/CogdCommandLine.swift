@@ -124,6 +124,12 @@ public enum CogdCommandLine {
         case .leader, .worker, .help, .version: break
         default: unread.forEach { printError("note: \($0)") }
         }
+        // Said here, and not passed on: a process this one starts (sim's restart with
+        // deterministic hashing, bench's parts, a drill's leaders) neither says it again
+        // nor takes it for its own.
+        if let subcommand = arguments.first {
+            for name in Command.unreadVariableNames(subcommand: subcommand, environment: environment) { unsetenv(name) }
+        }
         switch command {
         case .help(let topic):
             print(helpText(for: topic, rigs: rigs))
