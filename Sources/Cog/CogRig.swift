@@ -4,7 +4,7 @@
 /// serves the ops of every rig it is given; a worker runs one rig's
 /// mechanisms (`cogd worker --rig NAME`).
 ///
-/// Write the rig the way the seeds teach (`+Model`, `+Cogs`, `+Mechanisms`)
+/// Write the rig in three files (`+Model`, `+Cogs`, `+Mechanisms`: `docs/api-guide.md`)
 /// and list its declarations in one value, next to them:
 ///
 /// ```swift
@@ -42,7 +42,7 @@ public struct CogRig: Sendable {
     public let ops: [any RemoteOpDeclaration]
     /// The named automatic cogs and boxes with `Codable` values that the
     /// rig's scopes select: the leader evaluates them after each turn
-    /// (DESIGN §6).
+    /// (`docs/concepts.md`, "Mechanisms and scopes").
     public let selectors: [Declaration]
     /// The mechanisms a worker running this rig assembles, in order. It may
     /// throw (a setting it cannot read, `Settings.Problem`): the worker

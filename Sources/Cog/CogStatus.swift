@@ -77,7 +77,7 @@ extension CogStatus: Sendable where Value: Sendable {}
 ///
 /// - Important: a `.run` body inherits the actor of the code that makes it,
 ///   as a `Task { }` body does: written in a selector, it runs on the main
-///   actor (seeds D19, ASYNC-15), where it may touch main-actor state
+///   actor (`AsyncTests`, ASYNC-15), where it may touch main-actor state
 ///   between its awaits. Work that must leave it (CPU-heavy work, a blocking
 ///   call) says so: `.run { @concurrent in … }`. Either way the result is
 ///   published on the main actor, after the generation check.

@@ -13,7 +13,7 @@ extension MechanismController {
     ///
     /// - Important: only the settled value at the end of a turn counts. The
     ///   body is not a reaction: read with `s.peek`, which never restarts it.
-    ///   Seeds §6.2 (Bool transition table).
+    ///   (`ScopeTests` checks the Bool transition table row by row.)
     public func scope(
         _ gate: Cog<Bool>, name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line,
         _ body: @escaping @MainActor (MechanismController) -> Void

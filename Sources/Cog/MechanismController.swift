@@ -14,7 +14,7 @@
 ///   captures it weakly. Once its scope ends it is *retired*: `turn` and
 ///   every op, `run`, `watch`, `status.watch`, `scope` and `discard` are
 ///   inert; `task` returns an already-cancelled task; `peek`, `status.peek`
-///   and `refresh` trap (use `ifLive`). Seeds §6.2.
+///   and `refresh` trap (use `ifLive`).
 @MainActor
 public final class MechanismController: CogOps, TurnOwner {
     enum Retirement {
@@ -140,7 +140,7 @@ public final class MechanismController: CogOps, TurnOwner {
 
     /// A reaction's label in history and diagnostics: `path.name`, or just
     /// `fileID:line` for an unnamed one (`m.run` has no `name:`), as Cog
-    /// labels them (seeds M5).
+    /// labels them.
     func reactionLabel(_ name: String?, fileID: StaticString, line: UInt) -> String {
         guard let name else { return "\(fileID):\(line)" }
         return "\(path).\(name)"
@@ -149,7 +149,7 @@ public final class MechanismController: CogOps, TurnOwner {
     // MARK: Retirement
 
     /// Retires this controller and everything under it, in two passes: mark
-    /// the whole subtree, then tear it down (seeds §6.2, two-pass retirement).
+    /// the whole subtree, then tear it down (two-pass retirement).
     func retire(_ reason: Retirement = .scopeEnded) {
         guard retirement == nil else { return }
         markRetired(reason)

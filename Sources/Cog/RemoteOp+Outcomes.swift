@@ -23,7 +23,7 @@
 ///
 /// - Important: the callback runs on the main actor, at most once. It is
 ///   not called once the controller that performed is retired (inert, like
-///   every call through a retired controller, seeds §6.2), and a request
+///   every call through a retired controller), and a request
 ///   whose turn is dropped because its scope ended is not answered. An
 ///   awaiter is never left hanging by its scope: when the controller
 ///   retires, or the waiting task is cancelled, `performAndWait` throws

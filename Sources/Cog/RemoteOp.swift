@@ -93,7 +93,7 @@ public protocol CogRemoteLink: AnyObject {
 
     /// Registers a scope selector (a durable source, or a named automatic cog
     /// with a `Codable` value) with the leader,
-    /// which mints the instances (DESIGN §6). `parent` is the instance the
+    /// which mints the instances (`protocol/cogwire.md` §6). `parent` is the instance the
     /// registering controller lives in (nil for a mechanism's own scopes): a
     /// nested scope's instances end with it. Nil when it cannot be tracked
     /// remotely (the scope then only has local authority).
@@ -237,7 +237,7 @@ enum RemoteOpRegistry {
 
 /// The remote ops a leader runs, by name: a value built once at start from
 /// the declarations of the rigs it links (`declared()`), so that a name
-/// declared twice is an error there, naming both (DESIGN §4), instead of
+/// declared twice is an error there, naming both, instead of
 /// one declaration silently winning.
 public struct OpRegistry: Sendable {
     /// Runs one op body for a decoded argument as a turn and returns the

@@ -23,7 +23,7 @@ enum DurableRegistry {
 
 /// Process-wide table of named automatic cogs and boxes whose values (and
 /// keys) can be encoded, filled as each is declared: the leader evaluates the
-/// ones workers register as scope selectors (DESIGN §6).
+/// ones workers register as scope selectors (`protocol/cogwire.md` §6).
 enum SelectorRegistry {
     private static let table = Mutex<[String: any EncodableSelector]>([:])
     private static let declarationSites = Mutex<[String: [String]]>([:])

@@ -5,8 +5,8 @@
 ///
 /// A peer chooses its names, so raw they could end a line and print a fake
 /// record after it, clear the screen or recolour it with ANSI escapes, or
-/// reorder what follows with a bidi override (DESIGN §6b: "names it chooses
-/// are escaped before they reach a terminal"). Every such character is shown
+/// reorder what follows with a bidi override (`docs/operations.md`,
+/// "Logs": a peer's text cannot forge a line). Every such character is shown
 /// as a Swift-style escape instead — `\n`, `\r`, `\t`, `\u{1B}`, `\u{202E}` —
 /// and a backslash as `\\`, so the printed text is one line and reads back
 /// unambiguously: `a\nb` on screen was a newline, `a\\nb` a backslash.

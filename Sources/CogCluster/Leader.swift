@@ -8,7 +8,7 @@ import Synchronization
 
 /// The leader: owns the authoritative graph and the turn log, admits op
 /// requests into one FIFO, runs each as a turn, commits every settled turn to
-/// LMDB (many per transaction), then publishes them and replies (DESIGN §5).
+/// LMDB (many per transaction), then publishes them and replies (`protocol/cogwire.md` §4).
 ///
 /// - Important: `run` blocks the calling thread (the main thread) polling
 ///   its sockets and running turns there: no thread hop per request. It

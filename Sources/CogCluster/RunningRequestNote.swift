@@ -11,7 +11,7 @@ import Foundation
 /// of the data folder (`running-request`) before the body runs and cleared
 /// once the batch's bodies are done, so a body that traps (and kills the
 /// process) is known at the next start and quarantined instead of run again
-/// — a poison pill is never retried into a crash loop (DESIGN §5).
+/// — a poison pill is never retried into a crash loop (`protocol/cogwire.md` §4).
 ///
 /// The note is a store into the file mapped shared, with no `fsync`: the
 /// page cache outlives the process, which is all a process crash needs (an

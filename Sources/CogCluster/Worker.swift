@@ -7,7 +7,7 @@ import Dispatch
 import Foundation
 
 /// A worker: keeps a replica of the leader's graph from the durable turn
-/// stream, hosts mechanisms, and sends ops to the leader (DESIGN §6).
+/// stream, hosts mechanisms, and sends ops to the leader (`protocol/cogwire.md` §5–§6).
 ///
 /// Sync follows the Clone pattern: hello, then subscribe to the turn stream,
 /// then fetch a snapshot; turns published meanwhile are buffered and applied
@@ -172,7 +172,7 @@ public final class Worker: CogRemoteLink {
     private var scopes: [UInt64: WorkerScope] = [:]
     private var nextRegistration: UInt64 = 0
     /// Registration replies above the replica's revision, adopted once it
-    /// reaches theirs (DESIGN §6: the members they list are as of that revision).
+    /// reaches theirs (`protocol/cogwire.md` §6: the members they list are as of that revision).
     private var pendingReplies: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
     /// Registrations the socket could not take yet, oldest first: sent again every pass.
     private var unsentRegistrations: [ScopeRegistration] = []

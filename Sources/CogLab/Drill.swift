@@ -188,11 +188,18 @@ struct Drill {
     }
 
     let options: Options
+    /// The fault schedule's sequence: when each kill and trap comes, which
+    /// worker, how long a restart waits. The load draws from a sequence of its
+    /// own, so a rerun with the seed meets the same faults at the same times
+    /// whatever the machine's speed made of the load.
     private var random: SplitMix64
+    /// The load's sequence (the transfers' accounts and amounts).
+    private var loadRandom: SplitMix64
 
     init(options: Options) {
         self.options = options
         random = SplitMix64(seed: options.seed)
+        loadRandom = SplitMix64(seed: options.seed ^ 0x6C6F_6164)
     }
 
     /// Even workers run greeter scopes over the accounts (a durable source);
@@ -335,7 +342,7 @@ struct Drill {
             if now < end {
                 // Churned accounts open a greeter scope on every worker, and retire
                 // it at closing — with greetings still in flight.
-                try load.feed(transfers: clients, churn: clients[3], random: &random)
+                try load.feed(transfers: clients, churn: clients[3], random: &loadRandom)
                 if let at = nextTrap, now >= at {
                     if trapInFlight == nil {
                         let client = Int(random.next() % UInt64(clients.count))

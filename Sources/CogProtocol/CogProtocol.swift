@@ -1,5 +1,5 @@
 // CogProtocol — every protocol rule as a state machine, and the messages
-// (DESIGN §2, §6a; issue 26).
+// (`protocol/cogwire.md`; issue 26).
 //
 // What is here: the leader core (`LeaderCore`, what it reads through
 // `LeaderLog`, the batch it builds in `LeaderStore`, `MemoryLog` for the

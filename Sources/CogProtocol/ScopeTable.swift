@@ -1,10 +1,10 @@
 import CogCodec
 
-/// The leader's scope instances (DESIGN §6): for every selector a worker
+/// The leader's scope instances (`protocol/cogwire.md` §6): for every selector a worker
 /// registered, the members its durable source selects now, each with the
 /// instance the leader minted when it arrived. After each turn the table
-/// reconciles the registrations whose source the turn wrote, with the seeds'
-/// transition rules: only settled values count, departures retire first (in
+/// reconciles the registrations whose source the turn wrote, with Cog's
+/// scope transition rules: only settled values count, departures retire first (in
 /// opening order), arrivals open (in collection order), and a member that
 /// leaves and comes back later gets a new instance.
 ///

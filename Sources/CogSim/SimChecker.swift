@@ -3,7 +3,7 @@ import CogCodec
 import CogProtocol
 import LedgerRig
 
-/// The invariants of DESIGN §8, checked after every step from what the
+/// The invariants of `docs/testing.md` ("What the checker holds"), checked after every step from what the
 /// simulation can see: the log (the truth), what the leader sent, what each
 /// worker applied and heard.
 @MainActor

@@ -117,11 +117,18 @@ public enum CogdCommandLine {
         } catch {
             return usageFailure(error)
         }
-        // A COGD_* variable this subcommand does not read is said once (a leader and a worker log it).
+        // A COGD_* variable this subcommand does not read is said once (a leader and a worker log it);
+        // a help page or the version reads none and runs nothing, so it says nothing of them.
         let unread = arguments.first.map { Command.unreadVariables(subcommand: $0, environment: environment) } ?? []
         switch command {
-        case .leader, .worker: break
+        case .leader, .worker, .help, .version: break
         default: unread.forEach { printError("note: \($0)") }
+        }
+        // Said here, and not passed on: a process this one starts (sim's restart with
+        // deterministic hashing, bench's parts, a drill's leaders) neither says it again
+        // nor takes it for its own.
+        if let subcommand = arguments.first {
+            for name in Command.unreadVariableNames(subcommand: subcommand, environment: environment) { unsetenv(name) }
         }
         switch command {
         case .help(let topic):

@@ -158,15 +158,19 @@ extension Command {
     /// it. Other `COGD_*` names (the systemd units' and
     /// `deploy/local-cluster.sh`'s own) are not cogd's to judge.
     static func unreadVariables(subcommand: String, environment: [String: String]) -> [String] {
+        unreadVariableNames(subcommand: subcommand, environment: environment).map { name in
+            let readers = variablesRead.filter { $0.value.contains(name) }.keys.sorted()
+            return "\(name) is set, but \(subcommand) does not read it (read by: \(readers.joined(separator: ", ")))"
+        }
+    }
+
+    /// The names `unreadVariables` speaks of, sorted.
+    static func unreadVariableNames(subcommand: String, environment: [String: String]) -> [String] {
         let read = variablesRead[subcommand] ?? []
         // Where things are, not how to log or which keys to use: those are
         // preferences a shell sets once for every command.
         let located: Set = [dataEnvironmentVariable, requestsEnvironmentVariable, turnsEnvironmentVariable, leaderEnvironmentVariable]
-        return environment.keys.filter { located.contains($0) && !read.contains($0) }.sorted().compactMap { name in
-            let readers = variablesRead.filter { $0.value.contains(name) }.keys.sorted()
-            guard !readers.isEmpty else { return nil }
-            return "\(name) is set, but \(subcommand) does not read it (read by: \(readers.joined(separator: ", ")))"
-        }
+        return environment.keys.filter { located.contains($0) && !read.contains($0) }.sorted()
     }
 }
 

@@ -770,6 +770,8 @@ enum Command: Equatable {
             throw UsageError(message: "--since cannot be used with --from or --last: each says where to start", subcommand: "tail")
         }
         if options.connect == nil {
+            // (Said if the data folder is missing: COGD_LEADER names a leader `--connect` would follow.)
+            if environment[leaderEnvironmentVariable] != nil { options.leaderSource = leaderEnvironmentVariable }
             if leaderEndpoint != nil {
                 throw UsageError(message: "--leader goes with --connect (it is where --connect catches up from; reading the data folder needs none)", subcommand: "tail")
             }

@@ -107,6 +107,12 @@ struct TailCommand {
             store = try TurnStore(directory: options.dataFolder, mode: .reader)
         } catch {
             printError("Error: \(escaped: error)")
+            if error.code == .missingFolder, options.leaderSource == Command.leaderEnvironmentVariable {
+                // COGD_LEADER names a running leader, whose turns a folder-less tail follows with --connect.
+                printError(
+                    "(COGD_LEADER is set: tail reads a data folder unless given --connect TURNS-ENDPOINT, "
+                        + "the leader's turn stream, which it follows, catching up from COGD_LEADER with --from or --since)")
+            }
             return 1
         }
         defer { store.close() }

@@ -2,7 +2,7 @@ import Cog
 
 /// The default rig: trail screens that load their trail and accept it with a
 /// receipt, a hike logger whose timer ticks while it is open, and a journal
-/// of what was shown — written the way the seeds teach, run across processes.
+/// of what was shown — written with the Cog API, run across processes.
 public enum TrailsRig {
     /// Touches every declaration so its durable sources and remote ops are
     /// registered in this process: the same as building `rig`, which is what

@@ -28,6 +28,51 @@ struct DrillReportRenderTests {
         }
     }
 
+    /// What Chromium lays out for the report at `page`: a copy with a
+    /// script of the test's own appended writes, for each fault band and
+    /// each latency series, its box on the screen, its fill or stroke and
+    /// its opacity into the DOM it dumps.
+    static func measure(page: String, chromium: URL, folder: String) throws -> [String: Any] {
+        let script = """
+            <script>
+            const box = (element) => {
+              const rectangle = element.getBoundingClientRect();
+              const style = getComputedStyle(element);
+              return {width: rectangle.width, height: rectangle.height, fill: style.fill, stroke: style.stroke,
+                      opacity: Number(style.fillOpacity) * Number(style.opacity), visibility: style.visibility};
+            };
+            const measured = {
+              bands: [...document.querySelectorAll('rect[class^="band"]')].map(box),
+              latency: [...document.querySelectorAll('polyline[class^="latency"]')].map(box),
+            };
+            const out = document.createElement('pre');
+            out.id = 'measured';
+            out.textContent = JSON.stringify(measured);
+            document.body.appendChild(out);
+            </script>
+            """
+        let html = try String(contentsOfFile: page, encoding: .utf8)
+        let copy = folder + "/measured.html"
+        try html.replacingOccurrences(of: "</body>", with: script + "</body>").write(toFile: copy, atomically: true, encoding: .utf8)
+        let rendered = try runProgram(
+            chromium,
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder)/chromium-measure", "--window-size=1000,1400",
+                "--dump-dom", "file://" + copy,
+            ],
+            timeout: .seconds(25))
+        #expect(rendered.status == 0, "chromium: \(rendered.stderr)")
+        guard let start = rendered.stdout.range(of: "<pre id=\"measured\">"),
+            let end = rendered.stdout[start.upperBound...].range(of: "</pre>")
+        else {
+            Issue.record("the measuring script wrote nothing: \(rendered.stdout.suffix(1_000))")
+            return [:]
+        }
+        let text = String(rendered.stdout[start.upperBound..<end.lowerBound]).replacingOccurrences(of: "&quot;", with: "\"")
+            .replacingOccurrences(of: "&amp;", with: "&")
+        return (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+    }
+
     @Test func `a 6 s drill with kills writes a page whose rendered SVG has a latency series and a band per fault`() throws {
         let chromium = try #require(
             Self.chromium(),
@@ -77,6 +122,22 @@ struct DrillReportRenderTests {
             let left = try #require(Double(x))
             let wide = try #require(Double(width))
             #expect(left >= 80 && left + wide <= 930.5 && wide >= 3, "band at \(x), \(width) wide")
+        }
+        // Drawn: a copy of the page with a measuring script of the test's own (the page has none)
+        // asks Chromium for each band's and series' laid-out box, fill and opacity.
+        let measured = try Self.measure(page: page, chromium: chromium, folder: folder.path)
+        let drawnBands = try #require(measured["bands"] as? [[String: Any]], "\(measured)")
+        #expect(drawnBands.count == leaderKills + workerKills, "\(drawnBands)")
+        for band in drawnBands {
+            let (width, height) = (band["width"] as? Double ?? 0, band["height"] as? Double ?? 0)
+            let opacity = band["opacity"] as? Double ?? 0
+            #expect(width >= 3 && height >= 100 && opacity > 0 && band["fill"] as? String != "none", "a visible band: \(band)")
+        }
+        let drawnLatency = try #require(measured["latency"] as? [[String: Any]], "\(measured)")
+        #expect(drawnLatency.count == 2, "\(drawnLatency)")
+        for series in drawnLatency {
+            #expect((series["width"] as? Double ?? 0) > 400 && (series["height"] as? Double ?? 0) > 5, "a drawn latency series: \(series)")
+            #expect(series["stroke"] as? String != "none", "\(series)")
         }
         #expect(dom.contains("leader restart → first applied turn"), "the recovery times")
         #expect(dom.contains("drill verdict (seed 9)") && dom.contains("PASS"), "the verdict")

@@ -73,5 +73,21 @@ struct EnvironmentTests {
         let status = try runCogd(["status", "--leader", ports.requests], environment: ["COGD_TURNS": ports.turns])
         #expect(status.status == 0, "\(status)")
         #expect(status.stderr == "note: COGD_TURNS is set, but status does not read it (read by: leader)\n", "\(status.stderr)")
+        // tail reads a data folder; one that is missing with COGD_LEADER set says how to follow that leader.
+        let tail = try runCogd(["tail", "--data", folder.path + "/none"], environment: ["COGD_LEADER": ports.requests])
+        #expect(tail.status == 1, "\(tail)")
+        #expect(
+            tail.stderr.hasSuffix(
+                "(COGD_LEADER is set: tail reads a data folder unless given --connect TURNS-ENDPOINT, the leader's turn stream, "
+                    + "which it follows, catching up from COGD_LEADER with --from or --since)\n"), "\(tail.stderr)")
+        // Said once, not again by a process it starts: sim restarts itself (deterministic hashing).
+        let sim = try runCogdLab(["sim", "--seed", "1", "--steps", "100"], environment: ["COGD_DATA": folder.path])
+        #expect(sim.status == 0, "\(sim)")
+        #expect(sim.stderr == "note: COGD_DATA is set, but sim does not read it (read by: get, leader, log, tail)\n", "\(sim.stderr)")
+        // A help page or the version runs nothing: it says nothing of the variables.
+        for arguments in [["status", "--help"], ["help", "status"], ["version"]] {
+            let quiet = try runCogd(arguments, environment: ["COGD_TURNS": ports.turns, "COGD_DATA": folder.path])
+            #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(arguments): \(quiet.stderr)")
+        }
     }
 }

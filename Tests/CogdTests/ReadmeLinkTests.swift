@@ -79,33 +79,76 @@ struct ReadmeLinkTests {
         }
     }
 
-    /// Ways a document sends its reader to documents that are not in the
-    /// repository (the design notes and specification the project was built
-    /// from). The simulator's seeds (`--seeds 1-200`, "200 seeds") are not
-    /// such a reference and do not match.
+    /// Ways a text sends its reader to documents that are not in the
+    /// repository (the notes and specification the project was built from,
+    /// under names like "the seeds" or "DESIGN"). The simulator's seeds
+    /// (`--seeds 1-200`, "200 seeds") are not such a reference and do not match.
     static var outsideReferences: [(pattern: String, caseInsensitive: Bool)] {
         [
             (#"\bthe seeds\b"#, true),  // "as the seeds teach", "follow the seeds"
             (#"\bseeds'"#, true),  // "the seeds' public API", "the seeds' style"
             (#"\bseeds? (teach|say|describe|document|specify)"#, true),
+            (#"\b[Ss]eeds?,? (§|[A-Z]{1,2}[0-9])"#, false),  // "seeds §6.2", "seeds D19", "Seeds §6.2"
+            (#"\bseeds, ""#, true),  // (seeds, "Lifetimes")
             (#"\bDESIGN\b"#, false),  // DESIGN.md, "DESIGN §4"
             (#"\bdesign (notes|documents?|docs?)\b"#, true),
             (#"shared workspace"#, true),
-            (#"\.\./shared"#, false),
+            (#"\.\./shared|/work/shared"#, false),
         ]
+    }
+
+    /// The outside references in `text`, as "line: match".
+    static func outsideReferences(in text: String) throws -> [String] {
+        var found: [String] = []
+        for (pattern, caseInsensitive) in outsideReferences {
+            let expression = try NSRegularExpression(pattern: pattern, options: caseInsensitive ? [.caseInsensitive] : [])
+            for match in expression.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                guard let range = Range(match.range, in: text) else { continue }
+                let line = text[..<range.lowerBound].split(separator: "\n", omittingEmptySubsequences: false).count
+                found.append("\(line): \(text[range])")
+            }
+        }
+        return found
+    }
+
+    /// Every source, script and document of the repository (its top-level
+    /// folders a clone has, without build folders), as paths from the root.
+    static func repositoryTexts() -> [String] {
+        let extensions: Set = ["swift", "md", "sh", "py", "c", "h", "modulemap", "yml", "yaml", "json", "service", "conf", "txt", "cbor-diag"]
+        var texts: [String] = ["Package.swift", "README.md", ".ci/run"]
+        for top in ["Sources", "Tests", "Examples", "deploy", "protocol", "clients", "docs"] {
+            guard let walker = FileManager.default.enumerator(atPath: root.appendingPathComponent(top).path) else { continue }
+            while let relative = walker.nextObject() as? String {
+                if relative.split(separator: "/").contains(where: { $0 == ".build" || $0 == ".swiftpm" }) { continue }
+                let name = relative.split(separator: "/").last.map(String.init) ?? relative
+                let suffix = name.split(separator: ".").last.map(String.init) ?? ""
+                if extensions.contains(suffix) || !name.contains(".") { texts.append(top + "/" + relative) }
+            }
+        }
+        // This file names the patterns it looks for.
+        return texts.filter { $0 != "Tests/CogdTests/ReadmeLinkTests.swift" }.sorted()
+    }
+
+    @Test func `no source comment, script or test refers to the seeds or design documents outside the repository`() throws {
+        let texts = ReadmeLinkTests.repositoryTexts()
+        #expect(texts.contains("Sources/Cog/CogRig.swift") && texts.contains("Examples/TodoApp/Sources/TodoApp/TodoApp+Model.swift"), "\(texts.count) files")
+        for path in texts {
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: root.appendingPathComponent(path).path, isDirectory: &isFolder), !isFolder.boolValue,
+                let text = try? String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+            else { continue }
+            for found in try ReadmeLinkTests.outsideReferences(in: text) {
+                Issue.record("\(path):\(found) refers to a document outside the repository")
+            }
+        }
     }
 
     @Test func `no document refers to the seeds or design documents outside the repository`() throws {
         let documents = try ReadmeLinkTests.documents() + ["Examples/TodoApp/README.md"]
         for document in documents {
             let text = try String(contentsOf: root.appendingPathComponent(document), encoding: .utf8)
-            for (pattern, caseInsensitive) in ReadmeLinkTests.outsideReferences {
-                let expression = try NSRegularExpression(pattern: pattern, options: caseInsensitive ? [.caseInsensitive] : [])
-                for match in expression.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
-                    guard let range = Range(match.range, in: text) else { continue }
-                    let line = text[..<range.lowerBound].split(separator: "\n", omittingEmptySubsequences: false).count
-                    Issue.record("\(document):\(line) refers to a document outside the repository: \(text[range])")
-                }
+            for found in try ReadmeLinkTests.outsideReferences(in: text) {
+                Issue.record("\(document):\(found) refers to a document outside the repository")
             }
         }
     }

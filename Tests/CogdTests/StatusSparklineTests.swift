@@ -1,3 +1,4 @@
+import Foundation
 import CogProtocol
 import Testing
 
@@ -46,5 +47,40 @@ struct StatusSparklineTests {
         plain.noteLags(Self.status([("w1", 3)]))
         #expect(plain.sparklines.isEmpty, "not drawn unless the terminal shows them")
         #expect(!StatusCommand.lines(Self.status([("w1", 3)]), sparklines: plain.sparklines).contains { $0.contains("▁") })
+    }
+}
+
+/// The same, end to end: a real `cogd status --watch` against a leader and a
+/// worker, in a terminal (`script` gives it one) and through a pipe.
+@Suite("status --watch in a terminal", .serialized, .timeLimit(.minutes(2)))
+struct StatusWatchTerminalTests {
+    @Test func `in a UTF-8 terminal each worker's line ends with its lag sparkline; through a pipe it does not`() throws {
+        let script = URL(fileURLWithPath: "/usr/bin/script")
+        try #require(FileManager.default.isExecutableFile(atPath: script.path), "script (util-linux's bsdutils) gives the command a terminal")
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        let leader = try ports.startLeader(data: folder.path)
+        defer { leader.stop() }
+        let worker = try ports.startWorker("w1")
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("cogd worker w1: synced at revision") } != nil, "\(worker.lines)")
+
+        let watch = "\(cogdExecutable().path) status --leader \(ports.requests) --watch 0.2 --count 3"
+        let inTerminal = try runProgram(
+            script, ["-qec", watch, "/dev/null"], environment: ["LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "xterm"], timeout: .seconds(30))
+        #expect(inTerminal.status == 0, "\(inTerminal)")
+        // (A terminal ends its lines with \r\n, one Character to Swift.)
+        let lines = inTerminal.stdout.replacingOccurrences(of: "\r\n", with: "\n").split(separator: "\n").map { $0.trimmingCharacters(in: .whitespacesAndNewlines.union(.controlCharacters)) }
+        let workerLines = lines.filter { $0.hasPrefix("w1: applied ") }
+        #expect(workerLines.count == 3, "a line per report: \(inTerminal.stdout)")
+        let blocks = Set("▁▂▃▄▅▆▇█")
+        let last = try #require(workerLines.last)
+        let spark = try #require(last.range(of: "  lag ", options: .backwards).map { last[$0.upperBound...] }, "\(last)")
+        #expect(spark.count == 3 && spark.allSatisfy { blocks.contains($0) }, "the lag over the three reports: \(last)")
+
+        let piped = try runCogd(["status", "--leader", ports.requests, "--watch", "0.2", "--count", "2"], environment: ["LANG": "C.UTF-8"])
+        #expect(piped.status == 0, "\(piped)")
+        #expect(piped.stdout.contains("w1: applied ") && !piped.stdout.contains { blocks.contains($0) }, "\(piped.stdout)")
     }
 }

@@ -150,10 +150,18 @@ struct TemplatePackageTests {
         return line
     }
 
-    @Test func `the README's status, tail and report blocks are what the template prints for its steps`() throws {
+    @Test func `the README's ops, status, tail and report blocks are what the template prints for its steps`() throws {
         let build = try runBounded(URL(fileURLWithPath: "/usr/bin/env"), TemplatePackage.buildArguments, timeout: .seconds(480))
         try #require(build.status == 0, "swift build of Examples/TodoApp failed:\n\(build.output)")
         let todo = TemplatePackage.todo
+        // `todo ops`: each op with its summary, argument and example, as the README shows them.
+        let ops = try runProgram(todo, ["ops"], timeout: .seconds(30))
+        #expect(ops.status == 0 && ops.stderr.isEmpty, "\(ops)")
+        let printedOps = ops.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // (Each op ends with a blank line, the last one too.)
+        let opsLines = Array(printedOps.reversed().drop { $0.isEmpty }.reversed())
+        #expect(opsLines == (try Self.readmeBlock(after: ".build/debug/todo ops")), "\(ops.stdout)")
+        #expect(printedOps.filter { $0.hasPrefix("    example:  todo call todos.") }.count == 4, "\(ops.stdout)")
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let ports = ClusterPorts()

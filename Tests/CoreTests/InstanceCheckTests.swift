@@ -8,7 +8,7 @@ import Foundation
 import LedgerRig
 import Testing
 
-/// The execution-point check (DESIGN §6, `cogwire.md` §6): an op stamped
+/// The execution-point check (`protocol/cogwire.md` §6): an op stamped
 /// with a scope instance runs only while that instance is live and the
 /// requester's own; otherwise `retired-scope`, no revision, nothing written.
 @MainActor

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The protocol module is pure because the build says so (DESIGN §2, issue
+/// The protocol module is pure because the build says so (issue
 /// 26): `CogProtocol` imports nothing but `Cog`, `CogCodec` and
 /// `Synchronization`, and names no clock, socket, LMDB or C library, so the
 /// simulator runs the very rules that ship; `CogWire` links no LMDB. These

@@ -1,5 +1,5 @@
-// A user's own app on cogd, as the tests build it: one rig written the way
-// the seeds teach (a durable source, a gate, two remote ops, a mechanism with
+// A user's own app on cogd, as the tests build it: one rig written with the
+// Cog API (a durable source, a gate, two remote ops, a mechanism with
 // a watch and a scope); main.swift makes it an executable with one call.
 import Cog
 import CogdCommandLine

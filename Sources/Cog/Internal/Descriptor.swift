@@ -239,7 +239,7 @@ final class ComputedDescriptor<Value>: Descriptor, @unchecked Sendable {
     @usableFromInline let evaluate: @MainActor (Graph, ComputedNode<Value>) -> Bool
     /// Present for a named cog (or box) whose value and key are `Codable`: it
     /// can select scopes across processes (the leader evaluates it by name
-    /// and encoded key, DESIGN §6).
+    /// and encoded key, `protocol/cogwire.md` §6).
     @usableFromInline let coding: DurableCoding<Value>?
 
     @inlinable

@@ -450,7 +450,7 @@ final class Graph {
     // MARK: Turns
 
     /// Runs `body` as a turn now, joins the running turn, or queues it, as the
-    /// seeds' write model requires (see `CogOps.turn(named:_:)`).
+    /// Cog's write model requires (see `CogOps.turn(named:_:)`).
     /// Returns the refusal of the turn it ran itself (nil when it did not
     /// refuse, joined the running turn or was queued).
     @discardableResult
@@ -542,7 +542,7 @@ final class Graph {
     }
 
     /// Commits the staged writes, pushes flags from the real changes, then
-    /// runs exports and reactions whose inputs changed (seeds' flush order).
+    /// runs exports and reactions whose inputs changed (Cog's flush order).
     private func flush() {
         phase = .flush
         for node in stagedNodes where node.commitStaged() {
@@ -614,7 +614,7 @@ final class Graph {
 
     /// Registers a consumer. Idle (assembly, an op's caller): it runs now to
     /// learn its dependencies, with anything it registers in turn. During a
-    /// flush it waits behind the consumers already scheduled (seeds X8).
+    /// flush it waits behind the consumers already scheduled.
     func register(_ node: ReactionNode) {
         reactionSequence += 1
         node.sequence = reactionSequence
@@ -690,7 +690,7 @@ final class Graph {
     // MARK: Writer support
 
     /// Traps unless the writer of turn `serial` is used inside its own
-    /// turn's body (seeds T5, TURN-07): the message names the cog and
+    /// turn's body (TURN-07): the message names the cog and
     /// whether it was read or written.
     @usableFromInline
     func checkWriter(_ serial: UInt64, _ ref: StateRef, writing: Bool) {

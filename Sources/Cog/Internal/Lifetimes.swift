@@ -1,4 +1,4 @@
-/// Grace expiry (seeds, "Lifetimes"): an automatic cog, an async state or a
+/// Grace expiry (`docs/api-guide.md`): an automatic cog, an async state or a
 /// `.whileObserved` manual source that no consumer observes is released once
 /// its grace period passes, unless a consumer (or a one-shot read) comes
 /// back first. `.app` sources and pinned states (`cogs[x]`) never expire.

@@ -47,7 +47,7 @@ final class ObservationBoundary: Observable, Sendable {
 /// A state's boundary and the consumer that keeps it current: the consumer
 /// reads the state like a watch (so the state is a hot root, settled in the
 /// flush of every turn that may change it) and sends the notices, before
-/// exports offer and reactions run (seeds T12, step 4).
+/// exports offer and reactions run (the flush's fourth step).
 @MainActor
 final class BoundaryLink {
     let observation: ObservationBoundary

@@ -1,7 +1,7 @@
 /// The wording of the traps a user's code can meet (issue 31, item 4), kept
 /// in one place so each says the same facts the same way: the cog (`label`,
 /// `label[key]` for a box's key, or `fileID:line` when unnamed), the path or
-/// the attempt, and what to do instead — Cog's sentences, in the seeds' words
+/// the attempt, and what to do instead — in the Cog API's own words
 /// (`turn`, `automatic cog`, `assemble`, `→`).
 ///
 /// - Important: every message is one line. Labels and names come from user
@@ -19,7 +19,7 @@ enum TrapMessage {
         "\(node is any AsyncStatusProviding ? "async" : "automatic") cog \(cog(node.label))"
     }
 
-    // MARK: Cycles (CYCLE-01/02/03/07, DECL-10; seeds G8)
+    // MARK: Cycles (CYCLE-01/02/03/07, DECL-10)
 
     /// The closed path, `a -> b -> a`: the test seam's message and the start of
     /// the trap's, so the two cannot drift apart.
@@ -33,7 +33,7 @@ enum TrapMessage {
             + "(keep what one of them needs in a manual source that an op or a reaction writes)"
     }
 
-    // MARK: Turns during a computation (CYCLE-06, ASYNC-27; seeds T11, D21)
+    // MARK: Turns during a computation (CYCLE-06, ASYNC-27)
 
     /// A turn, a `refresh` or a `discard` attempted while `node` computes.
     @MainActor
@@ -43,7 +43,7 @@ enum TrapMessage {
             + "outside the computation, from event handling, an op or a reaction"
     }
 
-    // MARK: Cold nesting (GRAPH-14; seeds G4)
+    // MARK: Cold nesting (GRAPH-14)
 
     /// `depth` nested computations, the innermost last.
     static func coldNesting(depth: Int, limit: Int, innermost: [String]) -> String {
@@ -54,7 +54,7 @@ enum TrapMessage {
             + "reads it, or make the chain shorter"
     }
 
-    // MARK: Assembly (MECH-04, ONE-02; seeds M4, M10)
+    // MARK: Assembly (MECH-04, ONE-02)
 
     static func duplicateMechanism(_ name: String) -> String {
         "Two mechanisms in one runtime are both named \(TerminalText.quoted(name)). Mechanism names attribute "
@@ -68,7 +68,7 @@ enum TrapMessage {
         + "them. Keep the runtime the first call returned and pass it on instead of assembling again; tests "
         + "take their own isolated runtime from `Cogs.forTesting(seeding:mechanisms:)` (CogTesting)"
 
-    // MARK: Seeding (SEED-08; seeds Q4)
+    // MARK: Seeding (SEED-08)
 
     /// `seed(label)` called where `place` says (`in the body of turn "x"`, …).
     static func seedOutsideSetup(_ label: String, place: String) -> String {
@@ -77,7 +77,7 @@ enum TrapMessage {
             + "to change state from there, call an op"
     }
 
-    // MARK: Writers (TURN-07; seeds T5)
+    // MARK: Writers (TURN-07)
 
     static func escapedWriter(_ label: String, writing: Bool) -> String {
         "This writer outlived the turn that created it, so \(writing ? "writing to" : "reading") \(cog(label)) "

@@ -1,7 +1,7 @@
 /// The digest of the whole durable state: every record carries the digest
 /// of the state after its turn (`state`), so a replica that applied the
 /// record can tell at once whether it still holds what the leader holds
-/// (DESIGN §6a; normative in `protocol/turnlog.md` §3a).
+/// (normative in `protocol/turnlog.md` §3a).
 ///
 /// Each entry of the state — a durable name, its encoded key (none for a
 /// keyless source) and its encoded value (`f6` for a `nil` value) — has an

@@ -192,7 +192,7 @@ public struct TurnWrite: Codable, Equatable, Sendable {
     }
 }
 
-/// A scope instance opened or retired by a turn (cluster mode, DESIGN §6).
+/// A scope instance opened or retired by a turn (cluster mode, `protocol/cogwire.md` §6).
 public struct ScopeEvent: Codable, Equatable, Sendable {
     public enum Kind: String, Codable, Sendable { case open, retire }
     public var kind: Kind

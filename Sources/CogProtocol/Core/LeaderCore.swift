@@ -1,7 +1,7 @@
 import Cog
 import CogCodec
 
-/// The leader's rules (DESIGN §5–§6a) as a state machine with no sockets,
+/// The leader's rules (`protocol/cogwire.md` §4–§6b) as a state machine with no sockets,
 /// no LMDB and no clock: admission, the execution-point instance check,
 /// dedup, name holding and takeover, heartbeats and expiry, scope instances
 /// and what goes into each record, catch-ups, snapshot admission, and what a

@@ -1,7 +1,7 @@
 import Cog
 import CogCodec
 
-/// A worker's sync rules (DESIGN §4, §6a) as a state machine with no
+/// A worker's sync rules (`protocol/cogwire.md` §5, §6a) as a state machine with no
 /// sockets and no clock: hello and welcome, epochs, the snapshot (in parts,
 /// asked again when it stalls), turns buffered above a gap and the catch-up
 /// that fills it, rejoining after `gone`/`hello-first`/`revision-ahead`,

@@ -51,7 +51,7 @@ public enum WireMessage: Equatable, Sendable {
     case goodbye(worker: String)
     /// Leader → peer: a message was refused; serving goes on.
     case error(WireError)
-    /// Worker → leader: a scope selector to track (DESIGN §6).
+    /// Worker → leader: a scope selector to track (`protocol/cogwire.md` §6).
     case scopeRegister(ScopeRegistration)
     /// Leader → worker: the instances the registration opened now, in collection order.
     case scopeRegistered(worker: String, registration: UInt64, revision: UInt64, instances: [ScopeMember])

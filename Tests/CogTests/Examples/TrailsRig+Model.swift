@@ -1,6 +1,6 @@
 import Synchronization
 
-// The worked examples of the seeds, as a rig: identities, records and
+// The API guide's worked examples, as a rig: identities, records and
 // capabilities live here.
 
 /// A trail in the catalogue.

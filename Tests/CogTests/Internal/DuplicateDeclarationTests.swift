@@ -2,7 +2,7 @@ import Testing
 
 @testable import Cog
 
-/// DESIGN §4: a name given to two declarations is a start-up error naming
+/// A name given to two declarations is a start-up error naming
 /// both. (The table is process-wide, so these tests read it through
 /// `DuplicateDeclaration.first` instead of declaring a real duplicate,
 /// which would make every later `OpRegistry.declared()` in this process fail.)

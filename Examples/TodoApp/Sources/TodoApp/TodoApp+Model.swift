@@ -2,8 +2,9 @@ import Cog
 
 /// The todo list on cogd: todos added, completed and removed by ops, each
 /// open todo estimated by a worker in a scope of its own and accepted with
-/// a receipt, and a report of what is left — written the way the seeds
-/// teach, run across processes (`TodoApp+Rig.swift` lists it all).
+/// a receipt, and a report of what is left — written with the Cog API
+/// (cogd's `docs/api-guide.md`), run across processes (`TodoApp+Rig.swift`
+/// lists it all).
 public enum TodoApp {}
 
 /// One todo's identity, chosen by whoever adds it (`"milk"`): the key of
