@@ -251,7 +251,9 @@ public final class StandbyFollower {
             try socket.useCurve(keys)
             try socket.connect(wanted)
             self.socket = socket
+            // A new leader (or epoch) is greeted at once: a wait for the last one's copy or welcome does not carry over.
             lastHello = .now - .seconds(60)
+            quietUntil = .now
         } catch {
             note("standby", "cannot connect to the leader at \(TerminalText.escaped(wanted)): \(error)", true)
         }
