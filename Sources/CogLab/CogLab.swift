@@ -182,7 +182,8 @@ public enum CogLab {
                   --fault-every D         with --ha: about D seconds after the last fault is over (the
                                           cluster answers again, both nodes run, the sync key names
                                           both), the next one (default \(formatted(defaults.faultEvery)))
-                  --faults F[,F…]         with --ha: the faults drawn from (default all):
+                  --faults F[,F…]         with --ha: the faults dealt, each kind in turn in a
+                                          shuffled order, shuffled anew each round (default all):
                                           kill-leader    SIGKILL the leader, start it again after a moment
                                           wipe-leader    the same, its data folder destroyed: it starts
                                                          empty and must be sent a copy

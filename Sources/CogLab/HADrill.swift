@@ -151,6 +151,8 @@ struct HADrill {
     let options: Drill.Options
     /// The schedule's sequence (faults, restarts and the load), from the seed.
     private lazy var random = SplitMix64(seed: options.seed)
+    /// The fault kinds still to deal before the deck is shuffled again.
+    private var faultDeck: [Fault] = []
 
     init(options: Drill.Options) { self.options = options }
 
@@ -333,7 +335,14 @@ struct HADrill {
                 nodes.allSatisfy({ $0.isRunning && $0.restartAt == nil }),
                 Set(syncNames) == Set(Self.nodeNames)
             {
-                let kind = options.faults[Int(random.next() % UInt64(options.faults.count))]
+                // Dealt from a shuffled deck of the kinds asked for, so a run meets each kind about as often as the others.
+                if faultDeck.isEmpty {
+                    faultDeck = options.faults
+                    for index in faultDeck.indices.reversed() where index > 0 {
+                        faultDeck.swapAt(index, Int(random.next() % UInt64(index + 1)))
+                    }
+                }
+                let kind = faultDeck.removeLast()
                 let standbyIndex = 1 - leaderIndex
                 verdict.faults[kind, default: 0] += 1
                 var fault = ActiveFault(kind: kind, node: leaderIndex, at: now, timedFrom: now)
