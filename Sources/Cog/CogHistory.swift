@@ -4,7 +4,9 @@ public enum CogHistoryEvent: Sendable, Equatable {
     case turn
     /// A source committed a changed value; the name is the source's label.
     case write
-    /// An automatic cog ran its selector; the name is its label.
+    /// An automatic cog ran its selector; the name is its label. An async
+    /// cog's value is recorded as `label.value` (`forecast.value[home]`)
+    /// when first read and in each success turn.
     case recompute
     /// Reserved for observer notices (no UI consumers on Linux).
     case notice

@@ -480,6 +480,85 @@ struct AsyncScenarioTests {
         #expect(cogs.debugHistory.turnNames.filter { $0 == "forecast[home] success" }.count == 2)
     }
 
+    @Test func `ASYNC-26 history records an async value's recompute once per published value`() async throws {
+        struct Outage: Error {}
+        let home = ControlledWork<Int>()
+        let away = ControlledWork<Int>()
+        let forecastCogs = CogBox<Int, String>.Async(default: 0, name: "forecast") { _, key in
+            key == "home" ? home.makeWork() : away.makeWork()
+        }
+        let pollen = ControlledWork<Int>()
+        let pollenCog = Cog<Int>.Async(default: 0, name: "pollen") { _ in pollen.makeWork() }
+        let (cogs, m) = Cogs.forTestingWithController()
+        // Two readers of one key, one of another, a status-only reader of a keyless cog.
+        m.watch(forecastCogs["home"], initial: .run, name: "first") { _, _ in }
+        m.watch(forecastCogs["home"], initial: .run, name: "second") { _, _ in }
+        m.watch(forecastCogs["away"], initial: .run, name: "away") { _, _ in }
+        m.status.watch(pollenCog, initial: .run, name: "pollen status") { _, _ in }
+        #expect(await nextStart(home.starts) == 0)
+        #expect(await nextStart(away.starts) == 0)
+        #expect(await nextStart(pollen.starts) == 0)
+        func entries(after start: Int) -> [String] {
+            cogs.debugHistory.entries.dropFirst(start).map { "\($0.event) \($0.name)" }
+        }
+        func valueRecomputes() -> [String] {
+            cogs.debugHistory.entries.filter { $0.event == .recompute && $0.name.contains(".value") }.map(\.name)
+        }
+        #if DEBUG
+            // Each state's value is recorded once as it is first read (the
+            // resting default), however many readers share it.
+            #expect(valueRecomputes() == ["forecast.value[home]", "forecast.value[away]"])
+        #endif
+
+        var start = cogs.debugHistory.count
+        let homeLoaded = completionChecks(cogs, count: 1)
+        home.succeed(0, with: 72)
+        try await waitAll(homeLoaded)
+        #if DEBUG
+            #expect(
+                entries(after: start) == [
+                    "turn forecast[home] success", "write forecast[home]", "write forecast[home].status",
+                    "recompute forecast.value[home]", "effect CogTesting.Probe.first", "effect CogTesting.Probe.second",
+                ])
+        #else
+            #expect(
+                entries(after: start) == [
+                    "turn forecast[home] success", "write forecast[home]", "write forecast[home].status",
+                    "effect CogTesting.Probe.first", "effect CogTesting.Probe.second",
+                ])
+        #endif
+
+        // An equal success publishes the value again (its readers stay quiet);
+        // a failure and a pending publish no value.
+        cogs.refresh(forecastCogs["home"])
+        #expect(await nextStart(home.starts) == 1)
+        let reloaded = completionChecks(cogs, count: 1)
+        home.succeed(1, with: 72)
+        try await waitAll(reloaded)
+        cogs.refresh(forecastCogs["home"])
+        #expect(await nextStart(home.starts) == 2)
+        let failed = completionChecks(cogs, count: 1)
+        home.fail(2, with: Outage())
+        try await waitAll(failed)
+        // A value nobody reads is not recorded; its first read is.
+        let pollenLoaded = completionChecks(cogs, count: 1)
+        pollen.succeed(0, with: 3)
+        try await waitAll(pollenLoaded)
+        start = cogs.debugHistory.count
+        #expect(cogs.peek(pollenCog) == 3)
+        #if DEBUG
+            #expect(entries(after: start) == ["recompute pollen.value"])
+            #expect(
+                valueRecomputes() == [
+                    "forecast.value[home]", "forecast.value[away]", "forecast.value[home]", "forecast.value[home]",
+                    "pollen.value",
+                ])
+        #else
+            #expect(entries(after: start).isEmpty)
+            #expect(valueRecomputes().isEmpty)
+        #endif
+    }
+
     @Test func `ASYNC-24 a change two links up also keeps a stale cold run's result from being published`() async throws {
         let work = StubbornWork()
         let selectorRuns = Counter()

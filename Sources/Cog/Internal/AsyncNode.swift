@@ -62,12 +62,23 @@ final class AsyncNode<Value: Sendable>: Node, AsyncStatusProviding {
     /// first `pending` restates the resting status; every later one is a
     /// new turn status consumers see (ASYNC-32, STREAM-03).
     var publishedStatus = false
+    #if DEBUG
+        /// The name debug history gives this state's value: `label.value`,
+        /// or `label.value[key]` for a box's state (`forecast.value[home]`).
+        let valueHistoryLabel: String
+        /// Whether the value has been read, so history shows it: its first
+        /// read records the value it finds, each later success one more.
+        var valueReadRecorded = false
+    #endif
 
     init(descriptor: AsyncDescriptor<Value>, key: StateKey) {
         self.selector = descriptor.selector
         self.policy = descriptor.policy
         self.elementEquals = descriptor.equals
         let label = descriptor.label(for: key)
+        #if DEBUG
+            self.valueHistoryLabel = descriptor.valueLabel(for: key)
+        #endif
         let equals = descriptor.equals
         let defaultValue = descriptor.makeDefault()
         self.valueCell = ManualNode(cellLabel: label, value: defaultValue, equals: equals)
@@ -118,6 +129,12 @@ extension Graph {
     func readAsyncValue<Value: Sendable>(_ ref: StateRef, as: Value.Type, trackedBy observer: Node?) -> Value {
         let node = asyncNode(ref, as: Value.self)
         if node.state != .clean || node.busy { settle(node) }
+        #if DEBUG
+            if !node.valueReadRecorded {
+                node.valueReadRecorded = true
+                history.record(.recompute, turn: history.turnNumber, name: node.valueHistoryLabel)
+            }
+        #endif
         if let observer {
             track(node, into: observer)
             track(node.valueCell, into: observer)
@@ -197,6 +214,9 @@ extension Graph {
         case .success(let value):
             systemTurn(named: "\(node.label) success") { [unowned self] _ in
                 self.stage(value, into: node.valueCell)
+                #if DEBUG
+                    if node.valueReadRecorded { self.publishedAsyncValues.append(node.valueHistoryLabel) }
+                #endif
                 self.stage(
                     CogStatus(kind: .success, value: value, hasSucceeded: true, error: nil), into: node.statusCell)
                 node.statusCell.stagedIsChange = true

@@ -35,6 +35,19 @@ class Descriptor: @unchecked Sendable {
         fatalError("internal inconsistency: \(type(of: self)) does not make nodes")
     }
 
+    #if DEBUG
+        /// The history label of an async state's value: `label.value` or
+        /// `label.value[key]`.
+        func valueLabel(for key: StateKey) -> String {
+            switch key {
+            case .none: "\(label).value"
+            case .int(let value): "\(label).value[\(value)]"
+            case .string(let value): "\(label).value[\(value)]"
+            case .other(let value): "\(label).value[\(value.base)]"
+            }
+        }
+    #endif
+
     /// The label of one state: `label` or `label[key]`.
     func label(for key: StateKey) -> String {
         switch key {

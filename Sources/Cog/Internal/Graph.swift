@@ -84,6 +84,12 @@ final class Graph {
     var externalObservationRearmAcknowledgements: [MainActorCleanupAcknowledgement] = []
 
     let history = HistoryRing(capacity: 256)
+    #if DEBUG
+        /// The value labels (`forecast.value[home]`) of the async states the
+        /// running turn published a value for: recorded as `recompute`
+        /// entries after the turn's writes, before its reactions.
+        var publishedAsyncValues: [String] = []
+    #endif
 
     /// Hooks the async layer and tests attach to (see `Graph+Async`).
     var asyncCompletionCheckAcknowledgements: [MainActorCleanupAcknowledgement] = []
@@ -550,6 +556,12 @@ final class Graph {
             history.record(.write, turn: history.turnNumber, name: node.label)
         }
         stagedNodes.removeAll(keepingCapacity: true)
+        #if DEBUG
+            if !publishedAsyncValues.isEmpty {
+                for name in publishedAsyncValues { history.record(.recompute, turn: history.turnNumber, name: name) }
+                publishedAsyncValues.removeAll(keepingCapacity: true)
+            }
+        #endif
         lastTurnChanged = !changedNodes.isEmpty
         if lastTurnChanged { changingTurns &+= 1 }
         if let durableStore { commitDurably(to: durableStore) }
