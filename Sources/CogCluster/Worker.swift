@@ -67,6 +67,14 @@ public final class Worker: CogRemoteLink {
     private var lastSwitch = ContinuousClock.now
     /// A `not-leader` that came within `switchPause` of the last switch: acted on when the pause ends.
     private var pendingSwitch: String?
+    /// The node last left because it was silent for the lease, and when (ha.md §10).
+    private var leftSilent: (endpoint: String, at: ContinuousClock.Instant)?
+    /// Whether the node asked now is one left for silence that a standby's
+    /// `not-leader` sent the worker back to (it names a dead leader until
+    /// etcd lets its key go): it is given `probeSilence`, not a lease.
+    public private(set) var probing = false
+    /// How long a node probed may stay silent before the worker moves on.
+    public static let probeSilence: Duration = .seconds(1)
     /// The shortest time between two switches: while no node leads, each
     /// standby's `not-leader` does not send the worker round at network speed.
     public static let switchPause: Duration = .milliseconds(500)
@@ -281,10 +289,14 @@ public final class Worker: CogRemoteLink {
             leaderEndpoints.contains(named) && named != currentLeaderEndpoint
             ? named : leaderEndpoints[(index + 1) % leaderEndpoints.count]
         try? dealer.disconnect(currentLeaderEndpoint)
+        // Back, within twice its lease, to a node left for its silence: only probed.
+        probing = leftSilent.map { $0.endpoint == target && ContinuousClock.now - $0.at < core.lowerEpochWindow * 2 } ?? false
         currentLeaderEndpoint = target
         try dealer.connect(target)
-        lastSwitch = .now
-        lastHeardFromLeader = .now
+        // One instant for both: a node heard from after it (`lastHeardFromLeader > lastSwitch`) answered since the switch.
+        let switched = ContinuousClock.now
+        lastSwitch = switched
+        lastHeardFromLeader = switched
         leaderSwitches &+= 1
         try carryOut(core.step(.reconnected, now: now))
     }
@@ -293,9 +305,13 @@ public final class Worker: CogRemoteLink {
     /// a node silent for the worker's lease, sends it to another.
     private func followLeaderIfNeeded() throws {
         guard leaderEndpoints.count > 1 else { return }
+        // A node probed that answered since the switch is a node like any other.
+        if probing, lastHeardFromLeader > lastSwitch { probing = false }
+        let limit = probing ? Worker.probeSilence : core.lowerEpochWindow
         if let pendingSwitch, ContinuousClock.now - lastSwitch >= Worker.switchPause {
             try switchLeader(toward: pendingSwitch)
-        } else if leaderSilence >= core.lowerEpochWindow, ContinuousClock.now - lastSwitch >= core.lowerEpochWindow {
+        } else if leaderSilence >= limit, ContinuousClock.now - lastSwitch >= limit {
+            if !probing { leftSilent = (currentLeaderEndpoint, .now) }
             try switchLeader(toward: "")
         }
     }

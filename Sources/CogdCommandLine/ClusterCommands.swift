@@ -423,8 +423,9 @@ enum ClusterCommands {
                             ? " (a standby said no node leads now)"
                             : " (a standby said the node at \(TerminalText.escaped(answer.leader)) leads epoch \(answer.epoch))"
                     } ?? ""
+                    let probe = worker.probing ? "; it was silent when last asked, so it is given \(Worker.probeSilence.components.seconds) s to answer" : ""
                     log.log(
-                        .info, "leader-switch", "asking the node at \(TerminalText.escaped(worker.currentLeaderEndpoint))\(said)",
+                        .info, "leader-switch", "asking the node at \(TerminalText.escaped(worker.currentLeaderEndpoint))\(said)\(probe)",
                         ["leader": .text(worker.currentLeaderEndpoint), "switches": .number(Double(worker.leaderSwitches))])
                 }
                 if (worker.displaced != nil) != reportedDisplaced {

@@ -124,10 +124,15 @@ struct HALeaderTests {
         guard try etcd.start() else { return }
         let n1 = Node(name: "n1")
         defer { n1.folder.cleanUp() }
-        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "none"])
+        // A 10 s lease: without the revocation the restarted run would wait for its name up to that long (and log so).
+        var arguments = n1.arguments(etcd) + ["--sync", "none"]
+        if let ttl = arguments.firstIndex(of: "--lease-ttl") { arguments[ttl + 1] = "10" }
+        let first = try CogdProcess(arguments)
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("node n1 leads cluster bank in epoch 1 (minted in etcd)") } != nil, "\(first.lines)")
-        #expect(try n1.call("alice").stdout.hasPrefix("applied revision 1"))
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let alice = try n1.call("alice")
+        #expect(alice.stdout.hasPrefix("applied revision 1"), "\(alice) \(first.lines)")
         // The run's record names its lease and its process, on this machine's boot.
         let record = try String(contentsOfFile: n1.folder.path + "/cogd.ha-run", encoding: .utf8)
         let boot = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -139,12 +144,14 @@ struct HALeaderTests {
         first.killHard()
         #expect(waitUntil { !first.process.isRunning })
         #expect(try etcd.get("/cogd/bank/leader") != nil)
-        let again = try CogdProcess(n1.arguments(etcd) + ["--sync", "none"])
+        let again = try CogdProcess(arguments)
         defer { again.stop() }
         #expect(again.waitForLine { $0.contains("revoked lease \(lease) of this node's previous run, which ended holding it") } != nil, "\(again.lines)")
         #expect(again.waitForLine { $0.contains("node n1 leads cluster bank in epoch 2 (minted in etcd)") } != nil, "\(again.lines)")
+        #expect(again.waitForLine { $0.contains("epoch 2, revision 1") } != nil, "\(again.lines)")
         #expect(!again.lines.contains { $0.contains("waiting for the presence key") }, "\(again.lines)")
-        #expect(try n1.call("bob").stdout.hasPrefix("applied revision 2"))
+        let bob = try n1.call("bob")
+        #expect(bob.stdout.hasPrefix("applied revision 2"), "\(bob) \(again.lines)")
     }
 
     @Test func `a start etcd cannot back is refused with what to do, and --ha's options are checked`() throws {

@@ -198,6 +198,46 @@ struct ShippingLeaderTests {
         #expect(status.stdout.contains(#""epoch": 2"#) && status.stdout.contains(#""name": "w1""#), "\(status)")
     }
 
+    @Test func `a worker a standby sends back to a node it left for silence only probes it, then follows the new leader`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        // A 6 s lease: after n1 dies, n2 names it as the leader for seconds longer than the worker's lease.
+        func arguments(_ node: HALeaderTests.Node) -> [String] {
+            var arguments = node.arguments(etcd) + ["--degrade-after", "1", "--heartbeat-timeout", "2"]
+            if let ttl = arguments.firstIndex(of: "--lease-ttl") { arguments[ttl + 1] = "6" }
+            return arguments
+        }
+        let first = try CogdProcess(arguments(n1))
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(arguments(n2))
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        let one = "tcp://127.0.0.1:\(n1.requests)"
+        let worker = try CogdProcess(["worker", "--leader", "\(one),tcp://127.0.0.1:\(n2.requests)", "--name", "w1", "--rig", "ledger", "--heartbeat-timeout", "2"])
+        defer { worker.stop() }
+        #expect(worker.waitForLine { $0.contains("synced at revision 0") } != nil, "\(worker.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+
+        // n1 dies holding its lease: the worker leaves it for silence, n2 sends it back, and it only probes n1.
+        first.killHard()
+        #expect(worker.waitForLine(timeout: .seconds(30)) {
+            $0.contains("asking the node at \(one) (a standby said the node at \(one) leads epoch 1); it was silent when last asked, so it is given 1 s to answer")
+        } != nil, "\(worker.lines)")
+        // Once n1's lease ends, n2 leads epoch 2 and the worker syncs there.
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("node n2 leads cluster bank in epoch 2") } != nil, "\(second.lines)")
+        #expect(worker.waitForLine(timeout: .seconds(30)) { $0.contains("synced at revision 1") } != nil, "\(worker.lines)")
+        let status = try runCogd(["status", "--leader", "tcp://127.0.0.1:\(n2.requests)", "--json"], timeout: .seconds(20))
+        #expect(status.stdout.contains(#""epoch": 2"#) && status.stdout.contains(#""name": "w1""#), "\(status)")
+    }
+
     @Test func `under CURVE a node follows the log with its standby key, another key may not, and a client is sent on`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }
