@@ -35,7 +35,7 @@ extension ClusterCommands {
     /// leads), `lead`, `step-down` (ERROR), `ha-refused`, `ha-note`.
     static func awaitLead(
         _ ha: Command.HighAvailability, options: Command.LeaderOptions, log: OperatorLog, stop: StopFlag, metrics: MetricsBoard?,
-        notifier: ServiceNotifier
+        notifier: ServiceNotifier, stepDown: StepDownNotice
     ) -> LeadWait {
         // The highest epoch this node's own log has served: etcd may not hold a lower one.
         var ownEpoch: UInt64 = 0
@@ -95,7 +95,7 @@ extension ClusterCommands {
                         log.log(.info, "standby", "no node leads cluster \(ha.cluster); this node waits", ["cluster": cluster, "node": node])
                     }
                 case .stepDown(let reason):
-                    log.log(.error, "step-down", "node \(ha.node) steps down: \(reason)", ["cluster": cluster, "node": node, "reason": .text(reason)])
+                    stepDown.log(node: ha.node, cluster: ha.cluster, reason: reason, to: log)
                     state.ended.withLock { if $0 == nil { $0 = .exit(1) } }
                 case .refuse(let reason):
                     log.log(.error, "ha-refused", reason, ["cluster": cluster, "node": node, "reason": .text(reason)])
@@ -189,6 +189,21 @@ extension ClusterCommands {
             } else {
                 door.pass(leader: leader, epoch: state.leaderEpoch.withLock { $0 } ?? 0, timeout: .milliseconds(20))
             }
+        }
+    }
+
+    /// The `step-down` event (ha.md §4.6), logged once: by the arbiter when
+    /// it steps down, or by the serving loop when the release gate closed
+    /// first (the arbiter still waiting on etcd, as when the node is cut off).
+    final class StepDownNotice: Sendable {
+        private let logged = Mutex(false)
+
+        func log(node: String, cluster: String, reason: String, to log: OperatorLog) {
+            guard logged.withLock({ (done: inout Bool) -> Bool in
+                defer { done = true }
+                return !done
+            }) else { return }
+            log.log(.error, "step-down", "node \(node) steps down: \(reason)", ["cluster": .text(cluster), "node": .text(node), "reason": .text(reason)])
         }
     }
 

@@ -124,8 +124,9 @@ enum ClusterCommands {
         // With --ha, etcd decides when this node serves, and in which epoch.
         var arbiter: Arbiter?
         var inherited: KeptCommits?
+        let stepDown = StepDownNotice()
         if let ha = options.ha {
-            switch awaitLead(ha, options: options, log: log, stop: stopper.flag, metrics: metrics?.board, notifier: notifier) {
+            switch awaitLead(ha, options: options, log: log, stop: stopper.flag, metrics: metrics?.board, notifier: notifier, stepDown: stepDown) {
             case .lead(_, let leading, let kept):
                 arbiter = leading
                 inherited = kept
@@ -263,6 +264,12 @@ enum ClusterCommands {
                 }
             }
         } catch {
+            if let steppedDown = error as? LeaderSteppedDown, let ha = options.ha {
+                stepDown.log(
+                    node: ha.node, cluster: ha.cluster,
+                    reason: "the lease could not be renewed in time: epoch \(steppedDown.epoch) ended at the local deadline, before etcd can give the leader key to another node",
+                    to: log)
+            }
             leader.close()
             return fail("\(escaped: error)")
         }

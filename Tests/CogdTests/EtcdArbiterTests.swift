@@ -159,7 +159,9 @@ struct EtcdArbiterTests {
         etcd.resume()
         #expect(waitUntil(timeout: .seconds(10)) { arbiter.isFinished })
         #expect(!arbiter.mayRelease())
-        // etcd back: the node, started again, leads a new epoch once its old lease has ended.
+        // etcd back: once its old lease has ended (the presence key gone with it), the node, started again, leads a new
+        // epoch. (Started while a loaded etcd still held it, it would be refused as a second node of its name.)
+        #expect(waitUntil(timeout: .seconds(30)) { (try? etcd.get("/cogd/bank/members/n1")) == nil })
         let (again, againEvents) = try Self.arbiter(etcd, node: "n1", ttl: 2)
         #expect(againEvents.wait(Self.isLead) == .lead(epoch: 2))
         again.resign()

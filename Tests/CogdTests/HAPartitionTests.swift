@@ -38,13 +38,16 @@ struct HAPartitionTests {
         try lab.cut("n1")
         let stranded = try lab.startCall(in: "n1", [n1], 3, timeout: 5)
         defer { stranded.stop() }
-        // Its release gate shuts at the lease's local deadline: it exits 1 saying so. (Its arbiter, still waiting on
-        // etcd then, may not get to log its own `step-down` line before the process ends.)
+        // Its release gate shuts at the lease's local deadline: it logs its step-down (once, whether its arbiter,
+        // still waiting on etcd, or its serving loop gets there first) and exits 1 saying so.
+        #expect(first.waitForLine(timeout: .seconds(30)) { $0.contains("ERROR") && $0.contains("node n1 steps down: the lease could not be renewed in time") }
+            != nil, "\(first.lines)")
         #expect(first.waitForLine(timeout: .seconds(30)) {
             $0.contains("stepped down from epoch 1: the lease in etcd was not renewed in time, so nothing more was released")
         } != nil, "\(first.lines)")
         #expect(waitUntil(timeout: .seconds(15)) { !first.process.isRunning })
         #expect(first.process.terminationStatus == 1)
+        #expect(first.lines.filter { $0.contains("steps down") }.count == 1, "\(first.lines)")
         // The call n1 took in just before (or that found it gone) was never answered.
         stranded.waitForLine(timeout: .seconds(30)) { _ in false }
         #expect(waitUntil(timeout: .seconds(10)) { !stranded.process.isRunning })
