@@ -154,7 +154,7 @@ extension Leader {
                 effects = rules.copied(by: peer, node: node, through: missed.sequence, missed: missed.commits, now: shipNow)
             } else {
                 // Why a copy follows, for its log line.
-                copyReasons[node] = mismatch ?? (revision == store.lastRevision ? nil : "the commits after its revision \(revision) are no longer kept"
+                copyReason = mismatch ?? (revision == store.lastRevision ? nil : "the commits after its revision \(revision) are no longer kept"
                     + (recentShipped.firstRevisions.first.map { " (kept from revision \($0))" } ?? " (none is kept)"))
                 effects = rules.hello(from: peer, node: node, inStep: matches && revision == store.lastRevision, now: shipNow)
             }
@@ -169,6 +169,7 @@ extension Leader {
         }
         shipCore = rules
         carryShipping(effects)
+        copyReason = nil
     }
 
     /// The kept shipped commits after `revision` (every commit whose first
@@ -261,7 +262,7 @@ extension Leader {
             deliver(WireMessage.shipResync(epoch: epoch, revision: report.lastRevision).encoded(), to: peer)
             configuration.operatorLog?.log(
                 .info, "standby-copy", "standby \(TerminalText.escaped(node)) is not in step"
-                    + (copyReasons.removeValue(forKey: node).map { " (\($0))" } ?? "")
+                    + (copyReason.map { " (\($0))" } ?? "")
                     + ": sending it a copy of the log at revision \(report.lastRevision) (\(report.bytes) bytes)",
                 ["node": .text(node), "revision": .number(Double(report.lastRevision)), "bytes": .number(Double(report.bytes))])
         } catch {

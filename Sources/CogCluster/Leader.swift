@@ -151,8 +151,10 @@ public final class Leader {
     var heldBytes = 0
     /// The shipped commits kept for a standby catching up, newest last (at most the window).
     var recentShipped = KeptCommits(countLimit: 1, byteLimit: Leader.recentShippedLimit)
-    /// Why each standby about to be sent a copy is not in step (for the copy's log line).
-    var copyReasons: [String: String] = [:]
+    /// Why the standby whose hello is being handled is not in step, for the
+    /// log line of the copy that hello starts (set and cleared around it, so
+    /// names a peer sends are never kept).
+    var copyReason: String?
     /// Copies of the log being sent to standbys that were not in step.
     var copyStreams: [CopyStream] = []
     /// The core's events for the operator's log since the last call.

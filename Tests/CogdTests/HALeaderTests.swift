@@ -18,9 +18,9 @@ struct HALeaderTests {
         let turns = freePort()
         let metrics = freePort()
 
-        func arguments(_ etcd: TestEtcd) -> [String] {
+        func arguments(_ etcd: TestEtcd, leaseTTL: Int = 2) -> [String] {
             [
-                "leader", "--ha", etcd.url, "--cluster", "bank", "--name", name, "--lease-ttl", "2", "--data", folder.path,
+                "leader", "--ha", etcd.url, "--cluster", "bank", "--name", name, "--lease-ttl", String(leaseTTL), "--data", folder.path,
                 "--requests", "tcp://127.0.0.1:\(requests)", "--turns", "tcp://127.0.0.1:\(turns)", "--metrics", "127.0.0.1:\(metrics)",
             ]
         }
@@ -125,8 +125,7 @@ struct HALeaderTests {
         let n1 = Node(name: "n1")
         defer { n1.folder.cleanUp() }
         // A 10 s lease: without the revocation the restarted run would wait for its name up to that long (and log so).
-        var arguments = n1.arguments(etcd) + ["--sync", "none"]
-        if let ttl = arguments.firstIndex(of: "--lease-ttl") { arguments[ttl + 1] = "10" }
+        let arguments = n1.arguments(etcd, leaseTTL: 10) + ["--sync", "none"]
         let first = try CogdProcess(arguments)
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("node n1 leads cluster bank in epoch 1 (minted in etcd)") } != nil, "\(first.lines)")

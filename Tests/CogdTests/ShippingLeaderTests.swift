@@ -210,9 +210,7 @@ struct ShippingLeaderTests {
         }
         // A 6 s lease: after n1 dies, n2 names it as the leader for seconds longer than the worker's lease.
         func arguments(_ node: HALeaderTests.Node) -> [String] {
-            var arguments = node.arguments(etcd) + ["--degrade-after", "1", "--heartbeat-timeout", "2"]
-            if let ttl = arguments.firstIndex(of: "--lease-ttl") { arguments[ttl + 1] = "6" }
-            return arguments
+            node.arguments(etcd, leaseTTL: 6) + ["--degrade-after", "1", "--heartbeat-timeout", "2"]
         }
         let first = try CogdProcess(arguments(n1))
         defer { first.stop() }

@@ -38,22 +38,16 @@ public struct RunRecord: Sendable {
         return Self.processEnded(pid) ? lease : nil
     }
 
-    /// Records `lease` as this run's (replacing the file whole, so a torn write is never read).
+    /// Records `lease` as this run's (written whole to a temporary file and renamed, so a torn write is never read).
     public func write(lease: Int64) throws {
         guard let here = Self.machine() else {
             throw RunRecordError("this machine's boot id or PID namespace cannot be read from /proc")
         }
         let text = "lease \(lease) boot \(here.boot) pidns \(here.pidNamespace) pid \(getpid())\n"
-        let temporary = path + ".new"
         do {
-            try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
-            throw RunRecordError("cannot write \(temporary): \(error.localizedDescription)")
-        }
-        guard rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw RunRecordError("cannot rename \(temporary) to \(path): \(reason)")
+            throw RunRecordError("cannot write \(path): \(error.localizedDescription)")
         }
     }
 
