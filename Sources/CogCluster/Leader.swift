@@ -192,11 +192,11 @@ public final class Leader {
     public static let nameTakenOverTurn = LeaderCore.nameTakenOverTurn
     public static let reregisteredTurn = LeaderCore.reregisteredTurn
     /// Error replies sent, by code (`cogd status`).
-    public var errorCounts: [String: UInt64] {
+    public var errorCounts: [CogdCode: UInt64] {
         var counts = core.errorCounts
-        if let refused = zap?.refused, refused > 0 { counts[LeaderEvent.handshakeRefused.rawValue] = refused }
+        if let refused = zap?.refused, refused > 0 { counts[.handshakeRefused] = refused }
         let failed = handshakeWatches.reduce(earlierFailedHandshakes) { $0 &+ $1.failed }
-        if failed > 0 { counts[LeaderEvent.handshakeFailed.rawValue] = failed }
+        if failed > 0 { counts[.handshakeFailed] = failed }
         return counts
     }
     /// `errorCounts` split by kind (`protocol/metrics.md` §3, §5): op
@@ -204,12 +204,12 @@ public final class Leader {
     /// unavailable` replies with them, as they share the code — and every
     /// other error reply or event, by code (a `hello` refused `name-in-use`
     /// among them).
-    var countsByKind: (rejections: [String: UInt64], errors: [String: UInt64]) {
+    var countsByKind: (rejections: [CogdCode: UInt64], errors: [CogdCode: UInt64]) {
         let counts = errorCounts
-        var rejections: [String: UInt64] = [:]
-        var errors: [String: UInt64] = [:]
+        var rejections: [CogdCode: UInt64] = [:]
+        var errors: [CogdCode: UInt64] = [:]
         for (code, total) in counts {
-            let rejected = code == RejectionCode.unavailable.rawValue ? total : min(total, RejectionCode(rawValue: code).flatMap { core.rejectionCounts[$0] } ?? 0)
+            let rejected = code == .unavailable ? total : min(total, core.rejectionCounts[code] ?? 0)
             if rejected > 0 { rejections[code] = rejected }
             if total > rejected { errors[code] = total - rejected }
         }
@@ -823,7 +823,7 @@ public final class Leader {
         var status = core.status(now: now)
         status.placement = placementDescription
         status.commits = commitTimes.summary
-        status.errorCounts = errorCounts
+        status.errorCounts = LeaderStatus.byText(errorCounts)
         status.version = configuration.version
         let uptime = now.components
         status.uptimeSeconds = Double(uptime.seconds) + Double(uptime.attoseconds) / 1e18

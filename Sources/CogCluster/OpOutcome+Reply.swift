@@ -8,7 +8,7 @@ extension OpOutcome {
         case .applied(let revision): self = .applied(revision: revision)
         case .unchanged: self = .unchanged
         case .refused(let code, let reason): self = .refused(code: code, reason: reason)
-        case .rejected(let code, let detail): self = .rejected(code: code, detail: detail)
+        case .rejected(let code, let detail): self = .rejected(code: code.text, detail: detail)
         }
     }
 }

@@ -470,7 +470,7 @@ public final class Worker: CogRemoteLink {
                 continue
             }
             if case .welcome(_, let lastRevision, _, _, _) = message { operations.sawRevision(lastRevision) }
-            if case .error(let error) = message, error.knownCode == .malformed {
+            if case .error(let error) = message, error.code == .malformed {
                 malformedRefusals &+= 1
                 lastMalformedRefusal = error
             }
@@ -614,7 +614,7 @@ public final class Worker: CogRemoteLink {
         for old in evicted {
             old(
                 .rejected(
-                    code: RejectionCode.unavailable.rawValue,
+                    code: CogdCode.unavailable.text,
                     detail: "no longer waited for: more than \(Worker.pendingOutcomesLimit) requests of this worker await answers; it may still be applied"))
         }
     }
@@ -626,7 +626,7 @@ public final class Worker: CogRemoteLink {
         pendingOutcomeOrder = []
         pendingOutcomeHead = 0
         for observer in waiting {
-            observer(.rejected(code: RejectionCode.unavailable.rawValue, detail: "the worker closed before the answer; it may still be applied"))
+            observer(.rejected(code: CogdCode.unavailable.text, detail: "the worker closed before the answer; it may still be applied"))
         }
     }
 
@@ -683,7 +683,7 @@ public final class Worker: CogRemoteLink {
         if owner?.owningSlot?.isRetired == true {
             observer?(
                 .rejected(
-                    code: RejectionCode.retiredScope.rawValue,
+                    code: CogdCode.retiredScope.text,
                     detail: "not sent: the scope instance that owns it has retired or is placed on another worker"))
             return
         }
@@ -703,7 +703,7 @@ public final class Worker: CogRemoteLink {
         if let observer {
             // Asked from code that ran as the worker closed (an answer's callback): not sent.
             guard !isClosed else {
-                observer(.rejected(code: RejectionCode.unavailable.rawValue, detail: "not sent: the worker closed"))
+                observer(.rejected(code: CogdCode.unavailable.text, detail: "not sent: the worker closed"))
                 return
             }
             awaitOutcome(of: request, observer)

@@ -92,9 +92,9 @@ public struct WorkerRejections: Sendable {
             return nil
         case .rejected(let code, let detail):
             let rejection = Rejection(
-                request: reply.request, op: about?.op ?? "", turnName: about?.turnName, instance: about?.instance, code: code, detail: detail,
+                request: reply.request, op: about?.op ?? "", turnName: about?.turnName, instance: about?.instance, code: code.text, detail: detail,
                 earlier: reply.earlier == true)
-            count(op: rejection.op, code: code)
+            count(op: rejection.op, code: code.text)
             keep(rejection)
             return rejection
         case .refused(let code, let reason):

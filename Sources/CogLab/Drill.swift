@@ -420,8 +420,8 @@ struct Drill {
             usleep(200_000)
         }
         if let status {
-            verdict.retiredRejected = Int(status.errorCounts["retired-scope"] ?? 0)
-            verdict.crashedLeaderCount = Int(status.errorCounts["crashed-leader"] ?? 0)
+            verdict.retiredRejected = Int(status.count(.retiredScope))
+            verdict.crashedLeaderCount = Int(status.count(.crashedLeader))
             let behind = status.workers.filter { $0.appliedRevision != status.revision }.map { "\($0.name) at \($0.appliedRevision) of \(status.revision)" }
             verdict.unconverged = behind
             if status.workers.count < options.workers { verdict.unconverged.append("\(options.workers - status.workers.count) workers not reporting") }
@@ -487,14 +487,14 @@ struct Drill {
                 case .rejected(let code, _):
                     verdict.rejected += 1
                     if let revisions = appliedBy[request] { verdict.rejectedApplied.append("\(request) at revisions \(revisions)") }
-                    if RejectionCode(rawValue: code) == .crashedLeader, trapRequests[request] == nil { verdict.quarantined += 1 }
+                    if code == .crashedLeader, trapRequests[request] == nil { verdict.quarantined += 1 }
                 }
             }
         }
         verdict.trapRequests = trapRequests.count
         for (request, client) in trapRequests.sorted(by: { $0.key.sequence < $1.key.sequence }) {
             switch clients[client].answers[request] {
-            case .rejected(let code, _)? where RejectionCode(rawValue: code) == .crashedLeader: verdict.trapRejected += 1
+            case .rejected(.crashedLeader, _)?: verdict.trapRejected += 1
             case let outcome?: verdict.trapWrong.append("\(request) answered \(outcome)")
             case nil: verdict.trapWrong.append("\(request) unanswered")
             }

@@ -236,7 +236,7 @@ struct GroupDrill {
             Set(status.workers.map(\.name)) == names && status.workers.allSatisfy { $0.appliedRevision == status.revision }
         }
         if let status {
-            verdict.retiredRejected = Int(status.errorCounts["retired-scope"] ?? 0)
+            verdict.retiredRejected = Int(status.count(.retiredScope))
             verdict.unconverged = status.workers.filter { $0.appliedRevision != status.revision }.map {
                 "\($0.name) at \($0.appliedRevision) of \(status.revision)"
             }

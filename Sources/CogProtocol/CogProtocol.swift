@@ -6,7 +6,7 @@
 // simulator and the core tests), the replica core (`ReplicaCore`), the
 // leader's scope instances (`ScopeTable`), the workers given up for silence
 // (`GoneWorkers`), the peers file's rules (`PeerTable`, `CurveKeyText`), and
-// the messages with their codes (`WireMessage`, `WireErrorCode`, …).
+// the messages with their codes (`WireMessage`, `CogdCode`, …).
 //
 // What may not be here: sockets, the LMDB store, the C library, Foundation,
 // or a clock read. The module imports only `Cog`, `CogCodec` and

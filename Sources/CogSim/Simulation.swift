@@ -392,7 +392,7 @@ public final class Simulation {
             switch effect {
             case .count(let event):
                 leader.core.countEvent(event)
-                count(event.rawValue)
+                count(event.text)
             case .refuse(let peer, let refusal):
                 leader.core.countError(refusal)
                 sendToWorker(peer, WireMessage.error(refusal).encoded(), stream: false)
@@ -451,7 +451,7 @@ public final class Simulation {
             do {
                 message = try WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
             } catch {
-                fail("undecodable", "\(worker.name) could not decode a message the leader sent: \(error.code.rawValue): \(error.message)")
+                fail("undecodable", "\(worker.name) could not decode a message the leader sent: \(error.code.text): \(error.message)")
                 return
             }
             if stream {

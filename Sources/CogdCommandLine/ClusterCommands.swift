@@ -572,7 +572,7 @@ enum ClusterCommands {
                             "this process itself was paused for \(String(format: "%.1f", stall)) s (stopped, suspended or starved: its own "
                             + "clock jumped), so it sent no heartbeat past the leader's heartbeat timeout"
                     }
-                    let reason = OperatorLog.Value.text(worker.errors.last { $0.knownCode == .gone }?.message ?? "")
+                    let reason = OperatorLog.Value.text(worker.errors.last { $0.code == .gone }?.message ?? "")
                     let message: String =
                         "the leader gave this worker up: \(cause); it retired this worker's scope instances. Rejoining: saying hello, "
                         + "then registering the scopes anew (their children's requests wait for new instances)"
@@ -815,7 +815,7 @@ enum ClusterCommands {
                     lastSequence = last
                     break
                 }
-                guard case .error(let error) = answer, error.knownCode == .nameInUse,
+                guard case .error(let error) = answer, error.code == .nameInUse,
                     ContinuousClock.now + .milliseconds(100) < deadline
                 else { return answer }
                 // A live worker keeps its name: refused at once. Only another tool (a call in flight) lets it go soon.
@@ -1012,7 +1012,7 @@ enum ClusterCommands {
             case .error(let error):
                 // Refused at once: a worker's name is not the call's to wait for.
                 let hint =
-                    error.knownCode == .nameInUse && name != nil
+                    error.code == .nameInUse && name != nil
                     ? " (a running worker holds that name: give the call a name of its own, or leave out --name)" : ""
                 printError("Error: the leader refused the request: \(escaped: error)\(hint)")
                 return CallExit.failed
@@ -1041,8 +1041,8 @@ enum ClusterCommands {
 
     /// The next step after an `unknown-op` rejection: where ops are listed
     /// (empty for any other code).
-    static func unknownOpHint(_ code: String, op: String, rigs: Rigs) -> String {
-        guard RejectionCode(rawValue: code) == .unknownOp else { return "" }
+    static func unknownOpHint(_ code: CogdCode, op: String, rigs: Rigs) -> String {
+        guard code == .unknownOp else { return "" }
         let program = CogdCommandLine.programName
         if rigs.trap?.opNames.contains(op) == true {
             return " (`\(program) ops` lists \(op) as served only by a leader started with `\(program) leader --trap-op`)"
@@ -1090,7 +1090,7 @@ struct CallAnswer: Encodable {
             outcome = "unchanged"
         case .rejected(let code, let detail):
             outcome = "rejected"
-            self.code = code
+            self.code = code.text
             self.detail = detail
         case .refused(let code, let reason):
             outcome = "refused"

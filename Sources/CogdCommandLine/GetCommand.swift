@@ -165,14 +165,14 @@ enum LeaderSnapshot {
         let error: WireError
         /// What to do about it, when there is something to say.
         var hint: String? {
-            switch error.knownCode {
-            case .roleForbids?:
+            switch error.code {
+            case .roleForbids:
                 "a client key may not read the state: cogd get --leader needs an observer key (or a worker key, read in its "
                     + "worker's name while that worker is not running; protocol/cogwire.md §9), or read the data folder with --data"
-            case .nameInUse?:
+            case .nameInUse:
                 "a worker key reads only in its worker's name, which the running worker holds: use an observer key "
                     + "(protocol/cogwire.md §9), or read the data folder with --data"
-            case .notYourName?:
+            case .notYourName:
                 "a worker key reads in the name the peers file gives it, and cogd get says hello in its key file's name (NAME.key): "
                     + "name the key file after it, use an observer key, or read the data folder with --data"
             default: nil
@@ -225,7 +225,7 @@ enum LeaderSnapshot {
                     }
                     if case .error(let error) = message {
                         // A heartbeat refused (the leader restarted mid-snapshot): no refusal of the read; its parts stop coming.
-                        if lastSaid != nil && error.knownCode == .helloFirst { continue }
+                        if lastSaid != nil && error.code == .helloFirst { continue }
                         throw Refused(error: error)
                     }
                     return message
@@ -267,7 +267,7 @@ enum LeaderSnapshot {
             let answer: WireMessage?
             do {
                 answer = try next()
-            } catch let refused as Refused where refused.error.knownCode == .helloFirst && !greeted && keys != nil {
+            } catch let refused as Refused where refused.error.code == .helloFirst && !greeted && keys != nil {
                 // A worker key reads after its hello, in its own name (§9): said as a tool, which registers nothing.
                 tool = ClusterCommands.keyFileName(keys?.key ?? "")
                 guard try sayHello() else { return nil }

@@ -226,8 +226,8 @@ enum StatusCommand {
         }
         // hello-first is a worker re-introducing itself (as after a leader
         // restart), not a fault: counted apart from the errors.
-        let helloFirst = status.errorCounts[WireErrorCode.helloFirst.rawValue]
-        let errors = status.errorCounts.filter { $0.key != WireErrorCode.helloFirst.rawValue }.sorted { $0.key < $1.key }
+        let helloFirst = status.errorCounts[CogdCode.helloFirst.text]
+        let errors = status.errorCounts.filter { $0.key != CogdCode.helloFirst.text }.sorted { $0.key < $1.key }
             .map { "\(TerminalText.escaped($0.key)) \($0.value)" }
         lines.append("errors    \(errors.isEmpty ? "none" : errors.joined(separator: ", "))")
         if let refusals = status.refusals, !refusals.isEmpty {

@@ -148,7 +148,7 @@ extension TailCommand {
             }
         } catch let refused as LeaderSnapshot.Refused {
             let hint =
-                [.roleForbids, .helloFirst].contains(refused.error.knownCode)
+                [.roleForbids, .helloFirst].contains(refused.error.code)
                 ? "; under CURVE, --from and --since catch up with an observer key (protocol/cogwire.md §9)" : ""
             printError("Error: the leader at \(escaped: options.leader) refused to send turns: \(escaped: refused.error)\(hint)")
             return 1
@@ -346,7 +346,7 @@ final class CatchUpClient {
                 rejoining = false
                 helloInFlight = false
                 rejoin = (epoch, lastRevision)
-            case .error(let error)? where error.knownCode == .helloFirst || error.knownCode == .gone:
+            case .error(let error)? where error.code == .helloFirst || error.code == .gone:
                 greeted = false
                 rejoining = true
             case .error? where helloInFlight:
@@ -366,7 +366,7 @@ final class CatchUpClient {
         while true {
             switch try next() {
             case .status(let status): return (status.epoch, status.revision)
-            case .error(let error) where error.knownCode == .helloFirst || error.knownCode == .gone:
+            case .error(let error) where error.code == .helloFirst || error.code == .gone:
                 // A heartbeat's answer, not the status's: the name was given up (as `takeAnswers` reads it).
                 if greeted {
                     greeted = false
@@ -420,13 +420,13 @@ final class CatchUpClient {
             switch try next() {
             case .turns(_, let records): return .records(records)
             case .error(let error):
-                switch error.knownCode {
-                case .compacted?:
+                switch error.code {
+                case .compacted:
                     // The leader's advice is a worker's (a snapshot); what a reader needs is which revisions remain.
                     let words = error.message.components(separatedBy: "; sync from a snapshot").first ?? error.message
                     return .removed("\(words) (the leader at \(endpoint); --from a kept revision)")
-                case .helloFirst?: return .helloFirst(error)
-                case .busy?: return .busy
+                case .helloFirst: return .helloFirst(error)
+                case .busy: return .busy
                 default: throw LeaderSnapshot.Refused(error: error)
                 }
             default: continue

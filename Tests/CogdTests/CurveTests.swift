@@ -77,7 +77,7 @@ private func rejection(_ answer: WireMessage?) -> Rejection? {
     return reply.outcome.rejection
 }
 
-private func errorCode(_ answer: WireMessage?) -> String? {
+private func errorCode(_ answer: WireMessage?) -> CogdCode? {
     guard case .error(let error)? = answer else { return nil }
     return error.code
 }

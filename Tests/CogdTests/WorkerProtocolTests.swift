@@ -98,7 +98,7 @@ struct WorkerProtocolTests {
         let isHello: (WireMessage) -> Bool = { if case .hello = $0 { true } else { false } }
         // A restarted leader does not know the connection; the first hello
         // is lost (never answered), the next heartbeat is refused again.
-        for code in ["hello-first", "hello-first", "gone", "gone"] {
+        for code: CogdCode in ["hello-first", "hello-first", "gone", "gone"] {
             try leader.send(.error(WireError(code: code, message: "scripted")))
             #expect(try leader.next(pumping: replica, matching: isHello) != nil, "a hello after `\(code)`")
         }

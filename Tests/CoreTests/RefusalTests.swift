@@ -76,7 +76,7 @@ struct RefusalTests {
         #expect(leader.core.refusalCounts == [
             .init(op: "ledger.transfer", code: "insufficient-funds"): 2, .init(op: "ledger.transfer", code: "unknown-account"): 1,
         ])
-        #expect(leader.core.requestOutcomes["refused"] == 3 && leader.core.requestOutcomes["deduplicated"] == 1)
+        #expect(leader.core.requestOutcomes[.refused] == 3 && leader.core.requestOutcomes[.deduplicated] == 1)
         #expect(leader.core.status(now: leader.now).refusals == [
             .init(op: "ledger.transfer", code: "insufficient-funds", count: 2), .init(op: "ledger.transfer", code: "unknown-account", count: 1),
         ])

@@ -33,7 +33,7 @@ struct ReplicaCoreTests {
         .leader(.snapshot(epoch: epoch, revision: revision, entries: entries, part: part, more: more))
     }
 
-    static func refusal(_ code: WireErrorCode, _ message: String = "refused") -> ReplicaCore.Input {
+    static func refusal(_ code: CogdCode, _ message: String = "refused") -> ReplicaCore.Input {
         .leader(.error(WireError(code, message)))
     }
 
@@ -232,7 +232,7 @@ struct ReplicaCoreTests {
     }
 
     @Test func `gone or hello-first: forget the instances, say hello at each refusal, and register anew on the welcome`() {
-        for code in [WireErrorCode.gone, .helloFirst] {
+        for code in [CogdCode.gone, .helloFirst] {
             var replica = Self.synced(at: 2)
             let error = WireError(code, "refused")
             #expect(replica.step(.leader(.error(error)), now: .milliseconds(30)) == [.refused(error), .forgetInstances, .send(.hello(worker: "w1", lastRevision: 2))])

@@ -44,7 +44,7 @@ struct RigFingerprintTests {
         let bumped = CogRig.Fingerprint(
             name: "counter", schemaVersion: 2, durableSources: ["counter.count", "counter.isBonusOpen", "counter.total"], ops: ["counter.bump"])
         let refusal = try #require(leader.error("a", Self.hello(bumped)))
-        #expect(refusal.knownCode == .rigMismatch)
+        #expect(refusal.code == .rigMismatch)
         #expect(refusal.message.contains("its schema version is 2, the leader's 1"))
         #expect(refusal.message.contains("durable sources the leader does not declare: `counter.total`"))
         let unknown = try #require(leader.error("a", Self.hello(CogRig.Fingerprint(name: "todos", schemaVersion: 1, durableSources: [], ops: []))))
@@ -66,7 +66,7 @@ struct RigFingerprintTests {
         let leader = try CoreHarness(rigs: [counter(bump: .integer)])
         #expect(leader.send("a", Self.hello(counter(bump: .integer))) == [Self.welcome])
         let refusal = try #require(leader.error("b", .hello(worker: "w2", lastRevision: 0, rig: counter(bump: .string))))
-        #expect(refusal.knownCode == .rigMismatch)
+        #expect(refusal.code == .rigMismatch)
         #expect(
             refusal.message
                 == "worker w2's rig counter differs from the leader's: op `counter.bump` takes integer at the leader, string in this worker's rig "
@@ -97,7 +97,7 @@ struct RigFingerprintTests {
         served.shapes = .init(ops: ["counter.bump": .integer])
         let leader = try CoreHarness(rigs: [served])
         let refusal = try #require(leader.error("a", message))
-        #expect(refusal.knownCode == .rigMismatch)
+        #expect(refusal.code == .rigMismatch)
         #expect(refusal.message.contains("op `counter.bump`: this worker's shape is past the limits (32 levels deep, 4096 parts)"), "\(refusal.message)")
     }
 

@@ -152,15 +152,15 @@ extension Leader {
         guard now - operations.lastSummaryLook >= .seconds(1) else { return }
         operations.lastSummaryLook = now
         let (rejections, errors) = countsByKind
-        for (code, added, total) in operations.rejectionSummary.due(rejections, now: now) {
+        for (code, added, total) in operations.rejectionSummary.due(LeaderStatus.byText(rejections), now: now) {
             log.log(
                 .warn, "rejections",
                 "\(added) request\(added == 1 ? "" : "s") rejected \(code) "
                     + "in the last \(operations.rejectionSummary.interval.components.seconds) s or so (\(total) since start)",
                 ["code": .text(code), "count": .number(Double(added)), "total": .number(Double(total))])
         }
-        for (code, added, total) in operations.errorSummary.due(errors, now: now) {
-            if code == WireErrorCode.helloFirst.rawValue {
+        for (code, added, total) in operations.errorSummary.due(LeaderStatus.byText(errors), now: now) {
+            if code == CogdCode.helloFirst.text {
                 // Not a fault: a worker whose heartbeat reaches a leader that
                 // does not know it yet (it restarted) is told hello-first and
                 // says hello — the protocol working (`protocol/metrics.md` §5).
@@ -227,10 +227,10 @@ extension Leader {
             .single("cogd_leader_first_revision", .gauge, help: "The oldest revision the log keeps (retention).", Double(firstRevision)),
             .labelled(
                 "cogd_leader_requests_total", .counter, help: "Op requests answered, by outcome (deduplicated: a retry answered from dedup).",
-                label: "outcome", LeaderCore.RequestOutcome.allCases.map { ($0.rawValue, Double(core.requestOutcomes[$0.rawValue] ?? 0)) }),
+                label: "outcome", LeaderCore.RequestOutcome.allCases.map { ($0.rawValue, Double(core.requestOutcomes[$0] ?? 0)) }),
             .labelled(
                 "cogd_leader_rejections_total", .counter, help: "Op requests answered rejected, by rejection code.",
-                label: "code", RejectionCode.allCases.map { ($0.rawValue, Double(rejections[$0.rawValue] ?? 0)) }),
+                label: "code", CogdCode.known.filter { $0.uses.contains(.rejection) && $0 != .refused }.map { ($0.text, Double(rejections[$0] ?? 0)) }),
             MetricFamily(
                 "cogd_leader_refusals_total", .counter,
                 help: "Op requests whose body refused, by op and the app's refusal code (past \(LeaderCore.maximumRefusalSeries - 1) pairs, counted under op and code _other).",
@@ -240,10 +240,10 @@ extension Leader {
             .labelled(
                 "cogd_leader_errors_total", .counter, help: "Error replies and events other than rejection codes, by code (as cogd status shows them).",
                 label: "code",
-                errors.sorted { $0.key < $1.key }.map { ($0.key, Double($0.value)) }),
+                errors.map { ($0.key.text, Double($0.value)) }.sorted { $0.0 < $1.0 }),
             .single(
                 "cogd_leader_dedup_hits_total", .counter, help: "Retried requests answered from the dedup table instead of run again.",
-                Double(core.requestOutcomes[LeaderCore.RequestOutcome.deduplicated.rawValue] ?? 0)),
+                Double(core.requestOutcomes[.deduplicated] ?? 0)),
             .single("cogd_leader_turns_committed_total", .counter, help: "Turns committed by this process.", Double(operations.turnsCommitted)),
             operations.commitDuration.family("cogd_leader_commit_duration_seconds", help: "How long each commit (LMDB write transaction) took."),
             operations.commitTurns.family("cogd_leader_commit_batch_turns", help: "Turns per commit."),

@@ -16,7 +16,7 @@ import Foundation
 ///   `earlier`). Transient rejections (`unavailable`, `request-mismatch`, …)
 ///   are kept nowhere, here neither.
 public struct RejectionRecord: Equatable, Sendable {
-    /// Rejected by the leader (a `RejectionCode`), or refused by the op's body (the app's own code).
+    /// Rejected by the leader (a rejection code, `cogwire.md` §4), or refused by the op's body (the app's own code).
     public enum Kind: String, Codable, Sendable {
         case rejected, refused
     }

@@ -586,7 +586,7 @@ struct ClusterBench {
         func receiveReply() throws -> OpReply? {
             guard let frames = try socket.receive() else { return nil }
             if case .reply(let reply)? = try? WireMessage.decode(frames[frames.count - 1]) { return reply }
-            return OpReply(request: RequestID(worker: name, sequence: 0), outcome: .rejected(code: "", detail: "not a reply"))
+            return OpReply(request: RequestID(worker: name, sequence: 0), outcome: .rejected(code: .other(""), detail: "not a reply"))
         }
 
         func call(op: String, argument: some Encodable) throws -> OpReply? {

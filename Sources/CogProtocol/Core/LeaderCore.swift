@@ -179,13 +179,13 @@ public struct LeaderCore {
     public private(set) var peers: PeerTable?
     /// Error replies and events, by code (`cogd status`): rejections among
     /// them, under the same code as a wire error that shares it.
-    public private(set) var errorCounts: [String: UInt64] = [:]
+    public private(set) var errorCounts: [CogdCode: UInt64] = [:]
     /// Op requests answered rejected, by code: the part of `errorCounts`
     /// that is rejections, so a `hello` refused `name-in-use` is told from
     /// an `op` rejected `name-in-use` (`protocol/metrics.md` §3).
-    public private(set) var rejectionCounts: [RejectionCode: UInt64] = [:]
+    public private(set) var rejectionCounts: [CogdCode: UInt64] = [:]
     /// Op requests answered, by `RequestOutcome` (`/metrics`).
-    public private(set) var requestOutcomes: [String: UInt64] = [:]
+    public private(set) var requestOutcomes: [RequestOutcome: UInt64] = [:]
     /// Op requests whose body refused, by op and the app's code (`/metrics`,
     /// `cogd status`): at most `maximumRefusalSeries` pairs, the rest
     /// counted under `RefusalSeries.overflow` (`protocol/metrics.md`).
@@ -372,7 +372,7 @@ public struct LeaderCore {
         // On the record too (`turnlog.md` §2d), with the digest as stored (8 zero bytes when unknown).
         let record = RejectionRecord(
             request: left.request, op: left.op, digest: Array(stored.prefix(RequestDigest.size)), kind: .rejected,
-            code: RejectionCode.crashedLeader.rawValue, reason: reason)
+            code: CogdCode.crashedLeader.text, reason: reason)
         // Held until a commit stores it (a failed commit does not drop it),
         // and meanwhile the answer to its retries: never run.
         quarantine[left.request] = (stored, record)
@@ -460,7 +460,7 @@ public struct LeaderCore {
             // Commits failing on and on, workers registering again: only names are lost.
             pendingOpenings.removeFirst(pendingOpenings.count - LeaderCore.maximumPendingOpenings)
         }
-        errorCounts[LeaderEvent.commitFailed.rawValue, default: 0] += 1
+        countEvent(.commitFailed)
         do {
             try durable.restore(cogs, undoing: failed.drafts)
         } catch {
@@ -493,7 +493,7 @@ public struct LeaderCore {
             do {
                 outgoing[index] = .send(peer, try welcome(worker).encoded())
             } catch {
-                count(WireErrorCode.unavailable)
+                count(.unavailable)
                 outgoing[index] = .send(
                     peer, WireMessage.error(WireError(.unavailable, "cannot read the dedup table: \(error.message)")).encoded())
             }
@@ -527,19 +527,21 @@ public struct LeaderCore {
 
     // MARK: Messages
 
-    private mutating func count(_ code: WireErrorCode) { errorCounts[code.rawValue, default: 0] += 1 }
-    private mutating func count(_ code: RejectionCode) {
-        errorCounts[code.rawValue, default: 0] += 1
-        rejectionCounts[code, default: 0] += 1
+    /// Counts a wire `error` reply.
+    private mutating func count(_ code: CogdCode) { errorCounts[code, default: 0] &+= 1 }
+    /// Counts an op request answered rejected (in `errorCounts` too).
+    private mutating func countRejected(_ code: CogdCode) {
+        errorCounts[code, default: 0] &+= 1
+        rejectionCounts[code, default: 0] &+= 1
     }
 
     private mutating func refuse(_ peer: Peer, _ error: WireError) {
-        errorCounts[error.code, default: 0] += 1
+        count(error.code)
         outgoing.append(.send(peer, WireMessage.error(error).encoded()))
     }
 
     private mutating func reject(_ peer: Peer, _ request: RequestID, _ rejection: Rejection) {
-        count(rejection.code)
+        countRejected(rejection.code)
         outgoing.append(.send(peer, OpReply(request: request, outcome: .rejected(rejection)).frame()))
     }
 
@@ -562,9 +564,9 @@ public struct LeaderCore {
                 if case .op(let request) = message {
                     // Refused without a dedup entry: the name's holder's own
                     // request with that id still runs.
-                    reject(peer, request.request, Rejection(code.rejectionCode, why))
+                    reject(peer, request.request, Rejection(code.code, why))
                 } else {
-                    refuse(peer, WireError(code.wireCode, why))
+                    refuse(peer, WireError(code.code, why))
                 }
                 return
             }
@@ -608,13 +610,13 @@ public struct LeaderCore {
                 // Not this process's name (any more): refused without a dedup
                 // entry, so the holder's own request with that id still runs.
                 reject(peer, request.request, Rejection(.nameInUse, nameInUse(request.request.worker, holder, now: now).message))
-                requestOutcomes[RequestOutcome.rejected.rawValue, default: 0] += 1
+                requestOutcomes[.rejected, default: 0] &+= 1
                 note(.nameConflict(worker: request.request.worker))
                 return
             }
             lastOutcome = .rejected
             outgoing.append(.send(peer, run(request)))
-            requestOutcomes[lastOutcome.rawValue, default: 0] += 1
+            requestOutcomes[lastOutcome, default: 0] &+= 1
             batchOpReplies.append((outgoing.count - 1, request.request))
         case .statusRequest:
             outgoing.append(.sendStatus(peer))
@@ -1035,7 +1037,7 @@ public struct LeaderCore {
         guard (1..<LeaderCore.sequenceLimit).contains(id.sequence) else {
             // Sequences stay far below 2^64 so a worker numbering above the
             // highest answered one can never overflow.
-            count(.badRequest)
+            countRejected(.badRequest)
             return OpReply(request: id, outcome: .rejected(Rejection(.badRequest, "request sequences are 1 to 2^63-1; this one is \(id.sequence)"))).frame()
         }
         let digest = RequestDigest.of(op: request.op, argument: request.argument)
@@ -1058,7 +1060,7 @@ public struct LeaderCore {
                 if let expired = try log.expiredSequence(worker: id.worker), id.sequence <= expired {
                     // Answered before retention removed the answer: a retry
                     // that can no longer be answered the same is not run again.
-                    count(.expired)
+                    countRejected(.expired)
                     return OpReply(
                         request: id,
                         outcome: .rejected(Rejection(
@@ -1076,7 +1078,7 @@ public struct LeaderCore {
         let outcome: OpReply.Outcome
         switch admit(request) {
         case .failure(let rejection):
-            count(rejection.code)
+            countRejected(rejection.code)
             outcome = .rejected(rejection)
         case .success(let runner):
             do {
@@ -1088,7 +1090,7 @@ public struct LeaderCore {
             switch execute(request, runner, digest: digest) {
             case .success(let result): outcome = result
             case .failure(let rejection):
-                count(rejection.code)
+                countRejected(rejection.code)
                 outcome = .rejected(rejection)
             }
         }
@@ -1125,7 +1127,7 @@ public struct LeaderCore {
         let code: String, reason: String
         switch outcome {
         case .applied, .unchanged: return
-        case .rejected(let rejectedCode, let detail): (kind, code, reason) = (.rejected, rejectedCode, detail)
+        case .rejected(let rejectedCode, let detail): (kind, code, reason) = (.rejected, rejectedCode.text, detail)
         case .refused(let refusedCode, let refusedReason): (kind, code, reason) = (.refused, refusedCode, refusedReason)
         }
         rejectionRows.append(
@@ -1186,7 +1188,7 @@ public struct LeaderCore {
             durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites) { LeaderCore.evaluateSelector($0, $1, in: cogs, codec: durable) })
         }
         if scopes.unreadableSelections != unreadable {
-            errorCounts[LeaderEvent.selectorUnreadable.rawValue, default: 0] &+= scopes.unreadableSelections &- unreadable
+            countEvent(.selectorUnreadable, by: scopes.unreadableSelections &- unreadable)
         }
         return .success(.applied(revision: revision))
     }
@@ -1212,7 +1214,7 @@ public struct LeaderCore {
         let storedDigest = Array(stored.prefix(RequestDigest.size))
         guard storedDigest == digest || storedDigest == LeaderCore.unknownDigest else {
             lastOutcome = .rejected
-            count(.requestMismatch)
+            countRejected(.requestMismatch)
             return OpReply(
                 request: request,
                 outcome: .rejected(Rejection(
@@ -1236,7 +1238,7 @@ public struct LeaderCore {
     /// Refuses a request the leader cannot run safely now; not kept in
     /// `dedup`, so a retry is looked at afresh.
     private mutating func unavailable(_ request: RequestID, because cause: String) -> [UInt8] {
-        count(RejectionCode.unavailable)
+        countRejected(.unavailable)
         return OpReply(request: request, outcome: .rejected(Rejection(.unavailable, cause))).frame()
     }
 
@@ -1372,8 +1374,8 @@ public struct LeaderCore {
     }
 
     /// Counts an event the driver saw (`send-dropped`, …) with the core's.
-    public mutating func countEvent(_ event: LeaderEvent, by amount: UInt64 = 1) {
-        errorCounts[event.rawValue, default: 0] &+= amount
+    public mutating func countEvent(_ event: CogdCode, by amount: UInt64 = 1) {
+        errorCounts[event, default: 0] &+= amount
     }
 
     /// Counts an `error` the driver sent on the core's behalf (a snapshot refused `oversize`, …).
@@ -1383,8 +1385,8 @@ public struct LeaderCore {
 
     /// Counts a rejection the driver answered (`crashed-leader`, stored at
     /// start) with the core's.
-    public mutating func countRejection(_ code: RejectionCode) {
-        count(code)
+    public mutating func countRejection(_ code: CogdCode) {
+        countRejected(code)
     }
 
     // MARK: Limits and names

@@ -541,16 +541,18 @@ public struct ReplicaCore: Sendable {
 
     private mutating func refused(_ error: WireError, now: Duration) {
         effects.append(.refused(error))
-        let code = error.knownCode
-        if code == .compacted {
+        // Every code is decided here: a new one does not compile until it is.
+        switch error.code {
+        case .compacted:
             // The records it asked for are no longer in the leader's log
             // (retention removed them): the state comes from a snapshot, and
             // the records held above it apply after it.
             catchUpFrom = nil
             compactedCatchUps += 1
             if !awaitingSnapshot { requestSnapshot(now: now) }
-        } else if code == .gone || code == .helloFirst, displaced == nil {
-            if code == .gone, !rejoining { timesGivenUp &+= 1 }
+        case .gone, .helloFirst:
+            guard displaced == nil else { return }
+            if error.code == .gone, !rejoining { timesGivenUp &+= 1 }
             // The leader gave this worker up (silent too long) and retired its
             // instances, or does not know this connection (it restarted, or
             // forgot a worker it gave up long ago): say hello — again at each
@@ -558,11 +560,13 @@ public struct ReplicaCore: Sendable {
             // — and register the scopes anew once welcomed (a new epoch
             // re-syncs first). Meanwhile the children's requests wait.
             rejoin()
-        } else if code == .registerAgain, displaced == nil, isSynced {
+        case .registerAgain:
+            guard displaced == nil, isSynced else { return }
             // The leader's commit failed: the registration it answered in
             // that batch was given up with it.
             effects.append(.registerScopesAnew)
-        } else if code == .revisionAhead, epoch != nil || appliedRevision > 0 {
+        case .revisionAhead:
+            guard epoch != nil || appliedRevision > 0 else { return }
             // The replica holds turns the leader's log does not (its data
             // folder went back): start over from the leader's state (unless
             // it already has: a second answer to an earlier hello).
@@ -573,26 +577,50 @@ public struct ReplicaCore: Sendable {
             epoch = nil
             appliedRevision = 0
             sayHello(lastRevision: 0)
-        } else if code == .rigMismatch {
+        case .rigMismatch:
             // The leader serves another version of this rig (or none of its
             // name): nothing this worker would do is safe. Say hello now and
             // then (the leader may be upgraded meanwhile); its instances, if
             // any, are gone.
             if !heldOff { effects.append(.forgetInstances) }
             rigRefused = error
-        } else if code == .unknownKey || code == .notYourName || code == .roleForbids {
+        case .unknownKey, .notYourName, .roleForbids:
             // The peers file does not give this key what it asked for: the
             // same holds for everything it would send. Say hello now and then
             // (the file may be mended and reloaded meanwhile).
             if !heldOff { effects.append(.forgetInstances) }
             accessRefused = error
-        } else if code == .nameInUse, displaced == nil {
+        case .nameInUse:
+            guard displaced == nil else { return }
             // Another process holds the name (this one started second, or was
             // replaced while frozen): its instances, if any, are gone; say
             // hello until the name is free.
             displaced = error
             nameRetry = ReplicaCore.nameRetryInitial
             effects.append(.forgetInstances)
+        case .unavailable, .busy:
+            // Transient: the request that met it is asked again at its own
+            // pace (a snapshot or catch-up after its wait, a hello at the
+            // next heartbeat); nothing changes here.
+            break
+        case .malformed, .version, .oversize, .unknownType, .notAllowed, .tooManyRegistrations:
+            // This worker sent what the leader does not take: a bug or a
+            // version mismatch on one message, said to the driver (`.refused`),
+            // which logs it; the replica's state is unchanged.
+            break
+        case .unknownOp, .badArgument, .badRequest, .retiredScope, .tooLarge, .requestMismatch, .crashedLeader,
+            .expired, .refused:
+            // Rejection codes answer op requests in `reply` outcomes, never
+            // as an `error`; one that came as an error is only reported.
+            break
+        case .sendDropped, .noteFailed, .pruneFailed, .publishFailed, .turnUnpublished, .unfinishedMessage,
+            .snapshotReplaced, .snapshotAbandoned, .commitFailed, .selectorUnreadable, .handshakeRefused,
+            .handshakeFailed:
+            // The leader's own events are counted, never sent.
+            break
+        case .other:
+            // A newer leader's code: reported, nothing decided on it.
+            break
         }
     }
 

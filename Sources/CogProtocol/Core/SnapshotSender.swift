@@ -29,7 +29,7 @@ public struct SnapshotSender<Source: SnapshotSource> {
     /// What the driver does for the sender.
     public enum Effect: Equatable {
         /// Count `event` in the leader's error counts (`snapshot-replaced`, `snapshot-abandoned`).
-        case count(LeaderEvent)
+        case count(CogdCode)
         /// Send `peer` this error (counted by its code), then end its snapshot.
         case refuse(peer: [UInt8], WireError)
         /// The snapshot to `peer` is over (its last part went, or it was given up): tell the core.

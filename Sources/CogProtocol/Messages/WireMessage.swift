@@ -231,11 +231,10 @@ public struct OpReply: Codable, Equatable, Sendable {
         case applied(revision: UInt64)
         case unchanged
         /// Refused before or instead of a turn: `code` is what a program
-        /// switches on (a `RejectionCode`'s raw text; `rejection` reads it
-        /// typed), `detail` what a person reads. On the wire they are
+        /// switches on, `detail` what a person reads. On the wire they are
         /// separate fields, beside the `reason` text `"code: detail"` that
         /// readers of earlier builds read.
-        case rejected(code: String, detail: String)
+        case rejected(code: CogdCode, detail: String)
         /// The op's body refused (`Cog.Refusal`): `code` is the app's own
         /// (`insufficient-funds`), `reason` what a person reads. Nothing of
         /// the turn was kept. On the wire it is a `rejected` outcome with
@@ -263,19 +262,19 @@ public struct OpReply: Codable, Equatable, Sendable {
 }
 
 public struct WireError: Codable, Equatable, Sendable, CustomStringConvertible {
-    /// `malformed`, `version`, `oversize`, `unknown-type`, `unknown-op`, `bad-argument`, `not-allowed`.
-    public var code: String
+    /// What went wrong (cogwire §2): `malformed`, `version`, `oversize`, `unknown-type`, `not-allowed`, …
+    public var code: CogdCode
     public var message: String
     /// The request the error answers, when it could be read.
     public var request: RequestID?
 
-    public init(code: String, message: String, request: RequestID? = nil) {
+    public init(code: CogdCode, message: String, request: RequestID? = nil) {
         self.code = code
         self.message = message
         self.request = request
     }
 
-    public var description: String { "\(code): \(message)" }
+    public var description: String { "\(code.text): \(message)" }
 }
 
 public struct LeaderStatus: Codable, Equatable, Sendable {
@@ -325,6 +324,8 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     public var epoch: UInt64
     public var revision: UInt64
     public var workers: [Worker]
+    /// Error replies, rejections and the leader's events, by code: on the
+    /// wire a map keyed by each code's text (`count(_:)` reads it by code).
     public var errorCounts: [String: UInt64]
     public var openScopeInstances: [UInt64]
     /// Where the leader's serving thread and ZeroMQ's I/O thread run, in
@@ -414,25 +415,33 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     }
 
     public init(
-        epoch: UInt64, revision: UInt64, workers: [Worker], errorCounts: [String: UInt64], openScopeInstances: [UInt64],
+        epoch: UInt64, revision: UInt64, workers: [Worker], errorCounts: [CogdCode: UInt64], openScopeInstances: [UInt64],
         placement: String? = nil, commits: Commits? = nil
     ) {
         self.epoch = epoch
         self.revision = revision
         self.workers = workers
-        self.errorCounts = errorCounts
+        self.errorCounts = LeaderStatus.byText(errorCounts)
         self.openScopeInstances = openScopeInstances
         self.placement = placement
         self.commits = commits
+    }
+
+    /// How many times the leader counted `code`.
+    public func count(_ code: CogdCode) -> UInt64 { errorCounts[code.text] ?? 0 }
+
+    /// Counts by code as the wire carries them, keyed by each code's text.
+    public static func byText(_ counts: [CogdCode: UInt64]) -> [String: UInt64] {
+        Dictionary(counts.map { ($0.key.text, $0.value) }, uniquingKeysWith: &+)
     }
 }
 
 /// Why bytes are not a message this side accepts.
 public struct WireDecodeError: Error, Equatable, Sendable {
-    public let code: WireErrorCode
+    public let code: CogdCode
     public let message: String
 
-    public init(code: WireErrorCode, message: String) {
+    public init(code: CogdCode, message: String) {
         self.code = code
         self.message = message
     }
@@ -844,7 +853,7 @@ extension OpReply {
                 guard scanner.skip(text: "code"), let code = scanner.text(), scanner.skip(text: "detail"), let detail = scanner.text(),
                     scanner.skip(text: "reason"), scanner.text() != nil
                 else { return nil }
-                outcome = .rejected(code: code, detail: detail)
+                outcome = .rejected(code: CogdCode(code), detail: detail)
             case 1:
                 // A leader before code and detail were fields (or a dedup answer it stored).
                 guard scanner.skip(text: "reason"), let reason = scanner.text() else { return nil }
@@ -894,7 +903,7 @@ extension OpReply {
             writer.appendText("rejected")
             writer.appendHead(major: 5, 3)  // code, detail, reason
             writer.appendText("code")
-            writer.appendText(code)
+            writer.appendText(code.text)
             writer.appendText("detail")
             writer.appendText(detail)
             writer.appendText("reason")
@@ -903,7 +912,7 @@ extension OpReply {
             writer.appendText("rejected")
             writer.appendHead(major: 5, 4)  // code, detail, reason, refusal
             writer.appendText("code")
-            writer.appendText(OpReply.Outcome.refusedCode)
+            writer.appendText(OpReply.Outcome.refusedCode.text)
             writer.appendText("detail")
             writer.appendText(OpReply.Outcome.refusedDetail(code: code, reason: reason))
             writer.appendText("reason")

@@ -382,6 +382,6 @@ enum Wire {
 }
 
 /// A rejection as it goes on the wire.
-func rejected(_ code: RejectionCode, _ detail: String) -> OpReply.Outcome {
+func rejected(_ code: CogdCode, _ detail: String) -> OpReply.Outcome {
     .rejected(Rejection(code, detail))
 }
