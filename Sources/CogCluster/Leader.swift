@@ -200,20 +200,11 @@ public final class Leader {
         return counts
     }
     /// `errorCounts` split by kind (`protocol/metrics.md` §3, §5): op
-    /// requests answered rejected, by rejection code — wire `error
-    /// unavailable` replies with them, as they share the code — and every
-    /// other error reply or event, by code (a `hello` refused `name-in-use`
-    /// among them).
+    /// requests answered rejected, by rejection code, and every other error
+    /// reply or event, by code (a `hello` refused `name-in-use`, a wire
+    /// `error unavailable`, among them).
     var countsByKind: (rejections: [CogdCode: UInt64], errors: [CogdCode: UInt64]) {
-        let counts = errorCounts
-        var rejections: [CogdCode: UInt64] = [:]
-        var errors: [CogdCode: UInt64] = [:]
-        for (code, total) in counts {
-            let rejected = code == .unavailable ? total : min(total, core.rejectionCounts[code] ?? 0)
-            if rejected > 0 { rejections[code] = rejected }
-            if total > rejected { errors[code] = total - rejected }
-        }
-        return (rejections, errors)
+        core.countsByKind(adding: errorCounts)
     }
     /// The bound endpoints (wildcard ports resolved).
     public let boundRequestsEndpoint: String

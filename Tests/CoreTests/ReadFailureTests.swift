@@ -43,6 +43,13 @@ struct ReadFailureTests {
         leader.reads.failingDedupReads = 1
         #expect(leader.send("w", Wire.hello("w")) == [.error(WireError(.unavailable, Self.dedupUnreadable))])
         #expect(leader.send("w", Wire.heartbeat("w")) == [.welcome(epoch: 1, lastRevision: 0, turnsEndpoint: CoreHarness.turnsEndpoint, lastSequence: 0)])
+        // Counted as an error reply, not as a request rejected (metrics §3), beside an op rejected unavailable.
+        leader.reads.failingDedupReads = 1
+        #expect(leader.outcome("c", try Wire.open("alice", 5, worker: "fresh", seq: 1)) == rejected(.unavailable, Self.dedupUnreadable))
+        #expect(leader.core.errorCounts == ["unavailable": 2])
+        let (rejections, errors) = leader.core.countsByKind()
+        #expect(rejections == ["unavailable": 1])
+        #expect(errors == ["unavailable": 1])
     }
 
     @Test func `a catch-up the turn log cannot be read for is answered unavailable`() throws {

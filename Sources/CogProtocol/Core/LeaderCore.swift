@@ -1373,6 +1373,20 @@ public struct LeaderCore {
         return pendingEvents
     }
 
+    /// The counts split by kind (`protocol/metrics.md` §3): op requests
+    /// answered rejected, by rejection code, and every other error reply or
+    /// event, by code — a `hello` refused `name-in-use` and a wire `error
+    /// unavailable` among the errors, though their codes are rejection codes
+    /// too. `all` is `errorCounts` with the driver's own events added.
+    public func countsByKind(adding all: [CogdCode: UInt64]? = nil) -> (rejections: [CogdCode: UInt64], errors: [CogdCode: UInt64]) {
+        var errors: [CogdCode: UInt64] = [:]
+        for (code, total) in all ?? errorCounts {
+            let other = total &- min(total, rejectionCounts[code] ?? 0)
+            if other > 0 { errors[code] = other }
+        }
+        return (rejectionCounts, errors)
+    }
+
     /// Counts an event the driver saw (`send-dropped`, …) with the core's.
     public mutating func countEvent(_ event: CogdCode, by amount: UInt64 = 1) {
         errorCounts[event, default: 0] &+= amount
