@@ -104,6 +104,12 @@ public final class Worker: CogRemoteLink {
     private let start = ContinuousClock.now
     private var now: Duration { ContinuousClock.now - start }
 
+    /// What the replica's operator is told since the last call, oldest
+    /// first (`ReplicaCore.Event`; `cogd worker` logs each).
+    public func takeEvents() -> [ReplicaCore.Event] { core.takeEvents() }
+    /// Events the core could not keep between two `takeEvents` (more than `ReplicaCore.maximumEvents`).
+    public var droppedEvents: UInt64 { core.droppedEvents }
+
     /// The newest revision applied to the replica.
     public var appliedRevision: UInt64 { core.appliedRevision }
     /// The leader epoch the replica follows.

@@ -359,31 +359,18 @@ enum ClusterCommands {
         }
         // READY=1 once the worker has said hello and synced the first time (deploy/systemd/cogd-worker@.service).
         let notifier = ServiceNotifier()
-        var reportedReady = false
         func notify(_ fields: [String]) {
             if let failure = notifier.notify(fields) {
                 log.log(.warn, "notify-failed", "could not tell the service manager: \(escaped: failure)", ["reason": .text("\(failure)")])
             }
         }
         notify(["STATUS=saying hello to the leader at \(options.leaderEndpoint)"])
-        var reportedEpoch: UInt64?
-        var reportedRevision: UInt64 = 0
-        var reportedDisplaced = false
-        var reportedRigRefused = false
-        var reportedAccessRefused = false
+        // What the driver itself observes (the core's events say the rest, `ReplicaCore.Event`).
+        var reportedRevision: UInt64?
         var reportedHandshake: HandshakeWatch.Problem?
         var reportedSilence = false
         var reportedSwitches: UInt64 = 0
-        var reportedMismatches = 0
-        var reportedCompacted = 0
-        var reportedResync: UInt64 = 0
-        var reportedStartOvers: UInt64 = 0
-        // A start-over (revision-ahead) noticed: the next sync is reported with it.
-        var startedOverAt: UInt64?  // the revision a start-over discarded, until the sync after it is logged
-        var reportedGivenUp: UInt64 = 0
-        var reportedLeaseExpiries: UInt64 = 0
-        var reportedSuspended = false
-        var awaitingRejoin = false
+        var reportedDroppedEvents: UInt64 = 0
         var reportedMalformed: UInt64 = 0
         var lastMalformedLine: ContinuousClock.Instant?
         // Whether --leader was probed for the turn stream (once, before the first sync), and found to be it.
@@ -435,17 +422,6 @@ enum ClusterCommands {
                         .info, "leader-switch", "asking the node at \(TerminalText.escaped(worker.currentLeaderEndpoint))\(said)\(probe)",
                         ["leader": .text(worker.currentLeaderEndpoint), "switches": .number(Double(worker.leaderSwitches))])
                 }
-                if (worker.displaced != nil) != reportedDisplaced {
-                    reportedDisplaced = worker.displaced != nil
-                    if let refusal = worker.displaced {
-                        log.log(
-                            .warn, "name-refused", "the leader refuses this name: \(escaped: refusal.message); saying hello again after 0.5 s, 1 s, 2 s, 4 s, "
-                                + "then every 5 s until it is free",
-                            ["reason": .text(refusal.message)])
-                    } else {
-                        log.log(.info, "name-free", "the name is free; this process holds it now")
-                    }
-                }
                 let handshake = worker.handshakeProblem()
                 if handshake != reportedHandshake {
                     reportedHandshake = handshake
@@ -456,80 +432,17 @@ enum ClusterCommands {
                         log.log(.info, "handshake-accepted", "the leader accepts this key")
                     }
                 }
-                if (worker.accessRefused != nil) != reportedAccessRefused {
-                    reportedAccessRefused = worker.accessRefused != nil
-                    if let refusal = worker.accessRefused {
-                        log.log(
-                            .warn, "key-refused",
-                            "the leader refuses this key: \(escaped: refusal.message); "
-                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until its peers file allows it",
-                            ["reason": .text(refusal.message)])
-                    } else {
-                        log.log(.info, "key-accepted", "the leader accepts this key and name")
-                    }
+                for event in worker.takeEvents() {
+                    // The snapshot's revision is told by its sync: turns applied after it are told next.
+                    if case .synced(let sync) = event { reportedRevision = sync.revision }
+                    logReplicaEvent(event, worker, log, notify: notify)
                 }
-                if (worker.rigRefused != nil) != reportedRigRefused {
-                    reportedRigRefused = worker.rigRefused != nil
-                    if let refusal = worker.rigRefused {
-                        log.log(
-                            .warn, "rig-refused",
-                            "the leader refuses this worker's rig: \(escaped: refusal.message); "
-                                + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until it serves a compatible one",
-                            ["reason": .text(refusal.message)])
-                    } else {
-                        log.log(.info, "rig-accepted", "the leader accepts this worker's rig")
-                    }
-                }
-                if worker.startOvers != reportedStartOvers, let startOver = worker.lastStartOver {
-                    // revision-ahead: the leader's log holds less than the replica (its folder went back or was replaced).
-                    reportedStartOvers = worker.startOvers
-                    startedOverAt = startOver.discardedRevision
+                if worker.droppedEvents != reportedDroppedEvents {
                     log.log(
-                        .warn, "revision-ahead",
-                        "the leader's log is behind this replica (its data folder went back, or is another one): "
-                            + "discarded the replica at revision \(startOver.discardedRevision)"
-                            + (startOver.discardedEpoch.map { ", epoch \($0)" } ?? "")
-                            + "; syncing again from the leader's state (the leader says: \(escaped: startOver.reason))",
-                        ["discardedRevision": .number(Double(startOver.discardedRevision)),
-                         "discardedEpoch": .number(Double(startOver.discardedEpoch ?? 0)), "reason": .text(startOver.reason)])
-                }
-                // Synced again after it: counted by the core, so a start-over and its
-                // sync between two looks are still told (the sync logged with it).
-                let startedOver = startedOverAt.flatMap { worker.snapshotsSinceStartOver > 0 ? $0 : nil }
-                if worker.isSynced && (worker.syncedEpoch != reportedEpoch || startedOver != nil) {
-                    // The snapshot's revision: turns applied after it in the same pass are reported next.
-                    reportedEpoch = worker.syncedEpoch
-                    reportedRevision = worker.syncedRevision
-                    reportedResync = worker.syncedRevision
-                    startedOverAt = nil
-                    let event = worker.operations.snapshotsApplied > 1 ? "resynced" : "synced"
-                    let synced: String =
-                        "synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"
-                        + (worker.syncedParts > 1 ? " (snapshot in \(worker.syncedParts) parts)" : "")
-                    let revision = OperatorLog.Value.number(Double(worker.syncedRevision))
-                    let epoch = OperatorLog.Value.number(Double(worker.syncedEpoch ?? 0))
-                    let parts = OperatorLog.Value.number(Double(worker.syncedParts))
-                    if let startedOver {
-                        log.log(
-                            .info, event, synced + "; started over: revision \(startedOver) was discarded",
-                            ["revision": revision, "epoch": epoch, "parts": parts, "discardedRevision": .number(Double(startedOver))])
-                    } else {
-                        log.log(.info, event, synced, ["revision": revision, "epoch": epoch, "parts": parts])
-                    }
-                    notify(
-                        (reportedReady ? [] : ["READY=1", "MAINPID=\(getpid())"])
-                            + ["STATUS=synced at revision \(worker.syncedRevision), epoch \(worker.syncedEpoch ?? 0)"])
-                    reportedReady = true
-                }
-                if worker.compactedCatchUps != reportedCompacted && worker.syncedRevision != reportedResync {
-                    // A catch-up the leader could not serve (its retention removed those turns), then a snapshot.
-                    reportedCompacted = worker.compactedCatchUps
-                    reportedResync = worker.syncedRevision
-                    log.log(
-                        .info, "resynced",
-                        "the turns it lacked are no longer in the leader's log (retention); "
-                            + "re-synced from a snapshot at revision \(worker.syncedRevision)",
-                        ["revision": .number(Double(worker.syncedRevision))])
+                        .warn, "events-dropped",
+                        "\(worker.droppedEvents - reportedDroppedEvents) of the replica's events were not logged (over \(ReplicaCore.maximumEvents) in one pass)",
+                        ["count": .number(Double(worker.droppedEvents - reportedDroppedEvents))])
+                    reportedDroppedEvents = worker.droppedEvents
                 }
                 // Every rejection of this worker's own requests, at WARN (`protocol/metrics.md` §5).
                 let (rejections, unlogged) = worker.takeRejections()
@@ -540,51 +453,6 @@ enum ClusterCommands {
                         "\(unlogged) more of this worker's requests were rejected since the last pass, not logged one by one "
                             + "(over \(WorkerRejections.reportsKept)); cogd_worker_rejections_total counts every one",
                         ["count": .number(Double(unlogged))])
-                }
-                if worker.isSuspended != reportedSuspended || worker.leaseExpiries != reportedLeaseExpiries {
-                    // The lease ran out (or ran out and was renewed between two looks: both are told).
-                    let lease = worker.lease.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 0
-                    if worker.leaseExpiries != reportedLeaseExpiries {
-                        reportedLeaseExpiries = worker.leaseExpiries
-                        log.log(
-                            .warn, "lease-expired",
-                            "no welcome from the leader for \(String(format: "%.1f", lease)) s (its heartbeat timeout less the margin): the instances placed here "
-                                + "stop their tasks and reactions until the leader answers again, before it may move them to another worker",
-                            ["leaseSeconds": .number(lease), "expiries": .number(Double(worker.leaseExpiries))])
-                    }
-                    if !worker.isSuspended {
-                        log.log(
-                            .info, "lease-renewed",
-                            "the leader answers again: the instances still placed here start their tasks and reactions again",
-                            ["renewals": .number(Double(worker.leaseRenewals))])
-                    }
-                    reportedSuspended = worker.isSuspended
-                }
-                if worker.timesGivenUp != reportedGivenUp {
-                    // `gone`: the leader heard nothing from this worker past its heartbeat timeout and retired its instances.
-                    reportedGivenUp = worker.timesGivenUp
-                    awaitingRejoin = true
-                    let stall = worker.lastStall.flatMap { ContinuousClock.now - $0.endedAt < .seconds(10) ? $0.duration : nil }
-                        .map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-                    var cause = "it heard no heartbeat from this worker past its heartbeat timeout (the network, or the leader, held them up)"
-                    if let stall {
-                        cause =
-                            "this process itself was paused for \(String(format: "%.1f", stall)) s (stopped, suspended or starved: its own "
-                            + "clock jumped), so it sent no heartbeat past the leader's heartbeat timeout"
-                    }
-                    let reason = OperatorLog.Value.text(worker.errors.last { $0.code == .gone }?.message ?? "")
-                    let message: String =
-                        "the leader gave this worker up: \(cause); it retired this worker's scope instances. Rejoining: saying hello, "
-                        + "then registering the scopes anew (their children's requests wait for new instances)"
-                    if let stall {
-                        log.log(.warn, "given-up", message, ["reason": reason, "pausedSeconds": .number(stall)])
-                    } else {
-                        log.log(.warn, "given-up", message, ["reason": reason])
-                    }
-                }
-                if awaitingRejoin && worker.hasJoined {
-                    awaitingRejoin = false
-                    log.log(.info, "rejoined", "rejoined the leader at revision \(worker.appliedRevision); the scopes register anew")
                 }
                 if worker.malformedRefusals != reportedMalformed, let refusal = worker.lastMalformedRefusal,
                     lastMalformedLine.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true
@@ -600,15 +468,9 @@ enum ClusterCommands {
                             + "what it refused is not done (does the leader run another cogd version?)",
                         ["reason": .text(refusal.message), "count": .number(Double(count)), "total": .number(Double(reportedMalformed))])
                 }
-                if worker.digestMismatches != reportedMismatches {
-                    reportedMismatches = worker.digestMismatches
-                    log.log(
-                        .error, "digest-mismatch", "\(escaped: worker.lastDigestMismatch ?? "state digest mismatch") (\(reportedMismatches) so far)",
-                        ["detail": .text(worker.lastDigestMismatch ?? ""), "count": .number(Double(reportedMismatches))])
-                }
-                if worker.appliedRevision != reportedRevision && reportedEpoch != nil {
+                if worker.isSynced && worker.appliedRevision != reportedRevision {
                     reportedRevision = worker.appliedRevision
-                    log.log(.debug, "applied", "applied \(reportedRevision)", ["revision": .number(Double(reportedRevision))])
+                    log.log(.debug, "applied", "applied \(worker.appliedRevision)", ["revision": .number(Double(worker.appliedRevision))])
                 }
                 fflush(nil)
             }
@@ -906,6 +768,107 @@ enum ClusterCommands {
         guard let address else { return nil }
         let board = MetricsBoard()
         return (board, try MetricsServer(address: address, board: board))
+    }
+
+    /// The line (or lines) for one of the replica core's events
+    /// (`protocol/metrics.md` §5, the worker's lines), and what the service
+    /// manager is told with it (`READY=1` at the first sync).
+    @MainActor
+    static func logReplicaEvent(_ event: ReplicaCore.Event, _ worker: Worker, _ log: OperatorLog, notify: ([String]) -> Void) {
+        switch event {
+        case .nameRefused(let refusal):
+            log.log(
+                .warn, "name-refused", "the leader refuses this name: \(escaped: refusal.message); saying hello again after 0.5 s, 1 s, 2 s, 4 s, "
+                    + "then every 5 s until it is free",
+                ["reason": .text(refusal.message)])
+        case .nameFree:
+            log.log(.info, "name-free", "the name is free; this process holds it now")
+        case .keyRefused(let refusal):
+            log.log(
+                .warn, "key-refused",
+                "the leader refuses this key: \(escaped: refusal.message); "
+                    + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until its peers file allows it",
+                ["reason": .text(refusal.message)])
+        case .keyAccepted:
+            log.log(.info, "key-accepted", "the leader accepts this key and name")
+        case .rigRefused(let refusal):
+            log.log(
+                .warn, "rig-refused",
+                "the leader refuses this worker's rig: \(escaped: refusal.message); "
+                    + "saying hello every \(ReplicaCore.rigRetryInterval.components.seconds) s until it serves a compatible one",
+                ["reason": .text(refusal.message)])
+        case .rigAccepted:
+            log.log(.info, "rig-accepted", "the leader accepts this worker's rig")
+        case .startedOver(let startOver):
+            // revision-ahead: the leader's log holds less than the replica (its folder went back or was replaced).
+            log.log(
+                .warn, "revision-ahead",
+                "the leader's log is behind this replica (its data folder went back, or is another one): "
+                    + "discarded the replica at revision \(startOver.discardedRevision)"
+                    + (startOver.discardedEpoch.map { ", epoch \($0)" } ?? "")
+                    + "; syncing again from the leader's state (the leader says: \(escaped: startOver.reason))",
+                ["discardedRevision": .number(Double(startOver.discardedRevision)),
+                 "discardedEpoch": .number(Double(startOver.discardedEpoch ?? 0)), "reason": .text(startOver.reason)])
+        case .synced(let sync):
+            let revision = OperatorLog.Value.number(Double(sync.revision))
+            guard sync.first || sync.newEpoch || sync.startedOverFrom != nil else {
+                if sync.afterCompaction {
+                    // A catch-up the leader could not serve (its retention removed those turns), then a snapshot.
+                    log.log(
+                        .info, "resynced",
+                        "the turns it lacked are no longer in the leader's log (retention); re-synced from a snapshot at revision \(sync.revision)",
+                        ["revision": revision])
+                }
+                return
+            }
+            let event = sync.first ? "synced" : "resynced"
+            let synced = "synced at revision \(sync.revision), epoch \(sync.epoch)" + (sync.parts > 1 ? " (snapshot in \(sync.parts) parts)" : "")
+            let epoch = OperatorLog.Value.number(Double(sync.epoch))
+            let parts = OperatorLog.Value.number(Double(sync.parts))
+            if let startedOver = sync.startedOverFrom {
+                log.log(
+                    .info, event, synced + "; started over: revision \(startedOver) was discarded",
+                    ["revision": revision, "epoch": epoch, "parts": parts, "discardedRevision": .number(Double(startedOver))])
+            } else {
+                log.log(.info, event, synced, ["revision": revision, "epoch": epoch, "parts": parts])
+            }
+            notify((sync.first ? ["READY=1", "MAINPID=\(getpid())"] : []) + ["STATUS=synced at revision \(sync.revision), epoch \(sync.epoch)"])
+        case .givenUp(let refusal):
+            // `gone`: the leader heard nothing from this worker past its heartbeat timeout and retired its instances.
+            let stall = worker.lastStall.flatMap { ContinuousClock.now - $0.endedAt < .seconds(10) ? $0.duration : nil }
+                .map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+            var cause = "it heard no heartbeat from this worker past its heartbeat timeout (the network, or the leader, held them up)"
+            if let stall {
+                cause =
+                    "this process itself was paused for \(String(format: "%.1f", stall)) s (stopped, suspended or starved: its own "
+                    + "clock jumped), so it sent no heartbeat past the leader's heartbeat timeout"
+            }
+            let reason = OperatorLog.Value.text(refusal.message)
+            let message: String =
+                "the leader gave this worker up: \(cause); it retired this worker's scope instances. Rejoining: saying hello, "
+                + "then registering the scopes anew (their children's requests wait for new instances)"
+            if let stall {
+                log.log(.warn, "given-up", message, ["reason": reason, "pausedSeconds": .number(stall)])
+            } else {
+                log.log(.warn, "given-up", message, ["reason": reason])
+            }
+        case .rejoined(let revision):
+            log.log(.info, "rejoined", "rejoined the leader at revision \(revision); the scopes register anew")
+        case .leaseExpired(let expiries):
+            let lease = worker.lease.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 0
+            log.log(
+                .warn, "lease-expired",
+                "no welcome from the leader for \(String(format: "%.1f", lease)) s (its heartbeat timeout less the margin): the instances placed here "
+                    + "stop their tasks and reactions until the leader answers again, before it may move them to another worker",
+                ["leaseSeconds": .number(lease), "expiries": .number(Double(expiries))])
+        case .leaseRenewed(let renewals):
+            log.log(
+                .info, "lease-renewed",
+                "the leader answers again: the instances still placed here start their tasks and reactions again",
+                ["renewals": .number(Double(renewals))])
+        case .digestMismatch(let detail, let count):
+            log.log(.error, "digest-mismatch", "\(escaped: detail) (\(count) so far)", ["detail": .text(detail), "count": .number(Double(count))])
+        }
     }
 
     /// One line for a rejection of the worker's own request: the op, the

@@ -298,6 +298,43 @@ struct ReplicaCoreTests {
         #expect(replica.timesGivenUp == 2)
     }
 
+    @Test func `what the operator is told comes as events, each once, in the order it happened`() {
+        var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false))
+        _ = replica.step(.start, now: .zero)
+        let inUse = WireError(.nameInUse, "worker w1 is held by another connection")
+        _ = replica.step(.leader(.error(inUse)), now: .milliseconds(5))
+        _ = replica.step(.leader(.error(inUse)), now: .milliseconds(6))
+        _ = replica.step(Self.welcome(lastRevision: 4), now: .milliseconds(10))
+        _ = replica.step(Self.snapshot(revision: 4, [Self.entry("test.n", 4)]), now: .milliseconds(20))
+        #expect(replica.takeEvents() == [
+            .nameRefused(inUse), .nameFree,
+            .synced(.init(revision: 4, epoch: 1, parts: 1, first: true, newEpoch: false, startedOverFrom: nil, afterCompaction: false)),
+        ])
+        #expect(replica.takeEvents() == [], "taken once")
+        // Given up (twice answered), rejoined; the log went back; a catch-up compacted; a new epoch.
+        let gone = WireError(.gone, "worker w1 was silent past the heartbeat timeout")
+        _ = replica.step(.leader(.error(gone)), now: .milliseconds(30))
+        _ = replica.step(.leader(.error(gone)), now: .milliseconds(31))
+        _ = replica.step(Self.welcome(lastRevision: 4), now: .milliseconds(40))
+        let ahead = WireError(.revisionAhead, "this leader's log ends at revision 2")
+        _ = replica.step(.leader(.error(ahead)), now: .milliseconds(50))
+        _ = replica.step(Self.welcome(lastRevision: 2), now: .milliseconds(60))
+        _ = replica.step(Self.snapshot(revision: 2, []), now: .milliseconds(70))
+        _ = replica.step(.published(epoch: 1, records: [Self.record(5)]), now: .milliseconds(80))
+        _ = replica.step(Self.refusal(.compacted, "revision 3 is no longer in the log"), now: .milliseconds(90))
+        _ = replica.step(Self.snapshot(revision: 6, []), now: .milliseconds(100))
+        _ = replica.step(Self.welcome(epoch: 2, lastRevision: 6), now: .milliseconds(110))
+        _ = replica.step(Self.snapshot(epoch: 2, revision: 6, []), now: .milliseconds(120))
+        #expect(replica.takeEvents() == [
+            .givenUp(gone), .rejoined(revision: 4),
+            .startedOver(.init(discardedRevision: 4, discardedEpoch: 1, reason: ahead.message)),
+            .synced(.init(revision: 2, epoch: 1, parts: 1, first: false, newEpoch: false, startedOverFrom: 4, afterCompaction: false)),
+            .synced(.init(revision: 6, epoch: 1, parts: 1, first: false, newEpoch: false, startedOverFrom: nil, afterCompaction: true)),
+            .synced(.init(revision: 6, epoch: 2, parts: 1, first: false, newEpoch: true, startedOverFrom: nil, afterCompaction: false)),
+        ])
+        #expect(replica.droppedEvents == 0)
+    }
+
     @Test func `a restarted leader whose log went back: hello-first, then revision-ahead, and the replica starts over`() {
         var replica = Self.synced(at: 4)
         let helloFirst = WireError(.helloFirst, "`heartbeat` needs a worker that said hello on this connection (worker w1 has not); say hello first")

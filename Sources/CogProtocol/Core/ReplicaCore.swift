@@ -111,6 +111,69 @@ public struct ReplicaCore: Sendable {
         case followLeader(endpoint: String, epoch: UInt64)
     }
 
+    /// What the worker's operator is told (`protocol/metrics.md` §5, the
+    /// worker's lines), said by the core as it happens: the driver takes
+    /// them (`takeEvents`) and logs each, so none is missed or told twice
+    /// however the driver's looks fall. At most `maximumEvents` wait; more
+    /// are counted in `droppedEvents`, not kept.
+    public enum Event: Sendable, Equatable {
+        /// The leader refuses this process the worker name (`name-in-use`).
+        case nameRefused(WireError)
+        /// A welcome after `nameRefused`: this process holds the name.
+        case nameFree
+        /// The leader refuses this worker's key what it asks (`unknown-key`, `not-your-name`, `role-forbids`).
+        case keyRefused(WireError)
+        /// A welcome after `keyRefused`.
+        case keyAccepted
+        /// The leader refuses this worker's rig (`rig-mismatch`).
+        case rigRefused(WireError)
+        /// A welcome after `rigRefused`.
+        case rigAccepted
+        /// The replica was discarded: the leader's log is behind it (`revision-ahead`).
+        case startedOver(StartOver)
+        /// A snapshot was applied.
+        case synced(Sync)
+        /// The leader gave this worker up (`gone`), in its words.
+        case givenUp(WireError)
+        /// Welcomed again after `givenUp`, at this applied revision.
+        case rejoined(revision: UInt64)
+        /// The lease ran out: the placed instances' effects are suspended.
+        case leaseExpired(expiries: UInt64)
+        /// A welcome renewed the lease after it ran out.
+        case leaseRenewed(renewals: UInt64)
+        /// A record or snapshot carried another state digest than the replica's, in words, and how many so far.
+        case digestMismatch(String, count: Int)
+    }
+
+    /// A snapshot applied, and why it was asked for.
+    public struct Sync: Sendable, Equatable {
+        public var revision: UInt64
+        public var epoch: UInt64
+        /// How many parts it came in.
+        public var parts: UInt64
+        /// The first snapshot this replica applied.
+        public var first: Bool
+        /// Of another epoch than the snapshot before it (a new leader epoch).
+        public var newEpoch: Bool
+        /// The revision a start-over discarded, when this is the sync after it.
+        public var startedOverFrom: UInt64?
+        /// Asked for because a catch-up was answered `compacted` (retention removed the records it lacked).
+        public var afterCompaction: Bool
+
+        public init(revision: UInt64, epoch: UInt64, parts: UInt64, first: Bool, newEpoch: Bool, startedOverFrom: UInt64?, afterCompaction: Bool) {
+            self.revision = revision
+            self.epoch = epoch
+            self.parts = parts
+            self.first = first
+            self.newEpoch = newEpoch
+            self.startedOverFrom = startedOverFrom
+            self.afterCompaction = afterCompaction
+        }
+    }
+
+    /// The most events kept for the driver between two `takeEvents`.
+    public static let maximumEvents = 1_024
+
     /// A replica discarded because the leader's log is behind it.
     public struct StartOver: Sendable, Equatable {
         /// The revision and epoch the replica had reached.
@@ -253,6 +316,14 @@ public struct ReplicaCore: Sendable {
     /// The scopes register anew on the next welcome of the same epoch.
     private var registerOnWelcome = false
     private var effects: [Effect] = []
+    private var events: [Event] = []
+    /// Events not kept because `maximumEvents` were waiting.
+    public private(set) var droppedEvents: UInt64 = 0
+    /// Said with the next sync: a start-over's discarded revision, a catch-up answered `compacted`.
+    private var syncAfterStartOver: UInt64?
+    private var syncAfterCompaction = false
+    /// A `gone` was told: `rejoined` is told at the welcome that joins again.
+    private var rejoinToTell = false
 
     public init(settings: Settings) {
         self.settings = settings
@@ -301,6 +372,20 @@ public struct ReplicaCore: Sendable {
         }
         defer { effects = [] }
         return effects
+    }
+
+    /// The events since the last call, oldest first (`Event`).
+    public mutating func takeEvents() -> [Event] {
+        defer { events = [] }
+        return events
+    }
+
+    private mutating func tell(_ event: Event) {
+        guard events.count < ReplicaCore.maximumEvents else {
+            droppedEvents &+= 1
+            return
+        }
+        events.append(event)
     }
 
     /// The sequence of the next request, or nil when the name has used
@@ -380,6 +465,7 @@ public struct ReplicaCore: Sendable {
         isSuspended = true
         leaseExpiries &+= 1
         effects.append(.suspendEffects)
+        tell(.leaseExpired(expiries: leaseExpiries))
     }
 
     /// A welcome came: the lease runs from the first hello or heartbeat it
@@ -394,6 +480,7 @@ public struct ReplicaCore: Sendable {
         isSuspended = false
         leaseRenewals &+= 1
         effects.append(.resumeEffects)
+        tell(.leaseRenewed(renewals: leaseRenewals))
     }
 
     /// Says hello, with the rig's fingerprint when the worker runs one.
@@ -448,9 +535,16 @@ public struct ReplicaCore: Sendable {
         // registers anew once the snapshot is applied.
         let dropped = registerOnWelcome || displaced != nil
         registerOnWelcome = false
+        if displaced != nil { tell(.nameFree) }
+        if rigRefused != nil { tell(.rigAccepted) }
+        if accessRefused != nil { tell(.keyAccepted) }
         displaced = nil
         rigRefused = nil
         accessRefused = nil
+        if rejoinToTell, hasJoined {
+            rejoinToTell = false
+            tell(.rejoined(revision: appliedRevision))
+        }
         if dropped, self.epoch == epoch, isSynced { effects.append(.registerScopesAnew) }
         leaderRevision = max(self.epoch == epoch ? leaderRevision : 0, lastRevision)
         // A worker restarted under the same name continues above the
@@ -511,6 +605,11 @@ public struct ReplicaCore: Sendable {
         let absent = statesAbsent(from: entries)
         encodedState = [:]
         for entry in entries { encodedState[TurnWrite.entryKey(name: entry.name, key: entry.key)] = entry.value }
+        tell(.synced(Sync(
+            revision: revision, epoch: epoch, parts: total, first: !isSynced, newEpoch: isSynced && syncedEpoch != epoch,
+            startedOverFrom: syncAfterStartOver, afterCompaction: syncAfterCompaction)))
+        syncAfterStartOver = nil
+        syncAfterCompaction = false
         adoptSnapshotDigest(entries, digest, revision: revision)
         snapshotsSinceStartOver &+= 1
         effects.append(.applySnapshot(revision: revision, entries: entries, absent: absent))
@@ -549,10 +648,15 @@ public struct ReplicaCore: Sendable {
             // the records held above it apply after it.
             catchUpFrom = nil
             compactedCatchUps += 1
+            syncAfterCompaction = true
             if !awaitingSnapshot { requestSnapshot(now: now) }
         case .gone, .helloFirst:
             guard displaced == nil else { return }
-            if error.code == .gone, !rejoining { timesGivenUp &+= 1 }
+            if error.code == .gone, !rejoining {
+                timesGivenUp &+= 1
+                rejoinToTell = true
+                tell(.givenUp(error))
+            }
             // The leader gave this worker up (silent too long) and retired its
             // instances, or does not know this connection (it restarted, or
             // forgot a worker it gave up long ago): say hello — again at each
@@ -572,7 +676,10 @@ public struct ReplicaCore: Sendable {
             // it already has: a second answer to an earlier hello).
             startOvers &+= 1
             snapshotsSinceStartOver = 0
-            lastStartOver = StartOver(discardedRevision: appliedRevision, discardedEpoch: epoch, reason: error.message)
+            let startOver = StartOver(discardedRevision: appliedRevision, discardedEpoch: epoch, reason: error.message)
+            lastStartOver = startOver
+            syncAfterStartOver = startOver.discardedRevision
+            tell(.startedOver(startOver))
             rejoining = true
             epoch = nil
             appliedRevision = 0
@@ -583,12 +690,14 @@ public struct ReplicaCore: Sendable {
             // then (the leader may be upgraded meanwhile); its instances, if
             // any, are gone.
             if !heldOff { effects.append(.forgetInstances) }
+            if rigRefused == nil { tell(.rigRefused(error)) }
             rigRefused = error
         case .unknownKey, .notYourName, .roleForbids:
             // The peers file does not give this key what it asked for: the
             // same holds for everything it would send. Say hello now and then
             // (the file may be mended and reloaded meanwhile).
             if !heldOff { effects.append(.forgetInstances) }
+            if accessRefused == nil { tell(.keyRefused(error)) }
             accessRefused = error
         case .nameInUse:
             guard displaced == nil else { return }
@@ -596,6 +705,7 @@ public struct ReplicaCore: Sendable {
             // replaced while frozen): its instances, if any, are gone; say
             // hello until the name is free.
             displaced = error
+            tell(.nameRefused(error))
             nameRetry = ReplicaCore.nameRetryInitial
             effects.append(.forgetInstances)
         case .unavailable, .busy:
@@ -674,6 +784,7 @@ public struct ReplicaCore: Sendable {
         lastDigestMismatch =
             "state digest mismatch at revision \(record.revision): the record says \(record.stateDigest), "
             + "the replica has \(stateDigest); re-syncing from a snapshot"
+        tell(.digestMismatch(lastDigestMismatch ?? "", count: digestMismatches))
         requestSnapshot(now: now)
         return true
     }
@@ -690,6 +801,7 @@ public struct ReplicaCore: Sendable {
         lastDigestMismatch =
             "state digest mismatch in the snapshot at revision \(revision): the leader says \(sent), its entries give \(computed) "
             + "(its state table may differ from its log: run `cogd log verify` on its data folder)"
+        tell(.digestMismatch(lastDigestMismatch ?? "", count: digestMismatches))
     }
 
     /// The states the replica holds that `entries` (a snapshot) lacks, in key
