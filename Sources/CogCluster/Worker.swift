@@ -185,9 +185,10 @@ public final class Worker: CogRemoteLink {
     /// Scope registrations with the leader, by this worker's number.
     private var scopes: [UInt64: WorkerScope] = [:]
     private var nextRegistration: UInt64 = 0
-    /// Registration replies above the replica's revision, adopted once it
-    /// reaches theirs (`protocol/cogwire.md` §6: the members they list are as of that revision).
-    private var pendingReplies: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
+    /// Which instance each member of each registration has, as of the
+    /// applied revision (`ReplicaScopes`: the rules; the scopes here fill
+    /// and drop their child slots as it says).
+    private var scopeBook = ReplicaScopes()
     /// Registrations the socket could not take yet, oldest first: sent again every pass.
     private var unsentRegistrations: [ScopeRegistration] = []
     /// The event loop's read sources on the sockets' notification descriptors.
@@ -535,18 +536,14 @@ public final class Worker: CogRemoteLink {
                 } catch {
                     throw ReplicaDecodeError(at: "the snapshot of revision \(core.syncedRevision)", error)
                 }
-                pendingReplies = []
+                scopeBook.snapshotApplied()
                 operations.snapshotsApplied &+= 1
             case .apply(let record):
-                var placementsChanged: [WorkerScope] = []
-                for event in record.scopeEvents where event.worker == configuration.name {
-                    guard let registration = event.registration, let scope = scopes[registration] else { continue }
-                    switch event.kind {
-                    case .open: scope.opened(event.identity ?? [], instance: event.instance)
-                    case .retire: scope.forget(event.identity ?? [], instance: event.instance)
-                    }
-                    if scope.isPlaced, !placementsChanged.contains(where: { $0 === scope }) { placementsChanged.append(scope) }
-                }
+                let scopes = self.scopes
+                let changes = scopeBook.applied(record, worker: configuration.name) { scopes[$0]?.slotInstance($1) }
+                // The events' instances before the turn's writes reach the graph, the replies it reaches after.
+                let events = changes.prefix { if case .replyAdopted = $0 { false } else if case .adopted = $0 { false } else { true } }
+                var placementsChanged = perform(events)
                 defer { for scope in placementsChanged { scope.placementChanged() } }
                 do {
                     try cogs.applyReplicatedTurn(
@@ -555,19 +552,23 @@ public final class Worker: CogRemoteLink {
                 } catch {
                     throw ReplicaDecodeError(at: "revision \(record.revision) (\(record.name))", error)
                 }
-                adoptRegistrationReplies(reached: record.revision)
+                for scope in perform(changes.dropFirst(events.count)) where !placementsChanged.contains(where: { $0 === scope }) {
+                    placementsChanged.append(scope)
+                }
             case .firstSync:
                 cogs.operateReplicaMechanisms(mechanisms)
             case .registerScopesAnew:
                 registerScopesAnew()
             case .forgetInstances:
+                scopeBook.forgetInstances()
                 for scope in scopes.values { scope.forgetInstances() }
                 for scope in scopes.values where scope.isPlaced { scope.placementChanged() }
             case .reply(let reply):
                 answer(reply)
             case .registered(let registration, let revision, let members):
-                pendingReplies.append((registration, revision, members))
-                adoptRegistrationReplies(reached: core.appliedRevision)
+                for scope in perform(scopeBook.replied(registration: registration, revision: revision, members: members, applied: core.appliedRevision)) {
+                    scope.placementChanged()
+                }
             case .suspendEffects, .resumeEffects:
                 // Placed instances are placed here only while the lease holds
                 // (`WorkerScope.owns`): the scope machinery retires their
@@ -649,6 +650,7 @@ public final class Worker: CogRemoteLink {
     /// new instances, and their requests wait for them.
     private func registerScopesAnew() {
         unsentRegistrations = []
+        scopeBook.forgetInstances()
         for scope in scopes.values { scope.forgetInstances() }
         pruneRetiredScopes()
         for scope in scopes.values.sorted(by: { $0.spec.registration < $1.spec.registration }) {
@@ -794,26 +796,27 @@ public final class Worker: CogRemoteLink {
         return true
     }
 
-    /// Adopts the registration replies the replica has caught up with
-    /// (it has applied up to `reached`).
-    private func adoptRegistrationReplies(reached: UInt64) {
-        guard !pendingReplies.isEmpty else { return }
-        var later: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
-        for reply in pendingReplies {
-            if reply.revision > reached {
-                later.append(reply)
-            } else if let scope = scopes[reply.registration] {
-                scope.adopt(reply.members)
-                if scope.isPlaced { scope.placementChanged() }
+    /// Fills and drops the scopes' child slots as the book says; returns
+    /// the placed scopes whose placement may have changed.
+    private func perform<Changes: Sequence<ReplicaScopes.Change>>(_ changes: Changes) -> [WorkerScope] {
+        var placed: [WorkerScope] = []
+        for change in changes {
+            guard let scope = scopes[change.registration] else { continue }
+            switch change {
+            case .adopted(_, let identity, let instance): scope.adopted(identity, instance: instance)
+            case .opened(_, let identity, let instance): scope.opened(identity, instance: instance)
+            case .retired(_, let identity, _): scope.retired(identity)
+            case .replyAdopted: break
             }
+            if scope.isPlaced, !placed.contains(where: { $0 === scope }) { placed.append(scope) }
         }
-        pendingReplies = later
+        return placed
     }
 
     /// Sends a registration; a nested one waits until its parent's instance
     /// of the current epoch is known, and is not sent once the parent retired.
     private func register(_ scope: WorkerScope) {
-        scope.willRegister()
+        scopeBook.registering(scope.spec.registration)
         guard let parent = scope.parent else {
             sendRegistration(scope.spec)
             return
@@ -856,7 +859,15 @@ public final class Worker: CogRemoteLink {
     /// Forgets registrations made inside scope children that have retired
     /// (the leader dropped them with their parent instance).
     private func pruneRetiredScopes() {
-        for (number, scope) in scopes where scope.parent?.isRetired == true { scopes[number] = nil }
+        for (number, scope) in scopes where scope.parent?.isRetired == true {
+            scopes[number] = nil
+            scopeBook.drop(number)
+        }
+    }
+
+    /// The instance the member of a registration is paired with now.
+    func instance(registration: UInt64, identity: [UInt8]) -> UInt64? {
+        scopeBook.instance(registration: registration, identity: identity)
     }
 
     /// The encoded value of a durable state on the replica.
@@ -900,7 +911,8 @@ final class WorkerScope: CogRemoteScope {
     unowned let worker: Worker
     /// Encodes an automatic selector's value on the replica (nil for a durable source).
     private let currentEncoding: (@MainActor () -> [UInt8]?)?
-    private var instances: [[UInt8]: UInt64] = [:]
+    /// The child slots opened here, by member (their instances come from
+    /// the worker's `ReplicaScopes`).
     private var slots: [[UInt8]: CogInstanceSlot] = [:]
 
     init(spec: ScopeRegistration, parent: CogInstanceSlot?, worker: Worker, currentEncoding: (@MainActor () -> [UInt8]?)?) {
@@ -925,7 +937,7 @@ final class WorkerScope: CogRemoteScope {
     }
 
     func childSlot(identity: [UInt8]) -> CogInstanceSlot {
-        let slot = CogInstanceSlot(instance: instances[identity])
+        let slot = CogInstanceSlot(instance: worker.instance(registration: spec.registration, identity: identity))
         slots[identity] = slot
         return slot
     }
@@ -936,11 +948,17 @@ final class WorkerScope: CogRemoteScope {
 
     /// Whether the member is placed here and may act: not while the lease
     /// has run out (`Worker.isSuspended`).
-    func owns(_ identity: [UInt8]) -> Bool { !worker.isSuspended && instances[identity] != nil }
+    func owns(_ identity: [UInt8]) -> Bool { instance(of: identity) != nil }
 
     /// The instance the member `identity` is placed here with (nil while
     /// the lease has run out: the root's lifetime is retired meanwhile).
-    func instance(of identity: [UInt8]) -> UInt64? { worker.isSuspended ? nil : instances[identity] }
+    func instance(of identity: [UInt8]) -> UInt64? {
+        worker.isSuspended ? nil : worker.instance(registration: spec.registration, identity: identity)
+    }
+
+    /// The instance the member's slot holds (it may hold one the book no
+    /// longer pairs, after the registration was sent again).
+    func slotInstance(_ identity: [UInt8]) -> UInt64? { slots[identity]?.instance }
 
     private var placementActions: [@MainActor () -> Void] = []
 
@@ -951,49 +969,28 @@ final class WorkerScope: CogRemoteScope {
         for action in placementActions { action() }
     }
 
-    /// Identities an event changed since the registration was (re)sent: a
-    /// registration reply that arrives later is older news for them.
-    private var touched: Set<[UInt8]> = []
-
     /// The leader retired every instance of this worker: the children's
     /// requests wait for the instances the new registration brings.
     func forgetInstances() {
-        instances = [:]
         for slot in slots.values where !slot.isRetired { slot.instance = nil }
     }
 
-    /// The registration is being (re)sent (a new epoch's instances replace the old).
-    func willRegister() {
-        touched = []
-        instances = [:]
-    }
-
-    /// The registration reply's members, as of the revision the replica has
-    /// now reached (or passed: members an event changed since are skipped).
-    func adopt(_ members: [ScopeMember]) {
-        for member in members where !touched.contains(member.identity) {
-            instances[member.identity] = member.instance
-            guard let slot = slots[member.identity], !slot.isRetired else { continue }
-            slot.resolve(member.instance)
-        }
+    /// A registration reply's member, as of the revision the replica has reached.
+    func adopted(_ identity: [UInt8], instance: UInt64) {
+        guard let slot = slots[identity], !slot.isRetired else { return }
+        slot.resolve(instance)
     }
 
     /// An open event minted `instance` for `identity`.
     func opened(_ identity: [UInt8], instance: UInt64) {
-        touched.insert(identity)
-        instances[identity] = instance
         guard let slot = slots[identity], !slot.isRetired else { return }
         // A slot still holding a dead epoch's instance takes the new one.
         if slot.instance.map({ ScopeTable.epoch(of: $0) < ScopeTable.epoch(of: instance) }) ?? true { slot.resolve(instance) }
     }
 
-    /// The leader retired the member's instance. A retirement of an
-    /// instance this scope no longer pairs with the member (the registration
-    /// was sent again, or dropped, since) is old news and changes nothing.
-    func forget(_ identity: [UInt8], instance: UInt64) {
-        guard (instances[identity] ?? slots[identity]?.instance) == instance else { return }
-        touched.insert(identity)
-        instances[identity] = nil
+    /// The leader retired the member's instance (the one the book paired
+    /// it with): its slot is done with.
+    func retired(_ identity: [UInt8]) {
         if let slot = slots[identity], slot.isRetired || slot.instance != nil { slots[identity] = nil }
     }
 }

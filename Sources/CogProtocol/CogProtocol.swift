@@ -3,7 +3,9 @@
 //
 // What is here: the leader core (`LeaderCore`, what it reads through
 // `LeaderLog`, the batch it builds in `LeaderStore`, `MemoryLog` for the
-// simulator and the core tests), the replica core (`ReplicaCore`), the
+// simulator and the core tests), the replica core (`ReplicaCore`, with the
+// events its operator is told), the worker's book of scope instances
+// (`ReplicaScopes`), the snapshot sender (`SnapshotSender`), the
 // leader's scope instances (`ScopeTable`), the workers given up for silence
 // (`GoneWorkers`), the peers file's rules (`PeerTable`, `CurveKeyText`), and
 // the messages with their codes (`WireMessage`, `CogdCode`, …).

@@ -1,0 +1,161 @@
+import CogCodec
+
+/// The worker's side of scope instances (`protocol/cogwire.md` §6): which
+/// instance the leader minted for each member of each of this worker's
+/// registrations, as of the revision the replica has applied.
+///
+/// Three things tell it, and they can cross: a registration's reply (its
+/// members as of the reply's revision, adopted once the replica reaches
+/// that revision), the open and retire events of each record the replica
+/// applies, and the replica's own resets (a registration sent again, every
+/// instance forgotten, a snapshot). The rules:
+/// - a reply above the applied revision waits for it; a snapshot drops the
+///   replies waiting (a new epoch registers anew);
+/// - a member an event changed since its registration was (re)sent is
+///   older news in a reply that arrives later, and keeps what the event said;
+/// - a retire event of an instance the book no longer pairs with the member
+///   (the registration was sent again, or dropped, since) changes nothing.
+///
+/// Pure: the driver feeds it and performs the `Change`s it returns (fills
+/// or drops the child slots opened locally); the simulator runs the same.
+public struct ReplicaScopes: Sendable {
+    /// What a driver does with its child slot for one member.
+    public enum Change: Sendable, Equatable {
+        /// A reply's member, as of the applied revision: the member's slot takes `instance`.
+        case adopted(registration: UInt64, identity: [UInt8], instance: UInt64)
+        /// An open event minted `instance`: a slot with no instance, or with
+        /// one of an older epoch, takes it.
+        case opened(registration: UInt64, identity: [UInt8], instance: UInt64)
+        /// A retire event retired `instance`, the one the member was paired
+        /// with: its slot is done with.
+        case retired(registration: UInt64, identity: [UInt8], instance: UInt64)
+        /// A reply was adopted (after its members' `adopted`, none when it
+        /// listed none): what is placed on this worker may have changed.
+        case replyAdopted(registration: UInt64)
+
+        public var registration: UInt64 {
+            switch self {
+            case .adopted(let registration, _, _), .opened(let registration, _, _), .retired(let registration, _, _),
+                .replyAdopted(let registration):
+                registration
+            }
+        }
+    }
+
+    /// One registration's members and their instances.
+    private struct Book: Sendable {
+        var instances: [[UInt8]: UInt64] = [:]
+        /// Members an event changed since the registration was (re)sent.
+        var touched: Set<[UInt8]> = []
+    }
+
+    private var books: [UInt64: Book] = [:]
+    /// Replies above the applied revision, oldest first.
+    private var waiting: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
+
+    /// At most this many replies wait for the replica to reach their
+    /// revision; past it the oldest is dropped (the leader answers a
+    /// registration once, so only a leader that answers far ahead of what
+    /// it publishes could fill it — its registrations are sent again at
+    /// the next `register-again` or epoch).
+    public static let maximumWaitingReplies = 4_096
+
+    public init() {}
+
+    /// The replies waiting for the replica to reach their revision.
+    public var waitingReplies: Int { waiting.count }
+
+    /// The instance the member is paired with now (nil: none known).
+    public func instance(registration: UInt64, identity: [UInt8]) -> UInt64? {
+        books[registration]?.instances[identity]
+    }
+
+    /// The members of a registration that have an instance, with it.
+    public func instances(registration: UInt64) -> [[UInt8]: UInt64] {
+        books[registration]?.instances ?? [:]
+    }
+
+    /// The registration is being (re)sent: what it knew is replaced by what
+    /// its reply and the events after it say.
+    public mutating func registering(_ registration: UInt64) {
+        books[registration] = Book()
+    }
+
+    /// The registration is done with (its parent retired): nothing more is kept for it.
+    public mutating func drop(_ registration: UInt64) {
+        books[registration] = nil
+        waiting.removeAll { $0.registration == registration }
+    }
+
+    /// The leader retired every instance of this worker (it gave the worker
+    /// up, or another process took the name): every member waits for the
+    /// instances the next registration brings.
+    public mutating func forgetInstances() {
+        for registration in books.keys { books[registration]?.instances = [:] }
+    }
+
+    /// A snapshot was applied: replies waiting are of the old state (the
+    /// registrations are sent anew).
+    public mutating func snapshotApplied() {
+        waiting = []
+    }
+
+    /// A registration's reply: adopted now when the replica has applied
+    /// `revision`, else when it does.
+    public mutating func replied(registration: UInt64, revision: UInt64, members: [ScopeMember], applied: UInt64) -> [Change] {
+        if waiting.count >= ReplicaScopes.maximumWaitingReplies { waiting.removeFirst() }
+        waiting.append((registration, revision, members))
+        return adoptReplies(reached: applied)
+    }
+
+    /// A record the replica applied: its open and retire events for
+    /// `worker`'s registrations, then the replies it reaches.
+    /// `slotInstance` is the instance the driver's child slot holds for a
+    /// member (it may still hold one the book no longer pairs, after a
+    /// registration was sent again).
+    public mutating func applied(
+        _ record: TurnRecord, worker: String, slotInstance: (UInt64, [UInt8]) -> UInt64? = { _, _ in nil }
+    ) -> [Change] {
+        var changes: [Change] = []
+        for event in record.scopeEvents where event.worker == worker {
+            guard let registration = event.registration, var book = books[registration] else { continue }
+            let identity = event.identity ?? []
+            switch event.kind {
+            case .open:
+                book.touched.insert(identity)
+                book.instances[identity] = event.instance
+                changes.append(.opened(registration: registration, identity: identity, instance: event.instance))
+            case .retire:
+                guard (book.instances[identity] ?? slotInstance(registration, identity)) == event.instance else { continue }
+                book.touched.insert(identity)
+                book.instances[identity] = nil
+                changes.append(.retired(registration: registration, identity: identity, instance: event.instance))
+            }
+            books[registration] = book
+        }
+        return changes + adoptReplies(reached: record.revision)
+    }
+
+    /// Adopts the replies the replica has reached: each member an event has
+    /// not changed since its registration was (re)sent.
+    private mutating func adoptReplies(reached: UInt64) -> [Change] {
+        guard waiting.contains(where: { $0.revision <= reached }) else { return [] }
+        var changes: [Change] = []
+        var later: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
+        for reply in waiting {
+            guard reply.revision <= reached else {
+                later.append(reply)
+                continue
+            }
+            guard var book = books[reply.registration] else { continue }
+            for member in reply.members where !book.touched.contains(member.identity) {
+                book.instances[member.identity] = member.instance
+                changes.append(.adopted(registration: reply.registration, identity: member.identity, instance: member.instance))
+            }
+            books[reply.registration] = book
+            changes.append(.replyAdopted(registration: reply.registration))
+        }
+        waiting = later
+        return changes
+    }
+}
