@@ -816,7 +816,7 @@ public final class Worker: CogRemoteLink {
     /// Sends a registration; a nested one waits until its parent's instance
     /// of the current epoch is known, and is not sent once the parent retired.
     private func register(_ scope: WorkerScope) {
-        scopeBook.registering(scope.spec.registration)
+        scopeBook.registering(scope.spec.registration, applied: core.appliedRevision)
         guard let parent = scope.parent else {
             sendRegistration(scope.spec)
             return

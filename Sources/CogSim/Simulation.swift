@@ -420,9 +420,8 @@ public final class Simulation {
         worker.cogs = Cogs.replica()
         worker.subscribed = false
         worker.outstanding = []
-        worker.instances = [:]
+        worker.book = ReplicaScopes()
         worker.registrationSentAt = [:]
-        worker.pendingRegistered = []
         worker.mismatchesSeen = 0
         note("\(worker.name) starts (incarnation \(worker.incarnation))")
         carry(worker, worker.core.step(.start, now: now))
@@ -495,19 +494,13 @@ public final class Simulation {
                 } catch {
                     fail("replica-apply", "\(worker.name) could not apply a snapshot: \(error)")
                 }
-                worker.pendingRegistered = []
+                worker.book.snapshotApplied()
                 _ = revision
                 applied = true
             case .apply(let record):
-                for event in record.scopeEvents where event.worker == worker.name {
-                    guard let number = event.registration, let scope = SimWorker.Scope(rawValue: number) else { continue }
-                    switch event.kind {
-                    case .open: worker.instances[scope, default: [:]][event.identity ?? []] = event.instance
-                    case .retire:
-                        if worker.instances[scope]?[event.identity ?? []] == event.instance { worker.instances[scope]?[event.identity ?? []] = nil }
-                        worker.stale.append(event.instance)
-                    }
-                }
+                // The shipped rules of the worker's book (ReplicaScopes): events, then the replies the record reaches.
+                _ = worker.book.applied(record, worker: worker.name)
+                for event in record.scopeEvents where event.worker == worker.name && event.kind == .retire { worker.stale.append(event.instance) }
                 do {
                     try worker.cogs.applyReplicatedTurn(
                         named: record.name, writes: record.writes.map { CogDurableWrite(name: $0.name, key: $0.key, value: $0.value) },
@@ -516,10 +509,9 @@ public final class Simulation {
                     fail("replica-apply", "\(worker.name) could not apply revision \(record.revision): \(error)")
                 }
                 applied = true
-                worker.adoptRegistered(upTo: record.revision)
             case .firstSync, .registerScopesAnew:
                 worker.forgetInstances()
-                for scope in SimWorker.Scope.registered(grouped: configuration.groups) { register(worker, scope) }
+                for scope in SimWorker.Scope.registered(grouped: configuration.groups) { register(worker, scope, anew: true) }
             case .forgetInstances:
                 worker.forgetInstances()
             case .reply(let reply):
@@ -529,8 +521,7 @@ public final class Simulation {
             case .registered(let registration, let revision, let members):
                 guard let scope = SimWorker.Scope(rawValue: registration) else { continue }
                 worker.registrationSentAt[scope] = nil
-                worker.pendingRegistered.append((scope, revision, members))
-                worker.adoptRegistered(upTo: worker.core.appliedRevision)
+                _ = worker.book.replied(registration: scope.rawValue, revision: revision, members: members, applied: worker.core.appliedRevision)
             case .refused(let error):
                 note("\(worker.name) refused: \(error.code)")
             case .suspendEffects:
@@ -545,7 +536,10 @@ public final class Simulation {
         }
     }
 
-    func register(_ worker: SimWorker, _ scope: SimWorker.Scope) {
+    /// Sends a registration: `anew` when the scopes register again (the
+    /// book starts over for it), else a resend of one unanswered.
+    func register(_ worker: SimWorker, _ scope: SimWorker.Scope, anew: Bool = false) {
+        if anew { worker.book.registering(scope.rawValue, applied: worker.core.appliedRevision) }
         worker.registrationSentAt[scope] = now
         let spec = ScopeRegistration(
             worker: worker.name, registration: scope.rawValue, path: scope.path, source: scope.source, key: nil, form: scope.form)
@@ -885,13 +879,22 @@ final class SimWorker {
     let codec = ReplicaCodec()
     var subscribed = false
     var outstanding: [Outstanding] = []
-    /// Each scope's members and the instances the leader minted for them.
-    var instances: [Scope: [[UInt8]: UInt64]] = [:]
+    /// Which instance each member of each registration has (the rules the
+    /// worker ships with, `ReplicaScopes`).
+    var book = ReplicaScopes()
+    /// Each scope's members and the instances the leader minted for them, as the book says.
+    var instances: [Scope: [[UInt8]: UInt64]] {
+        var all: [Scope: [[UInt8]: UInt64]] = [:]
+        for scope in Scope.allCases {
+            let members = book.instances(registration: scope.rawValue)
+            if !members.isEmpty { all[scope] = members }
+        }
+        return all
+    }
     /// Instances that retired: sent now and then, to be refused.
     var stale: [UInt64] = []
     /// Registrations sent and not answered yet (sent again after 2 s).
     var registrationSentAt: [Scope: Duration] = [:]
-    var pendingRegistered: [(scope: Scope, revision: UInt64, members: [ScopeMember])] = []
     /// The replica core's digest mismatches already seen by the checker.
     var mismatchesSeen = 0
     var blockedToLeaderUntil: Duration?
@@ -906,20 +909,7 @@ final class SimWorker {
     func forgetInstances() {
         stale += instances.values.flatMap(\.values).sorted()
         if stale.count > 64 { stale.removeFirst(stale.count - 64) }
-        instances = [:]
-    }
-
-    /// Takes the registration replies whose revision the replica has reached.
-    func adoptRegistered(upTo revision: UInt64) {
-        var later: [(scope: Scope, revision: UInt64, members: [ScopeMember])] = []
-        for reply in pendingRegistered {
-            guard reply.revision <= revision else {
-                later.append(reply)
-                continue
-            }
-            for member in reply.members { instances[reply.scope, default: [:]][member.identity] = member.instance }
-        }
-        pendingRegistered = later
+        book.forgetInstances()
     }
 }
 

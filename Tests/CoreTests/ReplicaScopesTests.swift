@@ -21,7 +21,7 @@ struct ReplicaScopesTests {
 
     @Test func `a reply above the applied revision waits for the record that reaches it`() {
         var book = ReplicaScopes()
-        book.registering(1)
+        book.registering(1, applied: 0)
         #expect(book.replied(registration: 1, revision: 5, members: [ScopeMember(identity: Self.alice, instance: 7)], applied: 4) == [])
         #expect(book.instance(registration: 1, identity: Self.alice) == nil && book.waitingReplies == 1)
         #expect(book.applied(Self.record(5, []), worker: "w1") == [
@@ -29,13 +29,13 @@ struct ReplicaScopesTests {
         ])
         #expect(book.instance(registration: 1, identity: Self.alice) == 7 && book.waitingReplies == 0)
         // A reply the replica has passed is adopted at once; one with no member still says it was adopted.
-        book.registering(2)
+        book.registering(2, applied: 0)
         #expect(book.replied(registration: 2, revision: 3, members: [], applied: 5) == [.replyAdopted(registration: 2)])
     }
 
     @Test func `an event since the registration was sent is newer than its reply; other members take the reply`() {
         var book = ReplicaScopes()
-        book.registering(1)
+        book.registering(1, applied: 0)
         _ = book.replied(registration: 1, revision: 6, members: [ScopeMember(identity: Self.alice, instance: 7), ScopeMember(identity: Self.bob, instance: 8)], applied: 4)
         // Revision 5 (before the reply's) opens 9 for alice: newer than the reply's 7.
         #expect(book.applied(Self.record(5, [Self.event(.open, Self.alice, 9)]), worker: "w1") == [.opened(registration: 1, identity: Self.alice, instance: 9)])
@@ -45,9 +45,9 @@ struct ReplicaScopesTests {
 
     @Test func `a retire event of an instance no longer paired changes nothing, unless the slot still holds it`() {
         var book = ReplicaScopes()
-        book.registering(1)
+        book.registering(1, applied: 0)
         _ = book.replied(registration: 1, revision: 1, members: [ScopeMember(identity: Self.alice, instance: 7)], applied: 1)
-        book.registering(1)  // sent again: instance 7 is no longer paired
+        book.registering(1, applied: 1)  // sent again: instance 7 is no longer paired
         #expect(book.applied(Self.record(2, [Self.event(.retire, Self.alice, 7)]), worker: "w1") == [])
         // The driver's slot still holds 7: its retirement is told (the slot is done with).
         #expect(book.applied(Self.record(3, [Self.event(.retire, Self.alice, 7)]), worker: "w1") { _, _ in 7 } == [
@@ -57,9 +57,24 @@ struct ReplicaScopesTests {
         #expect(book.applied(Self.record(4, [Self.event(.open, Self.bob, 11, worker: "w2"), Self.event(.open, Self.bob, 12, registration: 9)]), worker: "w1") == [])
     }
 
+    @Test func `a reply to an earlier sending, older than what was applied when the registration was sent again, is not adopted`() {
+        var book = ReplicaScopes()
+        book.registering(1, applied: 3)
+        // Given up meanwhile: revision 6 retired instance 7 (the book did not pair it yet), then the registration is sent again at 6.
+        _ = book.applied(Self.record(6, [Self.event(.retire, Self.alice, 7)]), worker: "w1")
+        book.registering(1, applied: 6)
+        // The first sending's answer (as of revision 5, listing 7) arrives now: older news.
+        #expect(book.replied(registration: 1, revision: 5, members: [ScopeMember(identity: Self.alice, instance: 7)], applied: 6) == [])
+        #expect(book.instance(registration: 1, identity: Self.alice) == nil)
+        // The second sending's answer (as of 8, after the leader placed alice elsewhere) is adopted.
+        #expect(book.replied(registration: 1, revision: 8, members: [ScopeMember(identity: Self.bob, instance: 12)], applied: 8) == [
+            .adopted(registration: 1, identity: Self.bob, instance: 12), .replyAdopted(registration: 1),
+        ])
+    }
+
     @Test func `forgetting, a snapshot and a dropped registration clear what they should, and waiting replies are bounded`() {
         var book = ReplicaScopes()
-        book.registering(1)
+        book.registering(1, applied: 0)
         _ = book.applied(Self.record(1, [Self.event(.open, Self.alice, 7)]), worker: "w1")
         book.forgetInstances()
         #expect(book.instance(registration: 1, identity: Self.alice) == nil)

@@ -1,4 +1,5 @@
 import CogCodec
+import Foundation
 import CogProtocol
 import CogWire
 import Testing
@@ -22,12 +23,18 @@ struct WorkerLeaseTests {
         effects.filter { $0 == .suspendEffects || $0 == .resumeEffects }
     }
 
-    /// A replica (lease 4 s) that said hello at 0 and was welcomed at 10 ms.
+    /// A replica (lease 4 s) that said hello at 0, was welcomed at 10 ms
+    /// and synced at 20 ms.
     static func welcomed() -> ReplicaCore {
         var replica = ReplicaCore(settings: .init(name: "w1", checksDigest: false, lease: .seconds(4)))
         _ = replica.step(.start, now: .zero)
         _ = replica.step(welcome(), now: .milliseconds(10))
+        _ = replica.step(.leader(.snapshot(epoch: 1, revision: 0, entries: [], part: 0, more: false)), now: .milliseconds(20))
         return replica
+    }
+
+    static func record(_ revision: UInt64) -> TurnRecord {
+        TurnRecord(revision: revision, epoch: 1, time: Date(timeIntervalSince1970: 0), name: "t", writes: [])
     }
 
     @Test func `the lease is the heartbeat timeout less a fifth of it, at least 1 s, at most half`() {
@@ -61,6 +68,21 @@ struct WorkerLeaseTests {
         #expect(Self.lease(replica.step(Self.welcome(), now: .milliseconds(4_200))) == [.resumeEffects])
         #expect(!replica.isSuspended && replica.leaseRenewals == 1 && replica.leaseStart == .seconds(4))
         #expect(Self.lease(replica.step(.tick, now: .milliseconds(7_900))) == [])
+    }
+
+    @Test func `a renewing welcome that names revisions the replica has not applied resumes the effects once it has applied them`() {
+        var replica = Self.welcomed()
+        _ = replica.step(.tick, now: .seconds(4))
+        #expect(replica.isSuspended)
+        // Answered at 4.2 s, naming revision 3: the records up to it may retire what the replica holds (it was given up meanwhile).
+        let welcome = replica.step(.leader(.welcome(epoch: 1, lastRevision: 3, turnsEndpoint: Self.endpoint)), now: .milliseconds(4_200))
+        #expect(Self.lease(welcome) == [] && replica.isSuspended)
+        #expect(Self.lease(replica.step(.published(epoch: 1, records: [Self.record(1), Self.record(2)]), now: .milliseconds(4_300))) == [])
+        // Revision 3 applied: its retirements reach the driver before the effects resume.
+        let caughtUp = replica.step(.published(epoch: 1, records: [Self.record(3)]), now: .milliseconds(4_400))
+        #expect(caughtUp.filter { if case .apply = $0 { true } else { $0 == .resumeEffects } } == [.apply(Self.record(3)), .resumeEffects])
+        #expect(!replica.isSuspended && replica.leaseRenewals == 1)
+        #expect(replica.takeEvents().suffix(2) == [.leaseExpired(expiries: 1), .leaseRenewed(renewals: 1)])
     }
 
     @Test func `a welcome that may answer a heartbeat older than the lease does not resume: a stopped worker waits for a fresh one`() {

@@ -294,6 +294,9 @@ public struct ReplicaCore: Sendable {
     public private(set) var leaseStart: Duration?
     /// The first hello or heartbeat sent since the last welcome.
     private var firstUnanswered: Duration?
+    /// A suspension a welcome renewed ends once the replica has applied
+    /// this revision (the one that welcome named).
+    private var resumeAt: UInt64?
     /// Whether the leader welcomed this worker and has not refused or dropped it since.
     public var hasJoined: Bool { joined && !rejoining && !registerOnWelcome && displaced == nil && !heldOff }
 
@@ -462,6 +465,7 @@ public struct ReplicaCore: Sendable {
     private mutating func checkLease(now: Duration) {
         stepTime = now
         guard !isSuspended, let lease = settings.lease, let leaseStart, now - leaseStart >= lease else { return }
+        resumeAt = nil
         isSuspended = true
         leaseExpiries &+= 1
         effects.append(.suspendEffects)
@@ -477,6 +481,20 @@ public struct ReplicaCore: Sendable {
             firstUnanswered = nil
         }
         guard isSuspended, let leaseStart, now - leaseStart < settings.lease ?? .zero else { return }
+        // The replica may be behind what the welcome named: the records it
+        // has yet to apply may retire what it holds (it was given up, its
+        // members placed elsewhere). Resume once it has applied them.
+        resumeAt = leaderRevision
+        resumeIfCaughtUp(now: now)
+    }
+
+    /// Ends a suspension a welcome renewed, once the replica has applied
+    /// the revision that welcome named and the lease still holds (`cogwire.md` §6b).
+    private mutating func resumeIfCaughtUp(now: Duration) {
+        guard isSuspended, let target = resumeAt, appliedRevision >= target, !awaitingSnapshot,
+            let leaseStart, now - leaseStart < settings.lease ?? .zero
+        else { return }
+        resumeAt = nil
         isSuspended = false
         leaseRenewals &+= 1
         effects.append(.resumeEffects)
@@ -766,6 +784,7 @@ public struct ReplicaCore: Sendable {
             if digestDiffers(from: next, now: now) { break }
         }
         if !buffered.isEmpty, catchUpFrom == nil, !awaitingSnapshot { askForCatchUp(now: now) }
+        resumeIfCaughtUp(now: now)
         // Report progress soon (not only on the heartbeat), so the leader's lag figure is fresh.
         if displaced == nil, !heldOff, now - lastHeartbeat >= .milliseconds(100) {
             lastHeartbeat = now

@@ -13,6 +13,10 @@ import CogCodec
 ///   replies waiting (a new epoch registers anew);
 /// - a member an event changed since its registration was (re)sent is
 ///   older news in a reply that arrives later, and keeps what the event said;
+/// - a reply of a revision below the one the replica had applied when the
+///   registration was (re)sent answers an earlier sending: its members are
+///   older than what the replica applied since (an instance it lists may
+///   have been retired by a record already applied), so it is not adopted;
 /// - a retire event of an instance the book no longer pairs with the member
 ///   (the registration was sent again, or dropped, since) changes nothing.
 ///
@@ -47,6 +51,9 @@ public struct ReplicaScopes: Sendable {
         var instances: [[UInt8]: UInt64] = [:]
         /// Members an event changed since the registration was (re)sent.
         var touched: Set<[UInt8]> = []
+        /// The revision the replica had applied when it was (re)sent: the
+        /// reply to this sending is of this revision or later.
+        var sentAt: UInt64 = 0
     }
 
     private var books: [UInt64: Book] = [:]
@@ -75,10 +82,11 @@ public struct ReplicaScopes: Sendable {
         books[registration]?.instances ?? [:]
     }
 
-    /// The registration is being (re)sent: what it knew is replaced by what
-    /// its reply and the events after it say.
-    public mutating func registering(_ registration: UInt64) {
-        books[registration] = Book()
+    /// The registration is being (re)sent, the replica having applied
+    /// `applied`: what it knew is replaced by what its reply and the events
+    /// after it say.
+    public mutating func registering(_ registration: UInt64, applied: UInt64) {
+        books[registration] = Book(sentAt: applied)
     }
 
     /// The registration is done with (its parent retired): nothing more is kept for it.
@@ -147,7 +155,8 @@ public struct ReplicaScopes: Sendable {
                 later.append(reply)
                 continue
             }
-            guard var book = books[reply.registration] else { continue }
+            // An earlier sending's answer, older than what was applied since.
+            guard var book = books[reply.registration], reply.revision >= book.sentAt else { continue }
             for member in reply.members where !book.touched.contains(member.identity) {
                 book.instances[member.identity] = member.instance
                 changes.append(.adopted(registration: reply.registration, identity: member.identity, instance: member.instance))
