@@ -214,7 +214,8 @@ struct SimChecker {
         if reply.outcome.rejection?.code == .expired {
             // A retry whose answer retention removed (`turnlog.md` §2a): refused,
             // never run again, whatever it was answered before. Only a
-            // sequence up to the highest whose answer went may be.
+            // sequence up to the highest whose answer went, with no answer
+            // kept, may be.
             let expired: UInt64?
             do {
                 expired = try simulation.log.expiredSequence(worker: reply.request.worker)
@@ -224,6 +225,9 @@ struct SimChecker {
             guard let expired, reply.request.sequence <= expired else {
                 return simulation.fail(
                     "expired-kept", "request \(reply.request) was answered expired, but no answer of \(reply.request.worker) at or above it was removed")
+            }
+            guard simulation.log.dedup[reply.request] == nil else {
+                return simulation.fail("expired-kept", "request \(reply.request) was answered expired, and the dedup table still holds its answer")
             }
             expiredHeard.insert(reply.request)
             simulation.count("expired-answers")
