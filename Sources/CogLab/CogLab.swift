@@ -234,6 +234,12 @@ public enum CogLab {
                 the invariants after every step, and stops at the first one broken,
                 printing the seed, the step and the trace (exit 1).
 
+                Among the faults: the leader's log keeps only its newest 2 to 24 turns
+                (retention, drawn per seed), so a replica that falls behind is answered
+                compacted and syncs from a snapshot and a late retry is answered expired;
+                and now and then the workers' desk selector (sim.accounts) cannot be
+                encoded for a while, which must retire nothing (selector-encoding).
+
                 Options:
                   --seed N            run this seed (default \(defaults.seeds.lowerBound))
                   --seeds A-B         run seeds A to B (default: --seed's one)

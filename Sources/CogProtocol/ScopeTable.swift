@@ -302,6 +302,11 @@ package struct ScopeTable {
     /// what was open as it was (counted `selector-unreadable`).
     package private(set) var unreadableSelections: UInt64 = 0
 
+    /// Reads an unreadable selection as "no members", retiring every
+    /// instance open under it: the bug the rule above guards against, for
+    /// the simulator's `--break selector-encoding` only (`LeaderRule`).
+    package var readsUnreadableAsEmpty = false
+
     /// Reconciles every registration whose selector a turn changed — a
     /// durable source `writes` wrote, or a computed selector whose value
     /// `evaluate` now encodes differently — and returns the scope events,
@@ -320,10 +325,15 @@ package struct ScopeTable {
         }
         for key in computedKeys {
             guard let registration = registrations[key] else { continue }
-            guard case .encoded(let value) = evaluate(registration.spec.source, registration.spec.key) else {
+            let value: [UInt8]?
+            switch evaluate(registration.spec.source, registration.spec.key) {
+            case .encoded(let encoded):
+                value = encoded
+            case .failed:
                 // Not "no members": what is open stays open until the selector reads again.
                 unreadableSelections &+= 1
-                continue
+                guard readsUnreadableAsEmpty else { continue }
+                value = nil
             }
             if value != registration.lastValue {
                 registrations[key]?.lastValue = value
@@ -335,7 +345,7 @@ package struct ScopeTable {
         var arrivals: [(key: String, identities: [[UInt8]])] = []
         for (key, value) in changes {
             guard var registration = registrations[key] else { continue }
-            guard let members = ScopeTable.members(of: value, form: registration.spec.form) else {
+            guard let members = ScopeTable.members(of: value, form: registration.spec.form) ?? (readsUnreadableAsEmpty ? [] : nil) else {
                 unreadableSelections &+= 1
                 continue
             }

@@ -28,6 +28,9 @@ struct SimChecker {
     private var givenUp: Set<UInt64> = []
     /// The final answer each request got (a later one must be the same).
     private var answers: [RequestID: OpReply.Outcome] = [:]
+    /// Requests answered `expired` (retention removed their answer): never
+    /// applied from then on.
+    private var expiredHeard: Set<RequestID> = []
     /// With groups: the live instance of each member of each scope (by
     /// path) in the current epoch — at most one (`cogwire.md` §6a).
     private var owned: [String: [[UInt8]: UInt64]] = [:]
@@ -58,6 +61,10 @@ struct SimChecker {
                 if let earlier = appliedBy[request] {
                     return simulation.fail(
                         "applied-twice", "request \(request) was applied at revision \(earlier) and again at \(record.revision)")
+                }
+                if expiredHeard.contains(request) {
+                    return simulation.fail(
+                        "expired-ran", "request \(request) was answered expired, then applied at revision \(record.revision)")
                 }
                 appliedBy[request] = record.revision
             }
@@ -91,10 +98,33 @@ struct SimChecker {
                     if owned[event.scope]?[event.identity ?? []] == event.instance { owned[event.scope]?[event.identity ?? []] = nil }
                 }
             }
+            if record.origin.request != nil, let problem = retiredWhileSelected(record) {
+                return simulation.fail("retired-while-selected", problem)
+            }
             hashes.append(truthHash)
             takeReplies(upTo: scanned, simulation: simulation)
         }
         takeReplies(upTo: scanned, simulation: simulation)
+    }
+
+    /// A turn retires a scope instance only for a member its selector no
+    /// longer selects (`protocol/cogwire.md` §6): after the turn, the
+    /// member is not in the selector's value. (A selector that cannot be
+    /// read retires nothing; one that would read it as "no members" retires
+    /// members still selected.) Retirements for other causes — a worker
+    /// gone, a registration replaced, a member moved — are system records.
+    private func retiredWhileSelected(_ record: TurnRecord) -> String? {
+        for event in record.scopeEvents where event.kind == .retire {
+            guard let scope = SimWorker.Scope.allCases.first(where: { $0.path == event.scope }), let source = scope.selection else { continue }
+            let identity = event.identity ?? []
+            guard let value = truth[TurnWrite.entryKey(name: source, key: nil)],
+                case .array(let items)? = try? CBORValue.parse(value),
+                items.contains(where: { $0.encodedBytes == identity })
+            else { continue }
+            return "revision \(record.revision) (\(record.name)) retired instance \(event.instance) of \(event.scope) for member "
+                + "\(CBORText.display(bytes: identity)), which \(scope.source) still selects (\(source) holds it)"
+        }
+        return nil
     }
 
     /// Counts the registration replies of revisions up to `revision`.
@@ -181,6 +211,28 @@ struct SimChecker {
     /// applied answer names the record that applied it.
     mutating func workerHeard(_ reply: OpReply, by worker: SimWorker, simulation: Simulation) {
         guard !SimChecker.isTransient(reply.outcome) else { return }
+        if reply.outcome.rejection?.code == .expired {
+            // A retry whose answer retention removed (`turnlog.md` §2a): refused,
+            // never run again, whatever it was answered before. Only a
+            // sequence up to the highest whose answer went, with no answer
+            // kept, may be.
+            let expired: UInt64?
+            do {
+                expired = try simulation.log.expiredSequence(worker: reply.request.worker)
+            } catch {
+                return simulation.fail("expired", "the simulated log could not say which answers expired: \(error)")
+            }
+            guard let expired, reply.request.sequence <= expired else {
+                return simulation.fail(
+                    "expired-kept", "request \(reply.request) was answered expired, but no answer of \(reply.request.worker) at or above it was removed")
+            }
+            guard simulation.log.dedup[reply.request] == nil else {
+                return simulation.fail("expired-kept", "request \(reply.request) was answered expired, and the dedup table still holds its answer")
+            }
+            expiredHeard.insert(reply.request)
+            simulation.count("expired-answers")
+            return
+        }
         if let earlier = answers[reply.request], earlier != reply.outcome {
             return simulation.fail("two-answers", "request \(reply.request) was answered \(earlier), then \(reply.outcome)")
         }

@@ -23,6 +23,13 @@ public struct SimConfiguration: Sendable {
     public var groups = false
     /// How long, once faults stop, everything has to converge.
     public var settleLimit: Duration = .seconds(120)
+    /// The leader's log keeps only its newest turns, as `cogd leader
+    /// --retain-turns N` does (N drawn per seed, 2 to 24): after each
+    /// commit the older records go, and the answers stored before them, so
+    /// a replica that falls behind is answered `compacted` and syncs from a
+    /// snapshot, and a late retry is answered `expired`. Off: every record
+    /// is kept.
+    public var retention = true
 
     public init(seed: UInt64, steps: Int = 20_000, workers: Int = 3, broken: Set<SimRule> = [], faults: Bool = true) {
         self.seed = seed
@@ -49,6 +56,9 @@ public enum SimRule: String, Sendable, CaseIterable {
     case snapshotDeadline = "snapshot-deadline"
     /// A restarted leader quarantines the request whose body crashed its predecessor.
     case quarantine
+    /// A selector whose value cannot be read retires nothing (broken: read
+    /// as no members, every instance open under it retires).
+    case selectorEncoding = "selector-encoding"
 
     var leaderRule: LeaderRule? {
         switch self {
@@ -56,6 +66,7 @@ public enum SimRule: String, Sendable, CaseIterable {
         case .dedup: .dedup
         case .heartbeatExpiry: .heartbeatExpiry
         case .exclusivePlacement: .exclusivePlacement
+        case .selectorEncoding: .selectorEncoding
         case .digestCheck, .workerLease, .snapshotDeadline, .quarantine: nil
         }
     }
@@ -116,6 +127,10 @@ public final class Simulation {
     var trace: [String] = []
     var violation: SimViolation?
     var faultsOn = true
+    /// How many turns the leader's log keeps (nil: every one).
+    var retainedTurns: UInt64?
+    /// The sequence of the simulation's own fault requests (`sim-faults`).
+    var faultSequence: UInt64 = 0
 
     static let accounts = ["alba", "bo", "cyd", "dee", "eli", "fay", "gus", "hal"]
     static let openingBalance = 1_000
@@ -127,9 +142,11 @@ public final class Simulation {
         faultsOn = configuration.faults
         LedgerRig.register()
         TrailsRig.register()
+        _ = SimRig.rig
     }
 
     public func run() -> SimResult {
+        if configuration.retention { retainedTurns = UInt64(random.int(2...24)) }
         faultsOn = false
         startLeader()
         openAccounts()
@@ -178,7 +195,9 @@ public final class Simulation {
         while violation == nil {
             if leader == nil, leaderDownUntil == nil { leaderDownUntil = now }
             for worker in workers where !worker.alive && worker.restartAt == nil { worker.restartAt = now }
-            if let lagging = unconverged() {
+            // The desks' selector is mended: the run ends with every selector readable.
+            if selectorSpoiled { spoilSelector(false) }
+            if let lagging = unconverged() ?? (selectorSpoiled ? "sim.accounts is still spoiled" : nil) {
                 guard now < deadline else {
                     fail("no-convergence", "\(Int(configuration.settleLimit.components.seconds)) s after the faults stopped, \(lagging)")
                     return
@@ -221,11 +240,14 @@ public final class Simulation {
         for rule in configuration.broken { if let rule = rule.leaderRule { broken.insert(rule) } }
         do {
             node.core = try LeaderCore(
-                log: log, ports: node, registry: try OpRegistry(rigs: [LedgerRig.rig, TrailsRig.rig]),
+                log: log, ports: node, registry: try OpRegistry(rigs: [LedgerRig.rig, TrailsRig.rig, SimRig.rig]),
                 settings: {
                     var settings = LeaderCore.Settings(
                         heartbeatTimeout: configuration.heartbeatTimeout, turnsEndpoint: "sim://turns", broken: broken)
                     settings.placesGroups = configuration.groups
+                    // Replies indexed every 8 (not 1,024): this small cluster's epochs are short, and
+                    // retention keeps every record from the oldest unindexed reply on.
+                    if configuration.retention { settings.indexInterval = 8 }
                     return settings
                 }())
         } catch {
@@ -335,6 +357,8 @@ public final class Simulation {
                     let revisions = try log.append(commit, secondsSince1970: Simulation.seconds(now))
                     answer = .committed(revisions)
                     count("commits")
+                    // Retention, in the same transaction (as `TurnStore.append(…, retention:)`).
+                    prune()
                 } catch {
                     answer = .commitFailed(cause: "simulated disk failure")
                     note("a commit fails")
@@ -347,7 +371,10 @@ public final class Simulation {
                 }
                 carry(leader.core.step(answer, now: now))
             case .publish(let revisions):
-                guard let records = try? log.records(from: revisions.lowerBound, limit: revisions.count, maximumBytes: .max) else { continue }
+                // The commit's records, as the leader publishes its batch from memory (retention may
+                // already have removed the older of them from the log).
+                guard revisions.lowerBound >= 1, revisions.upperBound - 1 <= UInt64(log.records.count) else { continue }
+                let records = Array(log.records[Int(revisions.lowerBound - 1)..<Int(revisions.upperBound - 1)])
                 let frame = WireMessage.turns(epoch: log.epoch, records: records).encoded()
                 for worker in workers where worker.alive && worker.subscribed {
                     sendToWorker(worker.identity, frame, stream: true)
@@ -356,6 +383,37 @@ public final class Simulation {
                 break  // The simulated workers are no standbys.
             }
         }
+    }
+
+    /// Retention (`--retain-turns N`, `protocol/turnlog.md` §2a): the
+    /// records but the newest `retainedTurns` go, as `Retention.turns`
+    /// keeps them in `TurnStore`, and with them the answers stored before
+    /// the first revision kept. The log keeps the rest of the rule: never
+    /// the newest record, nor one whose reply is not indexed yet.
+    func prune() {
+        guard let keep = retainedTurns, log.lastRevision >= keep else { return }
+        let first = log.firstRevision
+        log.prune(below: log.lastRevision - keep + 1)
+        if log.firstRevision > first { counts["pruned-records", default: 0] += Int(log.firstRevision - first) }
+    }
+
+    /// Whether `sim.accounts` is spoiled in the log's state (its encoding fails).
+    var selectorSpoiled: Bool {
+        log.state[TurnWrite.entryKey(name: SimRig.spoiledName, key: nil)]?.value == [0xf5]
+    }
+
+    /// Spoils (or mends) the desks' selector, `sim.accounts`: a request of
+    /// the simulation's own (`sim-faults`) in the leader's next batch, which
+    /// may fail, or be lost with a crash, like any.
+    func spoilSelector(_ spoiled: Bool) {
+        guard let leader, leaderPausedUntil == nil else { return }
+        faultSequence += 1
+        let request = OpRequest(
+            request: RequestID(worker: "sim-faults", sequence: faultSequence), op: SimRig.spoilOp,
+            argument: spoiled ? [0xf5] : [0xf4])
+        count(spoiled ? "selector-spoils" : "selector-mends")
+        note(spoiled ? "sim.accounts is spoiled: its value cannot be encoded" : "sim.accounts is mended")
+        carry(leader.core.step(.message(from: Array("sim-faults".utf8), frames: [WireMessage.op(request).encoded()]), now: now))
     }
 
     /// Offers the next part of each snapshot (the leader's own
@@ -423,6 +481,7 @@ public final class Simulation {
         worker.book = ReplicaScopes()
         worker.registrationSentAt = [:]
         worker.mismatchesSeen = 0
+        worker.compactedSeen = 0
         note("\(worker.name) starts (incarnation \(worker.incarnation))")
         carry(worker, worker.core.step(.start, now: now))
     }
@@ -470,6 +529,11 @@ public final class Simulation {
         // state is checked once the snapshot has put it right.
         var applied = false
         defer {
+            if worker.core.compactedCatchUps != worker.compactedSeen {
+                // Its catch-up reached below what the leader's log keeps: it syncs from a snapshot.
+                counts["compacted-catch-ups", default: 0] += worker.core.compactedCatchUps - worker.compactedSeen
+                worker.compactedSeen = worker.core.compactedCatchUps
+            }
             if worker.core.digestMismatches != worker.mismatchesSeen {
                 worker.mismatchesSeen = worker.core.digestMismatches
                 count("digest-mismatches")
@@ -588,8 +652,8 @@ public final class Simulation {
             let (_, instance) = scopeMember(of: worker, in: .root)
             return ("ledger.greet", (try? encoder.encode("root")) ?? [], instance)
         case 50..<75:
-            // A greeting from the greeter scope's child for an account.
-            let (member, instance) = scopeMember(of: worker, in: .accounts)
+            // A greeting from the greeter scope's child (or the desk) for an account.
+            let (member, instance) = scopeMember(of: worker, in: random.chance(0.5) ? .accounts : .desks)
             let name = member.flatMap { try? CBORDecoder().decode(String.self, from: $0) } ?? account
             return ("ledger.greet", (try? encoder.encode(name)) ?? [], instance)
         case 75..<87:
@@ -691,6 +755,8 @@ public final class Simulation {
 
     func injectFaults() {
         if leader != nil, random.chance(0.0004) { crashLeader(for: random.milliseconds(300, 4_000)) }
+        // The desks' selector becomes unreadable for a while (a few seconds, on average).
+        if leader != nil, random.chance(selectorSpoiled ? 0.004 : 0.001) { spoilSelector(!selectorSpoiled) }
         if leader != nil, leaderPausedUntil == nil, random.chance(0.0004) {
             let pause = random.milliseconds(500, 7_000)
             leaderPausedUntil = now + pause
@@ -838,18 +904,22 @@ final class SimWorker {
     }
 
     /// The worker's scope registrations: a child per open account, a child
-    /// per open trail screen, and (in a group) the mechanism's root, which
-    /// the leader places on one member (`cogwire.md` §6a).
+    /// per open trail screen, a desk per open account over the computed
+    /// selector `sim.accounts` (which the simulation makes unreadable now
+    /// and then), and (in a group) the mechanism's root, which the leader
+    /// places on one member (`cogwire.md` §6a).
     enum Scope: UInt64, CaseIterable {
         case accounts = 1
         case screens = 2
         case root = 3
+        case desks = 4
 
         var source: String {
             switch self {
             case .accounts: "ledger.accounts"
             case .screens: "trails.openScreens"
             case .root: ScopeRegistration.rootSource
+            case .desks: SimRig.selectorName
             }
         }
 
@@ -858,13 +928,25 @@ final class SimWorker {
             case .accounts: "Sim.greeter"
             case .screens: "Sim.screens"
             case .root: "Sim"
+            case .desks: "Sim.desk"
             }
         }
 
         var form: ScopeRegistration.Form { self == .root ? .bool : .each }
 
+        /// The durable source whose elements are the members this scope
+        /// selects while its selector can be read (`sim.accounts` reads the
+        /// open accounts); nil for the root, always selected.
+        var selection: String? {
+            switch self {
+            case .accounts, .desks: "ledger.accounts"
+            case .screens: "trails.openScreens"
+            case .root: nil
+            }
+        }
+
         /// The scopes a worker registers: the root only in a group.
-        static func registered(grouped: Bool) -> [Scope] { grouped ? allCases : [.accounts, .screens] }
+        static func registered(grouped: Bool) -> [Scope] { grouped ? allCases : [.accounts, .screens, .desks] }
     }
 
     let index: Int
@@ -897,6 +979,8 @@ final class SimWorker {
     var registrationSentAt: [Scope: Duration] = [:]
     /// The replica core's digest mismatches already seen by the checker.
     var mismatchesSeen = 0
+    /// The replica core's catch-ups answered `compacted` already counted.
+    var compactedSeen = 0
     var blockedToLeaderUntil: Duration?
     var blockedFromLeaderUntil: Duration?
 

@@ -27,6 +27,7 @@ struct SimTests {
             #expect((run["revisions"] as? Int ?? 0) > 50)
         }
         let seen = ["leader-crashes", "worker-crashes", "partitions", "failed-commits", "duplicated", "reordered", "pauses", "clock-jumps", "retired-refused", "corruptions", "digest-mismatches",
+            "selector-spoils", "selector-mends",
         ]
         for name in seen {
             #expect(runs.contains { ($0["counts"] as? [String: Int])?[name] ?? 0 > 0 }, "no run saw \(name)")
@@ -45,6 +46,7 @@ struct SimTests {
     @Test(arguments: [
         ("instance-check", "dead-instance"), ("dedup", "applied-twice"), ("heartbeat-expiry", "dead-holder"),
         ("digest-check", "replica-diverged"), ("snapshot-deadline", "snapshot-held"), ("quarantine", "quarantine-ran"),
+        ("selector-encoding", "retired-while-selected"),
     ])
     func `a switched-off rule is caught within 20 seeds`(rule: String, invariant: String) throws {
         let (status, runs, output) = try runs(["--seeds", "1-20", "--steps", "3000", "--break", rule])
@@ -54,6 +56,34 @@ struct SimTests {
         let violation = try #require(failed["violation"] as? [String: Any])
         #expect(violation["invariant"] as? String == invariant, "\(violation)")
         #expect(!(violation["trace"] as? [String] ?? []).isEmpty)
+    }
+
+    @Test func `retention prunes the log under every fault: a replica behind is answered compacted and syncs from a snapshot, a late retry is answered expired`() throws {
+        let (status, runs, output) = try runs(["--seeds", "1-6", "--steps", "3000"])
+        #expect(status == 0, "\(output)")
+        #expect(runs.count == 6)
+        let counts = runs.map { $0["counts"] as? [String: Int] ?? [:] }
+        for (run, count) in zip(runs, counts) {
+            #expect(run["pass"] as? Bool == true, "\(run)")
+            // Most of the log went: it keeps only its newest 2 to 24 turns (and what is not indexed yet).
+            #expect((count["pruned-records"] ?? 0) * 2 > run["revisions"] as? Int ?? 0, "records were pruned: \(count)")
+        }
+        #expect(counts.contains { ($0["compacted-catch-ups"] ?? 0) > 0 }, "a replica's catch-up was answered compacted: \(counts)")
+        #expect(counts.contains { ($0["expired-answers"] ?? 0) > 0 }, "a retry was answered expired: \(counts)")
+    }
+
+    @Test func `a selector that cannot be read retires nothing, with and without --groups; read as no members, the checker sees live members retired`() throws {
+        for groups in [[], ["--groups"]] {
+            let (status, runs, output) = try runs(["--seeds", "1-6", "--steps", "3000"] + groups)
+            #expect(status == 0, "\(output)")
+            let counts = runs.map { $0["counts"] as? [String: Int] ?? [:] }
+            #expect(counts.filter { ($0["selector-spoils"] ?? 0) > 0 }.count >= 5, "the desks' selector was spoiled in most runs: \(counts)")
+            let broken = try self.runs(["--seeds", "1-20", "--steps", "3000", "--break", "selector-encoding"] + groups)
+            #expect(broken.status == 1, "\(broken.output)")
+            let violation = try #require(broken.runs.last?["violation"] as? [String: Any], "\(broken.output)")
+            #expect(violation["invariant"] as? String == "retired-while-selected", "\(violation)")
+            #expect((violation["message"] as? String ?? "").contains("of Sim.desk for member "), "\(violation)")
+        }
     }
 
     @Test func `with --groups each scope member has one owner in the group through every fault; moves and re-placements happen`() throws {
@@ -97,7 +127,7 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogdLab(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, quarantine, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, quarantine, selector-encoding, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
         let arbiterOnly = try runCogdLab(["sim", "--break", "arbiter-deadline"])
         #expect(arbiterOnly.status == 64 && arbiterOnly.stderr.contains("--break arbiter-deadline is the arbiter's rule: give --arbiter too"))
         let clusterOnly = try runCogdLab(["sim", "--arbiter", "--break", "dedup"])

@@ -42,6 +42,11 @@ public struct LeaderCore {
         /// scope registrations join the group's, and each instance is
         /// placed on one member (`cogwire.md` §6a). Off: groups are ignored.
         public var placesGroups = false
+        /// How many applied requests' replies wait in their records before
+        /// they are indexed into `dedup` together (retention keeps every
+        /// record from the oldest of them on). `cogd sim` indexes sooner,
+        /// so that its short epochs see records pruned.
+        public var indexInterval = LeaderCore.indexInterval
 
         public init(
             heartbeatTimeout: Duration = .seconds(5), maximumRecordBytes: Int = LeaderCore.maximumRecordBytes,
@@ -215,6 +220,7 @@ public struct LeaderCore {
         durable = LeaderStore(log: log)
         cogs = Cogs.durable(store: durable)
         scopes = ScopeTable(epoch: log.epoch)
+        scopes.readsUnreadableAsEmpty = settings.broken.contains(.selectorEncoding)
         scopesAtLastCommit = scopes
         if log.unindexedFrom != nil {
             unindexed = try LeaderCore.rebuiltReplies(log)
@@ -385,7 +391,7 @@ public struct LeaderCore {
     private mutating func endBatch() -> [Effect] {
         guard committing == nil else { return [] }
         var index: DedupIndexChange?
-        if unindexed.count >= LeaderCore.indexInterval || (indexNow && !unindexed.isEmpty) {
+        if unindexed.count >= settings.indexInterval || (indexNow && !unindexed.isEmpty) {
             dedupRows += LeaderCore.inKeyOrder(unindexed)
             index = .indexed
         } else if indexNow {
@@ -1465,7 +1471,7 @@ public struct LeaderCore {
     /// Past this many names, the answered-sequence cache keeps only connected workers'.
     static let answeredCacheLimit = 10_000
     /// Applied requests' replies are indexed together every this many.
-    static let indexInterval = 1_024
+    nonisolated static let indexInterval = 1_024
     /// Registration openings kept back for the next commit make a commit of
     /// their own once this many have gathered.
     static let openingsFlushCount = 1_024
@@ -1503,4 +1509,7 @@ public enum LeaderRule: String, Sendable, CaseIterable {
     /// Placing each member of a group's registration on one worker (broken:
     /// a worker joining a group gets every member, beside their owners).
     case exclusivePlacement = "exclusive-placement"
+    /// Keeping what is open under a selector that cannot be read (broken:
+    /// read as no members, which retires every instance it had open).
+    case selectorEncoding = "selector-encoding"
 }
