@@ -49,8 +49,7 @@ public final class CogRootGate {
         }
         guard let instance else {
             // Not placed here: what the root asks is dropped.
-            requestSlot.isRetired = true
-            requestSlot.waiting = []
+            requestSlot.isRetired = true  // what waits is abandoned
             return
         }
         let slot = requestSlot.isRetired || requestSlot.instance != nil ? CogInstanceSlot() : requestSlot

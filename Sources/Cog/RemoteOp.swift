@@ -160,23 +160,53 @@ extension CogRemoteScope {
 /// leader's answer arrives; ops from the child carry it.
 @MainActor
 public final class CogInstanceSlot {
+    /// Something waiting for the instance: sent with it once it is known,
+    /// or told that the child retired first (never both, never neither).
+    public struct Waiter {
+        public let send: @MainActor (UInt64) -> Void
+        public let abandon: @MainActor () -> Void
+
+        public init(send: @escaping @MainActor (UInt64) -> Void, abandon: @escaping @MainActor () -> Void) {
+            self.send = send
+            self.abandon = abandon
+        }
+    }
+
     /// The instance, once known.
     public var instance: UInt64?
-    /// The child has retired: its requests are dropped.
-    public var isRetired = false
-    /// Requests waiting for `instance`.
-    public var waiting: [@MainActor (UInt64) -> Void] = []
+    /// The child has retired: nothing more is sent for it, and what still
+    /// waits for its instance is abandoned (told so) now.
+    public var isRetired = false {
+        didSet {
+            guard isRetired, !oldValue else { return }
+            let abandoned = waiting
+            waiting = []
+            for waiter in abandoned { waiter.abandon() }
+        }
+    }
+    /// What waits for `instance`, oldest first.
+    public private(set) var waiting: [Waiter] = []
 
     public init(instance: UInt64? = nil) {
         self.instance = instance
     }
 
-    /// Sets the instance and runs what waited for it.
+    /// Waits for the next `resolve`: `send` runs with its instance, or
+    /// `abandon` instead when the child retires first (at once when it has).
+    public func wait(_ waiter: Waiter) {
+        if isRetired {
+            waiter.abandon()
+        } else {
+            waiting.append(waiter)
+        }
+    }
+
+    /// Sets the instance and sends what waited for it.
     public func resolve(_ instance: UInt64) {
         self.instance = instance
         let waiting = self.waiting
         self.waiting = []
-        if !isRetired { for send in waiting { send(instance) } }
+        for waiter in waiting { waiter.send(instance) }
     }
 }
 

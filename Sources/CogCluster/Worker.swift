@@ -185,6 +185,9 @@ public final class Worker: CogRemoteLink {
     /// Scope registrations with the leader, by this worker's number.
     private var scopes: [UInt64: WorkerScope] = [:]
     private var nextRegistration: UInt64 = 0
+    /// Requests whose scope child retired before the leader named its
+    /// instance, to answer at the next pass (`answerAbandonedRequests`).
+    private var abandonedRequests: [(request: RequestID, about: WorkerRejections.Sent)] = []
     /// Which instance each member of each registration has, as of the
     /// applied revision (`ReplicaScopes`: the rules; the scopes here fill
     /// and drop their child slots as it says).
@@ -466,7 +469,7 @@ public final class Worker: CogRemoteLink {
     /// Handles everything waiting now; returns whether anything was.
     @discardableResult
     public func pump() throws -> Bool {
-        var worked = false
+        var worked = answerAbandonedRequests()
         while let frames = try dealer.receive() {
             worked = true
             lastHeardFromLeader = .now
@@ -732,12 +735,36 @@ public final class Worker: CogRemoteLink {
         }
         if let instance = slot.instance {
             sendRequest(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName))
-        } else {
-            // The leader has not told us this child's instance yet: send once it has.
-            slot.waiting.append { [weak self] instance in
-                self?.sendRequest(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName))
-            }
+            return
         }
+        // Sent once the leader has told this child's instance; a child that
+        // retires first has its request answered here, never left unanswered.
+        let about = WorkerRejections.Sent(op: name, turnName: turnName, instance: nil)
+        slot.wait(
+            CogInstanceSlot.Waiter(
+                send: { [weak self] instance in
+                    self?.sendRequest(OpRequest(request: request, op: name, argument: bytes, instance: instance, name: turnName))
+                },
+                abandon: { [weak self] in
+                    // Answered at the next pass, not inside the retirement that abandoned it.
+                    self?.abandonedRequests.append((request, about))
+                    self?.signal()
+                }))
+    }
+
+    /// Answers the requests whose scope child retired before the leader
+    /// named its instance: rejected `retired-scope` here, as the leader
+    /// would have (`protocol/cogwire.md` §6), never left unanswered.
+    private func answerAbandonedRequests() -> Bool {
+        guard !abandonedRequests.isEmpty else { return false }
+        let abandoned = abandonedRequests
+        abandonedRequests = []
+        for (request, about) in abandoned {
+            answer(
+                OpReply(request: request, outcome: .rejected(Rejection(.retiredScope, "not sent: its scope instance retired before the leader named it"))),
+                about: about)
+        }
+        return true
     }
 
     /// How many messages the socket queues for the leader while it is away
@@ -825,10 +852,14 @@ public final class Worker: CogRemoteLink {
         if let instance = parent.instance, let epoch, ScopeTable.epoch(of: instance) == epoch {
             sendRegistration(scope.registration(parent: instance))
         } else {
-            parent.waiting.append { [weak self, weak scope] instance in
-                guard let self, let scope, self.scopes[scope.spec.registration] === scope else { return }
-                self.sendRegistration(scope.registration(parent: instance))
-            }
+            parent.wait(
+                CogInstanceSlot.Waiter(
+                    send: { [weak self, weak scope] instance in
+                        guard let self, let scope, self.scopes[scope.spec.registration] === scope else { return }
+                        self.sendRegistration(scope.registration(parent: instance))
+                    },
+                    // The parent retired first: the registration is pruned with it.
+                    abandon: {}))
         }
     }
 

@@ -13,13 +13,19 @@ private let rootPingOp = RemoteOp<Int>(name: "rootGateTests.ping") { _, _ in }
 private final class PlacingLink: CogRemoteLink {
     var gates: [String: CogRootGate] = [:]
     var sent: [(op: String, instance: UInt64?)] = []
+    /// Requests whose root retired before it was placed (what the worker answers `retired-scope` itself).
+    var abandoned: [String] = []
     let codec: any CogDurableStore = ReplicaCodec()
 
     func submit(op name: String, argument: any Encodable & Sendable, owner: MechanismController?) {
         // As the worker does: a retired root's request is not sent; one whose instance is unknown waits.
         guard let slot = owner?.owningSlot else { return sent.append((name, nil)) }
         guard !slot.isRetired else { return }
-        if let instance = slot.instance { sent.append((name, instance)) } else { slot.waiting.append { [weak self] in self?.sent.append((name, $0)) } }
+        if let instance = slot.instance {
+            sent.append((name, instance))
+        } else {
+            slot.wait(.init(send: { [weak self] in self?.sent.append((name, $0)) }, abandon: { [weak self] in self?.abandoned.append(name) }))
+        }
     }
 
     func registerScope(
@@ -113,5 +119,20 @@ struct RootGateTests {
         #expect(seen.values.filter { $0 == "task started" }.count == 2 && seen.values.filter { $0 == "task cancelled" }.count == 2)
         #expect(link.sent.count == sent, "a root placed elsewhere sends nothing")
         #expect(gate.openings == 2)
+    }
+
+    @Test func `a request waiting for the root's placement is abandoned, never left waiting, when the root is placed elsewhere first`() async throws {
+        let link = PlacingLink()
+        let cogs = Cogs.replica()
+        cogs.remoteLink = link
+        cogs.operateReplicaMechanisms([LevelMechanism(seen: Recorder<String>(), controllers: Recorder<MechanismController>())])
+        let gate = try #require(link.gates["Level"])
+        await Self.settle()
+        #expect(link.sent.isEmpty && link.abandoned.isEmpty, "operate's request waits for the root's placement")
+        gate.place(nil)
+        #expect(link.abandoned == ["rootGateTests.ping"], "told at once, so its worker answers it retired-scope")
+        gate.place(7)
+        await Self.settle()
+        #expect(link.abandoned == ["rootGateTests.ping"] && link.sent.map(\.instance) == [7], "only the new lifetime's own request goes, once")
     }
 }
