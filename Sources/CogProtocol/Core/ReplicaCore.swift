@@ -483,8 +483,10 @@ public struct ReplicaCore: Sendable {
         guard isSuspended, let leaseStart, now - leaseStart < settings.lease ?? .zero else { return }
         // The replica may be behind what the welcome named: the records it
         // has yet to apply may retire what it holds (it was given up, its
-        // members placed elsewhere). Resume once it has applied them.
-        resumeAt = leaderRevision
+        // members placed elsewhere). Resume once it has applied them — those
+        // the first renewing welcome named: a later move needs another
+        // heartbeat timeout of silence, which the lease covers.
+        resumeAt = resumeAt ?? leaderRevision
         resumeIfCaughtUp(now: now)
     }
 
