@@ -172,6 +172,12 @@ public enum CogLab {
                                           the heartbeat timeout + 1 s, then SIGCONT it; it must say
                                           lease-expired when it runs again, before it hears gone, and
                                           rejoins (protocol/cogwire.md §6b); 0: never (default 0)
+                  --cut-worker-every D    with --group-workers: about every D seconds cut a worker's link to
+                                          the leader (each worker talks to it through a loopback relay,
+                                          which then moves nothing either way) for the heartbeat timeout
+                                          + 1 s, then mend it; the worker keeps running, and must say
+                                          lease-expired before it hears gone (protocol/cogwire.md §6b);
+                                          0: never (default 0)
                   --ha                    instead, a high-availability drill: a real etcd on loopback (needs
                                           etcd: deploy/install-deps.sh) and two nodes, n1 and n2, each
                                           cogd leader --ha --sync one over its own folder; clients that

@@ -46,6 +46,11 @@ struct Drill {
         /// In a group drill, about how often a worker is frozen (SIGSTOP) past
         /// the heartbeat timeout and let go again (`--freeze-worker-every`; 0: never).
         var freezeWorkerEvery: Double = 0
+        /// In a group drill, about how often a worker's link to the leader's
+        /// requests socket is cut past the heartbeat timeout and mended
+        /// (`--cut-worker-every`; 0: never). Each worker then talks to the
+        /// leader through a `LinkRelay`.
+        var cutWorkerEvery: Double = 0
         /// How often a group drill kills a worker unless `--kill-worker-every` says.
         static let groupKillWorkerEvery: Double = 5
         /// The loopback ports the leader serves on are picked free from this range (`--ports A-B`).

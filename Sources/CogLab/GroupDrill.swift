@@ -28,6 +28,12 @@ import Foundation
 /// leader gives it up and moves its accounts — and then let go: its log
 /// must say `lease-expired` when it runs again, before it hears `gone`
 /// (`protocol/cogwire.md` §6b), and it rejoins the group.
+///
+/// With `--cut-worker-every`, each worker talks to the leader through a
+/// `LinkRelay`, and about that often one worker's relay (not a frozen one's)
+/// moves nothing for the heartbeat timeout + 1 s: the worker keeps running,
+/// cut off, and must say `lease-expired` before it hears `gone` once the
+/// link is mended.
 struct GroupDrill {
     /// The group the drill's workers join (`--group`).
     static let group = "drill"
@@ -40,6 +46,11 @@ struct GroupDrill {
         /// whose log did not say `lease-expired` before `given-up` after it.
         var workerFreezes = 0
         var unsuspended: [String] = []
+        /// Workers whose link to the leader was cut past the heartbeat
+        /// timeout and mended, and those whose log did not say
+        /// `lease-expired` before `given-up` after it.
+        var workerCuts = 0
+        var uncut: [String] = []
         var sent = 0
         var applied = 0
         var unchanged = 0
@@ -83,6 +94,9 @@ struct GroupDrill {
             if !unsuspended.isEmpty {
                 list.append("\(unsuspended.count) frozen workers did not stop their effects first when they ran again (first: \(unsuspended[0]))")
             }
+            if !uncut.isEmpty {
+                list.append("\(uncut.count) workers cut off did not stop their effects before they heard gone (first: \(uncut[0]))")
+            }
             return list
         }
     }
@@ -107,10 +121,15 @@ struct GroupDrill {
         let folder = options.dataFolder ?? Drill.Options.freshFolder()
         defer { if options.dataFolder == nil { try? FileManager.default.removeItem(atPath: folder) } }
         if let problem = options.dataFolderProblem { throw LabError(message: problem) }
-        let ports = try LoopbackPorts(range: options.ports, count: Drill.Options.portsNeeded)
+        let cutting = options.cutWorkerEvery > 0
+        let ports = try LoopbackPorts(range: options.ports, count: Drill.Options.portsNeeded + (cutting ? count : 0))
         printError(ports.line("drill"))
-        let requests = ports.nextEndpoint()
+        let requestsPort = ports.next()
+        let requests = "tcp://127.0.0.1:\(requestsPort)"
         let turns = ports.nextEndpoint()
+        // With --cut-worker-every: each slot's worker reaches the leader through a relay the drill can cut.
+        let relays = cutting ? try (0..<count).map { _ in try LinkRelay(port: ports.next(), targetPort: requestsPort) } : []
+        defer { for relay in relays { relay.stop() } }
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         let errorsBase = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())").path
         let leader = try Child(
@@ -129,7 +148,7 @@ struct GroupDrill {
             let child = try Child(
                 executable,
                 [
-                    "worker", "--leader", requests, "--name", name, "--rig", "ledger-greeter", "--group", GroupDrill.group,
+                    "worker", "--leader", cutting ? relays[slot].endpoint : requests, "--name", name, "--rig", "ledger-greeter", "--group", GroupDrill.group,
                     "--heartbeat-timeout", Self.seconds(options.heartbeatTimeout),
                 ],
                 errors: errors(name), environment: ["SWIFT_BACKTRACE": "enable=no"])
@@ -176,6 +195,10 @@ struct GroupDrill {
         var frozen: (slot: Int, thawAt: ContinuousClock.Instant)?
         var thawed: [String] = []
         let freezeLength = Duration.milliseconds(Int64((options.heartbeatTimeout + 1) * 1_000))
+        var nextCut = start + .milliseconds(Int64(options.cutWorkerEvery * 1_000))
+        /// The worker cut off now (its slot, and when the link is mended), and each one mended, by name.
+        var cutOff: (slot: Int, mendAt: ContinuousClock.Instant)?
+        var mended: [String] = []
         var lastKill = start
         var lastProgress = start
         var load = DrillLoad(accounts: accounts, churnPerForty: 3, churnOutstanding: 8)
@@ -197,10 +220,24 @@ struct GroupDrill {
                     frozen = (slot, now + freezeLength)
                     verdict.workerFreezes += 1
                 }
-                if now >= nextKill, frozen.map({ $0.slot }) == nil || count > 1 {
+                if let cut = cutOff, now >= cut.mendAt {
+                    mended.append(workers[cut.slot].name)
+                    cutOff = nil
+                    nextCut = now + .milliseconds(Int64(options.cutWorkerEvery * 1_000))
+                }
+                if cutting, cutOff == nil, now >= nextCut, end > now + freezeLength, frozen == nil || count > 1 {
                     var slot = Int(random.next() % UInt64(count))
-                    // Not the frozen one: its freeze is judged by what it says when it runs again.
+                    // Not the frozen one: one fault at a time for each worker.
                     if let ice = frozen, ice.slot == slot { slot = (slot + 1) % count }
+                    relays[slot].cut(for: freezeLength)
+                    cutOff = (slot, now + freezeLength)
+                    verdict.workerCuts += 1
+                }
+                let spared = Set([frozen?.slot, cutOff?.slot].compactMap { $0 })
+                if now >= nextKill, spared.count < count {
+                    var slot = Int(random.next() % UInt64(count))
+                    // Not the frozen or cut-off one: its fault is judged by what it says afterwards.
+                    while spared.contains(slot) { slot = (slot + 1) % count }
                     kills.append(GroupLogCheck.Kill(worker: workers[slot].name, at: Date()))
                     if let timeline { killFaults[workers[slot].name] = timeline.fault(.workerKill, at: now, detail: "\(workers[slot].name) SIGKILLed") }
                     workers[slot].child.killHard()
@@ -221,10 +258,15 @@ struct GroupDrill {
                 fflush(nil)
             }
         }
-        // A worker still frozen runs again (it rejoins, as any one let go).
+        // A worker still frozen runs again (it rejoins, as any one let go); a link still cut is mended.
         if let ice = frozen {
             workers[ice.slot].child.thaw()
             thawed.append(workers[ice.slot].name)
+            lastKill = max(lastKill, ContinuousClock.now)
+        }
+        if let cut = cutOff {
+            while relays[cut.slot].isCut { usleep(20_000) }
+            mended.append(workers[cut.slot].name)
             lastKill = max(lastKill, ContinuousClock.now)
         }
         // The last kill's window passes (its move is judged like the others'), then the group settles:
@@ -254,18 +296,24 @@ struct GroupDrill {
         }
         leader.stop()
         for worker in workers { worker.child.stop() }
-        // Each worker let go said `lease-expired` when it ran again, before it heard `gone`.
-        for name in Set(thawed).sorted() {
-            let lines = ((try? String(contentsOfFile: errors(name), encoding: .utf8)) ?? "").split(separator: "\n")
-            let expired = lines.indices.filter { lines[$0].contains("no welcome from the leader for") }
-            let givenUp = lines.indices.filter { lines[$0].contains("the leader gave this worker up") }
-            let freezes = thawed.filter { $0 == name }.count
-            if expired.count < freezes {
-                verdict.unsuspended.append("\(name): frozen \(freezes) times, said lease-expired \(expired.count) times")
-            } else if let firstGone = givenUp.first, let firstExpired = expired.first, firstGone < firstExpired {
-                verdict.unsuspended.append("\(name): said given-up before lease-expired")
+        // Each worker let go, and each one cut off, said `lease-expired` before it heard `gone`.
+        func stoppedFirst(_ names: [String], _ fault: String) -> [String] {
+            var problems: [String] = []
+            for name in Set(names).sorted() {
+                let lines = ((try? String(contentsOfFile: errors(name), encoding: .utf8)) ?? "").split(separator: "\n")
+                let expired = lines.indices.filter { lines[$0].contains("no welcome from the leader for") }
+                let givenUp = lines.indices.filter { lines[$0].contains("the leader gave this worker up") }
+                let faults = names.filter { $0 == name }.count
+                if expired.count < faults {
+                    problems.append("\(name): \(fault) \(faults) times, said lease-expired \(expired.count) times")
+                } else if let firstGone = givenUp.first, let firstExpired = expired.first, firstGone < firstExpired {
+                    problems.append("\(name): said given-up before lease-expired")
+                }
             }
+            return problems
         }
+        verdict.unsuspended = stoppedFirst(thawed, "frozen")
+        verdict.uncut = stoppedFirst(mended, "cut off")
 
         let store = try TurnStore(directory: folder, mode: .reader)
         defer { store.close() }
@@ -387,13 +435,15 @@ struct GroupDrill {
         // Without --data: a run's folder is always fresh, and the one given now holds this run's log.
         let command =
             "cogd-lab drill --group-workers \(options.groupWorkers) --seconds \(options.seconds) --kill-worker-every \(options.killWorkerEvery) --heartbeat-timeout \(options.heartbeatTimeout)"
-            + (options.freezeWorkerEvery > 0 ? " --freeze-worker-every \(options.freezeWorkerEvery)" : "") + " --seed \(options.seed)\(options.portsOption)"
+            + (options.freezeWorkerEvery > 0 ? " --freeze-worker-every \(options.freezeWorkerEvery)" : "")
+            + (options.cutWorkerEvery > 0 ? " --cut-worker-every \(options.cutWorkerEvery)" : "") + " --seed \(options.seed)\(options.portsOption)"
         let ownerless = verdict.workerKills - verdict.live.count
         if json {
             func number(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "null" }
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"groupWorkers\": \(options.groupWorkers), "
                 + "\"workerKills\": \(verdict.workerKills), \"killsOfOwners\": \(verdict.live.count), \"sent\": \(verdict.sent), "
                 + "\"workerFreezes\": \(verdict.workerFreezes), \"freezesNotSuspended\": \(verdict.unsuspended.count), "
+                + "\"workerCuts\": \(verdict.workerCuts), \"cutsNotSuspended\": \(verdict.uncut.count), "
                 + "\"applied\": \(verdict.applied), \"unchanged\": \(verdict.unchanged), \"refused\": \(verdict.refused), \"rejected\": \(verdict.rejected), "
                 + "\"retried\": \(verdict.retried), \"unanswered\": \(verdict.unanswered), \"turns\": \(turns), \"lost\": \(verdict.lost.count), "
                 + "\"duplicated\": \(verdict.duplicated.count), \"logSound\": \(verdict.problem == nil), "
@@ -416,6 +466,7 @@ struct GroupDrill {
             "drill verdict (seed \(options.seed), a group of \(options.groupWorkers) workers)",
             "  kills            workers \(verdict.workerKills) (\(verdict.live.count) owned accounts, \(ownerless) owned none), leader 0",
             "  freezes          \(verdict.workerFreezes) workers SIGSTOPped past the heartbeat timeout; \(verdict.workerFreezes - verdict.unsuspended.count) said lease-expired when they ran again, before gone",
+            "  cuts             \(verdict.workerCuts) workers cut off from the leader past the heartbeat timeout, running; \(verdict.workerCuts - verdict.uncut.count) said lease-expired before gone",
             "  requests         the drill's client sent \(verdict.sent): applied \(verdict.applied), unchanged \(verdict.unchanged), refused \(verdict.refused), rejected \(verdict.rejected), retried \(verdict.retried), unanswered \(verdict.unanswered)",
             "  log              \(turns) turns, \(verdict.problem.map { "PROBLEM: \(escaped: $0)" } ?? "contiguous, decodes, state equals replay")",
             "  lost             \(verdict.lost.count)",

@@ -111,6 +111,12 @@ enum LabParse {
                     throw UsageError(message: "--freeze-worker-every takes a number of seconds, 0 for none, not '\(text)'", subcommand: "drill")
                 }
                 options.freezeWorkerEvery = value
+            case "--cut-worker-every":
+                let text = try reader.value(for: option)
+                guard let value = Double(text), value >= 0, value.isFinite else {
+                    throw UsageError(message: "--cut-worker-every takes a number of seconds, 0 for none, not '\(text)'", subcommand: "drill")
+                }
+                options.cutWorkerEvery = value
             case "--ports": options.ports = try PortRange.parse(try reader.value(for: option), subcommand: "drill")
             case "--report": options.reportFolder = try reader.value(for: option)
             case "--ha":
@@ -141,7 +147,7 @@ enum LabParse {
         if options.ha {
             // The HA drill: etcd, two nodes and clients; its own faults.
             let others = ["--workers", "--kill-leader-every", "--kill-worker-every", "--trap-every", "--curve", "--data", "--group-workers",
-                "--heartbeat-timeout", "--freeze-worker-every", "--report"]
+                "--heartbeat-timeout", "--freeze-worker-every", "--cut-worker-every", "--report"]
             if let other = others.first(where: given.contains) {
                 throw UsageError(message: "\(other) does not apply to an HA drill (--ha)", subcommand: "drill")
             }
@@ -157,11 +163,17 @@ enum LabParse {
                 throw UsageError(message: "\(other) does not apply to a group drill (--group-workers)", subcommand: "drill")
             }
             if !given.contains("--kill-worker-every") { options.killWorkerEvery = Drill.Options.groupKillWorkerEvery }
-        } else if let groupOnly = ["--heartbeat-timeout", "--freeze-worker-every"].first(where: given.contains) {
+        } else if let groupOnly = ["--heartbeat-timeout", "--freeze-worker-every", "--cut-worker-every"].first(where: given.contains) {
             throw UsageError(message: "\(groupOnly) applies to a group drill (with --group-workers)", subcommand: "drill")
         }
         if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
-        try options.ports.check(needed: Drill.Options.portsNeeded, what: "a drill (the leader's requests and turns)", subcommand: "drill")
+        if options.cutWorkerEvery > 0 {
+            try options.ports.check(
+                needed: Drill.Options.portsNeeded + options.groupWorkers,
+                what: "a group drill that cuts links (the leader's requests and turns, and a relay per worker)", subcommand: "drill")
+        } else {
+            try options.ports.check(needed: Drill.Options.portsNeeded, what: "a drill (the leader's requests and turns)", subcommand: "drill")
+        }
         return options
     }
 

@@ -139,6 +139,42 @@ struct DrillTests {
         #expect(verdict["command"] as? String == "cogd-lab drill --group-workers 2 --seconds 7 --kill-worker-every 3.0 --heartbeat-timeout 2.0 --seed 5")
     }
 
+    @Test func `a group drill that cuts a worker's link: the worker, still running, says lease-expired before it hears gone`() throws {
+        let result = try runCogdLab(
+            ["drill", "--group-workers", "2", "--seconds", "8", "--kill-worker-every", "100", "--cut-worker-every", "2", "--seed", "3", "--json"],
+            timeout: .seconds(100))
+        let verdict = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)\(result.stderr)")
+        #expect(verdict["violations"] as? [String] == [], "\(result.stderr)")
+        #expect(result.status == 0)
+        #expect(verdict["workerCuts"] as? Int == 1, "cut at 2 s for 3 s; the next would end past the run")
+        #expect(verdict["cutsNotSuspended"] as? Int == 0)
+        #expect(verdict["workerKills"] as? Int == 0)
+        #expect(verdict["doubleOwnership"] as? Int == 0)
+        #expect(verdict["effectsFromRetiredOrForeign"] as? Int == 0)
+        #expect(verdict["lost"] as? Int == 0 && verdict["duplicated"] as? Int == 0)
+        #expect(verdict["replicasConverged"] as? Bool == true)
+        // The relays took a port each, beside the leader's two.
+        #expect((verdict["ports"] as? [Int])?.count == 4)
+        #expect((verdict["command"] as? String)?.contains("--cut-worker-every 2.0") == true)
+    }
+
+    @Test func `--cut-worker-every belongs to a group drill and takes seconds`() throws {
+        #expect(try LabParse.parseDrill(["--group-workers", "3", "--cut-worker-every", "7"]).cutWorkerEvery == 7)
+        #expect(throws: Command.UsageError(message: "--cut-worker-every applies to a group drill (with --group-workers)", subcommand: "drill")) {
+            try LabParse.parseDrill(["--cut-worker-every", "7"])
+        }
+        #expect(throws: Command.UsageError(message: "--cut-worker-every takes a number of seconds, 0 for none, not 'often'", subcommand: "drill")) {
+            try LabParse.parseDrill(["--group-workers", "3", "--cut-worker-every", "often"])
+        }
+        #expect(
+            throws: Command.UsageError(
+                message: "--ports 40000-40003 holds 4 ports; a group drill that cuts links (the leader's requests and turns, and a relay per worker) needs 5",
+                subcommand: "drill")
+        ) {
+            try LabParse.parseDrill(["--group-workers", "3", "--cut-worker-every", "7", "--ports", "40000-40003"])
+        }
+    }
+
     @Test func `--ports takes a range of loopback ports with room for the run, and says what is wrong otherwise`() throws {
         var expected = Drill.Options()
         expected.ports = PortRange(lowerBound: 40_000, upperBound: 40_001)
