@@ -192,8 +192,6 @@ public final class Worker: CogRemoteLink {
     /// applied revision (`ReplicaScopes`: the rules; the scopes here fill
     /// and drop their child slots as it says).
     private var scopeBook = ReplicaScopes()
-    /// Registrations the socket could not take yet, oldest first: sent again every pass.
-    private var unsentRegistrations: [ScopeRegistration] = []
     /// The event loop's read sources on the sockets' notification descriptors.
     private var sources: [any DispatchSourceRead] = []
     private var watchedDescriptors: [Int32] = []
@@ -652,7 +650,7 @@ public final class Worker: CogRemoteLink {
     /// again (the leader dropped them, or a new epoch did): open children get
     /// new instances, and their requests wait for them.
     private func registerScopesAnew() {
-        unsentRegistrations = []
+        scopeBook.dropUnsent()
         scopeBook.forgetInstances()
         for scope in scopes.values { scope.forgetInstances() }
         pruneRetiredScopes()
@@ -844,15 +842,13 @@ public final class Worker: CogRemoteLink {
     /// of the current epoch is known, and is not sent once the parent retired.
     private func register(_ scope: WorkerScope) {
         scopeBook.registering(scope.spec.registration, applied: core.appliedRevision)
-        guard let parent = scope.parent else {
-            sendRegistration(scope.spec)
+        switch ReplicaScopes.sending(scope.spec, parent: scope.parent.map { ($0.instance, $0.isRetired) }, epoch: epoch) {
+        case .send(let registration):
+            sendRegistration(registration)
+        case .drop:
             return
-        }
-        guard !parent.isRetired else { return }
-        if let instance = parent.instance, let epoch, ScopeTable.epoch(of: instance) == epoch {
-            sendRegistration(scope.registration(parent: instance))
-        } else {
-            parent.wait(
+        case .waitForParent:
+            scope.parent?.wait(
                 CogInstanceSlot.Waiter(
                     send: { [weak self, weak scope] instance in
                         guard let self, let scope, self.scopes[scope.spec.registration] === scope else { return }
@@ -863,27 +859,21 @@ public final class Worker: CogRemoteLink {
         }
     }
 
-    /// Sends a registration; one the socket cannot take now is kept and
-    /// sent again on every pass until it goes (its scope's children wait
-    /// for the instances the reply brings: a dropped registration would
-    /// leave them waiting for good). A new epoch registers every scope
-    /// anew, so what is kept is dropped then.
+    /// Sends a registration; one the socket cannot take now is kept
+    /// (`ReplicaScopes.notSent`) and sent again on every pass until it goes.
     private func sendRegistration(_ registration: ScopeRegistration) {
         if (try? send(.scopeRegister(registration))) == true { return }
         operations.registrationRetries &+= 1
-        unsentRegistrations.append(registration)
+        scopeBook.notSent(registration)
     }
 
     /// Sends the registrations kept unsent, in order, until one is refused again.
     private func retryUnsentRegistrations() {
-        while let registration = unsentRegistrations.first {
-            // A scope that was forgotten (pruned, or registered anew) needs nothing.
-            guard let scope = scopes[registration.registration], !(scope.parent?.isRetired ?? false) else {
-                unsentRegistrations.removeFirst()
-                continue
-            }
+        let scopes = self.scopes
+        // A scope that was forgotten (pruned, or registered anew) needs nothing.
+        while let registration = scopeBook.nextUnsent(wanted: { scopes[$0.registration].map { !($0.parent?.isRetired ?? false) } ?? false }) {
             guard (try? send(.scopeRegister(registration))) == true else { return }
-            unsentRegistrations.removeFirst()
+            scopeBook.sentAgain()
         }
     }
 

@@ -90,4 +90,35 @@ struct ReplicaScopesTests {
         }
         #expect(book.waitingReplies == ReplicaScopes.maximumWaitingReplies)
     }
+
+    @Test func `a nested registration goes under its parent's instance of the followed epoch, waits for one, or is dropped with its parent`() {
+        let spec = ScopeRegistration(worker: "w1", registration: 4, path: "S.child.inner", source: "ledger.accounts", key: nil, form: .each)
+        var under = spec
+        under.parent = (2 << 32) | 5
+        #expect(ReplicaScopes.sending(spec, parent: nil, epoch: 2) == .send(spec), "a top-level one goes as it is")
+        #expect(ReplicaScopes.sending(spec, parent: ((2 << 32) | 5, false), epoch: 2) == .send(under))
+        #expect(ReplicaScopes.sending(spec, parent: ((1 << 32) | 5, false), epoch: 2) == .waitForParent, "an earlier epoch's instance is dead")
+        #expect(ReplicaScopes.sending(spec, parent: (nil, false), epoch: 2) == .waitForParent)
+        #expect(ReplicaScopes.sending(spec, parent: ((2 << 32) | 5, true), epoch: 2) == .drop)
+    }
+
+    @Test func `registrations the socket did not take are sent again in order, one per number, and dropped when no longer wanted`() {
+        var book = ReplicaScopes()
+        func registration(_ number: UInt64, _ path: String = "S.child") -> ScopeRegistration {
+            ScopeRegistration(worker: "w1", registration: number, path: path, source: "ledger.accounts", key: nil, form: .each)
+        }
+        book.notSent(registration(1))
+        book.notSent(registration(2))
+        book.notSent(registration(1, "S.again"))
+        #expect(book.unsent.map(\.registration) == [2, 1], "a newer sending of 1 replaces the older, at the back")
+        #expect(book.nextUnsent { $0.registration != 2 }?.path == "S.again", "2 is no longer wanted: dropped")
+        book.sentAgain()
+        #expect(book.unsent.isEmpty && book.nextUnsent { _ in true } == nil)
+        book.notSent(registration(3))
+        book.drop(3)
+        #expect(book.unsent.isEmpty)
+        book.notSent(registration(5))
+        book.dropUnsent()
+        #expect(book.unsent.isEmpty)
+    }
 }

@@ -57,6 +57,9 @@ public struct ReplicaScopes: Sendable {
     }
 
     private var books: [UInt64: Book] = [:]
+    /// Registrations the socket could not take yet, oldest first, one per
+    /// number (a newer sending replaces an older).
+    public private(set) var unsent: [ScopeRegistration] = []
     /// Replies above the applied revision, oldest first.
     private var waiting: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
 
@@ -93,6 +96,55 @@ public struct ReplicaScopes: Sendable {
     public mutating func drop(_ registration: UInt64) {
         books[registration] = nil
         waiting.removeAll { $0.registration == registration }
+        unsent.removeAll { $0.registration == registration }
+    }
+
+    /// What to do with a registration about to be sent (cogwire §6): a
+    /// top-level one goes; a nested one goes under its parent's instance of
+    /// the followed epoch, waits for one (the parent's is unknown, or of an
+    /// earlier epoch), or is not sent once its parent retired.
+    public enum Sending: Sendable, Equatable {
+        case send(ScopeRegistration)
+        case waitForParent
+        case drop
+    }
+
+    public static func sending(_ spec: ScopeRegistration, parent: (instance: UInt64?, retired: Bool)?, epoch: UInt64?) -> Sending {
+        guard let parent else { return .send(spec) }
+        guard !parent.retired else { return .drop }
+        guard let instance = parent.instance, let epoch, ScopeTable.epoch(of: instance) == epoch else { return .waitForParent }
+        var sent = spec
+        sent.parent = instance
+        return .send(sent)
+    }
+
+    /// The socket did not take `registration`: it is sent again later
+    /// (its children wait for the instances its reply brings; a dropped
+    /// registration would leave them waiting for good).
+    public mutating func notSent(_ registration: ScopeRegistration) {
+        unsent.removeAll { $0.registration == registration.registration }
+        unsent.append(registration)
+    }
+
+    /// The oldest registration to send again, after dropping those no longer
+    /// `wanted` (forgotten, or their parent retired); `sentAgain()` once the
+    /// socket took it.
+    public mutating func nextUnsent(wanted: (ScopeRegistration) -> Bool) -> ScopeRegistration? {
+        while let first = unsent.first {
+            if wanted(first) { return first }
+            unsent.removeFirst()
+        }
+        return nil
+    }
+
+    /// The registration `nextUnsent` gave went.
+    public mutating func sentAgain() {
+        if !unsent.isEmpty { unsent.removeFirst() }
+    }
+
+    /// Every scope registers anew (a new epoch, or the leader dropped them): what was kept unsent is not wanted.
+    public mutating func dropUnsent() {
+        unsent = []
     }
 
     /// The leader retired every instance of this worker (it gave the worker
