@@ -57,7 +57,7 @@ let package = Package(
         // The runtime's commands, as a library a user's app links: no example rig, no lab code.
         .target(
             name: "CogdCommandLine",
-            dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "CLMDB", "CZMQ", "CCogdSupport"]
+            dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "CLMDB", "CZMQ"]
         ),
         .executableTarget(name: "cogd", dependencies: ["Cog", "CogdCommandLine", "LedgerRig", "TrailsRig"]),
         // The lab: benchmarks, drills, the simulator and the rigs they need, as `cogd-lab`.
@@ -65,7 +65,7 @@ let package = Package(
             name: "CogLab",
             dependencies: [
                 "Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CogCluster", "CogSim", "CogdCommandLine", "LedgerRig", "TrailsRig", "CLMDB",
-                "CZMQ",
+                "CZMQ", "CCogdSupport",
             ]
         ),
         .executableTarget(name: "cogd-lab", dependencies: ["CogLab"]),

@@ -821,8 +821,15 @@ public final class Leader {
         let timeout = configuration.heartbeatTimeout.components
         status.heartbeatTimeoutSeconds = Double(timeout.seconds) + Double(timeout.attoseconds) / 1e18
         status.replication = replicationStatus
+        // Read on the serving thread, which answers status.
+        status.servingAllocations = Leader.countAllocations?()
         return status
     }
+
+    /// The heap allocations the calling thread has made so far, when the
+    /// executable counts them (`cogd-lab` sets it at start; nil otherwise):
+    /// status then says the serving thread's (`LeaderStatus.servingAllocations`).
+    public nonisolated(unsafe) static var countAllocations: (@Sendable () -> UInt64)?
 
     /// The placement, with where ZeroMQ's I/O threads are now.
     var placementDescription: String { threadsDescription + spinDescription }

@@ -1,3 +1,5 @@
+import CCogdSupport
+import CogCluster
 import CogSim
 import Cog
 import CogdCommandLine
@@ -18,6 +20,8 @@ public enum CogLab {
 
     /// Runs `cogd-lab` with the process's arguments and exits with its status.
     public static func main() async -> Never {
+        // Set before any thread starts, never again.
+        Leader.countAllocations = { cogd_allocation_count() }
         await CogdCommandLine.main(rigs: program)
     }
 

@@ -1,4 +1,3 @@
-import CCogdSupport
 import CogCluster
 import Cog
 import Foundation

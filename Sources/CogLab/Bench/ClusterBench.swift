@@ -217,10 +217,12 @@ struct ClusterBench {
         let clients = try (0..<count).map { try Client(context: context, endpoint: requests, name: "load-\(count)-\($0)") }
         var sent = 0
         let serving = ThreadCPUClock(pid: leader.processIdentifier, threadNamed: Leader.servingThreadName)
+        let allocationsBefore = Self.servingAllocations(requests)
         let cpuBefore = serving?.nanoseconds()
         let start = ContinuousClock.now
         let run = try Self.drive(clients, window: Self.throughputWindow, sent: &sent) { _ in ContinuousClock.now - start < .seconds(3) }
         let cpuAfter = serving?.nanoseconds()
+        let allocationsAfter = Self.servingAllocations(requests)
         let batch = min(count * Self.throughputWindow, 4_096)
         let rawFolder = root + "/raw-\(count)"
         let rawSeconds = try RawAppendBaseline(directory: rawFolder).run(count: batch * 50, recordSize: 160, batch: batch)
@@ -240,7 +242,21 @@ struct ClusterBench {
         } else if !options.json {
             print("\(prefix).leader-cpu-per-op.clients-\(count): the leader's \(Leader.servingThreadName) thread was not found in /proc")
         }
+        if let allocationsBefore, let allocationsAfter, allocationsAfter >= allocationsBefore, run.applied > 0 {
+            // The serving thread's heap allocations per applied op over the same window (a count, as
+            // graph.steady.allocations; the two status requests that read it add a few, under 0.01 per op).
+            figures.append(
+                BenchFigure(
+                    name: "\(prefix).leader-allocations-per-op.clients-\(count)",
+                    value: Double(allocationsAfter - allocationsBefore) / Double(run.applied), unit: "allocs/op", baseline: nil))
+        }
         return figures
+    }
+
+    /// The allocations the leader's serving thread has made (its status says them: the leader is this executable).
+    static func servingAllocations(_ requests: String) -> UInt64? {
+        guard case .status(let status)? = try? CogdCommandLine.request(.statusRequest, leader: requests, timeout: .seconds(2)) else { return nil }
+        return status.servingAllocations
     }
 
     /// One graph turn of `ledger.transfer` in this process, in µs of CPU: measured once, on first use.

@@ -347,6 +347,10 @@ public struct LeaderStatus: Codable, Equatable, Sendable {
     /// How the leader ships its log to standbys (`--sync`, `ha.md` §9;
     /// absent without it, and from leaders before it was reported).
     public var replication: Replication?
+    /// The heap allocations the leader's serving thread has made since it
+    /// started: only from a leader that counts them (the lab's, which its
+    /// benchmarks start), absent otherwise.
+    public var servingAllocations: UInt64?
 
     /// The leader's shipping to standbys, as `cogd status` shows it.
     public struct Replication: Codable, Equatable, Sendable {
