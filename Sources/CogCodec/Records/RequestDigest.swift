@@ -11,9 +11,13 @@ public enum RequestDigest {
 
     /// The digest of `op` with `argument`.
     public static func of(op: String, argument: [UInt8]) -> [UInt8] {
-        var message = Array(op.utf8)
-        message.append(0)
-        message += argument
-        return Array(SHA256.hash(message).prefix(size))
+        // SHA-256 of op's UTF-8, a zero byte, the argument: fed in place (no message copied).
+        var hasher = SHA256()
+        var op = op
+        op.withUTF8 { hasher.update(UnsafeRawBufferPointer($0)) }
+        withUnsafeBytes(of: UInt8(0)) { hasher.update($0) }
+        argument.withUnsafeBytes { hasher.update($0) }
+        let prefix = hasher.finishPrefix128() >> 64
+        return withUnsafeBytes(of: UInt64(truncatingIfNeeded: prefix).bigEndian) { Array($0) }
     }
 }

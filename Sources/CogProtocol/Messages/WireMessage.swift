@@ -880,7 +880,8 @@ extension OpReply {
     /// The reply's message frame, written directly in deterministic key
     /// order (byte-equal to the generic encoding; the reply vectors check it).
     public func frame() -> [UInt8] {
-        var writer = CBORWriter(reservingCapacity: 64 + request.worker.utf8.count)
+        // The frame's keys and numbers take about 110 bytes; a rejection or refusal adds its texts twice (detail and reason).
+        var writer = CBORWriter(reservingCapacity: 128 + request.worker.utf8.count + outcome.textBytes)
         writer.appendHead(major: 5, 3)  // v, body, type
         writer.appendText("v")
         writer.appendHead(major: 0, WireMessage.version)
@@ -1036,6 +1037,17 @@ extension WireMessage {
     static func checkNode(_ node: String, in type: String) throws(WireDecodeError) {
         guard ArbiterRecords.isValidName(node) else {
             throw WireDecodeError(code: .malformed, message: "\(type) body: `node` must be 1 to 64 letters, digits, '_', '.' or '-'")
+        }
+    }
+}
+
+extension OpReply.Outcome {
+    /// Room for the outcome's texts in a frame (each said twice: as its field and in `reason`).
+    var textBytes: Int {
+        switch self {
+        case .applied, .unchanged: 0
+        case .rejected(let code, let detail): 2 * (code.text.utf8.count + detail.utf8.count) + 16
+        case .refused(let code, let reason): 3 * (code.utf8.count + reason.utf8.count) + 32
         }
     }
 }
