@@ -12,7 +12,7 @@
 /// can see is each connection's TCP byte count (`TCP_INFO`) and which
 /// connection each message it reads came from (`ZMQ_SRCFD`): a connection
 /// that has received more than `limit` bytes since the leader last read a
-/// message from it (or, one it never read from, since it first looked) is
+/// message from it (or, one it never read from, since it connected) is
 /// shut down, and ZeroMQ frees what it held. The peers this applies to
 /// send one frame at a time: a worker or tool reconnects on its own and
 /// retries what went unanswered; a turn-stream subscriber sends a few bytes
@@ -23,13 +23,22 @@ struct InboundGuard {
     /// How often the connections are looked at, at most: what arrives between
     /// two looks adds to the limit.
     static let interval: Duration = .milliseconds(10)
+    /// How often while a connection has sent more than a quarter of the
+    /// limit unread: it may be filling fast, and what arrives between two
+    /// looks is held in memory.
+    static let urgentInterval: Duration = .milliseconds(1)
 
     /// Per connection descriptor, its received byte count when the leader
-    /// last read a message from it (or first looked at it).
+    /// last read a message from it (0 for one it never read from: from its first byte).
     private var marks: [Int32: UInt64] = [:]
     /// Connections a message was read from since the last look.
     private var progressed: Set<Int32> = []
     private var lastLook = ContinuousClock.now
+    /// Whether the last look saw a connection past a quarter of the limit.
+    private(set) var urgent = false
+
+    /// How long until the next look is due, at most (the serving loop's longest wait).
+    var nextLookIn: Duration { urgent ? InboundGuard.urgentInterval : InboundGuard.interval }
 
     /// A whole message was read from connection `descriptor`.
     mutating func messageRead(from descriptor: Int32) {
@@ -37,7 +46,7 @@ struct InboundGuard {
     }
 
     /// Whether `interval` has passed since the last look.
-    func isDue(_ now: ContinuousClock.Instant) -> Bool { now - lastLook >= InboundGuard.interval }
+    func isDue(_ now: ContinuousClock.Instant) -> Bool { now - lastLook >= nextLookIn }
 
     /// Looks at each of `open` (the connections the sockets have accepted and
     /// not lost): one past the limit is shut down and returned with how many
@@ -47,10 +56,19 @@ struct InboundGuard {
         defer { progressed = [] }
         marks = marks.filter { open.contains($0.key) }
         var closed: [(Int32, UInt64)] = []
+        urgent = false
         for descriptor in open {
             guard let received = InboundGuard.bytesReceived(descriptor) else { continue }
-            guard let mark = marks[descriptor], !progressed.contains(descriptor), received >= mark else {
-                // First seen, a message since, or a new connection under a reused number: counts from here.
+            guard let mark = marks[descriptor] else {
+                // First seen (its connection is listed a little after it is made): a
+                // message read from it already counts from here; one that has sent no
+                // whole message yet counts from its first byte.
+                marks[descriptor] = progressed.contains(descriptor) ? received : 0
+                if !progressed.contains(descriptor) { urgent = urgent || received > InboundGuard.limit / 4 }
+                continue
+            }
+            guard !progressed.contains(descriptor), received >= mark else {
+                // A message since, or a new connection under a reused number: counts from here.
                 marks[descriptor] = received
                 continue
             }
@@ -60,6 +78,8 @@ struct InboundGuard {
                 shutdown(descriptor, Int32(SHUT_RDWR))
                 marks[descriptor] = nil
                 closed.append((descriptor, received - mark))
+            } else if received - mark > InboundGuard.limit / 4 {
+                urgent = true
             }
         }
         return closed

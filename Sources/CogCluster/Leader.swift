@@ -477,8 +477,8 @@ public final class Leader {
             } else if !snapshots.isEmpty || !backlogs.isEmpty {
                 timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue
             } else {
-                // Not longer: the inbound guard looks at the connections this often.
-                timeout = InboundGuard.interval
+                // Not longer: the inbound guard looks at the connections this often (more often while one fills).
+                timeout = inboundGuard.nextLookIn
             }
             let ready = try ZMQSocket.poll([router], timeout: timeout)
             // A leader frozen in the poll past its deadline serves nothing it finds on waking.
