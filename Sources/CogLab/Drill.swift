@@ -84,7 +84,10 @@ struct Drill {
 
         /// A fresh data folder for a run without `--data` (removed afterwards): never one an earlier run left.
         static func freshFolder() -> String {
-            FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-\(UUID().uuidString)").path
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-drill-\(getpid())-\(UUID().uuidString)").path
+            // Removed if the run is interrupted (as its own `defer` removes it otherwise).
+            Child.interruptGuard?.add(folder: folder)
+            return folder
         }
 
         /// ` --ports A-B` when not the default (for the reproduce line).
@@ -215,6 +218,14 @@ struct Drill {
     }
 
     mutating func run() throws -> Int32 {
+        // Interrupted (Ctrl-C, SIGTERM), every kind of drill stops the processes it started and removes
+        // its fresh folder, instead of leaving them serving on their ports (`Child.interruptGuard`).
+        let interruptGuard = LabInterruptGuard(what: "drill")
+        Child.interruptGuard = interruptGuard
+        defer {
+            Child.interruptGuard = nil
+            interruptGuard.end()
+        }
         if options.groupWorkers > 0 {
             var group = GroupDrill(options: options)
             return try group.run()
@@ -603,6 +614,11 @@ struct Drill {
 /// A child `cogd` process of the drill.
 final class Child {
     private let process = Process()
+    /// The guard of the run under way: each child started meanwhile is
+    /// stopped if the run is interrupted (set and cleared by the run, on its
+    /// own thread, before and after it starts any child).
+    nonisolated(unsafe) static var interruptGuard: LabInterruptGuard?
+    private let interruptGuard = Child.interruptGuard
 
     /// How the process ended.
     enum Ending: Equatable, CustomStringConvertible {
@@ -634,6 +650,9 @@ final class Child {
             process.standardError = FileHandle.nullDevice
         }
         try process.run()
+        interruptGuard?.add(process)
+        // Its stderr file goes with the run's folders if the run is interrupted.
+        if let errors { interruptGuard?.add(folder: errors) }
     }
 
     var isRunning: Bool { process.isRunning }
@@ -676,6 +695,7 @@ final class Child {
         // Foundation learns of the exit when every holder of the child's
         // end of its status socket is gone (see `init`): normally at once.
         for _ in 0..<5_000 where process.isRunning { usleep(2_000) }
+        if !process.isRunning { interruptGuard?.remove(process) }
     }
 
     func stop() {
@@ -683,6 +703,7 @@ final class Child {
         kill(process.processIdentifier, SIGTERM)
         for _ in 0..<1_000 where process.isRunning { usleep(5_000) }
         if process.isRunning { killHard() }
+        if !process.isRunning { interruptGuard?.remove(process) }
     }
 }
 

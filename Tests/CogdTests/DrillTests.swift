@@ -1,6 +1,10 @@
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @testable import CogLab
 @testable import CogdCommandLine
 
@@ -156,6 +160,31 @@ struct DrillTests {
         // The relays took a port each, beside the leader's two.
         #expect((verdict["ports"] as? [Int])?.count == 4)
         #expect((verdict["command"] as? String)?.contains("--cut-worker-every 2.0") == true)
+    }
+
+    @Test func `a drill stopped by SIGTERM stops the leader and workers it started and removes its files`() throws {
+        let drill = try CogdProcess(executable: cogdLabExecutable(), ["drill", "--seconds", "60", "--seed", "2"])
+        defer { drill.stop() }
+        let portsLine = try #require(drill.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("drill: loopback ports ") }, "\(drill.lines)")
+        let port = try #require(portsLine.dropFirst("drill: loopback ports ".count).split(separator: ",").first.map(String.init))
+        #expect(drill.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("drill t=2s") } != nil, "\(drill.lines)")
+        // Its children, found by the leader's address on their command lines.
+        func children() -> [String] {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            return entries.filter { Int32($0) != nil && Int32($0) != drill.process.processIdentifier }.compactMap { pid in
+                guard let raw = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+                let line = String(decoding: raw.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+                return line.contains("127.0.0.1:\(port)") ? line : nil
+            }
+        }
+        #expect(children().count == 3, "a leader and two workers run: \(children())")
+        kill(drill.process.processIdentifier, SIGTERM)
+        drill.process.waitUntilExit()
+        #expect(drill.process.terminationStatus == 128 + SIGTERM)
+        #expect(drill.waitForLine(timeout: .seconds(5)) { $0 == "drill: interrupted (signal 15); stopped the 3 processes it had started" } != nil, "\(drill.lines)")
+        #expect(children().isEmpty, "nothing it started outlives it: \(children())")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
+        #expect(left.filter { $0.hasPrefix("cogd-drill-\(drill.process.processIdentifier)") }.isEmpty, "its folder and error files are removed")
     }
 
     @Test func `--cut-worker-every belongs to a group drill and takes seconds`() throws {
