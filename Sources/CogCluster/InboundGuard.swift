@@ -59,19 +59,15 @@ struct InboundGuard {
         urgent = false
         for descriptor in open {
             guard let received = InboundGuard.bytesReceived(descriptor) else { continue }
-            guard let mark = marks[descriptor] else {
-                // First seen (its connection is listed a little after it is made): a
-                // message read from it already counts from here; one that has sent no
-                // whole message yet counts from its first byte.
-                marks[descriptor] = progressed.contains(descriptor) ? received : 0
-                if !progressed.contains(descriptor) { urgent = urgent || received > InboundGuard.limit / 4 }
-                continue
-            }
+            // First seen (its connection is listed a little after it is made), one
+            // that has sent no whole message yet counts from its first byte.
+            let mark = marks[descriptor] ?? 0
             guard !progressed.contains(descriptor), received >= mark else {
                 // A message since, or a new connection under a reused number: counts from here.
                 marks[descriptor] = received
                 continue
             }
+            marks[descriptor] = mark
             if received - mark > InboundGuard.limit {
                 // ZeroMQ's I/O thread owns the descriptor: shutting it down (never
                 // closing it) makes ZeroMQ see the connection end and drop it.

@@ -139,8 +139,6 @@ public final class Worker: CogRemoteLink {
     /// (`cogd worker` logs each).
     public var startOvers: UInt64 { core.startOvers }
     public var lastStartOver: ReplicaCore.StartOver? { core.lastStartOver }
-    /// Snapshots applied since the last start-over (`ReplicaCore.snapshotsSinceStartOver`).
-    public var snapshotsSinceStartOver: UInt64 { core.snapshotsSinceStartOver }
     /// Whether the leader welcomed this worker and has not refused or dropped it since.
     public var hasJoined: Bool { core.hasJoined }
     /// How many times the leader gave this worker up (`gone`; `cogd worker` logs each).
@@ -541,10 +539,8 @@ public final class Worker: CogRemoteLink {
                 operations.snapshotsApplied &+= 1
             case .apply(let record):
                 let scopes = self.scopes
-                let changes = scopeBook.applied(record, worker: configuration.name) { scopes[$0]?.slotInstance($1) }
                 // The events' instances before the turn's writes reach the graph, the replies it reaches after.
-                let events = changes.prefix { if case .replyAdopted = $0 { false } else if case .adopted = $0 { false } else { true } }
-                var placementsChanged = perform(events)
+                var placementsChanged = perform(scopeBook.applied(record, worker: configuration.name) { scopes[$0]?.slotInstance($1) })
                 defer { for scope in placementsChanged { scope.placementChanged() } }
                 do {
                     try cogs.applyReplicatedTurn(
@@ -553,7 +549,7 @@ public final class Worker: CogRemoteLink {
                 } catch {
                     throw ReplicaDecodeError(at: "revision \(record.revision) (\(record.name))", error)
                 }
-                for scope in perform(changes.dropFirst(events.count)) where !placementsChanged.contains(where: { $0 === scope }) {
+                for scope in perform(scopeBook.reached(record.revision)) where !placementsChanged.contains(where: { $0 === scope }) {
                     placementsChanged.append(scope)
                 }
             case .firstSync:

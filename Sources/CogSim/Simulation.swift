@@ -572,6 +572,7 @@ public final class Simulation {
                 } catch {
                     fail("replica-apply", "\(worker.name) could not apply revision \(record.revision): \(error)")
                 }
+                _ = worker.book.reached(record.revision)
                 applied = true
             case .firstSync, .registerScopesAnew:
                 worker.forgetInstances()

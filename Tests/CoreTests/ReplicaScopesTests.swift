@@ -24,7 +24,7 @@ struct ReplicaScopesTests {
         book.registering(1, applied: 0)
         #expect(book.replied(registration: 1, revision: 5, members: [ScopeMember(identity: Self.alice, instance: 7)], applied: 4) == [])
         #expect(book.instance(registration: 1, identity: Self.alice) == nil && book.waitingReplies == 1)
-        #expect(book.applied(Self.record(5, []), worker: "w1") == [
+        #expect(book.applied(Self.record(5, []), worker: "w1") + book.reached(5) == [
             .adopted(registration: 1, identity: Self.alice, instance: 7), .replyAdopted(registration: 1),
         ])
         #expect(book.instance(registration: 1, identity: Self.alice) == 7 && book.waitingReplies == 0)
@@ -39,7 +39,7 @@ struct ReplicaScopesTests {
         _ = book.replied(registration: 1, revision: 6, members: [ScopeMember(identity: Self.alice, instance: 7), ScopeMember(identity: Self.bob, instance: 8)], applied: 4)
         // Revision 5 (before the reply's) opens 9 for alice: newer than the reply's 7.
         #expect(book.applied(Self.record(5, [Self.event(.open, Self.alice, 9)]), worker: "w1") == [.opened(registration: 1, identity: Self.alice, instance: 9)])
-        #expect(book.applied(Self.record(6, []), worker: "w1") == [.adopted(registration: 1, identity: Self.bob, instance: 8), .replyAdopted(registration: 1)])
+        #expect(book.applied(Self.record(6, []), worker: "w1") + book.reached(6) == [.adopted(registration: 1, identity: Self.bob, instance: 8), .replyAdopted(registration: 1)])
         #expect(book.instances(registration: 1) == [Self.alice: 9, Self.bob: 8])
     }
 

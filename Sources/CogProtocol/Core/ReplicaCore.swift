@@ -258,11 +258,6 @@ public struct ReplicaCore: Sendable {
     /// back, or was replaced), and the last such start-over.
     public private(set) var startOvers: UInt64 = 0
     public private(set) var lastStartOver: StartOver?
-    /// Snapshots applied since the last start-over (0 until the replica has
-    /// synced again): a driver that looks now and then tells "started over,
-    /// not yet synced" from "started over and synced again" by it, however
-    /// many of those happened between two looks.
-    public private(set) var snapshotsSinceStartOver: UInt64 = 0
     /// How many times the leader told this worker it had given it up
     /// (`gone`: silent past its heartbeat timeout, its scope instances
     /// retired); once per rejoin, however many `gone` answers come.
@@ -631,7 +626,6 @@ public struct ReplicaCore: Sendable {
         syncAfterStartOver = nil
         syncAfterCompaction = false
         adoptSnapshotDigest(entries, digest, revision: revision)
-        snapshotsSinceStartOver &+= 1
         effects.append(.applySnapshot(revision: revision, entries: entries, absent: absent))
         appliedRevision = revision
         syncedEpoch = epoch
@@ -695,7 +689,6 @@ public struct ReplicaCore: Sendable {
             // folder went back): start over from the leader's state (unless
             // it already has: a second answer to an earlier hello).
             startOvers &+= 1
-            snapshotsSinceStartOver = 0
             let startOver = StartOver(discardedRevision: appliedRevision, discardedEpoch: epoch, reason: error.message)
             lastStartOver = startOver
             syncAfterStartOver = startOver.discardedRevision

@@ -165,11 +165,12 @@ public struct ReplicaScopes: Sendable {
     public mutating func replied(registration: UInt64, revision: UInt64, members: [ScopeMember], applied: UInt64) -> [Change] {
         if waiting.count >= ReplicaScopes.maximumWaitingReplies { waiting.removeFirst() }
         waiting.append((registration, revision, members))
-        return adoptReplies(reached: applied)
+        return self.reached(applied)
     }
 
-    /// A record the replica applied: its open and retire events for
-    /// `worker`'s registrations, then the replies it reaches.
+    /// A record the replica applies: its open and retire events for
+    /// `worker`'s registrations (before its writes reach the graph; then
+    /// `reached(record.revision)` adopts the replies it reaches).
     /// `slotInstance` is the instance the driver's child slot holds for a
     /// member (it may still hold one the book no longer pairs, after a
     /// registration was sent again).
@@ -193,12 +194,12 @@ public struct ReplicaScopes: Sendable {
             }
             books[registration] = book
         }
-        return changes + adoptReplies(reached: record.revision)
+        return changes
     }
 
-    /// Adopts the replies the replica has reached: each member an event has
-    /// not changed since its registration was (re)sent.
-    private mutating func adoptReplies(reached: UInt64) -> [Change] {
+    /// The replica has applied `revision`: adopts the replies it reaches,
+    /// each member an event has not changed since its registration was (re)sent.
+    public mutating func reached(_ reached: UInt64) -> [Change] {
         guard waiting.contains(where: { $0.revision <= reached }) else { return [] }
         var changes: [Change] = []
         var later: [(registration: UInt64, revision: UInt64, members: [ScopeMember])] = []
