@@ -234,13 +234,19 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
         return try durable.decodeValue(bytes, store)
     }
 
-    /// The durable write for a new value (nil: released).
-    @MainActor func durableWrite(key: StateKey, value: Value?, store: any CogDurableStore) throws -> CogDurableWrite {
+    /// The durable write for a new value (nil: released). `encodedKey`: the
+    /// key's bytes from an earlier write of the same state, filled in here
+    /// on the first.
+    @MainActor func durableWrite(
+        key: StateKey, value: Value?, store: any CogDurableStore, encodedKey: inout [UInt8]?
+    ) throws -> CogDurableWrite {
         guard let durable, let name = stableName else {
             throw NotDurable(label: label(for: key), site: site, hasName: stableName != nil)
         }
-        let encodedKey = try durable.encodeKey?(key, store)
-        return CogDurableWrite(name: name, key: encodedKey, value: try value.map { try durable.encodeValue($0, store) })
+        if encodedKey == nil { encodedKey = try durable.encodeKey?(key, store) }
+        let encodedValue: [UInt8]?
+        if let value { encodedValue = try durable.encodeValue(value, store) } else { encodedValue = nil }
+        return CogDurableWrite(name: name, key: encodedKey, value: encodedValue)
     }
 }
 

@@ -150,6 +150,10 @@ final class ManualNode<Value>: TypedNode<Value> {
     @exclusivity(unchecked) var stagedIsChange = false
     /// The declaration, typed (nil for cells the graph owns).
     let manualDescriptor: ManualDescriptor<Value>?
+    /// This state's key as the durable store encodes it, kept from its first
+    /// durable write (a key never changes, and the codec is deterministic):
+    /// later writes reuse the bytes instead of encoding the key again.
+    @exclusivity(unchecked) private var encodedKey: [UInt8]?
     init(descriptor: ManualDescriptor<Value>, key: StateKey) {
         manualDescriptor = descriptor
         super.init(
@@ -190,7 +194,7 @@ final class ManualNode<Value>: TypedNode<Value> {
 
     override func durableWrite(released: Bool, store: any CogDurableStore) throws -> CogDurableWrite? {
         guard let descriptor = manualDescriptor else { return nil }
-        return try descriptor.durableWrite(key: key, value: released ? nil : value, store: store)
+        return try descriptor.durableWrite(key: key, value: released ? nil : value, store: store, encodedKey: &encodedKey)
     }
 }
 

@@ -8,9 +8,17 @@ public struct CBORDecoder: Sendable {
     public init() {}
 
     public func decode<T: Decodable, Bytes: Collection<UInt8>>(_ type: T.Type, from bytes: Bytes) throws(CodecError) -> T {
+        let input = Array(bytes)
+        // In place first (no tree); anything it did not expect is read again
+        // through the tree, which names the problem.
+        if CBORReader.isWellFormed(input),
+            let value = try? StreamDecoder(bytes: input, offset: 0, parentPath: [], key: nil).decodeValue(T.self)
+        {
+            return value
+        }
         let tree: CBORValue
         do {
-            tree = try CBORReader.decode(bytes)
+            tree = try CBORReader.decode(input)
         } catch {
             throw CodecError(code: .malformed, path: [], message: error.description)
         }

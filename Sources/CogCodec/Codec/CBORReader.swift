@@ -17,12 +17,64 @@ struct CBORReader {
     private init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     static func decode<Bytes: Collection<UInt8>>(_ input: Bytes) throws(Failure) -> CBORValue {
-        var reader = CBORReader(Array(input))
+        try decode(Array(input))
+    }
+
+    static func decode(_ input: [UInt8]) throws(Failure) -> CBORValue {
+        var reader = CBORReader(input)
         let value = try reader.readItem(depth: 0)
         guard reader.offset == reader.bytes.count else {
             throw Failure(offset: reader.offset, reason: "\(reader.bytes.count - reader.offset) bytes after the item")
         }
         return value
+    }
+
+    /// Whether `bytes` are one item `decode` accepts (the same rules, no
+    /// tree built): what `StreamDecoder` may read in place.
+    static func isWellFormed(_ bytes: [UInt8]) -> Bool {
+        var reader = CBORReader(bytes)
+        guard (try? reader.skipItem(depth: 0)) != nil else { return false }
+        return reader.offset == bytes.count
+    }
+
+    /// Reads past one item, checking it as `readItem` does.
+    private mutating func skipItem(depth: Int) throws(Failure) {
+        guard depth < CBORReader.maximumDepth else {
+            throw Failure(offset: offset, reason: "nesting deeper than \(CBORReader.maximumDepth)")
+        }
+        let start = offset
+        let initial = try readByte()
+        let info = initial & 0x1f
+        switch initial >> 5 {
+        case 0, 1:
+            _ = try readArgument(info)
+        case 2:
+            offset += try readLength(info)
+        case 3:
+            let length = try readLength(info)
+            guard UTF8Text.isValid(bytes, offset..<(offset + length)) else {
+                throw Failure(offset: start, reason: "text string is not valid UTF-8")
+            }
+            offset += length
+        case 4:
+            for _ in 0..<(try readLength(info)) { try skipItem(depth: depth + 1) }
+        case 5:
+            for _ in 0..<(try readLength(info)) {
+                try skipItem(depth: depth + 1)
+                try skipItem(depth: depth + 1)
+            }
+        case 6:
+            _ = try readArgument(info)
+            try skipItem(depth: depth + 1)
+        default:
+            switch info {
+            case 20, 21, 22: break
+            case 25: _ = try readBigEndian(2)
+            case 26: _ = try readBigEndian(4)
+            case 27: _ = try readBigEndian(8)
+            default: throw Failure(offset: start, reason: "simple value \(info) is not accepted")
+            }
+        }
     }
 
     private mutating func readByte() throws(Failure) -> UInt8 {

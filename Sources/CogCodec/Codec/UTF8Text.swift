@@ -17,4 +17,12 @@ enum UTF8Text {
             return ascii ? String(decoding: span, as: UTF8.self) : String(validating: span, as: UTF8.self)
         }
     }
+
+    /// Whether `bytes[range]` are valid UTF-8 (no string is made for ASCII).
+    static func isValid(_ bytes: [UInt8], _ range: Range<Int>) -> Bool {
+        let ascii = bytes.withUnsafeBufferPointer { whole in
+            UnsafeBufferPointer(rebasing: whole[range]).allSatisfy { $0 < 0x80 }
+        }
+        return ascii || validated(bytes, range) != nil
+    }
 }
