@@ -17,6 +17,8 @@ final class LabInterruptGuard: @unchecked Sendable {
     private var children: [pid_t] = []
     private var folders: [String] = []
     private var sources: [DispatchSourceSignal] = []
+    /// Set once a signal came: children added from then on are killed as they are added.
+    private var stopping = false
     /// What the run is called in the line said on stderr when interrupted.
     private let what: String
 
@@ -31,9 +33,17 @@ final class LabInterruptGuard: @unchecked Sendable {
         }
     }
 
-    /// A child started: ended if the run is interrupted.
+    /// A child started: ended if the run is interrupted. One started while
+    /// the guard is already ending the others (the run restarting a leader
+    /// the guard just stopped) is killed at once.
     func add(_ process: Process) { add(pid: process.processIdentifier) }
-    func add(pid: pid_t) { lock.withLock { children.append(pid) } }
+    func add(pid: pid_t) {
+        let late = lock.withLock {
+            if !stopping { children.append(pid) }
+            return stopping
+        }
+        if late { kill(pid, SIGKILL) }
+    }
 
     /// A child the run has ended (or waited for) itself.
     func remove(_ process: Process) { remove(pid: process.processIdentifier) }
@@ -51,7 +61,10 @@ final class LabInterruptGuard: @unchecked Sendable {
     }
 
     private func interrupted(by number: Int32) {
-        let (pids, paths) = lock.withLock { (Array(children.reversed()), folders) }
+        let (pids, paths) = lock.withLock {
+            stopping = true
+            return (Array(children.reversed()), folders)
+        }
         for pid in pids { kill(pid, SIGTERM) }
         let deadline = ContinuousClock.now + .seconds(5)
         while ContinuousClock.now < deadline, pids.contains(where: Self.isRunning) { usleep(10_000) }

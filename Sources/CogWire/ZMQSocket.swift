@@ -186,6 +186,7 @@ public final class ZMQSocket {
     public func receive(wait: Bool = false, userID: inout String?, source: inout Int32) throws(ZMQError) -> [[UInt8]]? {
         let socket = try live("zmq_msg_recv")
         var frames: [[UInt8]] = []
+        frames.reserveCapacity(2)  // a ROUTER's identity and one frame: most messages
         var message = zmq_msg_t()
         zmq_msg_init(&message)
         defer { zmq_msg_close(&message) }

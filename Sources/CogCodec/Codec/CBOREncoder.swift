@@ -18,10 +18,25 @@ public struct CBOREncoder: Sendable {
 
     public func encode<T: Encodable>(_ value: T) throws(CodecError) -> [UInt8] {
         // Scalars skip the container machinery (keys and values are often one).
-        if T.self == Int.self { return CBORWriter.encode(Primitive.integer(value as! Int)) }
-        if T.self == String.self { return CBORWriter.encode(.text(value as! String)) }
-        if T.self == Bool.self { return CBORWriter.encode(.bool(value as! Bool)) }
-        if T.self == UInt64.self { return CBORWriter.encode(.unsigned(value as! UInt64)) }
+        // Written straight into bytes of their size: one allocation, no tree.
+        if T.self == Int.self {
+            let number = value as! Int
+            var writer = CBORWriter(reservingCapacity: 9)
+            if number < 0 { writer.appendHead(major: 1, UInt64(-1 - Int64(number))) } else { writer.appendHead(major: 0, UInt64(number)) }
+            return writer.bytes
+        }
+        if T.self == String.self {
+            let text = value as! String
+            var writer = CBORWriter(reservingCapacity: 9 + text.utf8.count)
+            writer.appendText(text)
+            return writer.bytes
+        }
+        if T.self == Bool.self { return [(value as! Bool) ? 0xf5 : 0xf4] }
+        if T.self == UInt64.self {
+            var writer = CBORWriter(reservingCapacity: 9)
+            writer.appendHead(major: 0, value as! UInt64)
+            return writer.bytes
+        }
         return CBORWriter.encode(try encodeTree(value))
     }
 

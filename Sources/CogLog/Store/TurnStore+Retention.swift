@@ -157,10 +157,17 @@ extension TurnStore {
     /// while the log ended at `revision`: retention removes them once that
     /// revision is no longer kept (`dedup-order`: the revision, 8 bytes,
     /// then the dedup key; no value).
-    func recordDedupOrder(_ txn: Transaction, _ requests: [RequestID], answeredAt revision: UInt64) throws {
+    func recordDedupOrder(
+        _ txn: Transaction, _ requests: some Collection<RequestID>, answeredAt revision: UInt64, buffer: inout [UInt8]
+    ) throws {
         guard let dedupOrderDB, !requests.isEmpty else { return }
-        let prefix = TurnStore.bytes(revision)
-        for request in requests { try txn.put(dedupOrderDB, prefix + TurnStore.dedupKey(request), []) }
+        // An empty value at a real address (as an empty array's bytes were).
+        try withUnsafeBytes(of: UInt8(0)) { zero in
+            let empty = UnsafeRawBufferPointer(rebasing: zero[0..<0])
+            for request in requests {
+                try TurnStore.withDedupKey(request, after: revision, in: &buffer) { try txn.put(dedupOrderDB, key: $0, value: empty) }
+            }
+        }
     }
 
     /// At the first open by a writer that keeps `dedup-order` (meta has no

@@ -525,8 +525,14 @@ public final class TurnStore {
                         }
                     }
                 }
-                for (request, reply) in replies { try txn.put(dedupDB, TurnStore.dedupKey(request), reply) }
-                try recordDedupOrder(txn, replies.map(\.0), answeredAt: last)
+                var key: [UInt8] = []
+                key.reserveCapacity(64)
+                for (request, reply) in replies {
+                    try reply.withUnsafeBytes { value in
+                        try TurnStore.withDedupKey(request, in: &key) { try txn.put(dedupDB, key: $0, value: value) }
+                    }
+                }
+                try recordDedupOrder(txn, replies.lazy.map(\.0), answeredAt: last, buffer: &key)
                 try recordOpenings(txn, openings)
                 try recordRejections(txn, rejections, at: last, time: now)
                 switch index {
@@ -731,7 +737,22 @@ public final class TurnStore {
 
     /// The worker name's UTF-8, a zero byte, then the sequence (8 bytes, big-endian).
     static func dedupKey(_ request: RequestID) -> [UInt8] {
-        Array(request.worker.utf8) + [0] + bytes(request.sequence)
+        var key: [UInt8] = []
+        return withDedupKey(request, in: &key) { Array($0) }
+    }
+
+    /// Writes `request`'s dedup key — after `revision`'s 8 bytes when given
+    /// (a `dedup-order` key) — into `buffer`, and passes the bytes to `body`:
+    /// a commit reuses one buffer for every request it answers.
+    static func withDedupKey<T>(
+        _ request: RequestID, after revision: UInt64? = nil, in buffer: inout [UInt8], _ body: (UnsafeRawBufferPointer) throws -> T
+    ) rethrows -> T {
+        buffer.removeAll(keepingCapacity: true)
+        if let revision { withUnsafeBytes(of: revision.bigEndian) { buffer.append(contentsOf: $0) } }
+        buffer.append(contentsOf: request.worker.utf8)
+        buffer.append(0)
+        withUnsafeBytes(of: request.sequence.bigEndian) { buffer.append(contentsOf: $0) }
+        return try buffer.withUnsafeBytes(body)
     }
 
     // MARK: Plumbing

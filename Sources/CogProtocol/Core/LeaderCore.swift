@@ -1174,7 +1174,7 @@ public struct LeaderCore {
         guard !turns.isEmpty else { return .success(.unchanged) }
         let origin = TurnOrigin(worker: request.request.worker, instance: request.instance, request: request.request, digest: digest)
         let drafts = turns.map { LeaderStore.draft($0, origin: origin) }
-        if let size = drafts.map(LeaderStore.recordBytesBound).max(), size > settings.maximumRecordBytes {
+        if let size = drafts.lazy.map(LeaderStore.recordBytesBound).max(), size > settings.maximumRecordBytes {
             // No reader could take its record: the turn is undone, nothing written.
             do {
                 try durable.restore(cogs, undoing: drafts)
