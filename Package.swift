@@ -72,14 +72,14 @@ let package = Package(
         // A user's own executable with one rig of its own (CogdTests runs it).
         .executableTarget(name: "CounterApp", dependencies: ["Cog", "CogdCommandLine"], path: "Tests/CounterApp"),
         .testTarget(name: "CogTests", dependencies: ["Cog", "CogTesting"]),
-        .testTarget(name: "CogLogTests", dependencies: ["CogCodec", "CogLog", "Cog", "CogTesting"]),
+        .testTarget(name: "CogLogTests", dependencies: ["CogCodec", "CogLog", "Cog", "CogTesting", "CogSim"]),
         .testTarget(name: "RigTests", dependencies: ["LedgerRig", "TrailsRig", "Cog", "CogTesting", "CogCodec", "CogLog"]),
         .testTarget(
             name: "CogdTests",
             dependencies: [
                 "cogd", "cogd-lab", "CogdCommandLine", "CogLab", "CogWire", "CogProtocol", "CogCodec", "CogLog", "CogCluster", "LedgerRig", "Cog",
             ]),
-        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogProtocol", "CogWire", "CogCodec", "CogLog", "Cog", "LedgerRig"]),
+        .testTarget(name: "CoreTests", dependencies: ["CogCluster", "CogProtocol", "CogWire", "CogCodec", "CogLog", "Cog", "LedgerRig", "CogSim"]),
     ],
     swiftLanguageModes: [.v6]
 )

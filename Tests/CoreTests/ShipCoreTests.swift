@@ -1,5 +1,6 @@
 import CogCluster
 import CogProtocol
+import CogSim
 import Testing
 
 private let a: [UInt8] = [0xa]
@@ -152,6 +153,24 @@ struct ShipCoreTests {
         #expect(releases(async.shipped(commit, now: 0)) == [2], "an addition in flight holds nothing with --sync none")
     }
 
+    @Test func `with sync one the sync key names one standby; a second is a spare that replaces it when it goes`() {
+        var core = ShipCore(.init(sync: .one))
+        #expect(writes(core.hello(from: a, node: "n2", inStep: true, now: 0)) == [["n2"]])
+        _ = core.syncWritten(now: 0)
+        #expect(writes(core.hello(from: b, node: "n3", inStep: true, now: 0)).isEmpty, "one is named: any named standby may take the lead")
+        #expect(core.named == ["n2"])
+        _ = core.shipped(commit, now: 1)
+        // The spare acknowledging does not release: n2, which may take the lead, does not hold commit 1 yet.
+        #expect(releases(core.acknowledged(from: b, node: "n3", through: 1, now: 1)).isEmpty)
+        #expect(releases(core.acknowledged(from: a, node: "n2", through: 1, now: 1)) == [1])
+        // n2 goes with commit 2 unacknowledged: held, and the spare at the tip is named in its place.
+        _ = core.shipped(commit, now: 2)
+        #expect(releases(core.acknowledged(from: b, node: "n3", through: 2, now: 2)).isEmpty)
+        #expect(writes(core.gone("n2", now: 2)) == [["n3"]])
+        #expect(releases(core.syncWritten(now: 2)) == [2], "n3 holds everything released")
+        #expect(core.named == ["n3"] && core.state == .sync)
+    }
+
     @Test func `at most 16 standbys are taken, and a node name that is not a cluster node's is malformed`() throws {
         var core = ShipCore(.init(sync: .one))
         for index in 0..<ShipCore.maximumStandbys {
@@ -185,5 +204,121 @@ struct ShipCoreTests {
         #expect(ShipCore.SyncMode(text: "quorum:2") == .quorum(2))
         for bad in ["", "two", "quorum:0", "quorum:9", "quorum:", "quorum:-1", "ONE"] { #expect(ShipCore.SyncMode(text: bad) == nil, "\(bad)") }
         #expect(ShipCore.SyncMode.quorum(3).description == "quorum:3" && ShipCore.SyncMode.one.description == "one")
+    }
+}
+
+/// A leader's shipping rules driven by seeded random events among three
+/// standbys: commits shipped, ships delivered and applied, acknowledgements,
+/// standbys leaving and returning (in step, or through a copy), etcd
+/// confirming or failing sync key writes, time passing. After every event,
+/// each standby the confirmed sync key names holds every commit released
+/// (ha.md §2: any of them may take the lead).
+@Suite("Shipping to standbys, under random events")
+struct ShipCoreRandomTests {
+    /// One standby as the harness sees it: what reached it, what it applied.
+    private struct Node {
+        let name: String
+        let peer: [UInt8]
+        var connected = false
+        /// Ships delivered to it, not yet applied (in order).
+        var inbox: [UInt64] = []
+        /// The last commit it applied (committed on its own disk).
+        var applied: UInt64 = 0
+    }
+
+    /// The first broken rule of one seeded run (nil: none), and how many commits it released of those it shipped.
+    private static func check(seed: UInt64, sync: ShipCore.SyncMode, degradeAfter: Double?) -> (problem: String?, released: UInt64, shipped: UInt64) {
+        var random = SimRandom(seed: seed)
+        var core = ShipCore(.init(sync: sync, degradeAfter: degradeAfter, standbyTimeout: 2))
+        var nodes = ["n2", "n3", "n4"].enumerated().map { Node(name: $1, peer: [UInt8($0 + 1)]) }
+        var now = 0.0
+        var writeInFlight = false
+        func carry(_ effects: [ShipCore.Effect]) {
+            for effect in effects {
+                switch effect {
+                case .ship(let peer, let sequence, _):
+                    if let index = nodes.firstIndex(where: { $0.peer == peer }), nodes[index].connected { nodes[index].inbox.append(sequence) }
+                case .welcome(let peer, let sequence):
+                    if let index = nodes.firstIndex(where: { $0.peer == peer }) { nodes[index].applied = max(nodes[index].applied, sequence) }
+                case .resync(let peer, _, let sequence):
+                    // It receives a copy through `sequence` and says so.
+                    guard let index = nodes.firstIndex(where: { $0.peer == peer }) else { continue }
+                    nodes[index].applied = sequence
+                    nodes[index].inbox = []
+                    carry(core.copied(by: peer, node: nodes[index].name, through: sequence, missed: [], now: now))
+                case .writeSync:
+                    writeInFlight = true
+                case .drop(let node, _):
+                    // Dropped (silent, too far behind, connected again): it says hello again when next connected.
+                    if let index = nodes.firstIndex(where: { $0.name == node }) {
+                        nodes[index].inbox = []
+                        nodes[index].connected = false
+                    }
+                case .release, .refuse:
+                    break
+                }
+            }
+        }
+        for step in 0..<3_000 {
+            let index = Int(random.next() % 3)
+            switch random.next() % 10 {
+            case 0, 1, 2:
+                carry(core.shipped([0xc0], now: now))
+            case 3, 4:
+                // The standby applies what reached it, in order, then acknowledges.
+                guard nodes[index].connected, !nodes[index].inbox.isEmpty else { continue }
+                let count = 1 + Int(random.next() % UInt64(nodes[index].inbox.count))
+                for sequence in nodes[index].inbox.prefix(count) where sequence == nodes[index].applied + 1 { nodes[index].applied = sequence }
+                nodes[index].inbox.removeFirst(count)
+                carry(core.acknowledged(from: nodes[index].peer, node: nodes[index].name, through: nodes[index].applied, now: now))
+            case 5:
+                if nodes[index].connected {
+                    nodes[index].connected = false
+                    carry(core.gone(nodes[index].name, now: now))
+                } else {
+                    nodes[index].connected = true
+                    carry(core.hello(from: nodes[index].peer, node: nodes[index].name, inStep: nodes[index].applied == core.lastSequence, now: now))
+                }
+            case 6, 7:
+                guard writeInFlight else { continue }
+                writeInFlight = false
+                carry(random.next() % 4 == 0 ? core.syncWriteFailed(now: now) : core.syncWritten(now: now))
+            default:
+                now += Double(random.next() % 1_000) / 1_000
+                carry(core.tick(now: now))
+            }
+            if case .quorum(let count) = sync, core.named.count > count {
+                return ("seed \(seed) step \(step): \(core.named.count) standbys named with \(sync)", core.releasedThrough, core.lastSequence)
+            }
+            for name in core.named {
+                guard let node = nodes.first(where: { $0.name == name }) else {
+                    return ("seed \(seed) step \(step): unknown \(name) named", core.releasedThrough, core.lastSequence)
+                }
+                if node.applied < core.releasedThrough {
+                    let problem =
+                        "seed \(seed) step \(step) (\(sync), degrade after \(degradeAfter.map { "\($0) s" } ?? "never")): "
+                        + "\(name) is named with commits through \(node.applied), and \(core.releasedThrough) were released"
+                    return (problem, core.releasedThrough, core.lastSequence)
+                }
+            }
+        }
+        return (nil, core.releasedThrough, core.lastSequence)
+    }
+
+    @Test(arguments: [ShipCore.SyncMode.one, .quorum(2)], [nil, 1.5] as [Double?])
+    func `every standby the sync key names holds every commit released`(sync: ShipCore.SyncMode, degradeAfter: Double?) {
+        var released: UInt64 = 0
+        var shipped: UInt64 = 0
+        for seed in 1...200 {
+            let run = Self.check(seed: UInt64(seed), sync: sync, degradeAfter: degradeAfter)
+            if let problem = run.problem {
+                Issue.record(Comment(rawValue: problem))
+                return
+            }
+            released += run.released
+            shipped += run.shipped
+        }
+        // Not a vacuous pass: the runs release much of what they ship.
+        #expect(released * 4 > shipped, "released \(released) of \(shipped)")
     }
 }

@@ -12,17 +12,23 @@
 /// lets it go once `releasedThrough` reaches the tag.
 ///
 /// The rules:
+/// - Any standby the sync key names may take the lead, so each must hold
+///   every commit released: the key names at most K, and a release goes
+///   only as far as every standby named has acknowledged.
 /// - A standby is added to the sync key only once it has acknowledged every
-///   commit shipped (the tip), and only one change to the key is in flight;
-///   while one that adds a standby is, nothing more is released, so the
-///   standby named holds everything released before it.
+///   commit shipped (the tip), while fewer than K are named; a named
+///   standby whose connection is gone is replaced by one at the tip. Only
+///   one change to the key is in flight; while one that names a new
+///   standby is, nothing more is released, so the standby named holds
+///   everything released before it.
 /// - While the sync key names fewer than K standbys, nothing is released
 ///   (`held`), unless the leader degraded: after `degradeAfter` seconds in
 ///   which releases did not move, it writes the sync key without the
 ///   standbys no longer connected and, once etcd confirms, below K, releases on its own durability
-///   (`degraded`) — so no removed standby can take the lead with less than
-///   was released. A standby that catches up again is added back, and the
-///   leader leaves `degraded` once K are named.
+///   (`degraded`), as far as the standbys still named hold — so no named
+///   standby can take the lead with less than was released. A standby that
+///   catches up again is added back, and the leader leaves `degraded` once
+///   K are named.
 /// - A standby silent for `standbyTimeout` seconds is dropped (its
 ///   acknowledgements no longer arrive); a standby more than `window`
 ///   commits behind is dropped too, and must sync again.
@@ -235,7 +241,8 @@ public struct ShipCore: Sendable {
     public mutating func syncWritten(now: Double) -> [Effect] {
         guard let written = writing else { return [] }
         writing = nil
-        let grew = written.count > named.count
+        // Whether it named a standby the key did not (an addition or a replacement), not only removed some.
+        let grew = written.contains { !named.contains($0) }
         named = written
         if case .quorum(let count) = configuration.sync {
             if named.count >= count {
@@ -277,15 +284,18 @@ public struct ShipCore: Sendable {
         switch configuration.sync {
         case .none:
             target = lastSequence
-            effects += changeSync(count: 0, now: now)  // named all the same: a failover may lose what was released
+            effects += changeSync(count: nil, now: now)  // named all the same: a failover may lose what was released
         case .quorum(let count):
-            if writing.map({ $0.count > named.count }) == true {
+            // Every standby named may take the lead (ha.md §4), so each must hold all that is released: a
+            // release goes as far as the least of theirs (one that left counts 0, and holds releases until
+            // it is replaced or, degrading, removed).
+            let leastNamed = named.map { standbys[$0]?.acknowledged ?? 0 }.min()
+            if writing.map({ $0.contains { !named.contains($0) } }) == true {
                 target = releasedThrough  // a standby is being added: it must hold all that is released
-            } else if degraded {
-                target = lastSequence
             } else if named.count >= count {
-                let acknowledged = named.map { standbys[$0]?.acknowledged ?? 0 }.sorted(by: >)
-                target = acknowledged[count - 1]
+                target = leastNamed!
+            } else if degraded {
+                target = leastNamed ?? lastSequence  // below the quorum: the leader's own durability, and the named still hold it
             } else {
                 target = releasedThrough
             }
@@ -304,11 +314,19 @@ public struct ShipCore: Sendable {
     /// The one sync key change to ask for now, if any: add a standby that
     /// acknowledged the tip; or, held past `degradeAfter`, remove the named
     /// standbys that are not acknowledging.
-    private mutating func changeSync(count: Int, now: Double) -> [Effect] {
+    private mutating func changeSync(count quorum: Int?, now: Double) -> [Effect] {
         guard writing == nil else { return [] }
+        let count = quorum ?? 0
         if let ready = standbys.keys.sorted().first(where: { !named.contains($0) && standbys[$0]!.acknowledged == lastSequence }) {
-            writing = named + [ready]
-            return [.writeSync(standbys: writing!)]
+            // With a quorum, at most K are named; a standby that left is replaced by one at the tip.
+            let connected = named.filter { standbys[$0] != nil }
+            if quorum == nil || named.count < count {
+                writing = named + [ready]
+                return [.writeSync(standbys: writing!)]
+            } else if connected.count < count {
+                writing = connected + [ready]
+                return [.writeSync(standbys: writing!)]
+            }
         }
         guard let degradeAfter = configuration.degradeAfter, let heldSince, now - heldSince >= degradeAfter else { return [] }
         // Kept: the named standbys still connected (one silent past `standbyTimeout` is dropped).
