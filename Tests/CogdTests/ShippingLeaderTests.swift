@@ -159,6 +159,40 @@ struct ShippingLeaderTests {
         #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
 
+    @Test func `with three nodes the sync key names one standby; the spare replaces it when it dies, then takes over with every acknowledged turn`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let nodes = ["n1", "n2", "n3"].map { HALeaderTests.Node(name: $0) }
+        defer { for node in nodes { node.folder.cleanUp() } }
+        // A standby silent for 2 s is dropped (the leader's heartbeat timeout); a leader alone releases after 1 s.
+        let options = ["--sync", "one", "--heartbeat-timeout", "2", "--degrade-after", "1"]
+        let first = try CogdProcess(nodes[0].arguments(etcd) + options)
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(nodes[1].arguments(etcd) + options)
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        let third = try CogdProcess(nodes[2].arguments(etcd) + options)
+        defer { third.stop() }
+        #expect(third.waitForLine { $0.contains("in step with the leader of epoch 1") } != nil, "\(third.lines)")
+        for sequence in 1...2 { #expect(try Self.call(nodes[0], sequence).hasPrefix("applied revision \(sequence)")) }
+        // Any standby named may take the lead, so one is: n3 follows, a spare.
+        #expect(try etcd.get("/cogd/bank/sync") == "1 n1 n2", "\(first.lines)")
+
+        // n2 dies: once it is dropped, n3 (at the tip) is named in its place, and replies flow again.
+        second.killHard()
+        #expect(first.waitForLine(timeout: .seconds(30)) { $0.contains("standby n2 dropped") } != nil, "\(first.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n3" }, "\(first.lines)")
+        #expect(try Self.call(nodes[0], 3).hasPrefix("applied revision 3"))
+
+        // The leader is killed: n3 leads epoch 2 from its copy, with every acknowledged turn.
+        first.killHard()
+        #expect(third.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 3") } != nil, "\(third.lines)")
+        let retry = try Self.call(nodes[2], 3)
+        #expect(retry.hasPrefix("answered from an earlier request: applied at revision 3 (request teller#3)"), "\(retry)")
+    }
+
     @Test func `a worker that lists every node follows the leader: a standby's not-leader, then a failover`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }
