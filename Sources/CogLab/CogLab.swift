@@ -33,13 +33,14 @@ public enum CogLab {
     static let subcommands: [ExtraSubcommand] = [
         ExtraSubcommand(
             name: "drill",
-            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json] | --group-workers N [--heartbeat-timeout S] … | --ha [--lease-ttl S] [--fault-every D] [--faults F,…]",
+            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json] | --group-workers N [--heartbeat-timeout S] … | --ha [--lease-ttl S] [--fault-every D] [--faults F,…] [--report DIR]",
             usage: { cogd in
                 "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
                     + "         [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json]\n"
                     + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR]\n"
                     + "         [--ports A-B] [--report DIR] [--json]\n"
-                    + "       \(cogd) drill --ha [--seconds S] [--lease-ttl S] [--fault-every D] [--faults F[,F…]] [--seed N] [--ports A-B] [--json]"
+                    + "       \(cogd) drill --ha [--seconds S] [--lease-ttl S] [--fault-every D] [--faults F[,F…]] [--seed N] [--ports A-B]\n"
+                    + "         [--report DIR] [--json]"
             },
             page: { page("drill", program: $0) },
             parse: { arguments throws(CommandUsageError) in
@@ -164,7 +165,10 @@ public enum CogLab {
                   --report DIR            also write DIR/\(Drill.Options.reportFileName) (DIR made when missing): one
                                           self-contained page, inline SVG, no script, nothing fetched, with
                                           applied ops/s and op latency p50/p99 over time, the faults as
-                                          shaded bands, the recovery times and the verdict (default: none)
+                                          shaded bands, the recovery times and the verdict; for every
+                                          drill (with --group-workers and --ha too; with --ha a band lasts
+                                          from the fault to the first applied answer after it, the failover
+                                          time) (default: none)
                   --json                  the verdict as one JSON object (default: lines)
                   --group-workers N       instead, a worker group: N workers, 1 to 16, of the ledger-greeter
                                           rig in one group (--group drill), a greeter per account; every
@@ -231,6 +235,7 @@ public enum CogLab {
                   \(cogd) drill --group-workers 3 --seconds 120 --heartbeat-timeout 2
                   \(cogd) drill --seconds 20 --report /tmp/drill-report
                   \(cogd) drill --ha --seconds 120 --lease-ttl 2 --faults kill-leader,freeze-leader
+                  \(cogd) drill --ha --seconds 60 --report /tmp/ha-report
                 """
         case "sim":
             let defaults = SimCommand.Options()

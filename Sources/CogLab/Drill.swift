@@ -527,10 +527,9 @@ struct Drill {
         var reportFile: String?
         if let timeline, let reportFolder = options.reportFolder {
             reportFile = try Drill.writeReport(
-                DrillReport(
+                timeline.report(
                     title: "cogd-lab drill, seed \(options.seed): \(options.workers) workers, \(options.seconds) s",
-                    bucketSeconds: timeline.bucketSeconds, buckets: timeline.buckets, faults: timeline.faults,
-                    loadSeconds: Double(options.seconds), recoveryLines: recoveryLines(verdict),
+                    loadSeconds: options.seconds, recoveryLines: recoveryLines(verdict),
                     verdictLines: render(verdict, turns: report.turns, ports: ports, json: false, reportFile: nil).split(separator: "\n").map(String.init)),
                 into: reportFolder)
         }

@@ -26,6 +26,13 @@ struct DrillReport: Equatable {
             case trap = "trap (leader died of ledger.trap)"
             case leaderExit = "leader stopped by itself (unexpected)"
             case workerKill = "worker kill"
+            // The HA drill's faults (`HADrill.Fault`), named as `--faults` names them, and a node that stopped by itself.
+            case haLeaderKill = "kill-leader"
+            case haLeaderWipe = "wipe-leader"
+            case haLeaderFreeze = "freeze-leader"
+            case haStandbyKill = "kill-standby"
+            case haEtcdFreeze = "freeze-etcd"
+            case haNodeExit = "node exit (unexpected)"
 
             /// The band's label on the chart (the legend says the rest).
             var mark: String {
@@ -34,6 +41,12 @@ struct DrillReport: Equatable {
                 case .trap: "T"
                 case .leaderExit: "X"
                 case .workerKill: "W"
+                case .haLeaderKill: "K"
+                case .haLeaderWipe: "D"
+                case .haLeaderFreeze: "F"
+                case .haStandbyKill: "S"
+                case .haEtcdFreeze: "E"
+                case .haNodeExit: "N"
                 }
             }
 
@@ -43,6 +56,12 @@ struct DrillReport: Equatable {
                 case .trap: "#9467bd"
                 case .leaderExit: "#8c564b"
                 case .workerKill: "#ff7f0e"
+                case .haLeaderKill: "#e377c2"
+                case .haLeaderWipe: "#393b79"
+                case .haLeaderFreeze: "#17becf"
+                case .haStandbyKill: "#bcbd22"
+                case .haEtcdFreeze: "#8c6d31"
+                case .haNodeExit: "#7f7f7f"
                 }
             }
         }
@@ -50,7 +69,7 @@ struct DrillReport: Equatable {
         var kind: Kind
         var start: Double
         /// When it was over (leader: the first applied turn after the restart; group worker: its accounts greeted
-        /// again elsewhere); nil: an instant (drawn narrow).
+        /// again elsewhere; HA: the first applied answer after it, or after etcd's thaw); nil: an instant (drawn narrow).
         var end: Double?
         /// What happened, in words (the band's tooltip and the table's row).
         var detail: String
@@ -333,7 +352,7 @@ final class DrillTimeline {
     /// An answer at `instant` after `latency` since the request was first sent.
     func answer(at instant: ContinuousClock.Instant, latency: Duration, applied isApplied: Bool) {
         let index = Int(max(0, seconds(instant)) / bucketSeconds)
-        // Bounded: a run's tail is cut at 30 s past the load, so the buckets are too.
+        // Bounded: a run's tail is cut at 30 s past the load (45 s in the HA drill), so the buckets are too.
         while histograms.count <= index {
             histograms.append([UInt32](repeating: 0, count: Self.binCount))
             applied.append(0)
@@ -352,6 +371,13 @@ final class DrillTimeline {
     func endFault(_ index: Int, at instant: ContinuousClock.Instant, detail: String) {
         faults[index].end = seconds(instant)
         faults[index].detail = detail
+    }
+
+    /// The run's page: the buckets and faults collected, with the drill's own title and lines.
+    func report(title: String, loadSeconds: Int, recoveryLines: [String], verdictLines: [String]) -> DrillReport {
+        DrillReport(
+            title: title, bucketSeconds: bucketSeconds, buckets: buckets, faults: faults, loadSeconds: Double(loadSeconds),
+            recoveryLines: recoveryLines, verdictLines: verdictLines)
     }
 
     /// The latency bin of `milliseconds`.

@@ -385,10 +385,9 @@ struct GroupDrill {
             }
             let figures = render(verdict, turns: report.turns, ports: ports, json: false, reportFile: nil).split(separator: "\n").map(String.init)
             reportFile = try Drill.writeReport(
-                DrillReport(
+                timeline.report(
                     title: "cogd-lab drill, seed \(options.seed): a group of \(options.groupWorkers) workers, \(options.seconds) s",
-                    bucketSeconds: timeline.bucketSeconds, buckets: timeline.buckets, faults: timeline.faults,
-                    loadSeconds: Double(options.seconds), recoveryLines: figures.filter { $0.hasPrefix("  move ") || $0.hasPrefix("                   ") }.map {
+                    loadSeconds: options.seconds, recoveryLines: figures.filter { $0.hasPrefix("  move ") || $0.hasPrefix("                   ") }.map {
                         String($0.dropFirst("  move             ".count)).trimmingCharacters(in: .whitespaces)
                     },
                     verdictLines: figures),

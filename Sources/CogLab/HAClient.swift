@@ -41,8 +41,8 @@ final class HAClient: DrillLoadClient {
     private(set) var current = 0
     private(set) var switches = 0
     private var nextSequence: UInt64 = 1
-    /// Each unanswered request's frame and when it was last sent (nil: not yet).
-    private var inFlight: [RequestID: (frame: [UInt8], sentAt: ContinuousClock.Instant?)] = [:]
+    /// Each unanswered request's frame, when it was last sent and when first (nil: not yet).
+    private var inFlight: [RequestID: (frame: [UInt8], sentAt: ContinuousClock.Instant?, firstSentAt: ContinuousClock.Instant?)] = [:]
     private(set) var answers: [RequestID: Answer] = [:]
     private(set) var sent = 0
     private(set) var retried = 0
@@ -84,7 +84,7 @@ final class HAClient: DrillLoadClient {
         let request = RequestID(worker: name, sequence: nextSequence)
         nextSequence += 1
         guard let bytes = raw ?? (try? CBOREncoder().encode(argument)) else { return request }
-        inFlight[request] = (WireMessage.op(OpRequest(request: request, op: op, argument: bytes)).encoded(), nil)
+        inFlight[request] = (WireMessage.op(OpRequest(request: request, op: op, argument: bytes)).encoded(), nil, nil)
         sent += 1
         return request
     }
@@ -103,7 +103,7 @@ final class HAClient: DrillLoadClient {
         for (request, entry) in inFlight {
             if entry.sentAt != nil { retried += 1 }
             _ = try sockets[current].send([entry.frame], wait: false)
-            inFlight[request] = (entry.frame, now)
+            inFlight[request] = (entry.frame, now, entry.firstSentAt ?? now)
         }
     }
 
@@ -123,13 +123,14 @@ final class HAClient: DrillLoadClient {
         }
         for (request, entry) in inFlight where entry.sentAt == nil {
             _ = try sockets[current].send([entry.frame], wait: false)
-            inFlight[request] = (entry.frame, now)
+            inFlight[request] = (entry.frame, now, now)
         }
     }
 
     /// Takes what node `node` sent; returns the applied answers among it.
     /// Anything but a reply from the current node turns the client to the next one.
-    func receive(from node: Int) throws -> [Answer] {
+    /// `timeline`: records each answer's time and latency (first send → answer, across nodes).
+    func receive(from node: Int, timeline: DrillTimeline? = nil) throws -> [Answer] {
         var applied: [Answer] = []
         var other = false
         var named: String?
@@ -146,13 +147,16 @@ final class HAClient: DrillLoadClient {
             }
             if node == leftSilent?.node { leftSilent = nil }
             if node == current { probing = false }
-            guard inFlight.removeValue(forKey: reply.request) != nil else {
+            guard let entry = inFlight.removeValue(forKey: reply.request) else {
                 repeatedReplies += 1
                 continue
             }
             let answer = Answer(outcome: reply.outcome, node: node, earlier: reply.earlier == true, at: .now)
             answers[reply.request] = answer
-            if case .applied = reply.outcome { applied.append(answer) }
+            var isApplied = false
+            if case .applied = reply.outcome { isApplied = true }
+            if isApplied { applied.append(answer) }
+            if let timeline, let first = entry.firstSentAt { timeline.answer(at: answer.at, latency: answer.at - first, applied: isApplied) }
         }
         let now = ContinuousClock.now
         if let named, node == current {

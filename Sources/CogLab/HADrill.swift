@@ -36,6 +36,17 @@ struct HADrill {
 
         /// Whether the leader's service moves (or may move) to another node: its time counts as a failover.
         var isFailover: Bool { self == .killLeader || self == .wipeLeader || self == .freezeLeader }
+
+        /// Its band on the `--report` page.
+        var reportKind: DrillReport.Fault.Kind {
+            switch self {
+            case .killLeader: .haLeaderKill
+            case .wipeLeader: .haLeaderWipe
+            case .freezeLeader: .haLeaderFreeze
+            case .killStandby: .haStandbyKill
+            case .freezeEtcd: .haEtcdFreeze
+            }
+        }
     }
 
     static let cluster = "drill"
@@ -82,6 +93,8 @@ struct HADrill {
         var timedFrom: ContinuousClock.Instant
         /// The fault is over once an applied answer comes after this (a restart's, or the thaw's).
         var settled = false
+        /// Its band in the report's timeline (with `--report`), ended when it settles.
+        var band: Int?
     }
 
     struct Verdict {
@@ -222,12 +235,19 @@ struct HADrill {
         var syncNames: [String] = []
         var lastProgress = start
         let leaseSeconds = Double(ttl)
+        // With --report: answers and faults over time, in buckets (bounded by the run's length).
+        let timeline = options.reportFolder == nil ? nil : DrillTimeline(start: start, seconds: options.seconds)
 
         /// A line of the run's progress (not with --json): what happened when.
         func say(_ text: String) {
             guard !options.json else { return }
             print(String(format: "drill --ha t=%.1fs ", ClusterBench.seconds(ContinuousClock.now - start)) + text)
             fflush(nil)
+        }
+        /// Ends the report's band of a fault that no applied answer followed (`why`: until when it was waited for).
+        func giveUp(_ fault: ActiveFault, at instant: ContinuousClock.Instant, _ why: String) {
+            guard let timeline, let band = fault.band else { return }
+            timeline.endFault(band, at: instant, detail: timeline.faults[band].detail + "; no applied answer after it \(why)")
         }
         /// Ends the active fault once an applied answer shows service is back; records its time.
         func settle(with answer: HAClient.Answer) {
@@ -250,8 +270,10 @@ struct HADrill {
             }
             fault.settled = true
             active = fault
-            say(String(format: "%@: first applied answer %.0f ms after the %@ (from %@)", fault.kind.rawValue, milliseconds,
-                fault.kind == .freezeEtcd ? "thaw" : "fault", Self.nodeNames[answer.node]))
+            let recovered = String(
+                format: "first applied answer %.0f ms after the %@ (from %@)", milliseconds, fault.kind == .freezeEtcd ? "thaw" : "fault", Self.nodeNames[answer.node])
+            if let timeline, let band = fault.band { timeline.endFault(band, at: answer.at, detail: timeline.faults[band].detail + "; " + recovered) }
+            say("\(fault.kind.rawValue): \(recovered)")
         }
 
         while true {
@@ -286,6 +308,7 @@ struct HADrill {
                     verdict.etcdStepDowns += 1
                 } else {
                     verdict.unplannedExits.append("\(node.name) \(ending): \(said)")
+                    timeline?.fault(.haNodeExit, at: now, detail: "\(node.name) \(ending): \(said); started again")
                 }
                 node.mustStepDown = nil
                 // Started again at once: it is back as a standby as soon as it can be.
@@ -324,6 +347,7 @@ struct HADrill {
                     nextFault = now + jitter(options.faultEvery)
                 } else if let current = active, !current.settled, now - current.at > .seconds(60) {
                     verdict.unrecovered.append("\(current.kind.rawValue) at t=\(Int(ClusterBench.seconds(current.at - start)))s")
+                    giveUp(current, at: now, "within 60 s")
                     active = nil
                     nextFault = now + jitter(options.faultEvery)
                 }
@@ -346,6 +370,8 @@ struct HADrill {
                 let standbyIndex = 1 - leaderIndex
                 verdict.faults[kind, default: 0] += 1
                 var fault = ActiveFault(kind: kind, node: leaderIndex, at: now, timedFrom: now)
+                /// What the fault did, in words (the report's).
+                let what: String
                 switch kind {
                 case .killLeader, .wipeLeader:
                     nodes[leaderIndex].process?.killHard()
@@ -353,20 +379,25 @@ struct HADrill {
                         try? FileManager.default.removeItem(atPath: nodes[leaderIndex].folder)
                     }
                     nodes[leaderIndex].restartAt = now + moment()
+                    what = "\(leader) (leader) SIGKILLed\(kind == .wipeLeader ? ", its data folder destroyed" : ""), started again after a moment"
                 case .freezeLeader:
                     nodes[leaderIndex].process?.freeze()
                     // Just past the lease (its release deadline falls before): it must step down as soon as it runs.
                     fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 200)
+                    what = "\(leader) (leader) SIGSTOPped just past the lease TTL, then SIGCONTed: it must step down"
                 case .killStandby:
                     fault.node = standbyIndex
                     nodes[standbyIndex].process?.killHard()
                     nodes[standbyIndex].restartAt = now + moment()
+                    what = "\(nodes[standbyIndex].name) (standby) SIGKILLed, started again after a moment"
                 case .freezeEtcd:
                     fault.node = nil
                     etcd.pause()
                     etcdFrozen = true
                     fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 1_500)
+                    what = "etcd SIGSTOPped for the lease TTL + 1.5 s, then SIGCONTed"
                 }
+                fault.band = timeline?.fault(kind.reportKind, at: now, detail: what)
                 active = fault
                 say("\(kind.rawValue): \(fault.node.map { "\(nodes[$0].name) (\($0 == leaderIndex ? "leader" : "standby"))" } ?? "etcd")")
                 leaderName = nil
@@ -379,7 +410,7 @@ struct HADrill {
             let ready = try ZMQSocket.poll(sockets, timeout: .milliseconds(5))
             for (index, client) in clients.enumerated() {
                 for node in 0..<nodes.count where ready[index * nodes.count + node] {
-                    for answer in try client.receive(from: node) { settle(with: answer) }
+                    for answer in try client.receive(from: node, timeline: timeline) { settle(with: answer) }
                 }
             }
             if now - lastProgress >= .seconds(1) {
@@ -392,8 +423,11 @@ struct HADrill {
                 }
             }
         }
-        if let fault = active, !fault.settled, ContinuousClock.now > end + .seconds(45) {
-            verdict.unrecovered.append("\(fault.kind.rawValue) at t=\(Int(ClusterBench.seconds(fault.at - start)))s")
+        if let fault = active, !fault.settled {
+            if ContinuousClock.now > end + .seconds(45) {
+                verdict.unrecovered.append("\(fault.kind.rawValue) at t=\(Int(ClusterBench.seconds(fault.at - start)))s")
+            }
+            giveUp(fault, at: .now, "before the run ended")
         }
         if etcdFrozen { etcd.resume() }
 
@@ -433,7 +467,7 @@ struct HADrill {
 
         guard let survivorIndex else {
             verdict.problem = "no node leads at the end (etcd names none): nothing to read"
-            return finish(verdict, ports: ports)
+            return try finish(verdict, ports: ports, timeline: timeline)
         }
         let survivor = nodes[survivorIndex]
         verdict.survivor = survivor.name
@@ -483,12 +517,47 @@ struct HADrill {
             verdict.total = overflow ? Int.max : sum
         }
         verdict.moneyConserved = verdict.total == verdict.expectedTotal
-        return finish(verdict, ports: ports)
+        return try finish(verdict, ports: ports, timeline: timeline)
     }
 
-    private func finish(_ verdict: Verdict, ports: LoopbackPorts) -> Int32 {
-        print(render(verdict, ports: ports, json: options.json))
+    /// Prints the verdict, after writing the report with `--report`; the exit status.
+    private func finish(_ verdict: Verdict, ports: LoopbackPorts, timeline: DrillTimeline?) throws -> Int32 {
+        var reportFile: String?
+        if let timeline, let reportFolder = options.reportFolder {
+            let recovery = recoveryTimes(verdict)
+            reportFile = try Drill.writeReport(
+                timeline.report(
+                    title: "cogd-lab drill --ha, seed \(options.seed): etcd and nodes \(Self.nodeNames.joined(separator: " and ")), lease TTL \(options.leaseTTL) s, \(options.seconds) s",
+                    loadSeconds: options.seconds,
+                    recoveryLines: [
+                        "failover (leader killed or frozen) → first applied answer: \(recovery.failover)",
+                        "standby killed → first applied answer: \(recovery.standby)",
+                        "etcd frozen, thawed → first applied answer: \(recovery.etcd)",
+                    ] + verdict.failoverTimes.enumerated().map { String(format: "failover %d: %.0f ms", $0.offset + 1, $0.element) },
+                    verdictLines: render(verdict, ports: ports, json: false, reportFile: nil).split(separator: "\n").map(String.init)),
+                into: reportFolder)
+        }
+        print(render(verdict, ports: ports, json: options.json, reportFile: reportFile))
         return verdict.violations(leaseTTL: options.leaseTTL).isEmpty ? 0 : 1
+    }
+
+    /// The failovers' p99 must be within this, ms: the lease TTL + 1 s.
+    private var failoverBar: Int { options.leaseTTL * 1_000 + 1_000 }
+
+    /// The recovery times as the verdict and the report say them: the failovers (beside the lease TTL and the
+    /// bar their p99 is held to), a standby's kill, etcd's freeze (from its thaw).
+    private func recoveryTimes(_ verdict: Verdict) -> (failover: String, standby: String, etcd: String) {
+        func times(_ values: [Double]) -> String {
+            guard !values.isEmpty else { return "none" }
+            return String(
+                format: "p50 %.0f ms, p99 %.0f ms, max %.0f ms over %d", ClusterBench.percentile(values, 0.5), ClusterBench.percentile(values, 0.99),
+                values.max() ?? 0, values.count)
+        }
+        let slowest = verdict.slowestFailover.isEmpty ? "" : ", slowest after \(verdict.slowestFailover)"
+        return (
+            "\(times(verdict.failoverTimes))\(slowest) (lease TTL \(options.leaseTTL) s; bar p99 ≤ \(failoverBar) ms)",
+            times(verdict.standbyTimes), times(verdict.etcdTimes)
+        )
     }
 
     /// The command line that runs this drill again.
@@ -497,7 +566,7 @@ struct HADrill {
         return "cogd-lab drill --ha --seconds \(options.seconds) --lease-ttl \(options.leaseTTL) --fault-every \(options.faultEvery)\(faults) --seed \(options.seed)\(options.portsOption)"
     }
 
-    private func render(_ verdict: Verdict, ports: LoopbackPorts, json: Bool) -> String {
+    private func render(_ verdict: Verdict, ports: LoopbackPorts, json: Bool, reportFile: String?) -> String {
         let violations = verdict.violations(leaseTTL: options.leaseTTL)
         func figures(_ values: [Double]) -> (p50: Double, p99: Double, max: Double) {
             (ClusterBench.percentile(values, 0.5), ClusterBench.percentile(values, 0.99), values.max() ?? 0)
@@ -505,7 +574,6 @@ struct HADrill {
         let failover = figures(verdict.failoverTimes)
         let standby = figures(verdict.standbyTimes)
         let etcdFigures = figures(verdict.etcdTimes)
-        let bar = options.leaseTTL * 1_000 + 1_000
         let epochs = verdict.leadLines.keys.sorted()
         if json {
             let faults = Fault.allCases.map { "\(CBORText.quoted($0.rawValue)): \(verdict.faults[$0] ?? 0)" }.joined(separator: ", ")
@@ -521,15 +589,13 @@ struct HADrill {
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
                 + "\"steppedDown\": \(verdict.steppedDown), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
                 + "\"unplannedExits\": \(verdict.unplannedExits.count), "
-                + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(bar), "
+                + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(failoverBar), "
                 + "\"standbyKillMsP50\": \(standby.p50), \"etcdFreezeMsP50\": \(etcdFigures.p50), "
-                + "\"ports\": \(ports.json), \"violations\": [\(violations.map(CBORText.quoted).joined(separator: ", "))]}"
+                + "\"ports\": \(ports.json), \"report\": \(reportFile.map(CBORText.quoted) ?? "null"), \"violations\": [\(violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
         let faultLine = Fault.allCases.filter { options.faults.contains($0) }.map { "\($0.rawValue) \(verdict.faults[$0] ?? 0)" }.joined(separator: ", ")
         let leaders = epochs.map { "\($0): \(Set(verdict.leadLines[$0]!).sorted().joined(separator: "+"))" }.joined(separator: ", ")
-        func times(_ values: [Double], _ f: (p50: Double, p99: Double, max: Double)) -> String {
-            values.isEmpty ? "none" : String(format: "p50 %.0f ms, p99 %.0f ms, max %.0f ms over %d", f.p50, f.p99, f.max, values.count)
-        }
+        let recovery = recoveryTimes(verdict)
         var lines = [
             "drill --ha verdict (seed \(options.seed))",
             "  cluster          etcd on 127.0.0.1, nodes \(Self.nodeNames.joined(separator: " and ")) (--sync one, --lease-ttl \(options.leaseTTL)); clients follow the leader; no workers",
@@ -547,9 +613,9 @@ struct HADrill {
             "  empty leads      \(verdict.emptyLeads.isEmpty ? "none" : verdict.emptyLeads.joined(separator: ", ") + " (a node led a later epoch from an empty folder)")",
             "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
                 + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
-            "  failover         leader killed or frozen → first applied answer: \(times(verdict.failoverTimes, failover))\(verdict.slowestFailover.isEmpty ? "" : ", slowest after \(verdict.slowestFailover)") (lease TTL \(options.leaseTTL) s; bar p99 ≤ \(bar) ms)",
-            "  standby killed   → first applied answer: \(times(verdict.standbyTimes, standby))",
-            "  etcd frozen      thawed → first applied answer: \(times(verdict.etcdTimes, etcdFigures))",
+            "  failover         leader killed or frozen → first applied answer: \(recovery.failover)",
+            "  standby killed   → first applied answer: \(recovery.standby)",
+            "  etcd frozen      thawed → first applied answer: \(recovery.etcd)",
             "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",
             "  reproduce        \(command)",
         ]

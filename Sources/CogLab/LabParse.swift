@@ -147,7 +147,7 @@ enum LabParse {
         if options.ha {
             // The HA drill: etcd, two nodes and clients; its own faults.
             let others = ["--workers", "--kill-leader-every", "--kill-worker-every", "--trap-every", "--curve", "--data", "--group-workers",
-                "--heartbeat-timeout", "--freeze-worker-every", "--cut-worker-every", "--report"]
+                "--heartbeat-timeout", "--freeze-worker-every", "--cut-worker-every"]
             if let other = others.first(where: given.contains) {
                 throw UsageError(message: "\(other) does not apply to an HA drill (--ha)", subcommand: "drill")
             }

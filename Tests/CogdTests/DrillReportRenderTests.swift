@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 
-/// A real drill's `--report` page, rendered by headless Chromium (Debian's
-/// `chromium`, installed by `deploy/install-deps.sh`): what the browser
-/// built from the page holds the latency series and the fault bands.
+/// A real drill's `--report` page (the plain drill's and the HA drill's),
+/// rendered by headless Chromium (Debian's `chromium`, installed by
+/// `deploy/install-deps.sh`): what the browser built from the page holds the
+/// latency series and the fault bands.
 @Suite("cogd-lab drill --report, rendered", .timeLimit(.minutes(5)))
 struct DrillReportRenderTests {
     /// Chromium on the PATH (or Debian's place for it); nil when not installed.
@@ -25,6 +26,43 @@ struct DrillReportRenderTests {
             guard head.contains("class=\"\(classPrefix)") else { return nil }
             guard let range = head.range(of: "\(attribute)=\"") else { return nil }
             return String(head[range.upperBound...].prefix { $0 != "\"" })
+        }
+    }
+
+    /// Chromium, or a failure that says how to install it.
+    static func requireChromium() throws -> URL {
+        try #require(
+            chromium(), "chromium is not installed: run deploy/install-deps.sh (or apt-get install chromium, Debian's package) to render the drill's report")
+    }
+
+    /// The DOM Chromium builds from the page at `page` (bounded: it is killed at the deadline).
+    static func dom(page: String, chromium: URL, folder: String) throws -> String {
+        let rendered = try runProgram(
+            chromium,
+            ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder)/chromium", "--dump-dom", "file://" + page],
+            timeout: .seconds(25))
+        #expect(rendered.status == 0, "chromium: \(rendered.stderr)")
+        return rendered.stdout
+    }
+
+    /// Checks what Chromium drew of the page at `page`: `bands` fault bands, each a visible box (at least
+    /// 3 px wide, a fill, an opacity above 0), and the p50 and p99 latency series, each a line across the plot.
+    static func expectDrawn(page: String, bands: Int, chromium: URL, folder: String) throws {
+        // A copy of the page with a measuring script of the test's own (the page has none)
+        // asks Chromium for each band's and series' laid-out box, fill and opacity.
+        let measured = try measure(page: page, chromium: chromium, folder: folder)
+        let drawnBands = try #require(measured["bands"] as? [[String: Any]], "\(measured)")
+        #expect(drawnBands.count == bands, "\(drawnBands)")
+        for band in drawnBands {
+            let (width, height) = (band["width"] as? Double ?? 0, band["height"] as? Double ?? 0)
+            let opacity = band["opacity"] as? Double ?? 0
+            #expect(width >= 3 && height >= 100 && opacity > 0 && band["fill"] as? String != "none", "a visible band: \(band)")
+        }
+        let drawnLatency = try #require(measured["latency"] as? [[String: Any]], "\(measured)")
+        #expect(drawnLatency.count == 2, "\(drawnLatency)")
+        for series in drawnLatency {
+            #expect((series["width"] as? Double ?? 0) > 400 && (series["height"] as? Double ?? 0) > 5, "a drawn latency series: \(series)")
+            #expect(series["stroke"] as? String != "none", "\(series)")
         }
     }
 
@@ -74,9 +112,7 @@ struct DrillReportRenderTests {
     }
 
     @Test func `a 6 s drill with kills writes a page whose rendered SVG has a latency series and a band per fault`() throws {
-        let chromium = try #require(
-            Self.chromium(),
-            "chromium is not installed: run deploy/install-deps.sh (or apt-get install chromium, Debian's package) to render the drill's report")
+        let chromium = try Self.requireChromium()
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let drill = try runCogdLab(
@@ -94,16 +130,11 @@ struct DrillReportRenderTests {
         let workerKills = try #require(verdict["workerKills"] as? Int)
         #expect(leaderKills >= 1 && workerKills >= 1, "kills on: \(verdict)")
 
-        // Rendered: Chromium loads the file, builds the DOM and prints it (bounded: it is killed at the deadline).
+        // Rendered: Chromium loads the file, builds the DOM and prints it.
         let started = ContinuousClock.now
-        let rendered = try runProgram(
-            chromium,
-            ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder.path)/chromium", "--dump-dom", "file://" + page],
-            timeout: .seconds(25))
+        let dom = try Self.dom(page: page, chromium: chromium, folder: folder.path)
         let took = ContinuousClock.now - started
-        #expect(rendered.status == 0, "chromium: \(rendered.stderr)")
         #expect(took < .seconds(25), "chromium took \(took)")
-        let dom = rendered.stdout
         #expect(dom.contains("<svg"), "\(dom.prefix(2_000))")
         let latency = Self.attribute("points", of: "polyline", classPrefix: "latency", in: dom)
         #expect(latency.count == 2, "p50 and p99 series")
@@ -123,24 +154,46 @@ struct DrillReportRenderTests {
             let wide = try #require(Double(width))
             #expect(left >= 80 && left + wide <= 930.5 && wide >= 3, "band at \(x), \(width) wide")
         }
-        // Drawn: a copy of the page with a measuring script of the test's own (the page has none)
-        // asks Chromium for each band's and series' laid-out box, fill and opacity.
-        let measured = try Self.measure(page: page, chromium: chromium, folder: folder.path)
-        let drawnBands = try #require(measured["bands"] as? [[String: Any]], "\(measured)")
-        #expect(drawnBands.count == leaderKills + workerKills, "\(drawnBands)")
-        for band in drawnBands {
-            let (width, height) = (band["width"] as? Double ?? 0, band["height"] as? Double ?? 0)
-            let opacity = band["opacity"] as? Double ?? 0
-            #expect(width >= 3 && height >= 100 && opacity > 0 && band["fill"] as? String != "none", "a visible band: \(band)")
-        }
-        let drawnLatency = try #require(measured["latency"] as? [[String: Any]], "\(measured)")
-        #expect(drawnLatency.count == 2, "\(drawnLatency)")
-        for series in drawnLatency {
-            #expect((series["width"] as? Double ?? 0) > 400 && (series["height"] as? Double ?? 0) > 5, "a drawn latency series: \(series)")
-            #expect(series["stroke"] as? String != "none", "\(series)")
-        }
+        try Self.expectDrawn(page: page, bands: leaderKills + workerKills, chromium: chromium, folder: folder.path)
         #expect(dom.contains("leader restart → first applied turn"), "the recovery times")
         #expect(dom.contains("drill verdict (seed 9)") && dom.contains("PASS"), "the verdict")
         #expect(!dom.lowercased().contains("<script"))
+    }
+
+    @Test func `a short HA drill with --report writes one page whose rendered SVG has a latency series, a band per leader kill and the HA verdict`() throws {
+        let chromium = try Self.requireChromium()
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let drill = try runCogdLab(
+            ["drill", "--ha", "--seconds", "14", "--fault-every", "1", "--faults", "kill-leader", "--seed", "3", "--report", folder.path + "/report", "--json"],
+            timeout: .seconds(120))
+        let verdict = try #require(try JSONSerialization.jsonObject(with: Data(drill.stdout.utf8)) as? [String: Any], "\(drill.stdout)\(drill.stderr)")
+        // No timing assertion: a verdict that fails only on the failover time (a loaded machine, debug binaries) is taken.
+        let violations = verdict["violations"] as? [String] ?? ["none read"]
+        #expect(drill.status == 0 || violations.allSatisfy { $0.hasPrefix("failover p99 ") }, "\(verdict)\(drill.stderr)")
+        let page = try #require(verdict["report"] as? String, "\(verdict)")
+        #expect(page == folder.path + "/report/drill-report.html")
+        #expect(drill.stderr.contains("drill: report written to \(page)\n"), "\(drill.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/report") == ["drill-report.html"], "one file")
+        let kills = try #require((verdict["faults"] as? [String: Any])?["kill-leader"] as? Int, "\(verdict)")
+        let exits = try #require(verdict["unplannedExits"] as? Int, "\(verdict)")
+        #expect(kills >= 1, "a leader kill in 14 s: \(verdict)")
+        let html = try String(contentsOfFile: page, encoding: .utf8)
+        #expect(!html.lowercased().contains("<script") && !html.contains("src=") && !html.contains("href="), "self-contained")
+
+        let dom = try Self.dom(page: page, chromium: chromium, folder: folder.path)
+        #expect(dom.contains("<svg"), "\(dom.prefix(2_000))")
+        let latency = Self.attribute("points", of: "polyline", classPrefix: "latency", in: dom)
+        #expect(latency.count == 2, "p50 and p99 series")
+        for points in latency { #expect(points.split(separator: " ").count >= 12, "a point per bucket with answers: \(points)") }
+        // A band per leader kill (K), from the SIGKILL to the first applied answer after it; a node that exited by itself would add an N.
+        let bands = Self.attribute("class", of: "rect", classPrefix: "band", in: dom)
+        #expect(bands.filter { $0 == "band K" }.count == kills, "\(bands)")
+        #expect(bands.count == kills + exits, "\(bands)")
+        #expect(dom.contains("K: kill-leader"), "the legend")
+        try Self.expectDrawn(page: page, bands: kills + exits, chromium: chromium, folder: folder.path)
+        #expect(dom.contains("failover (leader killed or frozen) → first applied answer: p50 "), "the failover times")
+        #expect(dom.contains("(lease TTL 2 s; bar p99 ≤ 3000 ms)"), "beside the lease TTL")
+        #expect(dom.contains("drill --ha verdict (seed 3)") && dom.contains("  lost             0"), "the verdict")
     }
 }

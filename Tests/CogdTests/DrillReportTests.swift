@@ -82,6 +82,22 @@ struct DrillReportTests {
         #expect(DrillReport.escape("a\u{1b}[31mb") == "a\\u{1b}[31mb")
     }
 
+    @Test func `every fault kind has its own mark and colour, each HA fault its own kind, and the HA kinds' legend fits in one row`() {
+        let kinds = DrillReport.Fault.Kind.allCases
+        #expect(Set(kinds.map(\.mark)).count == kinds.count)
+        #expect(Set(kinds.map(\.color)).count == kinds.count)
+        let haKinds = HADrill.Fault.allCases.map(\.reportKind)
+        #expect(Set(haKinds).count == HADrill.Fault.allCases.count)
+        #expect(haKinds.map(\.rawValue) == HADrill.Fault.allCases.map(\.rawValue), "named as --faults names them")
+        var report = Self.report
+        report.faults = (haKinds + [.haNodeExit]).enumerated().map { DrillReport.Fault(kind: $1, start: Double($0), end: nil, detail: "") }
+        let html = DrillReport.html(report)
+        let swatches = Self.attribute("x", of: "rect", classPrefix: "swatch", in: html).compactMap(Double.init)
+        #expect(swatches.count == 6)
+        // The last entry's text (about 7 px a character) ends inside the drawing.
+        #expect((swatches.last ?? .infinity) + 22 + Double("N: node exit (unexpected)".count) * 7 <= DrillReport.width, "\(swatches)")
+    }
+
     @Test func `the timeline keeps a histogram per bucket and reports p50 and p99 to a bin's edge`() {
         let start = ContinuousClock.now
         let timeline = DrillTimeline(start: start, seconds: 20)

@@ -47,8 +47,11 @@ struct HADrillTests {
         options.faultEvery = 2.5
         options.faults = [.killLeader, .freezeEtcd]
         options.seed = 7
+        options.reportFolder = "/tmp/ha-report"
         #expect(
-            try LabParse.parseDrill(["--ha", "--lease-ttl", "3", "--fault-every", "2.5", "--faults", "freeze-etcd,kill-leader", "--seed", "7"]) == options)
+            try LabParse.parseDrill([
+                "--ha", "--lease-ttl", "3", "--fault-every", "2.5", "--faults", "freeze-etcd,kill-leader", "--seed", "7", "--report", "/tmp/ha-report",
+            ]) == options)
         #expect(Drill.Options().faults == HADrill.Fault.allCases)
         #expect(throws: CommandUsageError(message: "--lease-ttl takes a whole number of seconds from 2 to 3600, not '1'", subcommand: "drill")) {
             try LabParse.parseDrill(["--ha", "--lease-ttl", "1"])
