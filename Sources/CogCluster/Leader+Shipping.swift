@@ -170,6 +170,54 @@ extension Leader {
         shipCore = rules
         carryShipping(effects)
         copyReason = nil
+        noteStandbyMessage(from: message, peer: peer)
+    }
+
+    /// Knows a standby's ZeroMQ identity from its message (its connection
+    /// is noted from its next one: `noteStandbyConnection`).
+    private func noteStandbyMessage(from message: WireMessage, peer: [UInt8]) {
+        switch message {
+        case .standbyHello(let node, _, _, _, _), .shipAck(let node, _), .standbyCopied(let node, _):
+            guard shipCore?.standbys[node]?.peer == peer, standbyPeers[peer] != node else { return }
+            standbyPeers = standbyPeers.filter { $0.value != node }
+            standbyPeers[peer] = node
+        default:
+            return
+        }
+    }
+
+    /// The connection a standby's message came in on (-1: ZeroMQ cannot say);
+    /// a new one is not listed by the socket's watch yet.
+    func noteStandbyConnection(_ node: String, _ descriptor: Int32) {
+        guard descriptor >= 0, standbyConnections[node]?.descriptor != descriptor else { return }
+        standbyConnections[node] = (descriptor, false)
+    }
+
+    /// After the socket's watch listed its connections: a standby whose
+    /// connection was listed and no longer is has gone (`ShipCore.gone`:
+    /// dropped now, and replaced in the sync key if it was named). One not
+    /// listed yet is left to the heartbeat timeout: a descriptor reused by
+    /// another connection keeps it too (the timeout still ends it).
+    func noteStandbyConnections(_ open: Set<Int32>) {
+        guard var rules = shipCore else { return }
+        // Only the standbys the rules keep are known (at most 16).
+        if standbyPeers.contains(where: { rules.standbys[$0.value]?.peer != $0.key }) {
+            standbyPeers = standbyPeers.filter { rules.standbys[$0.value]?.peer == $0.key }
+        }
+        guard !standbyConnections.isEmpty else { return }
+        var effects: [ShipCore.Effect] = []
+        for (node, connection) in standbyConnections.sorted(by: { $0.key < $1.key }) {
+            if rules.standbys[node] == nil {
+                standbyConnections[node] = nil  // dropped otherwise (silent, too far behind)
+            } else if open.contains(connection.descriptor) {
+                if !connection.listed { standbyConnections[node] = (connection.descriptor, true) }
+            } else if connection.listed {
+                standbyConnections[node] = nil
+                effects += rules.gone(node, now: shipNow)
+            }
+        }
+        shipCore = rules
+        carryShipping(effects)
     }
 
     /// The kept shipped commits after `revision` (every commit whose first

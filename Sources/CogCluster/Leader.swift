@@ -157,6 +157,14 @@ public final class Leader {
     var copyReason: String?
     /// Copies of the log being sent to standbys that were not in step.
     var copyStreams: [CopyStream] = []
+    /// Each standby's TCP connection (the descriptor its messages came in
+    /// on), and whether the socket's watch has listed it: once listed, its
+    /// leaving the list ends the standby (`ShipCore.gone`) at once, not a
+    /// heartbeat timeout later. At most `ShipCore.maximumStandbys` are kept.
+    var standbyConnections: [String: (descriptor: Int32, listed: Bool)] = [:]
+    /// The standbys' ZeroMQ identities (what their messages' connections are
+    /// noted by), one per standby the rules keep.
+    var standbyPeers: [[UInt8]: String] = [:]
     /// The core's events for the operator's log since the last call.
     func takeCoreEvents() -> [LeaderCore.Event] { core.takeEvents() }
     /// A batch takes messages until they reach this many bytes (or 4,096 of them).
@@ -544,6 +552,7 @@ public final class Leader {
             taken += 1
             takenBytes += frames.reduce(0) { $0 + $1.count }
             let identity = frames.removeFirst()
+            if !standbyPeers.isEmpty, let node = standbyPeers[identity] { noteStandbyConnection(node, source) }
             carryOut(core.step(.message(from: identity, frames: frames, key: key), now: now))
         }
         do {
@@ -569,6 +578,7 @@ public final class Leader {
             open.formUnion(watch.connections)
         }
         for _ in inboundGuard.look(at: open, now: .now) { core.countEvent(.unfinishedMessage) }
+        noteStandbyConnections(open)
     }
 
     /// Whether the release gate is open (always, without `--ha`); once it

@@ -165,8 +165,8 @@ struct ShippingLeaderTests {
         guard try etcd.start() else { return }
         let nodes = ["n1", "n2", "n3"].map { HALeaderTests.Node(name: $0) }
         defer { for node in nodes { node.folder.cleanUp() } }
-        // A standby silent for 2 s is dropped (the leader's heartbeat timeout); a leader alone releases after 1 s.
-        let options = ["--sync", "one", "--heartbeat-timeout", "2", "--degrade-after", "1"]
+        // A leader alone releases after 1 s.
+        let options = ["--sync", "one", "--degrade-after", "1"]
         let first = try CogdProcess(nodes[0].arguments(etcd) + options)
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
@@ -180,9 +180,10 @@ struct ShippingLeaderTests {
         // Any standby named may take the lead, so one is: n3 follows, a spare.
         #expect(try etcd.get("/cogd/bank/sync") == "1 n1 n2", "\(first.lines)")
 
-        // n2 dies: once it is dropped, n3 (at the tip) is named in its place, and replies flow again.
+        // n2 dies: its connection ends, so it is dropped (not a heartbeat timeout later), n3 (at the tip) is named
+        // in its place, and replies flow again.
         second.killHard()
-        #expect(first.waitForLine(timeout: .seconds(30)) { $0.contains("standby n2 dropped") } != nil, "\(first.lines)")
+        #expect(first.waitForLine(timeout: .seconds(30)) { $0.contains("standby n2 dropped: its connection ended") } != nil, "\(first.lines)")
         #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n3" }, "\(first.lines)")
         #expect(try Self.call(nodes[0], 3).hasPrefix("applied revision 3"))
 
@@ -191,6 +192,34 @@ struct ShippingLeaderTests {
         #expect(third.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 3") } != nil, "\(third.lines)")
         let retry = try Self.call(nodes[2], 3)
         #expect(retry.hasPrefix("answered from an earlier request: applied at revision 3 (request teller#3)"), "\(retry)")
+    }
+
+    @Test func `a standby frozen past the heartbeat timeout is dropped, refused when it acknowledges again, and back in step after its hello`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let nodes = ["n1", "n2"].map { HALeaderTests.Node(name: $0) }
+        defer { for node in nodes { node.folder.cleanUp() } }
+        let (n1, n2) = (nodes[0], nodes[1])
+        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--heartbeat-timeout", "1"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--sync", "one"])
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+
+        // Frozen past the leader's heartbeat timeout (its connection stays): dropped for silence.
+        kill(second.process.processIdentifier, SIGSTOP)
+        #expect(first.waitForLine(timeout: .seconds(30)) { $0.contains("standby n2 dropped: silent for more than 1.0 s") } != nil, "\(first.lines)")
+        kill(second.process.processIdentifier, SIGCONT)
+        // Its next acknowledgement is refused, so it says hello again and is welcomed back; replies flow again.
+        #expect(
+            second.waitForLine(timeout: .seconds(30)) { $0.contains("this leader does not keep standby n2 in step (it was dropped)") } != nil,
+            "\(second.lines)")
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("in step with the leader of epoch 1 at revision 1") } != nil, "\(second.lines)")
+        #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
+        #expect(try etcd.get("/cogd/bank/sync") == "1 n1 n2")
     }
 
     @Test func `a worker that lists every node follows the leader: a standby's not-leader, then a failover`() throws {

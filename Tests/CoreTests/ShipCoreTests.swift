@@ -38,9 +38,12 @@ struct ShipCoreTests {
         // Each commit is shipped to the standby, then released on its acknowledgement.
         #expect(core.shipped(commit, now: 2) == [.ship(to: a, sequence: 3, commit: commit)])
         #expect(releases(core.acknowledged(from: a, node: "n2", through: 3, now: 2.1)) == [3])
-        // An acknowledgement from another connection under the name counts for nothing.
+        // An acknowledgement from another connection under the name counts for nothing: it is refused.
         _ = core.shipped(commit, now: 3)
-        #expect(core.acknowledged(from: b, node: "n2", through: 4, now: 3.1).isEmpty && core.releasedThrough == 3)
+        #expect(
+            core.acknowledged(from: b, node: "n2", through: 4, now: 3.1)
+                == [.refuse(to: b, reason: "this leader does not keep standby n2 in step (it was dropped); say standby-hello again")])
+        #expect(core.releasedThrough == 3)
     }
 
     @Test func `strict: a standby gone holds every reply; with degrade-after, it is removed from the sync key first, then the leader releases alone`() {
@@ -169,6 +172,19 @@ struct ShipCoreTests {
         #expect(writes(core.gone("n2", now: 2)) == [["n3"]])
         #expect(releases(core.syncWritten(now: 2)) == [2], "n3 holds everything released")
         #expect(core.named == ["n3"] && core.state == .sync)
+    }
+
+    @Test func `a standby dropped while it went on is refused its acknowledgement, so it says hello again`() {
+        var core = ShipCore(.init(sync: .one, standbyTimeout: 2))
+        _ = core.hello(from: a, node: "n2", inStep: true, now: 0)
+        _ = core.syncWritten(now: 0)
+        #expect(core.tick(now: 3).contains(.drop(node: "n2", reason: "silent for more than 2.0 s")))
+        #expect(
+            core.acknowledged(from: a, node: "n2", through: 0, now: 3)
+                == [.refuse(to: a, reason: "this leader does not keep standby n2 in step (it was dropped); say standby-hello again")])
+        // Its hello (on a new connection) brings it back.
+        _ = core.hello(from: b, node: "n2", inStep: true, now: 4)
+        #expect(core.standbys["n2"]?.peer == b)
     }
 
     @Test func `at most 16 standbys are taken, and a node name that is not a cluster node's is malformed`() throws {

@@ -222,9 +222,14 @@ public struct ShipCore: Sendable {
         return effects + advance(now: now)
     }
 
-    /// A standby acknowledged every commit through `sequence`, each after its own commit.
+    /// A standby acknowledged every commit through `sequence`, each after its
+    /// own commit. One the leader does not keep (dropped — silent, too far
+    /// behind, its connection ended — while it went on) is refused, so it
+    /// says hello again instead of acknowledging to a leader that ships it nothing.
     public mutating func acknowledged(from peer: [UInt8], node: String, through sequence: UInt64, now: Double) -> [Effect] {
-        guard var standby = standbys[node], standby.peer == peer else { return [] }
+        guard var standby = standbys[node], standby.peer == peer else {
+            return [.refuse(to: peer, reason: "this leader does not keep standby \(node) in step (it was dropped); say standby-hello again")]
+        }
         standby.heard = now
         standby.acknowledged = max(standby.acknowledged, min(sequence, lastSequence))
         standbys[node] = standby
