@@ -882,6 +882,17 @@ extension OpReply {
     public func frame() -> [UInt8] {
         // The frame's keys and numbers take about 110 bytes; a rejection or refusal adds its texts twice (detail and reason).
         var writer = CBORWriter(reservingCapacity: 128 + request.worker.utf8.count + outcome.textBytes)
+        if case .applied(let revision) = outcome, earlier != true {
+            // The common reply (one per op the leader applies): its fixed parts are written as ready-made bytes.
+            writer.appendRaw(OpReply.appliedHead)
+            writer.appendHead(major: 0, revision)
+            writer.appendRaw(OpReply.requestHead)
+            writer.appendHead(major: 0, request.sequence)
+            writer.appendRaw(OpReply.workerKey)
+            writer.appendText(request.worker)
+            writer.appendRaw(OpReply.replyTail)
+            return writer.bytes
+        }
         writer.appendHead(major: 5, 3)  // v, body, type
         writer.appendText("v")
         writer.appendHead(major: 0, WireMessage.version)
@@ -939,6 +950,44 @@ extension OpReply {
         writer.appendText("reply")
         return writer.bytes
     }
+}
+
+extension OpReply {
+    /// The fixed parts of an `applied` reply frame, in `frame()`'s order: up
+    /// to the revision's head, from there to the sequence's, the worker's
+    /// key, and the end.
+    static let appliedHead: [UInt8] = {
+        var writer = CBORWriter()
+        writer.appendHead(major: 5, 3)  // v, body, type
+        writer.appendText("v")
+        writer.appendHead(major: 0, WireMessage.version)
+        writer.appendText("body")
+        writer.appendHead(major: 5, 2)  // outcome, request
+        writer.appendText("outcome")
+        writer.appendHead(major: 5, 1)
+        writer.appendText("applied")
+        writer.appendHead(major: 5, 1)
+        writer.appendText("revision")
+        return writer.bytes
+    }()
+    static let requestHead: [UInt8] = {
+        var writer = CBORWriter()
+        writer.appendText("request")
+        writer.appendHead(major: 5, 2)  // seq, worker
+        writer.appendText("seq")
+        return writer.bytes
+    }()
+    static let workerKey: [UInt8] = {
+        var writer = CBORWriter()
+        writer.appendText("worker")
+        return writer.bytes
+    }()
+    static let replyTail: [UInt8] = {
+        var writer = CBORWriter()
+        writer.appendText("type")
+        writer.appendText("reply")
+        return writer.bytes
+    }()
 }
 
 extension WireMessage {
