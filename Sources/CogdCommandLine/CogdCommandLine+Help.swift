@@ -373,22 +373,27 @@ extension CogdCommandLine {
                   --connect ENDPOINT  follow a running leader's live turn stream instead, its turns
                                       endpoint (HOST:PORT means tcp://HOST:PORT; the leader's default
                                       is \(Command.defaultTurnsEndpoint)), until Ctrl-C (default: none — read --data).
+                                      For an HA cluster, every node's, comma-separated: it follows
+                                      the node that leads, and after a failover the new leader (said
+                                      on stderr), printing each revision once, in order.
                                       Nothing answering there within --timeout is an error (exit 4);
                                       \(Command.secondsText(TailCommand.quietNotice)) s without a turn, it says so on stderr and keeps
                                       waiting. With --from REV or --since TIME it first catches up
                                       from the leader's requests endpoint (--leader), then follows
                   --leader ENDPOINT   with --connect and --from or --since, the leader's requests
-                                      endpoint it catches up from (default: $\(Command.leaderEnvironmentVariable) when set, else
-                                      \(Command.defaultRequestsEndpoint)); without keys it says hello there as a
-                                      tool, tail-UUID, which `status` lists under tools until it
-                                      says goodbye as it stops (--to, --count, Ctrl-C)
+                                      endpoint it catches up from, and fills any gap from; for an HA
+                                      cluster every node's, comma-separated: a standby's not-leader
+                                      sends it to the node that leads, silence to the next node (default:
+                                      $\(Command.leaderEnvironmentVariable) when set, else \(Command.defaultRequestsEndpoint)); without keys it
+                                      says hello there as a tool, tail-UUID, which `status` lists under
+                                      tools until it says goodbye as it stops (--to, --count, Ctrl-C)
                   --timeout SECONDS   with --connect, how long to wait for the stream's connection and
                                       for each answer while catching up (default \(Command.secondsText(Command.defaultTimeout)))
                   --key FILE          with --connect to a leader that authenticates with CURVE, a worker's
                                       or observer's secret key file (--from and --since: an observer's)
                                       (default: $\(Command.keyEnvironmentVariable) when set; needs --leader-key)
-                  --leader-key FILE   with --connect, the leader's public key file (default: $\(Command.leaderKeyEnvironmentVariable)
-                                      when set)
+                  --leader-key FILE   with --connect, the leader's public key file, one for every node of
+                                      an HA cluster (default: $\(Command.leaderKeyEnvironmentVariable) when set)
 
                 With --connect it says on stderr once the stream is connected (without --from
                 or --since), so stdout holds turn lines only; --follow is for --data
@@ -404,8 +409,9 @@ extension CogdCommandLine {
                   0   printed (or nothing matched --name), or stopped by --to or --count
                   1   a failure: an unreadable folder, a revision retention removed, --from past
                       the end or --since after the newest turn (without --follow), a refused key
-                  4   with --connect: nothing answers within --timeout, or the endpoint is the
-                      leader's other one (--connect takes the turns endpoint, --leader the requests one)
+                  4   with --connect: nothing answers within --timeout (or only standbys do), or the
+                      endpoint is the leader's other one (--connect takes the turns endpoint, --leader
+                      the requests one)
                   64  a usage error
                   130 with --connect and --from or --since: stopped by Ctrl-C or SIGTERM (after
                       its goodbye to the leader)
@@ -417,6 +423,7 @@ extension CogdCommandLine {
                   \(cogd) tail --data cogd-data --since 10m --name '\(examples.otherTailPattern)'
                   \(cogd) tail --connect 127.0.0.1:5702 --from 1 --leader 127.0.0.1:5701 --timeout 2
                   \(cogd) tail --connect 127.0.0.1:5702 --key keys/operator.key --leader-key keys/leader.pub
+                  \(cogd) tail --connect 10.0.0.1:5702,10.0.0.2:5702 --leader 10.0.0.1:5701,10.0.0.2:5701 --from 1
                 """
         case "log":
             return """

@@ -66,9 +66,10 @@ extension Command {
     /// The most endpoints one `--leader` lists.
     static let maximumLeaderEndpoints = 16
 
-    /// A `--leader` value: one endpoint, or the nodes of an HA cluster
-    /// separated by commas (`tcp://10.0.0.1:5701,tcp://10.0.0.2:5701`),
-    /// each checked as `endpoint` does; given back joined by commas.
+    /// A `--leader` (or `tail --connect`) value: one endpoint, or the nodes
+    /// of an HA cluster separated by commas
+    /// (`tcp://10.0.0.1:5701,tcp://10.0.0.2:5701`), each checked as
+    /// `endpoint` does; given back joined by commas.
     static func leaderEndpoints(_ text: String, from source: String, subcommand: String?) throws(UsageError) -> String {
         guard text.contains(",") else { return try endpoint(text, from: source, subcommand: subcommand) }
         let pieces = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -87,11 +88,10 @@ extension Command {
 
     /// The default `--leader` endpoint: `COGD_LEADER` when set (checked like
     /// `--leader`, a list of an HA cluster's nodes too), else the leader's
-    /// default requests endpoint. `single`: the first endpoint it lists only.
-    static func defaultLeaderEndpoint(_ environment: [String: String], subcommand: String, single: Bool = false) throws(UsageError) -> String {
+    /// default requests endpoint.
+    static func defaultLeaderEndpoint(_ environment: [String: String], subcommand: String) throws(UsageError) -> String {
         guard let text = environment[leaderEnvironmentVariable] else { return defaultRequestsEndpoint }
-        let list = try leaderEndpoints(text, from: leaderEnvironmentVariable, subcommand: subcommand)
-        return single ? String(list.prefix { $0 != "," }) : list
+        return try leaderEndpoints(text, from: leaderEnvironmentVariable, subcommand: subcommand)
     }
 
     /// Seconds a command waits (`--timeout`): more than 0, at most a day.

@@ -161,7 +161,9 @@ enum Command: Equatable {
         /// Print the requests answered rejected or refused too, at their revision (`--rejections`).
         var rejections = false
         var namePattern: String?
-        /// Follow the leader's live turn stream (its turns endpoint) instead of the file.
+        /// Follow the leader's live turn stream (its turns endpoint) instead
+        /// of the file: one endpoint, or every node's of an HA cluster,
+        /// joined by commas.
         var connect: String?
         /// Its key and the leader's, for `--connect` (`--key`, `--leader-key`).
         var keys: ClientKeyFiles?
@@ -172,8 +174,9 @@ enum Command: Equatable {
         /// Start at the first turn committed at or after this time (`--since`).
         var since: TailSince?
         /// The leader's requests endpoint, which `--connect` asks for the
-        /// turns before the live stream (`--from`, `--since`): `--leader`,
-        /// else `COGD_LEADER`, else the default.
+        /// turns before the live stream (`--from`, `--since`) and for any gap:
+        /// `--leader`, else `COGD_LEADER`, else the default; an HA cluster's
+        /// nodes joined by commas.
         var leader = Command.defaultRequestsEndpoint
         /// Where `leader` came from (`--leader`, or `COGD_LEADER`), as messages name it.
         var leaderSource = "--leader"
@@ -751,9 +754,9 @@ enum Command: Equatable {
                 try reader.noValue(option)
                 options.rejections = true
             case "--name": options.namePattern = try namePattern(try reader.value(for: option))
-            case "--connect": options.connect = try endpoint(try reader.value(for: option), from: option.name, subcommand: "tail")
+            case "--connect": options.connect = try leaderEndpoints(try reader.value(for: option), from: option.name, subcommand: "tail")
             case "--since": options.since = try TailSince.parse(try reader.value(for: option))
-            case "--leader": leaderEndpoint = try endpoint(try reader.value(for: option), from: option.name, subcommand: "tail")
+            case "--leader": leaderEndpoint = try leaderEndpoints(try reader.value(for: option), from: option.name, subcommand: "tail")
             case "--timeout": timeout = try Command.timeout(try reader.value(for: option), subcommand: "tail")
             case "--key": keyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "tail")
             case "--leader-key": leaderKeyFile = try filePath(try reader.value(for: option), option: option.name, subcommand: "tail")
@@ -791,7 +794,7 @@ enum Command: Equatable {
             if let leaderEndpoint {
                 options.leader = leaderEndpoint
             } else {
-                options.leader = try defaultLeaderEndpoint(environment, subcommand: "tail", single: true)
+                options.leader = try defaultLeaderEndpoint(environment, subcommand: "tail")
                 if environment[leaderEnvironmentVariable] != nil { options.leaderSource = leaderEnvironmentVariable }
             }
             if let timeout { options.timeout = timeout }

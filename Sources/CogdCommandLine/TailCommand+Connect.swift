@@ -1,3 +1,4 @@
+import Cog
 import CogCluster
 import CogCodec
 import CogLog
@@ -18,40 +19,51 @@ extension TailCommand {
     /// `--timeout`) for the stream's connection, catches up through the
     /// leader's requests endpoint from `--from` or `--since` when given,
     /// then prints each turn as it is published, filling any gap the same way.
-    func followStream(_ endpoint: String) -> Int32 {
+    ///
+    /// `list` may name every node of an HA cluster (`ha.md` §10): each
+    /// node's stream is subscribed to at once, and a standby publishes
+    /// nothing, so what comes is the leader's — after a failover the new
+    /// leader's, in a higher epoch, said once on stderr. A revision already
+    /// printed is not printed again (the new leader's stream may repeat
+    /// one), turns of an epoch below the one followed are a deposed
+    /// leader's and are ignored, and a gap is asked of whichever `--leader`
+    /// node leads.
+    func followStream(_ list: String) -> Int32 {
+        let endpoints = Worker.endpoints(list)
+        let several = endpoints.count > 1
+        // As messages name the streams: the one given, or every node's.
+        let named = endpoints.map { TerminalText.escaped($0) }.joined(separator: ", ")
         var catchUp: CatchUpClient?
         do {
             let curve = try options.keys?.load()
             let context = try ZMQContext()
             defer { context.close() }
-            let subscriber = try ZMQSocket(context, .subscriber, linger: .zero)
-            defer { subscriber.close() }
-            try subscriber.subscribeToAll()
-            try subscriber.useCurve(curve)
-            // A leader that refuses this key says so in the handshake: said here, not waited on in silence.
-            var handshakes = try EndpointHandshake(subscriber, context: context, endpoint: endpoint, expected: .turns, curve: curve, timeout: options.timeout)
-            defer { handshakes.close() }
+            // A socket per node, so each node's handshake is watched apart.
+            var streams: [WatchedConnection] = []
+            defer { for stream in streams { stream.close() } }
             defer { catchUp?.close() }
-            try subscriber.connect(endpoint)
+            for endpoint in endpoints {
+                streams.append(try WatchedConnection(context: context, endpoint: endpoint, expected: .turns, curve: curve, timeout: options.timeout))
+            }
             /// Whether a handshake failed (said, in the same words before and after the stream started).
             func handshakeRefused() throws -> Bool {
                 do {
-                    try handshakes.check()
+                    for stream in streams { try stream.handshakes.check() }
                     return false
                 } catch let refused as ClusterCommands.HandshakeRefused {
-                    printError("Error: \(refused.described(as: refused.endpoint == endpoint ? "turn stream" : "leader"))")
+                    printError("Error: \(refused.described(as: endpoints.contains(refused.endpoint) ? "turn stream" : "leader"))")
                     return true
                 }
             }
             let connectDeadline = ContinuousClock.now + options.timeout
             while true {
                 if try handshakeRefused() { return 1 }
-                if handshakes.succeeded { break }
+                if streams.contains(where: { $0.handshakes.succeeded }) { break }
                 guard ContinuousClock.now < connectDeadline else {
-                    try handshakes.checkSilence()
+                    for stream in streams { try stream.handshakes.checkSilence() }
                     printError(
-                        "Error: nothing answers at \(escaped: endpoint) within \(Command.secondsText(options.timeout)) s: is "
-                            + "`\(CogdCommandLine.programName) leader` serving its turn stream there (its --turns, default "
+                        "Error: nothing answers at \(several ? "any of " : "")\(named) within \(Command.secondsText(options.timeout)) s: is "
+                            + "`\(CogdCommandLine.programName) leader` serving its turn stream \(several ? "at one of them" : "there") (its --turns, default "
                             + "\(Command.defaultTurnsEndpoint))? (a slow network: --timeout SECONDS)")
                     return ClusterCommands.CallExit.noAnswer
                 }
@@ -59,18 +71,30 @@ extension TailCommand {
             }
             if options.from == nil && options.since == nil {
                 // Stdout carries turn lines only; without a catch-up nothing else would show it is connected.
-                printError("\(CogdCommandLine.programName) tail: following \(escaped: endpoint) (Ctrl-C stops)")
+                printError("\(CogdCommandLine.programName) tail: following \(named) (Ctrl-C stops)")
             }
             // 0: print whatever the stream brings; else the next revision to print.
             var next: UInt64 = 0
+            // With several nodes, the epoch of the leader followed (nil: none heard of yet).
+            var followedEpoch: UInt64?
+            /// With several nodes: whether `epoch` is above the one followed — a new
+            /// leader, said once on stderr naming its node's stream — and follows it.
+            func follows(_ epoch: UInt64, from node: String) -> Bool {
+                guard several else { return false }
+                defer { followedEpoch = max(followedEpoch ?? 0, epoch) }
+                guard let known = followedEpoch ?? progress.lastRecord?.epoch, epoch > known else { return false }
+                printError("\(CogdCommandLine.programName) tail: following the leader of epoch \(epoch) (node \(escaped: node))")
+                return true
+            }
             // A catch-up client said hello as a tool: Ctrl-C (or SIGTERM) ends the loop so it says goodbye as it closes.
             var stopper: SignalStopper?
             if options.from != nil || options.since != nil {
                 stopper = SignalStopper()
-                let client = try CatchUpClient(context: context, endpoint: options.leader, curve: curve, timeout: options.timeout)
+                let client = try CatchUpClient(context: context, endpoints: options.leader, curve: curve, timeout: options.timeout)
                 catchUp = client
                 guard let start = try startRevision(client) else { return 1 }
                 next = start
+                followedEpoch = client.epoch
                 guard let caughtUp = try self.catchUp(from: next, client) else { return 1 }
                 next = caughtUp
                 if progress.done { return 0 }
@@ -78,7 +102,7 @@ extension TailCommand {
             }
             var lastHeard = ContinuousClock.now
             var quietReported = false
-            var connections = handshakes.successes
+            var connections = streams.map(\.handshakes.successes)
             // The leader's position a went-back note was last given for: one restart
             // may tell it twice (its welcome and its status), the second read after
             // turns of the new log were printed; the same position again is no news.
@@ -92,18 +116,26 @@ extension TailCommand {
                 if quiet >= TailCommand.quietNotice && !quietReported {
                     quietReported = true
                     printError(
-                        "\(CogdCommandLine.programName) tail: no turns from \(escaped: endpoint) for \(quiet.components.seconds) s; "
+                        "\(CogdCommandLine.programName) tail: no turns from \(named) for \(quiet.components.seconds) s; "
                             + "still waiting (Ctrl-C stops)")
                 }
                 // Still following: the leader keeps listing the catch-up client until its goodbye.
                 try catchUp?.keepAlive()
-                // Welcomed again after a leader restart, or the stream connected again (under CURVE no hello
-                // is said: the leader's status tells): a log that ends before the last turn printed, or an
-                // older epoch, is another log (or a restored backup): followed from its end, said once.
+                // Welcomed again after a leader restart, or a stream connected again (a leader restarted, or
+                // a new one leads; under CURVE no hello is said: the leader's status tells): a log that ends
+                // before the last turn printed, or an older epoch, is another log (or a restored backup):
+                // followed from its end, said once.
                 var position = catchUp?.takeRejoin()
-                if handshakes.successes != connections {
-                    connections = handshakes.successes
-                    if let client = catchUp, progress.lastRecord != nil { position = try client.leaderPosition() }
+                let welcomed = catchUp?.takeWelcomedRevision()
+                let successes = streams.map(\.handshakes.successes)
+                if successes != connections {
+                    let connected = streams.indices.first { successes[$0] != connections[$0] }
+                    connections = successes
+                    if let client = catchUp {
+                        let asked = try client.leaderPosition()
+                        position = asked
+                        if let connected { _ = follows(asked.epoch, from: streams[connected].endpoint) }
+                    }
                 }
                 if let position, let last = progress.lastRecord, position.lastRevision < last.revision || position.epoch < last.epoch,
                     !(toldPosition.map { $0.epoch == position.epoch && position.lastRevision <= $0.lastRevision } ?? false)
@@ -111,55 +143,76 @@ extension TailCommand {
                     sayWentBack(from: last, to: position.lastRevision, epoch: position.epoch)
                     next = TailCommand.revision(after: position.lastRevision)
                     toldPosition = (position.lastRevision, position.epoch)
-                }
-                guard try ZMQSocket.poll([subscriber], timeout: .milliseconds(200))[0] else { continue }
-                while let frames = try subscriber.receive() {
-                    guard case .turns(_, var records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
-                    else { continue }
-                    lastHeard = ContinuousClock.now
-                    quietReported = false
-                    guard let client = catchUp else {
-                        // Only the stream: in order, so a turn at or below the last one read is another log's.
-                        if let last = progress.lastRecord, let first = records.first, first.revision <= last.revision || first.epoch < last.epoch {
-                            sayWentBack(from: last, to: first.revision == 0 ? 0 : first.revision - 1, epoch: first.epoch)  // a revision 0 from a broken leader must not trap
-                        }
-                        _ = try printRecords(records, after: 0)
-                        if progress.done { return 0 }
-                        continue
-                    }
-                    // Caught up, earlier turns may come late from the stream; an epoch older than the last
-                    // printed one never does within one log.
-                    if let last = progress.lastRecord, let newer = records.first(where: { $0.revision >= next }), newer.epoch < last.epoch {
-                        let end = try client.lastRevision()
-                        sayWentBack(from: last, to: end, epoch: newer.epoch)
-                        next = TailCommand.revision(after: end)
-                    }
-                    records.removeAll { $0.revision < next }
-                    if let first = records.first, first.revision > next {
-                        // Published before this subscription took, or dropped: asked for, in order.
+                } else if let client = catchUp {
+                    // The leader's log is past what the stream brought (turns published before a subscription
+                    // took: a new leader's first ones), as its status says, or a heartbeat's answer while the
+                    // stream is quiet: asked for, in order.
+                    let quietFor = ContinuousClock.now - lastHeard >= CatchUpClient.heartbeatInterval
+                    if let ahead = position?.lastRevision ?? (quietFor ? welcomed : nil), ahead >= next {
                         guard let caughtUp = try self.catchUp(from: next, client) else { return 1 }
                         next = caughtUp
                         if progress.done { return 0 }
-                        records.removeAll { $0.revision < next }
                     }
-                    next = try printRecords(records, after: next)
-                    if progress.done { return 0 }
+                }
+                let ready = try ZMQSocket.poll(streams.map(\.socket), timeout: .milliseconds(200))
+                for (stream, isReady) in zip(streams, ready) where isReady {
+                    while let frames = try stream.socket.receive() {
+                        guard case .turns(let epoch, var records)? = try? WireMessage.decode(frames[frames.count - 1], limit: WireMessage.maximumLeaderMessageSize)
+                        else { continue }
+                        // Among several nodes, a deposed leader's late turns do not pull the tail back.
+                        if several, let followed = followedEpoch, epoch < followed { continue }
+                        // A new leader's stream continues the log: what it repeats is skipped, not another log.
+                        let risen = follows(epoch, from: stream.endpoint)
+                        lastHeard = ContinuousClock.now
+                        quietReported = false
+                        guard let client = catchUp else {
+                            // Only the stream: in order, so a turn at or below the last one read is another log's.
+                            if let last = progress.lastRecord, risen {
+                                records.removeAll { $0.revision <= last.revision }
+                            } else if let last = progress.lastRecord, let first = records.first, first.revision <= last.revision || first.epoch < last.epoch {
+                                sayWentBack(from: last, to: first.revision == 0 ? 0 : first.revision - 1, epoch: first.epoch)  // a revision 0 from a broken leader must not trap
+                            }
+                            _ = try printRecords(records, after: 0)
+                            if progress.done { return 0 }
+                            continue
+                        }
+                        // Caught up, earlier turns may come late from the stream; an epoch older than the last
+                        // printed one never does within one log.
+                        if let last = progress.lastRecord, let newer = records.first(where: { $0.revision >= next }), newer.epoch < last.epoch {
+                            let end = try client.lastRevision()
+                            sayWentBack(from: last, to: end, epoch: newer.epoch)
+                            next = TailCommand.revision(after: end)
+                        }
+                        records.removeAll { $0.revision < next }
+                        if let first = records.first, first.revision > next {
+                            // Published before this subscription took, or dropped: asked for, in order.
+                            guard let caughtUp = try self.catchUp(from: next, client) else { return 1 }
+                            next = caughtUp
+                            if progress.done { return 0 }
+                            records.removeAll { $0.revision < next }
+                        }
+                        next = try printRecords(records, after: next)
+                        if progress.done { return 0 }
+                    }
                 }
             }
         } catch let refused as LeaderSnapshot.Refused {
             let hint =
                 [.roleForbids, .helloFirst].contains(refused.error.code)
                 ? "; under CURVE, --from and --since catch up with an observer key (protocol/cogwire.md §9)" : ""
-            printError("Error: the leader at \(escaped: options.leader) refused to send turns: \(escaped: refused.error)\(hint)")
+            printError("Error: the leader at \(escaped: catchUp?.endpoint ?? options.leader) refused to send turns: \(escaped: refused.error)\(hint)")
             return 1
         } catch let wrong as EndpointHandshake.WrongEndpoint {
             printError("Error: \(escaped: wrong.from(options.leaderSource))")
             return ClusterCommands.CallExit.noAnswer
-        } catch let none as EndpointHandshake.NotALeader {
-            printError("Error: \(none)")
-            return ClusterCommands.CallExit.noAnswer
         } catch let noAnswer as CatchUpClient.NoAnswer {
             printError(ClusterCommands.noAnswer(from: noAnswer.endpoint, within: options.timeout) + " (--leader: the requests endpoint --connect catches up from)")
+            return ClusterCommands.CallExit.noAnswer
+        } catch let none
+            where none is EndpointHandshake.NotALeader || none is ClusterCommands.StandbyAnswered || none is ClusterCommands.NoNodeLeads
+        {
+            // Not a leader there: something else, or (with --leader) only standbys answered.
+            printError("Error: \(none)")
             return ClusterCommands.CallExit.noAnswer
         } catch {
             printError("Error: \(escaped: error)")
@@ -220,217 +273,5 @@ extension TailCommand {
             }
         }
         return next
-    }
-}
-
-/// Asks the leader's requests endpoint for turns (`catch-up-request`,
-/// `protocol/cogwire.md` §3) and its last revision (`status-request`), as
-/// `cogd get --leader` asks for a snapshot: without keys it must say hello
-/// first (`hello-first`), so it says hello as a tool under a name of its
-/// own, `tail-` and a UUID, with no rig — it holds no one else's name,
-/// registers nothing and writes nothing, and `cogd status` lists it until it
-/// closes (it says goodbye). While it follows it heartbeats every second
-/// (`keepAlive`), as a worker does, so the leader does not give it up at its
-/// heartbeat timeout; if the leader gave it up all the same (it was paused,
-/// or the leader restarted) it says hello again. With
-/// keys it needs an observer key, which asks without a hello (a worker key
-/// would have to say hello in its worker's name, displacing it).
-final class CatchUpClient {
-    /// The leader said nothing for the whole timeout.
-    struct NoAnswer: Error {
-        let endpoint: String
-    }
-
-    enum Answer {
-        /// The records from the revision asked for on (none: it is past the end).
-        case records([TurnRecord])
-        /// Retention removed that revision: the leader's words, which revisions it keeps.
-        case removed(String)
-    }
-
-    private let socket: ZMQSocket
-    private var handshakes: EndpointHandshake
-    private let endpoint: String
-    private let timeout: Duration
-    private let tool = "tail-\(UUID().uuidString.lowercased())"
-    private let saysHello: Bool
-    private var greeted = false
-    /// A heartbeat was refused: `keepAlive` says hello again until welcomed.
-    private var rejoining = false
-    /// `keepAlive` said hello and no answer has come yet.
-    private var helloInFlight = false
-    /// The welcome of the last hello said again (the leader restarted, or
-    /// gave the name up), until `takeRejoin` reads it.
-    private var rejoin: (epoch: UInt64, lastRevision: UInt64)?
-    /// When the last hello or heartbeat went out.
-    private var lastSaid = ContinuousClock.now
-
-    /// How often a following client heartbeats (a worker's default interval).
-    static let heartbeatInterval: Duration = .seconds(1)
-
-    init(context: ZMQContext, endpoint: String, curve: CurveClientKeys?, timeout: Duration) throws {
-        self.endpoint = endpoint
-        self.timeout = timeout
-        saysHello = curve == nil
-        socket = try ZMQSocket(context, .dealer, linger: .zero)
-        try socket.setIdentity("\(tool)/\(UInt32.random(in: 0...UInt32.max))")
-        try socket.useCurve(curve)
-        handshakes = try EndpointHandshake(socket, context: context, endpoint: endpoint, expected: .requests, curve: curve, timeout: timeout)
-        try socket.connect(endpoint)
-    }
-
-    /// Says goodbye when it said hello (the leader drops the tool at once),
-    /// then closes the socket (before its context closes).
-    func close() {
-        try? takeAnswers()
-        // A hello still unanswered may be welcomed: the goodbye after it drops the name all the same.
-        if greeted || helloInFlight { socket.sayGoodbye(as: tool) }
-        handshakes.close()
-        socket.close()
-    }
-
-    /// Sends one frame (bounded by `timeout`); throws `NoAnswer` when it cannot.
-    private func send(_ frame: [UInt8]) throws {
-        guard try handshakes.send(frame, on: socket, within: timeout) else { throw NoAnswer(endpoint: endpoint) }
-    }
-
-    /// The leader's next message; throws `NoAnswer` after `timeout` of silence.
-    private func next() throws -> WireMessage {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let remaining = deadline - ContinuousClock.now
-            if try ZMQSocket.poll([socket], timeout: min(remaining, .milliseconds(20)))[0],
-                let frames = try socket.receive(), let frame = frames.last,
-                let message = try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize)
-            {
-                return message
-            }
-            try handshakes.check()
-        }
-        try handshakes.checkSilence()
-        throw NoAnswer(endpoint: endpoint)
-    }
-
-    /// Heartbeats once a second while it holds its tool name, without
-    /// waiting: the answers (a welcome each) are read here as they come. A
-    /// heartbeat refused (`hello-first`: the leader restarted, or gave the
-    /// name up) means it holds no name: no goodbye is owed, and it says
-    /// hello again, once a second until welcomed, so `status` lists it
-    /// again. Nothing is fatal here — a leader that is gone shows when
-    /// turns are next asked for.
-    func keepAlive() throws {
-        try takeAnswers()
-        guard greeted || rejoining, ContinuousClock.now - lastSaid >= CatchUpClient.heartbeatInterval else { return }
-        let message = greeted ? WireMessage.heartbeat(worker: tool, revision: 0) : WireMessage.hello(worker: tool, lastRevision: 0, tool: true)
-        // One that cannot be queued now (no connection) is skipped: the next one tries again.
-        if try socket.send([message.encoded()], wait: false) {
-            lastSaid = .now
-            if !greeted { helloInFlight = true }
-        }
-    }
-
-    /// The epoch and last revision of the leader that welcomed the client
-    /// again since the last call (nil: none did): a log that ends before
-    /// the last turn printed, or an older epoch, is another log.
-    func takeRejoin() -> (epoch: UInt64, lastRevision: UInt64)? {
-        defer { rejoin = nil }
-        return rejoin
-    }
-
-    /// Reads the answers to heartbeats and hellos `keepAlive` sent, without waiting.
-    private func takeAnswers() throws {
-        while let frames = try socket.receive(), let frame = frames.last {
-            switch try? WireMessage.decode(frame, limit: WireMessage.maximumLeaderMessageSize) {
-            case .welcome(let epoch, let lastRevision, _, _, _)? where rejoining:
-                greeted = true
-                rejoining = false
-                helloInFlight = false
-                rejoin = (epoch, lastRevision)
-            case .error(let error)? where error.code == .helloFirst || error.code == .gone:
-                greeted = false
-                rejoining = true
-            case .error? where helloInFlight:
-                helloInFlight = false
-            default:
-                break
-            }
-        }
-    }
-
-    /// The revision the leader's log ends at now.
-    func lastRevision() throws -> UInt64 { try leaderPosition().lastRevision }
-
-    /// The leader's epoch and the revision its log ends at now (its `status`).
-    func leaderPosition() throws -> (epoch: UInt64, lastRevision: UInt64) {
-        try send(WireMessage.statusRequest.encoded())
-        while true {
-            switch try next() {
-            case .status(let status): return (status.epoch, status.revision)
-            case .error(let error) where error.code == .helloFirst || error.code == .gone:
-                // A heartbeat's answer, not the status's: the name was given up (as `takeAnswers` reads it).
-                if greeted {
-                    greeted = false
-                    rejoining = true
-                }
-            case .error(let error): throw LeaderSnapshot.Refused(error: error)
-            default: continue
-            }
-        }
-    }
-
-    /// The leader's records from `revision` on (a catch-up reply: up to 10,000, about 64 KiB).
-    func records(from revision: UInt64) throws -> Answer {
-        var helloRetried = false
-        while true {
-            if saysHello && !greeted {
-                try send(WireMessage.hello(worker: tool, lastRevision: 0, tool: true).encoded())
-                while true {
-                    if case .welcome = try next() { break }
-                }
-                greeted = true
-                rejoining = false
-                helloInFlight = false
-                lastSaid = .now
-            }
-            try send(WireMessage.catchUpRequest(from: revision).encoded())
-            let answer = try answer()
-            switch answer {
-            case .records(let records): return .records(records)
-            case .removed(let message): return .removed(message)
-            case .helloFirst(let error):
-                // Given up after the heartbeat timeout: say hello again, once.
-                guard saysHello && !helloRetried else { throw LeaderSnapshot.Refused(error: error) }
-                helloRetried = true
-                greeted = false
-            case .busy:
-                usleep(20_000)
-            }
-        }
-    }
-
-    private enum Reply {
-        case records([TurnRecord])
-        case removed(String)
-        case helloFirst(WireError)
-        case busy
-    }
-
-    private func answer() throws -> Reply {
-        while true {
-            switch try next() {
-            case .turns(_, let records): return .records(records)
-            case .error(let error):
-                switch error.code {
-                case .compacted:
-                    // The leader's advice is a worker's (a snapshot); what a reader needs is which revisions remain.
-                    let words = error.message.components(separatedBy: "; sync from a snapshot").first ?? error.message
-                    return .removed("\(words) (the leader at \(endpoint); --from a kept revision)")
-                case .helloFirst: return .helloFirst(error)
-                case .busy: return .busy
-                default: throw LeaderSnapshot.Refused(error: error)
-                }
-            default: continue
-            }
-        }
     }
 }

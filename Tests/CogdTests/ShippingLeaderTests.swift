@@ -261,6 +261,53 @@ struct ShippingLeaderTests {
         #expect(status.stdout.contains(#""epoch": 2"#) && status.stdout.contains(#""name": "w1""#), "\(status)")
     }
 
+    @Test func `a tail that lists every node follows the new leader after a failover, printing each revision once, in order`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        let options = ["--sync", "one", "--degrade-after", "1"]
+        let first = try CogdProcess(n1.arguments(etcd) + options)
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + options)
+        defer { second.stop() }
+        #expect(second.waitForLine { $0.contains("in step with the leader of epoch 1 at revision 0") } != nil, "\(second.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+
+        // The tail subscribes to both nodes' streams (the standby's publishes nothing) and catches up from the leader.
+        let tail = try CogdProcess([
+            "tail", "--connect", "tcp://127.0.0.1:\(n1.turns),tcp://127.0.0.1:\(n2.turns)",
+            "--leader", "tcp://127.0.0.1:\(n1.requests),tcp://127.0.0.1:\(n2.requests)", "--from", "1", "--timeout", "10",
+        ])
+        defer { tail.stop() }
+        #expect(tail.waitForLine { $0.contains("the leader's log has no turns yet; waiting for revision 1") } != nil, "\(tail.lines)")
+        for sequence in 1...3 { #expect(try Self.call(n1, sequence).hasPrefix("applied revision \(sequence)")) }
+        #expect(tail.waitForLine { $0.hasPrefix("#3 ") } != nil, "\(tail.lines)")
+
+        // n1 is killed: n2 leads epoch 2, and the tail follows its stream.
+        first.killHard()
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 3") } != nil, "\(second.lines)")
+        for sequence in 4...5 { #expect(try Self.call(n2, sequence).hasPrefix("applied revision \(sequence)")) }
+        #expect(tail.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("#5 ") } != nil, "\(tail.lines)")
+        let following = "cogd tail: following the leader of epoch 2 (node tcp://127.0.0.1:\(n2.turns))"
+        #expect(tail.waitForLine { $0 == following } != nil, "\(tail.lines)")
+
+        // Stopped, it has printed every revision once, in order, and said the new leader once.
+        tail.interrupt()
+        #expect(waitUntil { !tail.process.isRunning })
+        tail.stop()
+        #expect(tail.process.terminationStatus == 130, "\(tail.lines)")
+        let revisions = tail.lines.compactMap { line in line.hasPrefix("#") ? Int(line.dropFirst().prefix { $0 != " " }) : nil }
+        #expect(revisions == [1, 2, 3, 4, 5], "\(tail.lines)")
+        #expect(tail.lines.filter { $0 == following }.count == 1, "\(tail.lines)")
+    }
+
     @Test func `a worker a standby sends back to a node it left for silence only probes it, then follows the new leader`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }

@@ -49,6 +49,28 @@ struct TailAndStatusParseTests {
         #expect(throws: Command.UsageError.self) { try Command.parse(["tail", "--connect", "127.0.0.1:7002", "--last", "3"]) }
     }
 
+    @Test func `--connect and --leader take every node of a cluster, comma-separated, and COGD_LEADER's list whole`() throws {
+        guard case .tail(let tail) = try Command.parse(["tail", "--connect", "127.0.0.1:7002, 127.0.0.1:7012", "--leader", "127.0.0.1:7011,127.0.0.1:7001"])
+        else { return }
+        #expect(tail.connect == "tcp://127.0.0.1:7002,tcp://127.0.0.1:7012" && tail.leader == "tcp://127.0.0.1:7011,tcp://127.0.0.1:7001")
+        guard case .tail(let fromEnvironment) = try Command.parse(["tail", "--connect", "127.0.0.1:7002,127.0.0.1:7012"], environment: ["COGD_LEADER": "127.0.0.1:7001,127.0.0.1:7011"])
+        else { return }
+        #expect(fromEnvironment.leader == "tcp://127.0.0.1:7001,tcp://127.0.0.1:7011" && fromEnvironment.leaderSource == "COGD_LEADER")
+        #expect(
+            throws: Command.UsageError(
+                message: "--connect takes an endpoint like tcp://127.0.0.1:5702 or 127.0.0.1:5702, not '': it is empty", subcommand: "tail")
+        ) { try Command.parse(["tail", "--connect", "127.0.0.1:7002,,127.0.0.1:7012"]) }
+        #expect(
+            throws: Command.UsageError(
+                message: "--leader takes an endpoint like tcp://127.0.0.1:5701 or 127.0.0.1:5701, not 'nowhere': no port (HOST:PORT)",
+                subcommand: "tail")
+        ) { try Command.parse(["tail", "--connect", "127.0.0.1:7002", "--leader", "127.0.0.1:7001,nowhere"]) }
+        let many = (1...17).map { "127.0.0.1:\(7100 + $0)" }.joined(separator: ",")
+        #expect(
+            throws: Command.UsageError(message: "--connect lists 17 endpoints; at most 16 (the nodes of one cluster)", subcommand: "tail")
+        ) { try Command.parse(["tail", "--connect", many]) }
+    }
+
     @Test func `status --watch takes optional seconds, and --count goes with it`() throws {
         let endpoint = "tcp://127.0.0.1:5701"
         #expect(try Command.parse(["status", "--watch"]) == .status(leaderEndpoint: endpoint, json: false, timeout: .seconds(5), watch: .seconds(2)))
