@@ -85,6 +85,14 @@ extension Leader {
         }
     }
 
+    /// Called on the serving thread right after a commit went to at least
+    /// one standby and before the leader's own commit of it runs, with the
+    /// commit's first revision; nil unless the executable sets it at start.
+    /// The lab (`cogd-lab`) sets it to die there on cue, so its HA drill can
+    /// strike where a standby may hold a commit its leader lacks (ha.md §8);
+    /// `cogd` never sets it.
+    package nonisolated(unsafe) static var afterShipping: (@Sendable (_ firstRevision: UInt64) -> Void)?
+
     private func ship(_ commit: ShippedCommit) {
         guard var rules = shipCore else { return }
         let bytes = commit.encoded()
@@ -93,6 +101,9 @@ extension Leader {
         let effects = rules.shipped(bytes, now: shipNow)
         shipCore = rules
         carryShipping(effects)
+        if let afterShipping = Leader.afterShipping, effects.contains(where: { if case .ship = $0 { true } else { false } }) {
+            afterShipping(commit.firstRevision)
+        }
     }
 
     /// The shipping as `status` reports it (nil without `--sync`).

@@ -22,6 +22,7 @@ public enum CogLab {
     public static func main() async -> Never {
         // Set before any thread starts, never again.
         Leader.countAllocations = { cogd_allocation_count() }
+        CrashAfterShip.arm(environment: ProcessInfo.processInfo.environment)
         await CogdCommandLine.main(rigs: program)
     }
 
@@ -33,14 +34,14 @@ public enum CogLab {
     static let subcommands: [ExtraSubcommand] = [
         ExtraSubcommand(
             name: "drill",
-            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json] | --group-workers N [--heartbeat-timeout S] … | --ha [--lease-ttl S] [--fault-every D] [--faults F,…] [--report DIR]",
+            summary: "crash-and-restart drill: cogd drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D] [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json] | --group-workers N [--heartbeat-timeout S] … | --ha [--nodes 2|3] [--lease-ttl S] [--fault-every D] [--faults F,…] [--report DIR]",
             usage: { cogd in
                 "Usage: \(cogd) drill [--workers N] [--seconds S] [--kill-leader-every D] [--kill-worker-every D] [--trap-every D]\n"
                     + "         [--seed N] [--curve] [--data DIR] [--ports A-B] [--report DIR] [--json]\n"
                     + "       \(cogd) drill --group-workers N [--seconds S] [--kill-worker-every D] [--heartbeat-timeout S] [--seed N] [--data DIR]\n"
                     + "         [--ports A-B] [--report DIR] [--json]\n"
-                    + "       \(cogd) drill --ha [--seconds S] [--lease-ttl S] [--fault-every D] [--faults F[,F…]] [--seed N] [--ports A-B]\n"
-                    + "         [--report DIR] [--json]"
+                    + "       \(cogd) drill --ha [--nodes 2|3] [--seconds S] [--lease-ttl S] [--fault-every D] [--faults F[,F…]] [--seed N]\n"
+                    + "         [--ports A-B] [--report DIR] [--json]"
             },
             page: { page("drill", program: $0) },
             parse: { arguments throws(CommandUsageError) in
@@ -159,9 +160,9 @@ public enum CogLab {
                                           would append, and its reproduce line would not reproduce it)
                                           (default: a fresh temporary folder, removed afterwards)
                   --ports A-B             serve the leader on two loopback ports (127.0.0.1) picked free
-                                          in A-B, 1024 ≤ A ≤ B ≤ 65535 (with --ha, six: etcd's two and
-                                          each node's two); said on stderr at the start and as
-                                          "ports" in --json (default \(PortRange.standard))
+                                          in A-B, 1024 ≤ A ≤ B ≤ 65535 (with --ha, six, or eight with
+                                          --nodes 3: etcd's two and each node's two); said on stderr
+                                          at the start and as "ports" in --json (default \(PortRange.standard))
                   --report DIR            also write DIR/\(Drill.Options.reportFileName) (DIR made when missing): one
                                           self-contained page, inline SVG, no script, nothing fetched, with
                                           applied ops/s and op latency p50/p99 over time, the faults as
@@ -189,13 +190,16 @@ public enum CogLab {
                   --ha                    instead, a high-availability drill: a real etcd on loopback (needs
                                           etcd: deploy/install-deps.sh) and two nodes, n1 and n2, each
                                           cogd leader --ha --sync one over its own folder; clients that
-                                          follow the leader themselves (no answer within 0.5 s, or an
-                                          answer that is not a reply: the other node, same request id);
-                                          no workers (default off)
+                                          list every node and follow the leader themselves (no answer
+                                          within 0.5 s, or an answer that is not a reply: the next node,
+                                          same request id); no workers (default off)
+                  --nodes N               with --ha: 2 or 3 nodes; the third, n3, is a spare standby: the
+                                          sync key names one standby, and the spare is named in place of
+                                          one whose connection is gone (default \(defaults.nodes))
                   --lease-ttl S           with --ha: the nodes' lease TTL, 2 to 3600 (default \(defaults.leaseTTL))
                   --fault-every D         with --ha: about D seconds after the last fault is over (the
-                                          cluster answers again, both nodes run, the sync key names
-                                          both), the next one (default \(formatted(defaults.faultEvery)))
+                                          cluster answers again, every node runs, the sync key names
+                                          the leader and a standby), the next one (default \(formatted(defaults.faultEvery)))
                   --faults F[,F…]         with --ha: the faults dealt, each kind in turn in a
                                           shuffled order, shuffled anew each round (default all):
                                           kill-leader    SIGKILL the leader, start it again after a moment
@@ -204,10 +208,20 @@ public enum CogLab {
                                           freeze-leader  SIGSTOP the leader just past the lease TTL, then
                                                          SIGCONT: it must step down (exit 1); started again
                                           kill-standby   SIGKILL the standby (replies wait for it), start
-                                                         it again after a moment
+                                                         it again after a moment; with 3 nodes, the named
+                                                         one half the time (kept down until the spare is
+                                                         named in its place), else the spare
                                           freeze-etcd    SIGSTOP etcd for the TTL + 1.5 s, then SIGCONT:
                                                          the leader steps down at its deadline; nodes that
                                                          exit are started again once etcd runs
+                                          crash-after-ship
+                                                         the leader exits right after shipping a commit
+                                                         to its standbys, before its own commit of it, so
+                                                         a standby holds a turn it lacks; half the time it
+                                                         is kept down until a standby leads (it returns
+                                                         behind and catches up), else started again after
+                                                         a moment (it most often leads again from its
+                                                         shorter log, and the standby is sent a copy)
 
                 A group drill's verdict adds, read from the turn log: times an account had
                 two live instances (must be 0), times an account had no live owner past
@@ -219,16 +233,20 @@ public enum CogLab {
                 kill's accounts are not all greeted again within heartbeat timeout + 1 s.
 
                 An HA drill's verdict is read after the run from the log of the node etcd
-                names leader (the survivor): failovers (epochs led after the first),
-                acknowledged transfers lost, applied twice, and acknowledged revisions the
-                survivor's log lacks or holds for another request (each must be 0); money
+                names leader (the survivor): failovers (epochs led after the first, and
+                per node), acknowledged transfers lost, applied twice, and acknowledged
+                revisions the survivor's log lacks or holds for another request (each
+                must be 0); the other nodes' logs, which must agree with the survivor's
+                but for a deposed leader's tail (records of an earlier epoch); money
                 conserved; no epoch led by two nodes (from the nodes' own "leads … in
                 epoch" log lines), and each first answer sent by the node that led its
-                record's epoch; frozen leaders that did not exit 1 (0); and the time from
-                the leader's kill or freeze to the first applied answer (p50, p99, max)
-                beside the TTL. It fails if any count is not 0 or that p99 is above the
-                TTL + 1 s. A standby's kill and an etcd freeze are timed apart (to the
-                first applied answer, from the kill and from etcd's thaw).
+                record's epoch; frozen leaders that did not exit 1, and crash-after-ship
+                cues a leader did not die on (0); and the time from the leader's kill,
+                freeze or crash to the first applied answer (p50, p99, max) beside the
+                TTL. It fails if any count is not 0 or that p99 is above the TTL + 1 s.
+                A standby's kill and an etcd freeze are timed apart (to the first applied
+                answer, from the kill and from etcd's thaw). With 3 nodes it also counts
+                the times the sync key named the spare in place of a standby gone.
 
                 Example:
                   \(cogd) drill --workers 3 --seconds 30 --seed 7 --json
@@ -236,6 +254,7 @@ public enum CogLab {
                   \(cogd) drill --seconds 20 --report /tmp/drill-report
                   \(cogd) drill --ha --seconds 120 --lease-ttl 2 --faults kill-leader,freeze-leader
                   \(cogd) drill --ha --seconds 60 --report /tmp/ha-report
+                  \(cogd) drill --ha --nodes 3 --seconds 60 --faults kill-standby,crash-after-ship
                 """
         case "sim":
             let defaults = SimCommand.Options()

@@ -61,8 +61,10 @@ struct Drill {
         static let reportFileName = "drill-report.html"
         /// How many ports a drill takes (the leader's requests and turns endpoints).
         static let portsNeeded = 2
-        /// Run the high-availability drill instead (`--ha`, `HADrill`): etcd and two nodes, no workers.
+        /// Run the high-availability drill instead (`--ha`, `HADrill`): etcd and two or three nodes, no workers.
         var ha = false
+        /// With `--ha`: how many nodes, 2 or 3 (`--nodes`); the third is a spare standby the sync key names only in place of another.
+        var nodes = 2
         /// With `--ha`: the nodes' `--lease-ttl` (2–3600 s).
         var leaseTTL = 2
         /// With `--ha`: about how often a fault strikes, once the last one is over (`--fault-every`).

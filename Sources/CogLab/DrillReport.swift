@@ -32,7 +32,8 @@ struct DrillReport: Equatable {
             case haLeaderFreeze = "freeze-leader"
             case haStandbyKill = "kill-standby"
             case haEtcdFreeze = "freeze-etcd"
-            case haNodeExit = "node exit (unexpected)"
+            case haCrashAfterShip = "crash-after-ship"
+            case haNodeExit = "node exit"
 
             /// The band's label on the chart (the legend says the rest).
             var mark: String {
@@ -46,6 +47,7 @@ struct DrillReport: Equatable {
                 case .haLeaderFreeze: "F"
                 case .haStandbyKill: "S"
                 case .haEtcdFreeze: "E"
+                case .haCrashAfterShip: "C"
                 case .haNodeExit: "N"
                 }
             }
@@ -61,6 +63,7 @@ struct DrillReport: Equatable {
                 case .haLeaderFreeze: "#17becf"
                 case .haStandbyKill: "#bcbd22"
                 case .haEtcdFreeze: "#8c6d31"
+                case .haCrashAfterShip: "#e7969c"
                 case .haNodeExit: "#7f7f7f"
                 }
             }

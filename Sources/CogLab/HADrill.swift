@@ -11,15 +11,18 @@ import Foundation
 #endif
 
 /// `cogd-lab drill --ha`: a high-availability drill on the real binaries. A
-/// real etcd on loopback decides which of two nodes (`cogd leader --ha
-/// --sync one`, n1 and n2, each with its own data folder) leads; pipelined
-/// transfers flow through clients that follow the leader themselves
-/// (`HAClient`) and retry with the same request id; on a seeded schedule
-/// the drill kills, wipes and freezes the leader, kills the standby and
-/// freezes etcd. The verdict, read from the surviving leader's log, checks
-/// that nothing acknowledged was lost or applied twice, that every
-/// revision released is in the survivor's log, that no epoch had two
-/// leaders, and how long the cluster took to answer again. No workers.
+/// real etcd on loopback decides which of two or three nodes (`cogd leader
+/// --ha --sync one`, n1, n2 and n3, each with its own data folder) leads;
+/// with three, the sync key names one standby and the other is a spare.
+/// Pipelined transfers flow through clients that follow the leader
+/// themselves (`HAClient`) and retry with the same request id; on a seeded
+/// schedule the drill kills, wipes and freezes the leader, makes it die
+/// between shipping a commit and its own commit of it, kills a standby and
+/// freezes etcd. The verdict, read from the log of the node that leads at
+/// the end, checks that nothing acknowledged was lost or applied twice,
+/// that every revision released is in that log, that the other nodes' logs
+/// agree with it, that no epoch had two leaders, and how long the cluster
+/// took to answer again. No workers.
 struct HADrill {
     /// The faults, in the order they were added; each run draws from those `--faults` names.
     enum Fault: String, CaseIterable, Equatable, Sendable {
@@ -29,13 +32,19 @@ struct HADrill {
         case wipeLeader = "wipe-leader"
         /// SIGSTOP the leader past its lease, then SIGCONT: it must step down (exit 1) releasing nothing; start it again.
         case freezeLeader = "freeze-leader"
-        /// SIGKILL the standby (the leader holds its replies meanwhile); start it again after a moment.
+        /// SIGKILL a standby (the leader holds its replies meanwhile); start it again after a moment. With three
+        /// nodes, the named standby half the time (kept down until the spare is named in its place), else the spare.
         case killStandby = "kill-standby"
         /// SIGSTOP etcd past the lease, then SIGCONT: the leader steps down at its deadline; service resumes.
         case freezeEtcd = "freeze-etcd"
+        /// The leader exits 70 right after shipping a commit, before its own commit of it (`CrashAfterShip`): a
+        /// standby may hold a commit the leader lacks. Half the time the leader is kept down until a standby
+        /// leads, and returns behind it; else it is started again after a moment and, revoking its lease, most
+        /// often leads again from its shorter log, the standby's extra commit replaced by a copy.
+        case crashAfterShip = "crash-after-ship"
 
         /// Whether the leader's service moves (or may move) to another node: its time counts as a failover.
-        var isFailover: Bool { self == .killLeader || self == .wipeLeader || self == .freezeLeader }
+        var isFailover: Bool { self != .killStandby && self != .freezeEtcd }
 
         /// Its band on the `--report` page.
         var reportKind: DrillReport.Fault.Kind {
@@ -45,6 +54,7 @@ struct HADrill {
             case .freezeLeader: .haLeaderFreeze
             case .killStandby: .haStandbyKill
             case .freezeEtcd: .haEtcdFreeze
+            case .crashAfterShip: .haCrashAfterShip
             }
         }
     }
@@ -52,9 +62,16 @@ struct HADrill {
     static let cluster = "drill"
     /// The answers' outcomes, in the verdict's order.
     static let outcomeNames = ["applied", "unchanged", "refused", "rejected"]
-    static let nodeNames = ["n1", "n2"]
-    /// Ports a run takes: etcd's client and peer, and each node's requests and turns.
-    static let portsNeeded = 2 + 2 * nodeNames.count
+    /// The numbers of nodes a drill runs (`--nodes`).
+    static let nodeCounts = 2...3
+    /// Ports a run of `nodes` nodes takes: etcd's client and peer, and each node's requests and turns.
+    static func portsNeeded(nodes: Int) -> Int { 2 + 2 * nodes }
+    /// How long a named standby killed in a three-node run is kept down at most, waiting for the spare to be
+    /// named in its place (the leader drops it after its heartbeat timeout, 5 s by default); a leader that
+    /// crashed after shipping, waiting for a standby to take over (past the lease TTL), this beyond the TTL.
+    static let replacementWait = Duration.seconds(12)
+    /// How long a leader given the crash-after-ship cue may take to ship a commit and die.
+    static let crashWait = Duration.seconds(10)
 
     /// One node: its folder and endpoints, its process now, and every process's stderr file.
     final class Node {
@@ -70,12 +87,17 @@ struct HADrill {
         var mustStepDown: ContinuousClock.Instant?
         /// When its current process started.
         var startedAt = ContinuousClock.now
+        /// A node the drill keeps down until another takes its part (`ActiveFault.replaced`), at most until then.
+        var heldDownUntil: ContinuousClock.Instant?
+        /// The file whose presence makes it, leading, die after its next shipped commit (`CrashAfterShip`).
+        let crashTrigger: String
 
-        init(name: String, folder: String, requests: String, turns: String) {
+        init(name: String, folder: String, requests: String, turns: String, crashTrigger: String) {
             self.name = name
             self.folder = folder
             self.requests = requests
             self.turns = turns
+            self.crashTrigger = crashTrigger
         }
 
         var isRunning: Bool { process?.isRunning == true }
@@ -93,6 +115,14 @@ struct HADrill {
         var timedFrom: ContinuousClock.Instant
         /// The fault is over once an applied answer comes after this (a restart's, or the thaw's).
         var settled = false
+        /// crash-after-ship: the leader was given its cue and has not died yet (timed from its death).
+        var awaitingCrash = false
+        /// crash-after-ship: the dead leader is kept down until a standby leads (else started again after a moment).
+        var keepDown = false
+        /// A read of etcd after the fault found the struck node's part taken by another: for kill-standby, the
+        /// sync key names another standby (the struck one was the spare, or the spare replaced it), so releases
+        /// need not wait for its return; for crash-after-ship, another node leads (a standby took over).
+        var replaced = false
         /// Its band in the report's timeline (with `--report`), ended when it settles.
         var band: Int?
     }
@@ -100,6 +130,22 @@ struct HADrill {
     struct Verdict {
         var faults: [Fault: Int] = [:]
         var failovers = 0
+        /// Leaders that died on the crash-after-ship cue (the fault struck), those of them kept down until a
+        /// standby led, and cues not acted on in time.
+        var crashesAfterShip = 0
+        var crashesKeptDown = 0
+        var crashesNotStruck: [String] = []
+        /// kill-standby's victims: the standby the sync key named, and the spare (three nodes).
+        var standbyKills = (named: 0, spare: 0)
+        /// Times a read of the sync key found another standby named within one epoch (the spare in place of one gone).
+        var syncReplacements = 0
+        /// Standbys sent the commits they lacked (catch-up) and sent a copy of the log, per the leaders' own log lines.
+        var catchUps = 0
+        var copies = 0
+        /// How each other node's log stands beside the survivor's (a prefix, behind, a deposed leader's tail).
+        var otherLogs: [String] = []
+        /// Records another node holds that neither match the survivor's nor belong to a deposed leader's tail.
+        var logDisagreements: [String] = []
         /// What the clients sent, resent and switched, and what was left unanswered.
         var traffic = (sent: 0, retried: 0, switches: 0, otherAnswers: 0, unanswered: 0)
         /// The answers by outcome: applied, unchanged, refused, rejected.
@@ -138,6 +184,9 @@ struct HADrill {
         var turns = 0
         var survivorRevision: UInt64 = 0
 
+        /// The epochs each node led, per the `lead` lines.
+        func leads(of node: String) -> Int { leadLines.values.filter { $0.contains(node) }.count }
+
         func violations(leaseTTL: Int) -> [String] {
             var list: [String] = []
             if !lost.isEmpty { list.append("\(lost.count) acknowledged transfers lost (first: \(lost[0]))") }
@@ -152,6 +201,10 @@ struct HADrill {
             if !moneyConserved { list.append("money not conserved: total \(total), expected \(expectedTotal)") }
             if !notSteppedDown.isEmpty { list.append("\(notSteppedDown.count) frozen leaders did not step down (first: \(notSteppedDown[0]))") }
             if !unrecovered.isEmpty { list.append("\(unrecovered.count) faults never answered again (first: \(unrecovered[0]))") }
+            if !crashesNotStruck.isEmpty { list.append("\(crashesNotStruck.count) crash-after-ship cues the leader did not die on (first: \(crashesNotStruck[0]))") }
+            if !logDisagreements.isEmpty {
+                list.append("\(logDisagreements.count) nodes' logs disagree with the survivor's (first: \(logDisagreements[0]))")
+            }
             let bar = Double(leaseTTL) * 1_000 + 1_000
             let p99 = ClusterBench.percentile(failoverTimes, 0.99)
             if !failoverTimes.isEmpty, p99 > bar {
@@ -162,12 +215,23 @@ struct HADrill {
     }
 
     let options: Drill.Options
-    /// The schedule's sequence (faults, restarts and the load), from the seed.
+    /// The nodes' names: n1, n2 and, with `--nodes 3`, n3.
+    let nodeNames: [String]
+    /// The sequence of restarts, fault times and the load, from the seed.
     private lazy var random = SplitMix64(seed: options.seed)
+    /// The sequence of the faults dealt and whom they strike, from the seed alone (the load's draws,
+    /// which follow the answers' timing, do not move it).
+    private lazy var faultRandom = SplitMix64(seed: options.seed ^ 0x6a09_e667_f3bc_c908)
     /// The fault kinds still to deal before the deck is shuffled again.
     private var faultDeck: [Fault] = []
 
-    init(options: Drill.Options) { self.options = options }
+    init(options: Drill.Options) {
+        self.options = options
+        nodeNames = (1...options.nodes).map { "n\($0)" }
+    }
+
+    /// The nodes' names in words: "n1 and n2", "n1, n2 and n3".
+    private var nodeList: String { nodeNames.dropLast().joined(separator: ", ") + " and " + nodeNames.last! }
 
     private mutating func jitter(_ every: Double) -> Duration { random.jitter(every) }
 
@@ -179,20 +243,27 @@ struct HADrill {
         // COGD_HA_DRILL_KEEP=1 keeps the nodes' folders and logs (said on stderr) to look into a failed run.
         let keep = ProcessInfo.processInfo.environment["COGD_HA_DRILL_KEEP"] == "1"
         defer { if keep { printError("drill --ha: kept \(runFolder)") } else { try? FileManager.default.removeItem(atPath: runFolder) } }
-        let ports = try LoopbackPorts(range: options.ports, count: Self.portsNeeded)
+        let ports = try LoopbackPorts(range: options.ports, count: Self.portsNeeded(nodes: options.nodes))
         printError(ports.line("drill --ha"))
         let etcd = EtcdServer(clientPort: ports.next(), peerPort: ports.next())
         defer { etcd.stop() }
-        let nodes = Self.nodeNames.map {
-            Node(name: $0, folder: runFolder + "/" + $0, requests: ports.nextEndpoint(), turns: ports.nextEndpoint())
+        let nodes = nodeNames.map {
+            Node(
+                name: $0, folder: runFolder + "/" + $0, requests: ports.nextEndpoint(), turns: ports.nextEndpoint(),
+                crashTrigger: runFolder + "/\($0).crash-after-ship")
         }
+        let nodeNames = self.nodeNames
         // Every node process is stopped on every path (before etcd: a leader resigns its lease).
         defer { for node in nodes { node.process?.thaw(); node.process?.stop() } }
         try etcd.start()
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         let ttl = options.leaseTTL
+        // With crash-after-ship dealt, each node dies after a shipped commit while its trigger file exists.
+        let crashes = options.faults.contains(.crashAfterShip)
         func launch(_ node: Node) throws {
             try FileManager.default.createDirectory(atPath: node.folder, withIntermediateDirectories: true)
+            // A cue left from before (the node stopped leading before it shipped) is not this run's.
+            try? FileManager.default.removeItem(atPath: node.crashTrigger)
             let errors = runFolder + "/\(node.name)-\(node.errorFiles.count + 1).err"
             node.errorFiles.append(errors)
             node.process = try Child(
@@ -201,15 +272,19 @@ struct HADrill {
                     "leader", "--ha", etcd.url, "--cluster", Self.cluster, "--name", node.name, "--sync", "one",
                     "--lease-ttl", String(ttl), "--data", node.folder, "--requests", node.requests, "--turns", node.turns,
                 ],
-                errors: errors, environment: ["SWIFT_BACKTRACE": "enable=no"])
+                errors: errors,
+                environment: ["SWIFT_BACKTRACE": "enable=no"].merging(crashes ? [CrashAfterShip.environmentVariable: node.crashTrigger] : [:]) { $1 })
             node.startedAt = .now
             node.restartAt = nil
             node.mustStepDown = nil
+            node.heldDownUntil = nil
         }
-        // n1 first, so it leads epoch 1; n2 a moment later, as its standby.
+        // n1 first, so it leads epoch 1; the others a moment later, as its standbys.
         try launch(nodes[0])
-        usleep(300_000)
-        try launch(nodes[1])
+        for node in nodes.dropFirst() {
+            usleep(300_000)
+            try launch(node)
+        }
 
         var verdict = Verdict()
         let context = try ZMQContext()
@@ -233,6 +308,8 @@ struct HADrill {
         var lastRead = start - .seconds(1)
         var leaderName: String?
         var syncNames: [String] = []
+        /// The epoch and the standby of the last sync key read that named one (to see the spare replace it).
+        var syncSeen: (epoch: String, standby: String)?
         var lastProgress = start
         let leaseSeconds = Double(ttl)
         // With --report: answers and faults over time, in buckets (bounded by the run's length).
@@ -254,13 +331,16 @@ struct HADrill {
             guard var fault = active, !fault.settled else { return }
             // A frozen or dead node's answers (read late) do not count until it was started again.
             if let struck = fault.node, answer.node == struck, nodes[struck].startedAt < fault.at { return }
-            // With its standby killed the leader releases nothing new until it is back: earlier answers were on their way at the kill.
-            if fault.kind == .killStandby, let struck = fault.node, nodes[struck].startedAt < fault.at { return }
+            // With its named standby killed the leader releases nothing new until it is back or the spare is named in
+            // its place: earlier answers were on their way at the kill.
+            if fault.kind == .killStandby, let struck = fault.node, nodes[struck].startedAt < fault.at, !fault.replaced { return }
             if fault.kind == .freezeEtcd && fault.thawAt != nil { return }
+            // Timed from the leader's death, not from its cue.
+            if fault.awaitingCrash { return }
             guard answer.at > fault.timedFrom else { return }
             let milliseconds = ClusterBench.seconds(answer.at - fault.timedFrom) * 1_000
             switch fault.kind {
-            case .killLeader, .wipeLeader, .freezeLeader:
+            case .killLeader, .wipeLeader, .freezeLeader, .crashAfterShip:
                 if milliseconds > (verdict.failoverTimes.max() ?? 0) {
                     verdict.slowestFailover = "\(fault.kind.rawValue) at t=\(Int(ClusterBench.seconds(fault.at - start)))s"
                 }
@@ -271,7 +351,7 @@ struct HADrill {
             fault.settled = true
             active = fault
             let recovered = String(
-                format: "first applied answer %.0f ms after the %@ (from %@)", milliseconds, fault.kind == .freezeEtcd ? "thaw" : "fault", Self.nodeNames[answer.node])
+                format: "first applied answer %.0f ms after the %@ (from %@)", milliseconds, fault.kind == .freezeEtcd ? "thaw" : fault.kind == .crashAfterShip ? "crash" : "fault", nodeNames[answer.node])
             if let timeline, let band = fault.band { timeline.endFault(band, at: answer.at, detail: timeline.faults[band].detail + "; " + recovered) }
             say("\(fault.kind.rawValue): \(recovered)")
         }
@@ -289,15 +369,44 @@ struct HADrill {
                 lastRead = now
                 if let values = etcd.read(["/cogd/\(Self.cluster)/leader", "/cogd/\(Self.cluster)/sync"], limit: .milliseconds(500)) {
                     leaderName = values["/cogd/\(Self.cluster)/leader"].flatMap { $0.split(separator: " ").first.map(String.init) }
-                    syncNames = values["/cogd/\(Self.cluster)/sync"].map { $0.split(separator: " ").dropFirst().map(String.init) } ?? []
+                    let sync = values["/cogd/\(Self.cluster)/sync"]?.split(separator: " ").map(String.init) ?? []
+                    syncNames = Array(sync.dropFirst())
+                    // `EPOCH LEADER STANDBY`: another standby in the same epoch is the spare named in place of one gone.
+                    if sync.count == 3 {
+                        if let seen = syncSeen, seen.epoch == sync[0], seen.standby != sync[2] { verdict.syncReplacements += 1 }
+                        syncSeen = (sync[0], sync[2])
+                    }
+                    if var fault = active, let struck = fault.node, !fault.replaced {
+                        switch fault.kind {
+                        case .killStandby: fault.replaced = syncNames.count == 2 && !syncNames.contains(nodeNames[struck])
+                        case .crashAfterShip: fault.replaced = !fault.awaitingCrash && leaderName != nil && leaderName != nodeNames[struck]
+                        default: break
+                        }
+                        active = fault
+                    }
                 }
             }
 
             // Node processes that ended by themselves.
-            for node in nodes where node.restartAt == nil && node.process != nil && !node.isRunning {
+            for (index, node) in nodes.enumerated() where node.restartAt == nil && node.heldDownUntil == nil && node.process != nil && !node.isRunning {
                 let ending = node.process!.ending
                 let said = node.process!.lastErrorLine(in: node.errorFiles.last!) ?? node.process!.lastLines(in: node.errorFiles.last!) ?? "nothing"
-                if node.mustStepDown != nil {
+                if var fault = active, fault.awaitingCrash, fault.node == index, ending == .exited(CrashAfterShip.exitStatus) {
+                    // The leader died on its cue, after shipping and before its own commit: the failover is timed from here.
+                    verdict.crashesAfterShip += 1
+                    fault.awaitingCrash = false
+                    fault.timedFrom = now
+                    active = fault
+                    say("crash-after-ship: \(node.name) died after shipping a commit, before its own commit of it")
+                    if fault.keepDown {
+                        // Until a standby leads (past the lease TTL): the one holding the commit takes over.
+                        verdict.crashesKeptDown += 1
+                        node.heldDownUntil = now + .seconds(options.leaseTTL) + Self.replacementWait
+                    } else {
+                        node.restartAt = now + moment()
+                    }
+                    continue
+                } else if node.mustStepDown != nil {
                     if ending == .exited(1) {
                         verdict.steppedDown += 1
                     } else {
@@ -308,11 +417,17 @@ struct HADrill {
                     verdict.etcdStepDowns += 1
                 } else {
                     verdict.unplannedExits.append("\(node.name) \(ending): \(said)")
-                    timeline?.fault(.haNodeExit, at: now, detail: "\(node.name) \(ending): \(said); started again")
+                    timeline?.fault(.haNodeExit, at: now, detail: "unplanned: \(node.name) \(ending): \(said); started again")
                 }
                 node.mustStepDown = nil
                 // Started again at once: it is back as a standby as soon as it can be.
                 node.restartAt = now + .milliseconds(100)
+            }
+            // A node kept down: started again once another took its part, or at its deadline.
+            for node in nodes {
+                guard let until = node.heldDownUntil, active?.replaced == true || now >= until else { continue }
+                node.heldDownUntil = nil
+                node.restartAt = now >= until ? now + moment() : now
             }
             // Restarts due (not while etcd is frozen: a start that cannot reach etcd is refused).
             for node in nodes {
@@ -331,6 +446,17 @@ struct HADrill {
                         etcd.resume()
                         etcdFrozen = false
                         fault.timedFrom = now
+                    }
+                    active = fault
+                }
+                // A leader given the crash-after-ship cue that has not died on it: the cue is taken back.
+                if fault.awaitingCrash, now - fault.at > Self.crashWait, let index = fault.node {
+                    try? FileManager.default.removeItem(atPath: nodes[index].crashTrigger)
+                    verdict.crashesNotStruck.append("\(nodes[index].name) at t=\(Int(ClusterBench.seconds(fault.at - start)))s")
+                    fault.awaitingCrash = false
+                    fault.settled = true
+                    if let timeline, let band = fault.band {
+                        timeline.endFault(band, at: now, detail: timeline.faults[band].detail + "; the leader did not die on its cue")
                     }
                     active = fault
                 }
@@ -353,21 +479,23 @@ struct HADrill {
                 }
             }
 
-            // The next fault, once the cluster is whole: a leader and its standby named in the sync key.
+            // The next fault, once the cluster is whole: every node runs, and the sync key names the leader and a standby.
             // None so late that the load ends before the cluster can answer again.
             if active == nil, now < end - .seconds(options.leaseTTL + 4), now >= nextFault, let leader = leaderName, let leaderIndex = nodes.firstIndex(where: { $0.name == leader }),
                 nodes.allSatisfy({ $0.isRunning && $0.restartAt == nil }),
-                Set(syncNames) == Set(Self.nodeNames)
+                syncNames.count == 2, syncNames[0] == leader, let namedIndex = nodes.firstIndex(where: { $0.name == syncNames[1] })
             {
                 // Dealt from a shuffled deck of the kinds asked for, so a run meets each kind about as often as the others.
                 if faultDeck.isEmpty {
                     faultDeck = options.faults
                     for index in faultDeck.indices.reversed() where index > 0 {
-                        faultDeck.swapAt(index, Int(random.next() % UInt64(index + 1)))
+                        faultDeck.swapAt(index, Int(faultRandom.next() % UInt64(index + 1)))
                     }
                 }
                 let kind = faultDeck.removeLast()
-                let standbyIndex = 1 - leaderIndex
+                // kill-standby's victim: the named standby, or (three nodes) the spare half the time.
+                let spareIndex = nodes.indices.first { $0 != leaderIndex && $0 != namedIndex }
+                let standbyIndex = kind == .killStandby && faultRandom.next() % 2 == 1 ? spareIndex ?? namedIndex : namedIndex
                 verdict.faults[kind, default: 0] += 1
                 var fault = ActiveFault(kind: kind, node: leaderIndex, at: now, timedFrom: now)
                 /// What the fault did, in words (the report's).
@@ -388,18 +516,37 @@ struct HADrill {
                 case .killStandby:
                     fault.node = standbyIndex
                     nodes[standbyIndex].process?.killHard()
-                    nodes[standbyIndex].restartAt = now + moment()
-                    what = "\(nodes[standbyIndex].name) (standby) SIGKILLed, started again after a moment"
+                    if standbyIndex != namedIndex {
+                        verdict.standbyKills.spare += 1
+                        nodes[standbyIndex].restartAt = now + moment()
+                        what = "\(nodes[standbyIndex].name) (the spare standby) SIGKILLed, started again after a moment"
+                    } else if spareIndex != nil {
+                        // Kept down until the leader drops it and names the spare in its place, so the replacement is exercised.
+                        verdict.standbyKills.named += 1
+                        nodes[standbyIndex].heldDownUntil = now + Self.replacementWait
+                        what = "\(nodes[standbyIndex].name) (the named standby) SIGKILLed, started again once the spare is named in its place"
+                    } else {
+                        verdict.standbyKills.named += 1
+                        nodes[standbyIndex].restartAt = now + moment()
+                        what = "\(nodes[standbyIndex].name) (standby) SIGKILLed, started again after a moment"
+                    }
                 case .freezeEtcd:
                     fault.node = nil
                     etcd.pause()
                     etcdFrozen = true
                     fault.thawAt = now + .milliseconds(Int64(leaseSeconds * 1_000) + 1_500)
                     what = "etcd SIGSTOPped for the lease TTL + 1.5 s, then SIGCONTed"
+                case .crashAfterShip:
+                    // The leader dies at its next shipped commit (`CrashAfterShip`); the drill starts it again when it has.
+                    try Data().write(to: URL(fileURLWithPath: nodes[leaderIndex].crashTrigger))
+                    fault.awaitingCrash = true
+                    fault.keepDown = faultRandom.next() % 2 == 0
+                    what = "\(leader) (leader) made to exit right after shipping a commit, before its own commit of it; started again "
+                        + (fault.keepDown ? "once a standby leads" : "after a moment")
                 }
                 fault.band = timeline?.fault(kind.reportKind, at: now, detail: what)
                 active = fault
-                say("\(kind.rawValue): \(fault.node.map { "\(nodes[$0].name) (\($0 == leaderIndex ? "leader" : "standby"))" } ?? "etcd")")
+                say("\(kind.rawValue): \(fault.node.map { "\(nodes[$0].name) (\($0 == leaderIndex ? "leader" : $0 == namedIndex ? "named standby" : "spare standby"))" } ?? "etcd")")
                 leaderName = nil
                 syncNames = []
             }
@@ -433,13 +580,16 @@ struct HADrill {
 
         // The survivor: the node etcd names as leader now (read a few times: one may be taking over).
         var survivorIndex: Int?
+        /// The epoch it leads (`NODE EPOCH ENDPOINT`).
+        var survivorEpoch: UInt64 = 0
         for _ in 0..<40 where survivorIndex == nil {
-            if let name = etcd.read(["/cogd/\(Self.cluster)/leader"])?["/cogd/\(Self.cluster)/leader"]?.split(separator: " ").first {
+            if let value = etcd.read(["/cogd/\(Self.cluster)/leader"])?["/cogd/\(Self.cluster)/leader"]?.split(separator: " "), let name = value.first {
                 survivorIndex = nodes.firstIndex { $0.name == String(name) }
+                survivorEpoch = value.dropFirst().first.flatMap { UInt64($0) } ?? 0
             }
             if survivorIndex == nil { usleep(250_000) }
         }
-        // The standby stops first, so the leader cannot hand over while it stops.
+        // The standbys stop first, so the leader cannot hand over while it stops.
         for (index, node) in nodes.enumerated() where index != survivorIndex { node.process?.thaw(); node.process?.stop() }
         if let survivorIndex { nodes[survivorIndex].process?.stop() }
 
@@ -447,6 +597,9 @@ struct HADrill {
             for file in node.errorFiles {
                 guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
                 for line in text.split(separator: "\n") {
+                    // A leader's `standby-catch-up` and `standby-copy` lines (ha.md §9).
+                    if line.contains(" of this log: sending it the ") { verdict.catchUps += 1 }
+                    if line.contains(" is not in step"), line.contains(": sending it a copy of the log at revision ") { verdict.copies += 1 }
                     // A leader's start line (`…, epoch E, revision R, …`): one that serves a later epoch from an empty log.
                     if line.contains(" leader: data "), let range = line.range(of: ", revision 0, "),
                         let epoch = line[..<range.lowerBound].split(separator: " ").last.flatMap({ UInt64($0) }), epoch > 1
@@ -457,7 +610,7 @@ struct HADrill {
                     let digits = line[range.upperBound...].prefix { $0.isNumber }
                     // Only its own `lead` lines: a standby's line may name it as the leader of a crashed run's epoch.
                     guard line[range.upperBound...].dropFirst(digits.count).hasPrefix(" (minted in etcd)"), let epoch = UInt64(digits) else { continue }
-                    verdict.leadLines[epoch, default: []].append(Self.nodeNames[index])
+                    verdict.leadLines[epoch, default: []].append(nodeNames[index])
                 }
             }
         }
@@ -478,14 +631,19 @@ struct HADrill {
         verdict.turns = report.turns
         verdict.survivorRevision = store.lastRevision
         var appliedBy: [RequestID: [UInt64]] = [:]
-        var recordAt: [UInt64: (request: RequestID?, epoch: UInt64)] = [:]
+        var recordAt: [UInt64: (request: RequestID?, epoch: UInt64, digest: StateDigest)] = [:]
         var unled = Set<UInt64>()
         for record in try store.records(from: 1) {
             if let request = record.origin.request { appliedBy[request, default: []].append(record.revision) }
-            recordAt[record.revision] = (record.origin.request, record.epoch)
+            recordAt[record.revision] = (record.origin.request, record.epoch, record.stateDigest)
             if verdict.leadLines[record.epoch] == nil { unled.insert(record.epoch) }
         }
         verdict.unledEpochs = unled.sorted().map { "epoch \($0)" }
+        for (index, node) in nodes.enumerated() where index != survivorIndex {
+            let comparison = Self.compare(node, with: recordAt.mapValues { ($0.epoch, $0.digest) }, lastRevision: store.lastRevision, leading: survivorEpoch)
+            verdict.otherLogs.append(comparison.line)
+            if let disagreement = comparison.disagreement { verdict.logDisagreements.append(disagreement) }
+        }
         for client in clients {
             verdict.traffic.sent += client.sent
             verdict.traffic.retried += client.retried
@@ -496,7 +654,7 @@ struct HADrill {
                 switch answer.outcome {
                 case .applied(let revision):
                     verdict.outcomes["applied", default: 0] += 1
-                    let node = Self.nodeNames[answer.node]
+                    let node = nodeNames[answer.node]
                     if appliedBy[request] == nil { verdict.lost.append("\(request) at revision \(revision) (from \(node))") }
                     guard let record = recordAt[revision], record.request == request else {
                         verdict.releasedLost.append("\(request) at revision \(revision) (from \(node)): the survivor's log \(revision > store.lastRevision ? "ends at \(store.lastRevision)" : "holds another request there")")
@@ -520,6 +678,49 @@ struct HADrill {
         return try finish(verdict, ports: ports, timeline: timeline)
     }
 
+    /// How `node`'s log stands beside the survivor's (`survivor`: the epoch and state digest of each of its
+    /// records; `leading`: the epoch it leads): a line for the verdict, and a disagreement if there is one.
+    /// Where the two differ, and past the survivor's last revision, the node may hold only a deposed leader's
+    /// tail: records of an earlier epoch than the survivor's at their revision (or than the one it leads), which
+    /// it would be sent a copy in place of (ha.md §9). A record of the same or a later epoch there would mean
+    /// two leaders' turns at one revision.
+    private static func compare(
+        _ node: Node, with survivor: [UInt64: (epoch: UInt64, digest: StateDigest)], lastRevision: UInt64, leading: UInt64
+    ) -> (line: String, disagreement: String?) {
+        let records: [TurnRecord]
+        do {
+            let store = try TurnStore(directory: node.folder, mode: .reader)
+            defer { store.close() }
+            records = try store.records(from: 1)
+        } catch {
+            return ("\(node.name) holds no log to compare (\(error))", nil)
+        }
+        var agreedThrough: UInt64 = 0
+        var tail: (from: UInt64, count: Int, epochs: Set<UInt64>)?
+        for record in records {
+            let theirs = survivor[record.revision]
+            if tail == nil, let theirs, theirs.epoch == record.epoch, theirs.digest == record.stateDigest {
+                agreedThrough = record.revision
+                continue
+            }
+            let over = theirs?.epoch ?? leading
+            guard record.epoch < over else {
+                let survivorSide = theirs.map { "the survivor's is of epoch \($0.epoch)\($0.epoch == record.epoch ? ", another turn" : "")" } ?? "past the survivor's last, which leads epoch \(leading)"
+                return (
+                    "\(node.name) disagrees at revision \(record.revision)",
+                    "\(node.name)'s revision \(record.revision) is of epoch \(record.epoch); \(survivorSide)"
+                )
+            }
+            tail = (tail?.from ?? record.revision, (tail?.count ?? 0) + 1, (tail?.epochs ?? []).union([record.epoch]))
+        }
+        var line = "\(node.name) agrees through revision \(agreedThrough)"
+        if agreedThrough < lastRevision { line += " (\(lastRevision - agreedThrough) behind)" }
+        if let tail {
+            line += ", then holds a deposed leader's tail: \(tail.count) records from revision \(tail.from), epoch \(tail.epochs.sorted().map(String.init).joined(separator: ", "))"
+        }
+        return (line, nil)
+    }
+
     /// Prints the verdict, after writing the report with `--report`; the exit status.
     private func finish(_ verdict: Verdict, ports: LoopbackPorts, timeline: DrillTimeline?) throws -> Int32 {
         var reportFile: String?
@@ -527,10 +728,10 @@ struct HADrill {
             let recovery = recoveryTimes(verdict)
             reportFile = try Drill.writeReport(
                 timeline.report(
-                    title: "cogd-lab drill --ha, seed \(options.seed): etcd and nodes \(Self.nodeNames.joined(separator: " and ")), lease TTL \(options.leaseTTL) s, \(options.seconds) s",
+                    title: "cogd-lab drill --ha, seed \(options.seed): etcd and nodes \(nodeList), lease TTL \(options.leaseTTL) s, \(options.seconds) s",
                     loadSeconds: options.seconds,
                     recoveryLines: [
-                        "failover (leader killed or frozen) → first applied answer: \(recovery.failover)",
+                        "failover (leader killed, frozen or crashed after shipping) → first applied answer: \(recovery.failover)",
                         "standby killed → first applied answer: \(recovery.standby)",
                         "etcd frozen, thawed → first applied answer: \(recovery.etcd)",
                     ] + verdict.failoverTimes.enumerated().map { String(format: "failover %d: %.0f ms", $0.offset + 1, $0.element) },
@@ -563,7 +764,8 @@ struct HADrill {
     /// The command line that runs this drill again.
     var command: String {
         let faults = options.faults == Fault.allCases ? "" : " --faults \(options.faults.map(\.rawValue).joined(separator: ","))"
-        return "cogd-lab drill --ha --seconds \(options.seconds) --lease-ttl \(options.leaseTTL) --fault-every \(options.faultEvery)\(faults) --seed \(options.seed)\(options.portsOption)"
+        let nodes = options.nodes == Drill.Options().nodes ? "" : " --nodes \(options.nodes)"
+        return "cogd-lab drill --ha\(nodes) --seconds \(options.seconds) --lease-ttl \(options.leaseTTL) --fault-every \(options.faultEvery)\(faults) --seed \(options.seed)\(options.portsOption)"
     }
 
     private func render(_ verdict: Verdict, ports: LoopbackPorts, json: Bool, reportFile: String?) -> String {
@@ -579,28 +781,43 @@ struct HADrill {
             let faults = Fault.allCases.map { "\(CBORText.quoted($0.rawValue)): \(verdict.faults[$0] ?? 0)" }.joined(separator: ", ")
             let leaders = epochs.map { "\(CBORText.quoted(String($0))): [\(Set(verdict.leadLines[$0]!).sorted().map(CBORText.quoted).joined(separator: ", "))]" }
                 .joined(separator: ", ")
-            return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"leaseTTL\": \(options.leaseTTL), \"faults\": {\(faults)}, "
-                + "\"failovers\": \(verdict.failovers), \"sent\": \(verdict.traffic.sent), "
+            let leads = nodeNames.map { "\(CBORText.quoted($0)): \(verdict.leads(of: $0))" }.joined(separator: ", ")
+            return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"nodes\": \(options.nodes), \"leaseTTL\": \(options.leaseTTL), \"faults\": {\(faults)}, "
+                + "\"crashesAfterShip\": \(verdict.crashesAfterShip), \"crashesKeptDown\": \(verdict.crashesKeptDown), \"crashesNotStruck\": \(verdict.crashesNotStruck.count), "
+                + "\"standbyKills\": {\"named\": \(verdict.standbyKills.named), \"spare\": \(verdict.standbyKills.spare)}, \"syncReplacements\": \(verdict.syncReplacements), \"catchUps\": \(verdict.catchUps), \"copies\": \(verdict.copies), "
+                + "\"failovers\": \(verdict.failovers), \"leadsByNode\": {\(leads)}, \"sent\": \(verdict.traffic.sent), "
                 + Self.outcomeNames.map { "\"\($0)\": \(verdict.outcomes[$0] ?? 0), " }.joined()
                 + "\"retried\": \(verdict.traffic.retried), \"switches\": \(verdict.traffic.switches), "
                 + "\"unanswered\": \(verdict.traffic.unanswered), \"survivor\": \(CBORText.quoted(verdict.survivor)), \"turns\": \(verdict.turns), "
                 + "\"lost\": \(verdict.lost.count), \"duplicated\": \(verdict.duplicated.count), \"releasedLost\": \(verdict.releasedLost.count), "
                 + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"emptyLeads\": [\(verdict.emptyLeads.map(CBORText.quoted).joined(separator: ", "))], \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
+                + "\"otherLogs\": [\(verdict.otherLogs.map(CBORText.quoted).joined(separator: ", "))], \"logDisagreements\": \(verdict.logDisagreements.count), "
                 + "\"steppedDown\": \(verdict.steppedDown), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
                 + "\"unplannedExits\": \(verdict.unplannedExits.count), "
                 + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(failoverBar), "
                 + "\"standbyKillMsP50\": \(standby.p50), \"etcdFreezeMsP50\": \(etcdFigures.p50), "
                 + "\"ports\": \(ports.json), \"report\": \(reportFile.map(CBORText.quoted) ?? "null"), \"violations\": [\(violations.map(CBORText.quoted).joined(separator: ", "))]}"
         }
-        let faultLine = Fault.allCases.filter { options.faults.contains($0) }.map { "\($0.rawValue) \(verdict.faults[$0] ?? 0)" }.joined(separator: ", ")
+        let faultLine = Fault.allCases.filter { options.faults.contains($0) }.map { kind in
+            let count = "\(kind.rawValue) \(verdict.faults[kind] ?? 0)"
+            switch kind {
+            case .killStandby where options.nodes > 2: return count + " (named \(verdict.standbyKills.named), spare \(verdict.standbyKills.spare))"
+            case .crashAfterShip:
+                return count + " (the leader died on \(verdict.crashesAfterShip), kept down until a standby led \(verdict.crashesKeptDown)"
+                    + "\(verdict.crashesNotStruck.isEmpty ? "" : ", did NOT die on \(verdict.crashesNotStruck.count)"))"
+            default: return count
+            }
+        }.joined(separator: ", ")
+        let spare = options.nodes > 2 ? "the sync key names one standby, the other is a spare; " : ""
         let leaders = epochs.map { "\($0): \(Set(verdict.leadLines[$0]!).sorted().joined(separator: "+"))" }.joined(separator: ", ")
         let recovery = recoveryTimes(verdict)
         var lines = [
             "drill --ha verdict (seed \(options.seed))",
-            "  cluster          etcd on 127.0.0.1, nodes \(Self.nodeNames.joined(separator: " and ")) (--sync one, --lease-ttl \(options.leaseTTL)); clients follow the leader; no workers",
+            "  cluster          etcd on 127.0.0.1, nodes \(nodeList) (--sync one: \(spare)--lease-ttl \(options.leaseTTL)); clients follow the leader; no workers",
             "  faults           \(faultLine)",
-            "  failovers        \(verdict.failovers) (epochs led: \(leaders.isEmpty ? "none" : leaders))",
+            "  failovers        \(verdict.failovers) (epochs led: \(leaders.isEmpty ? "none" : leaders); per node: \(nodeNames.map { "\($0) \(verdict.leads(of: $0))" }.joined(separator: ", ")))"
+                + (options.nodes > 2 ? "; the spare named in place of a standby gone: \(verdict.syncReplacements)" : ""),
             "  requests         the drill's clients sent \(verdict.traffic.sent): "
                 + Self.outcomeNames.map { "\($0) \(verdict.outcomes[$0] ?? 0), " }.joined()
                 + "retried \(verdict.traffic.retried), switched node \(verdict.traffic.switches), unanswered \(verdict.traffic.unanswered)",
@@ -608,12 +825,15 @@ struct HADrill {
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",
             "  released-lost    \(verdict.releasedLost.count) (acknowledged revisions the survivor's log lacks or holds for another request)",
+            "  standbys         caught up \(verdict.catchUps) times, sent a copy \(verdict.copies) times (per the leaders' logs)",
+            "  other logs       \(verdict.otherLogs.isEmpty ? "none read" : verdict.otherLogs.map { "\(escaped: $0)" }.joined(separator: "; "))"
+                + (verdict.logDisagreements.isEmpty ? "" : "; DISAGREE: \(verdict.logDisagreements.map { "\(escaped: $0)" }.joined(separator: "; "))"),
             "  epochs           \(verdict.twoLeaders.isEmpty ? "never two leaders in one epoch" : "TWO LEADERS: \(verdict.twoLeaders.joined(separator: "; "))"); "
                 + "first answers from a node that did not lead their record's epoch: \(verdict.wrongEpochReleases.count)",
             "  empty leads      \(verdict.emptyLeads.isEmpty ? "none" : verdict.emptyLeads.joined(separator: ", ") + " (a node led a later epoch from an empty folder)")",
             "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
                 + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
-            "  failover         leader killed or frozen → first applied answer: \(recovery.failover)",
+            "  failover         leader killed, frozen or crashed after shipping → first applied answer: \(recovery.failover)",
             "  standby killed   → first applied answer: \(recovery.standby)",
             "  etcd frozen      thawed → first applied answer: \(recovery.etcd)",
             "  money            \(verdict.total) of \(verdict.expectedTotal) \(verdict.moneyConserved ? "(conserved)" : "(NOT conserved)")",

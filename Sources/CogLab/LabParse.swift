@@ -128,6 +128,12 @@ enum LabParse {
                     throw UsageError(message: "--lease-ttl takes a whole number of seconds from 2 to 3600, not '\(text)'", subcommand: "drill")
                 }
                 options.leaseTTL = value
+            case "--nodes":
+                let text = try reader.value(for: option)
+                guard let value = Int(text), HADrill.nodeCounts.contains(value) else {
+                    throw UsageError(message: "--nodes takes 2 or 3, not '\(text)'", subcommand: "drill")
+                }
+                options.nodes = value
             case "--fault-every": options.faultEvery = try number(option, try reader.value(for: option))
             case "--faults":
                 let text = try reader.value(for: option)
@@ -145,16 +151,18 @@ enum LabParse {
             given.insert(option.name)
         }
         if options.ha {
-            // The HA drill: etcd, two nodes and clients; its own faults.
+            // The HA drill: etcd, two or three nodes and clients; its own faults.
             let others = ["--workers", "--kill-leader-every", "--kill-worker-every", "--trap-every", "--curve", "--data", "--group-workers",
                 "--heartbeat-timeout", "--freeze-worker-every", "--cut-worker-every"]
             if let other = others.first(where: given.contains) {
                 throw UsageError(message: "\(other) does not apply to an HA drill (--ha)", subcommand: "drill")
             }
             if let extra = try reader.positional() { throw UsageError(message: "unexpected argument '\(extra)'", subcommand: "drill") }
-            try options.ports.check(needed: HADrill.portsNeeded, what: "an HA drill (etcd's two, and each node's requests and turns)", subcommand: "drill")
+            try options.ports.check(
+                needed: HADrill.portsNeeded(nodes: options.nodes),
+                what: "an HA drill of \(options.nodes) nodes (etcd's two, and each node's requests and turns)", subcommand: "drill")
             return options
-        } else if let haOnly = ["--lease-ttl", "--fault-every", "--faults"].first(where: given.contains) {
+        } else if let haOnly = ["--lease-ttl", "--fault-every", "--faults", "--nodes"].first(where: given.contains) {
             throw UsageError(message: "\(haOnly) applies to an HA drill (with --ha)", subcommand: "drill")
         }
         if options.groupWorkers > 0 {

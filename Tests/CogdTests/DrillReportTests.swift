@@ -93,9 +93,9 @@ struct DrillReportTests {
         report.faults = (haKinds + [.haNodeExit]).enumerated().map { DrillReport.Fault(kind: $1, start: Double($0), end: nil, detail: "") }
         let html = DrillReport.html(report)
         let swatches = Self.attribute("x", of: "rect", classPrefix: "swatch", in: html).compactMap(Double.init)
-        #expect(swatches.count == 6)
+        #expect(swatches.count == 7)
         // The last entry's text (about 7 px a character) ends inside the drawing.
-        #expect((swatches.last ?? .infinity) + 22 + Double("N: node exit (unexpected)".count) * 7 <= DrillReport.width, "\(swatches)")
+        #expect((swatches.last ?? .infinity) + 22 + Double("N: node exit".count) * 7 <= DrillReport.width, "\(swatches)")
     }
 
     @Test func `the timeline keeps a histogram per bucket and reports p50 and p99 to a bin's edge`() {

@@ -4,9 +4,9 @@ import Testing
 @testable import CogLab
 @testable import CogdCommandLine
 
-/// `cogd-lab drill --ha`: a real etcd and two `cogd leader --ha --sync one`
-/// nodes under faults, with clients that follow the leader; the verdict a
-/// user reads, and nothing it started left running.
+/// `cogd-lab drill --ha`: a real etcd and two or three `cogd leader --ha
+/// --sync one` nodes under faults, with clients that follow the leader; the
+/// verdict a user reads, and nothing it started left running.
 @Suite("cogd drill --ha", .serialized, .timeLimit(.minutes(3)))
 struct HADrillTests {
     /// The ports the run said it took (its first stderr line).
@@ -57,7 +57,8 @@ struct HADrillTests {
             try LabParse.parseDrill(["--ha", "--lease-ttl", "1"])
         }
         #expect(throws: CommandUsageError(
-            message: "--faults takes names from kill-leader, wipe-leader, freeze-leader, kill-standby, freeze-etcd, not 'kill-etcd'", subcommand: "drill")) {
+            message: "--faults takes names from kill-leader, wipe-leader, freeze-leader, kill-standby, freeze-etcd, crash-after-ship, not 'kill-etcd'",
+            subcommand: "drill")) {
             try LabParse.parseDrill(["--ha", "--faults", "kill-leader,kill-etcd"])
         }
         #expect(throws: CommandUsageError(message: "--workers does not apply to an HA drill (--ha)", subcommand: "drill")) {
@@ -66,9 +67,31 @@ struct HADrillTests {
         #expect(throws: CommandUsageError(message: "--lease-ttl applies to an HA drill (with --ha)", subcommand: "drill")) {
             try LabParse.parseDrill(["--lease-ttl", "3"])
         }
-        #expect(throws: CommandUsageError(message: "--ports 20000-20004 holds 5 ports; an HA drill (etcd's two, and each node's requests and turns) needs 6", subcommand: "drill")) {
+        #expect(throws: CommandUsageError(
+            message: "--ports 20000-20004 holds 5 ports; an HA drill of 2 nodes (etcd's two, and each node's requests and turns) needs 6", subcommand: "drill")) {
             try LabParse.parseDrill(["--ha", "--ports", "20000-20004"])
         }
+    }
+
+    @Test func `drill --ha --nodes takes 2 or 3, only with --ha, and three nodes need eight ports`() throws {
+        #expect(try LabParse.parseDrill(["--ha"]).nodes == 2)
+        #expect(try LabParse.parseDrill(["--ha", "--nodes", "3"]).nodes == 3)
+        #expect(try LabParse.parseDrill(["--ha", "--nodes=2"]).nodes == 2)
+        #expect(try LabParse.parseDrill(["--ha", "--faults", "crash-after-ship"]).faults == [.crashAfterShip])
+        for bad in ["1", "4", "three", ""] {
+            #expect(throws: CommandUsageError(message: "--nodes takes 2 or 3, not '\(bad)'", subcommand: "drill")) {
+                try LabParse.parseDrill(["--ha", "--nodes", bad])
+            }
+        }
+        #expect(throws: CommandUsageError(message: "--nodes applies to an HA drill (with --ha)", subcommand: "drill")) {
+            try LabParse.parseDrill(["--nodes", "3"])
+        }
+        #expect(HADrill.portsNeeded(nodes: 3) == 8)
+        #expect(throws: CommandUsageError(
+            message: "--ports 20000-20006 holds 7 ports; an HA drill of 3 nodes (etcd's two, and each node's requests and turns) needs 8", subcommand: "drill")) {
+            try LabParse.parseDrill(["--ha", "--nodes", "3", "--ports", "20000-20006"])
+        }
+        #expect(try LabParse.parseDrill(["--ha", "--nodes", "3", "--ports", "20000-20007"]).ports == PortRange(lowerBound: 20000, upperBound: 20007))
     }
 
     @Test func `a short HA drill fails the leader over, loses nothing, passes, and leaves no process behind`() throws {
@@ -87,10 +110,59 @@ struct HADrillTests {
         #expect((failovers ?? 0) >= 1, "\(result.stdout)")
         // Every process it started is stopped: none holds etcd's URL, and every port it took binds again.
         let ports = Self.ports(result.stderr)
-        #expect(ports.count == HADrill.portsNeeded, "\(result.stderr)")
+        #expect(ports.count == HADrill.portsNeeded(nodes: 2), "\(result.stderr)")
         if let etcdPort = ports.first {
             #expect(Self.processes(holding: "http://127.0.0.1:\(etcdPort)").isEmpty)
         }
         #expect(Self.listening(on: ports).isEmpty, "\(ports)")
+    }
+
+    /// Runs a drill with `--json` and returns its verdict, taking a failure on the failover time alone
+    /// (a loaded machine, debug binaries): no timing assertion.
+    static func verdict(of arguments: [String]) throws -> [String: Any] {
+        let result = try runCogdLab(["drill", "--ha", "--json"] + arguments, timeout: .seconds(150))
+        let verdict = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)\(result.stderr)")
+        let violations = verdict["violations"] as? [String] ?? ["none read"]
+        let timingOnly = violations.count == 1 && violations[0].hasPrefix("failover p99 ")
+        #expect(result.status == 0 || timingOnly, "\(result.stdout)\(result.stderr)")
+        #expect(violations.isEmpty || timingOnly, "\(violations)")
+        for count in ["lost", "duplicated", "releasedLost", "twoLeadersInAnEpoch", "wrongEpochReleases", "logDisagreements", "crashesNotStruck"] {
+            #expect(verdict[count] as? Int == 0, "\(count): \(result.stdout)")
+        }
+        #expect(verdict["logSound"] as? Bool == true && verdict["moneyConserved"] as? Bool == true, "\(result.stdout)")
+        // Every process it started is stopped: none holds etcd's URL, and no port it took is listened on.
+        let ports = Self.ports(result.stderr)
+        #expect(ports.count == HADrill.portsNeeded(nodes: verdict["nodes"] as? Int ?? 0), "\(result.stderr)")
+        if let etcdPort = ports.first {
+            #expect(Self.processes(holding: "http://127.0.0.1:\(etcdPort)").isEmpty)
+        }
+        #expect(Self.listening(on: ports).isEmpty, "\(ports)")
+        return verdict
+    }
+
+    @Test func `a three-node HA drill kills the named standby, names the spare in its place, and loses nothing`() throws {
+        // Seed 9 deals kill-standby first, and strikes the named standby with it.
+        let verdict = try Self.verdict(of: ["--nodes", "3", "--seconds", "24", "--fault-every", "2", "--faults", "kill-leader,kill-standby", "--seed", "9"])
+        #expect(verdict["nodes"] as? Int == 3)
+        let kills = verdict["standbyKills"] as? [String: Int] ?? [:]
+        #expect((kills["named"] ?? 0) >= 1, "\(verdict)")
+        #expect((verdict["syncReplacements"] as? Int ?? 0) >= 1, "the spare was never named in place of the standby killed: \(verdict)")
+        let leads = verdict["leadsByNode"] as? [String: Int] ?? [:]
+        #expect(leads.keys.sorted() == ["n1", "n2", "n3"], "\(verdict)")
+        // Three nodes' logs compared: the survivor's, and the two others beside it.
+        #expect((verdict["otherLogs"] as? [String])?.count == 2, "\(verdict)")
+    }
+
+    @Test func `a leader that dies between shipping a commit and its own commit of it loses nothing and applies nothing twice`() throws {
+        // Seed 3 keeps the first crashed leader down until its standby leads (it returns behind and catches up),
+        // and starts the next one again at once (it leads again from its shorter log; its standby is sent a copy).
+        let verdict = try Self.verdict(of: ["--seconds", "20", "--fault-every", "2", "--faults", "crash-after-ship", "--seed", "3"])
+        let crashes = verdict["crashesAfterShip"] as? Int ?? 0
+        #expect(crashes >= 1, "\(verdict)")
+        #expect((verdict["faults"] as? [String: Int])?["crash-after-ship"] == crashes, "every cue taken: \(verdict)")
+        #expect((verdict["crashesKeptDown"] as? Int ?? 0) >= 1, "\(verdict)")
+        #expect((verdict["failovers"] as? Int ?? 0) >= crashes, "\(verdict)")
+        #expect((verdict["catchUps"] as? Int ?? 0) >= 1, "the old leader, behind, was not caught up: \(verdict)")
+        #expect(verdict["unplannedExits"] as? Int == 0, "\(verdict)")
     }
 }
