@@ -160,8 +160,8 @@ public enum CogLab {
                                           would append, and its reproduce line would not reproduce it)
                                           (default: a fresh temporary folder, removed afterwards)
                   --ports A-B             serve the leader on two loopback ports (127.0.0.1) picked free
-                                          in A-B, 1024 ≤ A ≤ B ≤ 65535 (with --ha, six, or eight with
-                                          --nodes 3: etcd's two and each node's two); said on stderr
+                                          in A-B, 1024 ≤ A ≤ B ≤ 65535 (with --ha, six, or eight
+                                          with three nodes: etcd's two and each node's two); said on stderr
                                           at the start and as "ports" in --json (default \(PortRange.standard))
                   --report DIR            also write DIR/\(Drill.Options.reportFileName) (DIR made when missing): one
                                           self-contained page, inline SVG, no script, nothing fetched, with

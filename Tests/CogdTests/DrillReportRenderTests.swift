@@ -192,7 +192,7 @@ struct DrillReportRenderTests {
         #expect(bands.count == kills + exits, "\(bands)")
         #expect(dom.contains("K: kill-leader"), "the legend")
         try Self.expectDrawn(page: page, bands: kills + exits, chromium: chromium, folder: folder.path)
-        #expect(dom.contains("failover (leader killed or frozen) → first applied answer: p50 "), "the failover times")
+        #expect(dom.contains("failover (leader killed, frozen or crashed after shipping) → first applied answer: p50 "), "the failover times")
         #expect(dom.contains("(lease TTL 2 s; bar p99 ≤ 3000 ms)"), "beside the lease TTL")
         #expect(dom.contains("drill --ha verdict (seed 3)") && dom.contains("  lost             0"), "the verdict")
     }
