@@ -187,7 +187,7 @@ public final class Leader {
     public nonisolated static let turnsMessageBytes = 256 << 10
     /// Messages ZeroMQ queues for one subscriber of the turn stream (64):
     /// with messages of at most `turnsMessageBytes`, at most `turnsQueueBytes`.
-    public static let turnsSendHighWaterMark = Int32(turnsQueueBytes / turnsMessageBytes)
+    public nonisolated static let turnsSendHighWaterMark = Int32(turnsQueueBytes / turnsMessageBytes)
     /// The core's limits and names, where the tools and tests look for them.
     public static let sequenceLimit = LeaderCore.sequenceLimit
     public nonisolated static let maximumRecordBytes = LeaderCore.maximumRecordBytes
@@ -355,8 +355,10 @@ public final class Leader {
         if core.hasWork { try serveBatch() }
     }
 
-    /// The turn stream's PUB socket, bound at `endpoint`.
-    private static func turnStream(
+    /// The turn stream's PUB socket, bound at `endpoint` (a standby's door
+    /// holds one too, publishing nothing, so the port is its own before it
+    /// may lead).
+    nonisolated static func turnStream(
         _ context: ZMQContext, at endpoint: String, ownIOThread: Bool, authentication: Authentication?
     ) throws(ZMQError) -> ZMQSocket {
         let publisher = try ZMQSocket(context, .publisher)

@@ -128,7 +128,7 @@ extension ClusterCommands {
                     standbyKeys = CurveClientKeys(pair: try CurveKeyPair.load(secretKeyFile: standbyKey), leaderKey: pair.publicKey)
                 }
             }
-            door = try StandbyDoor(endpoint: options.requestsEndpoint, authentication: authentication)
+            door = try StandbyDoor(endpoint: options.requestsEndpoint, turnsEndpoint: options.turnsEndpoint, authentication: authentication)
         } catch let error as ZMQError where error.operation.hasPrefix("zmq_bind(") {
             log.failure("\(escaped: bindFailure(error, options, removedFolder: false))")
             return .exit(1)
@@ -136,7 +136,7 @@ extension ClusterCommands {
             log.failure("\(escaped: error)")
             return .exit(1)
         }
-        // Closed before the node binds the endpoint as the leader.
+        // Closed (both endpoints) before the node binds them as the leader.
         defer { door.close() }
         arbiter.run()
         // Under systemd (Type=notify) a standby is still starting: it says who leads and pushes the start timeout on.

@@ -153,6 +153,27 @@ struct HALeaderTests {
         #expect(bob.stdout.hasPrefix("applied revision 2"), "\(bob) \(again.lines)")
     }
 
+    @Test func `a node whose turn stream endpoint is taken is refused at start and never campaigns`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        // A leader of another cluster holds the port the node's --turns names.
+        let holder = TemporaryFolder()
+        defer { holder.cleanUp() }
+        let ports = ClusterPorts()
+        let other = try ports.startLeader(data: holder.path)
+        defer { other.stop() }
+        let node = Node(name: "n1")
+        defer { node.folder.cleanUp() }
+        var arguments = node.arguments(etcd)
+        arguments[arguments.firstIndex(of: "--turns")! + 1] = ports.turns
+        let result = try runCogd(arguments, timeout: .seconds(30))
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("cannot listen on \(ports.turns) (--turns): something already listens there"), "\(result.stderr)")
+        // Standing by, it holds both endpoints: one that could not serve its turns never leads (nor mints an epoch).
+        #expect(try etcd.get("/cogd/bank/leader") == nil && etcd.get("/cogd/bank/epoch") == nil)
+    }
+
     @Test func `a start etcd cannot back is refused with what to do, and --ha's options are checked`() throws {
         let nothing = freePort()
         let folder = TemporaryFolder()

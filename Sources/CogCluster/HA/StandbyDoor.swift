@@ -15,6 +15,9 @@ import Foundation
 public final class StandbyDoor {
     private let context: ZMQContext
     private let router: ZMQSocket
+    /// The node's turn stream endpoint, held while it stands by: a node
+    /// that could not serve its turns does not campaign, win and exit.
+    private var turns: ZMQSocket?
     private let zap: ZAPHandler?
     private var closed = false
     /// Requests answered `not-leader` so far (`cogd_ha_not_leader_answers_total`).
@@ -23,7 +26,7 @@ public final class StandbyDoor {
     public private(set) var malformed: UInt64 = 0
 
     /// Binds `endpoint` (the node's `--requests`), with CURVE when `authentication` is given.
-    public init(endpoint: String, authentication: Leader.Authentication?) throws {
+    public init(endpoint: String, turnsEndpoint: String? = nil, authentication: Leader.Authentication?) throws {
         context = try ZMQContext()
         do {
             if let authentication {
@@ -49,7 +52,11 @@ public final class StandbyDoor {
             try router.setMaximumMessageSize(Int64(WireMessage.maximumSize))
             try router.setHighWaterMarks(send: 1_000, receive: 64)
             try router.bind(endpoint)
+            if let turnsEndpoint {
+                turns = try Leader.turnStream(context, at: turnsEndpoint, ownIOThread: false, authentication: authentication)
+            }
         } catch {
+            turns?.close()
             router.close()
             zap?.stop()
             context.close()
@@ -91,6 +98,7 @@ public final class StandbyDoor {
     public func close() {
         guard !closed else { return }
         closed = true
+        turns?.close()
         router.close()
         zap?.stop()
         context.close()
