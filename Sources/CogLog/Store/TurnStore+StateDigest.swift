@@ -1,13 +1,47 @@
 internal import CLMDB
 import CogCodec
 
-/// A state entry's stored key as a dictionary key: hashed as one run of
-/// bytes (an array of bytes hashes byte by byte, several times slower).
+/// A state entry's stored key as a dictionary key. A key of up to 32
+/// bytes (a source's name and a short encoded key: most of them) is held
+/// in place, so looking a hot entry up allocates nothing; a longer one is
+/// held as an array, hashed as one run of bytes.
 struct StoredKey: Hashable {
-    let bytes: [UInt8]
+    /// The first 32 bytes, zero-padded, and how many bytes there are.
+    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    private let count: Int
+    /// The bytes of a key longer than 32 (nil: held in `words`).
+    private let spilled: [UInt8]?
+
+    static let inlineBytes = 32
+
+    init(bytes: UnsafeRawBufferPointer) {
+        count = bytes.count
+        if bytes.count > StoredKey.inlineBytes {
+            spilled = Array(bytes)
+        } else {
+            spilled = nil
+            if !bytes.isEmpty { withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) } }
+        }
+    }
+
+    init(bytes: [UInt8]) {
+        self = bytes.withUnsafeBytes { StoredKey(bytes: $0) }
+    }
+
+    static func == (lhs: StoredKey, rhs: StoredKey) -> Bool {
+        lhs.count == rhs.count && lhs.words == rhs.words && lhs.spilled == rhs.spilled
+    }
 
     func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        hasher.combine(count)
+        if let spilled {
+            spilled.withUnsafeBytes { hasher.combine(bytes: $0) }
+        } else {
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(words.3)
+        }
     }
 }
 
@@ -59,6 +93,9 @@ extension TurnStore {
         if entryHashes.count > TurnStore.entryHashCacheLimit { entryHashes = [:] }
         var after: [StateDigest] = []
         after.reserveCapacity(drafts.count)
+        // Each write's stored key, built in one reused buffer.
+        var stored: [UInt8] = []
+        stored.reserveCapacity(64)
         do {
             try runRead { txn in
                 // Drafts and writes are read in place: copying them retained every string and array.
@@ -67,9 +104,8 @@ extension TurnStore {
                         try drafts[draft].writes.withUnsafeBufferPointer { writes in
                             for write in writes.indices {
                                 try TurnStore.withEntryBytes(writes.baseAddress! + write) { name, key, value in
-                                    var stored: [UInt8] = []
+                                    stored.removeAll(keepingCapacity: true)
                                     if StateLayout.isPlain(nameBytes: name.count, keyBytes: key?.count) {
-                                        stored.reserveCapacity(name.count + 1 + (key?.count ?? 0))
                                         stored.append(contentsOf: name)
                                         stored.append(0)
                                         if let key { stored.append(contentsOf: key) }
