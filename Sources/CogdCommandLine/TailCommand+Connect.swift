@@ -130,11 +130,18 @@ extension TailCommand {
                 let successes = streams.map(\.handshakes.successes)
                 if successes != connections {
                     let connected = streams.indices.first { successes[$0] != connections[$0] }
-                    connections = successes
                     if let client = catchUp {
-                        let asked = try client.leaderPosition()
-                        position = asked
-                        if let connected { _ = follows(asked.epoch, from: streams[connected].endpoint) }
+                        do {
+                            let asked = try client.leaderPosition()
+                            position = asked
+                            connections = successes
+                            if let connected { _ = follows(asked.epoch, from: streams[connected].endpoint) }
+                        } catch is CatchUpClient.NoAnswer {
+                            // The stream is back before its leader answers (still starting, or a slow machine):
+                            // asked again at the next pass, the stream read meanwhile.
+                        }
+                    } else {
+                        connections = successes
                     }
                 }
                 if let position, let last = progress.lastRecord, position.lastRevision < last.revision || position.epoch < last.epoch,
