@@ -120,7 +120,7 @@ struct NodeDecoder: Decoder {
     }
 }
 
-extension NodeDecoder: ValueDecoder {
+extension NodeDecoder: SingleValueDecodingContainer {
     func decodeNil() -> Bool {
         if case .null = value { return true }
         return false
@@ -179,7 +179,7 @@ extension NodeDecoder: ValueDecoder {
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try decodeValue(type) }
 }
 
-struct KeyedNodeDecoder<Key: CodingKey>: KeyedChildren {
+struct KeyedNodeDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// The map's entries (every key text), searched in place when there are
     /// few (a struct's fields); a dictionary indexes many (a `[String: T]`).
     private let entries: [(key: CBORValue, value: CBORValue)]
@@ -219,61 +219,14 @@ struct KeyedNodeDecoder<Key: CodingKey>: KeyedChildren {
 
     func contains(_ key: Key) -> Bool { value(for: key) != nil }
 
-    func child(_ key: Key) throws -> NodeDecoder {
+    private func child(_ key: Key) throws -> NodeDecoder {
         guard let value = value(for: key) else {
             throw DecodingError.keyNotFound(
                 key, .init(codingPath: codingPath, debugDescription: "required field `\(key.stringValue)` is missing"))
         }
         return NodeDecoder(value: value, parentPath: codingPath, key: key)
     }
-}
 
-struct UnkeyedNodeDecoder: UnkeyedChildren {
-    let items: [CBORValue]
-    let codingPath: [any CodingKey]
-    private(set) var currentIndex = 0
-
-    init(items: [CBORValue], codingPath: [any CodingKey]) {
-        self.items = items
-        self.codingPath = codingPath
-    }
-
-    var count: Int? { items.count }
-    var isAtEnd: Bool { currentIndex >= items.count }
-
-    mutating func next() throws -> NodeDecoder {
-        guard !isAtEnd else {
-            throw DecodingError.valueNotFound(
-                Any.self,
-                .init(
-                    codingPath: codingPath + [IndexKey(currentIndex)],
-                    debugDescription: "array has only \(items.count) elements"))
-        }
-        defer { currentIndex += 1 }
-        return NodeDecoder(value: items[currentIndex], parentPath: codingPath, key: IndexKey(currentIndex))
-    }
-
-    mutating func decodeNil() throws -> Bool {
-        guard !isAtEnd, case .null = items[currentIndex] else { return false }
-        currentIndex += 1
-        return true
-    }
-}
-
-/// The tree's and the in-place decoder of one value: what a container hands out for each field or item.
-protocol ValueDecoder: Decoder, SingleValueDecodingContainer {
-    /// Decodes one value, reading `Date`, `UUID` and `Data` in the codec's own form.
-    func decodeValue<T: Decodable>(_ type: T.Type) throws -> T
-}
-
-/// A keyed container that finds each field's decoder: every read forwards to it.
-protocol KeyedChildren: KeyedDecodingContainerProtocol {
-    associatedtype Child: ValueDecoder
-    /// The decoder of `key`'s value; throws when the map has no such key.
-    func child(_ key: Key) throws -> Child
-}
-
-extension KeyedChildren {
     func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try child(key).decode(type) }
     func decode(_ type: String.Type, forKey key: Key) throws -> String { try child(key).decode(type) }
@@ -305,14 +258,37 @@ extension KeyedChildren {
     func superDecoder(forKey key: Key) throws -> any Decoder { try child(key) }
 }
 
-/// An unkeyed container that hands out each item's decoder in turn: every read forwards to it.
-protocol UnkeyedChildren: UnkeyedDecodingContainer {
-    associatedtype Child: ValueDecoder
-    /// The next item's decoder; throws past the last.
-    mutating func next() throws -> Child
-}
+struct UnkeyedNodeDecoder: UnkeyedDecodingContainer {
+    let items: [CBORValue]
+    let codingPath: [any CodingKey]
+    private(set) var currentIndex = 0
 
-extension UnkeyedChildren {
+    init(items: [CBORValue], codingPath: [any CodingKey]) {
+        self.items = items
+        self.codingPath = codingPath
+    }
+
+    var count: Int? { items.count }
+    var isAtEnd: Bool { currentIndex >= items.count }
+
+    private mutating func next() throws -> NodeDecoder {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(
+                Any.self,
+                .init(
+                    codingPath: codingPath + [IndexKey(currentIndex)],
+                    debugDescription: "array has only \(items.count) elements"))
+        }
+        defer { currentIndex += 1 }
+        return NodeDecoder(value: items[currentIndex], parentPath: codingPath, key: IndexKey(currentIndex))
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, case .null = items[currentIndex] else { return false }
+        currentIndex += 1
+        return true
+    }
+
     mutating func decode(_ type: Bool.Type) throws -> Bool { try next().decode(type) }
     mutating func decode(_ type: String.Type) throws -> String { try next().decode(type) }
     mutating func decode(_ type: Double.Type) throws -> Double { try next().decode(type) }

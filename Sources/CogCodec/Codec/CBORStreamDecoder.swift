@@ -164,7 +164,7 @@ enum StreamItem {
     }
 }
 
-extension StreamDecoder: ValueDecoder {
+extension StreamDecoder: SingleValueDecodingContainer {
     func decodeNil() -> Bool { offset < bytes.count && bytes[offset] == 0xf6 }
 
     func decode(_ type: Bool.Type) throws -> Bool {
@@ -223,7 +223,7 @@ extension StreamDecoder: ValueDecoder {
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try decodeValue(type) }
 }
 
-struct StreamKeyedDecoder<Key: CodingKey>: KeyedChildren {
+struct StreamKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private let bytes: [UInt8]
     /// Where the map's first key starts.
     private let entries: Int
@@ -286,14 +286,43 @@ struct StreamKeyedDecoder<Key: CodingKey>: KeyedChildren {
 
     func contains(_ key: Key) -> Bool { valueOffset(for: key) != nil }
 
-    func child(_ key: Key) throws -> StreamDecoder {
+    private func child(_ key: Key) throws -> StreamDecoder {
         guard let offset = valueOffset(for: key) else { throw StreamMiss() }
         return StreamDecoder(bytes: bytes, offset: offset, parentPath: codingPath, key: key)
     }
 
+    func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try child(key).decode(type) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try child(key).decode(type) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try child(key).decode(type) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try child(key).decode(type) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try child(key).decode(type) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try child(key).decode(type) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try child(key).decode(type) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try child(key).decode(type) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try child(key).decode(type) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try child(key).decode(type) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try child(key).decode(type) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try child(key).decode(type) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try child(key).decode(type) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try child(key).decode(type) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try child(key).decodeValue(type) }
+
+    func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type, forKey key: Key
+    ) throws -> KeyedDecodingContainer<NestedKey> {
+        try child(key).container(keyedBy: type)
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        try child(key).unkeyedContainer()
+    }
+
+    func superDecoder() throws -> any Decoder { try child(Key(stringValue: "super")!) }
+    func superDecoder(forKey key: Key) throws -> any Decoder { try child(key) }
 }
 
-struct StreamUnkeyedDecoder: UnkeyedChildren {
+struct StreamUnkeyedDecoder: UnkeyedDecodingContainer {
     private let bytes: [UInt8]
     /// Where the next item starts.
     private var position: Int
@@ -310,7 +339,7 @@ struct StreamUnkeyedDecoder: UnkeyedChildren {
 
     var isAtEnd: Bool { currentIndex >= count! }
 
-    mutating func next() throws -> StreamDecoder {
+    private mutating func next() throws -> StreamDecoder {
         guard !isAtEnd else { throw StreamMiss() }
         let decoder = StreamDecoder(bytes: bytes, offset: position, parentPath: codingPath, key: IndexKey(currentIndex))
         position = try StreamItem.end(bytes, of: position)
@@ -324,4 +353,30 @@ struct StreamUnkeyedDecoder: UnkeyedChildren {
         currentIndex += 1
         return true
     }
+
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next().decode(type) }
+    mutating func decode(_ type: String.Type) throws -> String { try next().decode(type) }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next().decode(type) }
+    mutating func decode(_ type: Float.Type) throws -> Float { try next().decode(type) }
+    mutating func decode(_ type: Int.Type) throws -> Int { try next().decode(type) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next().decode(type) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next().decode(type) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next().decode(type) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next().decode(type) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try next().decode(type) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next().decode(type) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next().decode(type) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next().decode(type) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next().decode(type) }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next().decodeValue(type) }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try next().container(keyedBy: type)
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try next().unkeyedContainer()
+    }
+
+    mutating func superDecoder() throws -> any Decoder { try next() }
 }
