@@ -145,7 +145,7 @@ def check_vectors(checks):
                   "status-request", "status", "error-not-your-name", "reply-role-forbids", "hello-group", "welcome-group",
                   "error-compacted", "status-uptime", "hello-tool", "status-tool", "goodbye",
                   "error-goodbye-not-holder", "reply-earlier", "reply-refused", "hello-settings", "status-settings",
-                  "standby-hello", "standby-hello-empty", "ship-welcome", "ship-resync", "ship", "ship-copy", "standby-copied",
+                  "standby-hello", "standby-hello-empty", "ship-welcome", "ship-resync", "ship", "ship-copy", "standby-copied", "ship-crashed",
                   "ship-ack", "status-replication", "not-leader", "not-leader-none"}
     checks.check("vectors: cogwire/ holds exactly the messages vectors/README.md lists", set(wire) == documented,
                  f"{sorted(set(wire) ^ documented)}")
@@ -275,6 +275,8 @@ def check_vectors(checks):
     wire_check("not-leader", "not-leader", lambda b: expect(b == {"leader": "tcp://10.0.0.1:5701", "epoch": 3}, repr(b)))
     wire_check("not-leader-none", "not-leader", lambda b: expect(b == {"leader": "", "epoch": 0}, repr(b)))
     wire_check("standby-copied", "standby-copied", lambda b: expect(b == {"node": "n2", "sequence": 7}, repr(b)))
+    wire_check("ship-crashed", "ship-crashed", lambda b: expect(
+        b == {"epoch": 3, "worker": "w1", "seq": 19, "op": "ledger.transfer", "digest": bytes(range(1, 9)), "signal": 4}, repr(b)))
     wire_check("ship-copy", "ship-copy", lambda b: expect(
         b == {"epoch": 3, "sequence": 7, "offset": 1 << 20, "data": bytes.fromhex("deadbeef"), "more": False}, repr(b)))
 

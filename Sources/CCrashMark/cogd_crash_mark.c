@@ -2,6 +2,7 @@
 #include "cogd_crash_mark.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,9 +15,12 @@ static const int cogd_crash_mark_signals[COGD_CRASH_MARK_SIGNALS] = {SIGSEGV, SI
 /// backtracer, when it is on), run after the mark.
 static struct sigaction cogd_crash_mark_previous[COGD_CRASH_MARK_SIGNALS];
 static volatile sig_atomic_t cogd_crash_mark_installed = 0;
+static volatile sig_atomic_t cogd_crash_courier_wake = -1;
+static volatile sig_atomic_t cogd_crash_courier_done = -1;
+static volatile sig_atomic_t cogd_crash_courier_wait_ms = 0;
 
-/// Async-signal-safe calls only: getpid, pwrite, sigaction, sigprocmask,
-/// raise (and the previous handler, which must be so itself).
+/// Async-signal-safe calls only: getpid, pwrite, write, poll, sigaction,
+/// sigprocmask, raise (and the previous handler, which must be so itself).
 static void cogd_crash_mark_handler(int signal_number, siginfo_t *info, void *context) {
     int saved = errno;
     int fd = cogd_crash_mark_fd;
@@ -29,6 +33,18 @@ static void cogd_crash_mark_handler(int signal_number, siginfo_t *info, void *co
         do {
             written = pwrite(fd, &mark, 1, (off_t)cogd_crash_mark_offset);
         } while (written < 0 && errno == EINTR);
+        // The courier tells the standbys which request crashed before the process dies of it.
+        int wake = cogd_crash_courier_wake;
+        int done = cogd_crash_courier_done;
+        if (wake >= 0 && done >= 0) {
+            do {
+                written = write(wake, &mark, 1);
+            } while (written < 0 && errno == EINTR);
+            if (written == 1) {
+                struct pollfd answer = {.fd = done, .events = POLLIN, .revents = 0};
+                (void)poll(&answer, 1, cogd_crash_courier_wait_ms);
+            }
+        }
     }
     // The handler that was there before (the Swift runtime's backtracer
     // prints where it crashed), with the fault's own siginfo and context.
@@ -80,4 +96,15 @@ int cogd_crash_mark_arm(int fd, int64_t offset) {
 
 void cogd_crash_mark_disarm(int fd) {
     if (cogd_crash_mark_fd == fd) cogd_crash_mark_fd = -1;
+}
+
+void cogd_crash_mark_courier(int wake_fd, int done_fd, int wait_ms) {
+    cogd_crash_courier_wake = -1;
+    cogd_crash_courier_done = done_fd;
+    cogd_crash_courier_wait_ms = wait_ms;
+    cogd_crash_courier_wake = wake_fd;
+}
+
+void cogd_crash_mark_courier_release(int wake_fd) {
+    if (cogd_crash_courier_wake == wake_fd) cogd_crash_mark_courier(-1, -1, 0);
 }

@@ -164,7 +164,11 @@ public final class Leader {
     var standbyConnections: [String: (descriptor: Int32, listed: Bool)] = [:]
     /// The standbys' ZeroMQ identities (what their messages' connections are
     /// noted by), one per standby the rules keep.
-    var standbyPeers: [[UInt8]: String] = [:]
+    var standbyPeers: [[UInt8]: String] = [:] {
+        didSet { crashCourier?.setStandbys(Array(standbyPeers.keys)) }
+    }
+    /// With standbys: tells them which request a crash stopped (`ship-crashed`).
+    private var crashCourier: CrashCourier?
     /// The core's events for the operator's log since the last call.
     func takeCoreEvents() -> [LeaderCore.Event] { core.takeEvents() }
     /// A batch takes messages until they reach this many bytes (or 4,096 of them).
@@ -349,6 +353,7 @@ public final class Leader {
         }
         try runningNote.settle(keepingNoteAsSurvivor: keepAsSurvivor, forgettingSurvivor: forgetSurvivor)
         try runningNote.arm()
+        if configuration.shipping != nil { crashCourier = CrashCourier(router: router, note: runningNote, epoch: epoch) }
         if quarantined != nil { core.countRejection(.crashedLeader) }
         startShipping()
         // Replies a crash left unindexed are indexed now.
@@ -456,6 +461,7 @@ public final class Leader {
         // Not a loss when it fails: the next start rebuilds these replies from the records (turnlog.md §2, meta.unindexed-from).
         if !unindexed.isEmpty { _ = try? store.append([], replies: unindexed, index: .indexed) }
         snapshots.closeAll()
+        crashCourier?.stop()
         router.close()
         publisher.close()
         for watch in handshakeWatches { watch.close() }

@@ -221,6 +221,19 @@ final class RunningRequestNote {
         isClear = false
     }
 
+    /// Keeps a request another process's crash stopped: what a standby is
+    /// told (`ship-crashed`, `protocol/ha.md` §9), noted as that leader's
+    /// own note would be, marked with `signal`, and flushed. Should this
+    /// node take the lead, it quarantines the request at start as if its
+    /// own process had crashed running it.
+    func record(_ request: RequestID, op: String, digest: [UInt8], signal: UInt8) throws(TurnStoreError) {
+        try note(request, op: op, digest: digest)
+        mapping.storeBytes(of: signal, toByteOffset: RunningRequestNote.markOffset, as: UInt8.self)
+        guard msync(mapping, RunningRequestNote.mappedBytes, MS_SYNC) == 0 else {
+            throw TurnStoreError(code: .notWritable, message: "cannot flush \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// No body runs now.
     func clear() throws(TurnStoreError) {
         guard !isClear else { return }

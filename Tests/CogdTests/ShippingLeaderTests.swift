@@ -194,6 +194,58 @@ struct ShippingLeaderTests {
         #expect(retry.hasPrefix("answered from an earlier request: applied at revision 3 (request teller#3)"), "\(retry)")
     }
 
+    @Test func `a request whose body crashed the leader is quarantined by the standby that takes over, not run again`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        // The lab's leader serves `ledger.trap`, whose body traps on demand.
+        let first = try CogdProcess(executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one", "--trap-op"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one", "--degrade-after", "1", "--trap-op"])
+        defer { second.stop() }
+        #expect(second.waitForLine { $0.contains("in step with the leader of epoch 1 at revision 0") } != nil, "\(second.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "the standby is named in the sync key")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+
+        // The poison pill: its body traps, and the leader dies of it.
+        let trap = WireMessage.op(
+            OpRequest(request: RequestID(worker: "poison", sequence: 1), op: "ledger.trap", argument: try CBOREncoder().encode("on demand"))
+        ).encoded()
+        let poisoner = try RawPeer(endpoint: "tcp://127.0.0.1:\(n1.requests)")
+        try poisoner.send([trap])
+        guard waitUntil({ !first.process.isRunning }) else {
+            Issue.record("the trap did not stop the leader: \(first.lines)")
+            return
+        }
+        #expect([SIGILL, SIGTRAP].contains(first.process.terminationStatus), "\(first.process.terminationStatus)")
+        let signal = first.process.terminationStatus == SIGILL ? "SIGILL" : "SIGTRAP"
+        // Before it died, its courier told the standby which request it was running.
+        let told = second.waitForLine { $0.contains("leader-crashed") || $0.contains("died of") }
+        #expect(told?.contains(#"the leader of epoch 1 died of \#(signal) while running request "poison#1" (op "ledger.trap"): should this node lead, it answers that request rejected(crashed-leader) and does not run it"#) == true, "\(second.lines)")
+
+        // The standby takes the lead and quarantines the request before it serves anything.
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("node n2 leads cluster bank in epoch 2 (minted in etcd)") } != nil,
+            "\(second.lines)")
+        let quarantine = second.waitForLine { $0.contains("quarantined request") }
+        #expect(quarantine?.contains(#"quarantined request "poison#1" (op "ledger.trap"): the previous leader process died of \#(signal) while running it"#) == true,
+            "\(second.lines)")
+        // The client's retry is answered rejected, and the new leader lives on and serves.
+        guard case .reply(let reply)? = try RawPeer(endpoint: "tcp://127.0.0.1:\(n2.requests)").exchange([trap]) else {
+            Issue.record("no reply to the retry at the new leader")
+            return
+        }
+        #expect(reply.outcome == .rejected(code: "crashed-leader", detail: "the leader stopped while running this request (op `ledger.trap`); it is not run again"))
+        #expect(second.process.isRunning, "the retry did not stop the new leader")
+        #expect(try Self.call(n2, 2).hasPrefix("applied revision "), "the new leader serves")
+    }
+
     @Test func `a standby frozen past the heartbeat timeout is dropped, refused when it acknowledges again, and back in step after its hello`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }

@@ -78,6 +78,7 @@ struct WireVectorTests {
             }())),
             ("ship-copy", .shipCopy(epoch: 3, sequence: 7, offset: 1 << 20, data: [0xde, 0xad, 0xbe, 0xef], more: false)),
             ("standby-copied", .standbyCopied(node: "n2", sequence: 7)),
+            ("ship-crashed", .shipCrashed(epoch: 3, request: request, op: "ledger.transfer", digest: Array(1...8), signal: 4)),
             // A standby's answer to workers and tools (ha.md §10).
             ("not-leader", .notLeader(leader: "tcp://10.0.0.1:5701", epoch: 3)),
             ("not-leader-none", .notLeader(leader: "", epoch: 0)),

@@ -1,3 +1,4 @@
+import CogCodec
 import CogCluster
 import CogProtocol
 import CogSim
@@ -210,6 +211,31 @@ struct ShipCoreTests {
                 } catch {
                     #expect(error.code == .malformed)
                 }
+            }
+        }
+    }
+
+    @Test func `ship-crashed names a request within the note's limits, else it is malformed with the field's reason`() throws {
+        let request = RequestID(worker: "w1", sequence: 19)
+        let good = WireMessage.shipCrashed(epoch: 3, request: request, op: "ledger.trap", digest: Array(1...8), signal: 4)
+        #expect(try WireMessage.decode(good.encoded()) == good)
+        let cases: [(WireMessage, String)] = [
+            (.shipCrashed(epoch: 3, request: RequestID(worker: "", sequence: 1), op: "x", digest: Array(1...8), signal: 4),
+             "ship-crashed body: `worker` must be 1 to 255 bytes"),
+            (.shipCrashed(epoch: 3, request: RequestID(worker: String(repeating: "w", count: 256), sequence: 1), op: "x", digest: Array(1...8), signal: 4),
+             "ship-crashed body: `worker` must be 1 to 255 bytes"),
+            (.shipCrashed(epoch: 3, request: request, op: String(repeating: "o", count: 1_025), digest: Array(1...8), signal: 4),
+             "ship-crashed body: `op` is longer than 1024 bytes"),
+            (.shipCrashed(epoch: 3, request: request, op: "x", digest: Array(1...32), signal: 4), "ship-crashed body: `digest` must be 8 bytes"),
+            (.shipCrashed(epoch: 3, request: request, op: "x", digest: Array(1...8), signal: 0), "ship-crashed body: `signal` must be 1 to 255"),
+            (.shipCrashed(epoch: 3, request: request, op: "x", digest: Array(1...8), signal: 256), "ship-crashed body: `signal` must be 1 to 255"),
+        ]
+        for (message, reason) in cases {
+            do {
+                _ = try WireMessage.decode(message.encoded())
+                Issue.record("decoded: \(message)")
+            } catch {
+                #expect(error.code == .malformed && error.message == reason, "\(error)")
             }
         }
     }

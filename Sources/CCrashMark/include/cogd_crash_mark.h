@@ -18,4 +18,15 @@ int cogd_crash_mark_arm(int fd, int64_t offset);
 /// armed.
 void cogd_crash_mark_disarm(int fd);
 
+/// A courier for the crash: after marking, the handler writes the signal's
+/// number as one byte to `wake_fd` and waits (poll(2)) up to `wait_ms` for
+/// a byte on `done_fd` before it goes on to die, so a thread of the
+/// process's own (blocked reading `wake_fd`) can tell others of the crash
+/// first. `wake_fd` -1: no courier (the default). Both descriptors must
+/// stay open until the courier is set again with -1.
+void cogd_crash_mark_courier(int wake_fd, int done_fd, int wait_ms);
+
+/// Removes the courier set with `wake_fd`; does nothing when another is set.
+void cogd_crash_mark_courier_release(int wake_fd);
+
 #endif

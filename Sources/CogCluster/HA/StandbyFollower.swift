@@ -158,6 +158,9 @@ public final class StandbyFollower {
         case .shipCopy(_, let sequence, let offset, let data, let more):
             receive(sequence: sequence, offset: offset, data: data, more: more)
             return nil
+        case .shipCrashed(let leaderEpoch, let request, let op, let digest, let signal):
+            keepCrash(epoch: leaderEpoch, request: request, op: op, digest: digest, signal: UInt8(truncatingIfNeeded: signal))
+            return nil
         case .error(let error):
             applied = nil
             quietUntil = .now + .seconds(5)
@@ -165,6 +168,24 @@ public final class StandbyFollower {
             return nil
         default:
             return nil
+        }
+    }
+
+    /// Keeps the request whose body crashed the leader in this folder's
+    /// running-request note, marked: should this node take the lead, it
+    /// quarantines that request at start instead of running it (ha.md §9).
+    private func keepCrash(epoch leaderEpoch: UInt64, request: RequestID, op: String, digest: [UInt8], signal: UInt8) {
+        guard leaderEpoch >= store.epoch else { return }  // a deposed leader's: this copy has applied a later epoch
+        let signalName = QuarantinedRequest(request: request, op: op, crashSignal: Int32(signal)).signalName ?? "signal \(signal)"
+        do {
+            try RunningRequestNote(dataFolder: dataFolder).record(request, op: op, digest: digest, signal: signal)
+            note(
+                "leader-crashed",
+                "the leader of epoch \(leaderEpoch) died of \(signalName) while running request \(TerminalText.quoted(request.description)) "
+                    + "(op \(TerminalText.quoted(op))): should this node lead, it answers that request rejected(crashed-leader) and does not run it",
+                true)
+        } catch {
+            note("leader-crashed", "the leader of epoch \(leaderEpoch) crashed running a request this node could not note: \(error)", true)
         }
     }
 

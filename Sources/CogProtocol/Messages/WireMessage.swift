@@ -78,11 +78,19 @@ public enum WireMessage: Equatable, Sendable {
     case ship(epoch: UInt64, sequence: UInt64, commit: [UInt8])
     /// Standby → leader: every commit through `sequence` is applied, each in its own durable commit.
     case shipAck(node: String, sequence: UInt64)
+    /// Leader → standby, sent as the leader dies of a crash (`ha.md` §9):
+    /// the body of `request` (op `op`, request digest `digest`) was running
+    /// when fatal signal `signal` stopped the leader of `epoch`; a standby
+    /// that takes the lead quarantines it instead of running it again.
+    case shipCrashed(epoch: UInt64, request: RequestID, op: String, digest: [UInt8], signal: UInt64)
     /// Standby → worker or tool (`ha.md` §10): this node does not lead; the
     /// node etcd names leads `epoch` and serves requests at `leader` (empty,
     /// epoch 0: no node leads now). Ask there, or the next node you know.
     case notLeader(leader: String, epoch: UInt64)
 
+    /// The longest `op` a `ship-crashed` names, in bytes (longer is malformed;
+    /// the leader cuts what it notes at this length).
+    public static let maximumCrashedOpBytes = 1_024
     /// The longest `leader` endpoint a `not-leader` names, in bytes (longer is malformed).
     public static let maximumEndpointLength = 1_024
 
@@ -128,6 +136,7 @@ public enum WireMessage: Equatable, Sendable {
         case .standbyCopied: "standby-copied"
         case .ship: "ship"
         case .shipAck: "ship-ack"
+        case .shipCrashed: "ship-crashed"
         case .notLeader: "not-leader"
         }
     }
@@ -556,6 +565,11 @@ extension WireMessage {
             body = .map([(.text("epoch"), .unsigned(epoch)), (.text("sequence"), .unsigned(sequence)), (.text("commit"), .bytes(commit))])
         case .shipAck(let node, let sequence):
             body = .map([(.text("node"), .text(node)), (.text("sequence"), .unsigned(sequence))])
+        case .shipCrashed(let epoch, let request, let op, let digest, let signal):
+            body = .map([
+                (.text("epoch"), .unsigned(epoch)), (.text("worker"), .text(request.worker)), (.text("seq"), .unsigned(request.sequence)),
+                (.text("op"), .text(op)), (.text("digest"), .bytes(digest)), (.text("signal"), .unsigned(signal)),
+            ])
         case .shipCopy(let epoch, let sequence, let offset, let data, let more):
             body = .map([
                 (.text("epoch"), .unsigned(epoch)), (.text("sequence"), .unsigned(sequence)), (.text("offset"), .unsigned(offset)),
@@ -732,6 +746,24 @@ extension WireMessage {
             let ack = try body(Ack.self)
             try WireMessage.checkNode(ack.node, in: "ship-ack")
             return .shipAck(node: ack.node, sequence: ack.sequence)
+        case "ship-crashed":
+            struct Crashed: Decodable { var epoch: UInt64; var worker: String; var seq: UInt64; var op: String; var digest: [UInt8]; var signal: UInt64 }
+            let crashed = try body(Crashed.self)
+            guard (1...255).contains(crashed.worker.utf8.count) else {
+                throw WireDecodeError(code: .malformed, message: "ship-crashed body: `worker` must be 1 to 255 bytes")
+            }
+            guard crashed.op.utf8.count <= WireMessage.maximumCrashedOpBytes else {
+                throw WireDecodeError(code: .malformed, message: "ship-crashed body: `op` is longer than \(WireMessage.maximumCrashedOpBytes) bytes")
+            }
+            guard crashed.digest.count == RequestDigest.size else {
+                throw WireDecodeError(code: .malformed, message: "ship-crashed body: `digest` must be \(RequestDigest.size) bytes")
+            }
+            guard (1...255).contains(crashed.signal) else {
+                throw WireDecodeError(code: .malformed, message: "ship-crashed body: `signal` must be 1 to 255")
+            }
+            return .shipCrashed(
+                epoch: crashed.epoch, request: RequestID(worker: crashed.worker, sequence: crashed.seq), op: crashed.op, digest: crashed.digest,
+                signal: crashed.signal)
         case "not-leader":
             struct NotLeader: Decodable { var leader: String; var epoch: UInt64 }
             let answer = try body(NotLeader.self)
