@@ -194,6 +194,38 @@ struct ShippingLeaderTests {
         #expect(retry.hasPrefix("answered from an earlier request: applied at revision 3 (request teller#3)"), "\(retry)")
     }
 
+    @Test func `with three nodes a frozen named standby is replaced by the spare at the tip while still connected, and replies flow again`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let nodes = ["n1", "n2", "n3"].map { HALeaderTests.Node(name: $0) }
+        defer { for node in nodes { node.folder.cleanUp() } }
+        let options = ["--sync", "one"]
+        let first = try CogdProcess(nodes[0].arguments(etcd) + options)
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(nodes[1].arguments(etcd) + options)
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        let third = try CogdProcess(nodes[2].arguments(etcd) + options)
+        defer { third.stop() }
+        #expect(third.waitForLine { $0.contains("in step with the leader of epoch 1") } != nil, "\(third.lines)")
+        #expect(try Self.call(nodes[0], 1).hasPrefix("applied revision 1"))
+
+        // n2, the named standby, freezes: its connection stays open and it acknowledges nothing. The reply waits
+        // until the spare, which holds the tip, is named in n2's place — before any timeout drops n2.
+        second.pause()
+        #expect(try Self.call(nodes[0], 2).hasPrefix("applied revision 2"))
+        #expect(try etcd.get("/cogd/bank/sync") == "1 n1 n3", "\(first.lines)")
+        let renamed = first.waitForLine { $0.contains("asking etcd's sync key to name n3") || $0.contains("standby n2 dropped") }
+        #expect(renamed?.contains("asking etcd's sync key to name n3") == true, "n3 was named while n2 was still kept: \(first.lines)")
+
+        // n2 thaws: it is a spare now (dropped or not meanwhile), and the named n3 keeps replies flowing.
+        second.resume()
+        #expect(try Self.call(nodes[0], 3).hasPrefix("applied revision 3"))
+        #expect(try etcd.get("/cogd/bank/sync") == "1 n1 n3", "\(first.lines)")
+    }
+
     @Test func `a request whose body crashed the leader is quarantined by the standby that takes over, not run again`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }

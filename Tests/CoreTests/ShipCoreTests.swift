@@ -175,6 +175,29 @@ struct ShipCoreTests {
         #expect(core.named == ["n3"] && core.state == .sync)
     }
 
+    @Test func `a named standby that holds releases a second while still connected is replaced by a spare at the tip`() {
+        var core = ShipCore(.init(sync: .one, standbyTimeout: 5, replaceAfter: 1))
+        _ = core.hello(from: a, node: "n2", inStep: true, now: 0)
+        _ = core.syncWritten(now: 0)
+        _ = core.hello(from: b, node: "n3", inStep: true, now: 0)
+        // n2 freezes (still connected, silent); n3 acknowledges commit 1 at once.
+        _ = core.shipped(commit, now: 0.2)
+        #expect(releases(core.acknowledged(from: b, node: "n3", through: 1, now: 0.2)).isEmpty)
+        #expect(writes(core.tick(now: 1.1)).isEmpty, "held 0.9 s: n2 keeps its place")
+        #expect(writes(core.tick(now: 1.2)) == [["n3"]], "held 1 s: the spare at the tip takes n2's place")
+        #expect(releases(core.syncWritten(now: 1.2)) == [1], "n3 holds everything released")
+        #expect(core.named == ["n3"] && core.state == .sync && core.standbys["n2"] != nil, "n2 stays connected, a spare now")
+        // A named standby that acknowledges the tip in time is never replaced.
+        _ = core.shipped(commit, now: 2)
+        _ = core.acknowledged(from: a, node: "n2", through: 2, now: 2)
+        #expect(releases(core.acknowledged(from: b, node: "n3", through: 2, now: 2.5)) == [2])
+        #expect(writes(core.tick(now: 4)).isEmpty)
+        // Nor is one when no spare holds the tip: the standbys lag together, and replies wait for the named one.
+        _ = core.shipped(commit, now: 4.2)
+        #expect(writes(core.tick(now: 5.5)).isEmpty)
+        #expect(core.named == ["n3"])
+    }
+
     @Test func `a standby dropped while it went on is refused its acknowledgement, so it says hello again`() {
         var core = ShipCore(.init(sync: .one, standbyTimeout: 2))
         _ = core.hello(from: a, node: "n2", inStep: true, now: 0)

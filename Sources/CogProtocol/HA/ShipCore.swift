@@ -17,7 +17,9 @@
 ///   only as far as every standby named has acknowledged.
 /// - A standby is added to the sync key only once it has acknowledged every
 ///   commit shipped (the tip), while fewer than K are named; a named
-///   standby whose connection is gone is replaced by one at the tip. Only
+///   standby whose connection is gone is replaced by one at the tip, and so
+///   is one still connected that has held releases for `replaceAfter`
+///   seconds without acknowledging the tip. Only
 ///   one change to the key is in flight; while one that names a new
 ///   standby is, nothing more is released, so the standby named holds
 ///   everything released before it.
@@ -75,11 +77,20 @@ public struct ShipCore: Sendable {
         /// (and the most the core keeps for a standby syncing a copy).
         public var window: Int
 
-        public init(sync: SyncMode = .one, degradeAfter: Double? = nil, standbyTimeout: Double = 5, window: Int = 4_096) {
+        /// Seconds of holding after which a named standby that has not
+        /// acknowledged the tip is replaced by a spare that has (frozen,
+        /// slow, cut off but still connected): the spare holds everything,
+        /// so the swap is safe, and replies wait this long, not `standbyTimeout`.
+        public var replaceAfter: Double
+
+        public init(
+            sync: SyncMode = .one, degradeAfter: Double? = nil, standbyTimeout: Double = 5, window: Int = 4_096, replaceAfter: Double = 1
+        ) {
             self.sync = sync
             self.degradeAfter = degradeAfter
             self.standbyTimeout = standbyTimeout
             self.window = window
+            self.replaceAfter = replaceAfter
         }
     }
 
@@ -330,6 +341,13 @@ public struct ShipCore: Sendable {
                 return [.writeSync(standbys: writing!)]
             } else if connected.count < count {
                 writing = connected + [ready]
+                return [.writeSync(standbys: writing!)]
+            } else if quorum != nil, let heldSince, now - heldSince >= configuration.replaceAfter,
+                let laggard = connected.filter({ standbys[$0]!.acknowledged < lastSequence })
+                    .min(by: { (standbys[$0]!.acknowledged, $0) < (standbys[$1]!.acknowledged, $1) })
+            {
+                // Releases held by a named standby still connected but behind, beside a spare at the tip: the spare takes its place.
+                writing = connected.filter { $0 != laggard } + [ready]
                 return [.writeSync(standbys: writing!)]
             }
         }
