@@ -241,8 +241,9 @@ extension Leader {
     }
 
     /// Why a standby's copy, as its hello describes it, is not this log as of
-    /// `revision` (log matching: the same log, no later epoch, the same state
-    /// digest there as the leader's record of it); nil when it is.
+    /// `revision` (log matching: the same log, the leader's record there of
+    /// the epoch the copy has applied, the same state digest there as that
+    /// record's); nil when it is.
     private func mismatch(logID: [UInt8]?, epoch standbyEpoch: UInt64, revision: UInt64, digest: StateDigest?) -> String? {
         guard standbyEpoch <= epoch else { return "its epoch \(standbyEpoch) is above this leader's" }
         guard revision <= store.lastRevision else { return "its revision \(revision) is past this log's last" }
@@ -250,7 +251,16 @@ extension Leader {
         guard let logID else { return revision == 0 ? nil : "its copy names no log" }
         guard logID == store.logID else { return "its copy is another log" }
         guard revision > 0 else { return nil }
-        return digest != nil && (try? store.stateDigest(at: revision)) == digest ? nil : "its state digest at revision \(revision) differs from this log's"
+        // One leader per epoch writes each revision once: a record is named by its revision and epoch (as in Raft).
+        // A copy that has applied another epoch than this log's record there holds another record at that revision —
+        // a deposed leader's tail, even one whose state came out the same (clients retried the same requests).
+        guard let ours = try? store.records(from: revision, limit: 1).first, ours.revision == revision else {
+            return "this log no longer holds its revision \(revision)"
+        }
+        guard ours.epoch == standbyEpoch else {
+            return "it has applied epoch \(standbyEpoch) and this log's revision \(revision) is of epoch \(ours.epoch)"
+        }
+        return digest == ours.stateDigest ? nil : "its state digest at revision \(revision) differs from this log's"
     }
 
     /// Once per pass of the serving loop: etcd's answers to sync key writes, and the rules' timers.

@@ -226,6 +226,56 @@ struct ShippingLeaderTests {
         #expect(try etcd.get("/cogd/bank/sync") == "1 n1 n3", "\(first.lines)")
     }
 
+    @Test func `a standby whose record at its last revision is of another epoch than the leader's there is sent a copy, though its state is the same`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        let encoder = CBOREncoder()
+        func load(_ count: Int) throws -> [TurnDraft] {
+            let accounts = (1...count).map { "a\($0)" }
+            return [TurnDraft(name: "ledger.open", writes: [TurnWrite(name: "ledger.accounts", key: nil, value: try encoder.encode(accounts))])]
+        }
+        // One log through revision 1, in epoch 1, in both folders (copied between two commits of n2's)...
+        let deposed = try TurnStore(directory: n2.folder.path, mode: .writer, createIfMissing: true, epoch: 1)
+        try deposed.append(try load(5))
+        try FileManager.default.createDirectory(atPath: n1.folder.path, withIntermediateDirectories: true)
+        for name in ["data.mdb", "cogd.identity"] {
+            try FileManager.default.copyItem(atPath: n2.folder.path + "/" + name, toPath: n1.folder.path + "/" + name)
+        }
+        // ...then revision 2 is the same turn in both, the same state after it — but n2 wrote it in epoch 1 (a
+        // deposed leader, whose clients retried the same request on the next leader), and n1 leading epoch 2.
+        try deposed.append(try load(6))
+        let deposedDigest = try deposed.currentStateDigest()
+        deposed.close()
+        let next = try TurnStore(directory: n1.folder.path, mode: .writer, epoch: 2)
+        try next.append(try load(6))
+        #expect(try next.currentStateDigest() == deposedDigest, "the same state after revision 2")
+        next.close()
+        try etcd.put("/cogd/bank/epoch", "2")
+
+        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 3, revision 2") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--sync", "one"])
+        defer { second.stop() }
+        // The two records at revision 2 differ: n2 is not in step there, and its copy is replaced by the leader's.
+        let copy = first.waitForLine { $0.contains("standby n2 is") }
+        #expect(copy?.contains("standby n2 is not in step (it has applied epoch 1 and this log's revision 2 is of epoch 2): sending it a copy of the log at revision 2") == true,
+            "\(first.lines)")
+        #expect(second.waitForLine { $0.contains("the leader's copy is in place at revision 2") } != nil, "\(second.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "3 n1 n2" }, "\(first.lines)")
+        second.stop()
+        let copied = try TurnStore(directory: n2.folder.path, mode: .reader)
+        defer { copied.close() }
+        #expect(try copied.records(from: 1).map(\.epoch) == [1, 2], "n2 holds the leader's record at revision 2")
+    }
+
     @Test func `a request whose body crashed the leader is quarantined by the standby that takes over, not run again`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }
