@@ -60,8 +60,11 @@ public enum CogLab {
             }),
         ExtraSubcommand(
             name: "sim",
-            summary: "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups | --arbiter] [--break RULE] [--json]",
-            usage: { cogd in "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups | --arbiter] [--break RULE]… [--json]" },
+            summary: "simulate the cluster under faults from a seed: cogd sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups | --arbiter] [--break RULE] [--json] | cogd sim --shipping [--sync MODE] [--late-sync-writes] …",
+            usage: { cogd in
+                "Usage: \(cogd) sim [--seed N | --seeds A-B] [--steps N] [--workers N] [--groups | --arbiter] [--break RULE]… [--json]\n"
+                    + "       \(cogd) sim --shipping [--seed N | --seeds A-B] [--steps N] [--sync one|quorum:2] [--late-sync-writes] [--break RULE] [--json]"
+            },
             page: { page("sim", program: $0) },
             parse: { arguments throws(CommandUsageError) in
                 let options = try SimCommand.parse(arguments)
@@ -259,7 +262,7 @@ public enum CogLab {
         case "sim":
             let defaults = SimCommand.Options()
             let breakRules = wrapped(
-                SimRule.allCases.map(\.rawValue) + [SimCommand.arbiterRule],
+                SimRule.allCases.map(\.rawValue) + [SimCommand.arbiterRule, SimCommand.shippingRule],
                 width: 56, indent: 22)
             return """
 
@@ -284,14 +287,30 @@ public enum CogLab {
                   --arbiter           instead of the cluster, --workers nodes' arbiters (cogd leader --ha)
                                       against a model of etcd: the checker holds that a node whose
                                       release gate is open holds etcd's leader key (default: off)
+                  --shipping          instead of the cluster, a leader's shipping rules (cogd leader
+                                      --ha --sync) against 2 or 3 standbys and etcd's sync key, under
+                                      standbys killed, frozen, wiped and cut off and sync key writes
+                                      late or failed: the checker holds that every standby the sync
+                                      key names holds every commit released, that it names at most
+                                      K, that releases never go back, and that once faults stop
+                                      everything shipped is released (default: off)
+                  --sync MODE         with --shipping: one or quorum:2 for every seed (default: each
+                                      seed draws one, and strict or a degrade-after)
+                  --late-sync-writes  with --shipping: a sync key write the leader gave up on (no
+                                      answer in time) may be applied by etcd later all the same,
+                                      as any etcd request can (default: off, a failed write is not
+                                      applied)
                   --break RULE        turn a rule off to see the checker catch it, again for more
                                       (default: none); exclusive-placement and worker-lease need
-                                      --groups, \(SimCommand.arbiterRule) needs --arbiter:
+                                      --groups, \(SimCommand.arbiterRule) needs --arbiter, \(SimCommand.shippingRule)
+                                      (the sync key names every standby in step, releases wait for
+                                      the K fastest) needs --shipping:
                                       \(breakRules)
                   --json              one JSON object (default: lines)
 
                 Example:
                   \(cogd) sim --seeds 1-50 --steps 5000
+                  \(cogd) sim --shipping --seeds 1-50 --steps 20000
                 """
         case "bench":
             return """
@@ -413,7 +432,7 @@ public enum CogLab {
     }
 
     /// A number of seconds as help prints it: `5`, `0.5`.
-    private static func formatted(_ value: Double) -> String {
+    static func formatted(_ value: Double) -> String {
         value == value.rounded() ? String(Int(value)) : String(value)
     }
 }

@@ -1,6 +1,6 @@
+import CogProtocol
 import CogSim
 import CogdCommandLine
-import CogSim
 import Foundation
 
 /// `cogd-lab sim`: runs the cluster's cores on a simulated network, disk and
@@ -16,6 +16,14 @@ enum SimCommand {
         var groups = false
         /// The nodes' arbiters against a model of etcd instead of the cluster (`--arbiter`).
         var arbiter = false
+        /// A leader's shipping rules against standbys and etcd's sync key instead of the cluster (`--shipping`).
+        var shipping = false
+        /// With `--shipping`: `one` or `quorum:2` for every seed (nil: each seed draws one).
+        var sync: ShipCore.SyncMode?
+        /// With `--shipping`: sync key writes the leader gave up on may be applied by etcd later (`--late-sync-writes`).
+        var lateSyncWrites = false
+        /// Whether `--workers` was given (it means nothing with `--shipping`).
+        var workersGiven = false
     }
 
     static func parse(_ arguments: [String]) throws(CommandUsageError) -> Options {
@@ -42,7 +50,9 @@ enum SimCommand {
                 }
                 options.seeds = low...high
             case "--steps": options.steps = Int(try whole(option, try reader.value(for: option), in: 1...100_000_000))
-            case "--workers": options.workers = Int(try whole(option, try reader.value(for: option), in: 1...16))
+            case "--workers":
+                options.workers = Int(try whole(option, try reader.value(for: option), in: 1...16))
+                options.workersGiven = true
             case "--json":
                 try reader.noValue(option)
                 options.json = true
@@ -52,11 +62,24 @@ enum SimCommand {
             case "--arbiter":
                 try reader.noValue(option)
                 options.arbiter = true
+            case "--shipping":
+                try reader.noValue(option)
+                options.shipping = true
+            case "--late-sync-writes":
+                try reader.noValue(option)
+                options.lateSyncWrites = true
+            case "--sync":
+                let text = try reader.value(for: option)
+                guard let sync = ShipCore.SyncMode(text: text), sync == .one || sync == .quorum(2) else {
+                    throw CommandUsageError(
+                        message: "--sync takes one or quorum:2 (the simulated leader has 2 or 3 standbys), not '\(text)'", subcommand: "sim")
+                }
+                options.sync = sync
             case "--break":
                 let text = try reader.value(for: option)
-                guard SimRule(rawValue: text) != nil || text == arbiterRule else {
+                guard SimRule(rawValue: text) != nil || text == arbiterRule || text == shippingRule else {
                     throw CommandUsageError(
-                        message: "--break takes one of \((SimRule.allCases.map(\.rawValue) + [arbiterRule]).joined(separator: ", ")), not '\(text)'",
+                        message: "--break takes one of \((SimRule.allCases.map(\.rawValue) + [arbiterRule, shippingRule]).joined(separator: ", ")), not '\(text)'",
                         subcommand: "sim")
                 }
                 options.broken.append(text)
@@ -64,10 +87,29 @@ enum SimCommand {
             }
         }
         if let extra = try reader.positional() { throw CommandUsageError(message: "unexpected argument '\(extra)'", subcommand: "sim") }
+        if options.shipping {
+            if options.arbiter || options.groups {
+                throw CommandUsageError(message: "--shipping is a mode of its own: give it without --\(options.arbiter ? "arbiter" : "groups")", subcommand: "sim")
+            }
+            if options.workersGiven {
+                throw CommandUsageError(message: "--workers does not apply to --shipping: each seed draws 2 or 3 standbys", subcommand: "sim")
+            }
+            if let other = options.broken.first(where: { $0 != shippingRule }) {
+                throw CommandUsageError(message: "--break \(other) is not a rule of shipping; with --shipping, --break takes \(shippingRule)", subcommand: "sim")
+            }
+        } else {
+            if options.sync != nil || options.lateSyncWrites {
+                throw CommandUsageError(
+                    message: "\(options.sync != nil ? "--sync" : "--late-sync-writes") is an option of --shipping: give --shipping too", subcommand: "sim")
+            }
+            if options.broken.contains(shippingRule) {
+                throw CommandUsageError(message: "--break \(shippingRule) is a rule of shipping: give --shipping too", subcommand: "sim")
+            }
+        }
         if options.arbiter, let other = options.broken.first(where: { $0 != arbiterRule }) {
             throw CommandUsageError(message: "--break \(other) is a rule of the cluster's cores; with --arbiter, --break takes \(arbiterRule)", subcommand: "sim")
         }
-        if !options.arbiter, options.broken.contains(arbiterRule) {
+        if !options.arbiter, !options.shipping, options.broken.contains(arbiterRule) {
             throw CommandUsageError(message: "--break \(arbiterRule) is the arbiter's rule: give --arbiter too", subcommand: "sim")
         }
         if options.broken.contains(SimRule.exclusivePlacement.rawValue) && !options.groups {
@@ -94,6 +136,7 @@ enum SimCommand {
             return 1
         }
         if options.arbiter { return runArbiter(options) }
+        if options.shipping { return runShipping(options) }
         let broken = Set(options.broken.compactMap(SimRule.init(rawValue:)))
         let started = ContinuousClock.now
         var totalSteps = 0
@@ -164,6 +207,67 @@ enum SimCommand {
             + "\(totals.leads) leads, \(totals.stepDowns) step-downs, in \(String(format: "%.1f", elapsed)) s; "
             + "no node released without holding etcd's leader key")
         return 0
+    }
+
+    /// The shipping rules' broken rule (`--shipping --break ship-sync-key`).
+    static let shippingRule = "ship-sync-key"
+
+    /// `--shipping`: each seed's leader, its standbys and etcd's sync key.
+    static func runShipping(_ options: Options) -> Int32 {
+        let started = ContinuousClock.now
+        var totals = (steps: 0, seconds: 0.0, shipped: UInt64(0), released: UInt64(0))
+        var counts: [String: Int] = [:]
+        for seed in options.seeds {
+            let result = ShipSimulation.run(.init(
+                seed: seed, steps: options.steps, sync: options.sync, brokenSyncKey: options.broken.contains(shippingRule),
+                lateSyncWrites: options.lateSyncWrites))
+            totals = (totals.steps + result.steps, totals.seconds + result.simulatedSeconds, totals.shipped + result.shipped, totals.released + result.released)
+            counts.merge(result.counts, uniquingKeysWith: +)
+            if options.json { print(json(result)) }
+            if let violation = result.violation {
+                guard !options.json else { return 1 }
+                print("seed \(seed): FAIL at step \(violation.step) (t=\(String(format: "%.3f", seconds(violation.time))) s): \(violation.invariant): \(escaped: violation.message)")
+                print("trace (the last events, oldest first):")
+                for line in violation.trace { print("  \(escaped: line)") }
+                print("reproduce: cogd-lab sim --shipping --seed \(seed) --steps \(options.steps)"
+                    + (options.sync.map { " --sync \($0)" } ?? "") + (options.lateSyncWrites ? " --late-sync-writes" : "")
+                    + options.broken.map { " --break \($0)" }.joined())
+                return 1
+            }
+            if !options.json, options.seeds.count <= 20 || seed == options.seeds.upperBound {
+                print("seed \(seed): pass — \(result.steps) steps, \(String(format: "%.0f", result.simulatedSeconds)) s simulated, --sync \(result.sync) "
+                    + (result.degradeAfter.map { "degrading after \(CogLab.formatted($0)) s" } ?? "strict") + ", \(result.standbys) standbys; "
+                    + "\(result.released) of \(result.shipped) commits released in \(result.counts["releases", default: 0]) releases, "
+                    + "\(result.counts["copies", default: 0]) copies, \(result.counts["drops", default: 0]) drops")
+            }
+        }
+        let elapsed = seconds(ContinuousClock.now - started)
+        if !options.json {
+            print("\(options.seeds.count) seed\(options.seeds.count == 1 ? "" : "s") passed: \(totals.steps) steps, \(Int(totals.seconds)) s simulated, "
+                + "\(totals.released) of \(totals.shipped) commits released in \(counts["releases", default: 0]) releases, "
+                + "\(counts["copies", default: 0]) copies, \(counts["drops", default: 0]) drops, 0 violations, in \(String(format: "%.1f", elapsed)) s; "
+                + "every standby etcd's sync key named held every commit released")
+        }
+        return 0
+    }
+
+    static func json(_ result: ShipSimulation.Result) -> String {
+        var object: [String: Any] = [
+            "seed": result.seed, "steps": result.steps, "sync": result.sync.description, "standbys": result.standbys,
+            "shipped": result.shipped, "released": result.released, "counts": result.counts, "simulatedSeconds": result.simulatedSeconds,
+            "pass": result.violation == nil,
+        ]
+        if let degradeAfter = result.degradeAfter { object["degradeAfter"] = degradeAfter }
+        if let violation = result.violation { object["violation"] = json(violation) }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func json(_ violation: SimViolation) -> [String: Any] {
+        [
+            "invariant": violation.invariant, "message": violation.message, "step": violation.step,
+            "time": seconds(violation.time), "trace": violation.trace,
+        ]
     }
 
     static func json(_ result: SimResult) -> String {

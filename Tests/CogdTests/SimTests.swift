@@ -127,7 +127,7 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogdLab(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, quarantine, selector-encoding, arbiter-deadline, not 'nothing'"), "\(result.stderr)")
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, quarantine, selector-encoding, arbiter-deadline, ship-sync-key, not 'nothing'"), "\(result.stderr)")
         let arbiterOnly = try runCogdLab(["sim", "--break", "arbiter-deadline"])
         #expect(arbiterOnly.status == 64 && arbiterOnly.stderr.contains("--break arbiter-deadline is the arbiter's rule: give --arbiter too"))
         let clusterOnly = try runCogdLab(["sim", "--arbiter", "--break", "dedup"])
@@ -141,6 +141,18 @@ struct SimTests {
         let range = try runCogdLab(["sim", "--seeds", "9-3"])
         #expect(range.status == 64)
         #expect(range.stderr.contains("--seeds takes a range A-B"))
+        for (arguments, message) in [
+            (["--break", "ship-sync-key"], "--break ship-sync-key is a rule of shipping: give --shipping too"),
+            (["--shipping", "--break", "dedup"], "with --shipping, --break takes ship-sync-key"),
+            (["--shipping", "--arbiter"], "--shipping is a mode of its own: give it without --arbiter"),
+            (["--shipping", "--workers", "3"], "--workers does not apply to --shipping"),
+            (["--shipping", "--sync", "quorum:3"], "--sync takes one or quorum:2 (the simulated leader has 2 or 3 standbys), not 'quorum:3'"),
+            (["--sync", "one"], "--sync is an option of --shipping: give --shipping too"),
+            (["--late-sync-writes"], "--late-sync-writes is an option of --shipping: give --shipping too"),
+        ] {
+            let refused = try runCogdLab(["sim"] + arguments)
+            #expect(refused.status == 64 && refused.stderr.contains(message), "\(arguments): \(refused.stderr)")
+        }
     }
 
     @Test func `the arbiters against a model etcd: no node releases without the leader key through every fault, and a broken deadline is caught`() throws {
@@ -159,5 +171,53 @@ struct SimTests {
         let failure = try #require(broken.stdout.split(separator: "\n").first { $0.contains("FAIL") }.map(String.init), "\(broken.stdout)")
         #expect(failure.contains("stale-leader: ") || failure.contains("two-leaders: "), "\(failure)")
         #expect(broken.stdout.contains("reproduce: cogd-lab sim --arbiter --seed ") && broken.stdout.contains("--break arbiter-deadline"))
+    }
+
+    @Test func `a leader's shipping rules against standbys and etcd's sync key: every standby the sync key names holds every commit released, through every fault`() throws {
+        let (status, runs, output) = try runs(["--shipping", "--seeds", "1-12", "--steps", "5000"])
+        #expect(status == 0, "\(output)")
+        #expect(runs.count == 12)
+        for run in runs {
+            #expect(run["pass"] as? Bool == true, "\(run)")
+            // Not a vacuous pass: commits were shipped and released, and once faults stopped all of them were.
+            let shipped = run["shipped"] as? Int ?? 0
+            let counts = run["counts"] as? [String: Int] ?? [:]
+            #expect(shipped > 500 && run["released"] as? Int == shipped, "\(run)")
+            #expect((counts["releases"] ?? 0) > 20 && (counts["sync-writes"] ?? 0) > 0, "\(counts)")
+        }
+        #expect(Set(runs.compactMap { $0["sync"] as? String }) == ["one", "quorum:2"])
+        #expect(runs.contains { $0["degradeAfter"] == nil } && runs.contains { $0["degradeAfter"] != nil }, "strict and degrading runs")
+        let seen = ["kills", "freezes", "wipes", "connection-drops", "copies", "catch-ups", "drops-silent", "drops-behind", "drops-gone", "degraded",
+            "refusals", "sync-write-failures", "keep-alives",
+        ]
+        for name in seen {
+            #expect(runs.contains { ($0["counts"] as? [String: Int])?[name] ?? 0 > 0 }, "no run saw \(name)")
+        }
+        // One seed, one run.
+        let again = try self.runs(["--shipping", "--seed", "5", "--steps", "5000"])
+        #expect(again.runs.first?["counts"] as? [String: Int] == runs[4]["counts"] as? [String: Int])
+    }
+
+    @Test func `a sync key that names every standby in step while releases wait for the K fastest is caught, and the failure says how to reproduce it`() throws {
+        let (status, runs, output) = try runs(["--shipping", "--seeds", "1-20", "--steps", "5000", "--break", "ship-sync-key"])
+        #expect(status == 1, "\(output)")
+        let violation = try #require(runs.last?["violation"] as? [String: Any], "\(output)")
+        #expect(["named-lacks-release", "too-many-named"].contains(violation["invariant"] as? String), "\(violation)")
+        #expect(!(violation["trace"] as? [String] ?? []).isEmpty)
+
+        let broken = try runCogdLab(["sim", "--shipping", "--seeds", "1-20", "--steps", "5000", "--break", "ship-sync-key"], timeout: .seconds(120))
+        #expect(broken.status == 1)
+        let lines = broken.stdout.split(separator: "\n").map(String.init)
+        let failure = try #require(lines.first { $0.contains("FAIL") }, "\(broken.stdout)")
+        #expect(failure.hasPrefix("seed ") && failure.contains("at step ") && failure.contains("etcd's sync key names "), "\(failure)")
+        #expect(lines.contains("trace (the last events, oldest first):"))
+        #expect(lines.contains { $0.hasPrefix("reproduce: cogd-lab sim --shipping --seed ") && $0.hasSuffix("--break ship-sync-key") }, "\(broken.stdout)")
+
+        let passing = try runCogdLab(["sim", "--shipping", "--sync", "one", "--seeds", "1-3", "--steps", "3000"], timeout: .seconds(120))
+        #expect(passing.status == 0, "\(passing.stdout)")
+        let summary = try #require(passing.stdout.split(separator: "\n").last.map(String.init))
+        #expect(summary.hasPrefix("3 seeds passed: ") && summary.contains(" 0 violations")
+            && summary.hasSuffix("every standby etcd's sync key named held every commit released"), "\(summary)")
+        #expect(passing.stdout.split(separator: "\n").filter { $0.hasPrefix("seed ") && $0.contains(": pass — ") && $0.contains("--sync one ") }.count == 3)
     }
 }
