@@ -198,6 +198,31 @@ struct ShipCoreTests {
         #expect(core.named == ["n3"])
     }
 
+    @Test func `a standby a failed sync key write would have named holds releases back until a later write is confirmed`() {
+        var core = ShipCore(.init(sync: .one, degradeAfter: 1))
+        _ = core.hello(from: a, node: "n2", inStep: true, now: 0)
+        _ = core.syncWritten(now: 0)
+        // n2 goes; held a second, the leader writes it out of the key and releases alone.
+        _ = core.gone("n2", now: 0)
+        _ = core.shipped(commit, now: 0)
+        #expect(writes(core.tick(now: 1)) == [[]])
+        #expect(releases(core.syncWritten(now: 1)) == [1])
+        #expect(core.state == .degraded)
+        // n3 arrives at the tip; the write naming it gets no answer in time. etcd may have applied it, so n3 may be
+        // named: what n3 lacks is not released, though the leader is degraded.
+        #expect(writes(core.hello(from: b, node: "n3", inStep: true, now: 2)) == [["n3"]])
+        #expect(releases(core.shipped(commit, now: 2)).isEmpty, "a standby is being added")
+        let failed = core.syncWriteFailed(now: 2)
+        #expect(core.maybeNamed == ["n3"])
+        #expect(releases(failed).isEmpty && writes(failed).isEmpty, "commit 2 waits for n3, which lacks it")
+        // n3 acknowledges: commit 2 is released, the key is written again naming n3, and once that is confirmed
+        // the key is known again.
+        let acknowledged = core.acknowledged(from: b, node: "n3", through: 2, now: 2)
+        #expect(releases(acknowledged) == [2] && writes(acknowledged) == [["n3"]])
+        _ = core.syncWritten(now: 2)
+        #expect(core.maybeNamed.isEmpty && core.named == ["n3"] && core.state == .sync)
+    }
+
     @Test func `a standby dropped while it went on is refused its acknowledgement, so it says hello again`() {
         var core = ShipCore(.init(sync: .one, standbyTimeout: 2))
         _ = core.hello(from: a, node: "n2", inStep: true, now: 0)

@@ -31,6 +31,9 @@
 ///   standby can take the lead with less than was released. A standby that
 ///   catches up again is added back, and the leader leaves `degraded` once
 ///   K are named.
+/// - A sync key write that failed may still land (etcd applied it, the
+///   answer was lost): the standbys it would have added count as named for
+///   releases until a later write is confirmed.
 /// - A standby silent for `standbyTimeout` seconds is dropped (its
 ///   acknowledgements no longer arrive); a standby more than `window`
 ///   commits behind is dropped too, and must sync again.
@@ -159,6 +162,11 @@ public struct ShipCore: Sendable {
     public private(set) var writing: [String]?
     /// Since when releases have been held (nil: not held).
     private var heldSince: Double?
+    /// Standbys a sync key write that failed would have added: etcd may
+    /// still apply a write whose answer never came (a timeout), so until a
+    /// later write is confirmed each may be named, and releases go only as
+    /// far as they hold too.
+    public private(set) var maybeNamed: [String] = []
 
     /// The most standbys connected at once (a cluster has a few nodes;
     /// the names a peer can say are not allowed to grow the leader's memory).
@@ -260,6 +268,8 @@ public struct ShipCore: Sendable {
         // Whether it named a standby the key did not (an addition or a replacement), not only removed some.
         let grew = written.contains { !named.contains($0) }
         named = written
+        // A write the leader gave up on lands before a later one is confirmed, or never: the key is this one now.
+        maybeNamed = []
         if case .quorum(let count) = configuration.sync {
             if named.count >= count {
                 degraded = false
@@ -273,6 +283,7 @@ public struct ShipCore: Sendable {
 
     /// The sync key write in flight failed (etcd unreachable, or the key changed): tried again later.
     public mutating func syncWriteFailed(now: Double) -> [Effect] {
+        for added in writing ?? [] where !named.contains(added) && !maybeNamed.contains(added) { maybeNamed.append(added) }
         writing = nil
         return advance(now: now)
     }
@@ -305,7 +316,8 @@ public struct ShipCore: Sendable {
             // Every standby named may take the lead (ha.md §4), so each must hold all that is released: a
             // release goes as far as the least of theirs (one that left counts 0, and holds releases until
             // it is replaced or, degrading, removed).
-            let leastNamed = named.map { standbys[$0]?.acknowledged ?? 0 }.min()
+            // So must a standby a failed write would have named: etcd may apply that write yet.
+            let leastNamed = (named + maybeNamed.filter { !named.contains($0) }).map { standbys[$0]?.acknowledged ?? 0 }.min()
             if writing.map({ $0.contains { !named.contains($0) } }) == true {
                 target = releasedThrough  // a standby is being added: it must hold all that is released
             } else if named.count >= count {
