@@ -262,7 +262,7 @@ public enum CogLab {
         case "sim":
             let defaults = SimCommand.Options()
             let breakRules = wrapped(
-                SimRule.allCases.map(\.rawValue) + [SimCommand.arbiterRule, SimCommand.shippingRule],
+                SimRule.allCases.map(\.rawValue) + [SimCommand.arbiterRule] + SimCommand.shippingRules,
                 width: 56, indent: 22)
             return """
 
@@ -298,13 +298,15 @@ public enum CogLab {
                                       seed draws one, and strict or a degrade-after)
                   --late-sync-writes  with --shipping: a sync key write the leader gave up on (no
                                       answer in time) may be applied by etcd later all the same,
-                                      as any etcd request can (default: off, a failed write is not
-                                      applied)
+                                      as any etcd request can, if the sync key is still as the
+                                      leader read it (default: off, a failed write is not applied)
                   --break RULE        turn a rule off to see the checker catch it, again for more
                                       (default: none); exclusive-placement and worker-lease need
                                       --groups, \(SimCommand.arbiterRule) needs --arbiter, \(SimCommand.shippingRule)
                                       (the sync key names every standby in step, releases wait for
-                                      the K fastest) needs --shipping:
+                                      the K fastest) needs --shipping, \(SimCommand.uncomparedRule)
+                                      (sync key writes compare only the leader key, so a late one
+                                      can land after a later one) needs --late-sync-writes:
                                       \(breakRules)
                   --json              one JSON object (default: lines)
 

@@ -77,9 +77,9 @@ enum SimCommand {
                 options.sync = sync
             case "--break":
                 let text = try reader.value(for: option)
-                guard SimRule(rawValue: text) != nil || text == arbiterRule || text == shippingRule else {
+                guard SimRule(rawValue: text) != nil || text == arbiterRule || shippingRules.contains(text) else {
                     throw CommandUsageError(
-                        message: "--break takes one of \((SimRule.allCases.map(\.rawValue) + [arbiterRule, shippingRule]).joined(separator: ", ")), not '\(text)'",
+                        message: "--break takes one of \((SimRule.allCases.map(\.rawValue) + [arbiterRule] + shippingRules).joined(separator: ", ")), not '\(text)'",
                         subcommand: "sim")
                 }
                 options.broken.append(text)
@@ -94,16 +94,21 @@ enum SimCommand {
             if options.workersGiven {
                 throw CommandUsageError(message: "--workers does not apply to --shipping: each seed draws 2 or 3 standbys", subcommand: "sim")
             }
-            if let other = options.broken.first(where: { $0 != shippingRule }) {
-                throw CommandUsageError(message: "--break \(other) is not a rule of shipping; with --shipping, --break takes \(shippingRule)", subcommand: "sim")
+            if let other = options.broken.first(where: { !shippingRules.contains($0) }) {
+                throw CommandUsageError(
+                    message: "--break \(other) is not a rule of shipping; with --shipping, --break takes \(shippingRules.joined(separator: " or "))", subcommand: "sim")
+            }
+            if options.broken.contains(uncomparedRule), !options.lateSyncWrites {
+                throw CommandUsageError(
+                    message: "--break \(uncomparedRule) needs --late-sync-writes (only a write that lands late can land after a later one)", subcommand: "sim")
             }
         } else {
             if options.sync != nil || options.lateSyncWrites {
                 throw CommandUsageError(
                     message: "\(options.sync != nil ? "--sync" : "--late-sync-writes") is an option of --shipping: give --shipping too", subcommand: "sim")
             }
-            if options.broken.contains(shippingRule) {
-                throw CommandUsageError(message: "--break \(shippingRule) is a rule of shipping: give --shipping too", subcommand: "sim")
+            if let rule = options.broken.first(where: { shippingRules.contains($0) }) {
+                throw CommandUsageError(message: "--break \(rule) is a rule of shipping: give --shipping too", subcommand: "sim")
             }
         }
         if options.arbiter, let other = options.broken.first(where: { $0 != arbiterRule }) {
@@ -209,8 +214,12 @@ enum SimCommand {
         return 0
     }
 
-    /// The shipping rules' broken rule (`--shipping --break ship-sync-key`).
+    /// The shipping rules' broken rules: the sync key names every standby
+    /// in step (`--shipping --break ship-sync-key`), or its writes compare
+    /// only the leader key (`--break sync-key-compare`).
     static let shippingRule = "ship-sync-key"
+    static let uncomparedRule = "sync-key-compare"
+    static let shippingRules = [shippingRule, uncomparedRule]
 
     /// `--shipping`: each seed's leader, its standbys and etcd's sync key.
     static func runShipping(_ options: Options) -> Int32 {
@@ -220,7 +229,7 @@ enum SimCommand {
         for seed in options.seeds {
             let result = ShipSimulation.run(.init(
                 seed: seed, steps: options.steps, sync: options.sync, brokenSyncKey: options.broken.contains(shippingRule),
-                lateSyncWrites: options.lateSyncWrites))
+                lateSyncWrites: options.lateSyncWrites, uncomparedSyncWrites: options.broken.contains(uncomparedRule)))
             totals = (totals.steps + result.steps, totals.seconds + result.simulatedSeconds, totals.shipped + result.shipped, totals.released + result.released)
             counts.merge(result.counts, uniquingKeysWith: +)
             if options.json { print(json(result)) }

@@ -30,18 +30,27 @@ public struct ShipSimulation {
         public var brokenSyncKey: Bool
         /// Sync key writes the leader gave up on (no answer in time) that
         /// etcd applies all the same, later, as it can any request
-        /// (`--late-sync-writes`); off, a failed write is not applied. The
-        /// rules do not hold under it yet: a degraded leader that takes
-        /// such a write as failed releases on, while etcd names the standby
-        /// it added.
+        /// (`--late-sync-writes`); off, a failed write is not applied. Each
+        /// write compares the sync key's revision as the leader last read
+        /// it (ha.md §9 rule 5), so a late one lands only if no write was
+        /// confirmed after it was sent.
         public var lateSyncWrites: Bool
+        /// The broken rule (`sync-key-compare`): a sync key write compares
+        /// only the leader key, so a write the leader gave up on may land
+        /// after a later one was confirmed; with `lateSyncWrites` the
+        /// checker must catch it.
+        public var uncomparedSyncWrites: Bool
 
-        public init(seed: UInt64, steps: Int = 20_000, sync: ShipCore.SyncMode? = nil, brokenSyncKey: Bool = false, lateSyncWrites: Bool = false) {
+        public init(
+            seed: UInt64, steps: Int = 20_000, sync: ShipCore.SyncMode? = nil, brokenSyncKey: Bool = false, lateSyncWrites: Bool = false,
+            uncomparedSyncWrites: Bool = false
+        ) {
             self.seed = seed
             self.steps = steps
             self.sync = sync
             self.brokenSyncKey = brokenSyncKey
             self.lateSyncWrites = lateSyncWrites
+            self.uncomparedSyncWrites = uncomparedSyncWrites
         }
     }
 
@@ -127,7 +136,9 @@ public struct ShipSimulation {
         let written: [String]
         let appliesAt: Duration
         let answersAt: Duration
-        let succeeds: Bool
+        var succeeds: Bool
+        /// The sync key's revision the write compares (as the leader last read it).
+        let expected: Int
         var applied = false
     }
 
@@ -147,11 +158,14 @@ public struct ShipSimulation {
     /// The most recent commits the leader keeps for a catch-up or after a copy (as its `KeptCommits`).
     let window: Int
     var standbys: [Standby] = []
-    /// etcd's sync key as last written, the write on its way, and writes
+    /// etcd's sync key as last written and its revision (writes so far),
+    /// the revision the leader last read, the write on its way, and writes
     /// the leader gave up on that etcd applies yet (`lateSyncWrites`).
     var syncKey: [String] = []
+    var syncKeyRevision = 0
+    var syncRevisionRead = 0
     var syncWrite: SyncWrite?
-    var lateWrites: [Sent<[String]>] = []
+    var lateWrites: [Sent<(written: [String], expected: Int)>] = []
     /// Connections that ended, as the leader's socket watch notices them.
     var goneNotices: [Sent<(node: String, peer: [UInt8])>] = []
     /// The chance that a step ships commits (one to three), changed now and then (0: idle).
@@ -342,7 +356,7 @@ public struct ShipSimulation {
 
     /// Whether etcd's sync key names the standby, or may once a write on its way lands.
     func named(_ node: String) -> Bool {
-        syncKey.contains(node) || syncWrite?.written.contains(node) == true || lateWrites.contains { $0.message.contains(node) }
+        syncKey.contains(node) || syncWrite?.written.contains(node) == true || lateWrites.contains { $0.message.written.contains(node) }
     }
 
     /// Kills a standby (it loses what was on its way), and with `wipe` its copy.
@@ -379,21 +393,34 @@ public struct ShipSimulation {
 
     mutating func serveEtcd() {
         while let index = lateWrites.firstIndex(where: { $0.at <= now }) {
-            syncKey = lateWrites.remove(at: index).message
+            let late = lateWrites.remove(at: index).message
+            guard comparesHold(late.expected) else {
+                count("late-sync-writes-refused")
+                note("etcd refuses a write the leader gave up on: the sync key changed since the leader read it")
+                continue
+            }
+            syncKey = late.written
+            syncKeyRevision += 1
             count("late-sync-writes")
             note("etcd applies a write the leader gave up on: the sync key names \(Self.listed(syncKey))")
         }
         guard var write = syncWrite else { return }
         if !write.applied, now >= write.appliesAt {
             write.applied = true
-            syncWrite = write
-            if write.succeeds {
+            if write.succeeds, comparesHold(write.expected) {
                 syncKey = write.written
+                syncKeyRevision += 1
                 note("etcd's sync key names \(Self.listed(syncKey))")
+            } else if write.succeeds {
+                write.succeeds = false
+                note("etcd refuses the write naming \(Self.listed(write.written)): the sync key changed since the leader read it")
             }
+            syncWrite = write
         }
         guard now >= write.answersAt else { return }
         syncWrite = nil
+        // Before its next write, the leader reads the key (ArbiterCore does after any write, confirmed or not).
+        syncRevisionRead = syncKeyRevision
         if write.succeeds {
             carry(core.syncWritten(now: clock))
         } else {
@@ -402,6 +429,9 @@ public struct ShipSimulation {
             carry(core.syncWriteFailed(now: clock))
         }
     }
+
+    /// Whether a sync key write that compares `expected` lands (always, with the compare broken).
+    func comparesHold(_ expected: Int) -> Bool { configuration.uncomparedSyncWrites || expected == syncKeyRevision }
 
     static func listed(_ names: [String]) -> String { names.isEmpty ? "no standby" : names.joined(separator: ", ") }
 
@@ -490,10 +520,12 @@ public struct ShipSimulation {
                 let slow = faults && random.chance(0.05)
                 let appliesAt = now + (slow ? random.milliseconds(300, 3_000) : random.milliseconds(2, 80))
                 let succeeds = !(faults && random.chance(0.08))
-                syncWrite = SyncWrite(asked: asked, written: written, appliesAt: appliesAt, answersAt: appliesAt + random.milliseconds(1, 20), succeeds: succeeds)
+                syncWrite = SyncWrite(
+                    asked: asked, written: written, appliesAt: appliesAt, answersAt: appliesAt + random.milliseconds(1, 20), succeeds: succeeds,
+                    expected: syncRevisionRead)
                 if !succeeds, configuration.lateSyncWrites, random.chance(0.5) {
-                    // No answer in time: the leader is told it failed, and etcd applies it later all the same.
-                    lateWrites.append(Sent(at: appliesAt + random.milliseconds(0, 2_000), message: written))
+                    // No answer in time: the leader is told it failed, and etcd may apply it later all the same.
+                    lateWrites.append(Sent(at: appliesAt + random.milliseconds(0, 2_000), message: (written, syncRevisionRead)))
                 }
                 note("the leader asks etcd's sync key to name \(Self.listed(asked))"
                     + (written == asked ? "" : "; broken, it writes \(Self.listed(written)) (every standby in step)"))

@@ -127,7 +127,7 @@ struct SimTests {
     @Test func `bad options are refused with a message`() throws {
         let result = try runCogdLab(["sim", "--break", "nothing"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, quarantine, selector-encoding, arbiter-deadline, ship-sync-key, not 'nothing'"), "\(result.stderr)")
+        #expect(result.stderr.contains("--break takes one of instance-check, dedup, heartbeat-expiry, digest-check, exclusive-placement, worker-lease, snapshot-deadline, quarantine, selector-encoding, arbiter-deadline, ship-sync-key, sync-key-compare, not 'nothing'"), "\(result.stderr)")
         let arbiterOnly = try runCogdLab(["sim", "--break", "arbiter-deadline"])
         #expect(arbiterOnly.status == 64 && arbiterOnly.stderr.contains("--break arbiter-deadline is the arbiter's rule: give --arbiter too"))
         let clusterOnly = try runCogdLab(["sim", "--arbiter", "--break", "dedup"])
@@ -143,7 +143,9 @@ struct SimTests {
         #expect(range.stderr.contains("--seeds takes a range A-B"))
         for (arguments, message) in [
             (["--break", "ship-sync-key"], "--break ship-sync-key is a rule of shipping: give --shipping too"),
-            (["--shipping", "--break", "dedup"], "with --shipping, --break takes ship-sync-key"),
+            (["--shipping", "--break", "dedup"], "with --shipping, --break takes ship-sync-key or sync-key-compare"),
+            (["--break", "sync-key-compare"], "--break sync-key-compare is a rule of shipping: give --shipping too"),
+            (["--shipping", "--break", "sync-key-compare"], "--break sync-key-compare needs --late-sync-writes (only a write that lands late can land after a later one)"),
             (["--shipping", "--arbiter"], "--shipping is a mode of its own: give it without --arbiter"),
             (["--shipping", "--workers", "3"], "--workers does not apply to --shipping"),
             (["--shipping", "--sync", "quorum:3"], "--sync takes one or quorum:2 (the simulated leader has 2 or 3 standbys), not 'quorum:3'"),
@@ -219,5 +221,23 @@ struct SimTests {
         #expect(summary.hasPrefix("3 seeds passed: ") && summary.contains(" 0 violations")
             && summary.hasSuffix("every standby etcd's sync key named held every commit released"), "\(summary)")
         #expect(passing.stdout.split(separator: "\n").filter { $0.hasPrefix("seed ") && $0.contains(": pass — ") && $0.contains("--sync one ") }.count == 3)
+    }
+
+    @Test func `sync key writes etcd applies after the leader gave up on them land only while the key is as the leader read it, and without that compare the checker catches one`() throws {
+        let (status, runs, output) = try runs(["--shipping", "--late-sync-writes", "--seeds", "1-40", "--steps", "20000"])
+        #expect(status == 0, "\(output)")
+        #expect(runs.count == 40 && runs.allSatisfy { $0["pass"] as? Bool == true })
+        // Not vacuous: late writes landed, and others were refused by the compare.
+        let counts = runs.compactMap { $0["counts"] as? [String: Int] }
+        #expect(counts.reduce(0) { $0 + ($1["late-sync-writes"] ?? 0) } > 5)
+        #expect(counts.reduce(0) { $0 + ($1["late-sync-writes-refused"] ?? 0) } > 5)
+
+        let broken = try runCogdLab(["sim", "--shipping", "--late-sync-writes", "--seeds", "31-40", "--steps", "20000", "--break", "sync-key-compare"], timeout: .seconds(120))
+        #expect(broken.status == 1)
+        let lines = broken.stdout.split(separator: "\n").map(String.init)
+        let failure = try #require(lines.first { $0.contains("FAIL") }, "\(broken.stdout)")
+        #expect(failure.contains("named-lacks-release: etcd's sync key names "), "\(failure)")
+        #expect(lines.contains { $0.contains("etcd applies a write the leader gave up on") }, "\(broken.stdout)")
+        #expect(lines.contains { $0.hasPrefix("reproduce: cogd-lab sim --shipping --seed ") && $0.hasSuffix("--late-sync-writes --break sync-key-compare") })
     }
 }

@@ -105,30 +105,46 @@ struct ArbiterCoreTests {
         #expect(core.epochSeen == 5)
     }
 
-    @Test func `a leader writes the sync key only while the leader key it read is still its own`() {
+    @Test func `a leader writes the sync key only while the leader key and the sync key are as it read them`() {
+        let read = EtcdRequest.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"])
+        func keys(sync: String, revision: Int64) -> [String: EtcdValue] {
+            [
+                "/cogd/bank/leader": EtcdValue(value: "n1 1 tcp://127.0.0.1:7000", modRevision: 12),
+                "/cogd/bank/epoch": EtcdValue(value: "1", modRevision: 12),
+                "/cogd/bank/sync": EtcdValue(value: sync, modRevision: revision),
+            ]
+        }
+        func write(_ value: String, syncRevision: Int64) -> EtcdRequest {
+            .transaction(
+                compares: [EtcdCompare(key: "/cogd/bank/leader", modRevision: 12), EtcdCompare(key: "/cogd/bank/sync", modRevision: syncRevision)],
+                puts: [EtcdPut(key: "/cogd/bank/sync", value: value)])
+        }
         var core = Self.started()
         _ = core.answered(.values([:]), now: .milliseconds(30))
         #expect(core.answered(.transaction(succeeded: true), now: .milliseconds(40)) == [.lead(epoch: 1)])
-        // Asked before the leader key's revision is known: held until a read finds the key its own.
+        // Asked before the keys' revisions are known: held until a read finds the leader key its own.
         #expect(core.writeSync(standbys: ["n2"], now: .milliseconds(50)).isEmpty)
-        #expect(core.tick(now: .milliseconds(600)) == [.send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))])
-        #expect(core.answered(.values([
-            "/cogd/bank/leader": EtcdValue(value: "n1 1 tcp://127.0.0.1:7000", modRevision: 12),
-            "/cogd/bank/epoch": EtcdValue(value: "1", modRevision: 12),
-            "/cogd/bank/sync": EtcdValue(value: "1 n1", modRevision: 12),
-        ]), now: .milliseconds(610)).isEmpty)
-        let write = EtcdRequest.transaction(
-            compares: [EtcdCompare(key: "/cogd/bank/leader", modRevision: 12)], puts: [EtcdPut(key: "/cogd/bank/sync", value: "1 n1 n2")])
-        #expect(core.tick(now: .milliseconds(620)) == [.send(write)])
-        #expect(core.answered(.transaction(succeeded: true), now: .milliseconds(630)) == [.syncWritten(["n2"])])
-        // The key changed under it: not written, and the node reads again.
-        #expect(core.writeSync(standbys: [], now: .milliseconds(700)) == [
-            .send(.transaction(
-                compares: [EtcdCompare(key: "/cogd/bank/leader", modRevision: 12)], puts: [EtcdPut(key: "/cogd/bank/sync", value: "1 n1")]))
+        #expect(core.tick(now: .milliseconds(140)) == [.send(read)])
+        #expect(core.answered(.values(keys(sync: "1 n1", revision: 12)), now: .milliseconds(150)).isEmpty)
+        #expect(core.tick(now: .milliseconds(151)) == [.send(write("1 n1 n2", syncRevision: 12))])
+        #expect(core.answered(.transaction(succeeded: true), now: .milliseconds(160)) == [.syncWritten(["n2"])])
+        // The write moved the sync key's revision: the next write reads it first (at once after a write).
+        #expect(core.writeSync(standbys: [], now: .milliseconds(700)) == [.send(read)])
+        #expect(core.answered(.values(keys(sync: "1 n1 n2", revision: 13)), now: .milliseconds(710)).isEmpty)
+        #expect(core.tick(now: .milliseconds(711)) == [.send(write("1 n1", syncRevision: 13))])
+        // The answer is lost: etcd may apply the write yet. The next write compares the revision read after the loss,
+        // so if the lost one lands first this one fails, and if this one lands first the lost one fails.
+        #expect(core.answered(.failed(EtcdFailure(.timedOut, "no answer in 1 s")), now: .milliseconds(720)) == [
+            .syncWriteFailed("etcd request failed (timed-out: no answer in 1 s)")
         ])
-        #expect(core.answered(.transaction(succeeded: false), now: .milliseconds(710)) == [
-            .send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"])),
-            .syncWriteFailed("the leader key changed since this node read it"),
+        #expect(core.writeSync(standbys: ["n3"], now: .milliseconds(730)).isEmpty)  // the read waits out the retry interval
+        #expect(core.tick(now: .milliseconds(1_000)) == [.send(read)])
+        #expect(core.answered(.values(keys(sync: "1 n1 n2", revision: 13)), now: .milliseconds(1_010)).isEmpty)
+        #expect(core.tick(now: .milliseconds(1_011)) == [.send(write("1 n1 n3", syncRevision: 13))])
+        // The key changed under it (the lost write landed): not written, and the node reads again.
+        #expect(core.answered(.transaction(succeeded: false), now: .milliseconds(1_020)) == [
+            .send(read),
+            .syncWriteFailed("the leader key or the sync key changed since this node read them"),
         ])
         // A node that does not lead writes nothing.
         var standby = Self.started(node: "n2")

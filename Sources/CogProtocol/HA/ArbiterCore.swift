@@ -22,6 +22,9 @@
 ///   never had a leader), in one transaction that also mints the next epoch
 ///   and rewrites the sync key, each compared at the revision the node read —
 ///   so epochs come from etcd and two nodes never mint the same one.
+/// - A leader rewrites the sync key only while the leader key is its own
+///   and the sync key is as it last read it (both revisions compared), so a
+///   write whose answer was lost lands before the next write or never.
 /// - The release deadline is the send time of the last renewal etcd
 ///   confirmed, plus the TTL it confirmed, less a tenth of it (at least
 ///   100 ms) for the two clocks' rates. etcd counts the TTL from when the
@@ -141,6 +144,11 @@ public struct ArbiterCore: Sendable {
     /// While leading: the leader key's revision as last read (a sync key
     /// write is compared against it, so it lands only while the key is ours).
     private var leaderKeyRevision: Int64?
+    /// While leading: the sync key's revision as last read (nil: unknown,
+    /// after any write). A sync key write is compared against it too, so a
+    /// write whose answer was lost lands before the next one or never: the
+    /// key's values follow one chain of writes (ha.md §9 rule 5).
+    private var syncKeyRevision: Int64?
     /// The sync key's standbys a leader asked for, not yet sent.
     private var syncWanted: [String]?
 
@@ -213,11 +221,16 @@ public struct ArbiterCore: Sendable {
         }
         guard inFlight == nil, let lease else { return [] }
         if now >= nextRenewal { return send(.renew(sentAt: now), .keepAlive(lease: lease)) }
-        if let standbys = syncWanted, case .leading(let epoch) = role, let leaderKeyRevision {
+        if let standbys = syncWanted, case .leading(let epoch) = role, let leaderKeyRevision, let syncKeyRevision {
             syncWanted = nil
+            // The write changes the key's revision: the next one reads it first.
+            self.syncKeyRevision = nil
             let sync = ArbiterRecords.Sync(epoch: epoch, leader: configuration.node, standbys: standbys)
             return send(.writeSync(standbys), .transaction(
-                compares: [EtcdCompare(key: keys.leader, modRevision: leaderKeyRevision)],
+                compares: [
+                    EtcdCompare(key: keys.leader, modRevision: leaderKeyRevision),
+                    EtcdCompare(key: keys.sync, modRevision: syncKeyRevision),
+                ],
                 puts: [EtcdPut(key: keys.sync, value: sync.text)]))
         }
         if !claimed {
@@ -283,8 +296,10 @@ public struct ArbiterCore: Sendable {
         case (.writeSync(let standbys), .transaction(let succeeded)):
             guard succeeded else {
                 leaderKeyRevision = nil
-                return send(.read, readRequest) + [.syncWriteFailed("the leader key changed since this node read it")]
+                return send(.read, readRequest) + [.syncWriteFailed("the leader key or the sync key changed since this node read them")]
             }
+            // The next write compares the key's new revision: read it now.
+            nextRead = now
             return [.syncWritten(standbys)]
 
         default:
@@ -324,6 +339,7 @@ public struct ArbiterCore: Sendable {
             epochSeen = max(epochSeen, leader.epoch)
             if leader.node == configuration.node, leader.epoch == campaigned, role != .stopped {
                 leaderKeyRevision = leaderValue.modRevision
+                syncKeyRevision = values[keys.sync]?.modRevision ?? 0
                 if case .leading = role {} else { return won(leader.epoch, now: now) }
             }
             return follow(leader, now: now)
@@ -405,11 +421,13 @@ public struct ArbiterCore: Sendable {
             return refuse("etcd could not be used (\(failure)); check that --ha names the cluster's etcd client URLs and that etcd is running")
         case .renew:
             nextRenewal = now + retryInterval
-        case .read, .campaign:
+        case .read, .campaign, .writeSync:
             nextRead = now + retryInterval
         case .resign:
             break
-        case .writeSync:
+        }
+        if case .writeSync = step {
+            // etcd may apply the write yet; the next one compares the sync key's revision as read after this.
             return [.syncWriteFailed("etcd request failed (\(failure))")]
         }
         return [.note("etcd request failed (\(failure)); trying again")]
