@@ -276,6 +276,42 @@ struct ShippingLeaderTests {
         #expect(try copied.records(from: 1).map(\.epoch) == [1, 2], "n2 holds the leader's record at revision 2")
     }
 
+    @Test func `a node that led an epoch and wrote nothing in it is in step with the next leader's log, not sent a copy`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        // One log through revision 1, written in epoch 1, in both folders...
+        let store = try TurnStore(directory: n1.folder.path, mode: .writer, createIfMissing: true, epoch: 1)
+        try store.append([TurnDraft(name: "ledger.open", writes: [TurnWrite(name: "ledger.accounts", key: nil, value: try CBOREncoder().encode(["a1"]))])])
+        store.close()
+        try FileManager.default.createDirectory(atPath: n2.folder.path, withIntermediateDirectories: true)
+        for name in ["data.mdb", "cogd.identity"] {
+            try FileManager.default.copyItem(atPath: n1.folder.path + "/" + name, toPath: n2.folder.path + "/" + name)
+        }
+        // ...and n2 led epoch 2 without writing anything (its folder says epoch 2; its last record is of epoch 1).
+        let idle = try TurnStore(directory: n2.folder.path, mode: .writer, epoch: 2)
+        #expect(idle.epoch == 2 && idle.lastRevision == 1)
+        idle.close()
+        try etcd.put("/cogd/bank/epoch", "2")
+
+        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 3, revision 1") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--sync", "one"])
+        defer { second.stop() }
+        #expect(second.waitForLine { $0.contains("in step with the leader of epoch 3") } != nil, "\(second.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "3 n1 n2" }, "\(first.lines)")
+        // Welcomed as it was: no copy received (the line that says so comes before the one that says in step).
+        #expect(!second.lines.contains { $0.contains("receiving its copy") }, "\(second.lines)")
+        #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
+    }
+
     @Test func `a request whose body crashed the leader is quarantined by the standby that takes over, not run again`() throws {
         let etcd = try TestEtcd()
         defer { etcd.stop() }

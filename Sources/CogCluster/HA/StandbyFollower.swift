@@ -256,8 +256,11 @@ public final class StandbyFollower {
     private func hello() {
         lastHello = .now
         let digest = store.lastRevision > 0 ? (try? store.stateDigest(at: store.lastRevision)) ?? nil : nil
+        // The record it names is its last revision and that record's epoch (ha.md §9): not the folder's epoch,
+        // which is above it when this node led an epoch and wrote nothing in it, or was welcomed and shipped nothing.
+        let lastEpoch = store.lastRevision > 0 ? (try? store.records(from: store.lastRevision, limit: 1).first?.epoch) ?? store.epoch : 0
         let message = WireMessage.standbyHello(
-            node: node, logID: store.logID, epoch: store.epoch, revision: store.lastRevision, stateDigest: digest)
+            node: node, logID: store.logID, epoch: lastEpoch, revision: store.lastRevision, stateDigest: digest)
         _ = try? socket?.send([message.encoded()], wait: false)
     }
 
