@@ -166,7 +166,7 @@ extension Leader {
             } else {
                 // Why a copy follows, for its log line.
                 copyReason = mismatch ?? (revision == store.lastRevision ? nil : "the commits after its revision \(revision) are no longer kept"
-                    + (recentShipped.firstRevisions.first.map { " (kept from revision \($0))" } ?? " (none is kept)"))
+                    + (recentShipped.oldestRevision.map { " (kept from revision \($0))" } ?? " (none is kept)"))
                 effects = rules.hello(from: peer, node: node, inStep: matches && revision == store.lastRevision, now: shipNow)
             }
         case .shipAck(let node, let sequence):

@@ -136,6 +136,25 @@ struct ShipCoreTests {
         #expect(kept.count == 0 && kept.bytes == 0)
     }
 
+    @Test func `kept commits stay the newest ones through many appends, each found after the revision before it`() {
+        // Many more appends than kept: the dropped ones are compacted away in steps, which no answer may show.
+        var kept = KeptCommits(countLimit: 100, byteLimit: 1 << 20)
+        for number in 1...10_000 {
+            kept.append([UInt8(truncatingIfNeeded: number), UInt8(truncatingIfNeeded: number >> 8)], firstRevision: UInt64(2 * number))
+            let oldest = max(1, number - 99)
+            #expect(kept.count == number - oldest + 1 && kept.bytes == 2 * kept.count)
+            #expect(kept.oldestRevision == UInt64(2 * oldest))
+            if number % 97 == 0 {
+                #expect(kept.firstRevisions == (oldest...number).map { UInt64(2 * $0) })
+                // Revision 2n+1 lies in commit n: the commits after it are n+1 on.
+                let middle = (oldest + number) / 2
+                #expect(kept.after(revision: UInt64(2 * middle + 1))?.map { Int($0[0]) + Int($0[1]) << 8 } == Array(middle + 1...number))
+                #expect(kept.after(revision: UInt64(2 * oldest - 1)) == nil, "nothing kept at or before it")
+                #expect(kept.last(3)?.map { Int($0[0]) + Int($0[1]) << 8 } == [number - 2, number - 1, number])
+            }
+        }
+    }
+
     @Test func `quorum 2 releases what the second standby acknowledged; none releases at once`() {
         var core = ShipCore(.init(sync: .quorum(2)))
         _ = core.hello(from: a, node: "n2", inStep: true, now: 0)

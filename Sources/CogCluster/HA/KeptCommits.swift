@@ -5,9 +5,13 @@
 /// old leader, whose folder may lack the tail it shipped before its own
 /// commit. Bounded by a count (the shipping window) and by bytes.
 public struct KeptCommits: Sendable {
-    public private(set) var commits: [[UInt8]] = []
-    /// The first revision of each commit.
-    public private(set) var firstRevisions: [UInt64] = []
+    /// Every commit appended and not yet compacted away: the kept ones are
+    /// those from `start` on (the ones before it are emptied as they go, and
+    /// removed in one step once they are half the array, so that each append
+    /// costs the same however many are kept).
+    private var storage: [[UInt8]] = []
+    private var revisions: [UInt64] = []
+    private var start = 0
     public private(set) var bytes = 0
     public let countLimit: Int
     public let byteLimit: Int
@@ -18,30 +22,36 @@ public struct KeptCommits: Sendable {
         self.byteLimit = byteLimit
     }
 
-    public var count: Int { commits.count }
+    public var count: Int { storage.count - start }
+    /// The kept commits, oldest first.
+    public var commits: [[UInt8]] { Array(storage[start...]) }
+    /// The first revision of each kept commit.
+    public var firstRevisions: [UInt64] { Array(revisions[start...]) }
+    /// The first revision of the oldest kept commit.
+    public var oldestRevision: UInt64? { start < revisions.count ? revisions[start] : nil }
 
     /// Keeps `commit`, dropping the oldest past either limit (the newest always stays).
     public mutating func append(_ commit: [UInt8], firstRevision: UInt64) {
-        commits.append(commit)
-        firstRevisions.append(firstRevision)
+        storage.append(commit)
+        revisions.append(firstRevision)
         bytes += commit.count
-        var drop = max(0, commits.count - countLimit)
-        var bytesLeft = bytes
-        for kept in commits[..<drop] { bytesLeft -= kept.count }
-        while drop < commits.count - 1, bytesLeft > byteLimit {
-            bytesLeft -= commits[drop].count
-            drop += 1
+        while count > countLimit || (count > 1 && bytes > byteLimit) {
+            bytes -= storage[start].count
+            storage[start] = []
+            start += 1
         }
-        guard drop > 0 else { return }
-        commits.removeFirst(drop)
-        firstRevisions.removeFirst(drop)
-        bytes = bytesLeft
+        if start >= 64, start * 2 >= storage.count {
+            storage.removeFirst(start)
+            revisions.removeFirst(start)
+            start = 0
+        }
     }
 
     /// Forgets every commit (the folder's log was replaced by a copy).
     public mutating func removeAll() {
-        commits = []
-        firstRevisions = []
+        storage = []
+        revisions = []
+        start = 0
         bytes = 0
     }
 
@@ -49,12 +59,19 @@ public struct KeptCommits: Sendable {
     /// is above it); nil when none is kept at or before it, so some commit
     /// after it may be gone, or when none follows it.
     public func after(revision: UInt64) -> [[UInt8]]? {
-        guard let start = firstRevisions.firstIndex(where: { $0 > revision }), start > 0 else { return nil }
-        return Array(commits[start...])
+        // First revisions rise: the first kept one above `revision`, by halving.
+        var low = start
+        var high = revisions.count
+        while low < high {
+            let middle = low + (high - low) / 2
+            if revisions[middle] > revision { high = middle } else { low = middle + 1 }
+        }
+        guard low > start, low < revisions.count else { return nil }
+        return Array(storage[low...])
     }
 
     /// The last `count` kept commits; nil when fewer are kept.
     public func last(_ count: UInt64) -> [[UInt8]]? {
-        count <= UInt64(commits.count) ? Array(commits.suffix(Int(count))) : nil
+        count <= UInt64(self.count) ? Array(storage.suffix(Int(count))) : nil
     }
 }

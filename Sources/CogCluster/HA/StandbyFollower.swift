@@ -36,7 +36,7 @@ public final class StandbyFollower {
     private var kept = KeptCommits(countLimit: StandbyFollower.keptCountLimit, byteLimit: StandbyFollower.keptByteLimit)
     private var keptThrough: UInt64?
     /// What a standby keeps of the commits it applied (ha.md §9): the leader's window, and 64 MiB.
-    public static let keptCountLimit = 4_096
+    public static let keptCountLimit = ShipCore.defaultWindow
     public static let keptByteLimit = 64 << 20
 
     /// The commits applied last, when the newest ends at the folder's last

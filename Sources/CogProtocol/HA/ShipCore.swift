@@ -87,7 +87,7 @@ public struct ShipCore: Sendable {
         public var replaceAfter: Double
 
         public init(
-            sync: SyncMode = .one, degradeAfter: Double? = nil, standbyTimeout: Double = 5, window: Int = 4_096, replaceAfter: Double = 1
+            sync: SyncMode = .one, degradeAfter: Double? = nil, standbyTimeout: Double = 5, window: Int = ShipCore.defaultWindow, replaceAfter: Double = 1
         ) {
             self.sync = sync
             self.degradeAfter = degradeAfter
@@ -171,6 +171,11 @@ public struct ShipCore: Sendable {
     /// The most standbys connected at once (a cluster has a few nodes;
     /// the names a peer can say are not allowed to grow the leader's memory).
     public static let maximumStandbys = 16
+    /// The shipped commits a leader keeps for catch-ups and the commits
+    /// after a copy, and how far behind a standby may fall before it is
+    /// dropped: enough for a copy of a large log to be sent and put in
+    /// place under a steady load (the bytes kept are bounded apart).
+    public static let defaultWindow = 65_536
 
     /// - Parameter inherited: commits the node applied as a standby before it
     ///   took the lead, kept by the driver for catch-up: counted as shipped
