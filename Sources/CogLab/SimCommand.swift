@@ -194,6 +194,11 @@ enum SimCommand {
                 seed: seed, steps: options.steps, nodes: max(2, options.workers), brokenDeadline: options.broken.contains(arbiterRule)))
             totalSteps += result.steps
             totals = (totals.leads + result.leads, totals.stepDowns + result.stepDowns, totals.seconds + result.simulatedSeconds)
+            if options.json {
+                print(json(result))
+                if result.violation != nil { return 1 }
+                continue
+            }
             if let violation = result.violation {
                 print("seed \(seed): FAIL at step \(violation.step) (t=\(String(format: "%.3f", seconds(violation.time))) s): \(violation.invariant): \(escaped: violation.message)")
                 print("trace (the last events, oldest first):")
@@ -207,6 +212,7 @@ enum SimCommand {
                     + "\(result.leads) leads, \(result.stepDowns) step-downs, epoch \(result.highestEpoch)")
             }
         }
+        guard !options.json else { return 0 }
         let elapsed = seconds(ContinuousClock.now - started)
         print("\(options.seeds.count) seed\(options.seeds.count == 1 ? "" : "s") passed: \(totalSteps) steps, \(Int(totals.seconds)) s simulated, "
             + "\(totals.leads) leads, \(totals.stepDowns) step-downs, in \(String(format: "%.1f", elapsed)) s; "
@@ -267,6 +273,16 @@ enum SimCommand {
             "pass": result.violation == nil,
         ]
         if let degradeAfter = result.degradeAfter { object["degradeAfter"] = degradeAfter }
+        if let violation = result.violation { object["violation"] = json(violation) }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func json(_ result: ArbiterSimulation.Result) -> String {
+        var object: [String: Any] = [
+            "seed": result.seed, "steps": result.steps, "leads": result.leads, "stepDowns": result.stepDowns,
+            "highestEpoch": result.highestEpoch, "simulatedSeconds": result.simulatedSeconds, "pass": result.violation == nil,
+        ]
         if let violation = result.violation { object["violation"] = json(violation) }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
         return String(decoding: data, as: UTF8.self)

@@ -173,6 +173,16 @@ struct SimTests {
         let failure = try #require(broken.stdout.split(separator: "\n").first { $0.contains("FAIL") }.map(String.init), "\(broken.stdout)")
         #expect(failure.contains("stale-leader: ") || failure.contains("two-leaders: "), "\(failure)")
         #expect(broken.stdout.contains("reproduce: cogd-lab sim --arbiter --seed ") && broken.stdout.contains("--break arbiter-deadline"))
+
+        // With --json: one object per seed, and the failing one carries its violation.
+        let passing = try self.runs(["--arbiter", "--seeds", "1-3", "--steps", "5000"])
+        #expect(passing.status == 0 && passing.runs.count == 3, "\(passing.output)")
+        #expect(passing.runs.map { $0["seed"] as? Int } == [1, 2, 3])
+        #expect(passing.runs.allSatisfy { $0["pass"] as? Bool == true && ($0["leads"] as? Int ?? 0) >= 1 && $0["highestEpoch"] is Int }, "\(passing.runs)")
+        let failing = try self.runs(["--arbiter", "--seeds", "1-20", "--steps", "20000", "--break", "arbiter-deadline"])
+        #expect(failing.status == 1)
+        let violation = try #require(failing.runs.last?["violation"] as? [String: Any], "\(failing.output)")
+        #expect(["stale-leader", "two-leaders"].contains(violation["invariant"] as? String), "\(violation)")
     }
 
     @Test func `a leader's shipping rules against standbys and etcd's sync key: every standby the sync key names holds every commit released, through every fault`() throws {
