@@ -163,7 +163,9 @@ public final class StandbyFollower {
             return nil
         case .error(let error):
             applied = nil
-            quietUntil = .now + .seconds(5)
+            // Hello again at the usual pace (a second): a standby the leader dropped is back in step at once, and one
+            // refused for a cause that lasts (copies in progress, standbys enough) asks no faster than that.
+            quietUntil = .now + .seconds(1)
             note("standby-refused", "the leader refused this standby: \(TerminalText.escaped(error.message))", true)
             return nil
         default:
