@@ -136,8 +136,9 @@ public struct ArbiterCore: Sendable {
     /// was lost (the transaction applied, the answer never came).
     private var campaigned: UInt64?
     private var startedAt: Duration = .zero
-    /// Whether the presence key is ours.
+    /// Whether the presence key is ours, and whether the wait for it was noted.
     private var claimed = false
+    private var presenceWaitNoted = false
     private var nextRenewal: Duration = .zero
     private var nextRead: Duration = .zero
     private var nextClaim: Duration = .zero
@@ -269,6 +270,9 @@ public struct ArbiterCore: Sendable {
                             + "stayed on a live lease for longer than the lease TTL (\(configuration.leaseSeconds) s); give each node its own --name")
                 }
                 nextClaim = now + readInterval
+                // Said once: the claim is tried again every read interval until the TTL has passed.
+                guard !presenceWaitNoted else { return [] }
+                presenceWaitNoted = true
                 return [.note("waiting for the presence key \(keys.member(configuration.node)): a node of this name held it (a crashed run's lease ends within \(configuration.leaseSeconds) s)")]
             }
             claimed = true
