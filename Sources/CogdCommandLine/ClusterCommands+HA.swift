@@ -72,7 +72,10 @@ extension ClusterCommands {
                 var configuration = ArbiterCore.Configuration(
                     cluster: ha.cluster, node: ha.node, endpoint: options.requestsEndpoint, leaseSeconds: ha.leaseSeconds, ownEpoch: ownEpoch)
                 configuration.holdsLog = holdsLog
-                configuration.deadRunLease = runRecord.deadRunLease()
+                configuration.runFields = RunRecord.thisRun()
+                // A folder without a record (new, or destroyed with the run that led) asks etcd's copy of it (ha.md §4.1).
+                configuration.deadRunLease = runRecord.exists
+                    ? runRecord.deadRunLease() : Self.deadRunInEtcd(endpoints, cluster: ha.cluster, node: ha.node, leaseSeconds: ha.leaseSeconds)
                 return configuration
             }(),
             runRecord: runRecord,
@@ -208,6 +211,17 @@ extension ClusterCommands {
     }
 
     /// Waits (at most 3 s) for the arbiter's last request, a resign's revoke.
+    /// The lease etcd's `runs/NODE` names when that run was this machine's and has certainly ended (ha.md §4.1), else nil
+    /// (none there, another machine's or boot's, alive, or etcd did not answer: the arbiter's start reports that).
+    static func deadRunInEtcd(_ endpoints: [EtcdGateway.Endpoint], cluster: String, node: String, leaseSeconds: Int64) -> Int64? {
+        let key = ArbiterRecords.Keys(cluster: cluster).run(node)
+        let answer = EtcdGateway(endpoints: endpoints).perform(.read([key]), limit: Arbiter.requestLimit(leaseSeconds: leaseSeconds))
+        guard case .values(let values) = answer, let record = values[key] else {
+            return nil
+        }
+        return RunRecord.deadRunLease(record: record.value)
+    }
+
     static func waitFinished(_ arbiter: Arbiter) {
         for _ in 0..<150 where !arbiter.isFinished { usleep(20_000) }
     }

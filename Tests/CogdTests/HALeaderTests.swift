@@ -151,6 +151,22 @@ struct HALeaderTests {
         #expect(!again.lines.contains { $0.contains("waiting for the presence key") }, "\(again.lines)")
         let bob = try n1.call("bob")
         #expect(bob.stdout.hasPrefix("applied revision 2"), "\(bob) \(again.lines)")
+
+        // etcd holds the same line at runs/n1, on the lease: killed with its folder destroyed, the node's next run
+        // reads it there and revokes the lease all the same (it holds no log now, so it waits for a copy, leading nothing).
+        let record2 = try String(contentsOfFile: n1.folder.path + "/cogd.ha-run", encoding: .utf8)
+        #expect(try etcd.get("/cogd/bank/runs/n1") == record2.trimmingCharacters(in: .newlines), "\(record2)")
+        let lease2 = record2.split(separator: " ")[1]
+        again.killHard()
+        #expect(waitUntil { !again.process.isRunning })
+        try FileManager.default.removeItem(atPath: n1.folder.path)
+        #expect(try etcd.get("/cogd/bank/leader") != nil)
+        let wiped = try CogdProcess(arguments)
+        defer { wiped.stop() }
+        #expect(wiped.waitForLine { $0.contains("revoked lease \(lease2) of this node's previous run, which ended holding it") } != nil, "\(wiped.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/leader")) == nil }, "the dead run's leader key is gone with its lease")
+        #expect(wiped.waitForLine { $0.contains("this node's folder holds no log") } != nil, "\(wiped.lines)")
+        #expect(!wiped.lines.contains { $0.contains("waiting for the presence key") }, "\(wiped.lines)")
     }
 
     @Test func `a node whose turn stream endpoint is taken is refused at start and never campaigns`() throws {

@@ -231,6 +231,22 @@ struct ArbiterCoreTests {
         #expect(!core.mayRelease(now: .milliseconds(1711)))
     }
 
+    @Test func `a node puts its run beside its presence, on its lease, for a next run whose folder is gone`() {
+        var settings = ArbiterCore.Configuration(cluster: "bank", node: "n1", leaseSeconds: 5)
+        settings.runFields = "boot 0c1d pidns pid:[4026531836] pid 4242"
+        var core = ArbiterCore(settings)
+        _ = core.start(now: .zero)
+        #expect(core.answered(.granted(lease: 7, seconds: 5), now: .milliseconds(10)) == [
+            .leaseGranted(7),
+            .send(.transaction(
+                compares: [EtcdCompare(key: "/cogd/bank/members/n1", modRevision: 0)],
+                puts: [
+                    EtcdPut(key: "/cogd/bank/members/n1", value: "n1", lease: 7),
+                    EtcdPut(key: "/cogd/bank/runs/n1", value: "lease 7 boot 0c1d pidns pid:[4026531836] pid 4242", lease: 7),
+                ]))
+        ])
+    }
+
     @Test func `a name held by a live node is refused once a whole TTL has passed`() {
         var core = ArbiterCore(.init(cluster: "bank", node: "n1", leaseSeconds: 2))
         _ = core.start(now: .zero)

@@ -116,7 +116,9 @@ public final class Arbiter: SyncKeyWriter, @unchecked Sendable {
     }
 
     /// The longest one request may take: a fifth of the TTL, within 0.2–2 s.
-    var requestLimit: Duration { min(max(.seconds(configuration.leaseSeconds) / 5, .milliseconds(200)), .seconds(2)) }
+    var requestLimit: Duration { Self.requestLimit(leaseSeconds: configuration.leaseSeconds) }
+    /// Each etcd request's time limit (ha.md §3): a fifth of the TTL, within 0.2–2 s.
+    public static func requestLimit(leaseSeconds: Int64) -> Duration { min(max(.seconds(leaseSeconds) / 5, .milliseconds(200)), .seconds(2)) }
 
     private func loop() {
         var core = ArbiterCore(configuration)

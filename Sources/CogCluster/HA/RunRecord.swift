@@ -28,9 +28,18 @@ public struct RunRecord: Sendable {
         path = dataFolder + "/cogd.ha-run"
     }
 
+    /// Whether the folder holds a record (of whatever run).
+    public var exists: Bool { FileManager.default.fileExists(atPath: path) }
+
     /// The lease of the previous run when that run has certainly ended, else nil.
     public func deadRunLease() -> Int64? {
-        guard let here = Self.machine(), let text = read(), let fields = Self.fields(text),
+        read().flatMap(Self.deadRunLease(record:))
+    }
+
+    /// The lease a record's line names (the folder's, or etcd's `runs/NODE`)
+    /// when that run has certainly ended, else nil.
+    public static func deadRunLease(record text: String) -> Int64? {
+        guard text.utf8.count <= byteLimit, let here = Self.machine(), let fields = Self.fields(text),
             let lease = fields["lease"].flatMap({ Int64($0) }), lease > 0,
             let pid = fields["pid"].flatMap({ Int32($0) }), pid > 0,
             fields["boot"] == here.boot, fields["pidns"] == here.pidNamespace
@@ -40,15 +49,20 @@ public struct RunRecord: Sendable {
 
     /// Records `lease` as this run's (written whole to a temporary file and renamed, so a torn write is never read).
     public func write(lease: Int64) throws {
-        guard let here = Self.machine() else {
+        guard let process = Self.thisRun() else {
             throw RunRecordError("this machine's boot id or PID namespace cannot be read from /proc")
         }
-        let text = "lease \(lease) boot \(here.boot) pidns \(here.pidNamespace) pid \(getpid())\n"
+        let text = "lease \(lease) \(process)\n"
         do {
             try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
             throw RunRecordError("cannot write \(path): \(error.localizedDescription)")
         }
+    }
+
+    /// This process as a record names it: `boot BOOT pidns NS pid PID` (nil when /proc does not say).
+    public static func thisRun() -> String? {
+        machine().map { "boot \($0.boot) pidns \($0.pidNamespace) pid \(getpid())" }
     }
 
     private func read() -> String? {

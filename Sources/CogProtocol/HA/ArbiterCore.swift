@@ -54,6 +54,10 @@ public struct ArbiterCore: Sendable {
         /// have ended (its process no longer exists: ha.md §4.1): revoked at
         /// start. Nil when unknown or possibly alive.
         public var deadRunLease: Int64?
+        /// This run's process as the run record names it (`boot BOOT pidns
+        /// NS pid PID`): put at `runs/NODE` on the lease, after `lease ID`,
+        /// with the presence key (ha.md §4.1). Nil: not put.
+        public var runFields: String?
         /// The simulator's broken rule (`cogd-lab sim --arbiter --break
         /// arbiter-deadline`): the deadline counts from when a renewal's
         /// answer came, with no margin — the mistake its checker must catch.
@@ -449,9 +453,11 @@ public struct ArbiterCore: Sendable {
     private var readRequest: EtcdRequest { .read([keys.leader, keys.epoch, keys.sync]) }
 
     private func claimRequest(lease: Int64) -> EtcdRequest {
-        .transaction(
-            compares: [EtcdCompare(key: keys.member(configuration.node), modRevision: 0)],
-            puts: [EtcdPut(key: keys.member(configuration.node), value: configuration.node, lease: lease)])
+        var puts = [EtcdPut(key: keys.member(configuration.node), value: configuration.node, lease: lease)]
+        if let fields = configuration.runFields {
+            puts.append(EtcdPut(key: keys.run(configuration.node), value: "lease \(lease) \(fields)", lease: lease))
+        }
+        return .transaction(compares: [EtcdCompare(key: keys.member(configuration.node), modRevision: 0)], puts: puts)
     }
 
     private mutating func send(_ step: Step, _ request: EtcdRequest) -> [Effect] {

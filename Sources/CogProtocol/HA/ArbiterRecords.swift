@@ -32,6 +32,10 @@ public enum ArbiterRecords {
         public var sync: String { prefix + "sync" }
         /// A node's presence, on its own lease: two live nodes never share a name.
         public func member(_ node: String) -> String { prefix + "members/" + node }
+        /// The node's run, on its own lease (`lease ID boot BOOT pidns NS
+        /// pid PID`, as its folder's run record): what lets a next run whose
+        /// folder was destroyed revoke that lease (ha.md §4.1).
+        public func run(_ node: String) -> String { prefix + "runs/" + node }
     }
 
     /// The leader key's value: `NODE EPOCH ENDPOINT` (the endpoint may be
