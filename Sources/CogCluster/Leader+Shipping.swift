@@ -3,6 +3,7 @@ import CogCodec
 import CogLog
 import CogProtocol
 import Foundation
+import Synchronization
 
 /// Something the leader would release — a reply, a status, a snapshot, a
 /// publication — held until the standbys acknowledge the commits it
@@ -52,6 +53,48 @@ final class CopyStream {
     static let partBytes = 1 << 20
     /// The most copies sent at once.
     static let maximumStreams = 2
+}
+
+/// A copy of the log being written for a standby, on a thread of its own
+/// while the leader serves: the store's backup is one LMDB read, which may
+/// run beside the writer (`TurnStore.backup(to:)`).
+final class PendingCopy: Sendable {
+    let peer: [UInt8]
+    let node: String
+    let folder: String
+    /// Why the standby was not in step, for the copy's log line.
+    let reason: String?
+    private let outcome = Mutex<Result<BackupReport, TurnStoreError>?>(nil)
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Starts writing the copy of `store`'s log into `folder`.
+    init(peer: [UInt8], node: String, folder: String, reason: String?, store: TurnStore) {
+        self.peer = peer
+        self.node = node
+        self.folder = folder
+        self.reason = reason
+        // The thread touches only the store's LMDB environment (a read) and its folder's path, which the serving
+        // thread does not change; the leader waits for it before it closes the store (`wait()`).
+        let reader = UncheckedStore(store: store)
+        Thread.detachNewThread { [self] in
+            let result = Result { () throws(TurnStoreError) in try reader.store.backup(to: folder) }
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }
+    }
+
+    /// The backup's outcome once written; nil while it is being written.
+    var written: Result<BackupReport, TurnStoreError>? { outcome.withLock { $0 } }
+
+    /// Waits until the copy is written.
+    func wait() {
+        finished.wait()
+        finished.signal()
+    }
+
+    private struct UncheckedStore: @unchecked Sendable {
+        let store: TurnStore
+    }
 }
 
 /// The leader's side of shipping its log to standbys: the driver of `ShipCore`.
@@ -310,36 +353,69 @@ extension Leader {
         }
     }
 
-    /// Answers `ship-resync` and starts sending the standby a copy of the
-    /// log as it is now, after shipped commit `sequence` (taken here, between
-    /// batches: the serving waits for the copy to be written).
+    /// Starts writing a copy of the log for a standby not in step, on a
+    /// thread of its own (the serving goes on); `takeWrittenCopies()` answers
+    /// `ship-resync` and starts sending it once it is written.
     private func startCopy(to peer: [UInt8], node: String, sequence: UInt64) {
+        // A hello again while its copy is being written: that copy will do.
+        if pendingCopies.contains(where: { $0.node == node && $0.peer == peer }) { return }
         copyStreams.removeAll { stream in
             guard stream.node == node || stream.peer == peer else { return false }
             stream.end()
             return true
         }
-        guard copyStreams.count < CopyStream.maximumStreams else {
+        guard copyStreams.count + pendingCopies.count < CopyStream.maximumStreams else {
             deliver(WireMessage.error(WireError(.unavailable, "the leader is sending copies to other standbys; say hello again later")).encoded(), to: peer)
             return
         }
-        let folder = configuration.dataFolder + "/standby-copy-\(sequence)-\(copyStreams.count)"
+        copiesMade += 1
+        let folder = configuration.dataFolder + "/standby-copy-\(sequence)-\(copiesMade)"
         try? FileManager.default.removeItem(atPath: folder)
-        do {
-            let report = try store.backup(to: folder)
-            copyStreams.append(try CopyStream(peer: peer, node: node, sequence: sequence, folder: folder))
-            deliver(WireMessage.shipResync(epoch: epoch, revision: report.lastRevision).encoded(), to: peer)
-            configuration.operatorLog?.log(
-                .info, "standby-copy", "standby \(TerminalText.escaped(node)) is not in step"
-                    + (copyReason.map { " (\($0))" } ?? "")
-                    + ": sending it a copy of the log at revision \(report.lastRevision) (\(report.bytes) bytes)",
-                ["node": .text(node), "revision": .number(Double(report.lastRevision)), "bytes": .number(Double(report.bytes))])
-        } catch {
-            try? FileManager.default.removeItem(atPath: folder)
-            configuration.operatorLog?.log(
-                .error, "standby-copy", "cannot copy the log for standby \(TerminalText.escaped(node)): \(error)", ["node": .text(node)])
-            deliver(WireMessage.error(WireError(.unavailable, "the leader could not copy its log; say hello again later")).encoded(), to: peer)
+        pendingCopies.append(PendingCopy(peer: peer, node: node, folder: folder, reason: copyReason, store: store))
+    }
+
+    /// The copies written since the last look: each is answered `ship-resync`
+    /// and its parts start, standing for the shipped commits through its last
+    /// revision (`copySequence(through:)`).
+    func takeWrittenCopies() {
+        guard !pendingCopies.isEmpty else { return }
+        pendingCopies.removeAll { pending in
+            guard let written = pending.written else { return false }
+            let node = TerminalText.escaped(pending.node)
+            do {
+                let report = try written.get()
+                guard let sequence = copySequence(through: report.lastRevision) else {
+                    throw TurnStoreError(
+                        code: .corrupt,
+                        message: "the copy ends at revision \(report.lastRevision), which no shipped commit this leader keeps ends at")
+                }
+                copyStreams.append(try CopyStream(peer: pending.peer, node: pending.node, sequence: sequence, folder: pending.folder))
+                deliver(WireMessage.shipResync(epoch: epoch, revision: report.lastRevision).encoded(), to: pending.peer)
+                configuration.operatorLog?.log(
+                    .info, "standby-copy", "standby \(node) is not in step"
+                        + (pending.reason.map { " (\($0))" } ?? "")
+                        + ": sending it a copy of the log at revision \(report.lastRevision) (\(report.bytes) bytes)",
+                    ["node": .text(pending.node), "revision": .number(Double(report.lastRevision)), "bytes": .number(Double(report.bytes))])
+            } catch {
+                try? FileManager.default.removeItem(atPath: pending.folder)
+                configuration.operatorLog?.log(.error, "standby-copy", "cannot copy the log for standby \(node): \(error)", ["node": .text(pending.node)])
+                deliver(WireMessage.error(WireError(.unavailable, "the leader could not copy its log; say hello again later")).encoded(), to: pending.peer)
+            }
+            return true
         }
+    }
+
+    /// The last shipped commit a copy of the log through `revision` holds:
+    /// the one before the first kept commit that starts after it (a commit
+    /// is one LMDB transaction, so a copy ends where one does), or the last
+    /// shipped when none starts after it; nil when `revision` is not where a
+    /// kept commit ends.
+    private func copySequence(through revision: UInt64) -> UInt64? {
+        guard let rules = shipCore else { return nil }
+        let firsts = recentShipped.firstRevisions
+        guard let next = firsts.firstIndex(where: { $0 > revision }) else { return rules.lastSequence }
+        guard firsts[next] == revision + 1 else { return nil }
+        return rules.lastSequence - UInt64(firsts.count - next)
     }
 
     /// Sends the copies' next parts while the standbys' queues take them (4 a stream a pass).

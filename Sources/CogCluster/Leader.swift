@@ -157,6 +157,10 @@ public final class Leader {
     var copyReason: String?
     /// Copies of the log being sent to standbys that were not in step.
     var copyStreams: [CopyStream] = []
+    /// Copies of the log being written, each on a thread of its own, for standbys not in step.
+    var pendingCopies: [PendingCopy] = []
+    /// Numbers the copies' folders.
+    var copiesMade = 0
     /// Each standby's TCP connection (the descriptor its messages came in
     /// on), and whether the socket's watch has listed it: once listed, its
     /// leaving the list ends the standby (`ShipCore.gone`) at once, not a
@@ -461,6 +465,14 @@ public final class Leader {
         // Not a loss when it fails: the next start rebuilds these replies from the records (turnlog.md §2, meta.unindexed-from).
         if !unindexed.isEmpty { _ = try? store.append([], replies: unindexed, index: .indexed) }
         snapshots.closeAll()
+        // A copy being written reads the store: it finishes before the store closes.
+        for pending in pendingCopies {
+            pending.wait()
+            try? FileManager.default.removeItem(atPath: pending.folder)
+        }
+        pendingCopies = []
+        for stream in copyStreams { stream.end() }
+        copyStreams = []
         crashCourier?.stop()
         router.close()
         publisher.close()
@@ -490,8 +502,8 @@ public final class Leader {
             let timeout: Duration
             if spinning || (!snapshots.isEmpty && !snapshotsWaiting) || prunedBacklog || !copyStreams.isEmpty {
                 timeout = .zero  // look for requests without sleeping: parts (or old records) are ready to go
-            } else if !snapshots.isEmpty || !backlogs.isEmpty {
-                timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue
+            } else if !snapshots.isEmpty || !backlogs.isEmpty || !pendingCopies.isEmpty {
+                timeout = .milliseconds(1)  // parts and replies wait for room in ZeroMQ's queue; a copy being written is looked at
             } else {
                 // Not longer: the inbound guard looks at the connections this often (more often while one fills).
                 timeout = inboundGuard.nextLookIn
@@ -530,6 +542,7 @@ public final class Leader {
             }
             carryOut(core.step(.tick, now: now))
             tickShipping()
+            takeWrittenCopies()
             sendCopyParts()
             // Retirement records (workers gone) commit and go out now.
             if core.hasWork { try serveBatch() }
