@@ -412,10 +412,10 @@ extension Leader {
     /// kept commit ends.
     private func copySequence(through revision: UInt64) -> UInt64? {
         guard let rules = shipCore else { return nil }
-        let firsts = recentShipped.firstRevisions
-        guard let next = firsts.firstIndex(where: { $0 > revision }) else { return rules.lastSequence }
-        guard firsts[next] == revision + 1 else { return nil }
-        return rules.lastSequence - UInt64(firsts.count - next)
+        let following = recentShipped.following(revision: revision)
+        guard let first = following.firstRevision else { return rules.lastSequence }
+        guard first == revision + 1 else { return nil }
+        return rules.lastSequence - UInt64(following.count)
     }
 
     /// Sends the copies' next parts while the standbys' queues take them (4 a stream a pass).

@@ -151,6 +151,10 @@ struct ShipCoreTests {
                 #expect(kept.after(revision: UInt64(2 * middle + 1))?.map { Int($0[0]) + Int($0[1]) << 8 } == Array(middle + 1...number))
                 #expect(kept.after(revision: UInt64(2 * oldest - 1)) == nil, "nothing kept at or before it")
                 #expect(kept.last(3)?.map { Int($0[0]) + Int($0[1]) << 8 } == [number - 2, number - 1, number])
+                // The commits starting after a revision: how many, and where the first of them starts.
+                #expect(kept.following(revision: UInt64(2 * middle)) == (number - middle, UInt64(2 * middle + 2)))
+                #expect(kept.following(revision: UInt64(2 * number)) == (0, nil))
+                #expect(kept.following(revision: 0) == (kept.count, UInt64(2 * oldest)))
             }
         }
     }

@@ -59,15 +59,28 @@ public struct KeptCommits: Sendable {
     /// is above it); nil when none is kept at or before it, so some commit
     /// after it may be gone, or when none follows it.
     public func after(revision: UInt64) -> [[UInt8]]? {
-        // First revisions rise: the first kept one above `revision`, by halving.
+        let low = firstIndex(above: revision)
+        guard low > start, low < revisions.count else { return nil }
+        return Array(storage[low...])
+    }
+
+    /// How many kept commits start after `revision`, and the first revision
+    /// of the first of them (nil when none does).
+    public func following(revision: UInt64) -> (count: Int, firstRevision: UInt64?) {
+        let low = firstIndex(above: revision)
+        return (revisions.count - low, low < revisions.count ? revisions[low] : nil)
+    }
+
+    /// The index of the first kept commit whose first revision is above
+    /// `revision` (`revisions.count` when none is): first revisions rise, so by halving.
+    private func firstIndex(above revision: UInt64) -> Int {
         var low = start
         var high = revisions.count
         while low < high {
             let middle = low + (high - low) / 2
             if revisions[middle] > revision { high = middle } else { low = middle + 1 }
         }
-        guard low > start, low < revisions.count else { return nil }
-        return Array(storage[low...])
+        return low
     }
 
     /// The last `count` kept commits; nil when fewer are kept.

@@ -321,8 +321,9 @@ public struct ShipCore: Sendable {
             // Every standby named may take the lead (ha.md §4), so each must hold all that is released: a
             // release goes as far as the least of theirs (one that left counts 0, and holds releases until
             // it is replaced or, degrading, removed).
-            // So must a standby a failed write would have named: etcd may apply that write yet.
-            let leastNamed = (named + maybeNamed.filter { !named.contains($0) }).map { standbys[$0]?.acknowledged ?? 0 }.min()
+            // So must a standby a failed write would have named: etcd may apply that write yet (none of them is named:
+            // the key changes only when a write is confirmed, which forgets them).
+            let leastNamed = (named + maybeNamed).map { standbys[$0]?.acknowledged ?? 0 }.min()
             if writing.map({ $0.contains { !named.contains($0) } }) == true {
                 target = releasedThrough  // a standby is being added: it must hold all that is released
             } else if named.count >= count {
