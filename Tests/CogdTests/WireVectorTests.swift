@@ -311,11 +311,19 @@ struct WireVectorTests {
             revision: 43, epoch: 3, time: Date(timeIntervalSince1970: 1_800_000_000.5), name: "ledger.transfer",
             origin: TurnOrigin(worker: "w1", instance: 7, request: request),
             writes: [TurnWrite(name: "ledger.balance", key: try CBOREncoder().encode("a"), value: try CBOREncoder().encode([1, 2]))])
+        let commit = ShippedCommit(
+            epoch: 3, logID: Array(0x10..<0x20), firstRevision: 43, time: record.time, records: EncodedTurnBatch([record]),
+            replies: [.init(request: request, reply: [0xa0])], index: .unindexedFrom(43), retention: .age(seconds: 60)
+        ).encoded()
         let samples: [[UInt8]] = [
             WireMessage.op(OpRequest(request: request, op: "ledger.open", argument: [0xa0], instance: 9, name: "Bank.open")).encoded(),
             WireMessage.reply(OpReply(request: request, outcome: .rejected(code: "retired-scope", detail: ""))).encoded(),
             WireMessage.turnsFrame(epoch: 3, batch: EncodedTurnBatch([record, record])),
             record.encoded(),
+            // A standby reads these directly (ha.md §9).
+            WireMessage.ship(epoch: 3, sequence: 8, commit: commit).encoded(),
+            WireMessage.shipAck(node: "n2", sequence: 8).encoded(),
+            commit,
         ]
         var generator = SeededGenerator(seed: 7)
         var decoded = 0
@@ -331,6 +339,7 @@ struct WireVectorTests {
                 }
                 if (try? WireMessage.decode(damaged)) != nil { decoded += 1 }
                 if (try? TurnRecord.decode(damaged)) != nil { decoded += 1 }
+                if (try? ShippedCommit.decode(damaged)) != nil { decoded += 1 }
             }
         }
         // Reaching here is the point (no trap); some damage still decodes (a changed digit).

@@ -73,22 +73,34 @@ package struct CBORScanner {
         return true
     }
 
+    /// A float (half, single or double precision).
+    package mutating func float() -> Double? {
+        guard offset < bytes.count else { return nil }
+        let initial = bytes[offset]
+        let width: Int
+        switch initial {
+        case 0xf9: width = 2
+        case 0xfa: width = 4
+        case 0xfb: width = 8
+        default: return nil
+        }
+        guard bytes.count - offset > width else { return nil }
+        var bits: UInt64 = 0
+        for index in 0..<width { bits = bits << 8 | UInt64(bytes[offset + 1 + index]) }
+        offset += 1 + width
+        switch width {
+        case 2: return Double(Float16Bits.float(UInt16(bits)))
+        case 4: return Double(Float(bitPattern: UInt32(bits)))
+        default: return Double(bitPattern: bits)
+        }
+    }
+
     /// A tag-1 date: seconds since 1970 as a float or an integer.
     package mutating func epochSeconds() -> Double? {
         guard let (major, tag) = head(), major == 6, tag == CBORTag.epochDate, offset < bytes.count else { return nil }
-        let initial = bytes[offset]
-        switch initial {
+        switch bytes[offset] {
         case 0xf9, 0xfa, 0xfb:
-            let width = initial == 0xf9 ? 2 : initial == 0xfa ? 4 : 8
-            guard bytes.count - offset > width else { return nil }
-            var bits: UInt64 = 0
-            for index in 0..<width { bits = bits << 8 | UInt64(bytes[offset + 1 + index]) }
-            offset += 1 + width
-            switch width {
-            case 2: return Double(Float16Bits.float(UInt16(bits)))
-            case 4: return Double(Float(bitPattern: UInt32(bits)))
-            default: return Double(bitPattern: bits)
-            }
+            return float()
         default:
             guard let (major, argument) = head() else { return nil }
             switch major {

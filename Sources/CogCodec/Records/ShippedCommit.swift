@@ -121,8 +121,100 @@ extension ShippedCommit {
         }
     }
 
-    /// The commit's bytes.
+    /// The commit's bytes, written directly in deterministic key order
+    /// (byte-equal to `encodedGenerically()`; the `shipped-commit` vector and
+    /// `ShippedCommitCodecTests` check it): the leader writes one per commit.
     public func encoded() -> [UInt8] {
+        var writer = CBORWriter(reservingCapacity: 160 + recordBytes.count + 8 * recordCount + replies.reduce(0) { $0 + 32 + $1.reply.count })
+        let index: UInt64? =
+            switch self.index {
+            case .unindexedFrom(let revision)?: revision
+            case .indexed?: 0
+            case nil: nil
+            }
+        writer.appendHead(major: 5, 9 + (index == nil ? 0 : 1) + (pruneLimit == nil ? 0 : 1))
+        // Shorter keys first, then bytewise: log, time, epoch, first, index, prune, retain, records, replies, openings, rejections.
+        writer.appendText("log")
+        writer.appendHead(major: 2, UInt64(logID.count))
+        writer.appendRaw(logID)
+        writer.appendText("time")
+        writer.appendHead(major: 6, CBORTag.epochDate)
+        writer.appendFloat(time.timeIntervalSince1970)
+        writer.appendText("epoch")
+        writer.appendHead(major: 0, epoch)
+        writer.appendText("first")
+        writer.appendHead(major: 0, firstRevision)
+        if let index {
+            writer.appendText("index")
+            writer.appendHead(major: 0, index)
+        }
+        if let pruneLimit {
+            writer.appendText("prune")
+            writer.appendHead(major: 0, UInt64(pruneLimit))
+        }
+        writer.appendText("retain")
+        switch retention {
+        case .everything:
+            writer.appendHead(major: 5, 1)
+            writer.appendText("kind")
+            writer.appendText("everything")
+        case .turns(let count):
+            writer.appendRaw(ShippedCommit.retainHead)
+            writer.appendText("turns")
+            writer.appendText("count")
+            writer.appendHead(major: 0, count)
+        case .bytes(let size):
+            writer.appendRaw(ShippedCommit.retainHead)
+            writer.appendText("bytes")
+            writer.appendText("count")
+            writer.appendHead(major: 0, size)
+        case .age(let seconds):
+            writer.appendHead(major: 5, 2)  // kind, seconds
+            writer.appendText("kind")
+            writer.appendText("age")
+            writer.appendText("seconds")
+            writer.appendFloat(seconds)
+        }
+        writer.appendText("records")
+        writer.appendHead(major: 4, UInt64(recordCount))
+        for index in 0..<recordCount {
+            let record = record(index)
+            writer.appendHead(major: 2, UInt64(record.count))
+            writer.appendRaw(record)
+        }
+        writer.appendText("replies")
+        writer.appendHead(major: 4, UInt64(replies.count))
+        for answer in replies {
+            writer.appendHead(major: 5, 3)  // seq, reply, worker
+            writer.appendText("seq")
+            writer.appendHead(major: 0, answer.request.sequence)
+            writer.appendText("reply")
+            writer.appendHead(major: 2, UInt64(answer.reply.count))
+            writer.appendRaw(answer.reply)
+            writer.appendText("worker")
+            writer.appendText(answer.request.worker)
+        }
+        // Openings and rejections are rare (registrations, refusals): their general encoding is their deterministic bytes.
+        writer.appendText("openings")
+        writer.appendRaw(openings.isEmpty ? [0x80] : ShippedCommit.generic(openings))
+        writer.appendText("rejections")
+        writer.appendRaw(rejections.isEmpty ? [0x80] : ShippedCommit.generic(rejections.map(\.stored)))
+        return writer.bytes
+    }
+
+    /// A two-field `retain` map's head and its `kind` key.
+    private static let retainHead: [UInt8] = [0xa2, 0x64] + Array("kind".utf8)
+
+    private static func generic<T: Encodable>(_ value: T) -> [UInt8] {
+        // Numbers, bytes, texts and times only: the encoder cannot fail on them.
+        guard let bytes = try? CBOREncoder().encode(value) else {
+            preconditionFailure("internal inconsistency: a shipped commit's \(T.self) did not encode")
+        }
+        return bytes
+    }
+
+    /// The commit's bytes through the general encoder (what `encoded()` must equal).
+    package func encodedGenerically() -> [UInt8] {
         let retain: Wire.Retain
         switch retention {
         case .everything: retain = .init(kind: "everything")
@@ -140,11 +232,7 @@ extension ShippedCommit {
             epoch: epoch, log: logID, first: firstRevision, time: time, records: (0..<recordCount).map { Array(record($0)) },
             replies: replies.map { .init(worker: $0.request.worker, seq: $0.request.sequence, reply: $0.reply) }, index: index, retain: retain,
             openings: openings, rejections: rejections.map(\.stored), prune: pruneLimit.map { UInt64($0) })
-        // Every field is a number, bytes, text or a time: the encoder cannot fail on it.
-        guard let bytes = try? CBOREncoder().encode(wire) else {
-            preconditionFailure("internal inconsistency: a shipped commit did not encode")
-        }
-        return bytes
+        return ShippedCommit.generic(wire)
     }
 
     /// Reads a commit from its bytes; throws for anything else: bytes past
@@ -155,7 +243,8 @@ extension ShippedCommit {
         guard bytes.count <= maximumBytes else {
             throw invalid("a shipped commit of \(bytes.count) bytes is over the limit of \(maximumBytes)")
         }
-        let wire = try CBORDecoder().decode(Wire.self, from: bytes)
+        let wire: Wire
+        if let scanned = Wire(scanning: bytes) { wire = scanned } else { wire = try CBORDecoder().decode(Wire.self, from: bytes) }
         guard wire.log.count == 16 else { throw invalid("a shipped commit's log id is \(wire.log.count) bytes, expected 16") }
         let retention: Retention
         switch (wire.retain.kind, wire.retain.count, wire.retain.seconds) {
@@ -187,6 +276,73 @@ extension ShippedCommit {
         commit.recordEnds = ends
         return commit
     }
+}
+
+extension ShippedCommit.Wire {
+    /// Reads a commit laid out as `ShippedCommit.encoded()` writes it, with
+    /// no openings and no rejections (a standby reads one per commit),
+    /// without a tree; nil for anything else, which the general decoder reads.
+    init?(scanning bytes: [UInt8]) {
+        var scanner = CBORScanner(bytes)
+        guard let fields = scanner.mapCount(), scanner.skip(text: "log"), let log = scanner.byteString(),
+            scanner.skip(text: "time"), let seconds = scanner.epochSeconds(),
+            scanner.skip(text: "epoch"), let epoch = scanner.unsigned(), scanner.skip(text: "first"), let first = scanner.unsigned()
+        else { return nil }
+        var index: UInt64?
+        if scanner.skip(text: "index") {
+            guard let value = scanner.unsigned() else { return nil }
+            index = value
+        }
+        var prune: UInt64?
+        if scanner.skip(text: "prune") {
+            guard let value = scanner.unsigned() else { return nil }
+            prune = value
+        }
+        guard fields == 9 + (index == nil ? 0 : 1) + (prune == nil ? 0 : 1), scanner.skip(text: "retain"), let retainFields = scanner.mapCount(),
+            scanner.skip(text: "kind"), let kind = scanner.text()
+        else { return nil }
+        var retain = Retain(kind: kind)
+        switch retainFields {
+        case 1: break
+        case 2:
+            if scanner.skip(text: "count") {
+                guard let count = scanner.unsigned() else { return nil }
+                retain.count = count
+            } else {
+                guard scanner.skip(text: "seconds"), let seconds = scanner.float() else { return nil }
+                retain.seconds = seconds
+            }
+        default: return nil
+        }
+        guard scanner.skip(text: "records"), let recordCount = scanner.arrayCount(), recordCount <= UInt64(bytes.count) else { return nil }
+        var records: [[UInt8]] = []
+        records.reserveCapacity(Int(min(recordCount, 1_024)))  // the count is untrusted until the records are read
+        for _ in 0..<recordCount {
+            guard let record = scanner.byteString() else { return nil }
+            records.append(record)
+        }
+        guard scanner.skip(text: "replies"), let replyCount = scanner.arrayCount(), replyCount <= UInt64(bytes.count) else { return nil }
+        var replies: [Reply] = []
+        replies.reserveCapacity(Int(min(replyCount, 1_024)))
+        for _ in 0..<replyCount {
+            guard scanner.mapCount() == 3, scanner.skip(text: "seq"), let seq = scanner.unsigned(), scanner.skip(text: "reply"),
+                let reply = scanner.byteString(), scanner.skip(text: "worker"), let worker = scanner.text()
+            else { return nil }
+            replies.append(Reply(worker: worker, seq: seq, reply: reply))
+        }
+        guard scanner.skip(text: "openings"), scanner.arrayCount() == 0, scanner.skip(text: "rejections"), scanner.arrayCount() == 0,
+            scanner.isAtEnd
+        else { return nil }
+        self.init(
+            epoch: epoch, log: log, first: first, time: Date(timeIntervalSince1970: seconds), records: records, replies: replies, index: index,
+            retain: retain, openings: [], rejections: [], prune: prune)
+    }
+}
+
+extension ShippedCommit {
+    /// Whether `bytes` are read by the direct reader (no openings, no
+    /// rejections, laid out as `encoded()` writes them), not the general one.
+    package static func isScannable(_ bytes: [UInt8]) -> Bool { Wire(scanning: bytes) != nil }
 }
 
 /// A shipped commit that is not one.

@@ -477,11 +477,14 @@ extension WireMessage {
         switch self {
         case .reply(let reply): reply.frame()
         case .op(let request): request.frame()
+        case .ship(let epoch, let sequence, let commit): WireMessage.shipFrame(epoch: epoch, sequence: sequence, commit: commit)
+        case .shipAck(let node, let sequence): WireMessage.shipAckFrame(node: node, sequence: sequence)
         default: encodedGenerically()
         }
     }
 
-    private func encodedGenerically() -> [UInt8] {
+    /// The message's frame through the general encoder (what the direct writers must equal).
+    package func encodedGenerically() -> [UInt8] {
         let encoder = CBOREncoder()
         // Every body is made of this module's own types (texts, numbers,
         // arrays, maps with text keys): one that does not encode is a bug
@@ -606,6 +609,7 @@ extension WireMessage {
         }
         if let request = OpRequest(scanning: frame) { return .op(request) }
         if let reply = OpReply(scanning: frame) { return .reply(reply) }
+        if let shipping = try scanShipping(frame) { return shipping }
         if let turns = WireMessage.scanTurns(frame) { return turns }
         let decoder = CBORDecoder()
         let tree: CBORValue
