@@ -50,12 +50,15 @@ public final class StandbyFollower {
     private var quietUntil = ContinuousClock.now
     private var closed = false
 
-    /// Opens `dataFolder` as a standby's copy (made if missing).
     /// Its standby key and the leader's public key, under CURVE (`ha.md` §9); nil: none.
     private let keys: CurveClientKeys?
 
-    public init(node: String, dataFolder: String, keys: CurveClientKeys? = nil, note: @escaping Note) throws {
+    /// Opens `dataFolder` as a standby's copy (made if missing).
+    public init(
+        node: String, dataFolder: String, keys: CurveClientKeys? = nil, refusalLogInterval: Duration = .seconds(60), note: @escaping Note
+    ) throws {
         self.node = node
+        self.refusalLogInterval = refusalLogInterval
         self.keys = keys
         self.note = note
         self.dataFolder = dataFolder
@@ -129,6 +132,7 @@ public final class StandbyFollower {
         switch message {
         case .shipWelcome(let leaderEpoch, let sequence):
             applied = sequence
+            refusal = nil
             note("standby-in-step", "in step with the leader of epoch \(leaderEpoch) at revision \(store.lastRevision); applying what it ships", false)
             return nil
         case .ship(_, let sequence, let bytes):
@@ -166,11 +170,35 @@ public final class StandbyFollower {
             // Hello again at the usual pace (a second): a standby the leader dropped is back in step at once, and one
             // refused for a cause that lasts (copies in progress, standbys enough) asks no faster than that.
             quietUntil = .now + .seconds(1)
-            note("standby-refused", "the leader refused this standby: \(TerminalText.escaped(error.message))", true)
+            noteRefusal(error.message)
             return nil
         default:
             return nil
         }
+    }
+
+    /// The last refusal logged: its reason, when, and how many times it came again since.
+    private var refusal: (reason: String, logged: ContinuousClock.Instant, repeats: Int)?
+    /// How often a refusal for the same reason is logged again while it lasts (60 s unless a test says otherwise).
+    private let refusalLogInterval: Duration
+
+    /// Logs a refusal (`standby-refused`, a warning): a new reason at once, the
+    /// same reason again once a `refusalLogInterval`, saying how many times
+    /// it came meanwhile; a standby asks every second, and a cause that lasts
+    /// would otherwise fill the log (ha.md §9).
+    private func noteRefusal(_ reason: String) {
+        let now = ContinuousClock.now
+        if var last = refusal, last.reason == reason, now - last.logged < refusalLogInterval {
+            last.repeats += 1
+            refusal = last
+            return
+        }
+        var message = "the leader refused this standby: \(TerminalText.escaped(reason))"
+        if let last = refusal, last.reason == reason, last.repeats > 0 {
+            message += " (refused \(last.repeats) more \(last.repeats == 1 ? "time" : "times") for this reason since it was logged)"
+        }
+        refusal = (reason, now, 0)
+        note("standby-refused", message, true)
     }
 
     /// Keeps the request whose body crashed the leader in this folder's
@@ -270,6 +298,7 @@ public final class StandbyFollower {
         socket?.close()
         socket = nil
         applied = nil
+        refusal = nil
         endpoint = wanted
         guard let wanted else { return }
         do {
