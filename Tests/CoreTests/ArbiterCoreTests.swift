@@ -151,6 +151,56 @@ struct ArbiterCoreTests {
         #expect(standby.writeSync(standbys: ["n3"], now: .milliseconds(30)) == [.syncWriteFailed("this node does not lead")])
     }
 
+    @Test func `the last leader lets a standby the sync key names take the lead first, and campaigns when none did`() {
+        let read = ArbiterCore.Effect.send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))
+        let values = ["/cogd/bank/epoch": EtcdValue(value: "4", modRevision: 40), "/cogd/bank/sync": EtcdValue(value: "4 n1 n2", modRevision: 41)]
+        let deferring = ArbiterCore.Effect.note(
+            "no node leads; this node led epoch 4 and lets its synchronous standby n2 take the lead first (it may hold a commit "
+                + "this node shipped but did not commit); this node campaigns in 300 ms if none does")
+        var core = Self.started(node: "n1", ownEpoch: 4)
+        #expect(core.deferral == .milliseconds(300))
+        #expect(core.answered(.values(values), now: .milliseconds(30)) == [.follow(nil), deferring])
+        // Reads within the deferral say nothing more and send no campaign.
+        #expect(core.tick(now: .milliseconds(130)) == [read])
+        #expect(core.answered(.values(values), now: .milliseconds(140)) == [])
+        #expect(core.tick(now: .milliseconds(240)) == [read])
+        #expect(core.answered(.values(values), now: .milliseconds(250)) == [])
+        // No standby took it: the first read past the deferral campaigns.
+        #expect(core.tick(now: .milliseconds(350)) == [read])
+        guard case .send(.transaction(_, let puts))? = core.answered(.values(values), now: .milliseconds(360)).first else {
+            Issue.record("no campaign past the deferral")
+            return
+        }
+        #expect(puts.map(\.value) == ["n1 5 tcp://127.0.0.1:7000", "5", "5 n1"])
+
+        // Another run: the standby takes the lead while this node defers; it is followed, and a later
+        // episode without a leader defers anew.
+        var again = Self.started(node: "n1", ownEpoch: 4)
+        #expect(again.answered(.values(values), now: .milliseconds(30)) == [.follow(nil), deferring])
+        #expect(again.tick(now: .milliseconds(130)) == [read])
+        let n2 = ArbiterRecords.Leader(node: "n2", epoch: 5, endpoint: "tcp://127.0.0.1:7002")
+        #expect(again.answered(.values([
+            "/cogd/bank/leader": EtcdValue(value: n2.text, modRevision: 50), "/cogd/bank/epoch": EtcdValue(value: "5", modRevision: 50),
+            "/cogd/bank/sync": EtcdValue(value: "5 n2 n1", modRevision: 51),
+        ]), now: .milliseconds(140)) == [.follow(n2)])
+        // n2 named n1 its standby: n1 is not the sync key's leader now, so it would campaign at once.
+        #expect(again.tick(now: .milliseconds(240)) == [read])
+        let afterN2 = ["/cogd/bank/epoch": EtcdValue(value: "5", modRevision: 50), "/cogd/bank/sync": EtcdValue(value: "5 n2 n1", modRevision: 51)]
+        guard case .send(.transaction(_, let puts))? = again.answered(.values(afterN2), now: .milliseconds(250)).first else {
+            Issue.record("a standby of the last leader did not campaign at once")
+            return
+        }
+        #expect(puts.map(\.value) == ["n1 6 tcp://127.0.0.1:7000", "6", "6 n1"])
+
+        // The sync key names no standby: nothing to defer to, the last leader campaigns at once.
+        var alone = Self.started(node: "n1", ownEpoch: 4)
+        let aloneValues = ["/cogd/bank/epoch": EtcdValue(value: "4", modRevision: 40), "/cogd/bank/sync": EtcdValue(value: "4 n1", modRevision: 41)]
+        guard case .send(.transaction)? = alone.answered(.values(aloneValues), now: .milliseconds(30)).first else {
+            Issue.record("the last leader without standbys did not campaign at once")
+            return
+        }
+    }
+
     @Test func `a node the sync key does not name waits and never campaigns`() {
         var core = Self.started(node: "n3")
         let values = ["/cogd/bank/epoch": EtcdValue(value: "4", modRevision: 40), "/cogd/bank/sync": EtcdValue(value: "4 n1 n2", modRevision: 41)]
@@ -175,10 +225,12 @@ struct ArbiterCoreTests {
             .note("no node leads; this node's folder holds no log, so it may not take the lead of a cluster at epoch 4: it waits for a copy from the next leader"),
         ])
         #expect(core.role == .standby(leader: nil))
-        // A copy arrived: at its next look it campaigns.
+        // A copy arrived: at its next look it may lead, and as epoch 4's leader it lets n2 take the lead first; then it campaigns.
         core.holdsLog(true)
         #expect(core.tick(now: .milliseconds(530)) == [.send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))])
-        guard case .send(.transaction(_, let puts))? = core.answered(.values(values), now: .milliseconds(540)).first else {
+        #expect(core.answered(.values(values), now: .milliseconds(540)).first.map { if case .note = $0 { true } else { false } } == true)
+        #expect(core.tick(now: .milliseconds(900)) == [.send(.read(["/cogd/bank/leader", "/cogd/bank/epoch", "/cogd/bank/sync"]))])
+        guard case .send(.transaction(_, let puts))? = core.answered(.values(values), now: .milliseconds(910)).first else {
             Issue.record("no campaign")
             return
         }

@@ -156,6 +156,12 @@ public struct ArbiterCore: Sendable {
     private var syncKeyRevision: Int64?
     /// The sync key's standbys a leader asked for, not yet sent.
     private var syncWanted: [String]?
+    /// Since when this node, the sync key's leader, has let its standbys
+    /// take the lead first (nil: not deferring).
+    private var deferringSince: Duration?
+    /// How long the sync key's leader lets a standby it names take the lead
+    /// first when no node leads (ha.md §4 rule 4): three read intervals.
+    public var deferral: Duration { readInterval * 3 }
 
     /// A leader asks for the sync key to name `standbys` (ha.md §9): sent
     /// when no other request is in flight and the leader key's revision is
@@ -345,6 +351,7 @@ public struct ArbiterCore: Sendable {
                 return garbageRecord(keys.leader, leaderValue.value, now: now)
             }
             epochSeen = max(epochSeen, leader.epoch)
+            deferringSince = nil
             if leader.node == configuration.node, leader.epoch == campaigned, role != .stopped {
                 leaderKeyRevision = leaderValue.modRevision
                 syncKeyRevision = values[keys.sync]?.modRevision ?? 0
@@ -369,6 +376,24 @@ public struct ArbiterCore: Sendable {
         guard epoch < UInt64(UInt32.max) else {
             return stop(.refuse(reason: "etcd's epoch for cluster \(configuration.cluster) is \(epoch), the last a log can hold: no epoch can follow it"))
         }
+        // The last leader lets a synchronous standby take the lead first: it may have died after shipping a
+        // commit it never committed, which the standby holds. A standby that leads keeps that commit and
+        // catches this node up from it; this node leading would write over it and send the standby a copy.
+        if let sync, sync.leader == configuration.node, !sync.standbys.isEmpty {
+            let since = deferringSince ?? now
+            if now - since < deferral {
+                var effects = follow(nil, now: now)
+                if deferringSince == nil {
+                    effects.append(.note(
+                        "no node leads; this node led epoch \(sync.epoch) and lets its synchronous "
+                            + "standby \(sync.standbys.joined(separator: ", ")) take the lead first (it may hold a commit this node "
+                            + "shipped but did not commit); this node campaigns in \(ArbiterCore.milliseconds(deferral)) ms if none does"))
+                }
+                deferringSince = since
+                return effects
+            }
+        }
+        deferringSince = nil
         let next = epoch + 1
         let leader = ArbiterRecords.Leader(node: configuration.node, epoch: next, endpoint: configuration.endpoint)
         let newSync = ArbiterRecords.Sync(epoch: next, leader: configuration.node, standbys: [])
@@ -476,6 +501,10 @@ public struct ArbiterCore: Sendable {
 
     /// A value from etcd as an operator may see it: at most 64 characters,
     /// control characters and quotes escaped.
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
     public static func shown(_ value: String) -> String {
         var out = "\""
         for scalar in value.unicodeScalars.prefix(64) {
