@@ -199,7 +199,10 @@ extension Leader {
         case .standbyHello(let node, let logID, let standbyEpoch, let revision, let digest):
             let mismatch = mismatch(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
             let matches = mismatch == nil
-            if matches, revision < store.lastRevision, let missed = keptCommits(after: revision) {
+            // It lacks commits when it is behind on records, or when commits without a record (dedup answers,
+            // refusals) came after its last one: a copy at the leader's last revision may still lack those.
+            let lacksCommits = matches && (revision < store.lastRevision || recentShipped.following(revision: revision).count > 0)
+            if lacksCommits, let missed = keptCommits(after: revision) {
                 // Behind, on this log: the commits it lacks follow, as after a copy (ha.md §9, catch-up).
                 configuration.operatorLog?.log(
                     .info, "standby-catch-up",
@@ -208,9 +211,9 @@ extension Leader {
                 effects = rules.copied(by: peer, node: node, through: missed.sequence, missed: missed.commits, now: shipNow)
             } else {
                 // Why a copy follows, for its log line.
-                copyReason = mismatch ?? (revision == store.lastRevision ? nil : "the commits after its revision \(revision) are no longer kept"
-                    + (recentShipped.oldestRevision.map { " (kept from revision \($0))" } ?? " (none is kept)"))
-                effects = rules.hello(from: peer, node: node, inStep: matches && revision == store.lastRevision, now: shipNow)
+                copyReason = mismatch ?? (!lacksCommits ? nil : logID == nil ? "its folder holds no log yet" : "the commits after its revision \(revision) are no longer all kept"
+                    + (recentShipped.oldestRevision.map { " (those kept follow revision \($0 - 1))" } ?? " (none is kept)"))
+                effects = rules.hello(from: peer, node: node, inStep: matches && !lacksCommits, now: shipNow)
             }
         case .shipAck(let node, let sequence):
             effects = rules.acknowledged(from: peer, node: node, through: sequence, now: shipNow)

@@ -633,4 +633,48 @@ struct ShippingLeaderTests {
         #expect(!back.lines.contains { $0.contains("receiving its copy") }, "no copy: \(back.lines)")
         #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
+
+    @Test func `a standby back at the leader's last record gets the answers committed without a record since, and answers their retries as the old leader would`() throws {
+        let etcd = try TestEtcd()
+        defer { etcd.stop() }
+        guard try etcd.start() else { return }
+        let n1 = HALeaderTests.Node(name: "n1")
+        let n2 = HALeaderTests.Node(name: "n2")
+        defer {
+            n1.folder.cleanUp()
+            n2.folder.cleanUp()
+        }
+        /// Opens account a1 through `node` as request `teller#<sequence>`: an op that changes nothing once a1 is open.
+        func openA1(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
+            let result = try runCogd([
+                "call", "--leader", "tcp://127.0.0.1:\(node.requests)", "--timeout", "10", "--request-id", "teller#\(sequence)", "ledger.open",
+                #"{"account": "a1", "balance": 5}"#,
+            ], timeout: .seconds(30))
+            return result.stdout + result.stderr
+        }
+        let first = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1"])
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try openA1(n1, 1).hasPrefix("applied revision 1"))
+
+        // n2 is killed; n1, alone, answers a request that writes nothing: a commit with its answer and no record.
+        second.killHard()
+        second.stop()
+        #expect(try openA1(n1, 2).hasPrefix("unchanged: the op wrote nothing"))
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1" }, "\(first.lines)")
+
+        // n2 returns at revision 1, n1's last record: it is sent the commit made since, not welcomed as it is.
+        let again = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1"])
+        defer { again.stop() }
+        #expect(first.waitForLine { $0.contains("standby n2 is at revision 1 of this log: sending it the 1 commits after it") } != nil, "\(first.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(again.lines)")
+        #expect(try Self.call(n1, 3).hasPrefix("applied revision 2"))
+
+        // n2 takes over and answers a retry of request 2 from its copy, as n1 would have: nothing runs again.
+        first.killHard()
+        #expect(again.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 2") } != nil, "\(again.lines)")
+        #expect(try openA1(n2, 2).hasPrefix("answered from an earlier request: unchanged: the op wrote nothing"))
+    }
 }
