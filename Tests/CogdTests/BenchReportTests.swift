@@ -6,7 +6,7 @@ import Testing
 /// `cogd-lab bench SUITE --report DIR` (issue 30): the figures as usual,
 /// and a self-contained page drawing each beside its baseline, rendered by
 /// headless Chromium.
-@Suite("cogd-lab bench --report", .timeLimit(.minutes(5)))
+@Suite("cogd-lab bench --report", .timeLimit(.minutes(10)))
 struct BenchReportTests {
     @Test func `a bench with --report prints its figures and writes a page whose rendered SVG draws each beside its baseline`() throws {
         let chromium = try #require(

@@ -4,7 +4,7 @@ import Testing
 /// The cluster bench runs end to end (real leader child, echo servers, an
 /// in-process worker) and prints one JSON object per figure. Speed is not
 /// judged here (`cogd bench` on a release build is where it is).
-@Suite("cogd bench cluster and groups (smoke)", .serialized, .timeLimit(.minutes(5)))
+@Suite("cogd bench cluster and groups (smoke)", .serialized, .timeLimit(.minutes(10)))
 struct BenchSmokeTests {
     @Test func `the round-trip shape prints its figures beside their baselines`() throws {
         let result = try runCogdLab(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--json", "--ports", "43200-43209"], timeout: .seconds(90))

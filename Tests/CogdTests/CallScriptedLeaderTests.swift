@@ -6,7 +6,7 @@ import CogWire
 import Foundation
 import Testing
 
-@Suite("cogd call against a scripted leader", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd call against a scripted leader", .serialized, .timeLimit(.minutes(10)))
 struct CallScriptedLeaderTests {
     @Test func `a welcome claiming the last sequence makes call --name send 2^63, which a leader refuses, never trap`() throws {
         let leader = try ScriptedLeader()

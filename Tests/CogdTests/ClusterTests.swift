@@ -7,7 +7,7 @@ import Testing
 
 @testable import CogdCommandLine
 
-@Suite("cogd leader and workers (real processes, loopback)", .serialized, .timeLimit(.minutes(5)))
+@Suite("cogd leader and workers (real processes, loopback)", .serialized, .timeLimit(.minutes(10)))
 struct ClusterTests {
     @Test func `replicas converge to the leader's state and a late worker catches up`() throws {
         let folder = TemporaryFolder()
@@ -366,7 +366,7 @@ struct ClusterTests {
     }
 }
 
-@Suite("Scope instances across processes (leader authority)", .serialized, .timeLimit(.minutes(5)))
+@Suite("Scope instances across processes (leader authority)", .serialized, .timeLimit(.minutes(10)))
 struct ScopeAuthorityTests {
     /// A raw DEALER speaking as worker `tester`.
     final class RawWorker {
@@ -568,7 +568,7 @@ struct ScopeAuthorityTests {
     }
 }
 
-@Suite("Scope instances across processes (worker stamping)", .serialized, .timeLimit(.minutes(5)))
+@Suite("Scope instances across processes (worker stamping)", .serialized, .timeLimit(.minutes(10)))
 struct ScopeStampingTests {
     @Test func `a worker's scope child sends its op stamped with the instance the leader minted`() throws {
         let folder = TemporaryFolder()
@@ -715,7 +715,7 @@ struct ScopeStampingTests {
     }
 }
 
-@Suite("Scope instances and silent workers", .serialized, .timeLimit(.minutes(5)))
+@Suite("Scope instances and silent workers", .serialized, .timeLimit(.minutes(10)))
 struct SilentWorkerTests {
     @Test func `killing a worker retires its instances once its heartbeat times out`() throws {
         let folder = TemporaryFolder()
@@ -850,7 +850,7 @@ struct SilentWorkerTests {
     }
 }
 
-@Suite("TrailsRig across processes", .serialized, .timeLimit(.minutes(5)))
+@Suite("TrailsRig across processes", .serialized, .timeLimit(.minutes(10)))
 struct TrailsClusterTests {
     @Test func `closing a screen while its load is in flight keeps that load out, and a reopened screen's load is accepted`() throws {
         let folder = TemporaryFolder()

@@ -28,7 +28,7 @@ private final class LineReader {
     }
 }
 
-@Suite("Crash safety", .timeLimit(.minutes(5)))
+@Suite("Crash safety", .timeLimit(.minutes(10)))
 struct CrashTests {
     @Test(arguments: [1, 7, 50])
     func `a writer killed with SIGKILL loses no reported turn and leaves a sound log`(batch: Int) throws {

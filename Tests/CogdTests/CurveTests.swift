@@ -111,7 +111,7 @@ private func readTurns(_ endpoint: String, keys: CurveClientKeys?, while work: (
     return (revisions, try watch.problem())
 }
 
-@Suite("CURVE: who may connect and what each key may do", .serialized, .timeLimit(.minutes(3)))
+@Suite("CURVE: who may connect and what each key may do", .serialized, .timeLimit(.minutes(10)))
 struct CurveTests {
     @Test func `no key, an unknown key or the wrong leader key is refused at the handshake, and the client says why`() throws {
         let cluster = try CurveCluster()

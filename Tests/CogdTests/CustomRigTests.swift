@@ -8,7 +8,7 @@ import Testing
 /// `CounterApp` (Tests/CounterApp): a user's own executable, one call of
 /// `CogdCommandLine.main(rigs:)` with a rig of its own, run as real
 /// processes on loopback.
-@Suite("your own executable on cogd", .timeLimit(.minutes(3)))
+@Suite("your own executable on cogd", .timeLimit(.minutes(10)))
 struct CustomRigTests {
     /// The `CounterApp` executable built beside `cogd`.
     func counterApp() -> URL {

@@ -16,7 +16,7 @@ private func dataFileSize(_ folder: String) throws -> Int {
     try #require(try FileManager.default.attributesOfItem(atPath: folder + "/data.mdb")[.size] as? Int)
 }
 
-@Suite("Damaged data folders", .timeLimit(.minutes(5)))
+@Suite("Damaged data folders", .timeLimit(.minutes(10)))
 struct DamagedFolderTests {
     @Test func `a truncated data.mdb is refused with a clear message by tail, verify, the leader and the store, never a crash`() throws {
         let pageSize = 4_096
@@ -65,7 +65,7 @@ struct DamagedFolderTests {
     }
 }
 
-@Suite("A lost data.mdb never silently restarts history", .timeLimit(.minutes(5)))
+@Suite("A lost data.mdb never silently restarts history", .timeLimit(.minutes(10)))
 struct DataLossTests {
     private func soak(_ folder: String, _ count: Int) throws {
         #expect(try runCogd(["log", "soak", "--data", folder, "--count", String(count), "--batch", "4"]).status == 0)

@@ -5,7 +5,7 @@ import Testing
 /// rendered by headless Chromium (Debian's `chromium`, installed by
 /// `deploy/install-deps.sh`): what the browser built from the page holds the
 /// latency series and the fault bands.
-@Suite("cogd-lab drill --report, rendered", .timeLimit(.minutes(5)))
+@Suite("cogd-lab drill --report, rendered", .timeLimit(.minutes(10)))
 struct DrillReportRenderTests {
     /// Chromium on the PATH (or Debian's place for it); nil when not installed.
     static func chromium() -> URL? {

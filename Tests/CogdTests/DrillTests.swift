@@ -8,7 +8,7 @@ import Testing
 @testable import CogLab
 @testable import CogdCommandLine
 
-@Suite("cogd drill", .timeLimit(.minutes(5)))
+@Suite("cogd drill", .timeLimit(.minutes(10)))
 struct DrillTests {
     @Test func `a short drill with leader and worker kills loses nothing and conserves money`() throws {
         let result = try runCogdLab(

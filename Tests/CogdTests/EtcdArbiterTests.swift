@@ -12,7 +12,7 @@ import Testing
 /// five requests, one leader per epoch with epochs minted in etcd, the
 /// sync key deciding who may take over, a leader that cannot renew closing
 /// its release gate by its deadline, and the starts it refuses.
-@Suite("Arbiter on a real etcd", .serialized, .timeLimit(.minutes(3)))
+@Suite("Arbiter on a real etcd", .serialized, .timeLimit(.minutes(10)))
 struct EtcdArbiterTests {
     /// The events an arbiter reported, in order.
     final class Events: Sendable {

@@ -5,7 +5,7 @@ import Testing
 /// baseline; the bench stops when a baseline computes something other than
 /// the graph, so exit 0 here also says they agreed. Speed is not judged here
 /// (a release build is where it is).
-@Suite("cogd-lab bench graph (smoke)", .serialized, .timeLimit(.minutes(5)))
+@Suite("cogd-lab bench graph (smoke)", .serialized, .timeLimit(.minutes(10)))
 struct GraphBenchSmokeTests {
     static let shapes = [
         "steady", "deep", "broad", "diamond", "keyed", "keyed-single-10", "keyed-single-10000", "cold", "scopes",

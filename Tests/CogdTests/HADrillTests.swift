@@ -7,7 +7,7 @@ import Testing
 /// `cogd-lab drill --ha`: a real etcd and two or three `cogd leader --ha
 /// --sync one` nodes under faults, with clients that follow the leader; the
 /// verdict a user reads, and nothing it started left running.
-@Suite("cogd drill --ha", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd drill --ha", .serialized, .timeLimit(.minutes(10)))
 struct HADrillTests {
     /// The ports the run said it took (its first stderr line).
     static func ports(_ stderr: String) -> [Int] {

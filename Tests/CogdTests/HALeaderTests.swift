@@ -9,7 +9,7 @@ import Testing
 /// leader serves in the epoch etcd minted, another waits as a standby, a
 /// leader frozen past its lease steps down without answering what arrived
 /// meanwhile, and a start etcd cannot back is refused with what to do.
-@Suite("cogd leader --ha on a real etcd", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd leader --ha on a real etcd", .serialized, .timeLimit(.minutes(10)))
 struct HALeaderTests {
     struct Node {
         let name: String

@@ -14,7 +14,7 @@ import Testing
 /// Every address lives inside the namespaces the test made. Needs root,
 /// `ip netns`, etcd and curl (etcd's keys are read through its JSON gateway
 /// from the client's namespace); without them each test says why and passes.
-@Suite("cogd --ha across network partitions (namespaces and veth pairs)", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd --ha across network partitions (namespaces and veth pairs)", .serialized, .timeLimit(.minutes(10)))
 struct HAPartitionTests {
     @Test func `a leader cut off from etcd and its standby steps down releasing nothing, the standby leads with every released turn, and the old leader rejoins as its standby`() throws {
         guard let lab = PartitionLab.make("a") else { return }

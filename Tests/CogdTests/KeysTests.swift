@@ -37,7 +37,7 @@ private let temporaryFilesTakeACLs: Bool = {
     return setAccessACL(path, [(1, 6, UInt32.max), (2, 4, geteuid()), (4, 0, UInt32.max), (0x10, 4, UInt32.max), (0x20, 0, UInt32.max)])
 }()
 
-@Suite("CURVE keys: cogd keys and CurveKeyPair", .serialized, .timeLimit(.minutes(3)))
+@Suite("CURVE keys: cogd keys and CurveKeyPair", .serialized, .timeLimit(.minutes(10)))
 struct KeysTests {
     @Test func `a secret key gives ZeroMQ's public key, and Z85 keys are checked`() throws {
         // The client pair of ZeroMQ's CURVE documentation (zmq_curve(7)).

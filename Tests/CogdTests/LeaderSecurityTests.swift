@@ -26,7 +26,7 @@ private func nonLoopbackInterfaceAddress() -> String? {
     return nil
 }
 
-@Suite("a leader without authentication stays on loopback unless --insecure", .serialized, .timeLimit(.minutes(5)))
+@Suite("a leader without authentication stays on loopback unless --insecure", .serialized, .timeLimit(.minutes(10)))
 struct LeaderSecurityTests {
     @Test func `endpoints on this host are told from the rest`() {
         for local in [

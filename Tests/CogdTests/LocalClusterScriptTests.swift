@@ -35,7 +35,7 @@ private func withSignalsUnblocked<T>(_ body: () throws -> T) rethrows -> T {
     return try body()
 }
 
-@Suite("deploy/local-cluster.sh in a terminal", .serialized, .timeLimit(.minutes(5)))
+@Suite("deploy/local-cluster.sh in a terminal", .serialized, .timeLimit(.minutes(10)))
 struct LocalClusterScriptTests {
     @Test func `a terminal's Ctrl-C stops the leader and both workers once each, and each prints its stop line`() throws {
         let folder = TemporaryFolder()

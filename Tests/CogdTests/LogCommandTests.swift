@@ -3,7 +3,7 @@ import CogLog
 import Foundation
 import Testing
 
-@Suite("cogd tail and log", .timeLimit(.minutes(3)))
+@Suite("cogd tail and log", .timeLimit(.minutes(10)))
 struct LogCommandTests {
     @Test func `tail prints the last turns with their writes, as text and as JSON`() throws {
         let folder = TemporaryFolder()
@@ -155,7 +155,7 @@ struct LogCommandTests {
     }
 }
 
-@Suite("cogd tail --follow", .timeLimit(.minutes(3)))
+@Suite("cogd tail --follow", .timeLimit(.minutes(10)))
 struct TailFollowTests {
     @Test func `follow prints turns as they commit, beside the running writer`() throws {
         let folder = TemporaryFolder()

@@ -8,7 +8,7 @@ import Testing
 /// Every line a leader or worker prints is an event of its operator log:
 /// with a timestamp and a level in text, one JSON object under
 /// `--log-format json` — from its first line to the one it stops with.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(10)))
 struct LogLinesTests {
     /// Everything `process` wrote, after a SIGTERM and its exit.
     static func stopAndRead(_ process: CogdProcess) -> [String] {

@@ -17,7 +17,7 @@ import Testing
 /// Whatever a peer sends, or fails to read, the leader's memory stays
 /// bounded (`protocol/cogwire.md` §8): each case measured on the leader's
 /// anonymous RSS, which must grow by less than 64 MiB.
-@Suite("Memory stays bounded (real processes, loopback)", .serialized, .timeLimit(.minutes(5)))
+@Suite("Memory stays bounded (real processes, loopback)", .serialized, .timeLimit(.minutes(10)))
 struct MemoryBoundTests {
     static let bound = 64 << 20
 

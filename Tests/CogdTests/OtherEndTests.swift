@@ -50,7 +50,7 @@ private final class ClosingListener: @unchecked Sendable {
     }
 }
 
-@Suite("what the tools say when the other end is not a leader", .serialized, .timeLimit(.minutes(3)))
+@Suite("what the tools say when the other end is not a leader", .serialized, .timeLimit(.minutes(10)))
 struct OtherEndTests {
     @Test func `something that accepts and closes is named as not a cogd leader by status, call, get and tail --connect`() throws {
         let listener = try ClosingListener()

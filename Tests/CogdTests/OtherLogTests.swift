@@ -16,7 +16,7 @@ private enum TurnStoreEnd {
 
 /// A follower whose leader is replaced by one serving another log (a new
 /// folder, a restored backup) says so, instead of splicing the two logs.
-@Suite("followers of a log that goes back, on real processes", .serialized, .timeLimit(.minutes(3)))
+@Suite("followers of a log that goes back, on real processes", .serialized, .timeLimit(.minutes(10)))
 struct OtherLogTests {
     /// The revisions of the turn lines among `lines`, in order.
     private func revisions(_ lines: [String]) -> [Int] {

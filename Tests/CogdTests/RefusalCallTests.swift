@@ -4,7 +4,7 @@ import Testing
 /// An overdraft through `cogd call` against a real leader (loopback): the
 /// ledger's `ledger.transfer` refuses `insufficient-funds` naming the
 /// balance (issue 28 item 1).
-@Suite("cogd call: a refused op", .serialized, .timeLimit(.minutes(5)))
+@Suite("cogd call: a refused op", .serialized, .timeLimit(.minutes(10)))
 struct RefusalCallTests {
     @Test func `an overdraft exits 3 printing the code and balance, a retry says the same, state, metrics and status show it`() throws {
         let folder = TemporaryFolder()

@@ -6,7 +6,7 @@ import Testing
 /// Rejections on the record (issue 28 item 4): a refused overdraft and its
 /// retry, through `cogd call` against a real leader (loopback), then read
 /// back by `cogd tail --rejections` at the revision they were answered at.
-@Suite("cogd tail --rejections", .serialized, .timeLimit(.minutes(5)))
+@Suite("cogd tail --rejections", .serialized, .timeLimit(.minutes(10)))
 struct RejectionTailTests {
     @Test func `an overdraft and its retry exit 3 and cogd tail --rejections shows both at their revision, in text and JSON`() throws {
         let folder = TemporaryFolder()

@@ -7,7 +7,7 @@ import Testing
 /// `cogd bench retention` run small (a real leader child with
 /// `--retain-turns 2000`, 16,000 transfers): what a user sees of it, the
 /// samples in order, the verdict, the figures. Speed is not judged here.
-@Suite("cogd bench retention", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd bench retention", .serialized, .timeLimit(.minutes(10)))
 struct RetentionBenchTests {
     static let small = ["bench", "retention", "--retain-turns", "2000", "--total-turns", "16000", "--sample-every", "2000"]
 

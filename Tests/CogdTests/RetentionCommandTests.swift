@@ -43,7 +43,7 @@ private func sendJournal(
     #expect(replies.count == count && applied == count, "\(applied) of \(count) applied")
 }
 
-@Suite("Retention and backup, with the real binaries", .serialized, .timeLimit(.minutes(3)))
+@Suite("Retention and backup, with the real binaries", .serialized, .timeLimit(.minutes(10)))
 struct RetentionCommandTests {
     @Test func `under steady load with --retain-turns the data file stops growing`() throws {
         let folder = TemporaryFolder()

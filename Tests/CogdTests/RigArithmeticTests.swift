@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("The rigs' extreme values against a real leader (loopback)", .serialized, .timeLimit(.minutes(5)))
+@Suite("The rigs' extreme values against a real leader (loopback)", .serialized, .timeLimit(.minutes(10)))
 struct RigArithmeticTests {
     @Test func `an overflowing open or tick is unchanged, an extreme transfer unchanged or refused, and the leader keeps serving`() throws {
         let folder = TemporaryFolder()

@@ -165,7 +165,7 @@ private func execStartScript(_ unit: UnitFile) -> String {
     return String(line.dropFirst("/bin/sh -c '".count).dropLast()).replacingOccurrences(of: "$$", with: "$")
 }
 
-@Suite("systemd units and the service manager", .serialized, .timeLimit(.minutes(5)))
+@Suite("systemd units and the service manager", .serialized, .timeLimit(.minutes(10)))
 struct ServiceUnitTests {
     @Test(.enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed on this host"))
     func `both units pass systemd-analyze verify without a warning`() throws {

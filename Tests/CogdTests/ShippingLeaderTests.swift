@@ -8,7 +8,7 @@ import Testing
 /// `cogd leader --ha --sync one` on a real etcd (ha.md §9): a standby in
 /// step is named in etcd's sync key, every commit is shipped to it, and a
 /// reply leaves only once the standby has acknowledged its commit.
-@Suite("cogd leader --sync: shipping to a standby", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd leader --sync: shipping to a standby", .serialized, .timeLimit(.minutes(10)))
 struct ShippingLeaderTests {
     /// Opens account `a<sequence>` through `node` as request `teller#<sequence>`; what `cogd call` printed.
     static func call(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {

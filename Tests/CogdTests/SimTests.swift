@@ -4,7 +4,7 @@ import Testing
 /// `cogd sim`: the real cores and graph on a simulated network, disk and
 /// clock. Each run is a separate process (the simulator needs Swift's
 /// deterministic hashing, which it sets for itself by restarting once).
-@Suite("cogd sim", .timeLimit(.minutes(3)))
+@Suite("cogd sim", .timeLimit(.minutes(10)))
 struct SimTests {
     /// The JSON lines `cogd sim --json` printed, one per seed.
     func runs(_ arguments: [String]) throws -> (status: Int32, runs: [[String: Any]], output: String) {

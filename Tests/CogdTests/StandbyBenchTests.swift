@@ -8,7 +8,7 @@ import Testing
 /// form, and prints what a user reads: its figures, the round trip's ratio
 /// to echo + two commits, a failover measured; and leaves nothing running.
 /// Speed is not judged here.
-@Suite("cogd-lab bench cluster --standby", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd-lab bench cluster --standby", .serialized, .timeLimit(.minutes(10)))
 struct StandbyBenchTests {
     /// The ports the run said it took on stderr (`bench cluster: loopback ports A, B, … on 127.0.0.1 …`).
     static func ports(_ stderr: String) -> [Int] {

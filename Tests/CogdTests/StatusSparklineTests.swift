@@ -52,7 +52,7 @@ struct StatusSparklineTests {
 
 /// The same, end to end: a real `cogd status --watch` against a leader and a
 /// worker, in a terminal (`script` gives it one) and through a pipe.
-@Suite("status --watch in a terminal", .serialized, .timeLimit(.minutes(5)))
+@Suite("status --watch in a terminal", .serialized, .timeLimit(.minutes(10)))
 struct StatusWatchTerminalTests {
     @Test func `in a UTF-8 terminal each worker's line ends with its lag sparkline; through a pipe it does not`() throws {
         let script = URL(fileURLWithPath: "/usr/bin/script")

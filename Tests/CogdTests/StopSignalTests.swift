@@ -7,7 +7,7 @@ import Testing
 
 /// Ctrl-C twice: a worker still says goodbye and exits with the status its
 /// help documents (0); a leader's second signal says it stops at once.
-@Suite("Stopping by signal", .serialized, .timeLimit(.minutes(5)))
+@Suite("Stopping by signal", .serialized, .timeLimit(.minutes(10)))
 struct StopSignalTests {
     @Test func `a second signal to a stopping worker is told the goodbye comes first; the worker says it and exits 0`() throws {
         let folder = TemporaryFolder()

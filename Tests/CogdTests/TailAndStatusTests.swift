@@ -134,7 +134,7 @@ private func openAccounts(until tail: CogdProcess, has line: String, ports: Clus
     waitForExit(tail.process, timeout: .seconds(10))
 }
 
-@Suite("tail --since and --connect, status --watch, on real processes", .serialized, .timeLimit(.minutes(3)))
+@Suite("tail --since and --connect, status --watch, on real processes", .serialized, .timeLimit(.minutes(10)))
 struct TailAndStatusTests {
     @Test func `tail --since starts at the first turn committed at or after the time, and says when none is that new`() throws {
         let folder = TemporaryFolder()

@@ -12,7 +12,7 @@ private func holdsUnsafe(_ text: String) -> Bool {
     text.unicodeScalars.contains { $0 != "\n" && TerminalText.isUnsafe($0) }
 }
 
-@Suite("Nothing a peer names can forge an operator's screen (real processes, loopback)", .serialized, .timeLimit(.minutes(5)))
+@Suite("Nothing a peer names can forge an operator's screen (real processes, loopback)", .serialized, .timeLimit(.minutes(10)))
 struct TerminalEscapingTests {
     /// A turn name that would print a fake record after its own line.
     static let forgedTurn = "x\n#2  2026-01-01T00:00:00.000Z  ledger.transfer  (system, epoch 1)"

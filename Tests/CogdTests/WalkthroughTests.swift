@@ -94,7 +94,7 @@ struct WalkthroughParseTests {
 }
 
 /// The same, against a real leader on loopback.
-@Suite("cogd walkthrough: against a leader", .serialized, .timeLimit(.minutes(3)))
+@Suite("cogd walkthrough: against a leader", .serialized, .timeLimit(.minutes(10)))
 struct WalkthroughClusterTests {
     @Test func `a tool given the other endpoint says so the same way every time, exit 4, without blaming keys`() throws {
         let folder = TemporaryFolder()

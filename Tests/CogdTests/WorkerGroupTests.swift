@@ -12,7 +12,7 @@ import Testing
 /// Worker groups with the real binaries (`protocol/cogwire.md` §6a): the
 /// ledger-greeter rig opens a greeter child per account, and each greeting
 /// is a turn (`ledger.greeted[account]` counts them).
-@Suite("worker groups: each scope child on one worker of the group", .serialized, .timeLimit(.minutes(3)))
+@Suite("worker groups: each scope child on one worker of the group", .serialized, .timeLimit(.minutes(10)))
 struct WorkerGroupTests {
     let folder = TemporaryFolder()
     let ports = ClusterPorts()

@@ -10,7 +10,7 @@ import Testing
 /// worker that hears no welcome for the leader's heartbeat timeout less the
 /// margin suspends its placed instances' effects, and starts them again,
 /// as after a placement, once the leader answers.
-@Suite("worker lease: a worker that hears no leader stops its placed effects", .serialized, .timeLimit(.minutes(5)))
+@Suite("worker lease: a worker that hears no leader stops its placed effects", .serialized, .timeLimit(.minutes(10)))
 struct WorkerLeaseProcessTests {
     let folder = TemporaryFolder()
     let ports = ClusterPorts()

@@ -15,7 +15,7 @@ import Testing
 /// its replica discarded (`revision-ahead`), given up (`gone`), its
 /// messages refused (`malformed`) — and a name the leader would refuse is
 /// a usage error before anything connects.
-@Suite("A worker's log says what happened to it", .serialized, .timeLimit(.minutes(3)))
+@Suite("A worker's log says what happened to it", .serialized, .timeLimit(.minutes(10)))
 struct WorkerLogTests {
     @Test func `a leader restarted on an empty folder: the worker warns it discarded its replica, then says it synced again`() throws {
         let first = TemporaryFolder()

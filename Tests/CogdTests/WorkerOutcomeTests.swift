@@ -14,7 +14,7 @@ private struct Teller: Mechanism {
     func operate(_ m: MechanismController) { operated(m) }
 }
 
-@Suite("Op outcomes on a worker", .serialized, .timeLimit(.minutes(3)))
+@Suite("Op outcomes on a worker", .serialized, .timeLimit(.minutes(10)))
 struct WorkerOutcomeTests {
     @MainActor
     @Test func `a mechanism on a worker sees its overdraft refused insufficient-funds and a good transfer applied at the leader's revision`() throws {

@@ -12,7 +12,7 @@ import Testing
 /// PUB on loopback): what the worker sends, and when, for messages the test
 /// controls exactly.
 @MainActor
-@Suite("Worker against a scripted leader", .serialized, .timeLimit(.minutes(3)))
+@Suite("Worker against a scripted leader", .serialized, .timeLimit(.minutes(10)))
 struct WorkerProtocolTests {
     @MainActor
     final class ScriptedLeader {

@@ -8,7 +8,7 @@ import Testing
 /// settings a rig's mechanisms read from `CogRig.Host.settings`; checked
 /// before anything connects, their keys (never their values) in the
 /// worker's `started` line, its `/metrics` and `cogd status`.
-@Suite("A worker takes the app's settings", .serialized, .timeLimit(.minutes(3)))
+@Suite("A worker takes the app's settings", .serialized, .timeLimit(.minutes(10)))
 struct WorkerSettingsTests {
     func worker(_ arguments: [String]) throws -> Command.WorkerOptions? {
         guard case .worker(let options) = try Command.parse(["worker"] + arguments) else { return nil }
