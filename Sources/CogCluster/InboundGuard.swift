@@ -33,6 +33,9 @@ struct InboundGuard {
     private var marks: [Int32: UInt64] = [:]
     /// Connections a message was read from since the last look.
     private var progressed: Set<Int32> = []
+    /// Connections shut down here that ZeroMQ still lists (it drops one a
+    /// little later): not looked at again while they close.
+    private var shut: Set<Int32> = []
     private var lastLook = ContinuousClock.now
     /// Whether the last look saw a connection past a quarter of the limit.
     private(set) var urgent = false
@@ -55,10 +58,17 @@ struct InboundGuard {
         lastLook = now
         defer { progressed = [] }
         marks = marks.filter { open.contains($0.key) }
+        shut.formIntersection(open)
         var closed: [(Int32, UInt64)] = []
         urgent = false
         for descriptor in open {
-            guard let received = InboundGuard.bytesReceived(descriptor) else { continue }
+            guard let (state, received) = InboundGuard.tcpInfo(descriptor) else { continue }
+            if shut.contains(descriptor) {
+                // Shut down at an earlier look and not dropped yet: counted once. Established
+                // again, the number is a new connection's (ZeroMQ dropped the old one meanwhile).
+                guard state == InboundGuard.established else { continue }
+                shut.remove(descriptor)
+            }
             // First seen (its connection is listed a little after it is made), one
             // that has sent no whole message yet counts from its first byte.
             let mark = marks[descriptor] ?? 0
@@ -73,6 +83,7 @@ struct InboundGuard {
                 // closing it) makes ZeroMQ see the connection end and drop it.
                 shutdown(descriptor, Int32(SHUT_RDWR))
                 marks[descriptor] = nil
+                shut.insert(descriptor)
                 closed.append((descriptor, received - mark))
             } else if received - mark > InboundGuard.limit / 4 {
                 urgent = true
@@ -81,14 +92,18 @@ struct InboundGuard {
         return closed
     }
 
-    /// The bytes a TCP connection has received (`tcpi_bytes_received`, Linux
-    /// 4.1 and later); nil when the descriptor is no TCP connection.
-    static func bytesReceived(_ descriptor: Int32) -> UInt64? {
-        // `struct tcp_info` from <linux/tcp.h>: 232 bytes, the count at offset 128 (on the stack: this runs every 10 ms a connection).
+    /// `tcpi_state` of a connection still open both ways.
+    static let established: UInt8 = 1
+
+    /// A TCP connection's state (`tcpi_state`) and the bytes it has received
+    /// (`tcpi_bytes_received`, Linux 4.1 and later); nil when the descriptor
+    /// is no TCP connection.
+    static func tcpInfo(_ descriptor: Int32) -> (state: UInt8, received: UInt64)? {
+        // `struct tcp_info` from <linux/tcp.h>: 232 bytes, the state at offset 0, the count at 128 (on the stack: this runs every 10 ms a connection).
         withUnsafeTemporaryAllocation(byteCount: 232, alignment: 8) { info in
             var length = socklen_t(info.count)
             guard getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, info.baseAddress, &length) == 0, length >= 136 else { return nil }
-            return info.loadUnaligned(fromByteOffset: 128, as: UInt64.self)
+            return (info.load(fromByteOffset: 0, as: UInt8.self), info.loadUnaligned(fromByteOffset: 128, as: UInt64.self))
         }
     }
 }
