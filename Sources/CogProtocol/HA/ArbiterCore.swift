@@ -386,7 +386,7 @@ public struct ArbiterCore: Sendable {
                 if deferringSince == nil {
                     effects.append(.note(
                         "no node leads; this node led epoch \(sync.epoch) and lets its synchronous "
-                            + "standby \(sync.standbys.joined(separator: ", ")) take the lead first (it may hold a commit this node "
+                            + "\(sync.standbys.count == 1 ? "standby" : "standbys") \(sync.standbys.joined(separator: ", ")) take the lead first (it may hold a commit this node "
                             + "shipped but did not commit); this node campaigns in \(ArbiterCore.milliseconds(deferral)) ms if none does"))
                 }
                 deferringSince = since
@@ -499,12 +499,13 @@ public struct ArbiterCore: Sendable {
         return [effect]
     }
 
-    /// A value from etcd as an operator may see it: at most 64 characters,
-    /// control characters and quotes escaped.
+    /// A duration in whole milliseconds, for a log line.
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
+    /// A value from etcd as an operator may see it: at most 64 characters,
+    /// control characters and quotes escaped.
     public static func shown(_ value: String) -> String {
         var out = "\""
         for scalar in value.unicodeScalars.prefix(64) {
