@@ -8,47 +8,34 @@ import CogCodec
 extension WireMessage {
     /// A `ship` frame around a shipped commit's bytes.
     static func shipFrame(epoch: UInt64, sequence: UInt64, commit: [UInt8]) -> [UInt8] {
-        var writer = CBORWriter(reservingCapacity: 64 + commit.count)
-        writer.appendHead(major: 5, 3)  // v, body, type
-        writer.appendText("v")
-        writer.appendHead(major: 0, version)
-        writer.appendText("body")
-        writer.appendHead(major: 5, 3)  // epoch, commit, sequence
-        writer.appendText("epoch")
-        writer.appendHead(major: 0, epoch)
-        writer.appendText("commit")
-        writer.appendHead(major: 2, UInt64(commit.count))
-        writer.appendRaw(commit)
-        writer.appendText("sequence")
-        writer.appendHead(major: 0, sequence)
-        writer.appendText("type")
-        writer.appendText("ship")
-        return writer.bytes
+        frame(type: "ship", capacity: 64 + commit.count) { writer in
+            writer.appendHead(major: 5, 3)  // epoch, commit, sequence
+            writer.appendText("epoch")
+            writer.appendHead(major: 0, epoch)
+            writer.appendText("commit")
+            writer.appendHead(major: 2, UInt64(commit.count))
+            writer.appendRaw(commit)
+            writer.appendText("sequence")
+            writer.appendHead(major: 0, sequence)
+        }
     }
 
     /// A `ship-ack` frame.
     static func shipAckFrame(node: String, sequence: UInt64) -> [UInt8] {
-        var writer = CBORWriter(reservingCapacity: 48 + node.utf8.count)
-        writer.appendHead(major: 5, 3)  // v, body, type
-        writer.appendText("v")
-        writer.appendHead(major: 0, version)
-        writer.appendText("body")
-        writer.appendHead(major: 5, 2)  // node, sequence
-        writer.appendText("node")
-        writer.appendText(node)
-        writer.appendText("sequence")
-        writer.appendHead(major: 0, sequence)
-        writer.appendText("type")
-        writer.appendText("ship-ack")
-        return writer.bytes
+        frame(type: "ship-ack", capacity: 48 + node.utf8.count) { writer in
+            writer.appendHead(major: 5, 2)  // node, sequence
+            writer.appendText("node")
+            writer.appendText(node)
+            writer.appendText("sequence")
+            writer.appendHead(major: 0, sequence)
+        }
     }
 
     /// Reads a `ship` or `ship-ack` frame laid out as written above; nil for
     /// anything else. A `ship-ack` whose node is not a node's name is refused
     /// as the general decoder refuses it.
     static func scanShipping(_ frame: [UInt8]) throws(WireDecodeError) -> WireMessage? {
-        var scanner = CBORScanner(frame)
-        guard scanner.mapCount() == 3, scanner.skip(text: "v"), scanner.unsigned() == version, scanner.skip(text: "body") else { return nil }
+        guard var scanner = scannedToBody(frame) else { return nil }
         switch scanner.mapCount() {
         case 3:
             guard scanner.skip(text: "epoch"), let epoch = scanner.unsigned(), scanner.skip(text: "commit"), let commit = scanner.byteString(),

@@ -1031,8 +1031,7 @@ extension WireMessage {
     /// replica reads most), records included, without a tree; nil for
     /// anything else (records with scope events among them).
     static func scanTurns(_ frame: [UInt8]) -> WireMessage? {
-        var scanner = CBORScanner(frame)
-        guard scanner.mapCount() == 3, scanner.skip(text: "v"), scanner.unsigned() == version, scanner.skip(text: "body"),
+        guard var scanner = scannedToBody(frame),
             scanner.mapCount() == 2, scanner.skip(text: "epoch"), let epoch = scanner.unsigned(), scanner.skip(text: "records"),
             let count = scanner.arrayCount(), count <= UInt64(frame.count)
         else { return nil }
@@ -1099,20 +1098,36 @@ extension WireMessage {
     private static func turnsFrame(epoch: UInt64, batch: EncodedTurnBatch, records: Range<Int>) -> [UInt8] {
         let start = records.lowerBound == 0 ? 0 : batch.ends[records.lowerBound - 1]
         let end = records.isEmpty ? start : batch.ends[records.upperBound - 1]
-        var writer = CBORWriter(reservingCapacity: end - start + 48)
+        return frame(type: "turns", capacity: end - start + 48) { writer in
+            writer.appendHead(major: 5, 2)  // epoch, records
+            writer.appendText("epoch")
+            writer.appendHead(major: 0, epoch)
+            writer.appendText("records")
+            writer.appendHead(major: 4, UInt64(records.count))
+            writer.appendRaw(batch.bytes[start..<end])
+        }
+    }
+
+    /// A frame written directly: the envelope's keys in their order (`v`,
+    /// `body`, `type`) around the body `body` writes, its map head included.
+    static func frame(type: String, capacity: Int, body: (inout CBORWriter) -> Void) -> [UInt8] {
+        var writer = CBORWriter(reservingCapacity: capacity)
         writer.appendHead(major: 5, 3)  // v, body, type
         writer.appendText("v")
         writer.appendHead(major: 0, version)
         writer.appendText("body")
-        writer.appendHead(major: 5, 2)  // epoch, records
-        writer.appendText("epoch")
-        writer.appendHead(major: 0, epoch)
-        writer.appendText("records")
-        writer.appendHead(major: 4, UInt64(records.count))
-        writer.appendRaw(batch.bytes[start..<end])
+        body(&writer)
         writer.appendText("type")
-        writer.appendText("turns")
+        writer.appendText(type)
         return writer.bytes
+    }
+
+    /// A scanner past a frame's `v` (this version) and `body` keys, at the
+    /// body's map head; nil for a frame laid out otherwise.
+    static func scannedToBody(_ frame: [UInt8]) -> CBORScanner? {
+        var scanner = CBORScanner(frame)
+        guard scanner.mapCount() == 3, scanner.skip(text: "v"), scanner.unsigned() == version, scanner.skip(text: "body") else { return nil }
+        return scanner
     }
 }
 
