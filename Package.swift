@@ -49,7 +49,7 @@ let package = Package(
         .target(name: "CogWire", dependencies: ["CogProtocol", "CZMQ", "CFileAccess"]),
         .target(name: "CThreadAffinity"),
         .target(name: "CCrashMark"),
-        .target(name: "CogCluster", dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CThreadAffinity", "CCrashMark"]),
+        .target(name: "CogCluster", dependencies: ["Cog", "CogCodec", "CogProtocol", "CogLog", "CogWire", "CThreadAffinity", "CCrashMark", "CFileAccess"]),
         .target(name: "LedgerRig", dependencies: ["Cog"]),
         .target(name: "TrailsRig", dependencies: ["Cog"]),
         .target(name: "CogSim", dependencies: ["Cog", "CogCodec", "CogProtocol", "LedgerRig", "TrailsRig"]),

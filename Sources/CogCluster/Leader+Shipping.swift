@@ -77,7 +77,7 @@ final class PendingCopy: Sendable {
         // thread does not change; the leader waits for it before it closes the store (`wait()`).
         let reader = UncheckedStore(store: store)
         Thread.detachNewThread { [self] in
-            let result = Result { () throws(TurnStoreError) in try reader.store.backup(to: folder) }
+            let result = Result { () throws(TurnStoreError) in try reader.store.backup(to: folder, flushed: false) }
             outcome.withLock { $0 = result }
             finished.signal()
         }

@@ -1,3 +1,4 @@
+internal import CFileAccess
 import Cog
 import CogCodec
 import CogLog
@@ -246,6 +247,9 @@ public final class StandbyFollower {
         }
         do {
             try copy.file.write(contentsOf: data)
+            // Its writeback starts now, while the next parts travel: the flush after the last has less to wait for.
+            // (A failure here costs only that overlap; the flush below decides.)
+            _ = cogd_start_writeback(copy.file.fileDescriptor, Int64(clamping: copy.written), Int64(data.count))
             copy.written += UInt64(data.count)
             copy.sequence = sequence
             incoming = copy
