@@ -165,7 +165,9 @@ struct RetentionTests {
         #expect(try TurnStore.upgrade(directory: fresh.path).fromSchema == 4)
     }
 
-    @Test func `a backup is a compacted copy a writer opens as it is, with an identity naming its last revision`() throws {
+    /// Unflushed (a leader's copy for a standby, which flushes its own) it holds the same.
+    @Test(arguments: [true, false])
+    func `a backup is a compacted copy a writer opens as it is, with an identity naming its last revision`(flushed: Bool) throws {
         let folder = TemporaryFolder()
         let destination = TemporaryFolder()
         defer {
@@ -180,7 +182,7 @@ struct RetentionTests {
         _ = try store.compact(keep: 100)
         // Beside the writer: a reader's copy.
         let reader = try TurnStore(directory: folder.path, mode: .reader)
-        let report = try reader.backup(to: destination.path + "/nested")
+        let report = try reader.backup(to: destination.path + "/nested", flushed: flushed)
         #expect(report.lastRevision == 2_000 && report.firstRevision == 1_901 && report.epoch == 1 && report.identityWritten)
         #expect(report.bytes < report.sourceBytes, "compacted: \(report.bytes) vs \(report.sourceBytes)")
         #expect(report.stateDigest == (try store.currentStateDigest()))
