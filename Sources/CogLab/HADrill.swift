@@ -66,6 +66,31 @@ struct HADrill {
     static let nodeCounts = 2...3
     /// Ports a run of `nodes` nodes takes: etcd's client and peer, and each node's requests and turns.
     static func portsNeeded(nodes: Int) -> Int { 2 + 2 * nodes }
+
+    /// Why a leader's `standby-copy` line says its standby was not in step, as
+    /// a verdict key: its folder was empty (first start, a destroyed folder),
+    /// the commits it lacked were no longer kept (the leader started after
+    /// them: every node stopped, as when etcd was frozen), or it held another
+    /// leader's tail (a record of another epoch at its revision, or past the
+    /// leader's last); ha.md §9.
+    static func copyCause(_ line: Substring) -> String {
+        if line.contains("its folder holds no log yet") { return "empty-folder" }
+        if line.contains("are no longer all kept") { return "commits-not-kept" }
+        if line.contains("it has applied epoch") || line.contains("is past this log's last") { return "another-tail" }
+        return "other"
+    }
+
+    /// The verdict's copy causes, in the order it names them, with their words.
+    static let copyCauseNames: KeyValuePairs<String, String> = [
+        "empty-folder": "to an empty folder", "commits-not-kept": "whose missing commits were no longer kept",
+        "another-tail": "holding another leader's tail", "other": "for another cause",
+    ]
+
+    /// `copyCauses` as the verdict's words: ": 4 to an empty folder, 3 whose …", or nothing without a copy.
+    static func copyCauseWords(_ causes: [String: Int]) -> String {
+        let parts = copyCauseNames.compactMap { cause in causes[cause.key].map { "\($0) \(cause.value)" } }
+        return parts.isEmpty ? "" : ": " + parts.joined(separator: ", ")
+    }
     /// How long a named standby killed in a three-node run is kept down at most, waiting for the spare to be
     /// named in its place (the leader drops it after its heartbeat timeout, 5 s by default); a leader that
     /// crashed after shipping, waiting for a standby to take over (past the lease TTL), this beyond the TTL.
@@ -142,6 +167,8 @@ struct HADrill {
         /// Standbys sent the commits they lacked (catch-up) and sent a copy of the log, per the leaders' own log lines.
         var catchUps = 0
         var copies = 0
+        /// The copies by why the standby was not in step (`copyCause(_:)`).
+        var copyCauses: [String: Int] = [:]
         /// How each other node's log stands beside the survivor's (a prefix, behind, a deposed leader's tail).
         var otherLogs: [String] = []
         /// Records another node holds that neither match the survivor's nor belong to a deposed leader's tail.
@@ -599,7 +626,10 @@ struct HADrill {
                 for line in text.split(separator: "\n") {
                     // A leader's `standby-catch-up` and `standby-copy` lines (ha.md §9).
                     if line.contains(" of this log: sending it the ") { verdict.catchUps += 1 }
-                    if line.contains(" is not in step"), line.contains(": sending it a copy of the log at revision ") { verdict.copies += 1 }
+                    if line.contains(" is not in step"), line.contains(": sending it a copy of the log at revision ") {
+                        verdict.copies += 1
+                        verdict.copyCauses[Self.copyCause(line), default: 0] += 1
+                    }
                     // A leader's start line (`…, epoch E, revision R, …`): one that serves a later epoch from an empty log.
                     if line.contains(" leader: data "), let range = line.range(of: ", revision 0, "),
                         let epoch = line[..<range.lowerBound].split(separator: " ").last.flatMap({ UInt64($0) }), epoch > 1
@@ -785,6 +815,7 @@ struct HADrill {
             return "{\"seed\": \(options.seed), \"command\": \(CBORText.quoted(command)), \"nodes\": \(options.nodes), \"leaseTTL\": \(options.leaseTTL), \"faults\": {\(faults)}, "
                 + "\"crashesAfterShip\": \(verdict.crashesAfterShip), \"crashesKeptDown\": \(verdict.crashesKeptDown), \"crashesNotStruck\": \(verdict.crashesNotStruck.count), "
                 + "\"standbyKills\": {\"named\": \(verdict.standbyKills.named), \"spare\": \(verdict.standbyKills.spare)}, \"syncReplacements\": \(verdict.syncReplacements), \"catchUps\": \(verdict.catchUps), \"copies\": \(verdict.copies), "
+                + "\"copyCauses\": {\(Self.copyCauseNames.map { "\"\($0.key)\": \(verdict.copyCauses[$0.key] ?? 0)" }.joined(separator: ", "))}, "
                 + "\"failovers\": \(verdict.failovers), \"leadsByNode\": {\(leads)}, \"sent\": \(verdict.traffic.sent), "
                 + Self.outcomeNames.map { "\"\($0)\": \(verdict.outcomes[$0] ?? 0), " }.joined()
                 + "\"retried\": \(verdict.traffic.retried), \"switches\": \(verdict.traffic.switches), "
@@ -825,7 +856,7 @@ struct HADrill {
             "  lost             \(verdict.lost.count)",
             "  duplicated       \(verdict.duplicated.count)",
             "  released-lost    \(verdict.releasedLost.count) (acknowledged revisions the survivor's log lacks or holds for another request)",
-            "  standbys         caught up \(verdict.catchUps) times, sent a copy \(verdict.copies) times (per the leaders' logs)",
+            "  standbys         caught up \(verdict.catchUps) times, sent a copy \(verdict.copies) times (per the leaders' logs\(Self.copyCauseWords(verdict.copyCauses)))",
             "  other logs       \(verdict.otherLogs.isEmpty ? "none read" : verdict.otherLogs.map { "\(escaped: $0)" }.joined(separator: "; "))"
                 + (verdict.logDisagreements.isEmpty ? "" : "; DISAGREE: \(verdict.logDisagreements.map { "\(escaped: $0)" }.joined(separator: "; "))"),
             "  epochs           \(verdict.twoLeaders.isEmpty ? "never two leaders in one epoch" : "TWO LEADERS: \(verdict.twoLeaders.joined(separator: "; "))"); "

@@ -108,6 +108,9 @@ struct HADrillTests {
         #expect(lines.contains { $0.hasPrefix("  epochs           never two leaders in one epoch;") }, "\(result.stdout)")
         let failovers = lines.first { $0.hasPrefix("  failovers        ") }.flatMap { Int($0.dropFirst("  failovers        ".count).prefix { $0.isNumber }) }
         #expect((failovers ?? 0) >= 1, "\(result.stdout)")
+        // The copies with their causes: at least the one to the standby's empty folder at its first start.
+        let standbys = lines.first { $0.hasPrefix("  standbys         caught up ") } ?? ""
+        #expect(standbys.contains(" to an empty folder") && standbys.hasSuffix(")"), "\(result.stdout)")
         // Every process it started is stopped: none holds etcd's URL, and every port it took binds again.
         let ports = Self.ports(result.stderr)
         #expect(ports.count == HADrill.portsNeeded(nodes: 2), "\(result.stderr)")
@@ -163,6 +166,11 @@ struct HADrillTests {
         #expect((verdict["crashesKeptDown"] as? Int ?? 0) >= 1, "\(verdict)")
         #expect((verdict["failovers"] as? Int ?? 0) >= crashes, "\(verdict)")
         #expect((verdict["catchUps"] as? Int ?? 0) >= 1, "the old leader, behind, was not caught up: \(verdict)")
+        // Each copy has its cause, from the leaders' lines: the first is to the standby's empty folder at its first start.
+        let causes = verdict["copyCauses"] as? [String: Int] ?? [:]
+        #expect(causes.keys.sorted() == ["another-tail", "commits-not-kept", "empty-folder", "other"], "\(verdict)")
+        #expect(causes.values.reduce(0, +) == verdict["copies"] as? Int, "\(verdict)")
+        #expect((causes["empty-folder"] ?? 0) >= 1 && causes["other"] == 0, "\(verdict)")
         #expect(verdict["unplannedExits"] as? Int == 0, "\(verdict)")
     }
 }
