@@ -83,15 +83,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a cogd standby keeps a copy, is named in the sync key, and takes over with every acknowledged turn when the leader is killed`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one"])
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
@@ -120,15 +115,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a node behind the leader gets a copy of the log, is named, takes over with every acknowledged turn, and catches the old leader up`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         // n1 leads alone (degraded after a second without a standby) and answers three calls.
         let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one", "--degrade-after", "1"])
         defer { first.stop() }
@@ -227,15 +217,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a standby whose record at its last revision is of another epoch than the leader's there is sent a copy, though its state is the same`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         let encoder = CBOREncoder()
         func load(_ count: Int) throws -> [TurnDraft] {
             let accounts = (1...count).map { "a\($0)" }
@@ -277,15 +262,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a node that led an epoch and wrote nothing in it is in step with the next leader's log, not sent a copy`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         // One log through revision 1, written in epoch 1, in both folders...
         let store = try TurnStore(directory: n1.folder.path, mode: .writer, createIfMissing: true, epoch: 1)
         try store.append([TurnDraft(name: "ledger.open", writes: [TurnWrite(name: "ledger.accounts", key: nil, value: try CBOREncoder().encode(["a1"]))])])
@@ -313,15 +293,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a request whose body crashed the leader is quarantined by the standby that takes over, not run again`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         // The lab's leader serves `ledger.trap`, whose body traps on demand.
         let first = try CogdProcess(executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one", "--trap-op"])
         defer { first.stop() }
@@ -393,15 +368,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a worker that lists every node follows the leader: a standby's not-leader, then a failover`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         let first = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1", "--heartbeat-timeout", "2"])
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
@@ -432,15 +402,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a tail that lists every node follows the new leader after a failover, printing each revision once, in order`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         let options = ["--sync", "one", "--degrade-after", "1"]
         let first = try CogdProcess(n1.arguments(etcd) + options)
         defer { first.stop() }
@@ -479,15 +444,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a worker a standby sends back to a node it left for silence only probes it, then follows the new leader`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         // A 6 s lease: after n1 dies, n2 names it as the leader for seconds longer than the worker's lease.
         func arguments(_ node: HALeaderTests.Node) -> [String] {
             node.arguments(etcd, leaseTTL: 6) + ["--degrade-after", "1", "--heartbeat-timeout", "2"]
@@ -586,15 +546,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a standby that returns behind on the leader's log gets the commits it lacks, not a copy, and can take over with them`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         let first = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
         defer { first.stop() }
         #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
@@ -635,15 +590,10 @@ struct ShippingLeaderTests {
     }
 
     @Test func `a standby back at the leader's last record gets the answers committed without a record since, and answers their retries as the old leader would`() throws {
-        let etcd = try TestEtcd()
-        defer { etcd.stop() }
-        guard try etcd.start() else { return }
-        let n1 = HALeaderTests.Node(name: "n1")
-        let n2 = HALeaderTests.Node(name: "n2")
-        defer {
-            n1.folder.cleanUp()
-            n2.folder.cleanUp()
-        }
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         /// Opens account a1 through `node` as request `teller#<sequence>`: an op that changes nothing once a1 is open.
         func openA1(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
             let result = try runCogd([
@@ -676,5 +626,23 @@ struct ShippingLeaderTests {
         first.killHard()
         #expect(again.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 2") } != nil, "\(again.lines)")
         #expect(try openA1(n2, 2).hasPrefix("answered from an earlier request: unchanged: the op wrote nothing"))
+    }
+}
+
+/// A test's lab etcd and two nodes, n1 and n2 (bank cluster, free ports):
+/// `end()` removes the nodes' folders, then stops etcd.
+final class TwoNodes {
+    let etcd: TestEtcd
+    let n1 = HALeaderTests.Node(name: "n1")
+    let n2 = HALeaderTests.Node(name: "n2")
+
+    init() throws {
+        etcd = try TestEtcd()
+    }
+
+    func end() {
+        n1.folder.cleanUp()
+        n2.folder.cleanUp()
+        etcd.stop()
     }
 }
