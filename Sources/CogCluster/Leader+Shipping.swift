@@ -136,13 +136,37 @@ extension Leader {
     /// `cogd` never sets it.
     package nonisolated(unsafe) static var afterShipping: (@Sendable (_ firstRevision: UInt64) -> Void)?
 
+    /// Asked on the serving thread before a commit goes to the standbys,
+    /// with its first revision: true keeps it from them (it is counted as
+    /// shipped all the same); nil unless the executable sets it at start.
+    /// With `afterCommit`, the lab (`cogd-lab`) uses it to freeze where a
+    /// leader holds a commit no standby received, as one whose ZeroMQ I/O
+    /// thread stopped before sending it (ha.md §8); `cogd` never sets it.
+    package nonisolated(unsafe) static var withholdShip: (@Sendable (_ firstRevision: UInt64) -> Bool)?
+    /// Called on the serving thread right after each of the leader's own
+    /// commits, with its revisions; nil unless the executable sets it at start.
+    package nonisolated(unsafe) static var afterCommit: (@Sendable (_ revisions: Range<UInt64>) -> Void)?
+
+    /// The last commit when nothing it reflects has left the node: shipped,
+    /// then committed here as the folder's last transaction, and held for the
+    /// standbys' acknowledgement, which has not come (`releasedThrough` is
+    /// below its sequence, so no reply, publication, snapshot or answer
+    /// reflecting it was released).
+    var unreleasedLastCommit: ShippedTransaction? {
+        guard let rules = shipCore, rules.releasedThrough < rules.lastSequence else { return nil }
+        return store.lastTransactionIfShipped
+    }
+
     private func ship(_ commit: ShippedCommit) {
         guard var rules = shipCore else { return }
         let bytes = commit.encoded()
         // Kept for a standby's catch-up or copy: the window's commits, and at most `recentShippedLimit` bytes of them.
         recentShipped.append(bytes, firstRevision: commit.firstRevision)
-        let effects = rules.shipped(bytes, now: shipNow)
+        var effects = rules.shipped(bytes, now: shipNow)
         shipCore = rules
+        if let withholdShip = Leader.withholdShip, withholdShip(commit.firstRevision) {
+            effects.removeAll { if case .ship = $0 { true } else { false } }
+        }
         carryShipping(effects)
         if let afterShipping = Leader.afterShipping, effects.contains(where: { if case .ship = $0 { true } else { false } }) {
             afterShipping(commit.firstRevision)

@@ -461,9 +461,15 @@ public final class Leader {
 
     /// Closes sockets, the context and the store (indexing what is not yet).
     public func close() {
+        closeServing(indexingReplies: true)
+        store.close()
+    }
+
+    /// Closes all but the store; first, unless told not to, indexes the replies not indexed yet.
+    private func closeServing(indexingReplies: Bool) {
         let unindexed = core.unindexedReplies
         // Not a loss when it fails: the next start rebuilds these replies from the records (turnlog.md §2, meta.unindexed-from).
-        if !unindexed.isEmpty { _ = try? store.append([], replies: unindexed, index: .indexed) }
+        if indexingReplies, !unindexed.isEmpty { _ = try? store.append([], replies: unindexed, index: .indexed) }
         snapshots.closeAll()
         // A copy being written reads the store: it finishes before the store closes.
         for pending in pendingCopies {
@@ -479,7 +485,39 @@ public final class Leader {
         for watch in handshakeWatches { watch.close() }
         zap?.stop()
         context.close()
-        store.close()
+    }
+
+    /// What a leader that stepped down did with its last commit (`closeSteppingDown`).
+    public enum LastCommitOnStepDown: Sendable {
+        /// It had released what it committed (or shipped nothing).
+        case released
+        /// Its last commit released nothing, and is taken back.
+        case takenBack(ShippedTransaction)
+        /// Its last commit released nothing, but is kept, for this reason.
+        case kept(ShippedTransaction, reason: String)
+    }
+
+    /// Closes a leader that stepped down (`LeaderSteppedDown`). When its
+    /// last commit released nothing — its replies, turns and answers waited
+    /// for the standbys' acknowledgement, which did not come — that commit
+    /// is taken back (`TurnStore.closeTakingBack`): a standby that took the
+    /// lead may never have received it, and a folder that ends before it
+    /// catches up with the next leader's log instead of being sent a whole
+    /// copy (`protocol/ha.md` §8). The replies not indexed yet are not
+    /// indexed first (that would commit after it): the next start rebuilds
+    /// them from the records.
+    public func closeSteppingDown() -> LastCommitOnStepDown {
+        guard let last = unreleasedLastCommit else {
+            close()
+            return .released
+        }
+        closeServing(indexingReplies: false)
+        do {
+            try store.closeTakingBack(last)
+            return .takenBack(last)
+        } catch {
+            return .kept(last, reason: error.message)
+        }
     }
 
     /// The serving thread's name while it serves (`top -H`, `perf`,
@@ -634,6 +672,7 @@ public final class Leader {
                         commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention,
                         openings: commit.openings, rejections: commit.rejections)
                     if let pruned = store.lastPruned { prunedBacklog = pruned.more }
+                    Leader.afterCommit?(revisions)
                     let took = ContinuousClock.now - start
                     commitTimes.record(took, turns: revisions.count)
                     noteCommit(took, turns: revisions.count, lastRevision: revisions.upperBound &- 1)

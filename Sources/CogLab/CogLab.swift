@@ -23,6 +23,7 @@ public enum CogLab {
         // Set before any thread starts, never again.
         Leader.countAllocations = { cogd_allocation_count() }
         CrashAfterShip.arm(environment: ProcessInfo.processInfo.environment)
+        FreezeUnshipped.arm(environment: ProcessInfo.processInfo.environment)
         await CogdCommandLine.main(rigs: program)
     }
 

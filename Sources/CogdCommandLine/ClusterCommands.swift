@@ -269,14 +269,41 @@ enum ClusterCommands {
                     node: ha.node, cluster: ha.cluster,
                     reason: "the lease could not be renewed in time: epoch \(steppedDown.epoch) ended at the local deadline, before etcd can give the leader key to another node",
                     to: log)
+                logLastCommit(leader.closeSteppingDown(), to: log)
+            } else {
+                leader.close()
             }
-            leader.close()
             return fail("\(escaped: error)")
         }
         notifier.notify(["STOPPING=1"])
         log.log(.info, "stopped", "stopped at revision \(leader.lastRevision)", ["revision": .number(Double(leader.lastRevision))])
         leader.close()
         return 0
+    }
+
+    /// What a leader that stepped down did with a last commit that released nothing.
+    static func logLastCommit(_ outcome: Leader.LastCommitOnStepDown, to log: OperatorLog) {
+        func described(_ commit: ShippedTransaction) -> String {
+            commit.lastRevision > commit.revisionBefore
+                ? "revision\(commit.lastRevision > commit.revisionBefore + 1 ? "s \(commit.revisionBefore + 1)…" : " ")\(commit.lastRevision)"
+                : "answers without a record after revision \(commit.revisionBefore)"
+        }
+        switch outcome {
+        case .released:
+            return
+        case .takenBack(let commit):
+            log.log(
+                .info, "taken-back",
+                "took back its last commit (\(described(commit))), which released nothing: no standby acknowledged it. The log ends at revision "
+                    + "\(commit.revisionBefore) again, where the next leader's log continues it: this node catches up instead of receiving a whole copy",
+                ["revision": .number(Double(commit.revisionBefore)), "takenBack": .number(Double(commit.lastRevision - commit.revisionBefore))])
+        case .kept(let commit, let reason):
+            log.log(
+                .warn, "not-taken-back",
+                "kept its last commit (\(described(commit))), which released nothing, so the next leader may send this node a whole copy: "
+                    + "\(escaped: reason)",
+                ["revision": .number(Double(commit.lastRevision)), "reason": .text(reason)])
+        }
     }
 
     /// Why `cogd leader` refuses to bind `endpoints` (not on this host) without CURVE or `--insecure`.

@@ -589,6 +589,57 @@ struct ShippingLeaderTests {
         #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
 
+    @Test func `a leader frozen past its lease holding a commit no standby received takes it back, then catches up with the next leader instead of a copy`() throws {
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
+        // The lab's leader: with the trigger file present, it keeps its next commit from the standby, commits it, and freezes.
+        let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: trigger) }
+        let first = try CogdProcess(
+            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+        #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
+
+        // Revision 3 is committed on n1 alone, and n1 freezes with its reply held.
+        #expect(FileManager.default.createFile(atPath: trigger, contents: nil))
+        let unanswered = Thread.detachNewThreadResult { try? Self.call(n1, 3) }
+        #expect(first.waitForLine { $0.contains("committed the commit from revision 3, which no standby received") } != nil, "\(first.lines)")
+        // n2 takes the lead past n1's lease, at revision 2.
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 2") } != nil, "\(second.lines)")
+        first.resume()
+        let takenBack = first.waitForLine { $0.contains("took back its last commit") }
+        #expect(takenBack?.contains("took back its last commit (revision 3), which released nothing: no standby acknowledged it. The log ends at revision 2 again") == true,
+            "\(first.lines)")
+        #expect(waitUntil(timeout: .seconds(15)) { !first.process.isRunning } && first.process.terminationStatus == 1, "\(first.lines)")
+        let back = try TurnStore(directory: n1.folder.path, mode: .reader)
+        #expect(back.lastRevision == 2)
+        back.close()
+
+        // n1 again, now a standby: n2 sends it the commits after revision 2 (none yet), not a copy, and names it.
+        let again = try CogdProcess(executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"])
+        defer { again.stop() }
+        #expect(again.waitForLine { $0.contains("in step with the leader of epoch 2") } != nil, "\(again.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n2 n1" }, "\(second.lines)")
+        #expect(!second.lines.contains { $0.contains("sending it a copy") }, "no copy: \(second.lines)")
+        #expect(!again.lines.contains { $0.contains("receiving its copy") }, "no copy: \(again.lines)")
+        // The request n1 took back is applied once, by n2, at revision 3 of epoch 2; n1 holds the same log.
+        let retried = try Self.call(n2, 3)
+        #expect(retried.hasPrefix("applied revision 3") || retried.contains("applied at revision 3 (request teller#3)"), "\(retried)")
+        #expect(try Self.call(n2, 4).hasPrefix("applied revision 4"))
+        again.stop()
+        let follower = try TurnStore(directory: n1.folder.path, mode: .reader)
+        defer { follower.close() }
+        #expect(try follower.records(from: 1).map(\.epoch) == [1, 1, 2, 2], "n1 holds n2's log")
+        _ = unanswered.wait()
+    }
+
     @Test func `a standby back at the leader's last record gets the answers committed without a record since, and answers their retries as the old leader would`() throws {
         let cluster = try TwoNodes()
         defer { cluster.end() }

@@ -88,6 +88,47 @@ enum LMDBDataFile {
         }
     }
 
+    /// Takes back the file's last committed transaction, `transaction`, with
+    /// the environment closed: the meta page that names it is overwritten
+    /// with the other one, which names the transaction before — LMDB keeps
+    /// both, and a transaction writes only pages the one before it did not
+    /// use, so the tree the older meta page names is whole. LMDB 0.9.27
+    /// calls the same view `MDB_PREVSNAPSHOT`; 0.9.24, Debian's, has no such
+    /// flag. The next commit writes its meta page over the taken-back
+    /// transaction's slot, which it numbers again.
+    ///
+    /// Refuses unless the newer meta page names `transaction` and the older
+    /// one the transaction just before it (then nothing else committed since).
+    static func takeBackLastTransaction(directory: String, transaction: UInt64) throws(TurnStoreError) {
+        let path = directory + "/data.mdb"
+        let descriptor = open(path, O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw TurnStoreError(code: .lmdb, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        guard let first = readMeta(descriptor, at: 0), let second = readMeta(descriptor, at: UInt64(first.pageSize)) else {
+            throw TurnStoreError(code: .corrupt, message: "\(path) has no two LMDB meta pages")
+        }
+        let (newer, older): (UInt64, UInt64) = second.transaction > first.transaction ? (UInt64(first.pageSize), 0) : (0, UInt64(first.pageSize))
+        let (newest, previous) = second.transaction > first.transaction ? (second, first) : (first, second)
+        guard newest.transaction == transaction, transaction > 0, previous.transaction == transaction - 1 else {
+            throw TurnStoreError(
+                code: .outOfOrder,
+                message: "\(path) ends at LMDB transaction \(newest.transaction) after \(previous.transaction), not at \(transaction) "
+                    + "after \(transaction &- 1): another commit followed")
+        }
+        // The meta itself: `MDB_meta` is 136 bytes after the 16-byte page header (the header names its own page).
+        var meta = [UInt8](repeating: 0, count: metaBytes)
+        let read = meta.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, metaBytes, off_t(older + 16)) }
+        let written = meta.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, metaBytes, off_t(newer + 16)) }
+        guard read == metaBytes, written == metaBytes, fdatasync(descriptor) == 0 else {
+            throw TurnStoreError(code: .lmdb, message: "cannot rewrite the meta page of \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The bytes of `MDB_meta` (LMDB 0.9, 64-bit), from byte 16 of its page to the transaction id's end.
+    static let metaBytes = 136
+
     /// The meta page at `offset`; nil when it is not one (short, wrong
     /// magic, a page size that is not a power of two from 512 to 65536).
     static func readMeta(_ descriptor: Int32, at offset: UInt64) -> Meta? {

@@ -75,6 +75,33 @@ final class LMDBEnvironment {
         return Int(dead)
     }
 
+    /// The id of the environment's last committed write transaction, as its
+    /// current meta page says (a transaction that wrote nothing commits no id).
+    var lastTransaction: UInt64 {
+        var info = MDB_envinfo()
+        guard mdb_env_info(env, &info) == 0 else { return 0 }
+        return UInt64(info.me_last_txnid)
+    }
+
+    /// How many reader slots hold a read transaction now, in any process
+    /// (`mdb_reader_list`: one line a slot, its transaction id or `-` when idle).
+    func readersInTransactions() throws(LMDBError) -> Int {
+        var count = 0
+        _ = try withUnsafeMutablePointer(to: &count) { (pointer: UnsafeMutablePointer<Int>) throws(LMDBError) in
+            try lmdb("mdb_reader_list") {
+                mdb_reader_list(env, { message, context in
+                    guard let message, let context else { return 0 }
+                    let fields = String(cString: message).split(whereSeparator: { $0 == " " || $0 == "\n" })
+                    if fields.count == 3, Int(fields[0]) != nil, UInt64(fields[2]) != nil {
+                        context.assumingMemoryBound(to: Int.self).pointee += 1
+                    }
+                    return 0
+                }, pointer)
+            }
+        }
+        return count
+    }
+
     /// Opens named databases (creating them in a writable environment) in
     /// one committed transaction, so their handles stay valid; nil for a
     /// database that does not exist.

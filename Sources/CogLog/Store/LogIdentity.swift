@@ -114,6 +114,15 @@ final class IdentityFile {
         }
     }
 
+    /// Records `revision` and flushes the file: for a log taken back to it
+    /// (`TurnStore.closeTakingBack`), whose file must never be ahead of `data.mdb`.
+    func recordDurably(revision: UInt64) throws(TurnStoreError) {
+        failure = nil
+        record(revision: revision)
+        if failure == nil, fdatasync(descriptor) != 0 { failure = "cannot flush \(path): \(String(cString: strerror(errno)))" }
+        if let failure { throw TurnStoreError(code: .notWritable, message: failure) }
+    }
+
     func close() {
         guard descriptor >= 0 else { return }
         Glibc.close(descriptor)

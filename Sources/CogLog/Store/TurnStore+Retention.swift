@@ -38,7 +38,10 @@ extension TurnStore {
         guard mode != .reader else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
-        if let shipper, let logID, retention != .everything {
+        let shipped = shipper != nil && logID != nil && retention != .everything
+        let before = shipped ? environment.lastTransaction : 0
+        if shipped, let shipper, let logID {
+            lastShippedCommit = nil
             shipper(
                 ShippedCommit(
                     epoch: epoch, logID: logID, firstRevision: lastRevision &+ 1, time: now, retention: retention, pruneLimit: limit))
@@ -50,6 +53,7 @@ extension TurnStore {
             }
         }
         pruneCommitted(report ?? PruneReport(firstRevision: firstRevision))
+        if shipped { lastShippedCommit = ShippedTransaction(after: before, environment.lastTransaction, revisionBefore: lastRevision, lastRevision: lastRevision) }
         return report ?? PruneReport(firstRevision: firstRevision)
     }
 

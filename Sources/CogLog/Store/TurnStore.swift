@@ -97,6 +97,9 @@ public final class TurnStore {
     /// built. A commit that then fails was shipped anyway: a standby may
     /// hold a commit its leader does not (`protocol/ha.md` §8).
     public var shipper: ((ShippedCommit) -> Void)?
+    /// The last commit `shipper` was given, once this writer committed it
+    /// too (nil while it runs, and after one that failed).
+    public internal(set) var lastShippedCommit: ShippedTransaction?
     /// The encoded records of the last append, in order (the leader publishes
     /// these bytes instead of encoding each record again).
     public private(set) var lastAppended = EncodedTurnBatch.empty
@@ -434,7 +437,10 @@ public final class TurnStore {
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in
             TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time, stateDigest: digests[$0])
         }
-        if let shipper, let logID, !drafts.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty {
+        let shipped = shipper != nil && logID != nil && (!drafts.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty)
+        let before = shipped ? environment.lastTransaction : 0
+        if shipped, let shipper, let logID {
+            lastShippedCommit = nil
             // Shipped before the local commit, so a standby's commit runs beside this one.
             shipper(
                 ShippedCommit(
@@ -446,6 +452,7 @@ public final class TurnStore {
             drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings, rejections: rejections,
             now: time)
         committed(digests, firstRevision: first)
+        if shipped { lastShippedCommit = ShippedTransaction(after: before, environment.lastTransaction, revisionBefore: first - 1, lastRevision: lastRevision) }
         return first..<(first + UInt64(drafts.count))
     }
 

@@ -1,0 +1,47 @@
+import CogCluster
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A lab leader that freezes holding a commit no standby received, on cue:
+/// as one whose ZeroMQ I/O thread stopped before it sent what the serving
+/// thread shipped and then committed. With `COGD_LAB_FREEZE_UNSHIPPED=FILE`
+/// in its environment, a `cogd-lab leader` about to ship a commit while FILE
+/// exists removes FILE, keeps that commit from the standbys, commits it, and
+/// stops itself (SIGSTOP) until it is sent SIGCONT — past its lease TTL, it
+/// then steps down with a last commit that released nothing (ha.md §8).
+/// Only the lab reads the variable: `cogd` has no such switch.
+enum FreezeUnshipped {
+    static let environmentVariable = "COGD_LAB_FREEZE_UNSHIPPED"
+
+    private final class Cue: Sendable {
+        let taken = Atomic<Bool>(false)
+    }
+
+    /// Arms this process's leader when the environment names a trigger file.
+    /// - Important: Call at start, before any thread does (the leader's hooks are read unguarded).
+    static func arm(environment: [String: String]) {
+        guard let trigger = environment[environmentVariable], !trigger.isEmpty else { return }
+        let cue = Cue()
+        Leader.withholdShip = { firstRevision in
+            // Removing the file is the cue taken: one freeze per file.
+            guard unlink(trigger) == 0 else { return false }
+            cue.taken.store(true, ordering: .sequentiallyConsistent)
+            say("the commit from revision \(firstRevision) is kept from the standbys")
+            return true
+        }
+        Leader.afterCommit = { revisions in
+            guard cue.taken.exchange(false, ordering: .sequentiallyConsistent) else { return }
+            say("committed the commit from revision \(revisions.lowerBound), which no standby received; stopping (SIGSTOP) until SIGCONT")
+            kill(getpid(), SIGSTOP)
+        }
+    }
+
+    private static func say(_ text: String) {
+        let line = "cogd-lab: \(environmentVariable): \(text)\n"
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+}
