@@ -169,6 +169,9 @@ struct HADrill {
         var copies = 0
         /// The copies by why the standby was not in step (`copyCause(_:)`).
         var copyCauses: [String: Int] = [:]
+        /// Leaders that stepped down and took back a last commit that released nothing (`taken-back`), or kept it (`not-taken-back`).
+        var takenBack = 0
+        var notTakenBack = 0
         /// How each other node's log stands beside the survivor's (a prefix, behind, a deposed leader's tail).
         var otherLogs: [String] = []
         /// Records another node holds that neither match the survivor's nor belong to a deposed leader's tail.
@@ -626,6 +629,9 @@ struct HADrill {
                 for line in text.split(separator: "\n") {
                     // A leader's `standby-catch-up` and `standby-copy` lines (ha.md §9).
                     if line.contains(" of this log: sending it the ") { verdict.catchUps += 1 }
+                    // A stepped-down leader's `taken-back` and `not-taken-back` lines (ha.md §5).
+                    if line.contains(" leader: took back its last commit (") { verdict.takenBack += 1 }
+                    if line.contains(" leader: kept its last commit (") { verdict.notTakenBack += 1 }
                     if line.contains(" is not in step"), line.contains(": sending it a copy of the log at revision ") {
                         verdict.copies += 1
                         verdict.copyCauses[Self.copyCause(line), default: 0] += 1
@@ -824,7 +830,7 @@ struct HADrill {
                 + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"emptyLeads\": [\(verdict.emptyLeads.map(CBORText.quoted).joined(separator: ", "))], \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
                 + "\"otherLogs\": [\(verdict.otherLogs.map(CBORText.quoted).joined(separator: ", "))], \"logDisagreements\": \(verdict.logDisagreements.count), "
-                + "\"steppedDown\": \(verdict.steppedDown), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
+                + "\"steppedDown\": \(verdict.steppedDown), \"takenBack\": \(verdict.takenBack), \"notTakenBack\": \(verdict.notTakenBack), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
                 + "\"unplannedExits\": \(verdict.unplannedExits.count), "
                 + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(failoverBar), "
                 + "\"standbyKillMsP50\": \(standby.p50), \"etcdFreezeMsP50\": \(etcdFigures.p50), "
@@ -863,6 +869,7 @@ struct HADrill {
                 + "first answers from a node that did not lead their record's epoch: \(verdict.wrongEpochReleases.count)",
             "  empty leads      \(verdict.emptyLeads.isEmpty ? "none" : verdict.emptyLeads.joined(separator: ", ") + " (a node led a later epoch from an empty folder)")",
             "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
+                + " (took back a last commit that released nothing: \(verdict.takenBack)\(verdict.notTakenBack == 0 ? "" : "; kept one: \(verdict.notTakenBack)"))"
                 + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
             "  failover         leader killed, frozen or crashed after shipping → first applied answer: \(recovery.failover)",
             "  standby killed   → first applied answer: \(recovery.standby)",
