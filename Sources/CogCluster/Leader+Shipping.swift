@@ -153,7 +153,7 @@ extension Leader {
     /// below its sequence, so no reply, publication, snapshot or answer
     /// reflecting it was released).
     var unreleasedLastCommit: ShippedTransaction? {
-        guard let rules = shipCore, rules.releasedThrough < rules.lastSequence else { return nil }
+        guard shipCore?.lastCommitHeld == true else { return nil }
         return store.lastTransactionIfShipped
     }
 

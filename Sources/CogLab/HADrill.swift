@@ -869,8 +869,9 @@ struct HADrill {
                 + "first answers from a node that did not lead their record's epoch: \(verdict.wrongEpochReleases.count)",
             "  empty leads      \(verdict.emptyLeads.isEmpty ? "none" : verdict.emptyLeads.joined(separator: ", ") + " (a node led a later epoch from an empty folder)")",
             "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
-                + " (took back a last commit that released nothing: \(verdict.takenBack)\(verdict.notTakenBack == 0 ? "" : "; kept one: \(verdict.notTakenBack)"))"
-                + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
+                + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; "
+                + "leaders that took back a last commit that released nothing as they stepped down: \(verdict.takenBack)"
+                + "\(verdict.notTakenBack == 0 ? "" : ", that kept one: \(verdict.notTakenBack)"); unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
             "  failover         leader killed, frozen or crashed after shipping → first applied answer: \(recovery.failover)",
             "  standby killed   → first applied answer: \(recovery.standby)",
             "  etcd frozen      thawed → first applied answer: \(recovery.etcd)",

@@ -294,7 +294,7 @@ enum ClusterCommands {
         case .takenBack(let commit):
             log.log(
                 .info, "taken-back",
-                "took back its last commit (\(described(commit))), which released nothing: no standby acknowledged it. The log ends at revision "
+                "took back its last commit (\(described(commit))), which released nothing (no standby's acknowledgement of it had come). The log ends at revision "
                     + "\(commit.revisionBefore) again, where the next leader's log continues it: this node catches up instead of receiving a whole copy",
                 ["revision": .number(Double(commit.revisionBefore)), "takenBack": .number(Double(commit.lastRevision - commit.revisionBefore))])
         case .kept(let commit, let reason):

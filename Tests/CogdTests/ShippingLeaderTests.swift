@@ -615,7 +615,7 @@ struct ShippingLeaderTests {
         #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 2") } != nil, "\(second.lines)")
         first.resume()
         let takenBack = first.waitForLine { $0.contains("took back its last commit") }
-        #expect(takenBack?.contains("took back its last commit (revision 3), which released nothing: no standby acknowledged it. The log ends at revision 2 again") == true,
+        #expect(takenBack?.contains("took back its last commit (revision 3), which released nothing (no standby's acknowledgement of it had come). The log ends at revision 2 again") == true,
             "\(first.lines)")
         #expect(waitUntil(timeout: .seconds(15)) { !first.process.isRunning } && first.process.terminationStatus == 1, "\(first.lines)")
         let back = try TurnStore(directory: n1.folder.path, mode: .reader)

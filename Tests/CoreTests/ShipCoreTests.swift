@@ -54,9 +54,10 @@ struct ShipCoreTests {
             _ = core.syncWritten(now: 0)
             _ = core.shipped(commit, now: 0)
             _ = core.acknowledged(from: a, node: "n2", through: 1, now: 0.1)
-            #expect(core.releasedThrough == 1)
+            #expect(core.releasedThrough == 1 && !core.lastCommitHeld)
             // The standby goes silent; commits go on.
             _ = core.shipped(commit, now: 0.5)
+            #expect(core.lastCommitHeld, "a step-down now may take commit 2 back")
             let dropped = core.tick(now: 1.2)
             #expect(dropped.first == .drop(node: "n2", reason: "silent for more than 1.0 s"))
             #expect(core.releasedThrough == 1 && core.state == .sync, "named, gone: held")
@@ -73,11 +74,13 @@ struct ShipCoreTests {
             #expect(core.state == .degraded && core.named.isEmpty)
             // Degraded: each commit released at once.
             #expect(releases(core.shipped(commit, now: 4)) == [4])
+            #expect(!core.lastCommitHeld, "degraded: released on the leader's own commit, never taken back")
             // The standby returns in step: added back, and out of degraded once etcd names it.
             let back = core.hello(from: b, node: "n2", inStep: true, now: 5)
             #expect(writes(back) == [["n2"]])
             #expect(releases(core.shipped(commit, now: 5.1)).isEmpty, "an addition in flight holds releases, degraded or not")
             #expect(releases(core.syncWritten(now: 5.2)).isEmpty, "commit 5 waits for its acknowledgement")
+            #expect(core.lastCommitHeld)
             #expect(core.state == .sync && !core.degraded)
             #expect(releases(core.acknowledged(from: b, node: "n2", through: 5, now: 5.3)) == [5])
         }

@@ -186,6 +186,11 @@ public struct ShipCore: Sendable {
         releasedThrough = inherited
     }
 
+    /// Whether the last shipped commit is still held: nothing tagged with
+    /// it (a reply, a publication, a snapshot, an answer) has been released.
+    /// A leader that steps down may then take that commit back (ha.md §5).
+    public var lastCommitHeld: Bool { releasedThrough < lastSequence }
+
     public var state: State {
         guard case .quorum(let count) = configuration.sync else { return .async }
         if degraded { return .degraded }
