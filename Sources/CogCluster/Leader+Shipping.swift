@@ -221,23 +221,23 @@ extension Leader {
         let effects: [ShipCore.Effect]
         switch message {
         case .standbyHello(let node, let logID, let standbyEpoch, let revision, let digest):
-            let mismatch = mismatch(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
-            let matches = mismatch == nil
-            // It lacks commits when it is behind on records, or when commits without a record (dedup answers,
-            // refusals) came after its last one: a copy at the leader's last revision may still lack those.
-            let lacksCommits = matches && (revision < store.lastRevision || recentShipped.following(revision: revision).count > 0)
-            if lacksCommits, let missed = keptCommits(after: revision) {
+            let hello = StandbyMatch.Hello(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
+            let missed = keptCommits(after: revision)
+            switch StandbyMatch.of(hello, standbyLog(at: revision, keepsAll: missed != nil)) {
+            case .behind:
+                let missed = missed!
                 // Behind, on this log: the commits it lacks follow, as after a copy (ha.md §9, catch-up).
                 configuration.operatorLog?.log(
                     .info, "standby-catch-up",
                     "standby \(TerminalText.escaped(node)) is at revision \(revision) of this log: sending it the \(missed.commits.count) commits after it",
                     ["node": .text(node), "revision": .number(Double(revision)), "commits": .number(Double(missed.commits.count))])
                 effects = rules.copied(by: peer, node: node, through: missed.sequence, missed: missed.commits, now: shipNow)
-            } else {
+            case .inStep:
+                effects = rules.hello(from: peer, node: node, inStep: true, now: shipNow)
+            case .copy(let reason):
                 // Why a copy follows, for its log line.
-                copyReason = mismatch ?? (!lacksCommits ? nil : logID == nil ? "its folder holds no log yet" : "the commits after its revision \(revision) are no longer all kept"
-                    + (recentShipped.oldestRevision.map { " (those kept follow revision \($0 - 1))" } ?? " (none is kept)"))
-                effects = rules.hello(from: peer, node: node, inStep: matches && !lacksCommits, now: shipNow)
+                copyReason = reason
+                effects = rules.hello(from: peer, node: node, inStep: false, now: shipNow)
             }
         case .shipAck(let node, let sequence):
             effects = rules.acknowledged(from: peer, node: node, through: sequence, now: shipNow)
@@ -310,27 +310,18 @@ extension Leader {
         return (rules.lastSequence - UInt64(commits.count), commits)
     }
 
-    /// Why a standby's copy, as its hello describes it, is not this log as of
-    /// `revision` (log matching: the same log, the leader's record there of
-    /// the epoch the copy has applied, the same state digest there as that
-    /// record's); nil when it is.
-    private func mismatch(logID: [UInt8]?, epoch standbyEpoch: UInt64, revision: UInt64, digest: StateDigest?) -> String? {
-        guard standbyEpoch <= epoch else { return "its epoch \(standbyEpoch) is above this leader's" }
-        guard revision <= store.lastRevision else { return "its revision \(revision) is past this log's last" }
-        // An empty copy beside a log with no turn yet takes the log's id from its first commit.
-        guard let logID else { return revision == 0 ? nil : "its copy names no log" }
-        guard logID == store.logID else { return "its copy is another log" }
-        guard revision > 0 else { return nil }
-        // One leader per epoch writes each revision once: a record is named by its revision and epoch (as in Raft).
-        // A copy that has applied another epoch than this log's record there holds another record at that revision —
-        // a deposed leader's tail, even one whose state came out the same (clients retried the same requests).
-        guard let ours = try? store.records(from: revision, limit: 1).first, ours.revision == revision else {
-            return "this log no longer holds its revision \(revision)"
+    /// What this leader's log says at a standby's revision, for log
+    /// matching (`StandbyMatch`): its record there, and the commits it keeps
+    /// after it (`keepsAll`: back to one at or before it).
+    private func standbyLog(at revision: UInt64, keepsAll: Bool) -> StandbyMatch.Log {
+        var record: (epoch: UInt64, digest: StateDigest?)?
+        if revision > 0, revision <= store.lastRevision, let ours = try? store.records(from: revision, limit: 1).first, ours.revision == revision {
+            record = (ours.epoch, ours.stateDigest)
         }
-        guard ours.epoch == standbyEpoch else {
-            return "it has applied epoch \(standbyEpoch) and this log's revision \(revision) is of epoch \(ours.epoch)"
-        }
-        return digest == ours.stateDigest ? nil : "its state digest at revision \(revision) differs from this log's"
+        return StandbyMatch.Log(
+            logID: store.logID, epoch: epoch, lastRevision: store.lastRevision, record: record,
+            commitsAfter: recentShipped.following(revision: revision).count > 0, keepsAllAfter: keepsAll,
+            oldestKept: recentShipped.oldestRevision)
     }
 
     /// Once per pass of the serving loop: etcd's answers to sync key writes, and the rules' timers.

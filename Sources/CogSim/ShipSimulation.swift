@@ -1,3 +1,4 @@
+import CogCodec
 import CogProtocol
 
 /// A leader's shipping rules (the very `ShipCore` that `cogd leader --ha
@@ -466,6 +467,9 @@ public struct ShipSimulation {
         }
     }
 
+    /// The model's one log, as a hello names it.
+    static let logID: [UInt8] = Array(repeating: 0xc0, count: 16)
+
     /// The leader's driver (`Leader.standbyMessage`): a hello in step, behind
     /// (the kept commits after it), or not (a copy); an acknowledgement; a copy in place.
     mutating func receive(_ message: Up, from peer: [UInt8], node: String) {
@@ -473,15 +477,24 @@ public struct ShipSimulation {
         let kept = min(window, last)
         switch message {
         case .hello(let revision, let digest):
-            let matches = revision <= last && digests[revision] == digest
-            // Behind on this log: the kept commits must reach back to its last one (`KeptCommits.after`).
-            if matches, revision >= 1, revision < last, revision > last - kept {
+            // The leader's rule (`StandbyMatch`), on this model's log: one commit a revision, all of one epoch, each
+            // digest a chain of the commits; the kept commits must reach back to its last one (`KeptCommits.after`).
+            let hello = StandbyMatch.Hello(logID: revision == 0 ? nil : Self.logID, epoch: 1, revision: UInt64(revision), digest: StateDigest(value: UInt128(digest)))
+            let record = revision >= 1 && revision <= last ? (epoch: UInt64(1), digest: Optional(StateDigest(value: UInt128(digests[revision])))) : nil
+            let log = StandbyMatch.Log(
+                logID: Self.logID, epoch: 1, lastRevision: UInt64(last), record: record, commitsAfter: false,
+                keepsAllAfter: revision >= 1 && revision > last - kept, oldestKept: UInt64(last - kept + 1))
+            switch StandbyMatch.of(hello, log) {
+            case .behind:
                 count("catch-ups")
                 note("\(node) says hello at commit \(revision), behind: the leader sends it the \(last - revision) after it")
                 carry(core.copied(by: peer, node: node, through: UInt64(revision), missed: commits[revision...].map(Self.encoded), now: clock))
-            } else {
-                note("\(node) says hello at commit \(revision)" + (matches && revision == last ? ", in step" : ""))
-                carry(core.hello(from: peer, node: node, inStep: matches && revision == last, now: clock))
+            case .inStep:
+                note("\(node) says hello at commit \(revision), in step")
+                carry(core.hello(from: peer, node: node, inStep: true, now: clock))
+            case .copy:
+                note("\(node) says hello at commit \(revision)")
+                carry(core.hello(from: peer, node: node, inStep: false, now: clock))
             }
         case .ack(let sequence):
             carry(core.acknowledged(from: peer, node: node, through: sequence, now: clock))
