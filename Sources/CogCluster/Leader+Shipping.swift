@@ -141,7 +141,7 @@ extension Leader {
     /// shipped all the same); nil unless the executable sets it at start.
     /// With `afterCommit`, the lab (`cogd-lab`) uses it to freeze where a
     /// leader holds a commit no standby received, as one whose ZeroMQ I/O
-    /// thread stopped before sending it (ha.md §8); `cogd` never sets it.
+    /// thread stopped before sending it (ha.md §5); `cogd` never sets it.
     package nonisolated(unsafe) static var withholdShip: (@Sendable (_ firstRevision: UInt64) -> Bool)?
     /// Called on the serving thread right after each of the leader's own
     /// commits, with its revisions; nil unless the executable sets it at start.
@@ -223,20 +223,22 @@ extension Leader {
         case .standbyHello(let node, let logID, let standbyEpoch, let revision, let digest):
             let hello = StandbyMatch.Hello(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
             let missed = keptCommits(after: revision)
-            switch StandbyMatch.of(hello, standbyLog(at: revision, keepsAll: missed != nil)) {
-            case .behind:
-                let missed = missed!
+            switch (StandbyMatch.of(hello, standbyLog(at: revision, keepsAll: missed != nil)), missed) {
+            case (.behind, let missed?):
                 // Behind, on this log: the commits it lacks follow, as after a copy (ha.md §9, catch-up).
                 configuration.operatorLog?.log(
                     .info, "standby-catch-up",
                     "standby \(TerminalText.escaped(node)) is at revision \(revision) of this log: sending it the \(missed.commits.count) commits after it",
                     ["node": .text(node), "revision": .number(Double(revision)), "commits": .number(Double(missed.commits.count))])
                 effects = rules.copied(by: peer, node: node, through: missed.sequence, missed: missed.commits, now: shipNow)
-            case .inStep:
+            case (.inStep, _):
                 effects = rules.hello(from: peer, node: node, inStep: true, now: shipNow)
-            case .copy(let reason):
+            case (.copy(let reason), _):
                 // Why a copy follows, for its log line.
                 copyReason = reason
+                effects = rules.hello(from: peer, node: node, inStep: false, now: shipNow)
+            case (.behind, nil):
+                // Not reached (behind only while the kept commits reach back to its revision): a copy all the same.
                 effects = rules.hello(from: peer, node: node, inStep: false, now: shipNow)
             }
         case .shipAck(let node, let sequence):

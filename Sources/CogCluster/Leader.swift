@@ -503,7 +503,7 @@ public final class Leader {
     /// is taken back (`TurnStore.closeTakingBack`): a standby that took the
     /// lead may never have received it, and a folder that ends before it
     /// catches up with the next leader's log instead of being sent a whole
-    /// copy (`protocol/ha.md` §8). The replies not indexed yet are not
+    /// copy (`protocol/ha.md` §5). The replies not indexed yet are not
     /// indexed first (that would commit after it): the next start rebuilds
     /// them from the records.
     public func closeSteppingDown() -> LastCommitOnStepDown {

@@ -12,7 +12,7 @@ import Synchronization
 /// in its environment, a `cogd-lab leader` about to ship a commit while FILE
 /// exists removes FILE, keeps that commit from the standbys, commits it, and
 /// stops itself (SIGSTOP) until it is sent SIGCONT — past its lease TTL, it
-/// then steps down with a last commit that released nothing (ha.md §8).
+/// then steps down with a last commit that released nothing (ha.md §5).
 /// Only the lab reads the variable: `cogd` has no such switch.
 enum FreezeUnshipped {
     static let environmentVariable = "COGD_LAB_FREEZE_UNSHIPPED"

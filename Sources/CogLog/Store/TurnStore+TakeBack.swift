@@ -32,7 +32,7 @@ extension TurnStore {
     /// the folder holds the log as it was before it (`protocol/turnlog.md`
     /// §1b): for a leader that stepped down whose last commit released
     /// nothing, so it can follow the next leader's log from the revision
-    /// before instead of being sent a whole copy (`protocol/ha.md` §8).
+    /// before instead of being sent a whole copy (`protocol/ha.md` §5).
     ///
     /// The store is closed whatever happens. Throws, with the folder as it
     /// was, when another transaction followed `commit`, when another process
