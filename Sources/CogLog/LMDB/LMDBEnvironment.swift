@@ -15,6 +15,11 @@ final class LMDBEnvironment {
     /// Read transactions held open across calls: given up before the map
     /// grows (LMDB may move the map; no transaction may be open then).
     private var heldReads: [Weak<HeldRead>] = []
+    /// Held shared by each `copy(to:)` (a thread of its own may run one
+    /// while the writer commits: a leader's copy for a standby) and
+    /// exclusively while the map grows, so the map never moves under the
+    /// copy's read: LMDB remaps without looking at other threads' reads.
+    private let mapLock = MapLock()
 
     /// Opens (creating, when writable) the environment in directory `path`.
     init(path: String, readOnly: Bool, maxDatabases: Int32 = 16, initialMapSize: Int = 64 << 20) throws(LMDBError) {
@@ -174,6 +179,8 @@ final class LMDBEnvironment {
     }
 
     private func grow() throws(LMDBError) {
+        mapLock.lockExclusive()
+        defer { mapLock.unlock() }
         for held in heldReads { held.value?.end() }
         heldReads = []
         let doubled = mapSize * 2
@@ -189,6 +196,8 @@ final class LMDBEnvironment {
     /// - Important: the read it holds while it copies keeps the writer from
     ///   reusing pages freed meanwhile, so the file a writer grows may grow more.
     func copy(to directory: String, compact: Bool) throws(LMDBError) {
+        mapLock.lockShared()
+        defer { mapLock.unlock() }
         try lmdb("mdb_env_copy2(\(directory))") { mdb_env_copy2(env, directory, compact ? UInt32(MDB_CP_COMPACT) : 0) }
     }
 
@@ -226,6 +235,22 @@ final class LMDBEnvironment {
         let pages = stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages
         return (stat.ms_entries, pages, Int(stat.ms_psize))
     }
+}
+
+/// A readers-writer lock (`pthread_rwlock_t`, at a fixed address).
+final class MapLock: @unchecked Sendable {
+    private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+
+    init() { pthread_rwlock_init(lock, nil) }
+
+    deinit {
+        pthread_rwlock_destroy(lock)
+        lock.deallocate()
+    }
+
+    func lockShared() { pthread_rwlock_rdlock(lock) }
+    func lockExclusive() { pthread_rwlock_wrlock(lock) }
+    func unlock() { pthread_rwlock_unlock(lock) }
 }
 
 /// A read-only transaction held open across calls: a consistent view of
