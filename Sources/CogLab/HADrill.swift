@@ -208,6 +208,15 @@ struct HADrill {
         var notSteppedDown: [String] = []
         /// Node processes that ended by themselves outside a fault that explains it (restarted; not violations).
         var unplannedExits: [String] = []
+        /// Those of them that died of a crash signal (SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGABRT, SIGFPE): the drill
+        /// sends none of these, so each is a node's own crash, and a violation.
+        var crashedNodes: [String] = []
+        static let crashSignals: Set<Int32> = [SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGABRT, SIGFPE]
+
+        /// Whether a node process that ended this way crashed.
+        static func crashed(_ ending: Child.Ending) -> Bool {
+            if case .signal(let signal) = ending { crashSignals.contains(signal) } else { false }
+        }
         /// Faults never followed by an applied answer before the run ended.
         var unrecovered: [String] = []
         var survivor = "?"
@@ -231,6 +240,7 @@ struct HADrill {
             if !moneyConserved { list.append("money not conserved: total \(total), expected \(expectedTotal)") }
             if !notSteppedDown.isEmpty { list.append("\(notSteppedDown.count) frozen leaders did not step down (first: \(notSteppedDown[0]))") }
             if !unrecovered.isEmpty { list.append("\(unrecovered.count) faults never answered again (first: \(unrecovered[0]))") }
+            if !crashedNodes.isEmpty { list.append("\(crashedNodes.count) node processes crashed (first: \(crashedNodes[0]))") }
             if !crashesNotStruck.isEmpty { list.append("\(crashesNotStruck.count) crash-after-ship cues the leader did not die on (first: \(crashesNotStruck[0]))") }
             if !logDisagreements.isEmpty {
                 list.append("\(logDisagreements.count) nodes' logs disagree with the survivor's (first: \(logDisagreements[0]))")
@@ -447,6 +457,9 @@ struct HADrill {
                     verdict.etcdStepDowns += 1
                 } else {
                     verdict.unplannedExits.append("\(node.name) \(ending): \(said)")
+                    if Verdict.crashed(ending) {
+                        verdict.crashedNodes.append("\(node.name) \(ending): \(said)")
+                    }
                     timeline?.fault(.haNodeExit, at: now, detail: "unplanned: \(node.name) \(ending): \(said); started again")
                 }
                 node.mustStepDown = nil
@@ -831,7 +844,7 @@ struct HADrill {
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
                 + "\"otherLogs\": [\(verdict.otherLogs.map(CBORText.quoted).joined(separator: ", "))], \"logDisagreements\": \(verdict.logDisagreements.count), "
                 + "\"steppedDown\": \(verdict.steppedDown), \"takenBack\": \(verdict.takenBack), \"notTakenBack\": \(verdict.notTakenBack), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
-                + "\"unplannedExits\": \(verdict.unplannedExits.count), "
+                + "\"unplannedExits\": \(verdict.unplannedExits.count), \"crashedNodes\": \(verdict.crashedNodes.count), "
                 + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(failoverBar), "
                 + "\"standbyKillMsP50\": \(standby.p50), \"etcdFreezeMsP50\": \(etcdFigures.p50), "
                 + "\"ports\": \(ports.json), \"report\": \(reportFile.map(CBORText.quoted) ?? "null"), \"violations\": [\(violations.map(CBORText.quoted).joined(separator: ", "))]}"

@@ -9,6 +9,16 @@ import Testing
 /// verdict a user reads, and nothing it started left running.
 @Suite("cogd drill --ha", .serialized, .timeLimit(.minutes(10)))
 struct HADrillTests {
+    @Test func `a node process that dies of a crash signal fails the verdict; the drill's own kills and step-downs do not`() {
+        #expect(HADrill.Verdict.crashed(.signal(SIGSEGV)) && HADrill.Verdict.crashed(.signal(SIGBUS)) && HADrill.Verdict.crashed(.signal(SIGILL)))
+        #expect(!HADrill.Verdict.crashed(.signal(SIGKILL)) && !HADrill.Verdict.crashed(.exited(1)) && !HADrill.Verdict.crashed(.exited(70)))
+        var verdict = HADrill.Verdict()
+        verdict.unplannedExits = ["n2 exited with status 1: a step-down outside a fault"]
+        #expect(verdict.violations(leaseTTL: 2).isEmpty, "an exit that is not a crash is counted, not a violation")
+        verdict.crashedNodes = ["n2 killed by signal 11 (Segmentation fault): serving thread on CPU 1"]
+        #expect(verdict.violations(leaseTTL: 2) == ["1 node processes crashed (first: n2 killed by signal 11 (Segmentation fault): serving thread on CPU 1)"])
+    }
+
     /// The ports the run said it took (its first stderr line).
     static func ports(_ stderr: String) -> [Int] {
         guard let line = stderr.split(separator: "\n").first(where: { $0.hasPrefix("drill --ha: loopback ports ") }),
