@@ -360,9 +360,9 @@ public enum CogLab {
                                 and the floors their figures are held to (ratios to the
                                 baseline of the same run; allocations a count):
                 \(QuickBench.floors.map { "                  \(padded($0.figure, to: 38)) \($0.words)" }.joined(separator: "\n"))
-                                A part with a figure past its floor is measured once more; the figure
-                                fails only when past again. Exit 0: all within; 3: a figure past its
-                                floor; 1: a part could not be measured
+                                A part with a figure past its floor is measured again, up to
+                                \(QuickBench.measurements) times; the figure fails only when past in each. Exit 0: all
+                                within; 3: a figure past its floor; 1: a part could not be measured
 
                 Options:
                   --json              one JSON object per figure: {"name", "value", "unit"}; log figures
