@@ -117,7 +117,7 @@ extension Leader {
         let inherited = shipping.inherited?.commits ?? []
         shipCore = ShipCore(shipping.rules, inherited: UInt64(inherited.count))
         recentShipped = KeptCommits(countLimit: shipping.rules.window, byteLimit: Leader.recentShippedLimit)
-        for (commit, first) in zip(inherited, shipping.inherited?.firstRevisions ?? []) { recentShipped.append(commit, firstRevision: first) }
+        for kept in shipping.inherited?.entries ?? [] { recentShipped.append(kept.commit, firstRevision: kept.firstRevision, name: kept.name) }
         // Copies a stopped leader was sending are of no use now.
         let leftOver = (try? FileManager.default.contentsOfDirectory(atPath: configuration.dataFolder)) ?? []
         for name in leftOver where name.hasPrefix("standby-copy-") {
@@ -161,7 +161,7 @@ extension Leader {
         guard var rules = shipCore else { return }
         let bytes = commit.encoded()
         // Kept for a standby's catch-up or copy: the window's commits, and at most `recentShippedLimit` bytes of them.
-        recentShipped.append(bytes, firstRevision: commit.firstRevision)
+        recentShipped.append(bytes, firstRevision: commit.firstRevision, name: commit.name)
         var effects = rules.shipped(bytes, now: shipNow)
         shipCore = rules
         if let withholdShip = Leader.withholdShip, withholdShip(commit.firstRevision) {
@@ -220,15 +220,16 @@ extension Leader {
         }
         let effects: [ShipCore.Effect]
         switch message {
-        case .standbyHello(let node, let logID, let standbyEpoch, let revision, let digest):
-            let hello = StandbyMatch.Hello(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest)
-            let missed = keptCommits(after: revision)
-            switch (StandbyMatch.of(hello, standbyLog(at: revision, keepsAll: missed != nil)), missed) {
+        case .standbyHello(let node, let logID, let standbyEpoch, let revision, let digest, let lastCommit):
+            let hello = StandbyMatch.Hello(logID: logID, epoch: standbyEpoch, revision: revision, digest: digest, lastCommit: lastCommit)
+            let missed = keptCommits(after: revision, named: lastCommit)
+            switch (StandbyMatch.of(hello, standbyLog(at: revision, named: lastCommit, missed: missed)), missed) {
             case (.behind, let missed?):
                 // Behind, on this log: the commits it lacks follow, as after a copy (ha.md §9, catch-up).
                 configuration.operatorLog?.log(
                     .info, "standby-catch-up",
-                    "standby \(TerminalText.escaped(node)) is at revision \(revision) of this log: sending it the \(missed.commits.count) commits after it",
+                    "standby \(TerminalText.escaped(node)) is at revision \(revision) of this log: sending it the \(missed.commits.count) commits after it"
+                        + (lastCommit.map { " (its last: \($0))" } ?? ""),
                     ["node": .text(node), "revision": .number(Double(revision)), "commits": .number(Double(missed.commits.count))])
                 effects = rules.copied(by: peer, node: node, through: missed.sequence, missed: missed.commits, now: shipNow)
             case (.inStep, _):
@@ -260,7 +261,7 @@ extension Leader {
     /// is noted from its next one: `noteStandbyConnection`).
     private func noteStandbyMessage(from message: WireMessage, peer: [UInt8]) {
         switch message {
-        case .standbyHello(let node, _, _, _, _), .shipAck(let node, _), .standbyCopied(let node, _):
+        case .standbyHello(let node, _, _, _, _, _), .shipAck(let node, _), .standbyCopied(let node, _):
             guard shipCore?.standbys[node]?.peer == peer, standbyPeers[peer] != node else { return }
             standbyPeers = standbyPeers.filter { $0.value != node }
             standbyPeers[peer] = node
@@ -303,27 +304,32 @@ extension Leader {
         carryShipping(effects)
     }
 
-    /// The kept shipped commits after `revision` (every commit whose first
-    /// revision is above it) and the sequence before the first of them; nil
-    /// when the window no longer holds a commit at or before `revision`, so
-    /// some commit after it may be gone.
-    private func keptCommits(after revision: UInt64) -> (sequence: UInt64, commits: [[UInt8]])? {
-        guard let rules = shipCore, let commits = recentShipped.after(revision: revision) else { return nil }
+    /// The kept shipped commits a standby at `revision` lacks, and the
+    /// sequence before the first of them: those after the kept commit
+    /// `named` (nil when none has that name), or for a standby that names
+    /// none, every commit whose first revision is above `revision` (nil when
+    /// the window no longer holds a commit at or before it, so some commit
+    /// after it may be gone, or none follows it).
+    private func keptCommits(after revision: UInt64, named: CommitName?) -> (sequence: UInt64, commits: [[UInt8]])? {
+        guard let rules = shipCore else { return nil }
+        guard let commits = named.map({ recentShipped.after(name: $0) }) ?? recentShipped.after(revision: revision) else { return nil }
         return (rules.lastSequence - UInt64(commits.count), commits)
     }
 
     /// What this leader's log says at a standby's revision, for log
-    /// matching (`StandbyMatch`): its record there, and the commits it keeps
-    /// after it (`keepsAll`: back to one at or before it).
-    private func standbyLog(at revision: UInt64, keepsAll: Bool) -> StandbyMatch.Log {
-        var record: (epoch: UInt64, digest: StateDigest?)?
+    /// matching (`StandbyMatch`): its record there, its last commit, and the
+    /// commits it keeps after the standby's (`missed`).
+    private func standbyLog(at revision: UInt64, named: CommitName?, missed: (sequence: UInt64, commits: [[UInt8]])?) -> StandbyMatch.Log {
+        var record: StandbyMatch.Record?
         if revision > 0, revision <= store.lastRevision, let ours = try? store.records(from: revision, limit: 1).first, ours.revision == revision {
-            record = (ours.epoch, ours.stateDigest)
+            record = StandbyMatch.Record(epoch: ours.epoch, digest: ours.stateDigest)
         }
+        // Back to one at or before its revision: for a named commit, every commit after its record is kept.
+        let keepsAll = named == nil ? missed != nil : recentShipped.oldestRevision.map { $0 <= revision } ?? false
         return StandbyMatch.Log(
             logID: store.logID, epoch: epoch, lastRevision: store.lastRevision, record: record,
             commitsAfter: recentShipped.following(revision: revision).count > 0, keepsAllAfter: keepsAll,
-            oldestKept: recentShipped.oldestRevision)
+            oldestKept: recentShipped.oldestRevision, lastCommit: store.lastCommit, keptAfterNamed: named == nil ? nil : missed?.commits.count)
     }
 
     /// Once per pass of the serving loop: etcd's answers to sync key writes, and the rules' timers.

@@ -491,8 +491,10 @@ public final class Leader {
     public enum LastCommitOnStepDown: Sendable {
         /// It had released what it committed (or shipped nothing).
         case released
-        /// Its last commit released nothing, and is taken back.
-        case takenBack(ShippedTransaction)
+        /// Its last commit released nothing, and is taken back; `heldBefore`
+        /// commits shipped before it released nothing either (they stay: a
+        /// next leader whose log lacks them sends this node a copy).
+        case takenBack(ShippedTransaction, heldBefore: UInt64)
         /// Its last commit released nothing, but is kept, for this reason.
         case kept(ShippedTransaction, reason: String)
     }
@@ -514,7 +516,8 @@ public final class Leader {
         closeServing(indexingReplies: false)
         do {
             try store.closeTakingBack(last)
-            return .takenBack(last)
+            let heldBefore = shipCore.map { $0.lastSequence - 1 - min($0.releasedThrough, $0.lastSequence - 1) } ?? 0
+            return .takenBack(last, heldBefore: heldBefore)
         } catch {
             return .kept(last, reason: error.message)
         }

@@ -6,18 +6,22 @@ import Synchronization
     import Glibc
 #endif
 
-/// A lab leader that freezes holding a commit no standby received, on cue:
+/// A lab leader that freezes holding commits no standby received, on cue:
 /// as one whose ZeroMQ I/O thread stopped before it sent what the serving
 /// thread shipped and then committed. With `COGD_LAB_FREEZE_UNSHIPPED=FILE`
 /// in its environment, a `cogd-lab leader` about to ship a commit while FILE
-/// exists removes FILE, keeps that commit from the standbys, commits it, and
-/// stops itself (SIGSTOP) until it is sent SIGCONT — past its lease TTL, it
-/// then steps down with a last commit that released nothing (ha.md §5).
-/// Only the lab reads the variable: `cogd` has no such switch.
+/// exists reads N from FILE (a count; empty: 1) and removes it, keeps that
+/// commit and the N − 1 after it from the standbys, commits them, and stops
+/// itself (SIGSTOP) after the last until it is sent SIGCONT — past its lease
+/// TTL, it then steps down with a last commit that released nothing (ha.md
+/// §5), and with N above 1 a deposed tail before it. Only the lab reads the
+/// variable: `cogd` has no such switch.
 enum FreezeUnshipped {
     static let environmentVariable = "COGD_LAB_FREEZE_UNSHIPPED"
 
     private final class Cue: Sendable {
+        /// Commits still to keep from the standbys.
+        let withholding = Atomic<Int>(0)
         let taken = Atomic<Bool>(false)
     }
 
@@ -27,9 +31,14 @@ enum FreezeUnshipped {
         guard let trigger = environment[environmentVariable], !trigger.isEmpty else { return }
         let cue = Cue()
         Leader.withholdShip = { firstRevision in
-            // Removing the file is the cue taken: one freeze per file.
-            guard unlink(trigger) == 0 else { return false }
-            cue.taken.store(true, ordering: .sequentiallyConsistent)
+            if cue.withholding.load(ordering: .sequentiallyConsistent) == 0 {
+                // Removing the file is the cue taken: one freeze per file.
+                let count = (try? String(contentsOfFile: trigger, encoding: .utf8)).map { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 1 } ?? 1
+                guard unlink(trigger) == 0 else { return false }
+                cue.withholding.store(min(max(count, 1), 1_000), ordering: .sequentiallyConsistent)
+            }
+            let left = cue.withholding.subtract(1, ordering: .sequentiallyConsistent).newValue
+            if left == 0 { cue.taken.store(true, ordering: .sequentiallyConsistent) }
             say("the commit from revision \(firstRevision) is kept from the standbys")
             return true
         }

@@ -71,12 +71,14 @@ struct HADrill {
     /// a verdict key: its folder was empty (first start, a destroyed folder),
     /// the commits it lacked were no longer kept (the leader started after
     /// them: every node stopped, as when etcd was frozen), or it held another
-    /// leader's tail (a record of another epoch at its revision, or past the
-    /// leader's last); ha.md §9.
+    /// leader's tail (a record of another epoch at its revision, past the
+    /// leader's last, or a last commit not in the leader's log); ha.md §9.
     static func copyCause(_ line: Substring) -> String {
         if line.contains("its folder holds no log yet") { return "empty-folder" }
-        if line.contains("are no longer all kept") { return "commits-not-kept" }
-        if line.contains("it has applied epoch") || line.contains("is past this log's last") { return "another-tail" }
+        if line.contains("are no longer all kept") || line.contains("is not among the commits this leader keeps") { return "commits-not-kept" }
+        if line.contains("it has applied epoch") || line.contains("is past this log's last") || line.contains("a deposed leader's tail") {
+            return "another-tail"
+        }
         return "other"
     }
 

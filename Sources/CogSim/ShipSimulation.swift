@@ -477,13 +477,18 @@ public struct ShipSimulation {
         let kept = min(window, last)
         switch message {
         case .hello(let revision, let digest):
-            // The leader's rule (`StandbyMatch`), on this model's log: one commit a revision, all of one epoch, each
-            // digest a chain of the commits; the kept commits must reach back to its last one (`KeptCommits.after`).
-            let hello = StandbyMatch.Hello(logID: revision == 0 ? nil : Self.logID, epoch: 1, revision: UInt64(revision), digest: StateDigest(value: UInt128(digest)))
-            let record = revision >= 1 && revision <= last ? (epoch: UInt64(1), digest: Optional(StateDigest(value: UInt128(digests[revision])))) : nil
+            // The leader's rule (`StandbyMatch`), on this model's log: one commit a revision, all of one epoch and
+            // named by it, each digest a chain of the commits; the kept commits must hold its last one (`KeptCommits.after`).
+            let named = revision == 0 ? nil : CommitName(epoch: 1, number: UInt64(revision))
+            let hello = StandbyMatch.Hello(
+                logID: revision == 0 ? nil : Self.logID, epoch: 1, revision: UInt64(revision), digest: StateDigest(value: UInt128(digest)),
+                lastCommit: named)
+            let record = revision >= 1 && revision <= last ? StandbyMatch.Record(epoch: 1, digest: StateDigest(value: UInt128(digests[revision]))) : nil
+            let isKept = revision >= 1 && revision <= last && revision > last - kept
             let log = StandbyMatch.Log(
                 logID: Self.logID, epoch: 1, lastRevision: UInt64(last), record: record, commitsAfter: false,
-                keepsAllAfter: revision >= 1 && revision > last - kept, oldestKept: UInt64(last - kept + 1))
+                keepsAllAfter: revision >= 1 && revision > last - kept, oldestKept: UInt64(last - kept + 1),
+                lastCommit: last == 0 ? nil : CommitName(epoch: 1, number: UInt64(last)), keptAfterNamed: isKept ? last - revision : nil)
             switch StandbyMatch.of(hello, log) {
             case .behind:
                 count("catch-ups")

@@ -291,11 +291,16 @@ enum ClusterCommands {
         switch outcome {
         case .released:
             return
-        case .takenBack(let commit):
+        case .takenBack(let commit, let heldBefore):
+            let after =
+                heldBefore == 0
+                ? "where the next leader's log continues it: this node catches up instead of receiving a whole copy"
+                : "but the \(heldBefore) commit\(heldBefore == 1 ? "" : "s") before it released nothing either: "
+                    + "if the next leader's log lacks them, it sends this node a whole copy"
             log.log(
                 .info, "taken-back",
                 "took back its last commit (\(described(commit))), which released nothing (no standby's acknowledgement of it had come). The log ends at revision "
-                    + "\(commit.revisionBefore) again, where the next leader's log continues it: this node catches up instead of receiving a whole copy",
+                    + "\(commit.revisionBefore) again, \(after)",
                 ["revision": .number(Double(commit.revisionBefore)), "takenBack": .number(Double(commit.lastRevision - commit.revisionBefore))])
         case .kept(let commit, let reason):
             log.log(

@@ -110,7 +110,7 @@ private func vectors() throws -> [(name: String, bytes: [UInt8])] {
         // A shipped commit (ha.md §8): revision 43 of the story, its request's answer, the index made whole,
         // retention by count, a registration's opening and a refusal.
         ("shipped-commit", ShippedCommit(
-            epoch: 3, logID: Array(0x10..<0x20), firstRevision: 43, time: vectorTime,
+            epoch: 3, number: 17, logID: Array(0x10..<0x20), firstRevision: 43, time: vectorTime,
             records: EncodedTurnBatch([
                 TurnRecord(
                     revision: 43, epoch: 3, time: vectorTime, name: "Trails.closeScreen()",

@@ -50,6 +50,21 @@ struct HADrillTests {
         return found
     }
 
+    @Test func `a copy is counted by the reason the leader's line gives for it`() {
+        let prefix = "2026-12-07T06:40:00.000Z INFO  cogd leader: standby n1 is not in step ("
+        let suffix = "): sending it a copy of the log at revision 12 (40960 bytes)"
+        let reasons: [(String, String)] = [
+            ("its folder holds no log yet", "empty-folder"),
+            ("the commits after its revision 3 are no longer all kept (none is kept)", "commits-not-kept"),
+            ("its last commit (epoch 2, commit 9) is not among the commits this leader keeps (none is kept)", "commits-not-kept"),
+            ("it has applied epoch 1 and this log's revision 8 is of epoch 2", "another-tail"),
+            ("its revision 11 is past this log's last", "another-tail"),
+            ("its last commit (epoch 2, commit 42) is not in this log: a deposed leader's tail", "another-tail"),
+            ("its copy is another log", "other"),
+        ]
+        #expect(reasons.map { HADrill.copyCause(Substring(prefix + $0.0 + suffix)) } == reasons.map(\.1))
+    }
+
     @Test func `drill --ha parses its options and refuses the other drills' ones`() throws {
         var options = Drill.Options()
         options.ha = true

@@ -38,7 +38,7 @@ struct ShippingLeaderTests {
         let standby = try RawPeer(endpoint: endpoint, identity: "standby-n2")
         let store = try TurnStore(directory: copy.path, mode: .standby, createIfMissing: true)
         guard case .shipWelcome(1, let welcomed)? = try standby.exchange(
-            .standbyHello(node: "n2", logID: nil, epoch: store.epoch, revision: store.lastRevision, stateDigest: nil))
+            .standbyHello(node: "n2", logID: nil, epoch: store.epoch, revision: store.lastRevision, stateDigest: nil, lastCommit: nil))
         else {
             Issue.record("no ship-welcome: \(leader.lines)")
             return
@@ -524,7 +524,7 @@ struct ShippingLeaderTests {
         // A worker key may not follow the log, nor may n2's key as another node.
         let endpoint = "tcp://127.0.0.1:\(n1.requests)"
         let worker = try RawPeer(endpoint: endpoint, keys: CurveClientKeys(pair: pairs["w1"]!, leaderKey: leader.publicKey))
-        guard case .error(let refused)? = try worker.exchange(.standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil))
+        guard case .error(let refused)? = try worker.exchange(.standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil, lastCommit: nil))
         else {
             Issue.record("no refusal")
             return
@@ -638,6 +638,74 @@ struct ShippingLeaderTests {
         defer { follower.close() }
         #expect(try follower.records(from: 1).map(\.epoch) == [1, 1, 2, 2], "n1 holds n2's log")
         _ = unanswered.wait()
+    }
+
+    @Test func `an old leader holding a deposed tail of answers without a record, at the next leader's last record, is sent a copy: its answers are not kept`() throws {
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
+        let teller2 = RequestID(worker: "teller", sequence: 2)
+        let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: trigger) }
+        let first = try CogdProcess(
+            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+
+        // Two answers without a record (a1 is open already), each a commit kept from n2; n1 freezes after the second.
+        #expect(FileManager.default.createFile(atPath: trigger, contents: Data("2".utf8)))
+        let unanswered = Thread.detachNewThreadResult { try? Self.openA1(n1, 2) }
+        #expect(first.waitForLine { $0.contains("the commit from revision 2 is kept from the standbys") } != nil, "\(first.lines)")
+        let alsoUnanswered = Thread.detachNewThreadResult { try? Self.openA1(n1, 3) }
+        #expect(first.waitForLine { $0.contains("committed the commit from revision 2, which no standby received") } != nil, "\(first.lines)")
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 1") } != nil, "\(second.lines)")
+        first.resume()
+        // It takes back the second; the first stays, a deposed tail holding request 2's answer at n2's last record.
+        let takenBack = first.waitForLine { $0.contains("took back its last commit (answers without a record after revision 1)") }
+        #expect(
+            takenBack?.contains("The log ends at revision 1 again, but the 1 commit before it released nothing either: "
+                + "if the next leader's log lacks them, it sends this node a whole copy") == true, "\(first.lines)")
+        #expect(waitUntil(timeout: .seconds(15)) { !first.process.isRunning }, "\(first.lines)")
+        let back = try TurnStore(directory: n1.folder.path, mode: .reader)
+        #expect(back.lastRevision == 1)
+        #expect(try back.dedupReply(for: teller2) != nil, "the deposed tail")
+        let deposed = back.lastCommit
+        back.close()
+        #expect(deposed?.epoch == 1)
+
+        // n1 again: same record, same state digest, but its last commit is not in n2's log: a copy.
+        let again = try CogdProcess(executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"])
+        defer { again.stop() }
+        let copy = second.waitForLine { $0.contains("standby n1 is not in step") }
+        #expect(copy?.contains("(its last commit (\(deposed.map(String.init(describing:)) ?? "?")) is not in this log: a deposed leader's tail)") == true, "\(second.lines)")
+        #expect(again.waitForLine { $0.contains("in step with the leader of epoch 2") } != nil, "\(again.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n2 n1" }, "\(second.lines)")
+        let copied = try TurnStore(directory: n1.folder.path, mode: .reader)
+        #expect(try copied.dedupReply(for: teller2) == nil, "the deposed answer is gone with the tail")
+        copied.close()
+        // Request 2 was never answered: n2 runs it, and n1's copy holds n2's answer, not its own.
+        #expect(try Self.openA1(n2, 2).hasPrefix("unchanged: the op wrote nothing"))
+        #expect(try Self.call(n2, 4).hasPrefix("applied revision 2"))
+        again.stop()
+        let follower = try TurnStore(directory: n1.folder.path, mode: .reader)
+        defer { follower.close() }
+        #expect(try follower.records(from: 1).map(\.epoch) == [1, 2], "n1 holds n2's log")
+        #expect(follower.lastCommit?.epoch == 2)
+        _ = (unanswered.wait(), alsoUnanswered.wait())
+    }
+
+    /// Opens account a1 through `node` as request `teller#<sequence>`: an op that changes nothing once a1 is open.
+    static func openA1(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
+        let result = try runCogd([
+            "call", "--leader", "tcp://127.0.0.1:\(node.requests)", "--timeout", "10", "--request-id", "teller#\(sequence)", "ledger.open",
+            #"{"account": "a1", "balance": 5}"#,
+        ], timeout: .seconds(30))
+        return result.stdout + result.stderr
     }
 
     @Test func `a standby back at the leader's last record gets the answers committed without a record since, and answers their retries as the old leader would`() throws {

@@ -62,8 +62,8 @@ struct WireVectorTests {
                 part: 1, more: true, stateDigest: after42)),
             ("catch-up-request", .catchUpRequest(from: 43)),
             // Shipping to a standby (ha.md §9); the log id is the `shipped-commit` vector's.
-            ("standby-hello", .standbyHello(node: "n2", logID: Array(0x10..<0x20), epoch: 3, revision: 42, stateDigest: after42)),
-            ("standby-hello-empty", .standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil)),
+            ("standby-hello", .standbyHello(node: "n2", logID: Array(0x10..<0x20), epoch: 3, revision: 42, stateDigest: after42, lastCommit: CommitName(epoch: 3, number: 17))),
+            ("standby-hello-empty", .standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil, lastCommit: nil)),
             ("ship-welcome", .shipWelcome(epoch: 3, sequence: 7)),
             ("ship-resync", .shipResync(epoch: 3, revision: 42)),
             ("ship", .ship(epoch: 3, sequence: 8, commit: ShippedCommit(

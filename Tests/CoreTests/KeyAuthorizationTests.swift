@@ -77,7 +77,7 @@ struct KeyAuthorizationTests {
         let standby = "0#00000000000000000000000000000000000001"
         let leader = try CoreHarness(peers: try Self.table(Self.all + ["\(standby) standby n2"]))
         leader.keys = ["w": Self.worker, "c": Self.client, "o": Self.observer, "s": standby]
-        let hello = WireMessage.standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil)
+        let hello = WireMessage.standbyHello(node: "n2", logID: nil, epoch: 0, revision: 0, stateDigest: nil, lastCommit: nil)
         // Allowed: handed to the leader's shipping, as from any standby without CURVE.
         #expect(leader.send("s", hello) == [hello])
         #expect(leader.send("s", .shipAck(node: "n2", sequence: 1)) == [.shipAck(node: "n2", sequence: 1)])

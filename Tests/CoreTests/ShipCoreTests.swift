@@ -121,19 +121,19 @@ struct ShipCoreTests {
 
     @Test func `kept commits are bounded by count and bytes, and reach back only as far as they are kept`() {
         var kept = KeptCommits(countLimit: 3, byteLimit: 10)
-        kept.append([1, 1], firstRevision: 1)
-        kept.append([2, 2], firstRevision: 3)
-        kept.append([3, 3], firstRevision: 5)
+        kept.append([1, 1], firstRevision: 1, name: nil)
+        kept.append([2, 2], firstRevision: 3, name: nil)
+        kept.append([3, 3], firstRevision: 5, name: nil)
         #expect(kept.after(revision: 0) == nil, "nothing kept at or before revision 0: commit 1 may have had a predecessor")
         #expect(kept.after(revision: 2) == [[2, 2], [3, 3]])
         #expect(kept.after(revision: 4) == [[3, 3]])
         #expect(kept.after(revision: 5) == nil, "nothing follows")
         #expect(kept.last(2) == [[2, 2], [3, 3]] && kept.last(4) == nil)
-        kept.append([4, 4], firstRevision: 7)
+        kept.append([4, 4], firstRevision: 7, name: nil)
         #expect(kept.firstRevisions == [3, 5, 7] && kept.bytes == 6, "the oldest went past the count")
-        kept.append(Array(repeating: 5, count: 9), firstRevision: 9)
+        kept.append(Array(repeating: 5, count: 9), firstRevision: 9, name: nil)
         #expect(kept.firstRevisions == [9] && kept.bytes == 9, "past the bytes, all but the newest go")
-        kept.append(Array(repeating: 6, count: 20), firstRevision: 10)
+        kept.append(Array(repeating: 6, count: 20), firstRevision: 10, name: nil)
         #expect(kept.firstRevisions == [10], "the newest stays even past the bytes")
         kept.removeAll()
         #expect(kept.count == 0 && kept.bytes == 0)
@@ -143,7 +143,7 @@ struct ShipCoreTests {
         // Many more appends than kept: the dropped ones are compacted away in steps, which no answer may show.
         var kept = KeptCommits(countLimit: 100, byteLimit: 1 << 20)
         for number in 1...10_000 {
-            kept.append([UInt8(truncatingIfNeeded: number), UInt8(truncatingIfNeeded: number >> 8)], firstRevision: UInt64(2 * number))
+            kept.append([UInt8(truncatingIfNeeded: number), UInt8(truncatingIfNeeded: number >> 8)], firstRevision: UInt64(2 * number), name: nil)
             let oldest = max(1, number - 99)
             #expect(kept.count == number - oldest + 1 && kept.bytes == 2 * kept.count)
             #expect(kept.oldestRevision == UInt64(2 * oldest))
@@ -276,7 +276,7 @@ struct ShipCoreTests {
 
         for bad in ["n 2", "", String(repeating: "n", count: 65), "n\u{1b}[2J"] {
             for message in [
-                WireMessage.standbyHello(node: bad, logID: nil, epoch: 0, revision: 0, stateDigest: nil), .shipAck(node: bad, sequence: 1),
+                WireMessage.standbyHello(node: bad, logID: nil, epoch: 0, revision: 0, stateDigest: nil, lastCommit: nil), .shipAck(node: bad, sequence: 1),
                 .standbyCopied(node: bad, sequence: 1),
             ] {
                 #expect(throws: WireDecodeError.self) { try WireMessage.decode(message.encoded()) }

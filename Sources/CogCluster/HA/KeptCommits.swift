@@ -1,3 +1,5 @@
+import CogCodec
+
 /// The latest shipped commits a node keeps in memory, oldest first (ha.md
 /// §9): a leader keeps what it shipped, to send a standby that is behind
 /// the commits it lacks (catch-up, and the commits after a copy); a standby
@@ -11,6 +13,7 @@ public struct KeptCommits: Sendable {
     /// costs the same however many are kept).
     private var storage: [[UInt8]] = []
     private var revisions: [UInt64] = []
+    private var names: [CommitName?] = []
     private var start = 0
     public private(set) var bytes = 0
     public let countLimit: Int
@@ -27,13 +30,18 @@ public struct KeptCommits: Sendable {
     public var commits: [[UInt8]] { Array(storage[start...]) }
     /// The first revision of each kept commit.
     public var firstRevisions: [UInt64] { Array(revisions[start...]) }
+    /// Each kept commit with its first revision and its name (nil: a retention pass), oldest first.
+    public var entries: [(commit: [UInt8], firstRevision: UInt64, name: CommitName?)] {
+        (start..<storage.count).map { (storage[$0], revisions[$0], names[$0]) }
+    }
     /// The first revision of the oldest kept commit.
     public var oldestRevision: UInt64? { start < revisions.count ? revisions[start] : nil }
 
     /// Keeps `commit`, dropping the oldest past either limit (the newest always stays).
-    public mutating func append(_ commit: [UInt8], firstRevision: UInt64) {
+    public mutating func append(_ commit: [UInt8], firstRevision: UInt64, name: CommitName?) {
         storage.append(commit)
         revisions.append(firstRevision)
+        names.append(name)
         bytes += commit.count
         while count > countLimit || (count > 1 && bytes > byteLimit) {
             bytes -= storage[start].count
@@ -43,6 +51,7 @@ public struct KeptCommits: Sendable {
         if start >= 64, start * 2 >= storage.count {
             storage.removeFirst(start)
             revisions.removeFirst(start)
+            names.removeFirst(start)
             start = 0
         }
     }
@@ -51,6 +60,7 @@ public struct KeptCommits: Sendable {
     public mutating func removeAll() {
         storage = []
         revisions = []
+        names = []
         start = 0
         bytes = 0
     }
@@ -62,6 +72,13 @@ public struct KeptCommits: Sendable {
         let low = firstIndex(above: revision)
         guard low > start, low < revisions.count else { return nil }
         return Array(storage[low...])
+    }
+
+    /// The kept commits after the one named `name` (empty when it is the
+    /// newest); nil when no kept commit has that name.
+    public func after(name: CommitName) -> [[UInt8]]? {
+        guard let found = names[start...].lastIndex(of: name) else { return nil }
+        return Array(storage[(found + 1)...])
     }
 
     /// How many kept commits start after `revision`, and the first revision

@@ -144,7 +144,7 @@ public final class StandbyFollower {
             do {
                 let commit = try ShippedCommit.decode(bytes)
                 try store.apply(commit)
-                kept.append(bytes, firstRevision: commit.firstRevision)
+                kept.append(bytes, firstRevision: commit.firstRevision, name: commit.name)
                 keptThrough = store.lastRevision
             } catch {
                 return outOfStep("shipped commit \(sequence) was refused: \(error)")
@@ -294,7 +294,7 @@ public final class StandbyFollower {
         // which is above it when this node led an epoch and wrote nothing in it, or was welcomed and shipped nothing.
         let lastEpoch = store.lastRevision > 0 ? (try? store.records(from: store.lastRevision, limit: 1).first?.epoch) ?? store.epoch : 0
         let message = WireMessage.standbyHello(
-            node: node, logID: store.logID, epoch: lastEpoch, revision: store.lastRevision, stateDigest: digest)
+            node: node, logID: store.logID, epoch: lastEpoch, revision: store.lastRevision, stateDigest: digest, lastCommit: store.lastCommit)
         _ = try? socket?.send([message.encoded()], wait: false)
     }
 

@@ -20,6 +20,11 @@ import Foundation
 public struct ShippedCommit: Sendable, Equatable {
     /// The epoch of the leader that made the commit (the fencing token).
     public var epoch: UInt64
+    /// The commit's place among those its leader made in `epoch` (1, 2, …):
+    /// with `epoch`, its name (`CommitName`), which a copy keeps for its last
+    /// commit (`meta.last-commit`) and names in its `standby-hello`. Nil for
+    /// a retention pass, which is not named.
+    public var number: UInt64?
     /// The log the commit belongs to (`meta.log-id`, 16 bytes).
     public var logID: [UInt8]
     /// The revision of the first record, or, for a commit without records,
@@ -56,11 +61,12 @@ public struct ShippedCommit: Sendable, Equatable {
     }
 
     public init(
-        epoch: UInt64, logID: [UInt8], firstRevision: UInt64, time: Date, records: EncodedTurnBatch = .empty, replies: [DedupAnswer] = [],
-        index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], rejections: [RejectionRecord] = [],
-        pruneLimit: Int? = nil
+        epoch: UInt64, number: UInt64? = nil, logID: [UInt8], firstRevision: UInt64, time: Date, records: EncodedTurnBatch = .empty,
+        replies: [DedupAnswer] = [], index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [],
+        rejections: [RejectionRecord] = [], pruneLimit: Int? = nil
     ) {
         self.epoch = epoch
+        self.number = number
         self.logID = logID
         self.firstRevision = firstRevision
         self.time = time
@@ -73,6 +79,9 @@ public struct ShippedCommit: Sendable, Equatable {
         self.rejections = rejections
         self.pruneLimit = pruneLimit
     }
+
+    /// The commit's name: its epoch and number (nil: a retention pass, unnamed).
+    public var name: CommitName? { number.map { CommitName(epoch: epoch, number: $0) } }
 
     /// How many records the commit holds.
     public var recordCount: Int { recordEnds.count }
@@ -94,6 +103,7 @@ extension ShippedCommit {
     /// The commit's wire form: a deterministic CBOR map (`protocol/ha.md` §8).
     struct Wire: Codable {
         var epoch: UInt64
+        var number: UInt64?
         var log: [UInt8]
         var first: UInt64
         var time: Date
@@ -132,8 +142,8 @@ extension ShippedCommit {
             case .indexed?: 0
             case nil: nil
             }
-        writer.appendHead(major: 5, 9 + (index == nil ? 0 : 1) + (pruneLimit == nil ? 0 : 1))
-        // Shorter keys first, then bytewise: log, time, epoch, first, index, prune, retain, records, replies, openings, rejections.
+        writer.appendHead(major: 5, 9 + (index == nil ? 0 : 1) + (pruneLimit == nil ? 0 : 1) + (number == nil ? 0 : 1))
+        // Shorter keys first, then bytewise: log, time, epoch, first, index, prune, number, retain, records, replies, openings, rejections.
         writer.appendText("log")
         writer.appendHead(major: 2, UInt64(logID.count))
         writer.appendRaw(logID)
@@ -151,6 +161,10 @@ extension ShippedCommit {
         if let pruneLimit {
             writer.appendText("prune")
             writer.appendHead(major: 0, UInt64(pruneLimit))
+        }
+        if let number {
+            writer.appendText("number")
+            writer.appendHead(major: 0, number)
         }
         writer.appendText("retain")
         switch retention {
@@ -229,7 +243,7 @@ extension ShippedCommit {
             case nil: nil
             }
         let wire = Wire(
-            epoch: epoch, log: logID, first: firstRevision, time: time, records: (0..<recordCount).map { Array(record($0)) },
+            epoch: epoch, number: number, log: logID, first: firstRevision, time: time, records: (0..<recordCount).map { Array(record($0)) },
             replies: replies.map { .init(worker: $0.request.worker, seq: $0.request.sequence, reply: $0.reply) }, index: index, retain: retain,
             openings: openings, rejections: rejections.map(\.stored), prune: pruneLimit.map { UInt64($0) })
         return ShippedCommit.generic(wire)
@@ -238,7 +252,7 @@ extension ShippedCommit {
     /// Reads a commit from its bytes; throws for anything else: bytes past
     /// `maximumBytes`, a map that is not a commit, an unknown retention, an
     /// index of 0 that is not `indexed`' own, a log id that is not 16 bytes,
-    /// or a retention count of 0.
+    /// a retention count of 0, or a number of 0 or on a retention pass.
     public static func decode(_ bytes: [UInt8]) throws(CodecError) -> ShippedCommit {
         guard bytes.count <= maximumBytes else {
             throw invalid("a shipped commit of \(bytes.count) bytes is over the limit of \(maximumBytes)")
@@ -254,11 +268,12 @@ extension ShippedCommit {
         case ("bytes", let size?, nil) where size > 0: retention = .bytes(size)
         default: throw invalid("a shipped commit's retention is not one of everything, turns, age or bytes")
         }
+        guard wire.number != 0 else { throw invalid("a shipped commit's number is 0 (a leader numbers its commits from 1)") }
         if let limit = wire.prune {
-            guard limit > 0, limit <= UInt64(Int32.max), wire.records.isEmpty, wire.replies.isEmpty, wire.index == nil, wire.openings.isEmpty,
+            guard limit > 0, limit <= UInt64(Int32.max), wire.number == nil, wire.records.isEmpty, wire.replies.isEmpty, wire.index == nil, wire.openings.isEmpty,
                 wire.rejections.isEmpty, retention != .everything
             else {
-                throw invalid("a shipped retention pass carries a limit from 1 to 2^31-1, a retention other than everything, and nothing else")
+                throw invalid("a shipped retention pass carries a limit from 1 to 2^31-1, a retention other than everything, and nothing else (no number)")
             }
         }
         var ends: [Int] = []
@@ -268,7 +283,7 @@ extension ShippedCommit {
             ends.append(recordBytes.count)
         }
         var commit = ShippedCommit(
-            epoch: wire.epoch, logID: wire.log, firstRevision: wire.first, time: wire.time,
+            epoch: wire.epoch, number: wire.number, logID: wire.log, firstRevision: wire.first, time: wire.time,
             replies: wire.replies.map { DedupAnswer(request: RequestID(worker: $0.worker, sequence: $0.seq), reply: $0.reply) },
             index: wire.index.map { $0 == 0 ? .indexed : .unindexedFrom($0) }, retention: retention, openings: wire.openings,
             rejections: wire.rejections.map { RejectionRecord(stored: $0) }, pruneLimit: wire.prune.map { Int($0) })
@@ -298,7 +313,12 @@ extension ShippedCommit.Wire {
             guard let value = scanner.unsigned() else { return nil }
             prune = value
         }
-        guard fields == 9 + (index == nil ? 0 : 1) + (prune == nil ? 0 : 1), scanner.skip(text: "retain"), let retainFields = scanner.mapCount(),
+        var number: UInt64?
+        if scanner.skip(text: "number") {
+            guard let value = scanner.unsigned() else { return nil }
+            number = value
+        }
+        guard fields == 9 + (index == nil ? 0 : 1) + (prune == nil ? 0 : 1) + (number == nil ? 0 : 1), scanner.skip(text: "retain"), let retainFields = scanner.mapCount(),
             scanner.skip(text: "kind"), let kind = scanner.text()
         else { return nil }
         var retain = Retain(kind: kind)
@@ -334,7 +354,7 @@ extension ShippedCommit.Wire {
             scanner.isAtEnd
         else { return nil }
         self.init(
-            epoch: epoch, log: log, first: first, time: Date(timeIntervalSince1970: seconds), records: records, replies: replies, index: index,
+            epoch: epoch, number: number, log: log, first: first, time: Date(timeIntervalSince1970: seconds), records: records, replies: replies, index: index,
             retain: retain, openings: [], rejections: [], prune: prune)
     }
 }

@@ -77,7 +77,7 @@ extension TurnStore {
         try commit(
             drafts, EncodedTurnBatch(records), firstRevision: shipped.firstRevision,
             replies: shipped.replies.map { ($0.request, $0.reply) }, index: shipped.index, retention: shipped.retention,
-            openings: shipped.openings, rejections: shipped.rejections, now: shipped.time,
+            openings: shipped.openings, rejections: shipped.rejections, now: shipped.time, name: shipped.name,
             standbyMeta: StandbyMeta(epoch: shipped.epoch, logID: shipped.logID))
         committed(digests, firstRevision: shipped.firstRevision)
     }

@@ -97,6 +97,13 @@ public final class TurnStore {
     /// built. A commit that then fails was shipped anyway: a standby may
     /// hold a commit its leader does not (`protocol/ha.md` §8).
     public var shipper: ((ShippedCommit) -> Void)?
+    /// The name of the folder's last commit (`meta.last-commit`): the
+    /// leader's epoch and number it was shipped with (`ShippedCommit.name`);
+    /// nil when that commit was not shipped (no standby, or a folder not
+    /// written since it had one). A retention pass leaves it as it was.
+    public private(set) var lastCommit: CommitName?
+    /// How many commits this writer shipped (and named) in its epoch.
+    private var commitsNamed: UInt64 = 0
     /// The last commit `shipper` was given, once this writer committed it
     /// too (nil while it runs, and after one that failed).
     public internal(set) var lastShippedCommit: ShippedTransaction?
@@ -258,6 +265,17 @@ public final class TurnStore {
         /// The revision the log ended at when a writer first kept
         /// `dedup-order`; every dedup entry stored before is in it since.
         static let dedupOrderSince = Array("dedup-order-since".utf8)
+        /// The last commit's name (`CommitName`, 16 bytes); absent: it was not shipped.
+        static let lastCommit = Array("last-commit".utf8)
+    }
+
+    /// `meta.last-commit`; a value that is not 16 bytes is refused.
+    static func metaCommitName(_ txn: Transaction, _ metaDB: MDB_dbi, directory: String) throws -> CommitName? {
+        guard let value = try txn.get(metaDB, MetaKey.lastCommit) else { return nil }
+        guard let name = CommitName(bytes: value) else {
+            throw TurnStoreError(code: .corrupt, message: "data folder \(directory): meta.last-commit is \(value.count) bytes, expected 16")
+        }
+        return name
     }
 
     private func openMeta(remembered: LogIdentity?, acceptDataLoss: Bool, givenEpoch: UInt64?) throws(TurnStoreError) {
@@ -305,6 +323,7 @@ public final class TurnStore {
                     self.logID = logID
                     unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
                     firstRevision = try TurnStore.metaNumber(txn, metaDB, MetaKey.firstRevision, directory: directory) ?? 1
+                    lastCommit = try TurnStore.metaCommitName(txn, metaDB, directory: directory)
                     // A log stays schema 4 until retention first removes records (then 5).
                     let schema = try TurnStore.metaNumber(txn, metaDB, MetaKey.schema, directory: directory)
                     try txn.put(metaDB, MetaKey.schema, TurnStore.bytes(schema ?? TurnStore.wholeLogSchemaVersion))
@@ -365,6 +384,7 @@ public final class TurnStore {
         lastRevision = try lastLoggedRevision(txn)
         unindexedFrom = try TurnStore.metaNumber(txn, metaDB, MetaKey.unindexedFrom, directory: directory)
         firstRevision = try TurnStore.metaNumber(txn, metaDB, MetaKey.firstRevision, directory: directory) ?? 1
+        lastCommit = try TurnStore.metaCommitName(txn, metaDB, directory: directory)
     }
 
     /// A meta number; a value that is not 8 bytes is refused (never read in part).
@@ -439,18 +459,21 @@ public final class TurnStore {
         }
         let shipped = shipper != nil && logID != nil && (!drafts.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty)
         let before = shipped ? environment.lastTransaction : 0
+        var name: CommitName?
         if shipped, let shipper, let logID {
             lastShippedCommit = nil
+            name = CommitName(epoch: epoch, number: commitsNamed &+ 1)
             // Shipped before the local commit, so a standby's commit runs beside this one.
             shipper(
                 ShippedCommit(
-                    epoch: epoch, logID: logID, firstRevision: first, time: time, records: batch,
+                    epoch: epoch, number: name?.number, logID: logID, firstRevision: first, time: time, records: batch,
                     replies: replies.map { ShippedCommit.DedupAnswer(request: $0.0, reply: $0.1) }, index: index, retention: retention,
                     openings: openings, rejections: rejections))
         }
+        if name != nil { commitsNamed &+= 1 }
         try commit(
             drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings, rejections: rejections,
-            now: time)
+            now: time, name: name)
         committed(digests, firstRevision: first)
         if shipped { lastShippedCommit = ShippedTransaction(after: before, environment.lastTransaction, revisionBefore: first - 1, lastRevision: lastRevision) }
         return first..<(first + UInt64(drafts.count))
@@ -493,11 +516,12 @@ public final class TurnStore {
 
     /// The one write path: each record under its revision, each write's latest
     /// value in the state table, the last revision and the dedup replies, all
-    /// in one durable transaction.
+    /// in one durable transaction. `name` is the commit's name as shipped
+    /// (`meta.last-commit`); an unnamed commit removes the last one's.
     func commit(
         _ contents: [TurnDraft], _ batch: EncodedTurnBatch, firstRevision: UInt64, replies: [(RequestID, [UInt8])],
         index: DedupIndexChange? = nil, retention: Retention = .everything, openings: [ScopeEvent] = [], rejections: [RejectionRecord] = [],
-        now: Date = Date(), standbyMeta: StandbyMeta? = nil
+        now: Date = Date(), name: CommitName? = nil, standbyMeta: StandbyMeta? = nil
     ) throws(TurnStoreError) {
         lastPruned = nil
         guard !contents.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty || standbyMeta != nil else {
@@ -547,6 +571,11 @@ public final class TurnStore {
                 case .indexed?: _ = try txn.delete(metaDB, MetaKey.unindexedFrom)
                 case nil: break
                 }
+                if let name {
+                    try txn.put(metaDB, MetaKey.lastCommit, name.bytes)
+                } else if lastCommit != nil {
+                    _ = try txn.delete(metaDB, MetaKey.lastCommit)
+                }
                 if let standbyMeta {
                     if standbyMeta.epoch > epoch { try txn.put(metaDB, MetaKey.epoch, TurnStore.bytes(standbyMeta.epoch)) }
                     if logID == nil { try txn.put(metaDB, MetaKey.logID, standbyMeta.logID) }
@@ -559,6 +588,7 @@ public final class TurnStore {
             }
         }
         if let pruned { pruneCommitted(pruned) }
+        lastCommit = name
         switch index {
         case .unindexedFrom(let revision)?: unindexedFrom = revision
         case .indexed?: unindexedFrom = nil

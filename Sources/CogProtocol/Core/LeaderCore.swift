@@ -679,7 +679,7 @@ public struct LeaderCore {
         case .scopeRegister(let spec):
             guard holder.role == .worker else { return forbidden("register scopes: only a worker key may") }
             if let denial = own(spec.worker) { return denial }
-        case .standbyHello(let node, _, _, _, _), .shipAck(let node, _), .standbyCopied(let node, _):
+        case .standbyHello(let node, _, _, _, _, _), .shipAck(let node, _), .standbyCopied(let node, _):
             // Only a standby key follows the log (ha.md §9), as the node its line names.
             guard holder.role == .standby else { return forbidden("follow the log as a standby: only a standby key may") }
             if let denial = own(node) { return denial }

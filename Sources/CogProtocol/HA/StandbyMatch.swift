@@ -19,11 +19,25 @@ public enum StandbyMatch: Equatable, Sendable {
         public var epoch: UInt64
         public var revision: UInt64
         public var digest: StateDigest?
+        /// The name of the copy's last commit (nil: that commit was not shipped, or the copy has none).
+        public var lastCommit: CommitName?
 
-        public init(logID: [UInt8]?, epoch: UInt64, revision: UInt64, digest: StateDigest?) {
+        public init(logID: [UInt8]?, epoch: UInt64, revision: UInt64, digest: StateDigest?, lastCommit: CommitName? = nil) {
             self.logID = logID
             self.epoch = epoch
             self.revision = revision
+            self.digest = digest
+            self.lastCommit = lastCommit
+        }
+    }
+
+    /// A record as log matching names it: its epoch and the state digest after it.
+    public struct Record: Equatable, Sendable {
+        public var epoch: UInt64
+        public var digest: StateDigest?
+
+        public init(epoch: UInt64, digest: StateDigest?) {
+            self.epoch = epoch
             self.digest = digest
         }
     }
@@ -34,19 +48,23 @@ public enum StandbyMatch: Equatable, Sendable {
         /// The leader's epoch, and its log's last revision.
         public var epoch: UInt64
         public var lastRevision: UInt64
-        /// The epoch and state digest of the leader's record at the hello's
-        /// revision (nil: it holds none there, or the revision is 0).
-        public var record: (epoch: UInt64, digest: StateDigest?)?
+        /// The leader's record at the hello's revision (nil: it holds none there, or the revision is 0).
+        public var record: Record?
         /// Whether it keeps commits made after that revision (with or without a record).
         public var commitsAfter: Bool
         /// Whether the commits it keeps reach back to one at or before that revision.
         public var keepsAllAfter: Bool
         /// The first revision of the oldest commit kept (nil: none kept), for the reason's words.
         public var oldestKept: UInt64?
+        /// The name of the leader's folder's last commit (nil: not shipped).
+        public var lastCommit: CommitName?
+        /// How many kept commits follow the one the hello names (nil: none
+        /// is named, or no kept commit has its name).
+        public var keptAfterNamed: Int?
 
         public init(
-            logID: [UInt8]?, epoch: UInt64, lastRevision: UInt64, record: (epoch: UInt64, digest: StateDigest?)?, commitsAfter: Bool,
-            keepsAllAfter: Bool, oldestKept: UInt64?
+            logID: [UInt8]?, epoch: UInt64, lastRevision: UInt64, record: Record?, commitsAfter: Bool, keepsAllAfter: Bool, oldestKept: UInt64?,
+            lastCommit: CommitName? = nil, keptAfterNamed: Int? = nil
         ) {
             self.logID = logID
             self.epoch = epoch
@@ -55,12 +73,8 @@ public enum StandbyMatch: Equatable, Sendable {
             self.commitsAfter = commitsAfter
             self.keepsAllAfter = keepsAllAfter
             self.oldestKept = oldestKept
-        }
-
-        public static func == (lhs: Log, rhs: Log) -> Bool {
-            lhs.logID == rhs.logID && lhs.epoch == rhs.epoch && lhs.lastRevision == rhs.lastRevision
-                && lhs.record?.epoch == rhs.record?.epoch && lhs.record?.digest == rhs.record?.digest && lhs.commitsAfter == rhs.commitsAfter
-                && lhs.keepsAllAfter == rhs.keepsAllAfter && lhs.oldestKept == rhs.oldestKept
+            self.lastCommit = lastCommit
+            self.keptAfterNamed = keptAfterNamed
         }
     }
 
@@ -69,11 +83,17 @@ public enum StandbyMatch: Equatable, Sendable {
     /// leader's record there is of the epoch the copy applied (one leader
     /// per epoch writes each revision once: a record is named by its
     /// revision and epoch, as in Raft) with the same state digest — else it
-    /// holds another log or a deposed leader's tail. A copy that is this log
-    /// lacks commits when it is behind on records, or when commits without
-    /// a record (dedup answers, refusals) came after its last one.
+    /// holds another log or a deposed leader's tail. A copy that names its
+    /// last commit is then placed by that name, which also tells apart
+    /// commits without a record (dedup answers, refusals, openings): in
+    /// step when it is the leader's last, behind when a kept commit has it,
+    /// and a deposed leader's tail when the kept commits reach back past its
+    /// record and none has it. A copy that names none (its last commit was
+    /// not shipped) lacks commits when it is behind on records, or when
+    /// commits without a record came after its last one.
     public static func of(_ hello: Hello, _ log: Log) -> StandbyMatch {
         if let mismatch = mismatch(hello, log) { return .copy(reason: mismatch) }
+        if let named = hello.lastCommit { return placed(named, hello, log) }
         let lacksCommits = hello.revision < log.lastRevision || log.commitsAfter
         guard lacksCommits else { return .inStep }
         if log.keepsAllAfter { return .behind }
@@ -81,6 +101,26 @@ public enum StandbyMatch: Equatable, Sendable {
         return .copy(
             reason: "the commits after its revision \(hello.revision) are no longer all kept"
                 + (log.oldestKept.map { " (those kept follow revision \($0 &- 1))" } ?? " (none is kept)"))
+    }
+
+    /// Where the copy's last commit, `named`, is in the log.
+    static func placed(_ named: CommitName, _ hello: Hello, _ log: Log) -> StandbyMatch {
+        switch log.keptAfterNamed {
+        case 0?:
+            // The newest kept: in step when the folder ends there too.
+            return named == log.lastCommit ? .inStep : .copy(reason: "this leader's folder changed after its last commit (\(named)) without shipping")
+        case _?:
+            return .behind
+        case nil where named == log.lastCommit:
+            // The leader's last, though not kept (it has shipped nothing since it started).
+            return .inStep
+        case nil where log.keepsAllAfter:
+            return .copy(reason: "its last commit (\(named)) is not in this log: a deposed leader's tail")
+        case nil:
+            return .copy(
+                reason: "its last commit (\(named)) is not among the commits this leader keeps"
+                    + (log.oldestKept.map { " (those kept follow revision \($0 &- 1))" } ?? " (none is kept)"))
+        }
     }
 
     /// Why the copy is not this log as of its revision; nil when it is.

@@ -62,7 +62,7 @@ public enum WireMessage: Equatable, Sendable {
     /// Standby → leader (`ha.md` §9): node `node` holds a copy of log
     /// `logID` (nil: no log yet) up to `revision`, whose state digest
     /// there is `stateDigest` (nil at revision 0), having applied epochs up to `epoch`.
-    case standbyHello(node: String, logID: [UInt8]?, epoch: UInt64, revision: UInt64, stateDigest: StateDigest?)
+    case standbyHello(node: String, logID: [UInt8]?, epoch: UInt64, revision: UInt64, stateDigest: StateDigest?, lastCommit: CommitName?)
     /// Leader → standby: the copy is in step; the commits after `sequence` follow.
     case shipWelcome(epoch: UInt64, sequence: UInt64)
     /// Leader → standby: the copy is not the leader's log as of
@@ -553,12 +553,15 @@ extension WireMessage {
                 (.text("worker"), .text(worker)), (.text("registration"), .unsigned(registration)),
                 (.text("revision"), .unsigned(revision)), (.text("instances"), tree(instances)),
             ])
-        case .standbyHello(let node, let logID, let epoch, let revision, let stateDigest):
+        case .standbyHello(let node, let logID, let epoch, let revision, let stateDigest, let lastCommit):
             var fields: [(key: CBORValue, value: CBORValue)] = [
                 (.text("node"), .text(node)), (.text("epoch"), .unsigned(epoch)), (.text("revision"), .unsigned(revision)),
             ]
             if let logID { fields.append((.text("log"), .bytes(logID))) }
             if let stateDigest { fields.append((.text("stateDigest"), .bytes(stateDigest.bytes))) }
+            if let lastCommit {
+                fields.append((.text("commit"), .map([(.text("epoch"), .unsigned(lastCommit.epoch)), (.text("number"), .unsigned(lastCommit.number))])))
+            }
             body = .map(fields)
         case .shipWelcome(let epoch, let sequence):
             body = .map([(.text("epoch"), .unsigned(epoch)), (.text("sequence"), .unsigned(sequence))])
@@ -715,15 +718,22 @@ extension WireMessage {
                 worker: registered.worker, registration: registered.registration, revision: registered.revision,
                 instances: registered.instances)
         case "standby-hello":
-            struct Hello: Decodable { var node: String; var log: [UInt8]?; var epoch: UInt64; var revision: UInt64; var stateDigest: [UInt8]? }
+            struct Commit: Decodable { var epoch: UInt64; var number: UInt64 }
+            struct Hello: Decodable {
+                var node: String; var log: [UInt8]?; var epoch: UInt64; var revision: UInt64; var stateDigest: [UInt8]?; var commit: Commit?
+            }
             let hello = try body(Hello.self)
             try WireMessage.checkNode(hello.node, in: "standby-hello")
             guard hello.log.map({ $0.count == 16 }) ?? true else {
                 throw WireDecodeError(code: .malformed, message: "standby-hello body: `log` must be 16 bytes")
             }
+            guard hello.commit.map({ $0.number > 0 }) ?? true else {
+                throw WireDecodeError(code: .malformed, message: "standby-hello body: `commit.number` must be 1 or more")
+            }
             return .standbyHello(
                 node: hello.node, logID: hello.log, epoch: hello.epoch, revision: hello.revision,
-                stateDigest: try WireMessage.stateDigest(hello.stateDigest, in: "standby-hello"))
+                stateDigest: try WireMessage.stateDigest(hello.stateDigest, in: "standby-hello"),
+                lastCommit: hello.commit.map { CommitName(epoch: $0.epoch, number: $0.number) })
         case "ship-welcome":
             struct Welcome: Decodable { var epoch: UInt64; var sequence: UInt64 }
             let welcome = try body(Welcome.self)

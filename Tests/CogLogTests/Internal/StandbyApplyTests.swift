@@ -125,6 +125,55 @@ struct StandbyApplyTests {
         #expect(try promoted.verify().isSound)
     }
 
+    @Test func `each shipped commit is named by its epoch and number, on the leader's folder and the standby's; a retention pass is not, an unshipped commit clears the name`() throws {
+        let leaderFolder = TemporaryFolder()
+        let standbyFolder = TemporaryFolder()
+        defer {
+            leaderFolder.cleanUp()
+            standbyFolder.cleanUp()
+        }
+        let time = Date(timeIntervalSince1970: 1_800_000_000)
+        let shipment = Shipment()
+        let standby = try TurnStore(directory: standbyFolder.path, mode: .standby, createIfMissing: true)
+        #expect(standby.lastCommit == nil)
+        do {
+            let leader = try TurnStore(directory: leaderFolder.path, mode: .writer, createIfMissing: true)
+            shipment.attach(to: leader)
+            try leader.append([try turn(1)], replies: [answer(1)], at: time)
+            // Two commits without a record: same last revision, told apart by their names.
+            try leader.append([], replies: [answer(2)], at: time + 1)
+            try leader.append([], replies: [], rejections: [refusal(3)], at: time + 2)
+            #expect(leader.lastCommit == CommitName(epoch: 1, number: 3) && leader.lastRevision == 1)
+            #expect(try shipment.commits.map { try ShippedCommit.decode($0).name } == [1, 2, 3].map { CommitName(epoch: 1, number: $0) })
+            // A retention pass is shipped unnamed and leaves the name as it was.
+            try leader.append([try turn(4)], replies: [], at: time + 3)
+            try leader.prune(.turns(1), now: time + 4)
+            #expect(try ShippedCommit.decode(shipment.commits.last!).name == nil)
+            #expect(leader.lastCommit == CommitName(epoch: 1, number: 4))
+            try shipment.deliver(to: standby)
+            #expect(standby.lastCommit == CommitName(epoch: 1, number: 4))
+            #expect(try contents(of: standby) == contents(of: leader))
+            leader.close()
+        }
+        // Read back from meta.last-commit; the next epoch numbers from 1 again.
+        let leader = try TurnStore(directory: leaderFolder.path, mode: .writer)
+        #expect(leader.lastCommit == CommitName(epoch: 1, number: 4))
+        shipment.attach(to: leader)
+        try leader.append([], replies: [answer(5)], at: time + 5)
+        #expect(leader.lastCommit == CommitName(epoch: 2, number: 1))
+        try shipment.deliver(to: standby)
+        #expect(standby.lastCommit == CommitName(epoch: 2, number: 1))
+        // Not shipped (no standby): the folder's last commit has no name.
+        leader.shipper = nil
+        try leader.append([try turn(6)], replies: [], at: time + 6)
+        #expect(leader.lastCommit == nil)
+        leader.close()
+        let reopened = try TurnStore(directory: leaderFolder.path, mode: .reader)
+        #expect(reopened.lastCommit == nil)
+        reopened.close()
+        standby.close()
+    }
+
     @Test func `a standby refuses a deposed leader's commit, another log's, a gap, a drifted copy, and takes the right one after`() throws {
         let leaderFolder = TemporaryFolder()
         let standbyFolder = TemporaryFolder()
