@@ -38,22 +38,19 @@ extension TurnStore {
         guard mode != .reader else {
             throw TurnStoreError(code: .notWritable, message: "the store in \(directory) was opened read-only")
         }
-        let shipped = shipper != nil && logID != nil && retention != .everything
-        let before = shipped ? environment.lastTransaction : 0
-        if shipped, let shipper, let logID {
-            lastShippedCommit = nil
-            shipper(
-                ShippedCommit(
-                    epoch: epoch, logID: logID, firstRevision: lastRevision &+ 1, time: now, retention: retention, pruneLimit: limit))
+        var shipment: ShippedCommit?
+        if shipper != nil, let logID, retention != .everything {
+            shipment = ShippedCommit(epoch: epoch, logID: logID, firstRevision: lastRevision &+ 1, time: now, retention: retention, pruneLimit: limit)
         }
-        let report = try TurnStoreError.catching {
-            try environment.write { txn in
-                try prune(
-                    txn, retention, now: now, lastRevision: lastRevision, unindexedFrom: unindexedFrom, recordLimit: limit, dedupLimit: limit)
+        let report = try shipping(shipment, revisionBefore: lastRevision) { () throws(TurnStoreError) in
+            try TurnStoreError.catching {
+                try environment.write { txn in
+                    try prune(
+                        txn, retention, now: now, lastRevision: lastRevision, unindexedFrom: unindexedFrom, recordLimit: limit, dedupLimit: limit)
+                }
             }
         }
         pruneCommitted(report ?? PruneReport(firstRevision: firstRevision))
-        if shipped { lastShippedCommit = ShippedTransaction(after: before, environment.lastTransaction, revisionBefore: lastRevision, lastRevision: lastRevision) }
         return report ?? PruneReport(firstRevision: firstRevision)
     }
 

@@ -21,6 +21,22 @@ public struct ShippedTransaction: Sendable, Equatable {
 }
 
 extension TurnStore {
+    /// Gives `commit` to `shipper` (nil: nothing is shipped), then runs
+    /// `body`, the local commit of it, and notes that transaction as the
+    /// last one shipped: what a leader that steps down may take back.
+    func shipping<Result>(
+        _ commit: ShippedCommit?, revisionBefore: UInt64, _ body: () throws(TurnStoreError) -> Result
+    ) throws(TurnStoreError) -> Result {
+        guard let commit, let shipper else { return try body() }
+        let before = environment.lastTransaction
+        lastShippedCommit = nil
+        // Shipped before the local commit, so a standby's commit runs beside this one.
+        shipper(commit)
+        let result = try body()
+        lastShippedCommit = ShippedTransaction(after: before, environment.lastTransaction, revisionBefore: revisionBefore, lastRevision: lastRevision)
+        return result
+    }
+
     /// The last commit this writer shipped, while it is still the last
     /// transaction of the environment (nil once anything else committed).
     public var lastTransactionIfShipped: ShippedTransaction? {

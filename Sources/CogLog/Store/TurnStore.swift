@@ -103,7 +103,7 @@ public final class TurnStore {
     /// written since it had one). A retention pass leaves it as it was.
     public private(set) var lastCommit: CommitName?
     /// How many commits this writer shipped (and named) in its epoch.
-    private var commitsNamed: UInt64 = 0
+    var commitsNamed: UInt64 = 0
     /// The last commit `shipper` was given, once this writer committed it
     /// too (nil while it runs, and after one that failed).
     public internal(set) var lastShippedCommit: ShippedTransaction?
@@ -457,25 +457,20 @@ public final class TurnStore {
         let batch = EncodedTurnBatch(drafts: drafts) { [epoch] in
             TurnStamp(revision: first + UInt64($0), epoch: epoch, time: time, stateDigest: digests[$0])
         }
-        let shipped = shipper != nil && logID != nil && (!drafts.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty)
-        let before = shipped ? environment.lastTransaction : 0
-        var name: CommitName?
-        if shipped, let shipper, let logID {
-            lastShippedCommit = nil
-            name = CommitName(epoch: epoch, number: commitsNamed &+ 1)
-            // Shipped before the local commit, so a standby's commit runs beside this one.
-            shipper(
-                ShippedCommit(
-                    epoch: epoch, number: name?.number, logID: logID, firstRevision: first, time: time, records: batch,
-                    replies: replies.map { ShippedCommit.DedupAnswer(request: $0.0, reply: $0.1) }, index: index, retention: retention,
-                    openings: openings, rejections: rejections))
+        var shipment: ShippedCommit?
+        if shipper != nil, let logID, !drafts.isEmpty || !replies.isEmpty || index != nil || !openings.isEmpty || !rejections.isEmpty {
+            commitsNamed &+= 1
+            shipment = ShippedCommit(
+                epoch: epoch, number: commitsNamed, logID: logID, firstRevision: first, time: time, records: batch,
+                replies: replies.map { ShippedCommit.DedupAnswer(request: $0.0, reply: $0.1) }, index: index, retention: retention,
+                openings: openings, rejections: rejections)
         }
-        if name != nil { commitsNamed &+= 1 }
-        try commit(
-            drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings, rejections: rejections,
-            now: time, name: name)
-        committed(digests, firstRevision: first)
-        if shipped { lastShippedCommit = ShippedTransaction(after: before, environment.lastTransaction, revisionBefore: first - 1, lastRevision: lastRevision) }
+        try shipping(shipment, revisionBefore: first - 1) { () throws(TurnStoreError) in
+            try commit(
+                drafts, batch, firstRevision: first, replies: replies, index: index, retention: retention, openings: openings,
+                rejections: rejections, now: time, name: shipment?.name)
+            committed(digests, firstRevision: first)
+        }
         return first..<(first + UInt64(drafts.count))
     }
 
