@@ -116,7 +116,9 @@ extension Leader {
         // What this node applied as a standby counts as shipped before its own commits: an old leader behind it on this log catches up from them.
         let inherited = shipping.inherited?.commits ?? []
         shipCore = ShipCore(shipping.rules, inherited: UInt64(inherited.count))
-        recentShipped = KeptCommits(countLimit: shipping.rules.window, byteLimit: Leader.recentShippedLimit)
+        // Kept from the folder's last commit as this leader found it: a standby at that commit lacks exactly what it ships.
+        recentShipped = KeptCommits(
+            countLimit: shipping.rules.window, byteLimit: Leader.recentShippedLimit, base: shipping.inherited.map(\.base) ?? store.lastCommit)
         for kept in shipping.inherited?.entries ?? [] { recentShipped.append(kept.commit, firstRevision: kept.firstRevision, name: kept.name) }
         // Copies a stopped leader was sending are of no use now.
         let leftOver = (try? FileManager.default.contentsOfDirectory(atPath: configuration.dataFolder)) ?? []

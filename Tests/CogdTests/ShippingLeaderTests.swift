@@ -699,6 +699,44 @@ struct ShippingLeaderTests {
         _ = (unanswered.wait(), alsoUnanswered.wait())
     }
 
+    @Test func `after every node stopped, a standby at the commit the new leader process started from catches up instead of receiving a copy`() throws {
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
+        let first = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1"])
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+
+        // Both processes die; n1, the last leader, starts again first, as a new process: it keeps no commit from before.
+        second.killHard()
+        first.killHard()
+        second.stop()
+        first.stop()
+        let leader = try CogdProcess(n1.arguments(etcd) + ["--degrade-after", "1"])
+        defer { leader.stop() }
+        #expect(leader.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 1") } != nil, "\(leader.lines)")
+        #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
+        #expect(try Self.call(n1, 3).hasPrefix("applied revision 3"))
+
+        // n2, at n1's last commit before the outage (its first), is sent the commits made since: no copy.
+        let standby = try CogdProcess(n2.arguments(etcd) + ["--degrade-after", "1"])
+        defer { standby.stop() }
+        let caughtUp = leader.waitForLine { $0.contains("standby n2 is at revision 1 of this log: sending it the") }
+        #expect(caughtUp?.contains("commits after it (its last: epoch 1, commit 1)") == true, "\(leader.lines)")
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "2 n1 n2" }, "\(standby.lines)")
+        #expect(!leader.lines.contains { $0.contains("sending it a copy") }, "no copy: \(leader.lines)")
+        #expect(try Self.call(n1, 4).hasPrefix("applied revision 4"))
+        standby.stop()
+        let copy = try TurnStore(directory: n2.folder.path, mode: .reader)
+        defer { copy.close() }
+        #expect(try copy.records(from: 1).map(\.epoch) == [1, 2, 2, 2])
+    }
+
     /// Opens account a1 through `node` as request `teller#<sequence>`: an op that changes nothing once a1 is open.
     static func openA1(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
         let result = try runCogd([

@@ -135,8 +135,28 @@ struct ShipCoreTests {
         #expect(kept.firstRevisions == [9] && kept.bytes == 9, "past the bytes, all but the newest go")
         kept.append(Array(repeating: 6, count: 20), firstRevision: 10, name: nil)
         #expect(kept.firstRevisions == [10], "the newest stays even past the bytes")
-        kept.removeAll()
+        kept.removeAll(base: nil)
         #expect(kept.count == 0 && kept.bytes == 0)
+    }
+
+    @Test func `kept commits are found by name, and from their base: the commit before the oldest kept, while every commit after it is`() {
+        let name = { CommitName(epoch: 2, number: $0) }
+        var kept = KeptCommits(countLimit: 2, byteLimit: 100, base: name(4))
+        #expect(kept.after(name: name(4)) == [], "at the folder's last commit, nothing kept yet: nothing lacked")
+        kept.append([5], firstRevision: 10, name: name(5))
+        kept.append([6], firstRevision: 10, name: name(6))
+        #expect(kept.after(name: name(4)) == [[5], [6]] && kept.after(name: name(5)) == [[6]] && kept.after(name: name(6)) == [])
+        #expect(kept.after(name: name(3)) == nil && kept.after(name: CommitName(epoch: 1, number: 5)) == nil)
+        // Past the count the oldest goes and becomes the base.
+        kept.append([7], firstRevision: 11, name: name(7))
+        #expect(kept.base == name(5) && kept.after(name: name(5)) == [[6], [7]] && kept.after(name: name(4)) == nil)
+        // A retention pass dropped: no name, no base.
+        kept.append([0], firstRevision: 12, name: nil)
+        kept.append([8], firstRevision: 12, name: name(8))
+        kept.append([9], firstRevision: 13, name: name(9))
+        #expect(kept.base == nil && kept.after(name: name(7)) == nil && kept.after(name: name(8)) == [[9]])
+        kept.removeAll(base: name(9))
+        #expect(kept.count == 0 && kept.after(name: name(9)) == [])
     }
 
     @Test func `kept commits stay the newest ones through many appends, each found after the revision before it`() {

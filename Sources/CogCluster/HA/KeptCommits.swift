@@ -18,11 +18,18 @@ public struct KeptCommits: Sendable {
     public private(set) var bytes = 0
     public let countLimit: Int
     public let byteLimit: Int
+    /// The name of the commit just before the oldest kept, when every commit
+    /// after it is kept: the folder's last commit when keeping began, then
+    /// each commit dropped in turn (nil: unknown, or a retention pass, unnamed).
+    /// A copy whose last commit it is lacks exactly the kept commits.
+    public private(set) var base: CommitName?
 
-    public init(countLimit: Int, byteLimit: Int) {
+    /// `base`: the name of the folder's last commit as keeping begins (nil: none).
+    public init(countLimit: Int, byteLimit: Int, base: CommitName? = nil) {
         precondition(countLimit > 0 && byteLimit > 0, "internal inconsistency: kept commits need room for one")
         self.countLimit = countLimit
         self.byteLimit = byteLimit
+        self.base = base
     }
 
     public var count: Int { storage.count - start }
@@ -45,6 +52,7 @@ public struct KeptCommits: Sendable {
         bytes += commit.count
         while count > countLimit || (count > 1 && bytes > byteLimit) {
             bytes -= storage[start].count
+            base = names[start]
             storage[start] = []
             start += 1
         }
@@ -56,13 +64,15 @@ public struct KeptCommits: Sendable {
         }
     }
 
-    /// Forgets every commit (the folder's log was replaced by a copy).
-    public mutating func removeAll() {
+    /// Forgets every commit (the folder's log was replaced by a copy whose
+    /// last commit is named `base`).
+    public mutating func removeAll(base: CommitName?) {
         storage = []
         revisions = []
         names = []
         start = 0
         bytes = 0
+        self.base = base
     }
 
     /// The kept commits after `revision` (every commit whose first revision
@@ -75,8 +85,10 @@ public struct KeptCommits: Sendable {
     }
 
     /// The kept commits after the one named `name` (empty when it is the
-    /// newest); nil when no kept commit has that name.
+    /// newest; all of them when it is `base`); nil when neither a kept
+    /// commit nor `base` has that name.
     public func after(name: CommitName) -> [[UInt8]]? {
+        if name == base { return Array(storage[start...]) }
         guard let found = names[start...].lastIndex(of: name) else { return nil }
         return Array(storage[(found + 1)...])
     }

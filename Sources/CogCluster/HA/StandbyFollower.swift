@@ -64,6 +64,7 @@ public final class StandbyFollower {
         self.note = note
         self.dataFolder = dataFolder
         store = try TurnStore(directory: dataFolder, mode: .standby, createIfMissing: true)
+        kept.removeAll(base: store.lastCommit)
         try? FileManager.default.removeItem(atPath: dataFolder + "/standby-incoming")
         context = try ZMQContext()
     }
@@ -270,7 +271,7 @@ public final class StandbyFollower {
 
     /// Closes the folder, puts the received copy in place of its log, and opens it again.
     private func takeCopy() throws {
-        kept.removeAll()
+        kept.removeAll(base: nil)
         keptThrough = nil
         store.close()
         let manager = FileManager.default
@@ -278,6 +279,7 @@ public final class StandbyFollower {
         try manager.moveItem(atPath: incomingFolder + "/data.mdb", toPath: dataFolder + "/data.mdb")
         try? manager.removeItem(atPath: incomingFolder)
         store = try TurnStore(directory: dataFolder, mode: .standby)
+        kept.removeAll(base: store.lastCommit)
     }
 
     private func outOfStep(_ why: String) -> UInt64? {
