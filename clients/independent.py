@@ -266,7 +266,8 @@ def check_vectors(checks):
     # ha.md §8–§9: shipping to a standby.
     log_id = bytes(range(0x10, 0x20))
     wire_check("standby-hello", "standby-hello", lambda b: expect(
-        b == {"node": "n2", "epoch": 3, "revision": 42, "log": log_id, "stateDigest": after_42}, repr(b)))
+        b == {"node": "n2", "epoch": 3, "revision": 42, "log": log_id, "stateDigest": after_42,
+              "commit": {"epoch": 3, "number": 17}}, repr(b)))
     wire_check("standby-hello-empty", "standby-hello", lambda b: expect(b == {"node": "n2", "epoch": 0, "revision": 0}, repr(b)))
     wire_check("ship-welcome", "ship-welcome", lambda b: expect(b == {"epoch": 3, "sequence": 7}, repr(b)))
     wire_check("ship-resync", "ship-resync", lambda b: expect(b == {"epoch": 3, "revision": 42}, repr(b)))
@@ -292,8 +293,11 @@ def check_vectors(checks):
         b["replication"] == {"state": "sync", "named": ["n2"], "shipped": 42, "released": 41, "standbys": [{"node": "n2", "lag": 1}]},
         repr(b)))
     commit = decode((VECTORS / "turnlog" / "shipped-commit.cbor").read_bytes())
-    checks.check("vector shipped-commit: ten keys, its record checksummed (turnlog.md §3) and at revision 43, the index made whole",
-                 set(commit) == {"epoch", "log", "first", "time", "records", "replies", "index", "retain", "openings", "rejections"}
+    checks.check("vector shipped-commit: eleven keys, its record checksummed (turnlog.md §3) and at revision 43, the index made "
+                 "whole, commit 17 of its epoch",
+                 set(commit) == {"epoch", "log", "first", "time", "records", "replies", "index", "number", "retain", "openings",
+                                 "rejections"}
+                 and commit["number"] == 17
                  and len(commit["records"]) == 1 and not record_problem(commit["records"][0])
                  and decode(commit["records"][0])["rev"] == 43 and commit["index"] == 0
                  and commit["replies"] == [{"worker": "w1", "seq": 20, "reply": bytes.fromhex("cd94c1439e44b476a0")}], repr(commit))
