@@ -459,9 +459,13 @@ public final class Leader {
             removed: oldKeys.subtracting(newKeys).count)
     }
 
-    /// Closes sockets, the context and the store (indexing what is not yet).
+    /// Closes sockets, the context and the store, indexing first the
+    /// replies not indexed yet — unless it ships its log: that commit might
+    /// reach no standby, and a node whose folder holds a commit the next
+    /// leader lacks is sent a whole copy (`protocol/ha.md` §5); the next
+    /// start indexes them from the records instead.
     public func close() {
-        closeServing(indexingReplies: true)
+        closeServing(indexingReplies: shipCore == nil)
         store.close()
     }
 
@@ -497,6 +501,10 @@ public final class Leader {
         case takenBack(ShippedTransaction, heldBefore: UInt64)
         /// Its last commit released nothing, but is kept, for this reason.
         case kept(ShippedTransaction, reason: String)
+        /// What it shipped last released nothing, but the folder's last
+        /// transaction is not that commit (another followed it, or this
+        /// process shipped none of its own), so nothing is taken back.
+        case notLast
     }
 
     /// Closes a leader that stepped down (`LeaderSteppedDown`). When its
@@ -509,11 +517,15 @@ public final class Leader {
     /// indexed first (that would commit after it): the next start rebuilds
     /// them from the records.
     public func closeSteppingDown() -> LastCommitOnStepDown {
-        guard let last = unreleasedLastCommit else {
-            close()
+        closeServing(indexingReplies: false)
+        guard shipCore?.lastCommitHeld == true else {
+            store.close()
             return .released
         }
-        closeServing(indexingReplies: false)
+        guard let last = unreleasedLastCommit else {
+            store.close()
+            return .notLast
+        }
         do {
             try store.closeTakingBack(last)
             let heldBefore = shipCore.map { $0.lastSequence - 1 - min($0.releasedThrough, $0.lastSequence - 1) } ?? 0

@@ -646,7 +646,7 @@ struct HADrill {
                     if line.contains(" of this log: sending it the ") { verdict.catchUps += 1 }
                     // A stepped-down leader's `taken-back` and `not-taken-back` lines (ha.md §5).
                     if line.contains(" leader: took back its last commit (") { verdict.takenBack += 1 }
-                    if line.contains(" leader: kept its last commit (") { verdict.notTakenBack += 1 }
+                    if line.contains(" leader: kept its last commit") { verdict.notTakenBack += 1 }
                     if line.contains(" is not in step"), line.contains(": sending it a copy of the log at revision ") {
                         verdict.copies += 1
                         verdict.copyCauses[Self.copyCause(line), default: 0] += 1

@@ -308,6 +308,12 @@ enum ClusterCommands {
                 "kept its last commit (\(described(commit))), which released nothing, so the next leader may send this node a whole copy: "
                     + "\(escaped: reason)",
                 ["revision": .number(Double(commit.lastRevision)), "reason": .text(reason)])
+        case .notLast:
+            let reason = "the folder's last transaction is not a commit this process shipped"
+            log.log(
+                .warn, "not-taken-back",
+                "kept its last commit, though what it shipped last released nothing, so the next leader may send this node a whole copy: \(reason)",
+                ["reason": .text(reason)])
         }
     }
 

@@ -737,6 +737,46 @@ struct ShippingLeaderTests {
         #expect(try copy.records(from: 1).map(\.epoch) == [1, 2, 2, 2])
     }
 
+    @Test func `a leader frozen past its lease after its standby acknowledged all it shipped commits nothing as it steps down, and is in step with the next leader`() throws {
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
+        let first = try CogdProcess(n1.arguments(etcd) + ["--sync", "one"])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(n2.arguments(etcd) + ["--sync", "one"])
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        // Answered, so n2 acknowledged both commits; their replies are not stored in dedup yet (turnlog.md §2).
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+        #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
+        let before = try TurnStore(directory: n1.folder.path, mode: .reader)
+        let lastCommit = before.lastCommit
+        before.close()
+        #expect(lastCommit == CommitName(epoch: 1, number: 2))
+
+        // n1 freezes; n2 takes the lead past its lease; n1, resumed, steps down.
+        first.pause()
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 2") } != nil, "\(second.lines)")
+        first.resume()
+        #expect(waitUntil(timeout: .seconds(15)) { !first.process.isRunning } && first.process.terminationStatus == 1, "\(first.lines)")
+        #expect(!first.lines.contains { $0.contains("took back") || $0.contains("kept its last commit") }, "\(first.lines)")
+        // Its folder ends at the commit n2 acknowledged: no commit after it (one storing the replies would be a tail n2 lacks).
+        let stepped = try TurnStore(directory: n1.folder.path, mode: .reader)
+        #expect(stepped.lastCommit == lastCommit && stepped.lastRevision == 2)
+        stepped.close()
+
+        // n1 again, a standby: in step with n2 at once, no copy.
+        let again = try CogdProcess(n1.arguments(etcd) + ["--sync", "one"])
+        defer { again.stop() }
+        #expect(again.waitForLine { $0.contains("in step with the leader of epoch 2") } != nil, "\(again.lines)")
+        #expect(!again.lines.contains { $0.contains("receiving its copy") }, "no copy: \(again.lines)")
+        // The answers n1 gave are n2's answers to their retries.
+        #expect(try Self.call(n2, 2).contains("applied at revision 2 (request teller#2)"))
+        #expect(try Self.call(n2, 3).hasPrefix("applied revision 3"))
+    }
+
     /// Opens account a1 through `node` as request `teller#<sequence>`: an op that changes nothing once a1 is open.
     static func openA1(_ node: HALeaderTests.Node, _ sequence: Int) throws -> String {
         let result = try runCogd([
