@@ -501,6 +501,10 @@ public final class Leader {
         case takenBack(ShippedTransaction, heldBefore: UInt64)
         /// Its last commit released nothing, but is kept, for this reason.
         case kept(ShippedTransaction, reason: String)
+        /// Its last commit released nothing, but every standby that may take
+        /// the lead acknowledged it as the node stepped down: it is in their
+        /// logs, so it is kept (taking it back would make it theirs alone).
+        case acknowledged(ShippedTransaction)
         /// What it shipped last released nothing, but the folder's last
         /// transaction is not that commit (another followed it, or this
         /// process shipped none of its own), so nothing is taken back.
@@ -516,7 +520,8 @@ public final class Leader {
     /// copy (`protocol/ha.md` §5). The replies not indexed yet are not
     /// indexed first (that would commit after it): the next start rebuilds
     /// them from the records.
-    public func closeSteppingDown() -> LastCommitOnStepDown {
+    public func closeSteppingDown(listening wait: Duration = Leader.stepDownAcknowledgementWait) -> LastCommitOnStepDown {
+        let acknowledged = namedStandbysAcknowledgeLastCommit(within: wait)
         closeServing(indexingReplies: false)
         guard shipCore?.lastCommitHeld == true else {
             store.close()
@@ -526,6 +531,10 @@ public final class Leader {
             store.close()
             return .notLast
         }
+        guard !acknowledged else {
+            store.close()
+            return .acknowledged(last)
+        }
         do {
             try store.closeTakingBack(last)
             let heldBefore = shipCore.map { $0.lastSequence - 1 - min($0.releasedThrough, $0.lastSequence - 1) } ?? 0
@@ -533,6 +542,37 @@ public final class Leader {
         } catch {
             return .kept(last, reason: error.message)
         }
+    }
+
+    /// How long a leader that stepped down listens for its standbys'
+    /// acknowledgement of a last commit that released nothing.
+    public static let stepDownAcknowledgementWait: Duration = .milliseconds(100)
+
+    /// After the release gate shut, whether every standby named in the sync
+    /// key acknowledges the last shipped commit within `wait` (acknowledgements
+    /// already queued count). Reads only `ship-ack`s from each named standby's
+    /// own connection (`ShipCore.acknowledged`'s rule), and releases nothing:
+    /// it only tells whether the commit is in the logs of the nodes that may
+    /// take the lead. Other messages read meanwhile are dropped (the node is
+    /// stopping; their senders retry elsewhere).
+    private func namedStandbysAcknowledgeLastCommit(within wait: Duration) -> Bool {
+        guard let rules = shipCore, rules.lastCommitHeld, !rules.named.isEmpty else { return false }
+        var acknowledged = rules.named.map { rules.standbys[$0]?.acknowledged ?? 0 }
+        let deadline = ContinuousClock.now + wait
+        var key: String?
+        var source: Int32 = -1
+        while acknowledged.contains(where: { $0 < rules.lastSequence }) {
+            guard let frames = try? router.receive(userID: &key, source: &source) else {
+                guard ContinuousClock.now < deadline else { return false }
+                usleep(1_000)
+                continue
+            }
+            guard frames.count == 2, case .shipAck(let node, let sequence)? = try? WireMessage.decode(frames[1]),
+                let index = rules.named.firstIndex(of: node), rules.standbys[node]?.peer == frames[0]
+            else { continue }
+            acknowledged[index] = max(acknowledged[index], sequence)
+        }
+        return true
     }
 
     /// The serving thread's name while it serves (`top -H`, `perf`,

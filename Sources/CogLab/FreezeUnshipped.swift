@@ -14,8 +14,10 @@ import Synchronization
 /// commit and the N − 1 after it from the standbys, commits them, and stops
 /// itself (SIGSTOP) after the last until it is sent SIGCONT — past its lease
 /// TTL, it then steps down with a last commit that released nothing (ha.md
-/// §5), and with N above 1 a deposed tail before it. Only the lab reads the
-/// variable: `cogd` has no such switch.
+/// §5), and with N above 1 a deposed tail before it. FILE holding `shipped`
+/// instead ships the next commit as usual and freezes once it is committed:
+/// the standby's acknowledgement waits, unread, until SIGCONT. Only the lab
+/// reads the variable: `cogd` has no such switch.
 enum FreezeUnshipped {
     static let environmentVariable = "COGD_LAB_FREEZE_UNSHIPPED"
 
@@ -23,6 +25,8 @@ enum FreezeUnshipped {
         /// Commits still to keep from the standbys.
         let withholding = Atomic<Int>(0)
         let taken = Atomic<Bool>(false)
+        /// The commit was shipped as usual (`shipped`).
+        let shipped = Atomic<Bool>(false)
     }
 
     /// Arms this process's leader when the environment names a trigger file.
@@ -33,9 +37,15 @@ enum FreezeUnshipped {
         Leader.withholdShip = { firstRevision in
             if cue.withholding.load(ordering: .sequentiallyConsistent) == 0 {
                 // Removing the file is the cue taken: one freeze per file.
-                let count = (try? String(contentsOfFile: trigger, encoding: .utf8)).map { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 1 } ?? 1
+                let text = ((try? String(contentsOfFile: trigger, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
                 guard unlink(trigger) == 0 else { return false }
-                cue.withholding.store(min(max(count, 1), 1_000), ordering: .sequentiallyConsistent)
+                if text == "shipped" {
+                    cue.shipped.store(true, ordering: .sequentiallyConsistent)
+                    cue.taken.store(true, ordering: .sequentiallyConsistent)
+                    say("the commit from revision \(firstRevision) is shipped; freezing once it is committed")
+                    return false
+                }
+                cue.withholding.store(min(max(Int(text) ?? 1, 1), 1_000), ordering: .sequentiallyConsistent)
             }
             let left = cue.withholding.subtract(1, ordering: .sequentiallyConsistent).newValue
             if left == 0 { cue.taken.store(true, ordering: .sequentiallyConsistent) }
@@ -44,7 +54,8 @@ enum FreezeUnshipped {
         }
         Leader.afterCommit = { revisions in
             guard cue.taken.exchange(false, ordering: .sequentiallyConsistent) else { return }
-            say("committed the commit from revision \(revisions.lowerBound), which no standby received; stopping (SIGSTOP) until SIGCONT")
+            let received = cue.shipped.load(ordering: .sequentiallyConsistent) ? "shipped as usual" : "which no standby received"
+            say("committed the commit from revision \(revisions.lowerBound), \(received); stopping (SIGSTOP) until SIGCONT")
             kill(getpid(), SIGSTOP)
         }
     }

@@ -174,6 +174,8 @@ struct HADrill {
         /// Leaders that stepped down and took back a last commit that released nothing (`taken-back`), or kept it (`not-taken-back`).
         var takenBack = 0
         var notTakenBack = 0
+        /// Leaders that kept such a commit because their standbys acknowledged it as they stepped down.
+        var keptAcknowledged = 0
         /// How each other node's log stands beside the survivor's (a prefix, behind, a deposed leader's tail).
         var otherLogs: [String] = []
         /// Records another node holds that neither match the survivor's nor belong to a deposed leader's tail.
@@ -646,7 +648,13 @@ struct HADrill {
                     if line.contains(" of this log: sending it the ") { verdict.catchUps += 1 }
                     // A stepped-down leader's `taken-back` and `not-taken-back` lines (ha.md §5).
                     if line.contains(" leader: took back its last commit (") { verdict.takenBack += 1 }
-                    if line.contains(" leader: kept its last commit") { verdict.notTakenBack += 1 }
+                    if line.contains(" leader: kept its last commit") {
+                        if line.contains("every standby that may take the lead acknowledged it") {
+                            verdict.keptAcknowledged += 1
+                        } else {
+                            verdict.notTakenBack += 1
+                        }
+                    }
                     if line.contains(" is not in step"), line.contains(": sending it a copy of the log at revision ") {
                         verdict.copies += 1
                         verdict.copyCauses[Self.copyCause(line), default: 0] += 1
@@ -845,7 +853,7 @@ struct HADrill {
                 + "\"twoLeadersInAnEpoch\": \(verdict.twoLeaders.count), \"emptyLeads\": [\(verdict.emptyLeads.map(CBORText.quoted).joined(separator: ", "))], \"wrongEpochReleases\": \(verdict.wrongEpochReleases.count), "
                 + "\"leaders\": {\(leaders)}, \"logSound\": \(verdict.problem == nil), \"moneyConserved\": \(verdict.moneyConserved), "
                 + "\"otherLogs\": [\(verdict.otherLogs.map(CBORText.quoted).joined(separator: ", "))], \"logDisagreements\": \(verdict.logDisagreements.count), "
-                + "\"steppedDown\": \(verdict.steppedDown), \"takenBack\": \(verdict.takenBack), \"notTakenBack\": \(verdict.notTakenBack), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
+                + "\"steppedDown\": \(verdict.steppedDown), \"takenBack\": \(verdict.takenBack), \"notTakenBack\": \(verdict.notTakenBack), \"keptAcknowledged\": \(verdict.keptAcknowledged), \"notSteppedDown\": \(verdict.notSteppedDown.count), \"etcdStepDowns\": \(verdict.etcdStepDowns), "
                 + "\"unplannedExits\": \(verdict.unplannedExits.count), \"crashedNodes\": \(verdict.crashedNodes.count), "
                 + "\"failoverMsP50\": \(failover.p50), \"failoverMsP99\": \(failover.p99), \"failoverMsMax\": \(failover.max), \"failoverBarMs\": \(failoverBar), "
                 + "\"standbyKillMsP50\": \(standby.p50), \"etcdFreezeMsP50\": \(etcdFigures.p50), "
@@ -886,7 +894,8 @@ struct HADrill {
             "  step-down        \(verdict.steppedDown) frozen leaders stepped down (exit 1)\(verdict.notSteppedDown.isEmpty ? "" : ", \(verdict.notSteppedDown.count) did NOT")"
                 + "; \(verdict.etcdStepDowns) nodes stepped down while etcd was frozen; "
                 + "leaders that took back a last commit that released nothing as they stepped down: \(verdict.takenBack)"
-                + "\(verdict.notTakenBack == 0 ? "" : ", that kept one: \(verdict.notTakenBack)"); unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
+                + "\(verdict.notTakenBack == 0 ? "" : ", that kept one: \(verdict.notTakenBack)")"
+                + "\(verdict.keptAcknowledged == 0 ? "" : ", that kept one their standbys acknowledged as they stepped down: \(verdict.keptAcknowledged)"); unplanned node exits \(verdict.unplannedExits.count)\(verdict.unplannedExits.first.map { " (first: \(escaped: $0))" } ?? "")",
             "  failover         leader killed, frozen or crashed after shipping → first applied answer: \(recovery.failover)",
             "  standby killed   → first applied answer: \(recovery.standby)",
             "  etcd frozen      thawed → first applied answer: \(recovery.etcd)",

@@ -308,6 +308,12 @@ enum ClusterCommands {
                 "kept its last commit (\(described(commit))), which released nothing, so the next leader may send this node a whole copy: "
                     + "\(escaped: reason)",
                 ["revision": .number(Double(commit.lastRevision)), "reason": .text(reason)])
+        case .acknowledged(let commit):
+            log.log(
+                .info, "kept-acknowledged",
+                "kept its last commit (\(described(commit))): it released nothing, but every standby that may take the lead acknowledged it "
+                    + "as this node stepped down, so it is in their logs too",
+                ["revision": .number(Double(commit.lastRevision))])
         case .notLast:
             let reason = "the folder's last transaction is not a commit this process shipped"
             log.log(

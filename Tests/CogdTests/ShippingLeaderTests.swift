@@ -640,6 +640,49 @@ struct ShippingLeaderTests {
         _ = unanswered.wait()
     }
 
+    @Test func `a leader frozen past its lease whose standby acknowledged its last commit keeps that commit as it steps down`() throws {
+        let cluster = try TwoNodes()
+        defer { cluster.end() }
+        guard try cluster.etcd.start() else { return }
+        let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
+        // The lab's leader: with `shipped` in the trigger file, it ships its next commit as usual and freezes once it is committed.
+        let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: trigger) }
+        let first = try CogdProcess(
+            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
+        defer { first.stop() }
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
+        defer { second.stop() }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
+        #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
+
+        // Revision 3 reaches n2, which acknowledges it; n1 freezes before it can release its reply.
+        #expect(FileManager.default.createFile(atPath: trigger, contents: Data("shipped".utf8)))
+        let unanswered = Thread.detachNewThreadResult { try? Self.call(n1, 3) }
+        #expect(first.waitForLine { $0.contains("committed the commit from revision 3, shipped as usual") } != nil, "\(first.lines)")
+        #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 3") } != nil, "\(second.lines)")
+        first.resume()
+        #expect(waitUntil(timeout: .seconds(15)) { !first.process.isRunning } && first.process.terminationStatus == 1, "\(first.lines)")
+        // Stepping down, n1 reads n2's acknowledgement (in its loop, or listening for it): the commit is in n2's log, so it stays.
+        #expect(!first.lines.contains { $0.contains("took back") || $0.contains("not-taken-back") }, "\(first.lines)")
+        if let kept = first.lines.first(where: { $0.contains("kept its last commit") }) {
+            #expect(kept.contains("kept its last commit (revision 3): it released nothing, but every standby that may take the lead acknowledged it"), "\(kept)")
+        }
+        let stepped = try TurnStore(directory: n1.folder.path, mode: .reader)
+        #expect(stepped.lastRevision == 3 && stepped.lastCommit == CommitName(epoch: 1, number: 3))
+        stepped.close()
+
+        // n1 again, a standby: at n2's log, which went on from that commit; no copy.
+        let again = try CogdProcess(executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"])
+        defer { again.stop() }
+        #expect(again.waitForLine { $0.contains("in step with the leader of epoch 2") } != nil, "\(again.lines)")
+        #expect(!again.lines.contains { $0.contains("receiving its copy") }, "no copy: \(again.lines)")
+        #expect(try Self.call(n2, 3).contains("applied at revision 3 (request teller#3)"))
+        _ = unanswered.wait()
+    }
+
     @Test func `an old leader holding a deposed tail of answers without a record, at the next leader's last record, is sent a copy: its answers are not kept`() throws {
         let cluster = try TwoNodes()
         defer { cluster.end() }
