@@ -557,20 +557,20 @@ public final class Leader {
     /// stopping; their senders retry elsewhere).
     private func namedStandbysAcknowledgeLastCommit(within wait: Duration) -> Bool {
         guard let rules = shipCore, rules.lastCommitHeld, !rules.named.isEmpty else { return false }
-        var acknowledged = rules.named.map { rules.standbys[$0]?.acknowledged ?? 0 }
+        var late: [String: UInt64] = [:]
         let deadline = ContinuousClock.now + wait
         var key: String?
         var source: Int32 = -1
-        while acknowledged.contains(where: { $0 < rules.lastSequence }) {
+        while !rules.lastCommitAcknowledgedByNamed(late: late) {
             guard let frames = try? router.receive(userID: &key, source: &source) else {
                 guard ContinuousClock.now < deadline else { return false }
                 usleep(1_000)
                 continue
             }
             guard frames.count == 2, case .shipAck(let node, let sequence)? = try? WireMessage.decode(frames[1]),
-                let index = rules.named.firstIndex(of: node), rules.standbys[node]?.peer == frames[0]
+                rules.standbys[node]?.peer == frames[0]
             else { continue }
-            acknowledged[index] = max(acknowledged[index], sequence)
+            late[node] = max(late[node] ?? 0, sequence)
         }
         return true
     }

@@ -47,6 +47,27 @@ struct ShipCoreTests {
         #expect(core.releasedThrough == 3)
     }
 
+    @Test func `a last commit is in every named standby's log once each acknowledged it, late acknowledgements counted`() {
+        var core = ShipCore(.init(sync: .quorum(2)))
+        #expect(!core.lastCommitAcknowledgedByNamed(late: [:]), "nothing named")
+        _ = core.hello(from: a, node: "n2", inStep: true, now: 0)
+        _ = core.hello(from: b, node: "n3", inStep: true, now: 0)
+        _ = core.syncWritten(now: 0)
+        // One standby is added to the sync key at a time.
+        _ = core.tick(now: 0.1)
+        _ = core.syncWritten(now: 0.2)
+        #expect(core.named == ["n2", "n3"])
+        _ = core.shipped(commit, now: 1)
+        _ = core.acknowledged(from: a, node: "n2", through: 1, now: 1.1)
+        #expect(core.lastCommitHeld)
+        #expect(!core.lastCommitAcknowledgedByNamed(late: [:]), "n3 has not acknowledged commit 1")
+        #expect(!core.lastCommitAcknowledgedByNamed(late: ["n4": 1]), "n4 is not named")
+        #expect(!core.lastCommitAcknowledgedByNamed(late: ["n3": 0]))
+        #expect(core.lastCommitAcknowledgedByNamed(late: ["n3": 1]))
+        // A late acknowledgement is only counted, never released on.
+        #expect(core.releasedThrough == 0)
+    }
+
     @Test func `strict: a standby gone holds every reply; with degrade-after, it is removed from the sync key first, then the leader releases alone`() {
         for degradeAfter in [nil, 2.0] {
             var core = ShipCore(.init(sync: .one, degradeAfter: degradeAfter, standbyTimeout: 1))
