@@ -43,7 +43,15 @@ final class CogdProcess {
     let process = Process()
     private let output = Pipe()
     private var buffer = Data()
-    private(set) var lines: [String] = []
+    private var readLines: [String] = []
+    /// Every whole line the child has written so far (what is waiting in the
+    /// pipe is read first, without waiting): a check that a line is absent
+    /// sees all the output up to now.
+    var lines: [String] {
+        readAvailable()
+        _ = takeLines { _ in false }
+        return readLines
+    }
 
     convenience init(_ arguments: [String]) throws {
         try self.init(executable: cogdExecutable(), arguments)
@@ -71,7 +79,7 @@ final class CogdProcess {
     func waitForLine(timeout: Duration = .seconds(20), _ predicate: (String) -> Bool) -> String? {
         // Lines read earlier, then whole lines an earlier call left in the
         // buffer (it returns at its match), then what the child writes next.
-        if let line = lines.first(where: predicate) ?? takeLines(matching: predicate) { return line }
+        if let line = readLines.first(where: predicate) ?? takeLines(matching: predicate) { return line }
         guard !outputClosed else { return nil }
         let deadline = ContinuousClock.now + timeout
         let handle = output.fileHandleForReading
@@ -87,12 +95,24 @@ final class CogdProcess {
         return nil
     }
 
+    /// Moves what the pipe holds now into the buffer, without waiting.
+    private func readAvailable() {
+        guard !outputClosed else { return }
+        let handle = output.fileHandleForReading
+        var poller = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        for _ in 0..<1_000 where poll(&poller, 1, 0) > 0 {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }
+            buffer.append(chunk)
+        }
+    }
+
     /// Moves whole lines from the buffer to `lines` until one matches.
     private func takeLines(matching predicate: (String) -> Bool) -> String? {
         while let newline = buffer.firstIndex(of: 0x0a) {
             let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
             buffer.removeSubrange(buffer.startIndex...newline)
-            lines.append(line)
+            readLines.append(line)
             if predicate(line) { return line }
         }
         return nil
@@ -110,14 +130,9 @@ final class CogdProcess {
     func stop() {
         Tests.stop(process)
         guard !outputClosed, !process.isRunning else { return }
-        let handle = output.fileHandleForReading
-        var poller = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
-        for _ in 0..<1_000 where poll(&poller, 1, 0) > 0 {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            buffer.append(chunk)
-        }
+        readAvailable()
         outputClosed = true
+        let handle = output.fileHandleForReading
         try? handle.close()
     }
     private var outputClosed = false
