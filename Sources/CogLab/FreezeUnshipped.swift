@@ -15,8 +15,9 @@ import Synchronization
 /// itself (SIGSTOP) after the last until it is sent SIGCONT — past its lease
 /// TTL, it then steps down with a last commit that released nothing (ha.md
 /// §5), and with N above 1 a deposed tail before it. FILE holding `shipped`
-/// instead ships the next commit as usual and freezes once it is committed:
-/// the standby's acknowledgement waits, unread, until SIGCONT. Only the lab
+/// instead ships the next commit as usual and, once it is committed, waits
+/// 0.3 s (the ship goes out, the standby's acknowledgement comes back and
+/// waits unread) before it freezes. Only the lab
 /// reads the variable: `cogd` has no such switch.
 enum FreezeUnshipped {
     static let environmentVariable = "COGD_LAB_FREEZE_UNSHIPPED"
@@ -54,7 +55,10 @@ enum FreezeUnshipped {
         }
         Leader.afterCommit = { revisions in
             guard cue.taken.exchange(false, ordering: .sequentiallyConsistent) else { return }
-            let received = cue.shipped.load(ordering: .sequentiallyConsistent) ? "shipped as usual" : "which no standby received"
+            let shipped = cue.shipped.load(ordering: .sequentiallyConsistent)
+            // The serving thread waits here, reading nothing, while ZeroMQ's I/O thread sends the ship and takes the acknowledgement in.
+            if shipped { usleep(300_000) }
+            let received = shipped ? "shipped as usual" : "which no standby received"
             say("committed the commit from revision \(revisions.lowerBound), \(received); stopping (SIGSTOP) until SIGCONT")
             kill(getpid(), SIGSTOP)
         }
