@@ -518,12 +518,12 @@ public final class Leader {
     /// lead may never have received it, and a folder that ends before it
     /// catches up with the next leader's log instead of being sent a whole
     /// copy (`protocol/ha.md` §5) — unless every standby named in the sync
-    /// key acknowledges it within `wait` (it is in their logs then, and is
-    /// kept). Whatever the last commit, the replies not indexed yet are not
+    /// key acknowledges it within `stepDownAcknowledgementWait` (it is in
+    /// their logs then, and is kept). Whatever the last commit, the replies not indexed yet are not
     /// indexed first (that would be a commit no standby has): the next start
     /// rebuilds them from the records.
-    public func closeSteppingDown(listening wait: Duration = Leader.stepDownAcknowledgementWait) -> LastCommitOnStepDown {
-        let acknowledged = namedStandbysAcknowledgeLastCommit(within: wait)
+    public func closeSteppingDown() -> LastCommitOnStepDown {
+        let acknowledged = namedStandbysAcknowledgeLastCommit(within: Leader.stepDownAcknowledgementWait)
         closeServing(indexingReplies: false)
         guard shipCore?.lastCommitHeld == true else {
             store.close()

@@ -589,6 +589,26 @@ struct ShippingLeaderTests {
         #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
 
+    /// Starts n1, a lab leader whose freeze cue is armed on `trigger`
+    /// (`COGD_LAB_FREEZE_UNSHIPPED`), then n2, and waits until n1 leads
+    /// epoch 1 with n2 named its synchronous standby. The caller stops both.
+    static func startFreezeCued(
+        _ etcd: TestEtcd, _ n1: HALeaderTests.Node, _ n2: HALeaderTests.Node, trigger: String
+    ) throws -> (first: CogdProcess, second: CogdProcess) {
+        let first = try CogdProcess(
+            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
+        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+        let second: CogdProcess
+        do {
+            second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
+        } catch {
+            first.stop()
+            throw error
+        }
+        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        return (first, second)
+    }
+
     @Test func `a leader frozen past its lease holding a commit no standby received takes it back, then catches up with the next leader instead of a copy`() throws {
         let cluster = try TwoNodes()
         defer { cluster.end() }
@@ -597,13 +617,11 @@ struct ShippingLeaderTests {
         // The lab's leader: with the trigger file present, it keeps its next commit from the standby, commits it, and freezes.
         let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: trigger) }
-        let first = try CogdProcess(
-            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
-        defer { first.stop() }
-        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
-        let second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
-        defer { second.stop() }
-        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        let (first, second) = try Self.startFreezeCued(etcd, n1, n2, trigger: trigger)
+        defer {
+            first.stop()
+            second.stop()
+        }
         #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
         #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
 
@@ -648,13 +666,11 @@ struct ShippingLeaderTests {
         // The lab's leader: with `shipped` in the trigger file, it ships its next commit as usual and freezes once it is committed.
         let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: trigger) }
-        let first = try CogdProcess(
-            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
-        defer { first.stop() }
-        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
-        let second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
-        defer { second.stop() }
-        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        let (first, second) = try Self.startFreezeCued(etcd, n1, n2, trigger: trigger)
+        defer {
+            first.stop()
+            second.stop()
+        }
         #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
         #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
 
@@ -691,13 +707,11 @@ struct ShippingLeaderTests {
         let teller2 = RequestID(worker: "teller", sequence: 2)
         let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: trigger) }
-        let first = try CogdProcess(
-            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
-        defer { first.stop() }
-        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
-        let second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
-        defer { second.stop() }
-        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
+        let (first, second) = try Self.startFreezeCued(etcd, n1, n2, trigger: trigger)
+        defer {
+            first.stop()
+            second.stop()
+        }
         #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
 
         // Two answers without a record (a1 is open already), each a commit kept from n2; n1 freezes after the second.
