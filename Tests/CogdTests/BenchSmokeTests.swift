@@ -7,17 +7,17 @@ import Testing
 @Suite("cogd bench cluster and groups (smoke)", .serialized, .timeLimit(.minutes(10)))
 struct BenchSmokeTests {
     @Test func `the round-trip shape prints its figures beside their baselines`() throws {
-        let result = try runCogdLab(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--json", "--ports", "43200-43209"], timeout: .seconds(90))
+        let result = try runCogdLab(["bench", "cluster", "--only", "round-trip", "--runs", "1", "--json", "--ports", "32200-32209"], timeout: .seconds(90))
         #expect(result.status == 0, "stderr: \(result.stderr)")
         let figures = result.stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
         // The leader's two and the two echo servers' ports, from --ports, said at the start and with each figure.
         let ports = try #require(figures.first?["ports"] as? [Int], "\(result.stdout)")
-        #expect(ports.count == 4 && Set(ports).count == 4 && ports.allSatisfy((43_200...43_209).contains), "\(ports)")
+        #expect(ports.count == 4 && Set(ports).count == 4 && ports.allSatisfy((32_200...32_209).contains), "\(ports)")
         #expect(figures.allSatisfy { $0["ports"] as? [Int] == ports })
         #expect(
-            result.stderr.hasPrefix("bench cluster: loopback ports \(ports.map(String.init).joined(separator: ", ")) on 127.0.0.1 (from --ports 43200-43209)\n"),
+            result.stderr.hasPrefix("bench cluster: loopback ports \(ports.map(String.init).joined(separator: ", ")) on 127.0.0.1 (from --ports 32200-32209)\n"),
             "\(result.stderr)")
         let names = figures.compactMap { $0["name"] as? String }
         #expect(names == [

@@ -16,6 +16,10 @@ import Testing
 /// A loopback port free now, in 20000–31999 (below Linux's ephemeral
 /// range, so no outgoing connection can take it before the server given it
 /// binds); never the same one twice in this test process.
+///
+/// A test that gives a lab run a fixed `--ports` range takes it in
+/// 32000–32767: neither this function nor the kernel hands those out, so no
+/// other test's server or outgoing connection can hold one when the run binds.
 func freePort() -> Int {
     for _ in 0..<1_000 {
         let port = Int.random(in: 20_000...31_999)

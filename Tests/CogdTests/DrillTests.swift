@@ -245,15 +245,15 @@ struct DrillTests {
         let folder = TemporaryFolder()
         defer { folder.cleanUp() }
         let arguments = ["drill", "--workers", "1", "--seconds", "2", "--kill-leader-every", "1", "--trap-every", "0", "--seed", "4", "--json"]
-        let result = try runCogdLab(arguments + ["--ports", "43100-43109", "--data", folder.path], timeout: .seconds(90))
+        let result = try runCogdLab(arguments + ["--ports", "32100-32109", "--data", folder.path], timeout: .seconds(90))
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         let verdict = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
         let ports = try #require(verdict["ports"] as? [Int], "\(verdict)")
-        #expect(ports.count == 2 && Set(ports).count == 2 && ports.allSatisfy((43_100...43_109).contains), "\(ports)")
+        #expect(ports.count == 2 && Set(ports).count == 2 && ports.allSatisfy((32_100...32_109).contains), "\(ports)")
         #expect(
-            result.stderr.contains("drill: loopback ports \(ports[0]), \(ports[1]) on 127.0.0.1 (from --ports 43100-43109)\n"),
+            result.stderr.contains("drill: loopback ports \(ports[0]), \(ports[1]) on 127.0.0.1 (from --ports 32100-32109)\n"),
             "one line at the start says which: \(result.stderr)")
-        #expect(verdict["command"] as? String == "cogd-lab drill --workers 1 --seconds 2 --kill-leader-every 1.0 --kill-worker-every 7.0 --trap-every 0.0 --seed 4 --ports 43100-43109")
+        #expect(verdict["command"] as? String == "cogd-lab drill --workers 1 --seconds 2 --kill-leader-every 1.0 --kill-worker-every 7.0 --trap-every 0.0 --seed 4 --ports 32100-32109")
         let turns = try #require(verdict["turns"] as? Int)
         #expect(turns > 0)
 

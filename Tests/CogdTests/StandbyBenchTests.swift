@@ -24,7 +24,7 @@ struct StandbyBenchTests {
             return
         }
         let result = try runCogdLab(
-            ["bench", "cluster", "--standby", "--runs", "1", "--failovers", "1", "--ports", "43400-43429"], timeout: .seconds(150))
+            ["bench", "cluster", "--standby", "--runs", "1", "--failovers", "1", "--ports", "32400-32429"], timeout: .seconds(150))
         #expect(result.status == 0, "stdout: \(result.stdout)\nstderr: \(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first?.hasPrefix("n1 leads cluster bench on etcd http://127.0.0.1:") == true, "\(result.stdout)")
@@ -46,7 +46,7 @@ struct StandbyBenchTests {
 
         // Everything it started is gone: no port of the run answers, etcd's folder is removed.
         let ports = Self.ports(result.stderr)
-        #expect(ports.count == 7 && ports.allSatisfy((43_400...43_429).contains), "\(result.stderr)")
+        #expect(ports.count == 7 && ports.allSatisfy((32_400...32_429).contains), "\(result.stderr)")
         #expect(!ports.contains(where: LoopbackPorts.answers), "a port of the run still answers: \(ports)")
         let temporary = try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)
         #expect(!temporary.contains { $0.hasPrefix("cogd-lab-etcd-") && $0.hasSuffix("-\(ports.first ?? 0)") })
@@ -58,7 +58,7 @@ struct StandbyBenchTests {
             return
         }
         let result = try runCogdLab(
-            ["bench", "cluster", "--standby", "--only", "round-trip,failover", "--runs", "1", "--failovers", "2", "--json", "--ports", "43430-43459"],
+            ["bench", "cluster", "--standby", "--only", "round-trip,failover", "--runs", "1", "--failovers", "2", "--json", "--ports", "32430-32459"],
             timeout: .seconds(150))
         #expect(result.status == 0, "stderr: \(result.stderr)")
         let figures = result.stdout.split(separator: "\n").compactMap {
@@ -88,7 +88,7 @@ struct StandbyBenchTests {
             return
         }
         let bench = try CogdProcess(
-            executable: cogdLabExecutable(), ["bench", "cluster", "--standby", "--only", "failover", "--failovers", "20", "--ports", "43470-43499"])
+            executable: cogdLabExecutable(), ["bench", "cluster", "--standby", "--only", "failover", "--failovers", "20", "--ports", "32470-32499"])
         defer { bench.stop() }
         #expect(bench.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("n1 leads cluster bench on etcd ") } != nil, "\(bench.lines)")
         bench.interrupt()
@@ -109,7 +109,7 @@ struct StandbyBenchTests {
             (["--standby", "--only", "lag"], "unknown shape 'lag' with --standby (one of: round-trip, throughput-16, failover)"),
             (["--only", "failover"], "unknown shape 'failover' (one of: round-trip, throughput-1, throughput-4, throughput-16, lag)"),
             (["--standby", "--failovers", "0"], "--failovers takes a whole number from 1 to 20, not '0'"),
-            (["--standby", "--ports", "43460-43465"], "--ports 43460-43465 holds 6 ports; bench cluster --standby"),
+            (["--standby", "--ports", "32460-32465"], "--ports 32460-32465 holds 6 ports; bench cluster --standby"),
         ]
         for (arguments, message) in usage {
             #expect(throws: CommandUsageError.self, "\(arguments)") { try LabParse.parseBench(["cluster"] + arguments) }
