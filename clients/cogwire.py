@@ -7,6 +7,7 @@ Nothing here is taken from Sources/.
 """
 import math
 import os
+import random
 import signal
 import socket
 import struct
@@ -353,10 +354,26 @@ class Checks:
 # ---------------------------------------------------------------- processes
 
 
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port that binds now, in 10000-19999: below the kernel's
+    ephemeral range (32768 and up), so no outgoing connection can take it
+    before the server given it binds, and apart from the ranges the Swift
+    tests pick from (20000-32767); never the same one twice in a process."""
+    for _ in range(1000):
+        port = random.randint(10000, 19999)
+        if port in _handed_out:
+            continue
+        _handed_out.add(port)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port between 10000 and 19999")
 
 
 class Deadline:
