@@ -358,12 +358,12 @@ _handed_out = set()
 
 
 def free_port():
-    """A loopback port that binds now, in 10000-19999: below the kernel's
+    """A loopback port that binds now, in 10000-14999: below the kernel's
     ephemeral range (32768 and up), so no outgoing connection can take it
     before the server given it binds, and apart from the ranges the Swift
-    tests pick from (20000-32767); never the same one twice in a process."""
+    tests pick from (15000-32767); never the same one twice in a process."""
     for _ in range(1000):
-        port = random.randint(10000, 19999)
+        port = random.randint(10000, 14999)
         if port in _handed_out:
             continue
         _handed_out.add(port)
@@ -373,7 +373,7 @@ def free_port():
             except OSError:
                 continue
             return port
-    raise RuntimeError("no free loopback port between 10000 and 19999")
+    raise RuntimeError("no free loopback port between 10000 and 14999")
 
 
 class Deadline:

@@ -13,20 +13,22 @@ import Testing
     import Glibc
 #endif
 
-/// A loopback port free now, in 20000–31999 (below Linux's ephemeral
+/// A loopback port free now, in 15000–19999 (below Linux's ephemeral
 /// range, so no outgoing connection can take it before the server given it
 /// binds); never the same one twice in this test process.
 ///
-/// A test that gives a lab run a fixed `--ports` range takes it in
-/// 32000–32767: neither this function nor the kernel hands those out, so no
-/// other test's server or outgoing connection can hold one when the run binds.
+/// The tests' processes take their ports from ranges that do not meet, so
+/// none can take a port another found free and has not bound yet: the Python
+/// clients 10000–14999 (`clients/cogwire.py`), this function 15000–19999, a
+/// lab run left to its default 20000–31999, and a lab run given a fixed
+/// `--ports` range 32000–32767.
 func freePort() -> Int {
     for _ in 0..<1_000 {
-        let port = Int.random(in: 20_000...31_999)
+        let port = Int.random(in: 15_000...19_999)
         guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
         if LoopbackPorts.isFree(port) { return port }
     }
-    fatalError("no free loopback port between 20000 and 31999")
+    fatalError("no free loopback port between 15000 and 19999")
 }
 
 private let handedOutPorts = Mutex<Set<Int>>([])
