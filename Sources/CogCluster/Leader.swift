@@ -550,10 +550,11 @@ public final class Leader {
     /// acknowledgement of a last commit that released nothing.
     public static let stepDownAcknowledgementWait: Duration = .milliseconds(100)
 
-    /// After the release gate shut, whether every standby named in the sync
-    /// key acknowledges the last shipped commit within `wait` (acknowledgements
-    /// already queued count). Reads only `ship-ack`s from each named standby's
-    /// own connection (`ShipCore.acknowledged`'s rule), and releases nothing:
+    /// After the release gate shut, whether every standby the sync key names
+    /// or may name acknowledges the last shipped commit within `wait`
+    /// (acknowledgements already queued count; `ShipCore.lastCommitAcknowledgedByNamed`).
+    /// Reads only `ship-ack`s from each standby's own connection
+    /// (`ShipCore.acknowledged`'s rule), and releases nothing:
     /// it only tells whether the commit is in the logs of the nodes that may
     /// take the lead. Other messages read meanwhile are dropped (the node is
     /// stopping; their senders retry elsewhere).

@@ -68,6 +68,26 @@ struct ShipCoreTests {
         #expect(core.releasedThrough == 0)
     }
 
+    @Test func `a standby a sync key write in flight or failed would name must hold the last commit too for it to be kept`() {
+        var core = ShipCore(.init(sync: .quorum(2)))
+        _ = core.hello(from: a, node: "n2", inStep: true, now: 0)
+        _ = core.syncWritten(now: 0)
+        #expect(core.named == ["n2"])
+        _ = core.hello(from: b, node: "n3", inStep: true, now: 0.1)
+        #expect(core.writing == ["n2", "n3"], "n3 at the tip is being added")
+        _ = core.shipped(commit, now: 1)
+        _ = core.acknowledged(from: a, node: "n2", through: 1, now: 1.1)
+        #expect(core.lastCommitHeld)
+        #expect(!core.lastCommitAcknowledgedByNamed(late: [:]), "etcd may name n3, which has not acknowledged commit 1")
+        #expect(core.lastCommitAcknowledgedByNamed(late: ["n3": 1]))
+        // The write's answer never came: etcd may apply it yet, so n3 may still lead.
+        _ = core.syncWriteFailed(now: 2)
+        #expect(core.named == ["n2"] && core.maybeNamed == ["n3"])
+        #expect(!core.lastCommitAcknowledgedByNamed(late: [:]))
+        _ = core.acknowledged(from: b, node: "n3", through: 1, now: 2.1)
+        #expect(core.lastCommitAcknowledgedByNamed(late: [:]))
+    }
+
     @Test func `strict: a standby gone holds every reply; with degrade-after, it is removed from the sync key first, then the leader releases alone`() {
         for degradeAfter in [nil, 2.0] {
             var core = ShipCore(.init(sync: .one, degradeAfter: degradeAfter, standbyTimeout: 1))

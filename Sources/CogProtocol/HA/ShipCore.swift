@@ -191,13 +191,16 @@ public struct ShipCore: Sendable {
     /// A leader that steps down may then take that commit back (ha.md §5).
     public var lastCommitHeld: Bool { releasedThrough < lastSequence }
 
-    /// Whether every standby named in the sync key — each node that may
-    /// take the lead — holds the last shipped commit, counting `late`
-    /// acknowledgements (node → sequence, each read from that standby's own
-    /// connection) that came after the release gate shut. A leader stepping
-    /// down then keeps that commit rather than taking it back (ha.md §5).
+    /// Whether every standby the sync key names or may name — each node
+    /// that may take the lead: the named, and those a write in flight or a
+    /// failed one would add, as etcd may yet apply it — holds the last
+    /// shipped commit, counting `late` acknowledgements (node → sequence,
+    /// each read from that standby's own connection) that came after the
+    /// release gate shut. A leader stepping down then keeps that commit
+    /// rather than taking it back (ha.md §5).
     public func lastCommitAcknowledgedByNamed(late: [String: UInt64]) -> Bool {
-        !named.isEmpty && named.allSatisfy { max(standbys[$0]?.acknowledged ?? 0, late[$0] ?? 0) >= lastSequence }
+        let mayLead = Set(named + maybeNamed + (writing ?? []))
+        return !named.isEmpty && mayLead.allSatisfy { max(standbys[$0]?.acknowledged ?? 0, late[$0] ?? 0) >= lastSequence }
     }
 
     public var state: State {
