@@ -293,8 +293,10 @@ public enum CogLab {
                                       standbys killed, frozen, wiped and cut off and sync key writes
                                       late or failed: the checker holds that every standby the sync
                                       key names holds every commit released, that it names at most
-                                      K, that releases never go back, and that once faults stop
-                                      everything shipped is released (default: off)
+                                      K, that releases never go back, that a leader stepping down
+                                      keeps its last commit only when every standby etcd may name
+                                      holds it, and that once faults stop everything shipped is
+                                      released (default: off)
                   --sync MODE         with --shipping: one or quorum:2 for every seed (default: each
                                       seed draws one, and strict or a degrade-after)
                   --late-sync-writes  with --shipping: a sync key write the leader gave up on (no
@@ -307,7 +309,10 @@ public enum CogLab {
                                       (the sync key names every standby in step, releases wait for
                                       the K fastest) needs --shipping, \(SimCommand.uncomparedRule)
                                       (sync key writes compare only the leader key, so a late one
-                                      can land after a later one) needs --late-sync-writes:
+                                      can land after a later one) needs --late-sync-writes,
+                                      \(SimCommand.stepDownRule) (a leader stepping down keeps its last commit
+                                      once the standbys the sync key names for certain hold it)
+                                      needs --shipping:
                                       \(breakRules)
                   --json              one JSON object (default: lines)
 

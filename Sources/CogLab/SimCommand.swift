@@ -225,7 +225,10 @@ enum SimCommand {
     /// only the leader key (`--break sync-key-compare`).
     static let shippingRule = "ship-sync-key"
     static let uncomparedRule = "sync-key-compare"
-    static let shippingRules = [shippingRule, uncomparedRule]
+    /// A leader stepping down keeps its last commit once the standbys the
+    /// sync key names for certain hold it (`--break step-down-keep`).
+    static let stepDownRule = "step-down-keep"
+    static let shippingRules = [shippingRule, uncomparedRule, stepDownRule]
 
     /// `--shipping`: each seed's leader, its standbys and etcd's sync key.
     static func runShipping(_ options: Options) -> Int32 {
@@ -235,7 +238,8 @@ enum SimCommand {
         for seed in options.seeds {
             let result = ShipSimulation.run(.init(
                 seed: seed, steps: options.steps, sync: options.sync, brokenSyncKey: options.broken.contains(shippingRule),
-                lateSyncWrites: options.lateSyncWrites, uncomparedSyncWrites: options.broken.contains(uncomparedRule)))
+                lateSyncWrites: options.lateSyncWrites, uncomparedSyncWrites: options.broken.contains(uncomparedRule),
+                stepDownNamedOnly: options.broken.contains(stepDownRule)))
             totals = (totals.steps + result.steps, totals.seconds + result.simulatedSeconds, totals.shipped + result.shipped, totals.released + result.released)
             counts.merge(result.counts, uniquingKeysWith: +)
             if options.json { print(json(result)) }
@@ -261,7 +265,8 @@ enum SimCommand {
             print("\(options.seeds.count) seed\(options.seeds.count == 1 ? "" : "s") passed: \(totals.steps) steps, \(Int(totals.seconds)) s simulated, "
                 + "\(totals.released) of \(totals.shipped) commits released in \(counts["releases", default: 0]) releases, "
                 + "\(counts["copies", default: 0]) copies, \(counts["drops", default: 0]) drops, 0 violations, in \(String(format: "%.1f", elapsed)) s; "
-                + "every standby etcd's sync key named held every commit released")
+                + "every standby etcd's sync key named held every commit released, and each of "
+                + "\(counts["step-down-keeps", default: 0]) commits a leader stepping down would have kept was in every log etcd named or might name")
         }
         return 0
     }

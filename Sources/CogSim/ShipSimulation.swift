@@ -19,6 +19,14 @@ import CogProtocol
 /// leader released — so whichever of them takes the lead holds every
 /// turn released — the key names at most K standbys, and releases never
 /// go backwards. Once faults stop, every commit shipped is released.
+///
+/// After every step whose last commit released nothing, it also asks what
+/// the leader would do were it to step down then (ha.md §5): keep that
+/// commit (`ShipCore.lastCommitAcknowledgedByNamed`, with the
+/// acknowledgements that would reach it within the 100 ms it listens), or
+/// take it back. A commit kept must be in the log of every standby etcd
+/// names or may yet name, since any of them may take the lead; the probe
+/// changes nothing and draws nothing from the seed.
 public struct ShipSimulation {
     public struct Configuration: Sendable {
         public var seed: UInt64
@@ -41,10 +49,15 @@ public struct ShipSimulation {
         /// after a later one was confirmed; with `lateSyncWrites` the
         /// checker must catch it.
         public var uncomparedSyncWrites: Bool
+        /// The broken rule (`step-down-keep`): a leader stepping down keeps
+        /// its last commit once the standbys the sync key names for certain
+        /// hold it, not counting those a write in flight or unanswered may
+        /// add; the checker must catch it.
+        public var stepDownNamedOnly: Bool
 
         public init(
             seed: UInt64, steps: Int = 20_000, sync: ShipCore.SyncMode? = nil, brokenSyncKey: Bool = false, lateSyncWrites: Bool = false,
-            uncomparedSyncWrites: Bool = false
+            uncomparedSyncWrites: Bool = false, stepDownNamedOnly: Bool = false
         ) {
             self.seed = seed
             self.steps = steps
@@ -52,6 +65,7 @@ public struct ShipSimulation {
             self.brokenSyncKey = brokenSyncKey
             self.lateSyncWrites = lateSyncWrites
             self.uncomparedSyncWrites = uncomparedSyncWrites
+            self.stepDownNamedOnly = stepDownNamedOnly
         }
     }
 
@@ -315,7 +329,52 @@ public struct ShipSimulation {
             if lastState == .degraded { count("degraded") }
             note("the leader's shipping is \(Self.shown(lastState))")
         }
+        if pending == nil { probeStepDown() }
         return pending ?? check()
+    }
+
+    /// How long a leader stepping down listens for acknowledgements of its last commit (`Leader.stepDownAcknowledgementWait`).
+    static let stepDownListen: Duration = .milliseconds(100)
+
+    /// Were the leader to step down now: with a last commit that released
+    /// nothing, whether it would keep it (`step-down-keeps`) or take it back
+    /// (`step-down-takes-back`), counting the acknowledgements that reach it
+    /// within `stepDownListen`, each from the connection the rules keep for
+    /// its standby (as `Leader` reads them). A commit kept must be in the log
+    /// of every standby etcd names or may yet name (`step-down-kept-lacking`).
+    mutating func probeStepDown() {
+        guard core.lastCommitHeld else { return }
+        var late: [String: UInt64] = [:]
+        for standby in standbys {
+            guard let connection = standby.connection, core.standbys[standby.name]?.peer == connection.peer else { continue }
+            for sent in connection.up where sent.at <= now + Self.stepDownListen {
+                if case .ack(let sequence) = sent.message { late[standby.name] = max(late[standby.name] ?? 0, sequence) }
+            }
+        }
+        let keeps =
+            configuration.stepDownNamedOnly
+            ? !core.named.isEmpty && core.named.allSatisfy { max(core.standbys[$0]?.acknowledged ?? 0, late[$0] ?? 0) >= core.lastSequence }
+            : core.lastCommitAcknowledgedByNamed(late: late)
+        guard keeps else {
+            count("step-down-takes-back")
+            return
+        }
+        count("step-down-keeps")
+        let last = UInt64(commits.count)
+        guard let lacking = standbys.first(where: { mayBeNamed($0.name) && !holds($0, through: last) }) else { return }
+        fail(
+            "step-down-kept-lacking",
+            "were the leader to step down now it would keep commit \(last), which released nothing, and \(lacking.name) lacks it while etcd "
+                + (syncKey.contains(lacking.name) ? "names it" : "may yet name it (a write on its way)")
+                + " (etcd's sync key names \(Self.listed(syncKey)); the rules name \(Self.listed(core.named)))")
+    }
+
+    /// Whether etcd's sync key names the standby, or may yet: a write on
+    /// its way that may land, or a late one whose compare still holds.
+    func mayBeNamed(_ node: String) -> Bool {
+        syncKey.contains(node)
+            || syncWrite.map { !$0.applied && $0.written.contains(node) } == true
+            || lateWrites.contains { $0.message.written.contains(node) && comparesHold($0.message.expected) }
     }
 
     /// A state as `cogd status` shows it.
