@@ -1189,8 +1189,8 @@ public struct LeaderCore {
         let revision = durable.nextRevision
         let unreadable = scopes.unreadableSelections
         let cogs = cogs, durable = durable
-        for turn in turns {
-            durable.buffer(turn, origin: origin)
+        for draft in drafts {
+            durable.buffer(draft)
             durable.attachScopeEvents(scopes.apply(durable.lastPendingWrites) { LeaderCore.evaluateSelector($0, $1, in: cogs, codec: durable) })
         }
         if scopes.unreadableSelections != unreadable {

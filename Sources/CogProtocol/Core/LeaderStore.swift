@@ -26,9 +26,9 @@ final class LeaderStore: CogDurableStore {
     /// store holds (`restore`) records nothing.
     func commit(_ turn: CogDurableTurn) throws {}
 
-    /// Buffers `turn` as the next record, from `origin`.
-    func buffer(_ turn: CogDurableTurn, origin: TurnOrigin) {
-        pending.append(LeaderStore.draft(turn, origin: origin))
+    /// Buffers a turn's draft (`draft(_:origin:)`) as the next record.
+    func buffer(_ draft: TurnDraft) {
+        pending.append(draft)
     }
 
     static func draft(_ turn: CogDurableTurn, origin: TurnOrigin) -> TurnDraft {
