@@ -265,8 +265,8 @@ enum SimCommand {
             print("\(options.seeds.count) seed\(options.seeds.count == 1 ? "" : "s") passed: \(totals.steps) steps, \(Int(totals.seconds)) s simulated, "
                 + "\(totals.released) of \(totals.shipped) commits released in \(counts["releases", default: 0]) releases, "
                 + "\(counts["copies", default: 0]) copies, \(counts["drops", default: 0]) drops, 0 violations, in \(String(format: "%.1f", elapsed)) s; "
-                + "every standby etcd's sync key named held every commit released, and each of "
-                + "\(counts["step-down-keeps", default: 0]) commits a leader stepping down would have kept was in every log etcd named or might name")
+                + "every standby etcd's sync key named held every commit released, and each of the "
+                + "\(counts["step-down-keeps", default: 0]) times a leader stepping down would have kept its last commit, it was in every log etcd named or might name")
         }
         return 0
     }

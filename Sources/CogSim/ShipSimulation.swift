@@ -371,6 +371,8 @@ public struct ShipSimulation {
 
     /// Whether etcd's sync key names the standby, or may yet: a write on
     /// its way that may land, or a late one whose compare still holds.
+    /// Finer than `named(_:)`, which the faults use to spare a standby from
+    /// a wipe and which also counts writes that can no longer land.
     func mayBeNamed(_ node: String) -> Bool {
         syncKey.contains(node)
             || syncWrite.map { !$0.applied && $0.written.contains(node) } == true

@@ -230,8 +230,8 @@ struct SimTests {
         #expect(passing.status == 0, "\(passing.stdout)")
         let summary = try #require(passing.stdout.split(separator: "\n").last.map(String.init))
         #expect(summary.hasPrefix("3 seeds passed: ") && summary.contains(" 0 violations")
-            && summary.contains("every standby etcd's sync key named held every commit released, and each of ")
-            && summary.hasSuffix(" commits a leader stepping down would have kept was in every log etcd named or might name"), "\(summary)")
+            && summary.contains("every standby etcd's sync key named held every commit released, and each of the ")
+            && summary.hasSuffix(" times a leader stepping down would have kept its last commit, it was in every log etcd named or might name"), "\(summary)")
         #expect(passing.stdout.split(separator: "\n").filter { $0.hasPrefix("seed ") && $0.contains(": pass — ") && $0.contains("--sync one ") }.count == 3)
     }
 
