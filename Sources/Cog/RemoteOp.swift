@@ -276,17 +276,28 @@ public struct OpRegistry: Sendable {
     /// throws the decoding error.
     public typealias Runner = @MainActor @Sendable (Cogs, [UInt8], any CogDurableStore, String) throws -> [CogDurableTurn]
 
-    private let runners: [String: Runner]
+    /// One op's runner in a struct: a dictionary or a `Result` then keeps
+    /// the closure as it is called. A bare closure in a generic container
+    /// is wrapped in a new heap-allocated thunk each time it is taken out,
+    /// which the leader would pay on every op.
+    package struct Entry: Sendable {
+        package let run: Runner
+    }
+
+    private let runners: [String: Entry]
 
     /// The op names, sorted.
     public var names: [String] { runners.keys.sorted() }
 
     /// The runner of the op named `name`.
-    public func runner(named name: String) -> Runner? { runners[name] }
+    public func runner(named name: String) -> Runner? { runners[name]?.run }
+
+    /// The runner of the op named `name`, in its `Entry` (the leader's path: nothing allocated).
+    package func entry(named name: String) -> Entry? { runners[name] }
 
     /// A registry of exactly these runners (tests, simulations).
     public init(runners: [String: Runner]) {
-        self.runners = runners
+        self.runners = runners.mapValues { Entry(run: $0) }
     }
 
     /// The ops of `rigs` (a leader serves every rig it is given), after

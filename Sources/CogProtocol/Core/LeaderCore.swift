@@ -1142,7 +1142,7 @@ public struct LeaderCore {
 
     /// The execution-point checks: the requester is not given up, the scope
     /// instance it acts in is live and its own, and the op exists.
-    private func admit(_ request: OpRequest) -> Result<OpRegistry.Runner, Rejection> {
+    private func admit(_ request: OpRequest) -> Result<OpRegistry.Entry, Rejection> {
         let worker = request.request.worker
         if let gone = goneWorkers.reason(worker) {
             // A worker given up (silent, or gone with a goodbye): all its work,
@@ -1152,7 +1152,7 @@ public struct LeaderCore {
         if let instance = request.instance, !settings.broken.contains(.instanceCheck), !scopes.isLive(instance, for: worker) {
             return .failure(Rejection(.retiredScope, "scope instance \(instance) is retired or not owned by \(worker)"))
         }
-        guard let runner = registry.runner(named: request.op) else {
+        guard let runner = registry.entry(named: request.op) else {
             return .failure(Rejection(.unknownOp, "no op named `\(request.op)` is registered"))
         }
         return .success(runner)
@@ -1161,10 +1161,10 @@ public struct LeaderCore {
     /// Runs the body as a turn; what it settled is buffered as the next
     /// record, with the scope events its writes cause — unless its record
     /// would be too large, when it is undone before anyone sees it.
-    private mutating func execute(_ request: OpRequest, _ runner: OpRegistry.Runner, digest: [UInt8]) -> Result<OpReply.Outcome, Rejection> {
+    private mutating func execute(_ request: OpRequest, _ runner: OpRegistry.Entry, digest: [UInt8]) -> Result<OpReply.Outcome, Rejection> {
         let turns: [CogDurableTurn]
         do {
-            turns = try runner(cogs, request.argument, durable, request.name ?? request.op)
+            turns = try runner.run(cogs, request.argument, durable, request.name ?? request.op)
         } catch let refusal as Refusal {
             // The body said no: its turn kept nothing (`Refusal` checked the code and reason).
             return .success(.refused(code: refusal.code, reason: refusal.reason))
