@@ -589,24 +589,38 @@ struct ShippingLeaderTests {
         #expect(try Self.call(n2, 6).hasPrefix("applied revision 6"))
     }
 
-    /// Starts n1, a lab leader whose freeze cue is armed on `trigger`
-    /// (`COGD_LAB_FREEZE_UNSHIPPED`), then n2, and waits until n1 leads
-    /// epoch 1 with n2 named its synchronous standby. The caller stops both.
-    static func startFreezeCued(
-        _ etcd: TestEtcd, _ n1: HALeaderTests.Node, _ n2: HALeaderTests.Node, trigger: String
-    ) throws -> (first: CogdProcess, second: CogdProcess) {
-        let first = try CogdProcess(
-            executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
-        #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+    /// n1, a lab leader whose freeze cue (`COGD_LAB_FREEZE_UNSHIPPED`)
+    /// watches a trigger file of its own, then n2; started, n1 leads epoch 1
+    /// with n2 named its synchronous standby. `end()` stops both and removes
+    /// the file.
+    final class FreezeCued {
+        let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
+        let first: CogdProcess
         let second: CogdProcess
-        do {
-            second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
-        } catch {
-            first.stop()
-            throw error
+
+        init(_ etcd: TestEtcd, _ n1: HALeaderTests.Node, _ n2: HALeaderTests.Node) throws {
+            first = try CogdProcess(
+                executable: cogdLabExecutable(), n1.arguments(etcd) + ["--sync", "one"], environment: ["COGD_LAB_FREEZE_UNSHIPPED": trigger])
+            #expect(first.waitForLine { $0.contains("epoch 1, revision 0") } != nil, "\(first.lines)")
+            do {
+                second = try CogdProcess(executable: cogdLabExecutable(), n2.arguments(etcd) + ["--sync", "one"])
+            } catch {
+                first.stop()
+                throw error
+            }
+            #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
         }
-        #expect(waitUntil { (try? etcd.get("/cogd/bank/sync")) == "1 n1 n2" }, "\(second.lines)")
-        return (first, second)
+
+        /// Arms the cue for n1's next commit: the trigger file, holding `content` (what the lab's cue reads).
+        func arm(_ content: String = "") -> Bool {
+            FileManager.default.createFile(atPath: trigger, contents: Data(content.utf8))
+        }
+
+        func end() {
+            first.stop()
+            second.stop()
+            try? FileManager.default.removeItem(atPath: trigger)
+        }
     }
 
     @Test func `a leader frozen past its lease holding a commit no standby received takes it back, then catches up with the next leader instead of a copy`() throws {
@@ -615,18 +629,14 @@ struct ShippingLeaderTests {
         guard try cluster.etcd.start() else { return }
         let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         // The lab's leader: with the trigger file present, it keeps its next commit from the standby, commits it, and freezes.
-        let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: trigger) }
-        let (first, second) = try Self.startFreezeCued(etcd, n1, n2, trigger: trigger)
-        defer {
-            first.stop()
-            second.stop()
-        }
+        let cued = try FreezeCued(etcd, n1, n2)
+        defer { cued.end() }
+        let (first, second) = (cued.first, cued.second)
         #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
         #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
 
         // Revision 3 is committed on n1 alone, and n1 freezes with its reply held.
-        #expect(FileManager.default.createFile(atPath: trigger, contents: nil))
+        #expect(cued.arm())
         let unanswered = Thread.detachNewThreadResult { try? Self.call(n1, 3) }
         #expect(first.waitForLine { $0.contains("committed the commit from revision 3, which no standby received") } != nil, "\(first.lines)")
         // n2 takes the lead past n1's lease, at revision 2.
@@ -664,18 +674,14 @@ struct ShippingLeaderTests {
         guard try cluster.etcd.start() else { return }
         let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         // The lab's leader: with `shipped` in the trigger file, it ships its next commit as usual and freezes once it is committed.
-        let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: trigger) }
-        let (first, second) = try Self.startFreezeCued(etcd, n1, n2, trigger: trigger)
-        defer {
-            first.stop()
-            second.stop()
-        }
+        let cued = try FreezeCued(etcd, n1, n2)
+        defer { cued.end() }
+        let (first, second) = (cued.first, cued.second)
         #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
         #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
 
         // Revision 3 reaches n2, which acknowledges it; n1 freezes before it can release its reply.
-        #expect(FileManager.default.createFile(atPath: trigger, contents: Data("shipped".utf8)))
+        #expect(cued.arm("shipped"))
         let unanswered = Thread.detachNewThreadResult { try? Self.call(n1, 3) }
         #expect(first.waitForLine { $0.contains("committed the commit from revision 3, shipped as usual") } != nil, "\(first.lines)")
         #expect(second.waitForLine(timeout: .seconds(30)) { $0.contains("epoch 2, revision 3") } != nil, "\(second.lines)")
@@ -705,17 +711,13 @@ struct ShippingLeaderTests {
         guard try cluster.etcd.start() else { return }
         let (etcd, n1, n2) = (cluster.etcd, cluster.n1, cluster.n2)
         let teller2 = RequestID(worker: "teller", sequence: 2)
-        let trigger = FileManager.default.temporaryDirectory.appendingPathComponent("cogd-freeze-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: trigger) }
-        let (first, second) = try Self.startFreezeCued(etcd, n1, n2, trigger: trigger)
-        defer {
-            first.stop()
-            second.stop()
-        }
+        let cued = try FreezeCued(etcd, n1, n2)
+        defer { cued.end() }
+        let (first, second) = (cued.first, cued.second)
         #expect(try Self.call(n1, 1).hasPrefix("applied revision 1"))
 
         // Two answers without a record (a1 is open already), each a commit kept from n2; n1 freezes after the second.
-        #expect(FileManager.default.createFile(atPath: trigger, contents: Data("2".utf8)))
+        #expect(cued.arm("2"))
         let unanswered = Thread.detachNewThreadResult { try? Self.openA1(n1, 2) }
         #expect(first.waitForLine { $0.contains("the commit from revision 2 is kept from the standbys") } != nil, "\(first.lines)")
         let alsoUnanswered = Thread.detachNewThreadResult { try? Self.openA1(n1, 3) }
