@@ -517,11 +517,12 @@ public final class Leader {
     /// is taken back (`TurnStore.closeTakingBack`): a standby that took the
     /// lead may never have received it, and a folder that ends before it
     /// catches up with the next leader's log instead of being sent a whole
-    /// copy (`protocol/ha.md` §5) — unless every standby named in the sync
-    /// key acknowledges it within `stepDownAcknowledgementWait` (it is in
-    /// their logs then, and is kept). Whatever the last commit, the replies not indexed yet are not
-    /// indexed first (that would be a commit no standby has): the next start
-    /// rebuilds them from the records.
+    /// copy (`protocol/ha.md` §5) — unless every standby that may take the
+    /// lead (named in the sync key, or that a write in flight or unanswered
+    /// would name) acknowledges it within `stepDownAcknowledgementWait` (it
+    /// is in their logs then, and is kept). Whatever the last commit, the
+    /// replies not indexed yet are not indexed first (that would be a commit
+    /// no standby has): the next start rebuilds them from the records.
     public func closeSteppingDown() -> LastCommitOnStepDown {
         let acknowledged = namedStandbysAcknowledgeLastCommit(within: Leader.stepDownAcknowledgementWait)
         closeServing(indexingReplies: false)
