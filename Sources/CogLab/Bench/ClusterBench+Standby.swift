@@ -44,10 +44,13 @@ extension ClusterBench {
         private let logFolder: String
         private var logFile: String { "\(logFolder)/\(name)-\(starts).log" }
         private let interruptGuard: LabInterruptGuard
+        /// The CPUs its process runs on (empty: wherever the system puts it).
+        let cpus: [Int]
 
-        init(name: String, root: String, ports: LoopbackPorts, interruptGuard: LabInterruptGuard) {
+        init(name: String, root: String, ports: LoopbackPorts, interruptGuard: LabInterruptGuard, cpus: [Int] = []) {
             self.name = name
             self.interruptGuard = interruptGuard
+            self.cpus = cpus
             data = root + "/" + name
             logFolder = root
             requests = ports.nextEndpoint()
@@ -72,7 +75,15 @@ extension ClusterBench {
                 ] + options
             node.standardOutput = log
             node.standardError = log
-            try node.run()
+            if !cpus.isEmpty {
+                // The child takes the affinity of the thread that starts it.
+                let allowed = ThreadAffinity.current()
+                try ThreadAffinity.pin(cpus)
+                defer { try? ThreadAffinity.pin(allowed) }
+                try node.run()
+            } else {
+                try node.run()
+            }
             process = node
             interruptGuard.add(node)
         }
@@ -116,7 +127,7 @@ extension ClusterBench {
         defer { etcd.stop() }
         let n1 = StandbyNode(name: "n1", root: root, ports: ports, interruptGuard: interruptGuard)
         defer { n1.stop() }
-        let n2 = StandbyNode(name: "n2", root: root, ports: ports, interruptGuard: interruptGuard)
+        let n2 = StandbyNode(name: "n2", root: root, ports: ports, interruptGuard: interruptGuard, cpus: Self.cpusBesideLeader(root: root))
         defer { n2.stop() }
         try etcd.start()
         let spin = ["--spin-wait", String(options.leaderSpinWaitMicroseconds)]
@@ -128,7 +139,8 @@ extension ClusterBench {
         try waitForSync(leader: n1, standby: n2, etcd: etcd)
         say(
             "n1 leads cluster \(Self.standbyCluster) on etcd \(etcd.url) with n2 its synchronous standby "
-                + "(--sync one, --lease-ttl \(Self.standbyLeaseTTL)); each reply waits for n2's acknowledgement")
+                + "(--sync one, --lease-ttl \(Self.standbyLeaseTTL)); each reply waits for n2's acknowledgement"
+                + (n2.cpus.isEmpty ? "" : "; n2 runs on CPU \(CPUList.format(n2.cpus)), apart from n1's serving thread"))
         let context = try ZMQContext()
         defer { context.close() }
         try Self.setUpAccounts(context: context, requests: n1.requests, name: "setup", keys: nil)
@@ -145,6 +157,19 @@ extension ClusterBench {
         if shapes.contains("failover") {
             for figure in try failovers(context: context, etcd: etcd, leader: n1, standby: n2) { report(figure) }
         }
+    }
+
+    /// The CPUs this process may use besides those where a leader's serving
+    /// thread goes (`--commit-cpu auto`: the disk's completion interrupts);
+    /// empty when that pins nothing or leaves none. n2 runs there, as a
+    /// standby on a machine of its own would: sharing n1's CPU, its commit
+    /// of a shipped turn would wait for n1's thread, which works on the same
+    /// turn at the same moment.
+    nonisolated static func cpusBesideLeader(root: String) -> [Int] {
+        let allowed = ThreadAffinity.current()
+        defer { try? ThreadAffinity.pin(allowed) }
+        guard let leader = try? CommitPlacement.apply(.automatic, dataFolder: root).cpus else { return [] }
+        return allowed.filter { !leader.contains($0) }
     }
 
     /// The round trip through the leader with its synchronous standby, and
