@@ -588,6 +588,9 @@ public final class Leader {
         if let cpus = placement.cpus { try ThreadAffinity.pin(cpus) }
         let previousName = ThreadAffinity.nameCurrentThread(Leader.servingThreadName)
         defer { if let previousName { ThreadAffinity.nameCurrentThread(previousName) } }
+        // Op bodies run on this thread: one that overflows its stack is marked a crash, like any other.
+        let signalStack = RunningRequestNote.giveThreadSignalStack()
+        defer { RunningRequestNote.releaseThreadSignalStack(signalStack) }
         var lastBatch = ContinuousClock.now
         var snapshotsWaiting = false
         configuration.metricsBoard?.setReadiness(true, "serving at \(boundRequestsEndpoint), epoch \(epoch)")

@@ -153,6 +153,24 @@ final class RunningRequestNote {
         }
     }
 
+    /// The alternate signal stack a serving thread gets, for the crash
+    /// handlers (they, and the Swift runtime's backtracer after them, need
+    /// far less).
+    static let signalStackBytes = 256 << 10
+
+    /// Gives the calling thread (the one that runs op bodies) an alternate
+    /// signal stack, so that a body that overflows the thread's stack still
+    /// has its crash marked (`turnlog.md` §1a); nil when the thread has one
+    /// already or none could be mapped. Released on the same thread.
+    static func giveThreadSignalStack() -> UnsafeMutableRawPointer? {
+        cogd_crash_mark_alternate_stack(signalStackBytes)
+    }
+
+    /// Takes back the calling thread's stack from `giveThreadSignalStack`.
+    static func releaseThreadSignalStack(_ stack: UnsafeMutableRawPointer?) {
+        cogd_crash_mark_alternate_stack_release(stack, signalStackBytes)
+    }
+
     /// Installs the fatal-signal handlers that mark a crash in this file
     /// (`cogd_crash_mark_arm`); disarmed when the note is released.
     func arm() throws(TurnStoreError) {

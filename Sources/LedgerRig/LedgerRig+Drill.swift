@@ -1,16 +1,30 @@
 import Cog
 
-/// Traps on demand: its body stops the process that runs it (`fatalError`).
-/// Recovery drills and tests send it to prove that a request whose body
-/// kills the leader kills it once — the restarted leader answers its retries
-/// `rejected("crashed-leader: …")` and never runs it again. Served only by
-/// a leader given `LedgerRig.trapOp` (`cogd leader --trap-op`): an unknown
-/// op everywhere else.
+/// Traps on demand: its body stops the process that runs it (`fatalError`;
+/// given the reason `stack overflow`, by recursing until the thread's
+/// stack runs out). Recovery drills and tests send it to prove that a
+/// request whose body kills the leader kills it once — the restarted leader
+/// answers its retries `rejected("crashed-leader: …")` and never runs it
+/// again. Served only by a leader given `LedgerRig.trapOp` (`cogd leader
+/// --trap-op`): an unknown op everywhere else.
 let _trapOp = RemoteOp<String>(
-    name: "ledger.trap", summary: "stops the leader that runs it, once (drills and tests; the argument: a reason)",
+    name: "ledger.trap",
+    summary: "stops the leader that runs it, once (drills and tests; the argument: a reason, `stack overflow` to overflow the stack)",
     example: "drill"
 ) { _, reason in
+    if reason == "stack overflow" { _ = exhaustStack(1) }
     fatalError("ledger.trap: trapping on demand (\(String(reflecting: reason)))")
+}
+
+/// Recurses, 2 KiB of stack a call, until the stack runs out (the guard
+/// page's fault, SIGSEGV); returns only if `depth` wraps to 0, which it
+/// does not before that.
+@inline(never) private func exhaustStack(_ depth: Int) -> Int {
+    if depth == 0 { return 0 }
+    return withUnsafeTemporaryAllocation(of: Int.self, capacity: 256) { frame in
+        frame.initialize(repeating: depth)
+        return exhaustStack(depth &+ frame[depth & 255] &- depth &+ 1) &+ frame[(depth &+ 1) & 255]
+    }
 }
 
 extension LedgerRig {

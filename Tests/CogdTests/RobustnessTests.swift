@@ -81,6 +81,38 @@ struct RobustnessTests {
         #expect(stored.outcome == .rejected(code: "crashed-leader", detail: "the leader stopped while running this request (op `ledger.trap`); it is not run again"))
     }
 
+    @Test func `a request whose body overflows the stack is marked a crash too: the leader dies of SIGSEGV once and its retry is rejected crashed-leader`() throws {
+        let folder = TemporaryFolder()
+        defer { folder.cleanUp() }
+        let ports = ClusterPorts()
+        var leader = try ports.startLeader(data: folder.path, options: ["--trap-op"], executable: cogdLabExecutable())
+        defer { leader.stop() }
+        let overflow = WireMessage.op(
+            OpRequest(request: RequestID(worker: "deep", sequence: 1), op: "ledger.trap", argument: try CBOREncoder().encode("stack overflow"))
+        ).encoded()
+        let first = try RawPeer(endpoint: ports.requests)
+        try first.send([overflow])
+        guard waitUntil({ !leader.process.isRunning }) else {
+            Issue.record("the overflow did not stop the leader")
+            return
+        }
+        #expect(leader.process.terminationReason == .uncaughtSignal && leader.process.terminationStatus == SIGSEGV, "\(leader.process.terminationStatus)")
+
+        // The handler ran on the serving thread's alternate stack and marked the note: the first death quarantines.
+        leader = try ports.startLeader(data: folder.path, options: ["--trap-op"], executable: cogdLabExecutable())
+        let logged = leader.waitForLine { $0.contains("quarantined request") }
+        #expect(
+            logged?.hasSuffix(
+                #" WARN  cogd-lab leader: quarantined request "deep#1" (op "ledger.trap"): the previous leader process died of SIGSEGV while running it; its retries are answered rejected(crashed-leader)"#)
+                == true, "\(leader.lines)")
+        guard case .reply(let reply)? = try RawPeer(endpoint: ports.requests).exchange([overflow]) else {
+            Issue.record("no reply to the retry")
+            return
+        }
+        #expect(reply.outcome == .rejected(code: "crashed-leader", detail: "the leader stopped while running this request (op `ledger.trap`); it is not run again"))
+        #expect(leader.process.isRunning, "the retry was not run again")
+    }
+
     /// The `running-request` file a leader killed by SIGKILL while running
     /// `request` leaves (`protocol/turnlog.md` §1): the note, no crash mark,
     /// and no survivor.

@@ -1,5 +1,6 @@
 #ifndef COGD_CRASH_MARK_H
 #define COGD_CRASH_MARK_H
+#include <stddef.h>
 #include <stdint.h>
 
 /// Installs handlers for the fatal signals a crash raises (SIGSEGV, SIGILL,
@@ -28,5 +29,18 @@ void cogd_crash_mark_courier(int wake_fd, int done_fd, int wait_ms);
 
 /// Removes the courier set with `wake_fd`; does nothing when another is set.
 void cogd_crash_mark_courier_release(int wake_fd);
+
+/// Gives the calling thread an alternate signal stack of `size` bytes
+/// (sigaltstack(2), mapped with a guard page below it), where the handlers
+/// run: a thread that overflowed its own stack then still marks its crash.
+/// Returns the mapping, for `cogd_crash_mark_alternate_stack_release`; NULL
+/// when the thread has one already or none could be made (the handlers
+/// then run on the thread's stack, as before).
+void *cogd_crash_mark_alternate_stack(size_t size);
+
+/// Removes the calling thread's alternate signal stack made by
+/// `cogd_crash_mark_alternate_stack` and unmaps it; does nothing for NULL,
+/// another stack, or while a handler runs on it.
+void cogd_crash_mark_alternate_stack_release(void *memory, size_t size);
 
 #endif
