@@ -103,10 +103,22 @@ public final class Cogs: CogOps {
     /// `settle`, and the refusal of the turn it ran (an op body that
     /// refused: it settled nothing of its own).
     package func settleOp(named name: String, _ body: @escaping (Writer) -> Void) -> (turns: [CogDurableTurn], refusal: Refusal?) {
+        collectingDurableTurns { graph.turn(named: name, owner: nil, body) }
+    }
+
+    /// `settleOp` for a body that need not escape, when the graph runs it
+    /// at once (it is idle, as it is between a leader's ops); nil when it
+    /// would queue it, and the caller then gives `settleOp` an escaping body.
+    package func settleOpAtOnce(named name: String, _ body: (Writer) -> Void) -> (turns: [CogDurableTurn], refusal: Refusal?)? {
+        guard graph.runsTurnsAtOnce else { return nil }
+        return collectingDurableTurns { graph.turnAtOnce(named: name, body) }
+    }
+
+    private func collectingDurableTurns(_ run: () -> Refusal?) -> (turns: [CogDurableTurn], refusal: Refusal?) {
         let outer = graph.collectedDurableTurns
         graph.collectedDurableTurns = []
         defer { graph.collectedDurableTurns = outer }
-        let refusal = graph.turn(named: name, owner: nil, body)
+        let refusal = run()
         return (graph.collectedDurableTurns ?? [], refusal)
     }
 

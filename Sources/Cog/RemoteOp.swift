@@ -238,7 +238,10 @@ enum RemoteOpRegistry {
     ) -> OpRegistry.Runner {
         { cogs, bytes, codec, turnName in
             let argument = try codec.decode(Argument.self, from: bytes)
-            let (turns, refusal) = cogs.settleOp(named: turnName) { c in run(body, c, argument) }
+            // At once (the leader's case) the body stays on the stack; else it escapes into the graph's queue.
+            let (turns, refusal) =
+                cogs.settleOpAtOnce(named: turnName) { c in run(body, c, argument) }
+                ?? cogs.settleOp(named: turnName) { c in run(body, c, argument) }
             if let refusal {
                 // A refused turn stages nothing, so flushes nothing; only a
                 // turn it queued could settle, and an op body queues none.

@@ -473,11 +473,23 @@ final class Graph {
             return nil
         case .idle:
             if let owner, !owner.admitsTurns { return nil }
-            runTurn(named: name, body)
-            let refusal = lastRefusal
-            drain()
-            return refusal
+            return turnAtOnce(named: name, body)
         }
+    }
+
+    /// Whether a turn asked for now runs before `turn` returns (the graph
+    /// idle, no computation running): its body then need not escape.
+    var runsTurnsAtOnce: Bool { phase == .idle && computingComputation == nil }
+
+    /// An owner-less turn when `runsTurnsAtOnce`: `body` runs before this
+    /// returns, so it may live on the caller's stack (no closure context
+    /// allocated for it).
+    func turnAtOnce(named name: String, _ body: (Writer) -> Void) -> Refusal? {
+        precondition(runsTurnsAtOnce, "internal inconsistency: a turn run at once while the graph is not idle")
+        runTurn(named: name, body)
+        let refusal = lastRefusal
+        drain()
+        return refusal
     }
 
     /// A turn the graph itself asks for (async publication, discard): it
