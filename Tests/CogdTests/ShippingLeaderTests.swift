@@ -292,7 +292,10 @@ struct ShippingLeaderTests {
         #expect(try Self.call(n1, 2).hasPrefix("applied revision 2"))
     }
 
-    @Test func `a request whose body crashed the leader is quarantined by the standby that takes over, not run again`() throws {
+    /// `ledger.trap`'s reasons: a trap (SIGILL or SIGTRAP), and a stack
+    /// overflow (SIGSEGV), whose handler runs on the serving thread's alternate stack.
+    @Test(arguments: ["on demand", "stack overflow"])
+    func `a request whose body crashed the leader is quarantined by the standby that takes over, not run again`(reason: String) throws {
         let cluster = try TwoNodes()
         defer { cluster.end() }
         guard try cluster.etcd.start() else { return }
@@ -309,7 +312,7 @@ struct ShippingLeaderTests {
 
         // The poison pill: its body traps, and the leader dies of it.
         let trap = WireMessage.op(
-            OpRequest(request: RequestID(worker: "poison", sequence: 1), op: "ledger.trap", argument: try CBOREncoder().encode("on demand"))
+            OpRequest(request: RequestID(worker: "poison", sequence: 1), op: "ledger.trap", argument: try CBOREncoder().encode(reason))
         ).encoded()
         let poisoner = try RawPeer(endpoint: "tcp://127.0.0.1:\(n1.requests)")
         try poisoner.send([trap])
@@ -317,8 +320,9 @@ struct ShippingLeaderTests {
             Issue.record("the trap did not stop the leader: \(first.lines)")
             return
         }
-        #expect([SIGILL, SIGTRAP].contains(first.process.terminationStatus), "\(first.process.terminationStatus)")
-        let signal = first.process.terminationStatus == SIGILL ? "SIGILL" : "SIGTRAP"
+        let signals = [SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGSEGV: "SIGSEGV"]
+        #expect((reason == "stack overflow" ? [SIGSEGV] : [SIGILL, SIGTRAP]).contains(first.process.terminationStatus), "\(first.process.terminationStatus)")
+        let signal = signals[first.process.terminationStatus] ?? "signal \(first.process.terminationStatus)"
         // Before it died, its courier told the standby which request it was running.
         let told = second.waitForLine { $0.contains("leader-crashed") || $0.contains("died of") }
         #expect(told?.contains(#"the leader of epoch 1 died of \#(signal) while running request "poison#1" (op "ledger.trap"): should this node lead, it answers that request rejected(crashed-leader) and does not run it"#) == true, "\(second.lines)")
