@@ -17,13 +17,15 @@ let _trapOp = RemoteOp<String>(
 }
 
 /// Recurses, 2 KiB of stack a call, until the stack runs out (the guard
-/// page's fault, SIGSEGV); returns only if `depth` wraps to 0, which it
-/// does not before that.
+/// page's fault, SIGSEGV). The next depth is read back from the frame and
+/// the call's result is used after it, so the optimizer can neither drop
+/// the frames nor make the recursion a loop; it returns only if `depth`
+/// wraps to 0, which it does not before the stack ends.
 @inline(never) private func exhaustStack(_ depth: Int) -> Int {
     if depth == 0 { return 0 }
     return withUnsafeTemporaryAllocation(of: Int.self, capacity: 256) { frame in
         frame.initialize(repeating: depth)
-        return exhaustStack(depth &+ frame[depth & 255] &- depth &+ 1) &+ frame[(depth &+ 1) & 255]
+        return exhaustStack(frame[depth & 255] &+ 1) &+ frame[0]
     }
 }
 

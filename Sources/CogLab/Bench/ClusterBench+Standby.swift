@@ -75,15 +75,11 @@ extension ClusterBench {
                 ] + options
             node.standardOutput = log
             node.standardError = log
-            if !cpus.isEmpty {
-                // The child takes the affinity of the thread that starts it.
-                let allowed = ThreadAffinity.current()
-                try ThreadAffinity.pin(cpus)
-                defer { try? ThreadAffinity.pin(allowed) }
-                try node.run()
-            } else {
-                try node.run()
-            }
+            // The child takes the affinity of the thread that starts it.
+            let allowed = ThreadAffinity.current()
+            if !cpus.isEmpty { try ThreadAffinity.pin(cpus) }
+            defer { if !cpus.isEmpty { try? ThreadAffinity.pin(allowed) } }
+            try node.run()
             process = node
             interruptGuard.add(node)
         }
