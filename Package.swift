@@ -36,7 +36,8 @@ let package = Package(
         // Deterministic CBOR, request ids, turn records, scope events, digests: no LMDB.
         .target(name: "CogCodec", dependencies: ["Cog", "CCRC32C", "CSHA256"]),
         // The LMDB store.
-        .target(name: "CogLog", dependencies: ["Cog", "CogCodec", "CLMDB"]),
+        .target(name: "CPrefetch"),
+        .target(name: "CogLog", dependencies: ["Cog", "CogCodec", "CLMDB", "CPrefetch"]),
         .target(name: "CFileAccess"),
         // Every protocol rule as a state machine, and the messages: no ZeroMQ,
         // LMDB, Glibc or clock (Tests/CoreTests/ModulePurityTests.swift checks).

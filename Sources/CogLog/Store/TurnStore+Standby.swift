@@ -68,7 +68,7 @@ extension TurnStore {
         let drafts = records.map(\.draft)
         let digests = try stateDigests(after: drafts)
         if let drifted = records.indices.first(where: { records[$0].stateDigest != digests[$0] }) {
-            entryHashes = [:]
+            entryHashes.removeAll()
             throw TurnStoreError(
                 code: .diverged,
                 message: "after shipped turn \(records[drifted].revision) the copy in \(directory) has state digest "

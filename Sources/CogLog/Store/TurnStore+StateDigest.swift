@@ -1,56 +1,13 @@
 internal import CLMDB
 import CogCodec
 
-/// A state entry's stored key as a dictionary key. A key of up to 32
-/// bytes (a source's name and a short encoded key: most of them) is held
-/// in place, so looking a hot entry up allocates nothing; a longer one is
-/// held as an array, hashed as one run of bytes.
-struct StoredKey: Hashable {
-    /// The first 32 bytes, zero-padded, and how many bytes there are.
-    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-    private let count: Int
-    /// The bytes of a key longer than 32 (nil: held in `words`).
-    private let spilled: [UInt8]?
-
-    static let inlineBytes = 32
-
-    init(bytes: UnsafeRawBufferPointer) {
-        count = bytes.count
-        if bytes.count > StoredKey.inlineBytes {
-            spilled = Array(bytes)
-        } else {
-            spilled = nil
-            if !bytes.isEmpty { withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) } }
-        }
-    }
-
-    init(bytes: [UInt8]) {
-        self = bytes.withUnsafeBytes { StoredKey(bytes: $0) }
-    }
-
-    static func == (lhs: StoredKey, rhs: StoredKey) -> Bool {
-        lhs.count == rhs.count && lhs.words == rhs.words && lhs.spilled == rhs.spilled
-    }
-
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(count)
-        if let spilled {
-            spilled.withUnsafeBytes { hasher.combine(bytes: $0) }
-        } else {
-            hasher.combine(words.0)
-            hasher.combine(words.1)
-            hasher.combine(words.2)
-            hasher.combine(words.3)
-        }
-    }
-}
-
 extension TurnStore {
     /// How many revisions' digests a writer keeps in memory (older ones are
     /// read from their records).
     static let recentDigestCount = 4_096
-    /// How many entry hashes a writer keeps (about 100 bytes each with a
-    /// short key): a hot entry's old hash is then neither read nor hashed again.
+    /// How many entry hashes a writer keeps (64 to 128 bytes each with a
+    /// short key, `EntryHashCache`): a hot entry's old hash is then neither
+    /// read nor hashed again.
     static let entryHashCacheLimit = 1 << 16
 
     /// The state digest as of the last revision (`StateDigest`): the last
@@ -83,19 +40,16 @@ extension TurnStore {
     /// The digest of the state after each draft, from the running digest:
     /// each write's old entry hash comes from `entryHashes` (the batch's
     /// earlier writes and recently written entries), else from the state
-    /// table (read and hashed). O(writes), one dictionary update per write.
+    /// table (read and hashed). O(writes), one cache exchange per write.
     ///
     /// - Important: `entryHashes` then holds the batch's writes before they
     ///   commit: a commit that fails must clear it (`append` does).
     func stateDigests(after drafts: [TurnDraft]) throws(TurnStoreError) -> [StateDigest] {
         guard !drafts.isEmpty else { return [] }
         var digest = try currentStateDigest()
-        if entryHashes.count > TurnStore.entryHashCacheLimit { entryHashes = [:] }
+        if entryHashes.count > TurnStore.entryHashCacheLimit { entryHashes.removeAll() }
         var after: [StateDigest] = []
         after.reserveCapacity(drafts.count)
-        // Each write's stored key, built in one reused buffer.
-        var stored: [UInt8] = []
-        stored.reserveCapacity(64)
         do {
             try runRead { txn in
                 // Drafts and writes are read in place: copying them retained every string and array.
@@ -104,20 +58,20 @@ extension TurnStore {
                         try drafts[draft].writes.withUnsafeBufferPointer { writes in
                             for write in writes.indices {
                                 try TurnStore.withEntryBytes(writes.baseAddress! + write) { name, key, value in
-                                    stored.removeAll(keepingCapacity: true)
-                                    if StateLayout.isPlain(nameBytes: name.count, keyBytes: key?.count) {
-                                        stored.append(contentsOf: name)
-                                        stored.append(0)
-                                        if let key { stored.append(contentsOf: key) }
-                                    } else {
-                                        stored = StateLayout.storedKey(name: writes[write].name, key: writes[write].key)  // under its digest (rare)
-                                    }
+                                    let plain = StateLayout.isPlain(nameBytes: name.count, keyBytes: key?.count)
+                                    // A plain key is built in place; one stored under its digest is rare.
+                                    let digestKey = plain ? nil : StateLayout.storedKey(name: writes[write].name, key: writes[write].key)
+                                    let cached = digestKey.map { StoredKey(bytes: $0) } ?? StoredKey(plainName: name, key: key)
+                                    entryHashes.prefetch(cached)  // its slot comes in while the new value is hashed
                                     let keyBytes = key ?? UnsafeRawBufferPointer(start: nil, count: 0)
                                     let new = value.map { StateDigest.entryHash(name: name, key: keyBytes, value: $0) } ?? 0
                                     // A released entry's hash is 0: absent, as in the state table.
-                                    if let known = entryHashes.updateValue(new, forKey: StoredKey(bytes: stored)) {
+                                    if let known = entryHashes.exchange(new, for: cached) {
                                         digest.replace(entryHash: known, with: new)
-                                    } else if let held = try txn.get(self.stateHandle, stored),
+                                        return
+                                    }
+                                    let stored = digestKey ?? StateLayout.storedKey(name: writes[write].name, key: writes[write].key)
+                                    if let held = try txn.get(self.stateHandle, stored),
                                         let old = StateLayout.value(stored: held, storedKey: stored, key: writes[write].key)
                                     {
                                         let oldHash = old.withUnsafeBytes { StateDigest.entryHash(name: name, key: keyBytes, value: $0) }
@@ -133,7 +87,7 @@ extension TurnStore {
                 }
             }
         } catch {
-            entryHashes = [:]
+            entryHashes.removeAll()
             throw error
         }
         return after

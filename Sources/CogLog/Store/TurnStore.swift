@@ -129,7 +129,7 @@ public final class TurnStore {
     /// Entry hashes of state entries recently written, by stored key (the
     /// old hash a write takes off, without reading and hashing the old
     /// value again; 0: released); cleared past `entryHashCacheLimit`.
-    var entryHashes: [StoredKey: UInt128] = [:]
+    var entryHashes = EntryHashCache()
 
     /// Opens the store in `directory`.
     ///
@@ -531,7 +531,7 @@ public final class TurnStore {
         case nil: unindexedAfter = unindexedFrom
         }
         // The entry hashes hold this commit's writes already: a failed commit forgets them.
-        defer { if lastRevision != last, !contents.isEmpty { entryHashes = [:] } }
+        defer { if lastRevision != last, !contents.isEmpty { entryHashes.removeAll() } }
         let pruned = try run { () throws in
             try environment.write { (txn: Transaction) -> PruneReport? in
                 try batch.bytes.withUnsafeBytes { all in
