@@ -126,10 +126,12 @@ struct EntryHashCache {
     /// `exchange` for it after other work (the entry hash's SHA-256) then
     /// does not wait for memory. A batch's writes mostly touch slots last
     /// touched a batch ago, long evicted by the commit between.
-    func prefetch(_ key: StoredKey) {
+    /// (Mutating only so that a call on a stored property borrows the table
+    /// instead of copying it.)
+    mutating func prefetch(_ key: StoredKey) {
         guard !slots.isEmpty else { return }
         let index = slotIndex(key)
-        slots.withUnsafeBufferPointer { cogd_prefetch_for_write($0.baseAddress! + index) }
+        slots.withUnsafeMutableBufferPointer { cogd_prefetch_for_write($0.baseAddress! + index) }
     }
 
     private func slotIndex(_ key: StoredKey) -> Int {
