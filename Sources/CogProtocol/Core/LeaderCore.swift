@@ -432,7 +432,8 @@ public struct LeaderCore {
         // The quarantined answers rode along with every commit since settling: stored now.
         if committing != nil { quarantine = [:] }
         if committing?.index == .indexed {
-            unindexed = [:]
+            // Kept at its size (bounded by the index interval): it fills again.
+            unindexed.removeAll(keepingCapacity: true)
             indexNow = false
         }
         committing = nil
@@ -440,7 +441,9 @@ public struct LeaderCore {
         batchDrops = []
         dedupRows = []
         rejectionRows = []
-        batchReplies = [:]
+        // Kept at its size (bounded by the batch's): built anew, every batch
+        // regrew it from empty, rehashing at each doubling.
+        batchReplies.removeAll(keepingCapacity: true)
         if highestAnswered.count > LeaderCore.answeredCacheLimit {
             // A cache of what `lastSequence(of:)` reads: one-off names (each
             // `cogd call`) would otherwise pile up in it forever.
