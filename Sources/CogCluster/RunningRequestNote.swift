@@ -210,9 +210,16 @@ final class RunningRequestNote {
                 shift -= 8
             }
         }
+        func copy(_ bytes: UnsafeRawBufferPointer) {
+            if let base = bytes.baseAddress { (mapping + offset).copyMemory(from: base, byteCount: bytes.count) }
+            offset += bytes.count
+        }
         func text<S: Collection<UInt8>>(_ utf8: S) {
             head(3, UInt64(utf8.count))
-            for value in utf8 { byte(value) }
+            // In one copy where the bytes are contiguous (a native string's are).
+            if utf8.withContiguousStorageIfAvailable({ copy(UnsafeRawBufferPointer($0)) }) == nil {
+                for value in utf8 { byte(value) }
+            }
         }
         // A worker name holds at most 255 bytes (checked before any op runs);
         // the op name is cut at 1,024 bytes, on a character boundary.
@@ -232,7 +239,7 @@ final class RunningRequestNote {
         head(0, request.sequence)
         text("digest".utf8)
         head(2, UInt64(digest.count))
-        for value in digest { byte(value) }
+        digest.withUnsafeBytes { copy($0) }
         text("worker".utf8)
         text(request.worker.utf8)
         setLength(offset - 4)

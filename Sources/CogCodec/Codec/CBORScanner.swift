@@ -1,3 +1,5 @@
+import Foundation
+
 /// Reads deterministic CBOR item by item, for hot paths that know the exact
 /// layout to expect (an `op` frame): no tree is built, and any surprise —
 /// another key, another type, a truncation — reads as `nil`, so the caller
@@ -178,8 +180,10 @@ package struct CBORScanner {
     /// Reads the text `expected` if it comes next; otherwise reads nothing.
     package mutating func skip(text expected: StaticString) -> Bool {
         let saved = offset
+        // Compared as memory: the generic `elementsEqual` on a slice took 1%
+        // of a leader's serving thread, a byte and an index check at a time.
         guard let span = span(major: 3), span.count == expected.utf8CodeUnitCount,
-            bytes[span].elementsEqual(UnsafeBufferPointer(start: expected.utf8Start, count: expected.utf8CodeUnitCount))
+            span.isEmpty || bytes.withUnsafeBytes({ memcmp($0.baseAddress! + span.lowerBound, expected.utf8Start, span.count) == 0 })
         else {
             offset = saved
             return false
