@@ -210,14 +210,16 @@ final class RunningRequestNote {
                 shift -= 8
             }
         }
-        func copy(_ bytes: UnsafeRawBufferPointer) {
-            if let base = bytes.baseAddress { (mapping + offset).copyMemory(from: base, byteCount: bytes.count) }
-            offset += bytes.count
-        }
+        // The closures below take the offset by value: one that captured
+        // `offset` itself would check exclusive access to it at run time.
+        let mapping = self.mapping
         func text<S: Collection<UInt8>>(_ utf8: S) {
             head(3, UInt64(utf8.count))
             // In one copy where the bytes are contiguous (a native string's are).
-            if utf8.withContiguousStorageIfAvailable({ copy(UnsafeRawBufferPointer($0)) }) == nil {
+            let at = offset
+            if utf8.withContiguousStorageIfAvailable({ RunningRequestNote.copy(UnsafeRawBufferPointer($0), to: mapping + at) }) != nil {
+                offset += utf8.count
+            } else {
                 for value in utf8 { byte(value) }
             }
         }
@@ -239,11 +241,17 @@ final class RunningRequestNote {
         head(0, request.sequence)
         text("digest".utf8)
         head(2, UInt64(digest.count))
-        digest.withUnsafeBytes { copy($0) }
+        let at = offset
+        digest.withUnsafeBytes { RunningRequestNote.copy($0, to: mapping + at) }
+        offset += digest.count
         text("worker".utf8)
         text(request.worker.utf8)
         setLength(offset - 4)
         isClear = false
+    }
+
+    private static func copy(_ bytes: UnsafeRawBufferPointer, to destination: UnsafeMutableRawPointer) {
+        if let base = bytes.baseAddress { destination.copyMemory(from: base, byteCount: bytes.count) }
     }
 
     /// Keeps a request another process's crash stopped: what a standby is
