@@ -153,6 +153,15 @@ enum StreamItem {
     }
 
     /// Whether the text at `range` spells `name`.
+    /// Whether two ranges of `bytes` hold the same bytes.
+    static func bytesEqual(_ bytes: [UInt8], _ first: Range<Int>, _ second: Range<Int>) -> Bool {
+        first.count == second.count
+            && (first.isEmpty
+                || bytes.withUnsafeBufferPointer { whole in
+                    memcmp(whole.baseAddress! + first.lowerBound, whole.baseAddress! + second.lowerBound, first.count) == 0
+                })
+    }
+
     static func textEquals(_ bytes: [UInt8], _ range: Range<Int>, _ name: String) -> Bool {
         var name = name
         return name.withUTF8 { utf8 in
@@ -231,6 +240,9 @@ struct StreamKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// A large map (a `[String: T]`) is indexed once: each key's value offset
     /// (the last entry of a repeated key, as the tree decoder reads it).
     private let index: [String: Int]?
+    /// A small map whose keys' bytes all differ: a key's first entry is its
+    /// only one, so a lookup stops there instead of reading the whole map.
+    private let distinct: Bool
     let codingPath: [any CodingKey]
 
     init(bytes: [UInt8], entries: Int, count: Int, codingPath: [any CodingKey]) throws {
@@ -241,17 +253,24 @@ struct StreamKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         // Every key must be text (the tree decoder says so when one is not).
         var index: [String: Int]? = count > 16 ? [:] : nil
         index?.reserveCapacity(count)
-        var position = entries
-        for _ in 0..<count {
-            let keyRange = try StreamItem.string(bytes, at: position, major: 3)
-            position = keyRange.upperBound
-            if index != nil {
-                index![bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[keyRange]), as: UTF8.self) }] =
-                    position
+        var distinct = index == nil
+        try withUnsafeTemporaryAllocation(of: Range<Int>.self, capacity: index == nil ? count : 0) { keys in
+            var position = entries
+            for entry in 0..<count {
+                let keyRange = try StreamItem.string(bytes, at: position, major: 3)
+                position = keyRange.upperBound
+                if index != nil {
+                    index![bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[keyRange]), as: UTF8.self) }] =
+                        position
+                } else {
+                    if distinct, keys[0..<entry].contains(where: { StreamItem.bytesEqual(bytes, $0, keyRange) }) { distinct = false }
+                    keys.initializeElement(at: entry, to: keyRange)
+                }
+                position = try StreamItem.end(bytes, of: position)
             }
-            position = try StreamItem.end(bytes, of: position)
         }
         self.index = index
+        self.distinct = distinct
     }
 
     var allKeys: [Key] {
@@ -278,7 +297,10 @@ struct StreamKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
             guard let keyRange = try? StreamItem.string(bytes, at: position, major: 3),
                 let next = try? StreamItem.end(bytes, of: keyRange.upperBound)
             else { return nil }
-            if StreamItem.textEquals(bytes, keyRange, name) { found = keyRange.upperBound }
+            if StreamItem.textEquals(bytes, keyRange, name) {
+                if distinct { return keyRange.upperBound }
+                found = keyRange.upperBound
+            }
             position = next
         }
         return found
