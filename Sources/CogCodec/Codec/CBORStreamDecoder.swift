@@ -152,7 +152,6 @@ enum StreamItem {
         return position
     }
 
-    /// Whether the text at `range` spells `name`.
     /// Whether two ranges of `bytes` hold the same bytes.
     static func bytesEqual(_ bytes: [UInt8], _ first: Range<Int>, _ second: Range<Int>) -> Bool {
         first.count == second.count
@@ -162,6 +161,7 @@ enum StreamItem {
                 })
     }
 
+    /// Whether the text at `range` spells `name`.
     static func textEquals(_ bytes: [UInt8], _ range: Range<Int>, _ name: String) -> Bool {
         var name = name
         return name.withUTF8 { utf8 in
