@@ -70,9 +70,9 @@ struct StoredKey: Equatable {
 /// (it doubles from 1,024 slots). A slot holds its key's first 32 bytes in
 /// place, so a lookup of a short key allocates nothing and compares four
 /// words. A short key's slot comes from a folded 64×64-bit multiply of
-/// its words with seeds drawn at random for each cache, so keys chosen to
-/// collide cannot be chosen without the seeds; a longer key goes through
-/// the standard library's seeded `Hasher`. About 64 bytes per entry (and a
+/// its words with a salt drawn at random for each cache, so keys that
+/// collide cannot be chosen without knowing it; a longer key goes through
+/// the standard library's randomly keyed `Hasher`. About 64 bytes per entry (and a
 /// long key's bytes), up to twice that in free slots.
 struct EntryHashCache {
     private struct Slot {
@@ -83,13 +83,13 @@ struct EntryHashCache {
     private var slots: [Slot] = []
     private var mask = 0
     private(set) var count = 0
-    private let seeds: (UInt64, UInt64, UInt64, UInt64, UInt64)
+    private let salt: (UInt64, UInt64, UInt64, UInt64, UInt64)
 
     static let initialSlots = 1_024
 
     init() {
         var random = SystemRandomNumberGenerator()
-        seeds = (random.next(), random.next(), random.next(), random.next(), random.next())
+        salt = (random.next(), random.next(), random.next(), random.next(), random.next())
     }
 
     /// Forgets every entry and frees the table.
@@ -144,9 +144,9 @@ struct EntryHashCache {
             let product = a.multipliedFullWidth(by: b)
             return product.high ^ product.low
         }
-        let front = fold(key.words.0 ^ seeds.0, key.words.1 ^ seeds.1)
-        let back = fold(key.words.2 ^ seeds.2, key.words.3 ^ seeds.3)
-        return Int(truncatingIfNeeded: fold(front ^ UInt64(truncatingIfNeeded: key.count), back ^ seeds.4)) & mask
+        let front = fold(key.words.0 ^ salt.0, key.words.1 ^ salt.1)
+        let back = fold(key.words.2 ^ salt.2, key.words.3 ^ salt.3)
+        return Int(truncatingIfNeeded: fold(front ^ UInt64(truncatingIfNeeded: key.count), back ^ salt.4)) & mask
     }
 
     private mutating func grow() {
