@@ -270,10 +270,11 @@ final class PartitionLab {
         }
     }
 
-    /// The value at `key` in etcd, read from the client's namespace (nil when absent); throws when etcd does not answer.
-    func get(_ key: String) throws -> String? {
+    /// The value at `key` in etcd, read from `role`'s namespace (the client's unless said; nil when absent); throws
+    /// when etcd does not answer.
+    func get(_ key: String, from role: String = "c") throws -> String? {
         let body = #"{"key": "\#(Data(key.utf8).base64EncodedString())"}"#
-        let result = try runProgram(ip, ["netns", "exec", namespace("c"), curl.path, "-s", "-m", "2", "-X", "POST", etcdURL + "/v3/kv/range", "-d", body],
+        let result = try runProgram(ip, ["netns", "exec", namespace(role), curl.path, "-s", "-m", "2", "-X", "POST", etcdURL + "/v3/kv/range", "-d", body],
             timeout: .seconds(10))
         guard result.status == 0, let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], json["header"] != nil
         else { throw Failure(description: "etcd did not answer: \(result)") }
@@ -324,8 +325,14 @@ final class PartitionLab {
     /// Cuts `role`'s link: its veth's end in the hub goes down.
     func cut(_ role: String) throws { try must(["-n", hub, "link", "set", namespace(role), "down"]) }
 
-    /// Restores `role`'s link.
-    func restore(_ role: String) throws { try must(["-n", hub, "link", "set", namespace(role), "up"]) }
+    /// Restores `role`'s link and waits (at most 15 s) until etcd answers from `role`'s namespace: a node started
+    /// at once could meet the link still coming up (`No route to host`) and exit, as it should when etcd is unreachable.
+    func restore(_ role: String) throws {
+        try must(["-n", hub, "link", "set", namespace(role), "up"])
+        guard waitUntil(timeout: .seconds(15), { (try? get("/cogd/bank/epoch", from: role)) != nil }) else {
+            throw Failure(description: "etcd does not answer from \(namespace(role)) 15 s after its link was restored")
+        }
+    }
 
     /// Stops every process (nodes and calls, then etcd) and deletes every namespace and folder.
     func close() {
