@@ -1,5 +1,3 @@
-import Foundation
-
 /// Reads deterministic CBOR item by item, for hot paths that know the exact
 /// layout to expect (an `op` frame): no tree is built, and any surprise —
 /// another key, another type, a truncation — reads as `nil`, so the caller
@@ -182,8 +180,8 @@ package struct CBORScanner {
         let saved = offset
         // Compared as memory, not by a slice's generic `elementsEqual` (a byte
         // and an index check at a time, on every op frame's keys).
-        guard let span = span(major: 3), span.count == expected.utf8CodeUnitCount,
-            span.isEmpty || bytes.withUnsafeBytes({ memcmp($0.baseAddress! + span.lowerBound, expected.utf8Start, span.count) == 0 })
+        guard let span = span(major: 3),
+            StreamItem.bytes(bytes, at: span, equal: UnsafeRawBufferPointer(start: expected.utf8Start, count: expected.utf8CodeUnitCount))
         else {
             offset = saved
             return false

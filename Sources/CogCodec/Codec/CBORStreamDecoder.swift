@@ -152,24 +152,22 @@ enum StreamItem {
         return position
     }
 
+    /// Whether the bytes of `bytes` at `range` are `expected`, compared as
+    /// memory (the map lookups, the key checks and the op scanner's keys).
+    static func bytes(_ bytes: [UInt8], at range: Range<Int>, equal expected: UnsafeRawBufferPointer) -> Bool {
+        range.count == expected.count
+            && (range.isEmpty || bytes.withUnsafeBytes { memcmp($0.baseAddress! + range.lowerBound, expected.baseAddress!, range.count) == 0 })
+    }
+
     /// Whether two ranges of `bytes` hold the same bytes.
     static func bytesEqual(_ bytes: [UInt8], _ first: Range<Int>, _ second: Range<Int>) -> Bool {
-        first.count == second.count
-            && (first.isEmpty
-                || bytes.withUnsafeBufferPointer { whole in
-                    memcmp(whole.baseAddress! + first.lowerBound, whole.baseAddress! + second.lowerBound, first.count) == 0
-                })
+        bytes.withUnsafeBytes { StreamItem.bytes(bytes, at: first, equal: UnsafeRawBufferPointer(rebasing: $0[second])) }
     }
 
     /// Whether the text at `range` spells `name`.
     static func textEquals(_ bytes: [UInt8], _ range: Range<Int>, _ name: String) -> Bool {
         var name = name
-        return name.withUTF8 { utf8 in
-            utf8.count == range.count
-                && bytes.withUnsafeBufferPointer { whole in
-                    utf8.isEmpty || memcmp(utf8.baseAddress!, whole.baseAddress! + range.lowerBound, range.count) == 0
-                }
-        }
+        return name.withUTF8 { StreamItem.bytes(bytes, at: range, equal: UnsafeRawBufferPointer($0)) }
     }
 }
 
