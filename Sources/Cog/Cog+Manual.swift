@@ -53,6 +53,7 @@ extension Cog {
             self.init(initial, equalsRule: equals, lifetime: lifetime, name: name, fileID: fileID, line: line)
         }
 
+        @inlinable
         init(
             _ initial: @escaping @MainActor () -> Value,
             equalsRule: (@MainActor (Value, Value) -> Bool)?, lifetime: ManualCogLifetime,
@@ -110,6 +111,7 @@ extension Cog.Manual where Value: Equatable {
 
 extension Cog.Manual where Value: Codable & Equatable & Sendable {
     /// Declares a source a durable runtime can persist (with a `name:`), whose changes are decided by `==`.
+    @inlinable
     public init(
         _ initial: @escaping @MainActor () -> Value, lifetime: ManualCogLifetime = .app,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -120,6 +122,7 @@ extension Cog.Manual where Value: Codable & Equatable & Sendable {
     }
 
     /// Declares a named durable source (`Cog<Int>.Manual(name: "count") { 0 }`).
+    @inlinable
     public init(
         name: String, lifetime: ManualCogLifetime = .app,
         fileID: StaticString = #fileID, line: UInt = #line,
@@ -131,6 +134,7 @@ extension Cog.Manual where Value: Codable & Equatable & Sendable {
     }
 
     /// Declares a durable source with a lifetime.
+    @inlinable
     public init(
         lifetime: ManualCogLifetime, fileID: StaticString = #fileID, line: UInt = #line,
         _ initial: @escaping @MainActor () -> Value
@@ -143,6 +147,7 @@ extension Cog.Manual where Value: Codable & Equatable & Sendable {
 
 extension Cog.Manual where Value: Codable & Sendable {
     /// Declares a durable source whose changes are decided by `equals`.
+    @inlinable
     public init(
         _ initial: @escaping @MainActor () -> Value,
         equals: @escaping @MainActor (Value, Value) -> Bool,

@@ -240,6 +240,7 @@ extension CogBox.Manual where Value: Equatable {
 
 extension CogBox.Manual where Value: Codable & Equatable & Sendable, Key: Codable {
     /// Declares a box a durable runtime can persist (with a `name:`); the initial value ignores the key.
+    @inlinable
     public init(
         _ initial: @escaping @MainActor () -> Value, lifetime: ManualCogLifetime = .app,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -250,6 +251,7 @@ extension CogBox.Manual where Value: Codable & Equatable & Sendable, Key: Codabl
     }
 
     /// Declares a durable box whose initial value is computed from the key.
+    @inlinable
     public init(
         _ initial: @escaping @MainActor (Key) -> Value, lifetime: ManualCogLifetime = .app,
         name: String? = nil, fileID: StaticString = #fileID, line: UInt = #line
@@ -260,6 +262,7 @@ extension CogBox.Manual where Value: Codable & Equatable & Sendable, Key: Codabl
     }
 
     /// Declares a named durable box (`CogBox<Int, String>.Manual(name: "accounts") { 0 }`).
+    @inlinable
     public init(
         name: String, lifetime: ManualCogLifetime = .app,
         fileID: StaticString = #fileID, line: UInt = #line,
@@ -271,6 +274,7 @@ extension CogBox.Manual where Value: Codable & Equatable & Sendable, Key: Codabl
     }
 
     /// Declares a named durable box whose initial value is computed from the key.
+    @inlinable
     public init(
         name: String, lifetime: ManualCogLifetime = .app,
         fileID: StaticString = #fileID, line: UInt = #line,
@@ -284,6 +288,7 @@ extension CogBox.Manual where Value: Codable & Equatable & Sendable, Key: Codabl
 
 extension CogBox.Manual where Value: Codable & Sendable, Key: Codable {
     /// Declares a durable box whose changes are decided by `equals`.
+    @inlinable
     public init(
         _ initial: @escaping @MainActor (Key) -> Value,
         equals: @escaping @MainActor (Value, Value) -> Bool,

@@ -48,6 +48,11 @@ public struct CogDurableWrite: Sendable, Equatable {
 @usableFromInline
 struct DurableCoding<Value>: @unchecked Sendable {
     let encodeValue: @MainActor (Value, any CogDurableStore) throws -> [UInt8]
+    /// `encodeValue` of a node's committed value, in a type that names no
+    /// `Value`: a settled write is encoded without the generic metadata
+    /// lookups that code over `Value?` made per write (the closure is built
+    /// where `Value` is concrete).
+    let encodeNodeValue: @MainActor (Node, any CogDurableStore) throws -> [UInt8]
     let decodeValue: @MainActor ([UInt8], any CogDurableStore) throws -> Value
     let encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?
     let decodeKey: (@MainActor ([UInt8], any CogDurableStore) throws -> StateKey)?
@@ -63,9 +68,11 @@ struct DurableCoding<Value>: @unchecked Sendable {
         encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?,
         decodeKey: (@MainActor ([UInt8], any CogDurableStore) throws -> StateKey)?,
         valueShape: @escaping () -> OpArgumentShape = { .unknown },
-        keyShape: (() -> OpArgumentShape)? = nil
+        keyShape: (() -> OpArgumentShape)? = nil,
+        encodeNodeValue: (@MainActor (Node, any CogDurableStore) throws -> [UInt8])? = nil
     ) {
         self.encodeValue = encodeValue
+        self.encodeNodeValue = encodeNodeValue ?? { node, store in try encodeValue(unsafeDowncast(node, to: TypedNode<Value>.self).value, store) }
         self.decodeValue = decodeValue
         self.encodeKey = encodeKey
         self.decodeKey = decodeKey
@@ -81,7 +88,8 @@ extension DurableCoding where Value: Codable {
         DurableCoding(
             encodeValue: { value, store in try store.encode(value) },
             decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
-            encodeKey: nil, decodeKey: nil, valueShape: { OpArgumentShape.of(Value.self) })
+            encodeKey: nil, decodeKey: nil, valueShape: { OpArgumentShape.of(Value.self) },
+            encodeNodeValue: { node, store in try store.encode(unsafeDowncast(node, to: TypedNode<Value>.self).value) })
     }
 
     /// Coding for a box whose keys are `Key`.
@@ -92,6 +100,7 @@ extension DurableCoding where Value: Codable {
             decodeValue: { bytes, store in try store.decode(Value.self, from: bytes) },
             encodeKey: { key, store in try store.encode(key.unwrap(as: Key.self)) },
             decodeKey: { bytes, store in StateKey(try store.decode(Key.self, from: bytes)) },
-            valueShape: { OpArgumentShape.of(Value.self) }, keyShape: { OpArgumentShape.of(Key.self) })
+            valueShape: { OpArgumentShape.of(Value.self) }, keyShape: { OpArgumentShape.of(Key.self) },
+            encodeNodeValue: { node, store in try store.encode(unsafeDowncast(node, to: TypedNode<Value>.self).value) })
     }
 }

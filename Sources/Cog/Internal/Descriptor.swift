@@ -198,6 +198,10 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
     let lifetime: ManualCogLifetime
     /// Present when the value (and key) types are `Codable`.
     let durable: DurableCoding<Value>?
+    /// `durable`'s value and key encoders, kept where reading them needs no
+    /// `DurableCoding<Value>` metadata (`durableWrite(of:released:store:encodedKey:)`).
+    private let encodeNodeValue: (@MainActor (Node, any CogDurableStore) throws -> [UInt8])?
+    private let encodeKey: (@MainActor (StateKey, any CogDurableStore) throws -> [UInt8])?
 
     @usableFromInline
     init(
@@ -211,6 +215,8 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
         self.equals = equals
         self.lifetime = lifetime
         self.durable = durable
+        self.encodeNodeValue = durable?.encodeNodeValue
+        self.encodeKey = durable?.encodeKey
         super.init(name: name, fileID: fileID, line: line, isKeyed: isKeyed)
         _ = lifetime.validated(label: label)
         if durable != nil { DurableRegistry.register(self) }
@@ -234,19 +240,18 @@ final class ManualDescriptor<Value>: Descriptor, @unchecked Sendable {
         return try durable.decodeValue(bytes, store)
     }
 
-    /// The durable write for a new value (nil: released). `encodedKey`: the
-    /// key's bytes from an earlier write of the same state, filled in here
-    /// on the first.
+    /// The durable write of `node`'s committed value (`released`: of its
+    /// release). `encodedKey`: the key's bytes from an earlier write of the
+    /// same state, filled in here on the first. Nothing here names `Value`
+    /// (this runs unspecialized, once per settled write).
     @MainActor func durableWrite(
-        key: StateKey, value: Value?, store: any CogDurableStore, encodedKey: inout [UInt8]?
+        of node: Node, released: Bool, store: any CogDurableStore, encodedKey: inout [UInt8]?
     ) throws -> CogDurableWrite {
-        guard let durable, let name = stableName else {
-            throw NotDurable(label: label(for: key), site: site, hasName: stableName != nil)
+        guard let encodeNodeValue, let name = stableName else {
+            throw NotDurable(label: label(for: node.key), site: site, hasName: stableName != nil)
         }
-        if encodedKey == nil { encodedKey = try durable.encodeKey?(key, store) }
-        let encodedValue: [UInt8]?
-        if let value { encodedValue = try durable.encodeValue(value, store) } else { encodedValue = nil }
-        return CogDurableWrite(name: name, key: encodedKey, value: encodedValue)
+        if encodedKey == nil, let encodeKey { encodedKey = try encodeKey(node.key, store) }
+        return CogDurableWrite(name: name, key: encodedKey, value: released ? nil : try encodeNodeValue(node, store))
     }
 }
 

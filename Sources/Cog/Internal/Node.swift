@@ -194,7 +194,7 @@ final class ManualNode<Value>: TypedNode<Value> {
 
     override func durableWrite(released: Bool, store: any CogDurableStore) throws -> CogDurableWrite? {
         guard let descriptor = manualDescriptor else { return nil }
-        return try descriptor.durableWrite(key: key, value: released ? nil : value, store: store, encodedKey: &encodedKey)
+        return try descriptor.durableWrite(of: self, released: released, store: store, encodedKey: &encodedKey)
     }
 }
 
