@@ -1,9 +1,11 @@
-// Linux thread affinity for Swift: glibc declares sched_{get,set}affinity
-// only under _GNU_SOURCE, which the Swift Glibc module is not built with.
+// Linux thread affinity and heap settings for Swift: glibc declares
+// sched_{get,set}affinity only under _GNU_SOURCE, which the Swift Glibc
+// module is not built with; mallopt is in <malloc.h>, which it leaves out.
 #define _GNU_SOURCE
 #include "thread_affinity.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -38,4 +40,9 @@ int cogd_set_thread_name(const char *name) {
 int cogd_thread_name(char *name, size_t bytes) {
     if (bytes < 16) return ERANGE;
     return pthread_getname_np(pthread_self(), name, bytes);
+}
+
+void cogd_keep_heap(size_t map_from, size_t trim_past) {
+    mallopt(M_MMAP_THRESHOLD, (int)map_from);
+    mallopt(M_TRIM_THRESHOLD, (int)trim_past);
 }

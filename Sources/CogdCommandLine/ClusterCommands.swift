@@ -107,6 +107,7 @@ enum ClusterCommands {
             log.failure(message)
             return 1
         }
+        LeaderHeap.keepBatchBuffers()
         // Without CURVE nothing is authenticated: off this host, anyone who can connect could run ops and read state.
         let exposed = [options.requestsEndpoint, options.turnsEndpoint].filter { !WireEndpoint.isLocal($0) }
         if !exposed.isEmpty && !options.insecure && options.curveSecret == nil {

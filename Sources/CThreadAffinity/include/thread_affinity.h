@@ -19,4 +19,9 @@ int cogd_set_thread_name(const char *name);
 /// at least); 0 on success, else an errno value.
 int cogd_thread_name(char *name, size_t bytes);
 
+/// Sets glibc's heap thresholds for this process (`mallopt`): allocations
+/// of `map_from` bytes or more are mapped on their own; free memory at the
+/// heap's top is returned to the kernel past `trim_past` bytes.
+void cogd_keep_heap(size_t map_from, size_t trim_past);
+
 #endif
