@@ -449,8 +449,10 @@ public struct LeaderCore {
             // `cogd call`) would otherwise pile up in it forever.
             highestAnswered = highestAnswered.filter { workers[$0.key] != nil }
         }
-        var effects: [Effect] = revisions.isEmpty ? [] : [.publish(revisions)]
-        effects += takeOutgoing()
+        // The batch's replies are moved, not copied (a copy retained and
+        // released each one's peer and frame): the publication goes first.
+        var effects = takeOutgoing()
+        if !revisions.isEmpty { effects.insert(.publish(revisions), at: 0) }
         return effects
     }
 
