@@ -712,38 +712,50 @@ public final class Leader {
     }
 
     /// Does what the core asks, in order; a commit's answer goes back to it at once.
-    private func carryOut(_ effects: [LeaderCore.Effect]) {
-        for effect in effects {
-            switch effect {
-            case .send, .sendStatus, .startSnapshot, .publish:
-                guard mayRelease() else { continue }
-                if holdsForStandbys(effect) { continue }
-            default:
-                break
+    private func carryOut(_ effects: consuming [LeaderCore.Effect]) {
+        var effects = effects
+        // Each effect is moved out, its place left holding an empty
+        // publication (nothing to release when the array goes): iterating
+        // copied each one, retaining and releasing its peer and frame again.
+        effects.withUnsafeMutableBufferPointer { buffer in
+            for index in buffer.indices {
+                let effect = buffer.moveElement(from: index)
+                buffer.initializeElement(at: index, to: .publish(0..<0))
+                carryOut(one: effect)
             }
-            switch effect {
-            case .send, .sendStatus, .startSnapshot, .publish:
-                release(effect, batch: store.lastAppended)
-            case .standby(let peer, let message):
-                standbyMessage(message, from: peer)
-            case .commit(let commit):
-                let start = ContinuousClock.now
-                let answer: LeaderCore.Input
-                do {
-                    let revisions = try store.append(
-                        commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention,
-                        openings: commit.openings, rejections: commit.rejections)
-                    if let pruned = store.lastPruned { prunedBacklog = pruned.more }
-                    Leader.afterCommit?(revisions)
-                    let took = ContinuousClock.now - start
-                    commitTimes.record(took, turns: revisions.count)
-                    noteCommit(took, turns: revisions.count, lastRevision: revisions.upperBound &- 1)
-                    answer = .committed(revisions)
-                } catch {
-                    answer = .commitFailed(cause: Leader.commitFailureCause(error, dataFolder: configuration.dataFolder))
-                }
-                carryOut(core.step(answer, now: now))
+        }
+    }
+
+    private func carryOut(one effect: LeaderCore.Effect) {
+        switch effect {
+        case .send, .sendStatus, .startSnapshot, .publish:
+            guard mayRelease() else { return }
+            if holdsForStandbys(effect) { return }
+        default:
+            break
+        }
+        switch effect {
+        case .send, .sendStatus, .startSnapshot, .publish:
+            release(effect, batch: store.lastAppended)
+        case .standby(let peer, let message):
+            standbyMessage(message, from: peer)
+        case .commit(let commit):
+            let start = ContinuousClock.now
+            let answer: LeaderCore.Input
+            do {
+                let revisions = try store.append(
+                    commit.drafts, replies: commit.replies, index: commit.index, retention: configuration.retention,
+                    openings: commit.openings, rejections: commit.rejections)
+                if let pruned = store.lastPruned { prunedBacklog = pruned.more }
+                Leader.afterCommit?(revisions)
+                let took = ContinuousClock.now - start
+                commitTimes.record(took, turns: revisions.count)
+                noteCommit(took, turns: revisions.count, lastRevision: revisions.upperBound &- 1)
+                answer = .committed(revisions)
+            } catch {
+                answer = .commitFailed(cause: Leader.commitFailureCause(error, dataFolder: configuration.dataFolder))
             }
+            carryOut(core.step(answer, now: now))
         }
     }
 
