@@ -329,7 +329,16 @@ final class PartitionLab {
     /// at once could meet the link still coming up (`No route to host`) and exit, as it should when etcd is unreachable.
     func restore(_ role: String) throws {
         try must(["-n", hub, "link", "set", namespace(role), "up"])
-        guard waitUntil(timeout: .seconds(15), { (try? get("/cogd/bank/epoch", from: role)) != nil }) else {
+        // Answered, whether or not the key is there (`try?` would read an absent key as no answer).
+        let answers = { [self] () -> Bool in
+            do {
+                _ = try get("/cogd/bank/epoch", from: role)
+                return true
+            } catch {
+                return false
+            }
+        }
+        guard waitUntil(timeout: .seconds(15), answers) else {
             throw Failure(description: "etcd does not answer from \(namespace(role)) 15 s after its link was restored")
         }
     }
