@@ -33,6 +33,28 @@ private enum Shape: Codable, Equatable {
     case label(String, Int8)
 }
 
+/// A value that keeps the coding path its decoder reported, as key texts.
+private struct PathProbe: Codable, Equatable {
+    var path: [String] = []
+
+    init() {}
+
+    init(from decoder: any Decoder) throws {
+        path = decoder.codingPath.map(\.stringValue)
+        _ = try decoder.singleValueContainer().decode(Int.self)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(0)
+    }
+}
+
+private struct Nest: Codable, Equatable {
+    var top: PathProbe
+    var rows: [[String: PathProbe]]
+}
+
 /// What the tree decoder makes of `bytes`: the value, or nil when it refuses.
 private func tree<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
     guard let value = try? CBORReader.decode(bytes) else { return nil }
@@ -43,7 +65,7 @@ private func tree<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
 /// well-formed input is): the value, or nil on a miss.
 private func stream<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
     guard CBORReader.isWellFormed(bytes) else { return nil }
-    return try? StreamDecoder(bytes: bytes, offset: 0, parentPath: [], key: nil).decodeValue(T.self)
+    return try? StreamDecoder(bytes: bytes, offset: 0, parentPath: [], place: .none).decodeValue(T.self)
 }
 
 private func sample(_ seed: Int) -> Account {
@@ -54,6 +76,12 @@ private func sample(_ seed: Int) -> Account {
         id: UUID(uuid: (UInt8(seed & 0xff), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)), scan: Data([1, 2, UInt8(seed & 0xff)]),
         raw: Array(repeating: 0xab, count: seed % 4), extra: seed % 2 == 0 ? .text("x") : .array([.unsigned(1), .null]),
         rate: Double(seed) / 3, small: 0.5)
+}
+
+private func probe(_ path: [String]) -> PathProbe {
+    var probe = PathProbe()
+    probe.path = path
+    return probe
 }
 
 @Suite("CBOR in-place decoder")
@@ -74,6 +102,13 @@ struct StreamDecoderTests {
         #expect(stream([Int: String].self, try CBOREncoder().encode(numbered)) == numbered)
         #expect(stream(String.self, try CBOREncoder().encode("alice")) == "alice")
         #expect(stream(Int.self, try CBOREncoder().encode(-9)) == -9)
+    }
+
+    @Test func `a nested value is told the same coding path by both decoders`() throws {
+        let bytes = try CBOREncoder().encode(Nest(top: PathProbe(), rows: [[:], ["cell": PathProbe()]]))
+        let expected = Nest(top: probe(["top"]), rows: [[:], ["cell": probe(["rows", "1", "cell"])]])
+        #expect(stream(Nest.self, bytes) == expected)
+        #expect(tree(Nest.self, bytes) == expected)
     }
 
     @Test func `a repeated key reads as its last entry, in small and indexed maps`() {

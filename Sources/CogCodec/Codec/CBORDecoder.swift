@@ -11,8 +11,8 @@ public struct CBORDecoder: Sendable {
         let input = Array(bytes)
         // In place first (no tree); anything it did not expect is read again
         // through the tree, which names the problem.
-        if CBORReader.isWellFormed(input),
-            let value = try? StreamDecoder(bytes: input, offset: 0, parentPath: [], key: nil).decodeValue(T.self)
+        if input.count <= StreamDecoder.maximumInput, CBORReader.isWellFormed(input),
+            let value = try? StreamDecoder(bytes: input, offset: 0, parentPath: [], place: .none).decodeValue(T.self)
         {
             return value
         }

@@ -13,22 +13,55 @@ import Foundation
 /// read is bounds-checked; a surprise throws `StreamMiss`.
 struct StreamDecoder: Decoder {
     let bytes: [UInt8]
-    /// Where this value's item starts.
-    let offset: Int
+    /// The path of the container holding this value (empty at the top).
     private let parentPath: [any CodingKey]
-    private let key: (any CodingKey)?
+    /// Where this value's item starts. The input is shorter than
+    /// `Int32.max` bytes (`maximumInput`), so every offset fits.
+    private let start: Int32
+    /// This value's place in its container, read only by `codingPath`: the
+    /// offset of its map key's text item (0 or more), an array index as
+    /// `-2 - index`, or -1 for none. Three words in all: the decoder fits
+    /// in an `any Decoder` without a box of its own on the heap.
+    private let place: Int32
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    init(bytes: [UInt8], offset: Int, parentPath: [any CodingKey], key: (any CodingKey)?) {
-        self.bytes = bytes
-        self.offset = offset
-        self.parentPath = parentPath
-        self.key = key
+    /// The longest input the stream decoder reads (the tree decoder reads longer).
+    static let maximumInput = Int(Int32.max) - 1
+
+    /// Where a value sits in its container.
+    enum Place {
+        case none
+        /// A map's value: its key's text item is at this offset.
+        case key(at: Int)
+        case index(Int)
     }
 
+    init(bytes: [UInt8], offset: Int, parentPath: [any CodingKey], place: Place) {
+        self.bytes = bytes
+        self.parentPath = parentPath
+        // Offsets and indexes are within the input, which `maximumInput` bounds.
+        start = Int32(truncatingIfNeeded: offset)
+        switch place {
+        case .none: self.place = -1
+        case .key(let at): self.place = Int32(truncatingIfNeeded: at)
+        case .index(let index): self.place = -2 - Int32(truncatingIfNeeded: index)
+        }
+    }
+
+    /// Where this value's item starts.
+    var offset: Int { Int(start) }
+
     var codingPath: [any CodingKey] {
-        guard let key else { return parentPath }
-        return parentPath + [key]
+        switch place {
+        case -1:
+            return parentPath
+        case ..<(-1):
+            return parentPath + [IndexKey(Int(-2 - place))]
+        default:
+            guard let range = try? StreamItem.string(bytes, at: Int(place), major: 3) else { return parentPath }
+            let text = bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+            return parentPath + [TextKey(text)]
+        }
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -53,7 +86,7 @@ struct StreamDecoder: Decoder {
         if type == Date.self {
             let head = try StreamItem.head(bytes, at: offset)
             guard head.major == 6, head.argument == CBORTag.epochDate else { throw StreamMiss() }
-            let inner = StreamDecoder(bytes: bytes, offset: offset + head.length, parentPath: [], key: nil)
+            let inner = StreamDecoder(bytes: bytes, offset: offset + head.length, parentPath: [], place: .none)
             let innerHead = try StreamItem.head(bytes, at: inner.offset)
             let seconds: Double
             switch innerHead.major {
@@ -235,9 +268,10 @@ struct StreamKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// Where the map's first key starts.
     private let entries: Int
     private let count: Int
-    /// A large map (a `[String: T]`) is indexed once: each key's value offset
-    /// (the last entry of a repeated key, as the tree decoder reads it).
-    private let index: [String: Int]?
+    /// A large map (a `[String: T]`) is indexed once: where each key's entry
+    /// is, its key's text item and its value (the last entry of a repeated
+    /// key, as the tree decoder reads it).
+    private let index: [String: (key: Int, value: Int)]?
     /// A small map whose keys' bytes all differ: a key's first entry is its
     /// only one, so a lookup stops there instead of reading the whole map.
     private let distinct: Bool
@@ -249,17 +283,18 @@ struct StreamKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         self.count = count
         self.codingPath = codingPath
         // Every key must be text (the tree decoder says so when one is not).
-        var index: [String: Int]? = count > 16 ? [:] : nil
+        var index: [String: (key: Int, value: Int)]? = count > 16 ? [:] : nil
         index?.reserveCapacity(count)
         var distinct = index == nil
         try withUnsafeTemporaryAllocation(of: Range<Int>.self, capacity: index == nil ? count : 0) { keys in
             var position = entries
             for entry in 0..<count {
+                let keyStart = position
                 let keyRange = try StreamItem.string(bytes, at: position, major: 3)
                 position = keyRange.upperBound
                 if index != nil {
                     index![bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[keyRange]), as: UTF8.self) }] =
-                        position
+                        (keyStart, position)
                 } else {
                     if distinct, keys[0..<entry].contains(where: { StreamItem.bytesEqual(bytes, $0, keyRange) }) { distinct = false }
                     keys.initializeElement(at: entry, to: keyRange)
@@ -285,30 +320,31 @@ struct StreamKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return keys
     }
 
-    /// Where `key`'s value starts; nil when the map has no such key.
-    private func valueOffset(for key: Key) -> Int? {
+    /// Where `key`'s entry is: its key's text item and its value; nil
+    /// when the map has no such key.
+    private func entry(for key: Key) -> (key: Int, value: Int)? {
         let name = key.stringValue
         if let index { return index[name] }
-        var found: Int?
+        var found: (key: Int, value: Int)?
         var position = entries
         for _ in 0..<count {
             guard let keyRange = try? StreamItem.string(bytes, at: position, major: 3),
                 let next = try? StreamItem.end(bytes, of: keyRange.upperBound)
             else { return nil }
             if StreamItem.textEquals(bytes, keyRange, name) {
-                if distinct { return keyRange.upperBound }
-                found = keyRange.upperBound
+                if distinct { return (position, keyRange.upperBound) }
+                found = (position, keyRange.upperBound)
             }
             position = next
         }
         return found
     }
 
-    func contains(_ key: Key) -> Bool { valueOffset(for: key) != nil }
+    func contains(_ key: Key) -> Bool { entry(for: key) != nil }
 
     private func child(_ key: Key) throws -> StreamDecoder {
-        guard let offset = valueOffset(for: key) else { throw StreamMiss() }
-        return StreamDecoder(bytes: bytes, offset: offset, parentPath: codingPath, key: key)
+        guard let entry = entry(for: key) else { throw StreamMiss() }
+        return StreamDecoder(bytes: bytes, offset: entry.value, parentPath: codingPath, place: .key(at: entry.key))
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
@@ -361,7 +397,7 @@ struct StreamUnkeyedDecoder: UnkeyedDecodingContainer {
 
     private mutating func next() throws -> StreamDecoder {
         guard !isAtEnd else { throw StreamMiss() }
-        let decoder = StreamDecoder(bytes: bytes, offset: position, parentPath: codingPath, key: IndexKey(currentIndex))
+        let decoder = StreamDecoder(bytes: bytes, offset: position, parentPath: codingPath, place: .index(currentIndex))
         position = try StreamItem.end(bytes, of: position)
         currentIndex += 1
         return decoder
