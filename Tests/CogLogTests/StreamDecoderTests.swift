@@ -91,6 +91,8 @@ struct StreamDecoderTests {
             let bytes = try CBOREncoder().encode(sample(seed))
             #expect(stream(Account.self, bytes) == sample(seed))
             #expect(try CBORDecoder().decode(Account.self, from: bytes) == sample(seed))
+            // Any collection of bytes decodes as the array of them does.
+            #expect(try CBORDecoder().decode(Account.self, from: ([0xff] + bytes).dropFirst()) == sample(seed))
         }
         let shapes: [Shape] = [.dot, .circle(radius: 2.5), .label("a", -3)]
         let shapeBytes = try CBOREncoder().encode(shapes)

@@ -8,7 +8,12 @@ public struct CBORDecoder: Sendable {
     public init() {}
 
     public func decode<T: Decodable, Bytes: Collection<UInt8>>(_ type: T.Type, from bytes: Bytes) throws(CodecError) -> T {
-        let input = Array(bytes)
+        try decode(type, from: Array(bytes))
+    }
+
+    /// `decode(_:from:)` of an array as it is (an op's argument on the
+    /// leader: no generic collection's metadata looked up for each one).
+    public func decode<T: Decodable>(_ type: T.Type, from input: [UInt8]) throws(CodecError) -> T {
         // In place first (no tree); anything it did not expect is read again
         // through the tree, which names the problem.
         if input.count <= StreamDecoder.maximumInput, CBORReader.isWellFormed(input),
