@@ -290,13 +290,15 @@ public enum CogLab {
                                       release gate is open holds etcd's leader key (default: off)
                   --shipping          instead of the cluster, a leader's shipping rules (cogd leader
                                       --ha --sync) against 2 or 3 standbys and etcd's sync key, under
-                                      standbys killed, frozen, wiped and cut off and sync key writes
-                                      late or failed: the checker holds that every standby the sync
-                                      key names holds every commit released, that it names at most
-                                      K, that releases never go back, that a leader stepping down
-                                      keeps its last commit only when every standby etcd may name
-                                      holds it, and that once faults stop everything shipped is
-                                      released (default: off)
+                                      standbys killed, frozen, wiped and cut off, sync key writes
+                                      late or failed, and the leader crashing (a standby the sync key
+                                      names takes the lead, or the leader again, in the next epoch):
+                                      the checker holds that every standby the sync key names holds
+                                      every commit released, that it names at most K, that releases
+                                      never go back, that each new leader holds every commit released
+                                      before it, that a leader stepping down keeps its last commit
+                                      only when every standby etcd may name holds it, and that once
+                                      faults stop everything shipped is released (default: off)
                   --sync MODE         with --shipping: one or quorum:2 for every seed (default: each
                                       seed draws one, and strict or a degrade-after)
                   --late-sync-writes  with --shipping: a sync key write the leader gave up on (no
@@ -311,8 +313,9 @@ public enum CogLab {
                                       (sync key writes compare only the leader key, so a late one
                                       can land after a later one) needs --late-sync-writes,
                                       \(SimCommand.stepDownRule) (a leader stepping down keeps its last commit
-                                      once the standbys the sync key names for certain hold it)
-                                      needs --shipping:
+                                      once the standbys the sync key names for certain hold it) and
+                                      \(SimCommand.failoverRule) (any standby with a copy may take the lead
+                                      when the leader crashes) need --shipping:
                                       \(breakRules)
                   --json              one JSON object (default: lines)
 

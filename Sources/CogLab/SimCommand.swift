@@ -228,19 +228,25 @@ enum SimCommand {
     /// A leader stepping down keeps its last commit once the standbys the
     /// sync key names for certain hold it (`--break step-down-keep`).
     static let stepDownRule = "step-down-keep"
-    static let shippingRules = [shippingRule, uncomparedRule, stepDownRule]
+    /// When the leader crashes, any standby with a copy may take the lead,
+    /// not only one the sync key names (`--break failover-any`).
+    static let failoverRule = "failover-any"
+    static let shippingRules = [shippingRule, uncomparedRule, stepDownRule, failoverRule]
 
     /// `--shipping`: each seed's leader, its standbys and etcd's sync key.
     static func runShipping(_ options: Options) -> Int32 {
         let started = ContinuousClock.now
-        var totals = (steps: 0, seconds: 0.0, shipped: UInt64(0), released: UInt64(0))
+        var totals = (steps: 0, seconds: 0.0, shipped: UInt64(0), released: UInt64(0), takenBack: UInt64(0))
         var counts: [String: Int] = [:]
         for seed in options.seeds {
             let result = ShipSimulation.run(.init(
                 seed: seed, steps: options.steps, sync: options.sync, brokenSyncKey: options.broken.contains(shippingRule),
                 lateSyncWrites: options.lateSyncWrites, uncomparedSyncWrites: options.broken.contains(uncomparedRule),
-                stepDownNamedOnly: options.broken.contains(stepDownRule)))
-            totals = (totals.steps + result.steps, totals.seconds + result.simulatedSeconds, totals.shipped + result.shipped, totals.released + result.released)
+                stepDownNamedOnly: options.broken.contains(stepDownRule), anyStandbyLeads: options.broken.contains(failoverRule)))
+            totals = (
+                totals.steps + result.steps, totals.seconds + result.simulatedSeconds, totals.shipped + result.shipped, totals.released + result.released,
+                totals.takenBack + result.takenBack
+            )
             counts.merge(result.counts, uniquingKeysWith: +)
             if options.json { print(json(result)) }
             if let violation = result.violation {
@@ -257,15 +263,18 @@ enum SimCommand {
                 print("seed \(seed): pass — \(result.steps) steps, \(String(format: "%.0f", result.simulatedSeconds)) s simulated, --sync \(result.sync) "
                     + (result.degradeAfter.map { "degrading after \(CogLab.formatted($0)) s" } ?? "strict") + ", \(result.standbys) standbys; "
                     + "\(result.released) of \(result.shipped) commits released in \(result.counts["releases", default: 0]) releases, "
-                    + "\(result.counts["copies", default: 0]) copies, \(result.counts["drops", default: 0]) drops")
+                    + "\(result.counts["copies", default: 0]) copies, \(result.counts["drops", default: 0]) drops, "
+                    + "\(result.counts["failovers", default: 0]) failovers (\(result.takenBack) commits taken back, none released)")
             }
         }
         let elapsed = seconds(ContinuousClock.now - started)
         if !options.json {
             print("\(options.seeds.count) seed\(options.seeds.count == 1 ? "" : "s") passed: \(totals.steps) steps, \(Int(totals.seconds)) s simulated, "
                 + "\(totals.released) of \(totals.shipped) commits released in \(counts["releases", default: 0]) releases, "
-                + "\(counts["copies", default: 0]) copies, \(counts["drops", default: 0]) drops, 0 violations, in \(String(format: "%.1f", elapsed)) s; "
-                + "every standby etcd's sync key named held every commit released, and each of the "
+                + "\(counts["copies", default: 0]) copies, \(counts["drops", default: 0]) drops, "
+                + "\(counts["failovers", default: 0]) failovers (\(totals.takenBack) commits taken back, none released), "
+                + "0 violations, in \(String(format: "%.1f", elapsed)) s; "
+                + "every standby etcd's sync key named held every commit released, each new leader held every commit released before it, and each of the "
                 + "\(counts["step-down-keeps", default: 0]) times a leader stepping down would have kept its last commit, it was in every log etcd named or might name")
         }
         return 0
@@ -274,7 +283,8 @@ enum SimCommand {
     static func json(_ result: ShipSimulation.Result) -> String {
         var object: [String: Any] = [
             "seed": result.seed, "steps": result.steps, "sync": result.sync.description, "standbys": result.standbys,
-            "shipped": result.shipped, "released": result.released, "counts": result.counts, "simulatedSeconds": result.simulatedSeconds,
+            "shipped": result.shipped, "released": result.released, "takenBack": result.takenBack, "counts": result.counts,
+            "simulatedSeconds": result.simulatedSeconds,
             "pass": result.violation == nil,
         ]
         if let degradeAfter = result.degradeAfter { object["degradeAfter"] = degradeAfter }

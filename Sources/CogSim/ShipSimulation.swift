@@ -20,6 +20,18 @@ import CogProtocol
 /// turn released — the key names at most K standbys, and releases never
 /// go backwards. Once faults stop, every commit shipped is released.
 ///
+/// The leader itself fails over now and then (`failovers`): it crashes,
+/// and a standby etcd's sync key names takes the lead in the next epoch
+/// with its own copy as the log (its commits are all released at once, as
+/// `cogd leader --ha` releases what it inherited). The old leader comes
+/// back as a standby, its last few commits lost with the crash (shipped
+/// before its own commit) and now and then its folder destroyed; its
+/// hello names its copy's epoch, and log matching (`StandbyMatch`) finds
+/// a deposed leader's tail and sends it a copy. The checker adds that the
+/// new leader's log holds every commit any leader released
+/// (`failover-lacks-release`): the commits taken back with a deposed
+/// leader's tail are only ones never released.
+///
 /// After every step whose last commit released nothing, it also asks what
 /// the leader would do were it to step down then (ha.md §5): keep that
 /// commit (`ShipCore.lastCommitAcknowledgedByNamed`, with the
@@ -54,10 +66,14 @@ public struct ShipSimulation {
         /// hold it, not counting those a write in flight or unanswered may
         /// add; the checker must catch it.
         public var stepDownNamedOnly: Bool
+        /// The broken rule (`failover-any`): when the leader crashes, any
+        /// standby with a copy may take the lead, not only one etcd's sync
+        /// key names; the checker must catch it.
+        public var anyStandbyLeads: Bool
 
         public init(
             seed: UInt64, steps: Int = 20_000, sync: ShipCore.SyncMode? = nil, brokenSyncKey: Bool = false, lateSyncWrites: Bool = false,
-            uncomparedSyncWrites: Bool = false, stepDownNamedOnly: Bool = false
+            uncomparedSyncWrites: Bool = false, stepDownNamedOnly: Bool = false, anyStandbyLeads: Bool = false
         ) {
             self.seed = seed
             self.steps = steps
@@ -66,6 +82,7 @@ public struct ShipSimulation {
             self.lateSyncWrites = lateSyncWrites
             self.uncomparedSyncWrites = uncomparedSyncWrites
             self.stepDownNamedOnly = stepDownNamedOnly
+            self.anyStandbyLeads = anyStandbyLeads
         }
     }
 
@@ -77,9 +94,12 @@ public struct ShipSimulation {
         /// Seconds of holding after which the leader degrades; nil: strict.
         public let degradeAfter: Double?
         public let standbys: Int
-        /// Commits shipped in the run (after those the leader inherited), and how many of them were released.
+        /// Commits shipped in the run by every leader (after those the first
+        /// inherited), how many of them were released, and how many were
+        /// taken back: a deposed leader's tail, which no leader released.
         public let shipped: UInt64
         public let released: UInt64
+        public let takenBack: UInt64
         /// What happened, by name: `releases`, `copies`, `catch-ups`, `drops`, `sync-writes`, the faults dealt, …
         public let counts: [String: Int]
         public let simulatedSeconds: Double
@@ -92,16 +112,17 @@ public struct ShipSimulation {
         /// `ship-resync`: a copy of the log follows.
         case resync(sequence: UInt64)
         /// The copy's parts, as one message: the leader's commits through
-        /// `sequence` (and their digests) as they were when it took the copy.
-        case copy(sequence: UInt64, commits: ArraySlice<UInt64>, digests: ArraySlice<UInt64>)
+        /// `sequence` (their digests and epochs) as they were when it took the copy.
+        case copy(sequence: UInt64, commits: ArraySlice<UInt64>, digests: ArraySlice<UInt64>, epochs: ArraySlice<UInt64>)
         /// `error unavailable` (a refused acknowledgement).
         case refused(String)
     }
 
     /// What a standby sends the leader.
     enum Up {
-        /// `standby-hello`: its copy's last commit and the digest there.
-        case hello(revision: Int, digest: UInt64)
+        /// `standby-hello`: its copy's last commit, the digest there and
+        /// that commit's epoch (0: it holds none).
+        case hello(revision: Int, digest: UInt64, epoch: UInt64)
         case ack(sequence: UInt64)
         case copied(sequence: UInt64)
     }
@@ -111,6 +132,8 @@ public struct ShipSimulation {
     struct Connection {
         /// The connection's identity, as the leader's rules know it.
         let peer: [UInt8]
+        /// The epoch of the leader at its other end (the commits it ships are of it).
+        let epoch: UInt64
         var down: [Sent<Down>] = []
         var up: [Sent<Up>] = []
     }
@@ -126,10 +149,12 @@ public struct ShipSimulation {
     /// after applying, and says its last acknowledgement again when quiet.
     struct Standby {
         let name: String
-        /// The commits it applied, in order (a commit is a value here), and
-        /// the digest after each (index 0: none). They survive a kill, not a wipe.
+        /// The commits it applied, in order (a commit is a value here), the
+        /// digest after each (index 0: none), and the epoch each was
+        /// written in. They survive a kill, not a wipe.
         var log: [UInt64]
         var digests: [UInt64]
+        var epochs: [UInt64]
         var connection: Connection?
         /// The last commit applied in step (nil: not in step, it says hello).
         var applied: UInt64?
@@ -166,10 +191,21 @@ public struct ShipSimulation {
     let sync: ShipCore.SyncMode
     let quorum: Int
     let degradeAfter: Double?
-    /// The leader's log: every commit shipped (a value), and the digest after each (index 0: none).
+    /// The leader's log: every commit shipped (a value), the digest after
+    /// each (index 0: none), and the epoch each was written in.
     var commits: [UInt64]
     var digests: [UInt64]
-    let inherited: UInt64
+    var epochs: [UInt64]
+    /// The leader's node, and its epoch (each failover takes the next).
+    var leaderName = "n1"
+    var epoch: UInt64 = 2
+    /// Commits shipped by every leader, released, and taken back with a
+    /// deposed leader's tail (shipped, never released).
+    var shippedCount: UInt64 = 0
+    var releasedCount: UInt64 = 0
+    var takenBack: UInt64 = 0
+    /// Every commit any leader released: how many, and the digest after the last.
+    var releasedChain: (count: Int, digest: UInt64) = (0, 0)
     /// The most recent commits the leader keeps for a catch-up or after a copy (as its `KeptCommits`).
     let window: Int
     var standbys: [Standby] = []
@@ -205,24 +241,28 @@ public struct ShipSimulation {
         let degradeAfter = random.chance(0.5) ? nil : Double(random.int(2...12)) / 2
         let standbyTimeout = Double(random.int(2...6)) / 2
         let window = random.pick([16, 64, 256, 4_096])
-        // The commits this node applied as a standby before it took the lead: shipped and released already.
+        // The commits this node applied as a standby before it took the lead (in epoch 1): shipped and released already.
         let inherited = random.int(0...20)
         var digests: [UInt64] = [0]
         let commits = (0..<inherited).map { _ in random.next() }
         for commit in commits { digests.append(Self.digest(digests[digests.count - 1], commit)) }
+        let epochs = [UInt64](repeating: 1, count: inherited)
         for index in 0..<random.int(2...3) {
             // Each standby starts holding some of those (none, a few, all).
             let holds = random.int(0...inherited)
-            standbys.append(Standby(name: "n\(index + 2)", log: Array(commits[..<holds]), digests: Array(digests[...holds]), reconnectAt: .zero))
+            standbys.append(Standby(
+                name: "n\(index + 2)", log: Array(commits[..<holds]), digests: Array(digests[...holds]), epochs: Array(epochs[..<holds]),
+                reconnectAt: .zero))
         }
         shipRate = random.pick([0.1, 0.4, 0.8])
         self.sync = sync
         quorum = count
         self.degradeAfter = degradeAfter
         self.window = window
-        self.inherited = UInt64(inherited)
         self.commits = commits
         self.digests = digests
+        self.epochs = epochs
+        releasedChain = (inherited, digests[inherited])
         self.random = random
         core = ShipCore(.init(sync: sync, degradeAfter: degradeAfter, standbyTimeout: standbyTimeout, window: window), inherited: UInt64(inherited))
         lastRelease = UInt64(inherited)
@@ -233,8 +273,8 @@ public struct ShipSimulation {
         let violation = simulation.runAll()
         return Result(
             seed: configuration.seed, steps: simulation.step, violation: violation, sync: simulation.sync, degradeAfter: simulation.degradeAfter,
-            standbys: simulation.standbys.count, shipped: UInt64(simulation.commits.count) - simulation.inherited,
-            released: simulation.core.releasedThrough - simulation.inherited, counts: simulation.counts,
+            standbys: simulation.standbys.count, shipped: simulation.shippedCount, released: simulation.releasedCount,
+            takenBack: simulation.takenBack, counts: simulation.counts,
             simulatedSeconds: Self.seconds(simulation.now))
     }
 
@@ -243,7 +283,7 @@ public struct ShipSimulation {
 
     mutating func runAll() -> SimViolation? {
         note("the leader ships with --sync \(sync), " + (degradeAfter.map { "degrading after \(Self.shown($0)) s" } ?? "strict")
-            + ", heartbeat timeout \(Self.shown(core.configuration.standbyTimeout)) s, keeping \(window) commits; \(inherited) inherited")
+            + ", heartbeat timeout \(Self.shown(core.configuration.standbyTimeout)) s, keeping \(window) commits; \(commits.count) inherited")
         while step < configuration.steps {
             if let violation = advance() { return violation }
         }
@@ -294,6 +334,8 @@ public struct ShipSimulation {
     mutating func append(_ commit: UInt64) {
         commits.append(commit)
         digests.append(Self.digest(digests[digests.count - 1], commit))
+        epochs.append(epoch)
+        shippedCount += 1
     }
 
     /// The digest of a log after `commit`, from the digest before it.
@@ -390,6 +432,7 @@ public struct ShipSimulation {
     }
 
     mutating func strike() {
+        if random.chance(0.0004) { return failOver() }
         let pick = random.int(0...(standbys.count - 1))
         let up = standbys[pick].downUntil == nil
         if random.chance(0.0015), up {
@@ -433,6 +476,7 @@ public struct ShipSimulation {
         if wipe {
             standbys[index].log = []
             standbys[index].digests = [0]
+            standbys[index].epochs = []
             count("wipes")
             note("\(name) killed and its copy wiped; back in \(Simulation.shown(back)) s")
             // Its acknowledgements from before must count for nothing: the leader sees its connection end now.
@@ -443,6 +487,87 @@ public struct ShipSimulation {
             // The leader's socket watch mostly sees the connection end; else the heartbeat timeout does.
             if let peer, random.chance(0.8) { goneNotices.append(Sent(at: now + random.milliseconds(1, 300), message: (name, peer))) }
         }
+    }
+
+    /// The leader crashes, and the next leader takes the lead in the next
+    /// epoch (ha.md §4): a standby etcd's sync key names that is up and has
+    /// a copy, or else the old leader itself, restarted (the nodes the
+    /// leader key may go to). What was on its way to or from the old leader
+    /// is lost with its connections; its last few commits may be lost with
+    /// the crash (shipped before its own commit of them, so never
+    /// released). Its campaign rewrites the sync key: it names no standby
+    /// until the new leader's rules add them.
+    mutating func failOver() {
+        // The sync key write on its way lands before the campaign or never (the campaign's compare fails it after).
+        if let write = syncWrite, !write.applied, write.succeeds, comparesHold(write.expected), random.chance(0.5) {
+            syncKey = write.written
+            syncKeyRevision += 1
+            note("etcd's sync key names \(Self.listed(syncKey)) (a write the leader sent before it crashed)")
+        }
+        syncWrite = nil
+        goneNotices = []
+        let kept = random.chance(0.3) ? max(Int(lastRelease), commits.count - random.int(1...3)) : commits.count
+        let old = Standby(
+            name: leaderName, log: Array(commits[..<kept]), digests: Array(digests[...kept]), epochs: Array(epochs[..<kept]), connection: nil)
+        let candidates = standbys.indices.filter {
+            (configuration.anyStandbyLeads || syncKey.contains(standbys[$0].name)) && standbys[$0].downUntil == nil
+                && standbys[$0].frozenUntil == nil && !standbys[$0].log.isEmpty
+        }
+        let next: Standby
+        if !candidates.isEmpty, random.chance(0.8) {
+            next = standbys.remove(at: random.pick(candidates))
+            var deposed = old
+            let back = random.milliseconds(500, 6_000)
+            deposed.downUntil = now + back
+            if random.chance(0.25) {
+                deposed.log = []
+                deposed.digests = [0]
+                deposed.epochs = []
+                count("leader-folders-destroyed")
+                note("the leader \(leaderName) crashes and its data folder is destroyed; back in \(Simulation.shown(back)) s as a standby")
+            } else {
+                note("the leader \(leaderName) crashes holding commits through \(kept) of \(commits.count); back in \(Simulation.shown(back)) s as a standby")
+            }
+            standbys.append(deposed)
+        } else {
+            next = old
+            count("leader-restarts")
+            note("the leader \(leaderName) crashes holding commits through \(kept) of \(commits.count) and takes the lead again")
+        }
+        guard next.log.count >= releasedChain.count, next.digests[releasedChain.count] == releasedChain.digest else {
+            var held = min(next.log.count, releasedChain.count)
+            while held > 0, next.digests[held] != digests[held] { held -= 1 }
+            return fail(
+                "failover-lacks-release",
+                "\(next.name) takes the lead in epoch \(epoch + 1) holding commits through \(held) only, and commits through \(releasedChain.count) were released"
+                    + " (etcd's sync key names \(Self.listed(syncKey)))")
+        }
+        // What the old leader shipped past the log the new one holds is taken back: never released.
+        var common = min(next.log.count, commits.count)
+        while common > 0, next.digests[common] != digests[common] { common -= 1 }
+        takenBack += UInt64(commits.count - common)
+        leaderName = next.name
+        epoch += 1
+        commits = next.log
+        digests = next.digests
+        epochs = next.epochs
+        // Its log is released at once, as a leader releases what it inherited.
+        releasedCount += UInt64(commits.count - releasedChain.count)
+        releasedChain = (commits.count, digests[commits.count])
+        core = ShipCore(core.configuration, inherited: UInt64(commits.count))
+        lastRelease = UInt64(commits.count)
+        lastState = core.state
+        releaseRun = nil
+        syncKey = []
+        syncKeyRevision += 1
+        syncRevisionRead = syncKeyRevision
+        for index in standbys.indices {
+            standbys[index].connection = nil
+            standbys[index].applied = nil
+            if standbys[index].downUntil == nil { standbys[index].reconnectAt = now + random.milliseconds(10, 500) }
+        }
+        count("failovers")
+        note("\(leaderName) leads in epoch \(epoch) with commits through \(commits.count); the sync key names no standby")
     }
 
     mutating func shipCommits() {
@@ -537,19 +662,20 @@ public struct ShipSimulation {
         let last = commits.count
         let kept = min(window, last)
         switch message {
-        case .hello(let revision, let digest):
-            // The leader's rule (`StandbyMatch`), on this model's log: one commit a revision, all of one epoch and
-            // named by it, each digest a chain of the commits; the kept commits must hold its last one (`KeptCommits.after`).
-            let named = revision == 0 ? nil : CommitName(epoch: 1, number: UInt64(revision))
+        case .hello(let revision, let digest, let helloEpoch):
+            // The leader's rule (`StandbyMatch`), on this model's log: one commit a revision, each named by its epoch
+            // and revision, each digest a chain of the commits; the kept commits must hold its last one (`KeptCommits.after`).
+            let named = revision == 0 ? nil : CommitName(epoch: helloEpoch, number: UInt64(revision))
             let hello = StandbyMatch.Hello(
-                logID: revision == 0 ? nil : Self.logID, epoch: 1, revision: UInt64(revision), digest: StateDigest(value: UInt128(digest)),
+                logID: revision == 0 ? nil : Self.logID, epoch: helloEpoch, revision: UInt64(revision), digest: StateDigest(value: UInt128(digest)),
                 lastCommit: named)
-            let record = revision >= 1 && revision <= last ? StandbyMatch.Record(epoch: 1, digest: StateDigest(value: UInt128(digests[revision]))) : nil
-            let isKept = revision >= 1 && revision <= last && revision > last - kept
+            let held = revision >= 1 && revision <= last
+            let record = held ? StandbyMatch.Record(epoch: epochs[revision - 1], digest: StateDigest(value: UInt128(digests[revision]))) : nil
+            let isKept = held && revision > last - kept && epochs[revision - 1] == helloEpoch
             let log = StandbyMatch.Log(
-                logID: Self.logID, epoch: 1, lastRevision: UInt64(last), record: record, commitsAfter: false,
+                logID: Self.logID, epoch: epoch, lastRevision: UInt64(last), record: record, commitsAfter: false,
                 keepsAllAfter: revision >= 1 && revision > last - kept, oldestKept: UInt64(last - kept + 1),
-                lastCommit: last == 0 ? nil : CommitName(epoch: 1, number: UInt64(last)), keptAfterNamed: isKept ? last - revision : nil)
+                lastCommit: last == 0 ? nil : CommitName(epoch: epochs[last - 1], number: UInt64(last)), keptAfterNamed: isKept ? last - revision : nil)
             switch StandbyMatch.of(hello, log) {
             case .behind:
                 count("catch-ups")
@@ -558,8 +684,10 @@ public struct ShipSimulation {
             case .inStep:
                 note("\(node) says hello at commit \(revision), in step")
                 carry(core.hello(from: peer, node: node, inStep: true, now: clock))
-            case .copy:
-                note("\(node) says hello at commit \(revision)")
+            case .copy(let reason):
+                // Commits this log does not hold: a deposed leader's tail (its own, or one a deposed leader shipped it).
+                if revision > last || (held && digests[revision] != digest) { count("deposed-tails") }
+                note("\(node) says hello at commit \(revision) of epoch \(helloEpoch): \(reason)")
                 carry(core.hello(from: peer, node: node, inStep: false, now: clock))
             }
         case .ack(let sequence):
@@ -588,7 +716,7 @@ public struct ShipSimulation {
                 let transfer = random.milliseconds(50, 2_000)
                 note("the leader sends \(node) a copy of the log through commit \(sequence) (\(Simulation.shown(transfer)) s on the way)")
                 send(.resync(sequence: sequence), to: peer)
-                send(.copy(sequence: sequence, commits: commits[...], digests: digests[...]), to: peer, after: transfer)
+                send(.copy(sequence: sequence, commits: commits[...], digests: digests[...], epochs: epochs[...]), to: peer, after: transfer)
             case .writeSync(let asked):
                 guard syncWrite == nil else {
                     return fail("two-sync-writes", "the rules ask etcd to name \(Self.listed(asked)) while the write naming \(Self.listed(syncWrite!.asked)) is on its way")
@@ -622,6 +750,8 @@ public struct ShipSimulation {
                 note((run.0 == through ? "released commit \(through)" : "released commits \(run.0)–\(through)") + (run.1 > 1 ? " in \(run.1) releases" : "")
                     + " (\(Self.shown(core.state)); the rules name \(acknowledged.isEmpty ? "no standby" : acknowledged.joined(separator: ", ")))")
                 releaseRun = run
+                releasedCount += through - lastRelease
+                releasedChain = (Int(through), digests[Int(through)])
                 lastRelease = through
             case .drop(let node, let reason):
                 count("drops")
@@ -669,7 +799,7 @@ public struct ShipSimulation {
         if standbys[index].connection == nil {
             guard let at = standbys[index].reconnectAt, now >= at else { return }
             connections += 1
-            standbys[index].connection = Connection(peer: Array("\(standbys[index].name)#\(connections)".utf8))
+            standbys[index].connection = Connection(peer: Array("\(standbys[index].name)#\(connections)".utf8), epoch: epoch)
             standbys[index].reconnectAt = nil
             standbys[index].applied = nil
             standbys[index].lastHello = now - .seconds(60)
@@ -694,7 +824,8 @@ public struct ShipSimulation {
 
     mutating func hello(_ index: Int) {
         standbys[index].lastHello = now
-        sendUp(index, .hello(revision: standbys[index].log.count, digest: standbys[index].digests[standbys[index].log.count]))
+        let standby = standbys[index]
+        sendUp(index, .hello(revision: standby.log.count, digest: standby.digests[standby.log.count], epoch: standby.epochs.last ?? 0))
     }
 
     mutating func sendUp(_ index: Int, _ message: Up) {
@@ -736,6 +867,7 @@ public struct ShipSimulation {
             } else {
                 standbys[index].log.append(commit)
                 standbys[index].digests.append(Self.digest(standbys[index].digests[position], commit))
+                standbys[index].epochs.append(standbys[index].connection?.epoch ?? 0)
             }
             standbys[index].applied = sequence
             return sequence
@@ -743,9 +875,10 @@ public struct ShipSimulation {
             standbys[index].applied = nil
             standbys[index].quietUntil = now + .seconds(30)
             return nil
-        case .copy(let sequence, let commits, let digests):
+        case .copy(let sequence, let commits, let digests, let epochs):
             standbys[index].log = Array(commits)
             standbys[index].digests = Array(digests)
+            standbys[index].epochs = Array(epochs)
             standbys[index].quietUntil = now + .seconds(5)
             note("\(name) puts the copy in place (commits through \(sequence))")
             sendUp(index, .copied(sequence: sequence))
