@@ -492,7 +492,8 @@ public struct ShipSimulation {
     /// The leader crashes, and the next leader takes the lead in the next
     /// epoch (ha.md §4): a standby etcd's sync key names that is up and has
     /// a copy, or else the old leader itself, restarted (the nodes the
-    /// leader key may go to). What was on its way to or from the old leader
+    /// leader key may go to); one time in five the old leader, even beside
+    /// such a standby (none campaigned within its deferral). What was on its way to or from the old leader
     /// is lost with its connections; its last few commits may be lost with
     /// the crash (shipped before its own commit of them, so never
     /// released). Its campaign rewrites the sync key: it names no standby
