@@ -166,6 +166,13 @@ public struct ShipSimulation {
         /// Killed: starts again at this time.
         var downUntil: Duration?
         var frozenUntil: Duration?
+
+        /// Its data folder destroyed: it holds no commit.
+        mutating func wipe() {
+            log = []
+            digests = [0]
+            epochs = []
+        }
     }
 
     /// The sync key write on its way to etcd: applied at `appliesAt` when it
@@ -355,6 +362,14 @@ public struct ShipSimulation {
         standby.log.count >= Int(count) && standby.digests[Int(count)] == digests[Int(count)]
     }
 
+    /// How many of the leader's first `count` commits a standby's log holds
+    /// (the two logs agree up to there).
+    func held(by standby: Standby, upTo count: Int) -> Int {
+        var held = min(standby.log.count, count)
+        while held > 0, standby.digests[held] != digests[held] { held -= 1 }
+        return held
+    }
+
     // MARK: Steps
 
     mutating func advance() -> SimViolation? {
@@ -474,9 +489,7 @@ public struct ShipSimulation {
         standbys[index].downUntil = now + back
         let name = standbys[index].name
         if wipe {
-            standbys[index].log = []
-            standbys[index].digests = [0]
-            standbys[index].epochs = []
+            standbys[index].wipe()
             count("wipes")
             note("\(name) killed and its copy wiped; back in \(Simulation.shown(back)) s")
             // Its acknowledgements from before must count for nothing: the leader sees its connection end now.
@@ -521,9 +534,7 @@ public struct ShipSimulation {
             let back = random.milliseconds(500, 6_000)
             deposed.downUntil = now + back
             if random.chance(0.25) {
-                deposed.log = []
-                deposed.digests = [0]
-                deposed.epochs = []
+                deposed.wipe()
                 count("leader-folders-destroyed")
                 note("the leader \(leaderName) crashes and its data folder is destroyed; back in \(Simulation.shown(back)) s as a standby")
             } else {
@@ -536,17 +547,13 @@ public struct ShipSimulation {
             note("the leader \(leaderName) crashes holding commits through \(kept) of \(commits.count) and takes the lead again")
         }
         guard next.log.count >= releasedChain.count, next.digests[releasedChain.count] == releasedChain.digest else {
-            var held = min(next.log.count, releasedChain.count)
-            while held > 0, next.digests[held] != digests[held] { held -= 1 }
             return fail(
                 "failover-lacks-release",
-                "\(next.name) takes the lead in epoch \(epoch + 1) holding commits through \(held) only, and commits through \(releasedChain.count) were released"
+                "\(next.name) takes the lead in epoch \(epoch + 1) holding commits through \(held(by: next, upTo: releasedChain.count)) only, and commits through \(releasedChain.count) were released"
                     + " (etcd's sync key names \(Self.listed(syncKey)))")
         }
         // What the old leader shipped past the log the new one holds is taken back: never released.
-        var common = min(next.log.count, commits.count)
-        while common > 0, next.digests[common] != digests[common] { common -= 1 }
-        takenBack += UInt64(commits.count - common)
+        takenBack += UInt64(commits.count - held(by: next, upTo: commits.count))
         leaderName = next.name
         epoch += 1
         commits = next.log
@@ -906,11 +913,9 @@ public struct ShipSimulation {
                 return violation("unknown-named", "etcd's sync key names \(name), which is no standby")
             }
             if !holds(standby, through: released) {
-                var held = min(standby.log.count, Int(released))
-                while held > 0, standby.digests[held] != digests[held] { held -= 1 }
                 return violation(
                     "named-lacks-release",
-                    "etcd's sync key names \(Self.listed(syncKey)); \(name) holds the leader's commits through \(held) only, and commits through \(released) were released"
+                    "etcd's sync key names \(Self.listed(syncKey)); \(name) holds the leader's commits through \(held(by: standby, upTo: Int(released))) only, and commits through \(released) were released"
                         + " (the rules name \(Self.listed(core.named)), \(Self.shown(core.state)))")
             }
         }
